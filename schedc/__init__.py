@@ -1,0 +1,40 @@
+"""schedc: a loop-schedule compiler for NVIDIA GPUs.
+
+Accera's names, so that an Accera GPU script runs with ``import schedc as acc``.
+"""
+
+from .errors import (
+    CacheError,
+    LaunchError,
+    NestError,
+    PackageError,
+    PlanError,
+    ScheduleError,
+    SchedcError,
+    TargetError,
+)
+from .ir.array import Array, Role
+from .ir.expr import Index, cast
+from .ir.expr import maximum as max  # noqa: A001 - Accera's acc.max
+from .ir.expr import minimum as min  # noqa: A001 - Accera's acc.min
+from .ir.nest import Nest
+from .ir.plan import Plan
+from .ir.schedule import Schedule
+from .ir.types import ScalarType
+from .targets import GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "CacheError", "GridUnit", "Index", "LaunchError", "MMAFragmentOp", "MMAShape",
+    "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
+    "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
+    "__version__", "cast", "max", "min",
+]
+
+from .package.build import Package  # noqa: E402
+
+__all__ += ["Package"]
+from .package.loader import load  # noqa: E402
+
+__all__ += ["load"]

@@ -1,0 +1,270 @@
+"""Kernel IR → readable CUDA C++: one line per operation, comments naming schedule loops.
+
+The text is self-contained (the runtime header is inlined) and deterministic: the same kernel
+gives byte-identical source.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+
+from ..ir.kernel import (
+    Binary,
+    Buffer,
+    Cast,
+    Const,
+    Expr,
+    Fragment,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Stmt,
+    Store,
+    Unary,
+    Var,
+)
+from ..ir.types import ScalarType
+
+INDENT = "    "
+_PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+               "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+_FRAGMENT_TYPES = {"fp16": "__half", "bf16": "__nv_bfloat16", "tf32": "wmma::precision::tf32",
+                   "s8": "signed char", "u8": "unsigned char"}
+
+
+def runtime_header() -> str:
+    return resources.files("schedc.codegen").joinpath("runtime/schedc.cuh").read_text()
+
+
+def emit_source(kernels: list[Kernel], banner: str) -> str:
+    """A whole .cu file: banner, inlined runtime, kernels and their host launchers."""
+    parts = [banner.rstrip() + "\n",
+             "// ---- schedc runtime (schedc/codegen/runtime/schedc.cuh) ----",
+             runtime_header().rstrip(),
+             "// ---- end of schedc runtime ----\n",
+             "using namespace nvcuda;\n"]
+    seen: set[str] = set()
+    for kernel in kernels:
+        for buffer in kernel.buffers:
+            if buffer.kind != "param" and buffer.name not in seen:
+                seen.add(buffer.name)
+                parts.append(_global_buffer(buffer))
+    for kernel in kernels:
+        parts.append(emit_kernel(kernel))
+    parts.append("#if !defined(__CUDACC_RTC__)")
+    parts.append("// Host launchers: C-callable; they return the launch's cudaError_t (0 on success).")
+    for kernel in kernels:
+        parts.append(emit_launcher(kernel))
+    parts.append("#endif  // !defined(__CUDACC_RTC__)")
+    return "\n".join(parts) + "\n"
+
+
+def launcher_name(kernel: Kernel) -> str:
+    return kernel.name.removesuffix("__gpu__")
+
+
+def parameter_list(kernel: Kernel, restrict: bool) -> str:
+    qualifier = " __restrict__" if restrict else ""
+    params = []
+    for b in kernel.params:
+        const = "const " if b.role == "input" else ""
+        params.append(f"{const}{b.dtype.c_type}*{qualifier} {b.name}")
+    return ", ".join(params)
+
+
+def emit_kernel(kernel: Kernel) -> str:
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({kernel.threads_per_block})',
+        f"{kernel.name}({parameter_list(kernel, restrict=True)})",
+        "{",
+    ]
+    printer = _Printer(kernel)
+    for buffer in kernel.buffers:
+        if buffer.kind == "const":
+            lines.append(f"{INDENT}const {buffer.dtype.c_type}* {buffer.name} = "
+                         f"reinterpret_cast<const {buffer.dtype.c_type}*>({buffer.name}_bits);")
+    lines.extend(printer.body(kernel.body, 1))
+    lines.append("}\n")
+    return "\n".join(lines)
+
+
+def emit_launcher(kernel: Kernel) -> str:
+    g, b = kernel.grid, kernel.block
+    args = ", ".join(p.name for p in kernel.params)
+    lines = [
+        f'extern "C" int {launcher_name(kernel)}({parameter_list(kernel, restrict=False)})',
+        "{",
+    ]
+    if kernel.dynamic_shared_bytes > 48 * 1024:
+        lines.append(f"{INDENT}cudaFuncSetAttribute({kernel.name}, "
+                     f"cudaFuncAttributeMaxDynamicSharedMemorySize, {kernel.dynamic_shared_bytes});")
+    lines += [
+        f"{INDENT}{kernel.name}<<<dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]}), "
+        f"{kernel.dynamic_shared_bytes}>>>({args});",
+        f"{INDENT}return (int)cudaGetLastError();",
+        "}\n",
+    ]
+    return "\n".join(lines)
+
+
+def _global_buffer(buffer: Buffer) -> str:
+    if buffer.kind == "temp":
+        return (f"// temporary array {buffer.name}: scratch storage, contents undefined on entry\n"
+                f"__device__ {buffer.dtype.c_type} {buffer.name}[{buffer.size}];\n")
+    bits = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+    width = bits[buffer.dtype.size]
+    rows = []
+    for start in range(0, len(buffer.data), 8):
+        rows.append(INDENT + ", ".join(f"0x{v:x}" for v in buffer.data[start:start + 8]) + ",")
+    return (f"// constant array {buffer.name}: {buffer.dtype.value}{list(buffer.shape)}, element bit patterns\n"
+            f"__device__ const {width} {buffer.name}_bits[{buffer.size}] = {{\n"
+            + "\n".join(rows) + "\n};\n")
+
+
+class _Printer:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.buffers = {b.name: b for b in kernel.buffers}
+        self.fragments: dict[str, Fragment] = {}
+        self.index_type = kernel.index_type
+
+    def body(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
+        lines: list[str] = []
+        for stmt in body:
+            lines.extend(self.statement(stmt, depth))
+        return lines
+
+    def statement(self, s: Stmt, depth: int) -> list[str]:
+        pad = INDENT * depth
+        if isinstance(s, Let):
+            comment = [f"{pad}// {s.comment}"] if s.comment else []
+            return [*comment, f"{pad}const {self.index_type} {s.name} = {self.expr(s.value)};"]
+        if isinstance(s, Loop):
+            head = f"for ({self.index_type} {s.var} = {self.expr(s.start)}; {s.var} < {self.expr(s.stop)}; {s.var} += {s.step}) {{"
+            lines = [f"{pad}// {s.comment}"] if s.comment else []
+            if s.unroll:
+                lines.append(f"{pad}#pragma unroll")
+            return [*lines, pad + head, *self.body(s.body, depth + 1), pad + "}"]
+        if isinstance(s, If):
+            lines = [f"{pad}// {s.comment}"] if s.comment else []
+            lines += [f"{pad}if ({self.expr(s.cond)}) {{", *self.body(s.body, depth + 1)]
+            if s.orelse:
+                lines += [f"{pad}}} else {{", *self.body(s.orelse, depth + 1)]
+            return [*lines, pad + "}"]
+        if isinstance(s, Store):
+            return [f"{pad}{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};"]
+        return [pad + line for line in self.fragment_statement(s)]
+
+    def fragment_statement(self, s: Stmt) -> list[str]:
+        if isinstance(s, Fragment):
+            self.fragments[s.name] = s
+            return [f"wmma::fragment<{self.fragment_type(s)}> {s.name};"]
+        if isinstance(s, FragmentFill):
+            acc = self.fragments[s.fragment].dtype
+            return [f"wmma::fill_fragment({s.fragment}, {self.constant(s.value, acc)});"]
+        if isinstance(s, FragmentLoad):
+            frag = self.fragments[s.fragment]
+            pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
+            if frag.use == "accumulator":
+                ld, layout = _leading(s.row_stride, s.col_stride)
+                return [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld}, wmma::mem_{layout});"]
+            ld, _ = _leading(s.row_stride, s.col_stride)
+            lines = [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld});"]
+            if frag.precision == "tf32":
+                lines.append(f"schedc::to_tf32({s.fragment});")
+            return lines
+        if isinstance(s, FragmentStore):
+            ld, layout = _leading(s.row_stride, s.col_stride)
+            pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
+            return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
+        if isinstance(s, FragmentMma):
+            return [f"wmma::mma_sync({s.d}, {s.a}, {s.b}, {s.c});"]
+        if isinstance(s, FragmentApply):
+            if s.op == "scale":
+                return [f"schedc::scale({s.fragment}, {self.constant(s.arg, ScalarType.float32)});"]
+            if s.op == "relu":
+                return [f"schedc::relu({s.fragment});"]
+            acc = self.fragments[s.fragment].dtype
+            return [f"wmma::fill_fragment({s.fragment}, {self.constant(s.arg, acc)});"]
+        raise TypeError(f"unknown statement {s!r}")
+
+    def fragment_type(self, f: Fragment) -> str:
+        if f.use == "accumulator":
+            return f"wmma::accumulator, {f.m}, {f.n}, {f.k}, {f.dtype.c_type}"
+        element = _FRAGMENT_TYPES[f.precision]
+        return f"wmma::{f.use}, {f.m}, {f.n}, {f.k}, {element}, wmma::{f.layout}"
+
+    def offset(self, buffer: str, index: tuple[Expr, ...]) -> str:
+        """Multi-dimensional subscripts, linearised with the buffer's strides."""
+        strides = self.buffers[buffer].strides
+        terms: list[str] = []
+        for sub, stride in zip(index, strides):
+            if isinstance(sub, Const) and sub.value == 0:
+                continue
+            if stride == 1:
+                terms.append(self.expr(sub, _PRECEDENCE["+"]))
+            else:
+                terms.append(f"{self.expr(sub, _PRECEDENCE['*'])} * {stride}")
+        return " + ".join(terms) if terms else "0"
+
+    def expr(self, e: Expr, parent: int = 0) -> str:
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Const):
+            return self.constant(e.value, e.dtype)
+        if isinstance(e, Load):
+            return f"{e.buffer}[{self.offset(e.buffer, e.index)}]"
+        if isinstance(e, Cast):
+            return f"schedc::convert<{e.dtype.c_type}>({self.expr(e.operand)})"
+        if isinstance(e, Unary):
+            return f"-{self.expr(e.operand, 7)}"
+        if isinstance(e, Binary):
+            if e.op in ("max", "min"):
+                return f"schedc::{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
+            prec = _PRECEDENCE[e.op]
+            right = prec + 1 if e.op in ("-", "/", "%") or prec < 5 else prec
+            text = f"{self.expr(e.lhs, prec)} {e.op} {self.expr(e.rhs, right)}"
+            return f"({text})" if prec < parent else text
+        raise TypeError(f"unknown expression {e!r}")
+
+    def constant(self, value, dtype: ScalarType | None) -> str:
+        if dtype is None:
+            return str(int(value))
+        if dtype is ScalarType.bool:
+            return "true" if value else "false"
+        if dtype.is_integer:
+            literal = str(int(value))
+            return literal if dtype in (ScalarType.int32,) else f"({dtype.c_type}){literal}"
+        return _float_literal(float(value), dtype)
+
+
+def _float_literal(value: float, dtype: ScalarType) -> str:
+    if math.isnan(value):
+        text = "__longlong_as_double(0x7ff8000000000000ll)"
+    elif math.isinf(value):
+        text = f"{'-' if value < 0 else ''}__longlong_as_double(0x7ff0000000000000ll)"
+    else:
+        text = repr(value)
+        if "e" not in text and "." not in text:
+            text += ".0"
+    if dtype is ScalarType.float64:
+        return text
+    if dtype is ScalarType.float32:
+        return f"{text}f" if math.isfinite(value) else f"(float){text}"
+    function = "__double2half" if dtype is ScalarType.float16 else "__double2bfloat16"
+    return f"{function}({text})"
+
+
+def _leading(row_stride: int, col_stride: int) -> tuple[int, str]:
+    """Leading dimension and wmma memory layout of a tile."""
+    if col_stride == 1:
+        return row_stride, "row_major"
+    return col_stride, "col_major"

@@ -1,0 +1,373 @@
+"""Run kernel IR on the CPU with numpy: block by block, threads of a block in lock-step.
+
+Per-thread values are arrays over the block's threads; warp-collective tile operations run per
+warp on (warps, rows, cols) arrays. Element types are modelled: float16/bfloat16 arithmetic
+rounds as on the GPU, tf32 operands are rounded to tf32, accumulators keep their type. The
+emulator doubles as a checker: an out-of-bounds access, two threads storing one element in the
+same step, a warp split by a branch before a tile operation, or lanes disagreeing on a tile's
+origin raise ``EmulationError`` naming block, thread(s), buffer, element and loop iteration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import SchedcError
+from ..ir.kernel import (
+    Binary,
+    Buffer,
+    Cast,
+    Const,
+    Expr,
+    Fragment,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Stmt,
+    Store,
+    Unary,
+    Var,
+)
+from ..ir.types import ScalarType
+
+WARP = 32
+
+
+class EmulationError(SchedcError):
+    """The emulated kernel did something the GPU would not do correctly."""
+
+    def __init__(self, kind: str, what: str, block, threads, buffer, element, iteration) -> None:
+        self.kind, self.block, self.threads = kind, block, threads
+        self.buffer, self.element, self.iteration = buffer, element, iteration
+        place = f"block {block}, thread(s) {threads}, {buffer}[{element}]"
+        loops = ", ".join(f"{k}={v}" for k, v in iteration.items()) or "no loop"
+        super().__init__(f"emulate: {kind}", f"{what} at {place}, iteration ({loops})")
+
+
+@dataclass
+class Emulation:
+    """Storage (flat, in each buffer's layout) after the run, and which elements were stored."""
+
+    storage: dict[str, np.ndarray]
+    written: dict[str, np.ndarray]
+    blocks: list[tuple[int, int, int]]
+
+
+def sample_blocks(grid: tuple[int, int, int], count: int | None) -> list[tuple[int, int, int]]:
+    """``count`` blocks spread over the grid, first and last included (all when None)."""
+    total = grid[0] * grid[1] * grid[2]
+    if count is None or count >= total:
+        ids = range(total)
+    else:
+        ids = sorted({int(round(x)) for x in np.linspace(0, total - 1, max(count, 1))})
+    return [(b % grid[0], (b // grid[0]) % grid[1], b // (grid[0] * grid[1])) for b in ids]
+
+
+def emulate(kernel: Kernel, storage: dict[str, np.ndarray], blocks: int | None = None) -> Emulation:
+    """Run ``kernel`` over copies of ``storage`` (flat arrays per parameter), on all blocks or
+    a sample of ``blocks`` of them."""
+    memory = {b.name: _initial(b, storage) for b in kernel.buffers}
+    written = {name: np.zeros(len(array), dtype=bool) for name, array in memory.items()}
+    chosen = sample_blocks(kernel.grid, blocks)
+    for block in chosen:
+        _Block(kernel, memory, written, block).run()
+    return Emulation(memory, written, chosen)
+
+
+def _initial(buffer: Buffer, storage: dict[str, np.ndarray]) -> np.ndarray:
+    if buffer.kind == "param":
+        array = np.asarray(storage[buffer.name])
+        if array.shape != (buffer.size,) or array.dtype != buffer.dtype.numpy:
+            raise ValueError(f"{buffer.name}: expected flat {buffer.dtype.value}[{buffer.size}] storage")
+        return array.copy()
+    if buffer.kind == "const":
+        bits = np.array(buffer.data, dtype=np.dtype(f"u{buffer.dtype.size}"))
+        return bits.view(buffer.dtype.numpy).copy()
+    return np.full(buffer.size, _poison(buffer.dtype), dtype=buffer.dtype.numpy)
+
+
+def _poison(dtype: ScalarType):
+    return np.nan if dtype.is_float else 0
+
+
+@dataclass
+class _Block:
+    kernel: Kernel
+    memory: dict[str, np.ndarray]
+    written: dict[str, np.ndarray]
+    block: tuple[int, int, int]
+    env: dict[str, object] = field(default_factory=dict)
+    fragments: dict[str, np.ndarray] = field(default_factory=dict)
+    specs: dict[str, Fragment] = field(default_factory=dict)
+    iteration: dict[str, int] = field(default_factory=dict)
+
+    def run(self) -> None:
+        bx, by, bz = self.kernel.block
+        t = np.arange(bx * by * bz, dtype=np.int64)
+        self.threads = len(t)
+        self.env.update({
+            "threadIdx.x": t % bx, "threadIdx.y": (t // bx) % by, "threadIdx.z": t // (bx * by),
+            "blockIdx.x": np.int64(self.block[0]), "blockIdx.y": np.int64(self.block[1]),
+            "blockIdx.z": np.int64(self.block[2]),
+        })
+        self.buffers = {b.name: b for b in self.kernel.buffers}
+        self.body(self.kernel.body, np.ones(len(t), dtype=bool))
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def body(self, body: tuple[Stmt, ...], mask: np.ndarray) -> None:
+        for s in body:
+            self.statement(s, mask)
+
+    def statement(self, s: Stmt, mask: np.ndarray) -> None:
+        self.mask = mask  # loads check bounds for the threads that run this statement only
+        if isinstance(s, Let):
+            value = self.expr(s.value)
+            old = self.env.get(s.name, 0)
+            self.env[s.name] = value if mask.all() else np.where(mask, value, old)
+        elif isinstance(s, Loop):
+            self.loop(s, mask)
+        elif isinstance(s, If):
+            cond = np.broadcast_to(self.expr(s.cond), mask.shape)
+            taken, other = mask & cond, mask & ~cond
+            if taken.any():
+                self.body(s.body, taken)
+            if s.orelse and other.any():
+                self.body(s.orelse, other)
+            self.mask = mask
+        elif isinstance(s, Store):
+            self.store(s, mask)
+        else:
+            self.tile(s, mask)
+
+    def loop(self, s: Loop, mask: np.ndarray) -> None:
+        start, stop = self.expr(s.start), self.expr(s.stop)
+        if np.ndim(start) == 0 and np.ndim(stop) == 0:
+            for value in range(int(start), int(stop), s.step):
+                self.env[s.var] = np.int64(value)
+                self.iteration[s.var] = value
+                self.body(s.body, mask)
+        else:  # bounds differ between threads: run until every thread is done
+            var = np.broadcast_to(start, mask.shape).astype(np.int64)
+            while True:
+                active = mask & (var < stop)
+                if not active.any():
+                    break
+                self.env[s.var] = var
+                self.iteration[s.var] = int(var[active].min())
+                self.body(s.body, active)
+                var = var + s.step
+        self.iteration.pop(s.var, None)
+
+    def store(self, s: Store, mask: np.ndarray) -> None:
+        offset = np.broadcast_to(self.offset(s.buffer, s.index, mask), mask.shape)
+        value = np.broadcast_to(self.expr(s.value), mask.shape)
+        where = offset[mask]
+        unique, counts = np.unique(where, return_counts=True)
+        if len(unique) != len(where):
+            element = int(unique[counts > 1][0])
+            threads = np.flatnonzero(mask & (offset == element)).tolist()
+            raise self.error("race", "threads store the same element in one step", threads, s.buffer, element)
+        self.memory[s.buffer][where] = value[mask]
+        self.written[s.buffer][where] = True
+
+    # -- warp tiles ----------------------------------------------------------------------------
+
+    def tile(self, s: Stmt, mask: np.ndarray) -> None:
+        warps = mask.reshape(-1, WARP)
+        partial = warps.any(axis=1) & ~warps.all(axis=1)
+        if partial.any():
+            w = int(np.flatnonzero(partial)[0])
+            raise self.error("divergent warp", "a tile operation runs on part of a warp",
+                             np.flatnonzero(warps[w]).tolist(), getattr(s, "buffer", "-"), "-")
+        active = warps.all(axis=1)
+        if isinstance(s, Fragment):
+            self.specs[s.name] = s
+            self.fragments[s.name] = np.zeros((len(active), *_tile_shape(s)), dtype=_tile_dtype(s))
+        elif isinstance(s, FragmentFill):
+            frag = self.fragments[s.fragment]
+            frag[active] = frag.dtype.type(s.value)
+        elif isinstance(s, FragmentApply):
+            self.apply(s, active)
+        elif isinstance(s, FragmentMma):
+            self.mma(s, active)
+        elif isinstance(s, FragmentLoad):
+            self.tile_load(s, mask, active)
+        elif isinstance(s, FragmentStore):
+            self.tile_store(s, mask, active)
+        else:
+            raise TypeError(f"unknown statement {s!r}")
+
+    def tile_offsets(self, buffer, origin, row_stride, col_stride, mask, active, shape):
+        offset = np.broadcast_to(self.offset(buffer, origin, mask), mask.shape).reshape(-1, WARP)
+        lanes = offset[active]
+        if (lanes != lanes[:, :1]).any():
+            w = int(np.flatnonzero(active)[np.flatnonzero((lanes != lanes[:, :1]).any(axis=1))[0]])
+            raise self.error("non-uniform tile", "lanes of a warp disagree on a tile's origin",
+                             [w * WARP + n for n in range(WARP)], buffer, int(lanes[0, 0]))
+        rows = np.arange(shape[0])[:, None] * row_stride
+        cols = np.arange(shape[1])[None, :] * col_stride
+        index = lanes[:, 0][:, None, None] + rows + cols
+        size = len(self.memory[buffer])
+        bad = (index < 0) | (index >= size)
+        if bad.any():
+            w = int(np.flatnonzero(active)[np.argwhere(bad)[0][0]])
+            raise self.error("out of bounds", f"a tile reaches outside {buffer} (size {size})",
+                             [w * WARP], buffer, int(index[bad][0]))
+        return index
+
+    def tile_load(self, s: FragmentLoad, mask, active) -> None:
+        frag, spec = self.fragments[s.fragment], self.specs[s.fragment]
+        index = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
+                                  frag.shape[1:])
+        values = self.memory[s.buffer][index]
+        if spec.precision == "tf32":
+            values = round_tf32(values.astype(np.float32))
+        frag[active] = values.astype(frag.dtype)
+
+    def tile_store(self, s: FragmentStore, mask, active) -> None:
+        frag = self.fragments[s.fragment]
+        index = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
+                                  frag.shape[1:])
+        flat = index.ravel()
+        unique, counts = np.unique(flat, return_counts=True)
+        if len(unique) != len(flat):
+            element = int(unique[counts > 1][0])
+            warps = np.flatnonzero(active)[np.flatnonzero((index == element).any(axis=(1, 2)))]
+            raise self.error("race", "warps store the same element in one step",
+                             [int(w) * WARP for w in warps], s.buffer, element)
+        memory = self.memory[s.buffer]
+        memory[flat] = frag[active].reshape(-1).astype(memory.dtype)
+        self.written[s.buffer][flat] = True
+
+    def mma(self, s: FragmentMma, active) -> None:
+        a, b, c = (self.fragments[n][active] for n in (s.a, s.b, s.c))
+        d = self.fragments[s.d]
+        if d.dtype.kind == "i":
+            d[active] = a.astype(np.int64) @ b.astype(np.int64) + c
+        else:
+            d[active] = (a.astype(np.float32) @ b.astype(np.float32) + c.astype(np.float32)).astype(d.dtype)
+
+    def apply(self, s: FragmentApply, active) -> None:
+        frag = self.fragments[s.fragment]
+        x = frag[active]
+        if s.op == "scale":
+            scaled = x.astype(np.float32) * np.float32(s.arg)
+            frag[active] = np.trunc(scaled).astype(frag.dtype) if frag.dtype.kind == "i" else scaled.astype(frag.dtype)
+        elif s.op == "relu":
+            frag[active] = np.where(x > 0, x, frag.dtype.type(0))
+        elif s.op == "set":
+            frag[active] = frag.dtype.type(s.arg)
+        else:
+            raise TypeError(f"unknown fragment op {s.op}")
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def offset(self, buffer: str, index: tuple[Expr, ...], mask: np.ndarray):
+        spec = self.buffers[buffer]
+        offset = np.int64(0)
+        for sub, stride, extent in zip(index, spec.strides, spec.shape):
+            value = self.expr(sub)
+            live = np.broadcast_to(value, mask.shape)[mask]
+            if live.size and ((live < 0).any() or (live >= extent).any()):
+                bad = np.flatnonzero(mask & ((np.broadcast_to(value, mask.shape) < 0) |
+                                             (np.broadcast_to(value, mask.shape) >= extent)))
+                raise self.error("out of bounds", f"a subscript leaves 0..{extent - 1}",
+                                 bad[:4].tolist(), buffer,
+                                 int(np.broadcast_to(value, mask.shape)[bad[0]]))
+            offset = offset + value * stride
+        return offset
+
+    def expr(self, e: Expr):
+        if isinstance(e, Var):
+            return self.env[e.name]
+        if isinstance(e, Const):
+            return np.int64(e.value) if e.dtype is None else e.dtype.numpy.type(e.value)
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Cast):
+            return _cast(self.expr(e.operand), e.dtype)
+        if isinstance(e, Unary):
+            return -self.expr(e.operand)
+        if isinstance(e, Binary):
+            return _binary(e.op, self.expr(e.lhs), self.expr(e.rhs), e.dtype)
+        raise TypeError(f"unknown expression {e!r}")
+
+    def load(self, e: Load):
+        offset = self.offset(e.buffer, e.index, self.mask)
+        if np.ndim(offset) and not self.mask.all():
+            offset = np.where(self.mask, offset, 0)
+        return self.memory[e.buffer][offset]
+
+    def error(self, kind, what, threads, buffer, element) -> EmulationError:
+        return EmulationError(kind, what, self.block, threads, buffer, element, dict(self.iteration))
+
+
+def _tile_shape(f: Fragment) -> tuple[int, int]:
+    return {"matrix_a": (f.m, f.k), "matrix_b": (f.k, f.n), "accumulator": (f.m, f.n)}[f.use]
+
+
+def _tile_dtype(f: Fragment) -> np.dtype:
+    if f.use == "accumulator":
+        return f.dtype.numpy
+    return np.dtype(np.int32) if f.precision in ("s8", "u8") else np.dtype(np.float32)
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 → tf32 (10 mantissa bits), to nearest with ties away from zero, as cvt.rna.tf32."""
+    bits = x.view(np.uint32)
+    finite = np.isfinite(x)
+    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(finite, rounded, x)
+
+
+def _cast(value, dtype: ScalarType):
+    value = np.asarray(value)
+    if dtype is ScalarType.bool:
+        return value != 0
+    if dtype.is_integer and value.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(value.astype(np.float64)).astype(dtype.numpy)
+    return value.astype(dtype.numpy)
+
+
+def _binary(op: str, a, b, dtype: ScalarType | None):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if dtype is not None and dtype.is_float:
+            return a / b
+        quotient = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
+    if op == "%":
+        return np.fmod(a, b)
+    if op == "max":
+        return np.where(b > a, b, a)
+    if op == "min":
+        return np.where(b < a, b, a)
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == "==":
+        return a == b
+    if op == "!=":
+        return a != b
+    if op == "&&":
+        return np.logical_and(a, b)
+    if op == "||":
+        return np.logical_or(a, b)
+    raise TypeError(f"unknown operator {op}")

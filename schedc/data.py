@@ -1,0 +1,111 @@
+"""Test data: random inputs (never zeros), poisoned outputs, storage layouts, tolerances.
+
+>>> tolerance_for(["tf32"])
+0.002
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir.kernel import Binary, Buffer, Cast, Expr, Load, Unary
+from .ir.types import ScalarType
+
+# Relative error ||out - ref|| / ||ref|| allowed per arithmetic precision (the lowest wins).
+TOLERANCES = {
+    "float64": 1e-12,
+    "float32": 1e-5,
+    "tensor_float32": 1e-4,  # fp16/bf16 products accumulated in float32 by tensor cores
+    "tf32": 2e-3,
+    "float16": 5e-3,
+    "bfloat16": 3e-2,
+    "exact": 0.0,
+}
+
+
+def tolerance_for(precisions: list[str]) -> float:
+    return max(TOLERANCES[p] for p in precisions) if precisions else 0.0
+
+
+def precisions(model) -> list[str]:
+    """The arithmetic precisions a model's results depend on."""
+    found: list[str] = []
+    written = {s.buffer for s in model.statements}
+    for b in model.buffers:
+        if b.name in written:
+            found.append(_name(b.dtype))
+    t = model.tensorize
+    if t is not None:
+        operand = next(b.dtype for b in model.buffers if b.name not in written)
+        if operand.is_float:
+            found.append("tf32" if operand is ScalarType.float32 else "tensor_float32")
+        return found
+    for s in model.statements:
+        found.extend(_name(dt) for dt in _arithmetic_types(s.value))
+    return found
+
+
+def _name(dtype: ScalarType) -> str:
+    return dtype.value if dtype.is_float else "exact"
+
+
+def _arithmetic_types(e: Expr):
+    if isinstance(e, Binary):
+        if e.dtype is not None:
+            yield e.dtype
+        yield from _arithmetic_types(e.lhs)
+        yield from _arithmetic_types(e.rhs)
+    elif isinstance(e, Unary | Cast):
+        yield from _arithmetic_types(e.operand)
+    elif isinstance(e, Load):
+        yield e.dtype
+
+
+def random_array(buffer: Buffer, rng: np.random.Generator) -> np.ndarray:
+    """Values in [-1, 1] away from zero (integers in -4..4 without 0), in the element type."""
+    dtype = buffer.dtype
+    if dtype is ScalarType.bool:
+        return rng.integers(0, 2, buffer.shape).astype(bool)
+    if dtype.is_integer:
+        low = 1 if not dtype.is_signed else -4
+        values = rng.integers(low, 5, buffer.shape)
+        values[values == 0] = 1
+        return values.astype(dtype.numpy)
+    magnitude = rng.random(buffer.shape, dtype=np.float32) * np.float32(0.9375) + np.float32(0.0625)
+    sign = rng.integers(0, 2, buffer.shape, dtype=np.int8) * np.int8(2) - np.int8(1)
+    return (magnitude * sign).astype(dtype.numpy)
+
+
+def poison(buffer: Buffer) -> np.ndarray:
+    """An OUTPUT array filled with NaN (or 0x5A bytes for integers) to expose unwritten elements."""
+    if buffer.dtype.is_float:
+        return np.full(buffer.shape, np.nan, dtype=buffer.dtype.numpy)
+    return np.full(buffer.shape, 0x5A5A5A5A5A5A5A5A, dtype=np.uint64).astype(buffer.dtype.numpy)
+
+
+def inputs(buffers, seed: int) -> dict[str, np.ndarray]:
+    """Logical arrays for every parameter: random inputs, poisoned outputs."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for b in buffers:
+        if b.kind != "param":
+            continue
+        out[b.name] = poison(b) if b.role == "output" else random_array(b, rng)
+    return out
+
+
+def to_storage(buffer: Buffer, array: np.ndarray) -> np.ndarray:
+    """The flat storage of a logical array in the buffer's layout."""
+    flat = np.zeros(buffer.size, dtype=buffer.dtype.numpy)
+    _view(buffer, flat)[...] = array
+    return flat
+
+
+def from_storage(buffer: Buffer, flat: np.ndarray) -> np.ndarray:
+    """The logical array stored in ``flat`` (a copy)."""
+    return _view(buffer, flat).copy()
+
+
+def _view(buffer: Buffer, flat: np.ndarray) -> np.ndarray:
+    strides = tuple(s * flat.itemsize for s in buffer.strides)
+    return np.lib.stride_tricks.as_strided(flat, buffer.shape, strides)

@@ -1,0 +1,48 @@
+"""One hierarchy of errors. Every message names the primitive or object and the numbers.
+
+>>> str(ScheduleError("split(i, 0)", "factor must be a positive integer"))
+'split(i, 0): factor must be a positive integer'
+"""
+
+
+class SchedcError(Exception):
+    """Base class of every error schedc raises on purpose.
+
+    ``where`` names the primitive call or object (``split(i, 0)``, ``A``); ``what`` says what is
+    wrong, with the numbers; ``detail`` is an optional longer rendering (a loop nest with the
+    offending loop marked) shown by the CLI.
+    """
+
+    def __init__(self, where: str, what: str, detail: str = "") -> None:
+        self.where = where
+        self.what = what
+        self.detail = detail
+        super().__init__(f"{where}: {what}" if where else what)
+
+
+class NestError(SchedcError):
+    """An array, nest or iteration-logic statement is malformed."""
+
+
+class ScheduleError(SchedcError):
+    """A schedule transformation (split, tile, reorder) is invalid."""
+
+
+class PlanError(SchedcError):
+    """A plan directive (bind, tensorize, unroll) is invalid for the schedule or target."""
+
+
+class CacheError(PlanError):
+    """A cache directive is invalid (footprint, memory space, shared-memory budget)."""
+
+
+class TargetError(SchedcError):
+    """An unknown target or a feature the target does not have."""
+
+
+class PackageError(SchedcError):
+    """Building, compiling, writing or reading a package failed."""
+
+
+class LaunchError(SchedcError):
+    """A call of a loaded function has bad arguments, or the device refused the launch."""

@@ -1,0 +1,1 @@
+"""Front-end objects (Array, Nest, Schedule, Plan), the frozen Model and the kernel IR."""

@@ -1,0 +1,75 @@
+"""Affine integer expressions as plain values: ``sum(coeff * var) + const``.
+
+>>> a = Affine.of(Binary("*", Binary("+", Var("i"), Var("ii")), Const(2048)))
+>>> a
+Affine(terms=(('i', 2048), ('ii', 2048)), const=0)
+>>> a.evaluate({"i": 1, "ii": 2})
+6144
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .kernel import Binary, Const, Expr, Unary, Var, register
+
+
+@register
+@dataclass(frozen=True)
+class Affine:
+    terms: tuple[tuple[str, int], ...]  # sorted by name, no zero coefficients
+    const: int = 0
+
+    @staticmethod
+    def make(terms: dict[str, int], const: int = 0) -> Affine:
+        return Affine(tuple(sorted((k, v) for k, v in terms.items() if v)), int(const))
+
+    @staticmethod
+    def of(expr: Expr) -> Affine:
+        """The affine form of an index expression; TypeError if it is not affine."""
+        if isinstance(expr, Var):
+            return Affine(((expr.name, 1),))
+        if isinstance(expr, Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+            return Affine((), expr.value)
+        if isinstance(expr, Unary) and expr.op == "-":
+            return Affine.of(expr.operand).scale(-1)
+        if isinstance(expr, Binary) and expr.op in "+-":
+            rhs = Affine.of(expr.rhs)
+            return Affine.of(expr.lhs).plus(rhs if expr.op == "+" else rhs.scale(-1))
+        if isinstance(expr, Binary) and expr.op == "*":
+            lhs, rhs = Affine.of(expr.lhs), Affine.of(expr.rhs)
+            if lhs.terms and rhs.terms:
+                raise TypeError("product of two variables")
+            return lhs.scale(rhs.const) if not rhs.terms else rhs.scale(lhs.const)
+        raise TypeError(f"not affine: {expr!r}")
+
+    @property
+    def coeffs(self) -> dict[str, int]:
+        return dict(self.terms)
+
+    def coeff(self, name: str) -> int:
+        return self.coeffs.get(name, 0)
+
+    def plus(self, other: Affine) -> Affine:
+        out = self.coeffs
+        for name, c in other.terms:
+            out[name] = out.get(name, 0) + c
+        return Affine.make(out, self.const + other.const)
+
+    def scale(self, factor: int) -> Affine:
+        return Affine.make({k: v * factor for k, v in self.terms}, self.const * factor)
+
+    def substitute(self, values: dict[str, Affine]) -> Affine:
+        out = Affine((), self.const)
+        for name, c in self.terms:
+            out = out.plus(values[name].scale(c) if name in values else Affine(((name, c),)))
+        return out
+
+    def without(self, names: set[str]) -> Affine:
+        return Affine.make({k: v for k, v in self.terms if k not in names}, self.const)
+
+    def evaluate(self, values: dict[str, int]) -> int:
+        return self.const + sum(c * values[k] for k, c in self.terms)
+
+    def variables(self) -> set[str]:
+        return {k for k, _ in self.terms}

@@ -1,0 +1,171 @@
+"""Arrays: the data a nest reads and writes (Accera's ``acc.Array`` and ``acc.Role``).
+
+>>> A = Array(role=Role.INPUT, element_type=ScalarType.float32, shape=(4, 3),
+...           layout=Array.Layout.LAST_MAJOR)
+>>> A.strides
+(1, 4)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import NestError
+from . import capture
+from .expr import Access, Assign, Expr, affine_terms, as_expr, render
+from .types import ScalarType, converts_implicitly, from_numpy
+
+
+class Role(enum.Enum):
+    """How a function uses an array."""
+
+    INPUT = "input"  # read only, passed by the caller
+    INPUT_OUTPUT = "input_output"  # read and written, passed by the caller
+    OUTPUT = "output"  # written only (every element), passed by the caller
+    CONST = "const"  # contents known when building, embedded in the package
+    TEMP = "temp"  # scratch storage owned by the package
+
+
+class Layout(enum.Enum):
+    """Memory order: FIRST_MAJOR is row-major (C order), LAST_MAJOR column-major (Fortran)."""
+
+    FIRST_MAJOR = "FIRST_MAJOR"
+    LAST_MAJOR = "LAST_MAJOR"
+
+
+class Array:
+    """An n-dimensional array of scalars.
+
+    Parameters: ``role`` (Role), ``element_type`` (ScalarType, default float32), ``shape``
+    (positive integers), ``layout`` (Layout or explicit element strides), ``data`` (CONST only),
+    ``name`` (optional; otherwise named by its position in ``Package.add(args=...)``).
+    """
+
+    Layout = Layout
+
+    def __init__(
+        self,
+        role: Role,
+        element_type: ScalarType | None = None,
+        shape: Sequence[int] | None = None,
+        layout: Layout | Sequence[int] = Layout.FIRST_MAJOR,
+        data: np.ndarray | None = None,
+        name: str | None = None,
+    ) -> None:
+        where = "Array(" + (f"name={name!r}, " if name else "") + f"role={role!r})"
+        if not isinstance(role, Role):
+            raise NestError(where, "role must be a Role (INPUT, INPUT_OUTPUT, OUTPUT, CONST, TEMP)")
+        self.role = role
+        self.data = None
+        if role is Role.CONST:
+            element_type, shape = self._const_data(where, data, element_type, shape)
+        elif data is not None:
+            raise NestError(where, "data is only for Role.CONST arrays")
+        if element_type is None:
+            element_type = ScalarType.float32
+        if not isinstance(element_type, ScalarType):
+            raise NestError(where, f"element_type must be a ScalarType, not {element_type!r}")
+        self.element_type = element_type
+        self.shape = _check_shape(where, shape)
+        self.strides = _strides(where, self.shape, layout)
+        self.layout = layout if isinstance(layout, Layout) else tuple(layout)
+        self.name = name
+        if name is not None and not name.isidentifier():
+            raise NestError(where, f"name {name!r} must be a C identifier")
+        if self.data is not None:
+            self.data = np.ascontiguousarray(self.data.astype(self.element_type.numpy))
+
+    def _const_data(self, where, data, element_type, shape):
+        if data is None:
+            raise NestError(where, "a Role.CONST array needs data")
+        data = np.asarray(data)
+        if element_type is None:
+            try:
+                element_type = from_numpy(data.dtype)
+            except KeyError:
+                raise NestError(where, f"data of dtype {data.dtype} has no ScalarType") from None
+        if shape is not None and tuple(shape) != data.shape:
+            raise NestError(where, f"shape {tuple(shape)} differs from the data's {data.shape}")
+        self.data = data
+        return element_type, data.shape
+
+    @property
+    def size(self) -> int:
+        """Elements of storage the array spans (largest offset + 1)."""
+        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+
+    @property
+    def display_name(self) -> str:
+        shape = ", ".join(str(n) for n in self.shape)
+        return self.name or f"<{self.element_type.value}[{shape}] array>"
+
+    def __repr__(self) -> str:
+        return f"Array({self.display_name}, {self.role.name}, {self.element_type.value})"
+
+    def __getitem__(self, key: object) -> Access:
+        indices = key if isinstance(key, tuple) else (key,)
+        exprs = tuple(as_expr(i) for i in indices)
+        where = f"{self.display_name}[{', '.join(render(e) for e in exprs)}]"
+        if len(exprs) != len(self.shape):
+            raise NestError(where, f"{len(exprs)} subscripts for an array of rank {len(self.shape)}")
+        for e in exprs:
+            affine_terms(e)  # raises unless affine in the indices
+        return Access(self, exprs)
+
+    def __setitem__(self, key: object, value: object) -> None:
+        target = self[key]
+        value = as_expr(value)
+        where = f"{render(target)} = {render(value)}"
+        if self.role in (Role.INPUT, Role.CONST):
+            raise NestError(where, f"{self.display_name} is Role.{self.role.name} and cannot be written")
+        if value.dtype is not None and not converts_implicitly(value.dtype, self.element_type):
+            raise NestError(
+                where,
+                f"a {value.dtype.value} value does not convert implicitly to "
+                f"{self.element_type.value}; use cast(value, ScalarType.{self.element_type.value})",
+            )
+        capture.record(where, Assign(target, value))
+
+    # Python evaluates ``C[i, j] += x`` as ``C[i, j] = C[i, j] + x``: no __iadd__ is needed.
+
+
+def _check_shape(where: str, shape: Sequence[int] | None) -> tuple[int, ...]:
+    if shape is None:
+        raise NestError(where, "shape is required")
+    shape = tuple(shape)
+    if not shape or any(isinstance(n, bool) or not isinstance(n, int | np.integer) for n in shape):
+        raise NestError(where, f"shape must be a tuple of positive integers, not {shape!r}")
+    if any(n < 1 for n in shape):
+        raise NestError(where, f"shape must be a tuple of positive integers, not {shape!r}")
+    return tuple(int(n) for n in shape)
+
+
+def _strides(where: str, shape: tuple[int, ...], layout: Layout | Sequence[int]) -> tuple[int, ...]:
+    if layout is Layout.FIRST_MAJOR or layout is Layout.LAST_MAJOR:
+        dims = range(len(shape) - 1, -1, -1) if layout is Layout.FIRST_MAJOR else range(len(shape))
+        strides, step = [0] * len(shape), 1
+        for d in dims:
+            strides[d] = step
+            step *= shape[d]
+        return tuple(strides)
+    if isinstance(layout, Sequence) and not isinstance(layout, str):
+        strides = tuple(layout)
+        if len(strides) != len(shape) or any(
+            isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in strides
+        ):
+            raise NestError(where, f"layout strides {strides!r} must be {len(shape)} positive integers")
+        _check_no_overlap(where, shape, strides)
+        return strides
+    raise NestError(where, f"layout must be Array.Layout or a tuple of strides, not {layout!r}")
+
+
+def _check_no_overlap(where: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+    """Distinct elements must have distinct offsets: each stride clears the span inside it."""
+    span = 1
+    for stride, n in sorted(zip(strides, shape)):
+        if n > 1 and stride < span:
+            raise NestError(where, f"layout strides {strides} make elements overlap")
+        span = stride * n if n > 1 else span

@@ -1,0 +1,316 @@
+"""The kernel IR: frozen dataclasses with tuple fields, one node per concept.
+
+Expressions are shared with the frozen Model's statements: there ``Var`` names nest
+dimensions; in a kernel it names loop variables, locals and the special registers
+``threadIdx.x``, ``blockIdx.y``, .... Subscripts stay multi-dimensional; the CUDA backend
+linearises them with the buffer's strides. Change a node with ``dataclasses.replace``.
+
+>>> x = Binary("+", Var("i"), Const(1))
+>>> x
+Binary(op='+', lhs=Var(name='i'), rhs=Const(value=1, dtype=None), dtype=None)
+>>> from_json(to_json(x)) == x
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from dataclasses import dataclass
+from typing import Union
+
+from .types import ScalarType
+
+# -- expressions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Var:
+    """A named integer value: loop variable, local, nest dimension or special register."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int | float | bool
+    dtype: ScalarType | None = None  # None: an index (integer) constant
+
+
+@dataclass(frozen=True)
+class Binary:
+    """Arithmetic (+ - * / % max min) and comparisons (< <= == !=) and logic (&& ||)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+    dtype: ScalarType | None = None  # None: index arithmetic (or a comparison)
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # "-"
+    operand: Expr
+    dtype: ScalarType | None = None
+
+
+@dataclass(frozen=True)
+class Cast:
+    operand: Expr
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Load:
+    """Element ``buffer[index]`` of a global array (multi-dimensional subscript)."""
+
+    buffer: str
+    index: tuple[Expr, ...]
+    dtype: ScalarType
+
+
+Expr = Union[Var, Const, Binary, Unary, Cast, Load]
+
+# -- statements --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Store:
+    buffer: str
+    index: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Let:
+    """A per-thread local: ``const int name = value;`` (index values)."""
+
+    name: str
+    value: Expr
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    start: Expr
+    stop: Expr
+    step: int
+    body: tuple[Stmt, ...]
+    unroll: bool = False
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    body: tuple[Stmt, ...]
+    comment: str = ""
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A warp's tensor-core tile: ``use`` is matrix_a, matrix_b or accumulator.
+
+    ``dtype`` is the element type in memory; ``precision`` what the hardware multiplies in
+    (fp16, bf16, tf32, s8, u8) for operands, or the accumulator's type name.
+    """
+
+    name: str
+    use: str
+    m: int
+    n: int
+    k: int
+    dtype: ScalarType
+    precision: str
+    layout: str = ""  # row_major / col_major for operands
+
+
+@dataclass(frozen=True)
+class FragmentFill:
+    fragment: str
+    value: float
+
+
+@dataclass(frozen=True)
+class FragmentLoad:
+    """Load a tile whose element (r, c) lies at ``buffer[origin] + r*row_stride + c*col_stride``.
+
+    One of the two strides is 1 (the layout); the other is the leading dimension.
+    """
+
+    fragment: str
+    buffer: str
+    origin: tuple[Expr, ...]
+    row_stride: int
+    col_stride: int
+
+
+@dataclass(frozen=True)
+class FragmentStore:
+    buffer: str
+    origin: tuple[Expr, ...]
+    fragment: str
+    row_stride: int
+    col_stride: int
+
+
+@dataclass(frozen=True)
+class FragmentMma:
+    """``d = a @ b + c`` on one warp's tiles."""
+
+    d: str
+    a: str
+    b: str
+    c: str
+
+
+@dataclass(frozen=True)
+class FragmentApply:
+    """Element-wise op on an accumulator: ``scale`` (x * arg), ``relu`` (max(x, 0)), ``set``."""
+
+    fragment: str
+    op: str
+    arg: float = 0.0
+
+
+Stmt = Union[
+    Store, Let, Loop, If, Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma,
+    FragmentApply,
+]
+
+# -- kernels -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A global array the kernel reads or writes.
+
+    ``kind``: param (passed by the caller), const (embedded data) or temp (package scratch).
+    """
+
+    name: str
+    dtype: ScalarType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    kind: str
+    role: str
+    data: tuple[int, ...] = ()  # const: the elements' bit patterns, in storage order
+
+    @property
+    def size(self) -> int:
+        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One ``__global__`` function and how to launch it."""
+
+    name: str
+    buffers: tuple[Buffer, ...]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    body: tuple[Stmt, ...]
+    index_type: str = "int"  # C type of index arithmetic: int, or long long for large arrays
+    dynamic_shared_bytes: int = 0
+
+    @property
+    def params(self) -> tuple[Buffer, ...]:
+        return tuple(b for b in self.buffers if b.kind == "param")
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+# -- traversal ---------------------------------------------------------------------------------
+
+
+def children(stmt: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(stmt, If):
+        return stmt.body + stmt.orelse
+    return stmt.body if isinstance(stmt, Loop) else ()
+
+
+def walk_statements(body: tuple[Stmt, ...]):
+    """Every statement, parents before children."""
+    for stmt in body:
+        yield stmt
+        yield from walk_statements(children(stmt))
+
+
+def substitute(expr: Expr, values: dict[str, Expr]) -> Expr:
+    """Replace variables by expressions."""
+    if isinstance(expr, Var):
+        return values.get(expr.name, expr)
+    if isinstance(expr, Binary):
+        return dataclasses.replace(
+            expr, lhs=substitute(expr.lhs, values), rhs=substitute(expr.rhs, values)
+        )
+    if isinstance(expr, Unary | Cast):
+        return dataclasses.replace(expr, operand=substitute(expr.operand, values))
+    if isinstance(expr, Load):
+        return dataclasses.replace(expr, index=tuple(substitute(i, values) for i in expr.index))
+    return expr
+
+
+# -- JSON (packages carry the kernel IR so the emulator can run a built package) ---------------
+
+_NODES = {
+    cls.__name__: cls
+    for cls in (
+        Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
+        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel,
+    )
+}
+
+
+def register(cls: type) -> type:
+    """Make a frozen dataclass serialisable by ``to_json``/``from_json`` (decorator)."""
+    _NODES[cls.__name__] = cls
+    return cls
+
+
+def to_plain(node: object) -> object:
+    if dataclasses.is_dataclass(node):
+        out: dict[str, object] = {"node": type(node).__name__}
+        for f in dataclasses.fields(node):
+            out[f.name] = to_plain(getattr(node, f.name))
+        return out
+    if isinstance(node, tuple | list):
+        return [to_plain(x) for x in node]
+    if isinstance(node, enum.Enum):
+        return {"enum": type(node).__name__, "value": node.value}
+    return node
+
+
+def from_plain(data: object) -> object:
+    if isinstance(data, dict) and "node" in data:
+        cls = _NODES[data["node"]]
+        fields = {f.name: from_plain(data[f.name]) for f in dataclasses.fields(cls) if f.name in data}
+        return cls(**fields)
+    if isinstance(data, dict) and "enum" in data:
+        return _enum_value(data["enum"], data["value"])
+    if isinstance(data, list):
+        return tuple(from_plain(x) for x in data)
+    return data
+
+
+def _enum_value(name: str, value: str) -> enum.Enum:
+    from .. import targets
+
+    enums = {"ScalarType": ScalarType, "MMAShape": targets.MMAShape,
+             "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
+             "Model": targets.Model}
+    return enums[name](value)
+
+
+def to_json(node: object) -> str:
+    """Deterministic JSON text of an IR node (sorted keys, no whitespace variance)."""
+    return json.dumps(to_plain(node), sort_keys=True, separators=(",", ":"))
+
+
+def from_json(text: str) -> object:
+    return from_plain(json.loads(text))

@@ -1,0 +1,181 @@
+"""The frozen Model: everything the compiler needs from a plan, as plain values.
+
+``freeze(plan, name, args)`` is the only place front-end objects (Array, Index, Plan) are read;
+every later stage works on the Model. Statements use the kernel IR's expressions, with ``Var``
+naming nest dimensions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PlanError
+from ..targets import MODELS, GPUModel, GridUnit, MMAFragmentOp, MMAShape
+from ..targets import Model as TargetModel
+from . import convert
+from . import kernel as k
+from .array import Array, Role
+from .plan import Plan
+
+
+@k.register
+@dataclass(frozen=True)
+class LoopSpec:
+    """A schedule index: piece of nest dimension ``dim`` taking range(begin, end, step)."""
+
+    name: str
+    dim: int
+    begin: int
+    end: int
+    step: int
+
+    @property
+    def extent(self) -> int:
+        return -(-(self.end - self.begin) // self.step)
+
+
+@k.register
+@dataclass(frozen=True)
+class GroupSpec:
+    """A split constraint: begin <= sum of ``members`` < end."""
+
+    begin: int
+    end: int
+    members: tuple[str, ...]
+
+
+@k.register
+@dataclass(frozen=True)
+class BindingSpec:
+    unit: GridUnit
+    loops: tuple[str, ...]
+
+
+@k.register
+@dataclass(frozen=True)
+class TensorizeSpec:
+    loops: tuple[str, str, str]  # m, n, k
+    mma_shape: MMAShape
+    passes: int
+    fused_passes: int
+    prologue_op: MMAFragmentOp
+    prologue_arg: float
+    epilogue_op: MMAFragmentOp
+    epilogue_arg: float
+
+
+@k.register
+@dataclass(frozen=True)
+class Model:
+    function: str
+    target: TargetModel
+    buffers: tuple[k.Buffer, ...]  # params first, in call order; then const and temp arrays
+    dims: tuple[tuple[str, int], ...]  # nest dimensions (name, extent)
+    statements: tuple[k.Store, ...]  # over nest dimensions, in program order
+    loops: tuple[LoopSpec, ...]  # schedule order, outermost first
+    groups: tuple[GroupSpec, ...]
+    bindings: tuple[BindingSpec, ...]
+    tensorize: TensorizeSpec | None
+    unrolled: tuple[str, ...]
+
+    @property
+    def gpu(self) -> GPUModel:
+        return MODELS[self.target]
+
+    def buffer(self, name: str) -> k.Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+    def loop(self, name: str) -> LoopSpec:
+        return next(lp for lp in self.loops if lp.name == name)
+
+    def binding_of(self, loop: str) -> GridUnit | None:
+        for b in self.bindings:
+            if loop in b.loops:
+                return b.unit
+        return None
+
+
+def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
+    """Snapshot ``plan`` as a Model for the function ``function`` taking ``args``."""
+    schedule, nest = plan.schedule, plan.schedule.nest
+    used = _arrays_used(nest)
+    internal = [a for a in used if a.role in (Role.CONST, Role.TEMP)]
+    for array in used:
+        if array.role not in (Role.CONST, Role.TEMP) and not any(array is a for a in args):
+            raise PlanError(
+                f"Package.add({function})",
+                f"{array.display_name} is used by the nest but is not in args",
+            )
+    buffers = tuple(_buffer(a, "param") for a in args) + tuple(
+        _buffer(a, a.role.value) for a in internal
+    )
+    statements = tuple(convert.statement(s) for s in nest.statements)
+    loops = tuple(_loop(schedule, index) for index in schedule.order)
+    groups = tuple(
+        GroupSpec(
+            g.begin,
+            g.end,
+            tuple(i.name for i in schedule.order if n in schedule.pieces[i].groups),
+        )
+        for n, g in enumerate(schedule.groups)
+    )
+    bindings = tuple(
+        BindingSpec(unit, tuple(i.name for i in group))
+        for unit, group in sorted(plan.bindings.items(), key=lambda item: item[0].value)
+    )
+    t = plan.tensorization
+    tensorize = None
+    if t is not None:
+        tensorize = TensorizeSpec(
+            tuple(i.name for i in t.indices), t.mma_shape, t.num_total_passes,
+            t.num_fused_passes, t.prologue_op, t.prologue_arg, t.epilogue_op, t.epilogue_arg,
+        )
+    return Model(
+        function=function,
+        target=plan.target.model,
+        buffers=buffers,
+        dims=tuple((i.name, n) for i, n in zip(nest.indices, nest.shape)),
+        statements=statements,
+        loops=loops,
+        groups=groups,
+        bindings=bindings,
+        tensorize=tensorize,
+        unrolled=tuple(i.name for i in plan.unrolled),
+    )
+
+
+def _arrays_used(nest) -> list[Array]:
+    from .expr import Access, walk
+
+    seen: dict[int, Array] = {}
+    for s in nest.statements:
+        for node in [*walk(s.target), *walk(s.value)]:
+            if isinstance(node, Access):
+                seen.setdefault(id(node.array), node.array)
+    return list(seen.values())
+
+
+def _buffer(array: Array, kind: str) -> k.Buffer:
+    data: tuple[int, ...] = ()
+    if array.data is not None:
+        bits = array.data.view(np.dtype(f"u{array.element_type.size}") if array.element_type.size > 1 else np.uint8)
+        data = tuple(int(x) for x in _storage_order(array, bits))
+    return k.Buffer(
+        array.name, array.element_type, array.shape, array.strides, kind, array.role.value, data
+    )
+
+
+def _storage_order(array: Array, values: np.ndarray) -> np.ndarray:
+    """Elements laid out by the array's strides (gaps of explicit layouts hold zeros)."""
+    out = np.zeros(array.size, dtype=values.dtype)
+    grids = np.indices(array.shape)
+    offsets = sum(g * s for g, s in zip(grids, array.strides))
+    out[offsets.ravel()] = values.ravel()
+    return out
+
+
+def _loop(schedule, index) -> LoopSpec:
+    p = schedule.pieces[index]
+    return LoopSpec(index.name, p.dim, p.begin, p.end, p.step)

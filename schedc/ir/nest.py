@@ -1,0 +1,99 @@
+"""Nests: an iteration space and the statements run at each point (Accera's ``acc.Nest``).
+
+>>> import schedc as acc
+>>> A = acc.Array(role=acc.Role.INPUT, shape=(4, 2))
+>>> B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4, 2))
+>>> nest = acc.Nest(shape=(4, 2))
+>>> i, j = nest.get_indices()
+>>> @nest.iteration_logic
+... def _():
+...     B[i, j] += 2.0 * A[i, j]
+>>> print(nest.statements[0])
+<float32[4, 2] array>[i, j] += 2.0 * <float32[4, 2] array>[i, j]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import NestError
+from . import capture
+from .expr import Access, Assign, Index, affine_terms, walk
+
+INDEX_NAMES = "ijklmnpqrstuvw"
+
+
+class Nest:
+    """A perfectly nested loop over ``shape``: ``Nest(shape=(M, N, K))`` or ``Nest(M, N, K)``."""
+
+    def __init__(self, shape: tuple[int, ...] | int | None = None, *more: int) -> None:
+        dims = (shape, *more) if isinstance(shape, int | np.integer) else shape
+        where = f"Nest(shape={dims!r})"
+        if dims is None or isinstance(dims, str) or not hasattr(dims, "__len__") or not dims:
+            raise NestError(where, "shape must be a non-empty tuple of positive integers")
+        if any(isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1 for n in dims):
+            raise NestError(where, "shape must be a non-empty tuple of positive integers")
+        self.shape = tuple(int(n) for n in dims)
+        names = [
+            INDEX_NAMES[d] if d < len(INDEX_NAMES) else f"i{d}" for d in range(len(self.shape))
+        ]
+        self.indices = tuple(Index(name, self) for name in names)
+        self.statements: list[Assign] = []
+
+    def get_indices(self) -> tuple[Index, ...]:
+        """The nest's indices, outermost first, named i, j, k, l, ..."""
+        return self.indices
+
+    def iteration_logic(self, logic: Callable[[], object]) -> Callable[[], object]:
+        """Decorator: run ``logic`` once, recording each array assignment as a statement.
+
+        Statements run in the order written, at every point of the iteration space.
+        """
+        with capture.recording() as statements:
+            logic()
+        where = f"@iteration_logic {getattr(logic, '__name__', 'logic')}"
+        if not statements:
+            raise NestError(where, "the logic assigned no array element")
+        for statement in statements:
+            self._check_statement(statement)
+        self.statements.extend(statements)
+        return logic
+
+    def _check_statement(self, statement: Assign) -> None:
+        for node in [*walk(statement.target), *walk(statement.value)]:
+            if isinstance(node, Index) and node not in self.indices:
+                raise NestError(
+                    str(statement), f"index {node.name} does not belong to this nest"
+                )
+            if isinstance(node, Access):
+                _check_in_bounds(statement, node, self)
+
+    def create_schedule(self):
+        """A schedule over this nest, in the nest's loop order."""
+        from .schedule import Schedule
+
+        if not self.statements:
+            raise NestError("create_schedule()", "the nest has no iteration logic yet")
+        return Schedule(self)
+
+    def create_plan(self, target=None):
+        """Shorthand for ``create_schedule().create_plan(target)``."""
+        return self.create_schedule().create_plan(target)
+
+
+def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:
+    """Subscripts over the whole iteration box must stay inside the array (corners suffice)."""
+    dims = {index.name: n for index, n in zip(nest.indices, nest.shape)}
+    for axis, (subscript, size) in enumerate(zip(access.indices, access.array.shape)):
+        terms, const = affine_terms(subscript)
+        low = const + sum(min(0, c * (dims[name] - 1)) for name, c in terms.items())
+        high = const + sum(max(0, c * (dims[name] - 1)) for name, c in terms.items())
+        if low < 0 or high >= size:
+            bad = low if low < 0 else high
+            raise NestError(
+                str(statement),
+                f"subscript {axis} of {access.array.display_name} reaches {bad}, outside "
+                f"0..{size - 1} (array shape {access.array.shape}, nest shape {nest.shape})",
+            )

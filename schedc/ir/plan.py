@@ -1,0 +1,208 @@
+"""Plans: how a schedule runs on a GPU (Accera's ``acc.Plan``): bind, tensorize, unroll.
+
+Arguments are checked here, when the primitive is called; checks that need the whole plan
+(launch limits, the tensorized pattern, types) run when the plan is compiled.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PlanError
+from ..targets import GridUnit, MMAFragmentOp, MMAShape, Target
+from .expr import Index
+
+
+@dataclass(frozen=True)
+class Tensorization:
+    """A ``plan.tensorize`` request, as given."""
+
+    indices: tuple[Index, Index, Index]
+    mma_shape: MMAShape
+    num_total_passes: int
+    num_fused_passes: int
+    prologue_op: MMAFragmentOp
+    prologue_arg: float
+    epilogue_op: MMAFragmentOp
+    epilogue_arg: float
+
+
+class Plan:
+    """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
+
+    def __init__(self, schedule, target: Target) -> None:
+        if not isinstance(target, Target):
+            raise PlanError(f"create_plan({target!r})", "target must be a schedc.Target")
+        self.schedule = schedule
+        self.target = target
+        self.bindings: dict[GridUnit, tuple[Index, ...]] = {}
+        self.tensorization: Tensorization | None = None
+        self.unrolled: list[Index] = []
+        schedule._plan_created = True
+
+    # -- bind --------------------------------------------------------------------------------
+
+    def bind(self, mapping: Mapping[Index | tuple[Index, ...], GridUnit]) -> None:
+        """Run loops on the grid: each index (or tuple of indices) becomes a block, warp or
+        thread coordinate instead of a loop.
+
+        **Requires:** indices of this schedule, each bound once; each grid unit bound once;
+        THREAD_* and WARP_* not mixed. A tuple ``(i, j): BLOCK_X`` enumerates the pairs along
+        one axis, the last index fastest. With WARP_* bound the block is
+        ``(warp_x * 32, warp_y, 1)`` threads (Accera's rule).
+
+        Before → after for ``bind({i: BLOCK_Y, ii: THREAD_Y})``::
+
+            for i in range(0, 2048, 32):        i = blockIdx.y * 32
+              for ii in range(0, 32, 1):   →    ii = threadIdx.y
+                ...                             ...
+        """
+        where = f"bind({_render_binding(mapping)})"
+        if not isinstance(mapping, Mapping) or not mapping:
+            raise PlanError(where, "mapping must be a non-empty dict of index: GridUnit")
+        bound = {index: unit for unit, group in self.bindings.items() for index in group}
+        new: dict[GridUnit, tuple[Index, ...]] = {}
+        for key, unit in mapping.items():
+            group = key if isinstance(key, tuple) else (key,)
+            if not group:
+                raise PlanError(where, "an empty tuple names no index")
+            if not isinstance(unit, GridUnit):
+                raise PlanError(where, f"{unit!r} is not a GridUnit (use target.GridUnit.BLOCK_X, ...)")
+            for index in group:
+                self._check_index(where, index)
+                if index in bound:
+                    raise PlanError(where, f"{index.name} is already bound to {bound[index].name}")
+                bound[index] = unit
+            if unit in self.bindings or unit in new:
+                first = (self.bindings.get(unit) or new[unit])
+                raise PlanError(
+                    where,
+                    f"{unit.name} is bound twice (to {_names(first)} and to {_names(group)})",
+                )
+            new[unit] = group
+        levels = {unit.level for unit in (*self.bindings, *new)}
+        if {"thread", "warp"} <= levels:
+            raise PlanError(where, "THREAD_* and WARP_* bindings cannot be mixed in one plan")
+        self.bindings.update(new)
+
+    # -- tensorize ---------------------------------------------------------------------------
+
+    def tensorize(
+        self,
+        indices: tuple[Index, Index, Index],
+        mma_shape: MMAShape,
+        use_static_offsets: bool = False,
+        num_total_passes: int = 1,
+        num_fused_passes: int | None = None,
+        scheduling_policy: object = None,
+        prologue_op: MMAFragmentOp = MMAFragmentOp.NONE,
+        prologue_arg: float = 0.0,
+        epilogue_op: MMAFragmentOp = MMAFragmentOp.NONE,
+        epilogue_arg: float = 0.0,
+    ) -> None:
+        """Run the innermost three loops ``(m, n, k)`` of ``C[m, n] += A[m, k] * B[k, n]`` on
+        the tensor cores, one warp per tile, with ``num_total_passes`` operations of
+        ``mma_shape`` along k.
+
+        **Requires:** the three indices are the innermost loops with extents
+        ``target.tensor_core_info.compute_tensor_splits(mma_shape, num_total_passes)``; the
+        statement is ``C += A * B`` (A indexed by m and k, B by k and n, C by m and n); the
+        target's tensor cores multiply A's element type into C's; the enclosing per-thread
+        loops are bound to warps or blocks. ``num_fused_passes`` passes load their operands
+        together (default: all). ``prologue_op`` applies to C's tile before its first product
+        (SET: C = arg, giving C = A @ B for arg 0; SCALE: C = arg * C; ReLU) and
+        ``epilogue_op`` after its last (SCALE: alpha scaling; ReLU). float32 operands multiply
+        in tf32 (M16xN16xK8_B1).
+
+        *Hardware:* wmma (PTX ``wmma.mma.sync``); fp16 on sm_70+, int8 on sm_72+, bf16 and
+        tf32 on sm_80+.
+
+        Before → after::
+
+            for iii in range(16):                   wmma::load_matrix_sync(a, &A[...], lda)
+              for jjj in range(16):           →     wmma::load_matrix_sync(b, &B[...], ldb)
+                for kkk in range(16):               wmma::load_matrix_sync(c, &C[...], ldc)
+                  C[...] += A[...] * B[...]         wmma::mma_sync(c, a, b, c)
+                                                    wmma::store_matrix_sync(&C[...], c, ldc)
+        """
+        where = f"tensorize(indices=({_names(indices) if isinstance(indices, tuple | list) else indices!r}), mma_shape={_enum_name(mma_shape)})"
+        if self.tensorization is not None:
+            raise PlanError(where, "the plan is already tensorized")
+        if not isinstance(indices, tuple | list) or len(indices) != 3:
+            raise PlanError(where, "indices must be a tuple of three indices (m, n, k)")
+        for index in indices:
+            self._check_index(where, index)
+        if len(set(indices)) != 3:
+            raise PlanError(where, "the three indices must be distinct")
+        if not isinstance(mma_shape, MMAShape):
+            raise PlanError(where, f"mma_shape must be an MMAShape, not {mma_shape!r}")
+        if mma_shape not in self.target.tensor_core_info.supported_shapes:
+            raise PlanError(where, f"{self.target.name} tensor cores have no {mma_shape.value}")
+        total = _positive(where, "num_total_passes", num_total_passes)
+        fused = total if num_fused_passes is None else _positive(where, "num_fused_passes", num_fused_passes)
+        if total % fused:
+            raise PlanError(
+                where, f"num_fused_passes {fused} must divide num_total_passes {total}"
+            )
+        for name, op in (("prologue_op", prologue_op), ("epilogue_op", epilogue_op)):
+            if not isinstance(op, MMAFragmentOp):
+                raise PlanError(where, f"{name} must be an MMAFragmentOp, not {op!r}")
+        if epilogue_op is MMAFragmentOp.SET:
+            raise PlanError(where, "epilogue_op SET would discard the product; use prologue_op")
+        for name, arg in (("prologue_arg", prologue_arg), ("epilogue_arg", epilogue_arg)):
+            if isinstance(arg, bool) or not isinstance(arg, int | float | np.number):
+                raise PlanError(where, f"{name} must be a number, not {arg!r}")
+        self.tensorization = Tensorization(
+            tuple(indices), mma_shape, total, fused, prologue_op, float(prologue_arg),
+            epilogue_op, float(epilogue_arg),
+        )
+
+    # -- unroll ------------------------------------------------------------------------------
+
+    def unroll(self, index: Index) -> None:
+        """Unroll the loop of ``index`` completely (``#pragma unroll``).
+
+        **Requires:** an index of this schedule that is not bound to the grid.
+        """
+        where = f"unroll({index.name if isinstance(index, Index) else index!r})"
+        self._check_index(where, index)
+        if index in self.unrolled:
+            raise PlanError(where, f"{index.name} is already unrolled")
+        self.unrolled.append(index)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _check_index(self, where: str, index: object) -> None:
+        if not isinstance(index, Index):
+            raise PlanError(where, f"{index!r} is not an index")
+        if index not in self.schedule.pieces:
+            owner = "another nest" if index.owner is not self.schedule.nest else "another schedule"
+            raise PlanError(where, f"index {index.name} belongs to {owner}")
+
+
+def _positive(where: str, name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise PlanError(where, f"{name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def _names(group) -> str:
+    return ", ".join(i.name if isinstance(i, Index) else repr(i) for i in group)
+
+
+def _enum_name(value: object) -> str:
+    return value.name if isinstance(value, enum.Enum) else repr(value)
+
+
+def _render_binding(mapping: object) -> str:
+    if not isinstance(mapping, Mapping):
+        return repr(mapping)
+    parts = []
+    for key, unit in mapping.items():
+        left = f"({_names(key)})" if isinstance(key, tuple) else _names((key,))
+        parts.append(f"{left}: {_enum_name(unit)}")
+    return "{" + ", ".join(parts) + "}"

@@ -1,0 +1,233 @@
+"""Schedules: split, tile and reorder the loops of a nest (Accera's ``acc.Schedule``).
+
+Each schedule index is a *piece* of one nest dimension and takes offset values, as in
+Accera: after ``ii = split(i, 32)``, ``i`` runs over 0, 32, 64, ... and ``ii`` over 0..31, and
+the nest's ``i`` is ``i + ii``.
+
+>>> import schedc as acc
+>>> A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64, 8))
+>>> nest = acc.Nest(shape=(64, 8))
+>>> i, j = nest.get_indices()
+>>> @nest.iteration_logic
+... def _():
+...     A[i, j] += 1.0
+>>> schedule = nest.create_schedule()
+>>> ii = schedule.split(i, 32)
+>>> print(schedule)
+for i in range(0, 64, 32):
+  for ii in range(0, 32, 1):
+    for j in range(0, 8, 1):
+>>> schedule.reorder(i, j, ii)
+>>> [index.name for index in schedule.get_indices()]
+['i', 'j', 'ii']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ScheduleError
+from .expr import Index
+from .nest import Nest
+
+
+@dataclass
+class Piece:
+    """A schedule index: a part of nest dimension ``dim`` taking values range(begin, end, step).
+
+    ``groups`` lists the split groups it belongs to (see ``SplitGroup``).
+    """
+
+    index: Index
+    dim: int
+    begin: int
+    end: int
+    step: int
+    groups: list[int] = field(default_factory=list)
+
+    @property
+    def extent(self) -> int:
+        """Number of iterations."""
+        return -(-(self.end - self.begin) // self.step)
+
+
+@dataclass(frozen=True)
+class SplitGroup:
+    """The value an index carried before a split: the sum of its pieces stays in [begin, end)."""
+
+    begin: int
+    end: int
+
+
+class Schedule:
+    """The loop order and splits of a nest. Create with ``nest.create_schedule()``."""
+
+    def __init__(self, nest: Nest) -> None:
+        self.nest = nest
+        self.pieces: dict[Index, Piece] = {
+            index: Piece(index, d, 0, n, 1) for d, (index, n) in enumerate(zip(nest.indices, nest.shape))
+        }
+        self.order: list[Index] = list(nest.indices)
+        self.groups: list[SplitGroup] = []
+        self.splits: list[tuple[Index, Index]] = []  # (outer, inner) of every split
+        self._names = {index.name for index in nest.indices}
+        self._plan_created = False
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def get_indices(self) -> tuple[Index, ...]:
+        """The schedule's indices in loop order, outermost first."""
+        return tuple(self.order)
+
+    def piece(self, index: Index) -> Piece:
+        return self.pieces[index]
+
+    def __str__(self) -> str:
+        lines = []
+        for depth, index in enumerate(self.order):
+            p = self.pieces[index]
+            lines.append(f"{'  ' * depth}for {index.name} in range({p.begin}, {p.end}, {p.step}):")
+        return "\n".join(lines)
+
+    # -- transformations ---------------------------------------------------------------------
+
+    def split(self, index: Index, size: int) -> Index:
+        """Split ``index`` into an outer loop stepping by ``size`` and a new inner loop.
+
+        **Requires:** ``index`` is an index of this schedule; ``size`` is a positive multiple of
+        the index's step, at most its range (a size that does not divide the range leaves a
+        partial last tile, guarded in the generated code).
+
+        Returns the new inner index, placed right after ``index``. Before → after::
+
+            for i in range(0, 64, 1):          for i in range(0, 64, 32):
+                ...                    →           for ii in range(0, 32, 1):
+        """
+        where = f"split({_name(index)}, {size!r})"
+        piece = self._resolve(where, index)
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+            raise ScheduleError(where, "factor must be a positive integer")
+        size = int(size)
+        span = piece.end - piece.begin
+        if size % piece.step:
+            raise ScheduleError(
+                where, f"factor must be a multiple of {index.name}'s step {piece.step}"
+            )
+        if size > span:
+            raise ScheduleError(
+                where,
+                f"factor {size} is larger than {index.name}'s range {piece.begin}..{piece.end} "
+                f"({span} values)",
+            )
+        self._check_open(where)
+        self.groups.append(SplitGroup(piece.begin, piece.end))
+        group = len(self.groups) - 1
+        inner = Index(self._fresh_name(index), self.nest)
+        inner_piece = Piece(inner, piece.dim, 0, size, piece.step, [*piece.groups, group])
+        piece.groups.append(group)
+        piece.step = size
+        self.pieces[inner] = inner_piece
+        self.splits.append((index, inner))
+        self.order.insert(self.order.index(index) + 1, inner)
+        return inner
+
+    def tile(self, shape: Mapping[Index, int]) -> tuple[Index, ...]:
+        """Split each index of ``shape`` by its size; outer indices keep their places and the
+        new inner indices follow the last of them, in the mapping's order.
+
+        Returns the inner indices. Before → after for ``tile({i: 8, j: 4})``::
+
+            for i: for j: ...    →    for i (step 8): for j (step 4): for ii: for jj: ...
+        """
+        where = f"tile({_render_mapping(shape)})"
+        if not isinstance(shape, Mapping) or not shape:
+            raise ScheduleError(where, "shape must be a non-empty dict of index: size")
+        for index in shape:
+            self._resolve(where, index)
+        inners = [self.split(index, size) for index, size in shape.items()]
+        rest = [index for index in self.order if index not in inners]
+        cut = max(rest.index(index) for index in shape) + 1
+        self.order = rest[:cut] + inners + rest[cut:]
+        return tuple(inners)
+
+    def reorder(self, order: Index | tuple[Index, ...] | list[Index], *more: Index) -> None:
+        """Set the loop order: ``reorder(k, i, j)`` or ``reorder((k, i, j))``.
+
+        **Requires:** a permutation of all the schedule's indices in which each split's outer
+        index comes before its inner index. Reduction loops (indices that only an
+        accumulation sums over) may move freely: sums are reassociated, which changes
+        floating-point rounding only.
+        """
+        indices = (*order, *more) if isinstance(order, tuple | list) else (order, *more)
+        where = f"reorder({', '.join(_name(i) for i in indices)})"
+        for index in indices:
+            self._resolve(where, index)
+        if len(set(indices)) != len(indices):
+            twice = sorted({i.name for i in indices if indices.count(i) > 1})
+            raise ScheduleError(where, f"{', '.join(twice)} appears more than once")
+        missing = [i.name for i in self.order if i not in indices]
+        if missing:
+            raise ScheduleError(
+                where, f"not a permutation of the schedule's indices: {', '.join(missing)} missing"
+            )
+        self._check_split_order(where, indices)
+        self._check_open(where)
+        self.order = list(indices)
+
+    def create_plan(self, target=None):
+        """A plan for running this schedule on ``target`` (default: NVIDIA H100)."""
+        from ..targets import Target
+        from .plan import Plan
+
+        return Plan(self, target if target is not None else Target())
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _resolve(self, where: str, index: object) -> Piece:
+        if not isinstance(index, Index):
+            raise ScheduleError(where, f"{index!r} is not an index")
+        if index.owner is not self.nest:
+            raise ScheduleError(where, f"index {index.name} belongs to another nest")
+        if index not in self.pieces:
+            raise ScheduleError(
+                where, f"index {index.name} is not an index of this schedule (made by another one)"
+            )
+        return self.pieces[index]
+
+    def _check_open(self, where: str) -> None:
+        if self._plan_created:
+            raise ScheduleError(
+                where, "the schedule already has a plan; transform it before create_plan()"
+            )
+
+    def _check_split_order(self, where: str, indices: tuple[Index, ...]) -> None:
+        position = {index: n for n, index in enumerate(indices)}
+        for outer, inner in self.splits:
+            if position[inner] < position[outer]:
+                raise ScheduleError(
+                    where, f"{inner.name} was split from {outer.name} and must come after it"
+                )
+
+    def _fresh_name(self, index: Index) -> str:
+        root = self.nest.indices[self.pieces[index].dim].name
+        name = index.name + root[0]
+        suffix = 1
+        candidate = name
+        while candidate in self._names:
+            suffix += 1
+            candidate = f"{name}{suffix}"
+        self._names.add(candidate)
+        return candidate
+
+
+def _name(index: object) -> str:
+    return index.name if isinstance(index, Index) else repr(index)
+
+
+def _render_mapping(shape: object) -> str:
+    if not isinstance(shape, Mapping):
+        return repr(shape)
+    return "{" + ", ".join(f"{_name(k)}: {v!r}" for k, v in shape.items()) + "}"

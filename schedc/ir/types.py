@@ -1,0 +1,146 @@
+"""Scalar element types: one table maps each to numpy, CUDA C++ and HAT names.
+
+>>> ScalarType.float16.c_type, ScalarType.float16.hat_type, ScalarType.float16.size
+('__half', 'float16_t', 2)
+>>> promote(ScalarType.float16, ScalarType.float32)
+<ScalarType.float32: 'float32'>
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class _TypeInfo:
+    numpy: np.dtype
+    c_type: str
+    hat_type: str
+    rank: int  # promotion order within its kind
+    kind: str  # "bool", "int", "uint", "float"
+
+
+_INFO: dict[str, _TypeInfo] = {
+    "bool": _TypeInfo(np.dtype(np.bool_), "bool", "bool", 0, "bool"),
+    "int8": _TypeInfo(np.dtype(np.int8), "signed char", "int8_t", 1, "int"),
+    "uint8": _TypeInfo(np.dtype(np.uint8), "unsigned char", "uint8_t", 1, "uint"),
+    "int16": _TypeInfo(np.dtype(np.int16), "short", "int16_t", 2, "int"),
+    "uint16": _TypeInfo(np.dtype(np.uint16), "unsigned short", "uint16_t", 2, "uint"),
+    "int32": _TypeInfo(np.dtype(np.int32), "int", "int32_t", 3, "int"),
+    "uint32": _TypeInfo(np.dtype(np.uint32), "unsigned int", "uint32_t", 3, "uint"),
+    "int64": _TypeInfo(np.dtype(np.int64), "long long", "int64_t", 4, "int"),
+    "uint64": _TypeInfo(np.dtype(np.uint64), "unsigned long long", "uint64_t", 4, "uint"),
+    "float16": _TypeInfo(np.dtype(np.float16), "__half", "float16_t", 1, "float"),
+    "bfloat16": _TypeInfo(np.dtype(ml_dtypes.bfloat16), "__nv_bfloat16", "bfloat16_t", 1, "float"),
+    "float32": _TypeInfo(np.dtype(np.float32), "float", "float", 2, "float"),
+    "float64": _TypeInfo(np.dtype(np.float64), "double", "double", 3, "float"),
+}
+
+
+class ScalarType(enum.Enum):
+    """Element types of arrays and expressions (Accera's ``acc.ScalarType``)."""
+
+    bool = "bool"
+    int8 = "int8"
+    uint8 = "uint8"
+    int16 = "int16"
+    uint16 = "uint16"
+    int32 = "int32"
+    uint32 = "uint32"
+    int64 = "int64"
+    uint64 = "uint64"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float32 = "float32"
+    float64 = "float64"
+
+    @property
+    def numpy(self) -> np.dtype:
+        return _INFO[self.value].numpy
+
+    @property
+    def c_type(self) -> str:
+        return _INFO[self.value].c_type
+
+    @property
+    def hat_type(self) -> str:
+        return _INFO[self.value].hat_type
+
+    @property
+    def size(self) -> int:
+        return _INFO[self.value].numpy.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return _INFO[self.value].kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        return _INFO[self.value].kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return _INFO[self.value].kind in ("int", "float")
+
+
+def promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    """The type of a binary operation on ``a`` and ``b``: the wider one, floats over integers.
+
+    float16 with bfloat16 gives float32, since neither holds the other.
+    """
+    if a == b:
+        return a
+    ia, ib = _INFO[a.value], _INFO[b.value]
+    if ia.kind == "float" and ib.kind == "float":
+        if ia.rank == ib.rank:  # float16 with bfloat16
+            return ScalarType.float32
+        return a if ia.rank > ib.rank else b
+    if ia.kind == "float":
+        return a
+    if ib.kind == "float":
+        return b
+    if ia.kind == "bool":
+        return b
+    if ib.kind == "bool":
+        return a
+    rank = max(ia.rank, ib.rank)
+    signed = "int" in (ia.kind, ib.kind)
+    for name, info in _INFO.items():
+        if info.rank == rank and info.kind == ("int" if signed else "uint"):
+            return ScalarType(name)
+    raise AssertionError(f"no promotion for {a} and {b}")
+
+
+def converts_implicitly(source: ScalarType, target: ScalarType) -> bool:
+    """Whether assigning ``source`` to ``target`` loses nothing (Accera's implicit casts).
+
+    Integers widen to wider integers and to floats; floats widen to wider floats. Anything
+    narrower needs an explicit ``cast``.
+    """
+    if source == target:
+        return True
+    s, t = _INFO[source.value], _INFO[target.value]
+    if t.kind == "float":
+        if s.kind != "float":
+            return True
+        return s.rank < t.rank
+    if s.kind == "float":
+        return False
+    if s.kind == "bool":
+        return True
+    if t.kind == "uint" and s.kind == "int":
+        return False
+    return s.rank < t.rank or (s.rank == t.rank and s.kind == t.kind)
+
+
+def from_numpy(dtype: np.dtype) -> ScalarType:
+    """The ScalarType of a numpy dtype (bfloat16 from ml_dtypes)."""
+    dtype = np.dtype(dtype)
+    for name, info in _INFO.items():
+        if info.numpy == dtype:
+            return ScalarType(name)
+    raise KeyError(f"numpy dtype {dtype} has no ScalarType")

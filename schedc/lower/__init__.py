@@ -1,0 +1,38 @@
+"""Lowering: a frozen Model and its polyhedral facts become kernel IR.
+
+``compile_model`` is the whole pipeline, one named pass per line. ``SCHEDC_DUMP=<pass>``
+(or ``all``) prints the result of that pass to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import poly
+from ..ir.kernel import Kernel
+from ..targets import Target
+from . import check, launch, loops, simplify, tensor
+
+PASSES = ("analyze", "launch", "check", "tensorize", "lower", "simplify")
+
+
+def compile_model(model) -> Kernel:
+    """Model → Kernel: the passes in order."""
+    target = Target(model.target)
+    facts = _dump("analyze", poly.analyze(model))  # 1. domain, loop ranges, guards, accesses
+    shape = _dump("launch", launch.launch_shape(model, facts))  # 2. grid, block, coordinates
+    check.check_plan(model, facts, shape)  # 3. launch limits, roles, races
+    _dump("check", "ok")
+    tiles = None  # 4. the tensor-core tiles, if tensorized
+    if model.tensorize is not None:
+        tiles = _dump("tensorize", tensor.match(model, facts, target))
+    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles))  # 5. loops, statements
+    return _dump("simplify", simplify.simplify(kernel))  # 6. constant folding
+
+
+def _dump(name: str, value):
+    wanted = os.environ.get("SCHEDC_DUMP", "")
+    if wanted and (wanted == "all" or name in wanted.split(",")):
+        print(f"== after {name} ==\n{value}", file=sys.stderr)
+    return value

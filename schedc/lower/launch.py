@@ -1,0 +1,96 @@
+"""Launch shape and grid coordinates: bound loops become block, warp or thread ids.
+
+A bound loop with range(first, stop, step) takes ``first + step * coordinate``. A tuple of
+loops bound to one axis enumerates their combinations, the last loop fastest. With WARP_*
+bound (or a tensorized plan) the block is ``(warp_x * 32, warp_y, 1)`` threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.kernel import Binary, Const, Expr, Let, Var
+from ..poly import PolyFacts
+from ..targets import GridUnit
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    coordinates: tuple[Let, ...]  # one per bound loop, outermost binding first
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+_AXES = "xyz"
+
+
+def launch_shape(model, facts: PolyFacts) -> Launch:
+    grid, block = [1, 1, 1], [1, 1, 1]
+    warps = model.tensorize is not None or any(b.unit.level == "warp" for b in model.bindings)
+    if warps:
+        block[0] = model.gpu.warp_size
+    lets: list[Let] = []
+    for binding in sorted(model.bindings, key=lambda b: _rank(b.unit)):
+        extents = [facts.loop(name).extent for name in binding.loops]
+        total = 1
+        for e in extents:
+            total *= e
+        axis = _AXES.index(binding.unit.axis)
+        if binding.unit.level == "block":
+            grid[axis] = total
+        elif binding.unit.level == "thread":
+            block[axis] = total
+        elif binding.unit is GridUnit.WARP_X:
+            block[0] = total * model.gpu.warp_size
+        else:
+            block[1] = total
+        coordinate = _coordinate(binding.unit, model.gpu.warp_size)
+        lets.extend(_decompose(model, facts, binding, extents, coordinate))
+    rank = {lp.name: n for n, lp in enumerate(model.loops)}
+    lets.sort(key=lambda let: rank[let.name])
+    return Launch(tuple(grid), tuple(block), tuple(lets))
+
+
+def _rank(unit: GridUnit) -> int:
+    return list(GridUnit).index(unit)
+
+
+def _coordinate(unit: GridUnit, warp_size: int) -> Expr:
+    if unit.level == "block":
+        return Var(f"blockIdx.{unit.axis}")
+    if unit.level == "thread":
+        return Var(f"threadIdx.{unit.axis}")
+    if unit is GridUnit.WARP_X:
+        return Binary("/", Var("threadIdx.x"), Const(warp_size))
+    return Var("threadIdx.y")
+
+
+def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
+    lets = []
+    inner = 1
+    for name, extent in reversed(list(zip(binding.loops, extents))):
+        part: Expr = coordinate
+        if inner > 1:
+            part = Binary("/", part, Const(inner))
+        if len(binding.loops) > 1 and inner * extent < _product(extents):
+            part = Binary("%", part, Const(extent))
+        loop = facts.loop(name)
+        value: Expr = part if loop.step == 1 else Binary("*", part, Const(loop.step))
+        if loop.first:
+            value = Binary("+", value, Const(loop.first))
+        spec = model.loop(name)
+        comment = f"schedule loop {name} ({binding.unit.name}): range({spec.begin}, {spec.end}, {spec.step})"
+        lets.append(Let(name, value, comment))
+        inner *= extent
+    return list(reversed(lets))
+
+
+def _product(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out

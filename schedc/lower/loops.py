@@ -1,0 +1,118 @@
+"""Loop-nest lowering: serial loops in schedule order, guards for partial tiles, and the
+per-thread statements (or the tensorized tile) at the innermost point."""
+
+from __future__ import annotations
+
+from ..ir.affine import Affine
+from ..ir.kernel import (
+    Binary,
+    Const,
+    Expr,
+    If,
+    Kernel,
+    Loop,
+    Stmt,
+    Store,
+    Var,
+    substitute,
+)
+from ..poly import Guard, PolyFacts
+from . import tensor
+from .launch import Launch
+
+INT32_MAX = 2**31 - 1
+
+
+def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None) -> Kernel:
+    tile_loops = set(model.tensorize.loops) if model.tensorize else set()
+    serial = [
+        lp for lp in model.loops
+        if model.binding_of(lp.name) is None and lp.name not in tile_loops
+    ]
+    depth = {lp.name: n + 1 for n, lp in enumerate(serial)}
+    guards_at: dict[int, list[Guard]] = {}
+    for guard in facts.guards:
+        level = max((depth.get(v, 0) for v in guard.affine.variables()), default=0)
+        guards_at.setdefault(level, []).append(guard)
+    order = [lp.name for lp in model.loops]
+    if tiles is not None:
+        innermost = tensor.tensor_body(model, facts, tiles, lambda a: affine_expr(a, order))
+    else:
+        innermost = tuple(_statement(model, s) for s in model.statements)
+
+    def level(n: int) -> tuple[Stmt, ...]:
+        body = innermost if n == len(serial) else (_loop(model, facts, serial[n], level(n + 1)),)
+        guards = guards_at.get(n, [])
+        if guards:
+            body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
+        return body
+
+    body = (*launch.coordinates, *level(0))
+    big = any(b.size > INT32_MAX for b in model.buffers)
+    return Kernel(
+        name=f"{model.function}__gpu__",
+        buffers=model.buffers,
+        grid=launch.grid,
+        block=launch.block,
+        body=body,
+        index_type="long long" if big else "int",
+    )
+
+
+def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...]) -> Loop:
+    lf = facts.loop(spec.name)
+    comment = f"schedule loop {spec.name}: range({spec.begin}, {spec.end}, {spec.step})"
+    # any stop in (last, last + step] runs the same iterations: prefer the schedule's own end
+    stop = spec.end if lf.last < spec.end <= lf.last + spec.step else lf.last + 1
+    return Loop(spec.name, Const(lf.first), Const(stop), spec.step, body,
+                spec.name in model.unrolled, comment)
+
+
+def _statement(model, store: Store) -> Store:
+    """Nest dimensions become the sums of their schedule loops."""
+    values: dict[str, Expr] = {}
+    for dim, (name, _extent) in enumerate(model.dims):
+        pieces = [Var(lp.name) for lp in model.loops if lp.dim == dim]
+        total: Expr = pieces[0]
+        for piece in pieces[1:]:
+            total = Binary("+", total, piece)
+        values[name] = total
+    return Store(store.buffer, tuple(substitute(i, values) for i in store.index),
+                 substitute(store.value, values))
+
+
+def affine_expr(a: Affine, order: list[str]) -> Expr:
+    """An Affine as a readable expression, terms in loop order."""
+    rank = {name: n for n, name in enumerate(order)}
+    expr: Expr | None = None
+    for name, c in sorted(a.terms, key=lambda t: rank.get(t[0], len(rank))):
+        term: Expr = Var(name) if abs(c) == 1 else Binary("*", Var(name), Const(abs(c)))
+        if expr is None:
+            expr = term if c > 0 else Binary("-", Const(0), term)
+        else:
+            expr = Binary("+" if c > 0 else "-", expr, term)
+    if expr is None:
+        return Const(a.const)
+    if a.const:
+        expr = Binary("+" if a.const > 0 else "-", expr, Const(abs(a.const)))
+    return expr
+
+
+def _conjunction(guards: list[Guard], order: list[str]) -> Expr:
+    cond: Expr | None = None
+    for g in guards:
+        test = _guard_expr(g, order)
+        cond = test if cond is None else Binary("&&", cond, test)
+    return cond
+
+
+def _guard_expr(g: Guard, order: list[str]) -> Expr:
+    """``a >= 0`` as ``negative terms <= positive terms + const``, the usual way round."""
+    negative = Affine.make({n: -c for n, c in g.affine.terms if c < 0})
+    positive = Affine.make({n: c for n, c in g.affine.terms if c > 0}, g.affine.const)
+    lhs, rhs = affine_expr(negative, order), affine_expr(positive, order)
+    if g.equality:
+        return Binary("==", lhs, rhs)
+    if not positive.terms:
+        return Binary("<", lhs, Const(positive.const + 1))
+    return Binary("<=", lhs, rhs)

@@ -1,0 +1,323 @@
+"""Tensorization: match ``C += A * B`` over the three tensor loops and emit warp tile ops.
+
+The operands' tiles come from the access relations (poly): a fragment's element (r, c) lies at
+``origin + r * row_stride + c * col_stride`` in the array's storage, where the strides are the
+linear-offset coefficients of the tensor loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import PlanError
+from ..ir.affine import Affine
+from ..ir.kernel import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Fragment,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    If,
+    Load,
+    Stmt,
+    Store,
+    Var,
+)
+from ..ir.types import ScalarType
+from ..poly import PolyFacts
+from ..targets import MMAFragmentOp
+
+_WMMA_ALIGN = 32  # bytes: wmma load/store pointers are 256-bit aligned
+_WMMA_LD_BYTES = 16  # the leading dimension is a multiple of 16 bytes
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One matrix of the product: where its tile starts and how it is laid out."""
+
+    buffer: str
+    subscripts: tuple[Affine, ...]  # the tile's first element (tile loops at their first value)
+    row_stride: int  # storage elements between rows (m for A and C, k for B)
+    col_stride: int
+    pass_shift: tuple[Affine, ...] = ()  # subscript change from one pass to the next (A, B)
+
+
+@dataclass(frozen=True)
+class TensorMatch:
+    a: Operand
+    b: Operand
+    c: Operand
+    precision: str
+    operand_type: ScalarType
+    accumulator_type: ScalarType
+    reductions: tuple[str, ...]  # serial loops outside the tile that C does not depend on
+
+
+def where(model) -> str:
+    t = model.tensorize
+    return f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
+
+
+def match(model, facts: PolyFacts, target) -> TensorMatch:
+    """Check the tensorized loops and statement; describe the three tiles."""
+    t = model.tensorize
+    here = where(model)
+    _check_loops(model, facts, here)
+    if len(model.statements) != 1:
+        raise PlanError(
+            here, f"a tensorized nest has one statement C += A * B, not {len(model.statements)}"
+        )
+    m, n, k = t.loops
+    a_load, b_load, c_buffer = _match_statement(here, model.statements[0])
+    a_sub, b_sub, c_sub = (
+        _subscripts(facts, x) for x in (a_load.buffer, b_load.buffer, c_buffer)
+    )
+    if _uses(a_sub, n) or not _uses(a_sub, m):
+        a_load, b_load = b_load, a_load
+        a_sub, b_sub = b_sub, a_sub
+    roles = {"C": (c_sub, (m, n), k), "A": (a_sub, (m, k), n), "B": (b_sub, (k, n), m)}
+    _check_roles(here, roles, {"C": c_buffer, "A": a_load.buffer, "B": b_load.buffer})
+    operand_type = a_load.dtype
+    if b_load.dtype != operand_type:
+        raise PlanError(
+            here,
+            f"A is {operand_type.value} but B is {b_load.dtype.value}; the operands must have one type",
+        )
+    accumulator = model.buffer(c_buffer).dtype
+    try:
+        precision = target.tensor_core_info.mode_for(operand_type, accumulator, t.mma_shape)
+    except LookupError as reason:
+        raise PlanError(here, str(reason)) from None
+    mma_k = t.mma_shape.mnk[2]
+    a = _operand(here, model, facts, "A", a_load.buffer, a_sub, (m, k), k, mma_k)
+    b = _operand(here, model, facts, "B", b_load.buffer, b_sub, (k, n), k, mma_k)
+    c = _operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
+    serial = [
+        lp.name for lp in model.loops
+        if lp.name not in t.loops and model.binding_of(lp.name) is None
+    ]
+    reductions = tuple(name for name in serial if not _uses(c_sub, name))
+    return TensorMatch(a, b, c, precision, operand_type, accumulator, reductions)
+
+
+def _check_loops(model, facts: PolyFacts, here: str) -> None:
+    t = model.tensorize
+    mma_m, mma_n, mma_k = t.mma_shape.mnk
+    innermost = {lp.name for lp in model.loops[-3:]}
+    if innermost != set(t.loops):
+        order = ", ".join(lp.name for lp in model.loops)
+        raise PlanError(
+            here, f"{', '.join(t.loops)} must be the innermost three loops; the order is ({order})"
+        )
+    for name, want in zip(t.loops, (mma_m, mma_n, mma_k * t.passes)):
+        unit = model.binding_of(name)
+        if unit is not None:
+            raise PlanError(
+                here, f"{name} is bound to {unit.name}; tensorized loops run inside one warp"
+            )
+        got = facts.loop(name).extent
+        if got != want:
+            raise PlanError(
+                here,
+                f"{name} has {got} iterations; {t.mma_shape.name} with {t.passes} pass(es) needs "
+                f"{want} (use target.tensor_core_info.compute_tensor_splits)",
+            )
+    for b in model.bindings:
+        if b.unit.level == "thread":
+            raise PlanError(
+                here,
+                f"{b.unit.name} is bound to {', '.join(b.loops)}; tensorized plans bind warps "
+                "and blocks, not threads",
+            )
+    for guard in facts.guards:
+        inside = guard.affine.variables() & set(t.loops)
+        if inside:
+            raise PlanError(
+                here,
+                f"the tile loops {', '.join(sorted(inside))} would cross the end of the iteration "
+                "space (a split does not divide it); tensor-core tiles cannot be partial",
+            )
+
+
+def _match_statement(here: str, store: Store) -> tuple[Load, Load, str]:
+    """``C = C + A * B`` up to casts, in either operand order."""
+    value = _strip(store.value)
+    if isinstance(value, Binary) and value.op == "+":
+        for acc, product in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+            acc, product = _strip(acc), _strip(product)
+            if (
+                isinstance(acc, Load)
+                and acc.buffer == store.buffer
+                and acc.index == store.index
+                and isinstance(product, Binary)
+                and product.op == "*"
+            ):
+                x, y = _strip(product.lhs), _strip(product.rhs)
+                if isinstance(x, Load) and isinstance(y, Load):
+                    return x, y, store.buffer
+    raise PlanError(here, "the statement must be C[m, n] += A[m, k] * B[k, n]")
+
+
+def _strip(expr: Expr) -> Expr:
+    while isinstance(expr, Cast):
+        expr = expr.operand
+    return expr
+
+
+def _subscripts(facts: PolyFacts, buffer: str) -> tuple[Affine, ...]:
+    return next(a.subscripts for a in facts.accesses if a.array == buffer)
+
+
+def _uses(subscripts: tuple[Affine, ...], loop: str) -> bool:
+    return any(s.coeff(loop) for s in subscripts)
+
+
+def _check_roles(here: str, roles: dict, buffers: dict) -> None:
+    for role, (subscripts, needed, absent) in roles.items():
+        pair = f"{needed[0]} and {needed[1]}"
+        for name in needed:
+            if not _uses(subscripts, name):
+                raise PlanError(
+                    here,
+                    f"{role} ({buffers[role]}) does not depend on {name}; {role} must be indexed "
+                    f"by {pair}",
+                )
+        if _uses(subscripts, absent):
+            raise PlanError(
+                here,
+                f"{role} ({buffers[role]}) depends on {absent}; {role} must be indexed by {pair} only",
+            )
+
+
+def _operand(here, model, facts, role, buffer, subscripts, axes, k, mma_k) -> Operand:
+    spec = model.buffer(buffer)
+    rows, cols = axes
+
+    def linear(loop: str) -> int:
+        per_value = sum(s * sub.coeff(loop) for s, sub in zip(spec.strides, subscripts))
+        return per_value * model.loop(loop).step
+
+    row_stride, col_stride = linear(rows), linear(cols)
+    if 1 not in (row_stride, col_stride):
+        raise PlanError(
+            here,
+            f"{role} ({buffer}) has storage strides {row_stride} and {col_stride} along {rows} "
+            f"and {cols}; one must be 1 for tensor-core loads",
+        )
+    ld = row_stride if col_stride == 1 else col_stride
+    if (ld * spec.dtype.size) % _WMMA_LD_BYTES:
+        raise PlanError(
+            here,
+            f"{role} ({buffer}) has a leading dimension of {ld} elements "
+            f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of "
+            f"{_WMMA_LD_BYTES} bytes",
+        )
+    tile = model.tensorize.loops
+    firsts = {name: Affine((), facts.loop(name).first) for name in tile}
+    origin = tuple(s.substitute(firsts) for s in subscripts)
+    _check_alignment(here, model, role, buffer, spec, origin)
+    shift: tuple[Affine, ...] = ()
+    if k is not None:
+        shift = tuple(Affine((), sub.coeff(k) * model.loop(k).step * mma_k) for sub in subscripts)
+    return Operand(buffer, origin, row_stride, col_stride, shift)
+
+
+def _check_alignment(here, model, role, buffer, spec, origin) -> None:
+    """Every tile must start 32-byte aligned: check each loop's step and the first offset."""
+    linear = Affine((), 0)
+    for stride, sub in zip(spec.strides, origin):
+        linear = linear.plus(sub.scale(stride))
+    steps = [c * model.loop(name).step for name, c in linear.terms]
+    start = linear.const + sum(c * model.loop(name).begin for name, c in linear.terms)
+    misaligned = [x for x in (*steps, start) if (x * spec.dtype.size) % _WMMA_ALIGN]
+    if misaligned:
+        raise PlanError(
+            here,
+            f"{role} ({buffer}) tiles start at element offset {_render(linear)}, which moves by "
+            f"{misaligned[0]} elements ({misaligned[0] * spec.dtype.size} bytes); tensor-core "
+            f"loads need {_WMMA_ALIGN}-byte aligned tiles",
+        )
+
+
+def _render(a: Affine) -> str:
+    terms = [f"{c}*{n}" if c != 1 else n for n, c in a.terms]
+    return " + ".join([*terms, str(a.const)] if a.const or not terms else terms)
+
+
+# -- emission ----------------------------------------------------------------------------------
+
+
+def tensor_body(model, facts: PolyFacts, tm: TensorMatch, as_expr) -> tuple[Stmt, ...]:
+    """The warp's tile operations replacing the three tensor loops.
+
+    ``as_expr`` turns an Affine subscript into a readable IR expression.
+    """
+    t = model.tensorize
+    body: list[Stmt] = [*_fragments(model, tm)]
+    first = _condition(facts, tm.reductions, last=False)
+    last = _condition(facts, tm.reductions, last=True)
+    c_origin = _origin(tm.c, 0, as_expr)
+    load_c = FragmentLoad("c", tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride)
+    op, arg = t.prologue_op, t.prologue_arg
+    if op is MMAFragmentOp.SET:
+        fill = FragmentFill("c", arg)
+        body.append(
+            fill if first is None
+            else If(first, (fill,), "prologue: the tile's first product", (load_c,))
+        )
+    else:
+        body.append(load_c)
+        if op is not MMAFragmentOp.NONE:
+            apply = FragmentApply("c", op.name.lower(), arg)
+            body.append(
+                apply if first is None else If(first, (apply,), "prologue: the tile's first product")
+            )
+    fused = t.fused_passes
+    for group in range(t.passes // fused):
+        passes = range(group * fused, (group + 1) * fused)
+        for p in passes:
+            for name, operand in ((f"a{p % fused}", tm.a), (f"b{p % fused}", tm.b)):
+                body.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr),
+                                         operand.row_stride, operand.col_stride))
+        body.extend(FragmentMma("c", f"a{p % fused}", f"b{p % fused}", "c") for p in passes)
+    if t.epilogue_op is not MMAFragmentOp.NONE:
+        apply = FragmentApply("c", t.epilogue_op.name.lower(), t.epilogue_arg)
+        body.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
+    body.append(FragmentStore(tm.c.buffer, c_origin, "c", tm.c.row_stride, tm.c.col_stride))
+    return tuple(body)
+
+
+def _fragments(model, tm: TensorMatch) -> list[Fragment]:
+    t = model.tensorize
+    m, n, k = t.mma_shape.mnk
+    a_layout = "row_major" if tm.a.col_stride == 1 else "col_major"
+    b_layout = "row_major" if tm.b.col_stride == 1 else "col_major"
+    out = []
+    for p in range(t.fused_passes):
+        out.append(Fragment(f"a{p}", "matrix_a", m, n, k, tm.operand_type, tm.precision, a_layout))
+        out.append(Fragment(f"b{p}", "matrix_b", m, n, k, tm.operand_type, tm.precision, b_layout))
+    acc = tm.accumulator_type
+    out.append(Fragment("c", "accumulator", m, n, k, acc, acc.value))
+    return out
+
+
+def _origin(operand: Operand, p: int, as_expr) -> tuple[Expr, ...]:
+    subs = operand.subscripts
+    if p:
+        subs = tuple(s.plus(d.scale(p)) for s, d in zip(subs, operand.pass_shift))
+    return tuple(as_expr(s) for s in subs)
+
+
+def _condition(facts: PolyFacts, loops: tuple[str, ...], last: bool) -> Expr | None:
+    """All ``loops`` at their first (or last) iteration, or None when there are none."""
+    cond: Expr | None = None
+    for name in loops:
+        value = facts.loop(name).last if last else facts.loop(name).first
+        test = Binary("==", Var(name), Const(value))
+        cond = test if cond is None else Binary("&&", cond, test)
+    return cond

@@ -1,0 +1,1 @@
+"""Packages: compile, write HAT packages, load them and launch their functions."""

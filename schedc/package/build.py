@@ -1,0 +1,233 @@
+"""``Package``: collect planned functions and build a HAT package (Accera's ``acc.Package``).
+
+``hat_packages/<name>/`` receives ``<name>.hat``, ``<name>.cu``, ``<name>.cubin`` (NVRTC for
+the target's sm), ``<name>.schedc.json`` (the kernel IR and model, for ``schedc emulate`` and
+``schedc verify``) and, when nvcc is present, ``lib<name>.so`` with C-callable launchers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..codegen.cuda import emit_source
+from ..errors import PackageError
+from ..ir.array import Array, Role
+from ..ir.expr import Access, walk
+from ..ir.kernel import FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
+from ..ir.model import Model, freeze
+from ..ir.plan import Plan
+from ..lower import compile_model
+from ..targets import Target
+from . import compile as compilers
+from . import hat
+
+_WMMA_ALIGN = 32
+
+
+class Format(enum.Enum):
+    """HAT_SOURCE (default for GPU): .hat, .cu, .cubin, and a .so when nvcc is present.
+    HAT_DYNAMIC requires the .so; HAT_STATIC builds ``lib<name>.a`` instead."""
+
+    DEFAULT = "DEFAULT"
+    HAT_SOURCE = "HAT_SOURCE"
+    HAT_DYNAMIC = "HAT_DYNAMIC"
+    HAT_STATIC = "HAT_STATIC"
+
+
+class Mode(enum.Enum):
+    RELEASE = "RELEASE"
+    DEBUG = "DEBUG"  # device code with -G and line info, for cuda-gdb and compute-sanitizer
+
+
+class Platform(enum.Enum):
+    HOST = "HOST"
+    LINUX = "LINUX"
+
+
+@dataclass
+class BuildSession:
+    """What a ``schedc build``/``show`` run collects: packages built (or, with show_only, the
+    functions that would be)."""
+
+    show_only: bool = False
+    built: list[Path] = field(default_factory=list)
+    shown: list[tuple[str, Model, Kernel, str]] = field(default_factory=list)  # name, model, kernel, source
+
+
+_SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("schedc_build", default=None)
+
+
+@contextlib.contextmanager
+def session(show_only: bool = False) -> Iterator[BuildSession]:
+    s = BuildSession(show_only)
+    token = _SESSION.set(s)
+    try:
+        yield s
+    finally:
+        _SESSION.reset(token)
+
+
+@dataclass(frozen=True)
+class _Added:
+    model: Model
+    description: str
+
+
+class Package:
+    """A collection of functions built together into one HAT package."""
+
+    Format = Format
+    Mode = Mode
+    Platform = Platform
+
+    def __init__(self) -> None:
+        self._functions: list[_Added] = []
+        self._target: Target | None = None
+
+    def add(self, source: Plan, args: tuple[Array, ...], base_name: str = "", parameters=None) -> str:
+        """Add a function named ``base_name`` running ``source`` (a Plan) on ``args``.
+
+        Unnamed arrays are named by their position in ``args``: A, B, C, ...
+        """
+        where = f"Package.add({base_name or '...'})"
+        if not isinstance(source, Plan):
+            raise PackageError(
+                where, "schedc builds GPU plans: pass schedule.create_plan(Target(...)), "
+                f"not a {type(source).__name__}"
+            )
+        if parameters:
+            raise PackageError(where, "parameters are not supported; build each variant with its own base_name")
+        if not base_name or not base_name.isidentifier():
+            raise PackageError(where, f"base_name must be a C identifier, not {base_name!r}")
+        if any(f.model.function == base_name for f in self._functions):
+            raise PackageError(where, f"the package already has a function {base_name}")
+        args = tuple(args) if isinstance(args, tuple | list) else (args,)
+        _check_args(where, args)
+        _name_arrays(where, source, args)
+        if self._target is not None and self._target.model != source.target.model:
+            raise PackageError(where, f"the package targets {self._target.name}, this plan {source.target.name}")
+        self._target = source.target
+        model = freeze(source, base_name, args)
+        description = "; ".join(str(s) for s in source.schedule.nest.statements)
+        self._functions.append(_Added(model, description))
+        return base_name
+
+    def build(self, name: str, format: Format = Format.HAT_SOURCE, mode: Mode = Mode.RELEASE,
+              platform: Platform = Platform.HOST, tolerance: float | None = None,
+              output_dir: str | Path = "hat_packages") -> Path | None:
+        """Compile every function and write the package to ``output_dir/name``; returns its
+        .hat path. Under ``schedc show`` nothing is written."""
+        where = f"Package.build({name!r})"
+        if not isinstance(name, str) or not name.isidentifier():
+            raise PackageError(where, "the package name must be a C identifier")
+        if not self._functions:
+            raise PackageError(where, "the package has no functions; call add() first")
+        if not isinstance(format, Format) or not isinstance(mode, Mode):
+            raise PackageError(where, "format must be Package.Format and mode Package.Mode")
+        kernels = [compile_model(f.model) for f in self._functions]
+        source = emit_source(kernels, _banner(name, self._target, self._functions))
+        current = _SESSION.get()
+        if current is not None and current.show_only:
+            for f, k in zip(self._functions, kernels):
+                current.shown.append((name, f.model, k, source))
+            return None
+        path = _write(name, Path(output_dir) / name, self._target, self._functions, kernels, source,
+                      format, mode, tolerance)
+        if current is not None:
+            current.built.append(path)
+        return path
+
+
+def _check_args(where: str, args: tuple) -> None:
+    for n, array in enumerate(args):
+        if not isinstance(array, Array):
+            raise PackageError(where, f"args[{n}] is a {type(array).__name__}, not an Array")
+        if array.role in (Role.CONST, Role.TEMP):
+            raise PackageError(where, f"args[{n}] is Role.{array.role.name}; such arrays belong to the package, not the caller")
+    if len({id(a) for a in args}) != len(args):
+        raise PackageError(where, "an array appears twice in args")
+
+
+def _name_arrays(where: str, plan: Plan, args: tuple[Array, ...]) -> None:
+    nest = plan.schedule.nest
+    used = []
+    for s in nest.statements:
+        for node in [*walk(s.target), *walk(s.value)]:
+            if isinstance(node, Access) and all(node.array is not a for a in used):
+                used.append(node.array)
+    taken = {a.name for a in used if a.name} | {a.name for a in args if a.name}
+    letters = iter(chr(c) for c in range(ord("A"), ord("Z") + 1))
+    for array in args:
+        if array.name is None:
+            array.name = next(x for x in letters if x not in taken)
+            taken.add(array.name)
+    counters = {Role.CONST: 0, Role.TEMP: 0}
+    for array in used:
+        if array.name is None and array.role in counters:
+            array.name = f"{array.role.value}{counters[array.role]}"
+            counters[array.role] += 1
+    indices = {i.name for i in plan.schedule.order}
+    for array in [*args, *used]:
+        if array.name in indices:
+            raise PackageError(where, f"array name {array.name} is also an index name")
+    names = [a.name for a in [*args, *(u for u in used if all(u is not a for a in args))]]
+    if len(set(names)) != len(names):
+        raise PackageError(where, f"two arrays share a name: {sorted(names)}")
+
+
+def _banner(name: str, target: Target, functions: list[_Added]) -> str:
+    lines = [f"// {name}.cu: generated by schedc {__version__} for {target.name} ({target.arch})."]
+    for f in functions:
+        lines.append(f"// {f.model.function}: {f.description}")
+    return "\n".join(lines)
+
+
+def alignments(kernel: Kernel) -> dict[str, int]:
+    """Bytes each parameter's base address must be aligned to (tensor-core tiles need 32)."""
+    tiled = {s.buffer for s in walk_statements(kernel.body) if isinstance(s, FragmentLoad | FragmentStore)}
+    return {b.name: (_WMMA_ALIGN if b.name in tiled else b.dtype.size) for b in kernel.params}
+
+
+def _write(name, directory: Path, target: Target, functions, kernels, source, format, mode, tolerance) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    debug = mode is Mode.DEBUG
+    compiled = compilers.nvrtc_compile(source, name, target.arch, debug=debug)
+    (directory / f"{name}.cu").write_text(source)
+    (directory / f"{name}.cubin").write_bytes(compiled.cubin)
+    library = _library(name, directory, target, format, debug)
+    ir = {
+        "schedc": __version__,
+        "tolerance": tolerance,
+        "functions": {
+            f.model.function: {"model": to_plain(f.model), "kernel": to_plain(k)}
+            for f, k in zip(functions, kernels)
+        },
+    }
+    (directory / f"{name}.schedc.json").write_text(json.dumps(ir, sort_keys=True, indent=1) + "\n")
+    info = hat.BuildInfo(name, target.name, target.arch, target.sm_count, compiled.compiler,
+                         compiled.flags, library, __version__)
+    entries = [hat.HatFunction(k, f.description, alignments(k)) for f, k in zip(functions, kernels)]
+    path = directory / f"{name}.hat"
+    path.write_text(hat.render(entries, info))
+    return path
+
+
+def _library(name: str, directory: Path, target: Target, format: Format, debug: bool) -> str:
+    static = format is Format.HAT_STATIC
+    filename = f"lib{name}.a" if static else f"lib{name}.so"
+    if compilers.find_nvcc() is None:
+        if format in (Format.HAT_DYNAMIC, Format.HAT_STATIC):
+            raise PackageError(f"Package.build({name!r}, format={format.name})", "needs nvcc, which is not installed")
+        print(f"schedc: nvcc not found; {name} has no {filename} (the .cubin and .cu are complete)",
+              file=sys.stderr)
+        return ""
+    compilers.nvcc_library(directory / f"{name}.cu", directory / filename, target.arch, static, debug)
+    return filename

@@ -1,0 +1,169 @@
+"""A thin layer over the CUDA driver API (cuda-python): context, memory, modules, launches.
+
+Every failing call raises LaunchError naming the call and the driver's error string. The
+primary context of the device is used, so arrays from torch or cupy are valid here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from ..errors import LaunchError
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:  # pragma: no cover - cuda-python is a dependency
+        raise LaunchError("cuda", f"cuda-python is not installed: {e}") from None
+    return driver
+
+
+def check(result, call: str):
+    """Unpack a cuda-python result tuple, raising on errors."""
+    driver = _driver()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, text = driver.cuGetErrorString(err)
+        message = text.decode() if isinstance(text, bytes) else str(err)
+        raise LaunchError(call, f"{err.name}: {message}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+@functools.cache
+def device_count() -> int:
+    """Number of CUDA devices (0 when there is no driver or no GPU)."""
+    try:
+        driver = _driver()
+        if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
+            return 0
+        err, count = driver.cuDeviceGetCount()
+        return count if err == driver.CUresult.CUDA_SUCCESS else 0
+    except Exception:
+        return 0
+
+
+class Device:
+    """The primary context of one GPU, made current on creation."""
+
+    def __init__(self, ordinal: int = 0) -> None:
+        driver = _driver()
+        if device_count() == 0:
+            raise LaunchError("cuda", "no CUDA device is available (no GPU or no driver)")
+        self.ordinal = ordinal
+        self.device = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.context = check(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        self.make_current()
+        name = check(driver.cuDeviceGetName(256, self.device), "cuDeviceGetName")
+        self.name = name.split(b"\0")[0].decode()
+        attr = driver.CUdevice_attribute
+        self.sm = 10 * self.attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) + self.attribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+        )
+        self.l2_bytes = self.attribute(attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+
+    def make_current(self) -> None:
+        check(_driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def attribute(self, which) -> int:
+        return check(_driver().cuDeviceGetAttribute(which, self.device), "cuDeviceGetAttribute")
+
+    def synchronize(self) -> None:
+        check(_driver().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)")
+
+
+@functools.cache
+def device(ordinal: int = 0) -> Device:
+    return Device(ordinal)
+
+
+class DeviceMemory:
+    """An allocation freed when the object is collected."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = max(int(nbytes), 1)
+        self.pointer = int(check(_driver().cuMemAlloc(self.nbytes), f"cuMemAlloc({self.nbytes} bytes)"))
+
+    def upload(self, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array)
+        check(_driver().cuMemcpyHtoD(self.pointer, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+
+    def download(self, array: np.ndarray) -> None:
+        check(_driver().cuMemcpyDtoH(array.ctypes.data, self.pointer, array.nbytes), "cuMemcpyDtoH")
+
+    def __del__(self) -> None:
+        try:
+            _driver().cuMemFree(self.pointer)
+        except Exception:
+            pass
+
+
+class Module:
+    """A loaded cubin and its kernels."""
+
+    def __init__(self, cubin: bytes) -> None:
+        self._cubin = cubin  # kept alive for the driver
+        self.module = check(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
+
+    def function(self, name: str, dynamic_shared_bytes: int = 0):
+        driver = _driver()
+        kernel = check(driver.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+        if dynamic_shared_bytes > 48 * 1024:
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(driver.cuFuncSetAttribute(kernel, attr, dynamic_shared_bytes), "cuFuncSetAttribute")
+        return kernel
+
+
+class LaunchArgs:
+    """Kernel parameters (device pointers) packed as the driver's ``void**``."""
+
+    def __init__(self, pointers: list[int]) -> None:
+        self.values = [ctypes.c_void_p(p) for p in pointers]
+        self.array = (ctypes.c_void_p * len(pointers))(*(ctypes.addressof(v) for v in self.values))
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.array)
+
+
+def launch(kernel, grid, block, shared: int, args: LaunchArgs, stream: int = 0) -> None:
+    check(
+        _driver().cuLaunchKernel(kernel, *grid, *block, shared, stream, args.address, 0),
+        "cuLaunchKernel",
+    )
+
+
+def pointer_device(pointer: int) -> int | None:
+    """The device ordinal of a device pointer, or None for host or unknown memory."""
+    driver = _driver()
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    err, ordinal = driver.cuPointerGetAttribute(attr, pointer)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return None
+    kind_attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+    err, kind = driver.cuPointerGetAttribute(kind_attr, pointer)
+    if err != driver.CUresult.CUDA_SUCCESS or kind != int(driver.CUmemorytype.CU_MEMORYTYPE_DEVICE):
+        return None
+    return int(ordinal)
+
+
+class Events:
+    """A pair of CUDA events for timing on the default stream."""
+
+    def __init__(self) -> None:
+        driver = _driver()
+        flags = driver.CUevent_flags.CU_EVENT_DEFAULT
+        self.start = check(driver.cuEventCreate(flags), "cuEventCreate")
+        self.stop = check(driver.cuEventCreate(flags), "cuEventCreate")
+
+    def record_start(self) -> None:
+        check(_driver().cuEventRecord(self.start, 0), "cuEventRecord")
+
+    def elapsed_ms(self) -> float:
+        driver = _driver()
+        check(driver.cuEventRecord(self.stop, 0), "cuEventRecord")
+        check(driver.cuEventSynchronize(self.stop), "cuEventSynchronize (a kernel failed)")
+        return float(check(driver.cuEventElapsedTime(self.start, self.stop), "cuEventElapsedTime"))

@@ -1,0 +1,196 @@
+"""The polyhedral model: the only module that imports islpy.
+
+The schedule's iteration domain and every statement's access relation are isl objects; callers
+get plain values (loop ranges, guards, affine subscripts) addressed by index name. Sizes are
+constants in the constraints, so the cost does not grow with the problem size.
+
+>>> facts = analyze_domain(
+...     loops=(("i", 0, 1000, 32), ("ii", 0, 32, 1)), groups=((0, 1000, ("i", "ii")),))
+>>> [(lp.name, lp.first, lp.last, lp.extent) for lp in facts.loops]
+[('i', 0, 992, 32), ('ii', 0, 31, 32)]
+>>> facts.guards  # the partial last tile: 999 - i - ii >= 0
+(Guard(affine=Affine(terms=(('i', -1), ('ii', -1)), const=999), equality=False),)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.affine import Affine
+from ..ir.kernel import Expr, register
+
+_PREFIX = "x_"  # keeps user index names clear of isl keywords (mod, and, ...)
+
+
+@register
+@dataclass(frozen=True)
+class LoopFacts:
+    name: str
+    first: int
+    last: int
+    step: int
+
+    @property
+    def extent(self) -> int:
+        return (self.last - self.first) // self.step + 1
+
+
+@register
+@dataclass(frozen=True)
+class Guard:
+    """``affine >= 0`` (or ``== 0``): a domain constraint the loop ranges do not imply."""
+
+    affine: Affine
+    equality: bool
+
+
+@dataclass(frozen=True)
+class DomainFacts:
+    loops: tuple[LoopFacts, ...]
+    guards: tuple[Guard, ...]
+
+
+@dataclass(frozen=True)
+class AccessFacts:
+    """One array access of a statement: its subscripts as affine functions of schedule loops."""
+
+    statement: int
+    array: str
+    subscripts: tuple[Affine, ...]
+    is_write: bool
+
+
+@dataclass(frozen=True)
+class PolyFacts:
+    loops: tuple[LoopFacts, ...]
+    guards: tuple[Guard, ...]
+    accesses: tuple[AccessFacts, ...]
+
+    def loop(self, name: str) -> LoopFacts:
+        return next(lp for lp in self.loops if lp.name == name)
+
+
+def analyze(model) -> PolyFacts:
+    """Domain facts and access relations of a frozen Model."""
+    loops = tuple((lp.name, lp.begin, lp.end, lp.step) for lp in model.loops)
+    groups = tuple((g.begin, g.end, g.members) for g in model.groups)
+    domain = analyze_domain(loops, groups)
+    return PolyFacts(domain.loops, domain.guards, tuple(_accesses(model)))
+
+
+def analyze_domain(
+    loops: Sequence[tuple[str, int, int, int]],
+    groups: Sequence[tuple[int, int, Sequence[str]]],
+) -> DomainFacts:
+    """Loop ranges (first/last value actually taken) and the guards partial tiles need."""
+    names = [name for name, *_ in loops]
+    box = _box(loops)
+    domain = box.intersect(_group_set(names, groups))
+    if domain.is_empty():
+        raise ValueError("the iteration domain is empty")
+    facts = []
+    for pos, (name, _begin, _end, step) in enumerate(loops):
+        facts.append(LoopFacts(name, _constant(domain.dim_min(pos)), _constant(domain.dim_max(pos)), step))
+    return DomainFacts(tuple(facts), _guards(domain.gist(box), names))
+
+
+def _space(names: Sequence[str]) -> str:
+    return "[" + ", ".join(_PREFIX + n for n in names) + "]"
+
+
+def _box(loops) -> isl.Set:
+    names = [name for name, *_ in loops]
+    parts = []
+    for name, begin, end, step in loops:
+        v = _PREFIX + name
+        parts.append(f"{begin} <= {v} < {end}")
+        if step > 1:
+            parts.append(f"({v} - {begin}) mod {step} = 0")
+    return isl.Set("{ " + _space(names) + " : " + " and ".join(parts) + " }")
+
+
+def _group_set(names: Sequence[str], groups) -> isl.Set:
+    parts = [
+        f"{begin} <= {' + '.join(_PREFIX + m for m in members)} < {end}"
+        for begin, end, members in groups
+    ]
+    return isl.Set("{ " + _space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
+
+
+def _constant(pw: isl.PwAff) -> int:
+    pieces = pw.get_pieces()
+    values = {aff.get_constant_val().to_python() for _, aff in pieces}
+    if len(values) != 1 or not all(aff.is_cst() for _, aff in pieces):
+        raise ValueError(f"loop bound is not a constant: {pw}")
+    return int(values.pop())
+
+
+def _guards(gist: isl.Set, names: Sequence[str]) -> tuple[Guard, ...]:
+    basic_sets = gist.get_basic_sets()
+    if len(basic_sets) != 1:
+        raise ValueError(f"partial tiles need a non-convex guard: {gist}")
+    out = []
+    bset = basic_sets[0]
+    for c in bset.get_constraints():
+        if c.involves_dims(isl.dim_type.div, 0, bset.dim(isl.dim_type.div)):
+            raise ValueError(f"a guard needs a stride condition: {c}")
+        terms = {
+            name: c.get_coefficient_val(isl.dim_type.set, pos).to_python()
+            for pos, name in enumerate(names)
+        }
+        out.append(Guard(Affine.make(terms, c.get_constant_val().to_python()), c.is_equality()))
+    return tuple(sorted(out, key=lambda g: (g.affine.terms, g.affine.const)))
+
+
+def _accesses(model):
+    """Access relations ``{ [loops] -> A[subscripts] }``, read back as affine subscripts."""
+    names = [lp.name for lp in model.loops]
+    pieces: dict[str, Affine] = {}
+    for dim, (dim_name, _extent) in enumerate(model.dims):
+        pieces[dim_name] = Affine.make({lp.name: 1 for lp in model.loops if lp.dim == dim})
+    for n, statement in enumerate(model.statements):
+        for array, index, is_write in _statement_accesses(statement):
+            subscripts = [Affine.of(e).substitute(pieces) for e in index]
+            relation = isl.Map(
+                "{ " + _space(names) + f" -> {array}[" + ", ".join(_isl_affine(s) for s in subscripts) + "] }"
+            )
+            yield AccessFacts(n, array, _read_subscripts(relation, names), is_write)
+
+
+def _statement_accesses(statement):
+    from ..ir.kernel import Binary, Cast, Load, Unary
+
+    def loads(expr: Expr):
+        if isinstance(expr, Load):
+            yield expr.buffer, expr.index, False
+            for i in expr.index:
+                yield from loads(i)
+        elif isinstance(expr, Binary):
+            yield from loads(expr.lhs)
+            yield from loads(expr.rhs)
+        elif isinstance(expr, Unary | Cast):
+            yield from loads(expr.operand)
+
+    yield statement.buffer, statement.index, True
+    yield from loads(statement.value)
+
+
+def _isl_affine(a: Affine) -> str:
+    terms = [f"{c}*{_PREFIX}{name}" for name, c in a.terms]
+    return " + ".join([*terms, str(a.const)])
+
+
+def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, ...]:
+    pma = isl.PwMultiAff.from_map(relation)
+    out = []
+    for d in range(pma.dim(isl.dim_type.out)):
+        (_, aff), = pma.get_pw_aff(d).get_pieces()
+        terms = {
+            name: aff.get_coefficient_val(isl.dim_type.in_, pos).to_python()
+            for pos, name in enumerate(names)
+        }
+        out.append(Affine.make(terms, aff.get_constant_val().to_python()))
+    return tuple(out)

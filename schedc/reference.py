@@ -1,0 +1,297 @@
+"""The float64 numpy reference of a nest: what the statements mean, independent of any plan.
+
+Values are computed in float64 (int64 for integer arrays); explicit casts to integer types
+truncate as in C, casts between float types are exact. A statement ``C[p] += X`` whose other
+loops only sum is evaluated as one contraction (einsum, BLAS for products of two arrays);
+other statements run vectorised over the written dimensions and sequentially over the rest,
+in nest order. A tensorized plan's prologue/epilogue ops are part of its meaning:
+``C = epilogue(prologue(C) + A @ B)``.
+
+The reference can be restricted to the nest points one block of a plan covers, so that a
+sampled emulation compares only what it computed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir.affine import Affine
+from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
+from .ir.types import ScalarType
+from .targets import MMAFragmentOp
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Values over some nest dimensions (axes in ``dims`` order)."""
+
+    data: np.ndarray
+    dims: tuple[str, ...]
+
+    def aligned(self, dims: tuple[str, ...]) -> np.ndarray:
+        """The data broadcastable over ``dims`` (a superset of self.dims, same relative order)."""
+        shape = [self.data.shape[self.dims.index(d)] if d in self.dims else 1 for d in dims]
+        order = [self.dims.index(d) for d in dims if d in self.dims]
+        return np.transpose(self.data, order).reshape(shape)
+
+
+def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] | None = None):
+    """Run the nest on ``arrays`` (logical arrays by name). Returns ``(values, touched)``:
+    float64/int64 copies of every array after the nest, and a mask per written array of the
+    elements it wrote. ``dims`` restricts each nest dimension to the given values."""
+    state = _State(model, arrays, dims)
+    if _accumulates(model):
+        state.contract(model.statements[0])
+    else:
+        state.sequential()
+    return state.values, state.touched
+
+
+def _accumulates(model) -> bool:
+    if len(model.statements) != 1:
+        return False
+    return _accumulated(model.statements[0]) is not None
+
+
+def _accumulated(store: Store) -> Expr | None:
+    """X when the statement is ``T = T + X`` (up to casts) and X does not read T."""
+    value = _strip_casts(store.value)
+    if not (isinstance(value, Binary) and value.op == "+"):
+        return None
+    for acc, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+        acc = _strip_casts(acc)
+        if isinstance(acc, Load) and acc.buffer == store.buffer and acc.index == store.index:
+            if store.buffer not in _buffers_read(other):
+                return other
+    return None
+
+
+def _strip_casts(e: Expr) -> Expr:
+    while isinstance(e, Cast) and e.dtype.is_float:
+        e = e.operand
+    return e
+
+
+def _buffers_read(e: Expr) -> set[str]:
+    if isinstance(e, Load):
+        return {e.buffer}.union(*(_buffers_read(i) for i in e.index))
+    if isinstance(e, Binary):
+        return _buffers_read(e.lhs) | _buffers_read(e.rhs)
+    if isinstance(e, Unary | Cast):
+        return _buffers_read(e.operand)
+    return set()
+
+
+class _State:
+    def __init__(self, model, arrays, dims) -> None:
+        self.model = model
+        self.order = tuple(name for name, _ in model.dims)
+        self.dims = {name: np.arange(n) for name, n in model.dims}
+        if dims:
+            self.dims.update({k: np.asarray(v, dtype=np.int64) for k, v in dims.items()})
+        self.values = {}
+        for b in model.buffers:
+            wide = np.int64 if (b.dtype.is_integer or b.dtype is ScalarType.bool) else np.float64
+            if b.name in arrays:
+                copy = b.name in {s.buffer for s in model.statements}  # inputs are only read
+                self.values[b.name] = np.array(arrays[b.name], dtype=wide, copy=copy or None)
+            elif b.kind == "const":
+                bits = np.array(b.data, dtype=np.dtype(f"u{b.dtype.size}")).view(b.dtype.numpy)
+                offsets = sum(g * s for g, s in zip(np.indices(b.shape), b.strides))
+                self.values[b.name] = bits[offsets].astype(wide)
+            else:
+                self.values[b.name] = np.full(b.shape, np.nan if wide is np.float64 else 0, dtype=wide)
+        written = {s.buffer for s in model.statements}
+        self.touched = {name: np.zeros(self.values[name].shape, dtype=bool) for name in written}
+
+    # -- evaluation ----------------------------------------------------------------------------
+
+    def evaluate(self, e: Expr, dims: dict[str, np.ndarray]) -> Tensor:
+        if isinstance(e, Var):
+            return Tensor(dims[e.name].astype(np.float64), (e.name,))
+        if isinstance(e, Const):
+            return Tensor(np.array(e.value, dtype=np.float64 if isinstance(e.value, float) else np.int64), ())
+        if isinstance(e, Load):
+            return self.gather(e.buffer, e.index, dims)
+        if isinstance(e, Cast):
+            inner = self.evaluate(e.operand, dims)
+            return Tensor(_cast(inner.data, e.dtype), inner.dims)
+        if isinstance(e, Unary):
+            inner = self.evaluate(e.operand, dims)
+            return Tensor(-inner.data, inner.dims)
+        if isinstance(e, Binary):
+            lhs, rhs = self.evaluate(e.lhs, dims), self.evaluate(e.rhs, dims)
+            out = tuple(d for d in self.order if d in lhs.dims or d in rhs.dims)
+            return Tensor(_binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), out)
+        raise TypeError(f"unknown expression {e!r}")
+
+    def subscripts(self, index: tuple[Expr, ...], dims: dict[str, np.ndarray]):
+        affines = [Affine.of(i) for i in index]
+        used = tuple(d for d in self.order if any(a.coeff(d) for a in affines))
+        grids = np.meshgrid(*(dims[d] for d in used), indexing="ij") if used else []
+        axes = dict(zip(used, grids))
+        subs = [a.const + sum(c * axes[d] for d, c in a.terms) for a in affines]
+        return tuple(np.asarray(s) for s in subs), used
+
+    def gather(self, buffer: str, index, dims) -> Tensor:
+        subs, used = self.subscripts(index, dims)
+        return Tensor(self.values[buffer][subs], used)
+
+    def scatter(self, store: Store, result: Tensor, dims) -> None:
+        subs, used = self.subscripts(store.index, dims)
+        data = np.broadcast_to(result.aligned(used), tuple(len(dims[d]) for d in used))
+        self.values[store.buffer][subs] = data
+        self.touched[store.buffer][subs] = True
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def contract(self, store: Store) -> None:
+        """``T[p] += X`` with every other dimension summed: one contraction."""
+        term = _accumulated(store)
+        _, written = self.subscripts(store.index, self.dims)
+        factors = _product_factors(term)
+        if factors is not None:
+            tensors = [self.evaluate(f, self.dims) for f in factors]
+            letters = {d: chr(ord("a") + n) for n, d in enumerate(self.order)}
+            spec = ",".join("".join(letters[d] for d in t.dims) for t in tensors)
+            spec += "->" + "".join(letters[d] for d in written)
+            total = Tensor(np.einsum(spec, *(t.data for t in tensors), optimize=True), written)
+        else:
+            full = self.evaluate(term, self.dims)
+            summed = tuple(n for n, d in enumerate(full.dims) if d not in written)
+            keep = tuple(d for d in full.dims if d in written)
+            total = Tensor(full.data.sum(axis=summed), keep)
+        # dimensions the term does not depend on still repeat it
+        for d in self.order:
+            if d not in written and d not in _depends_on(term):
+                total = Tensor(total.data * len(self.dims[d]), total.dims)
+        old = self.gather(store.buffer, store.index, self.dims)
+        new = _prologue(self.model, old.aligned(written)) + total.aligned(written)
+        self.scatter(store, Tensor(_epilogue(self.model, new), written), self.dims)
+
+    def sequential(self) -> None:
+        """Vectorised over the dimensions every statement writes, in nest order over the rest."""
+        common = set(self.order)
+        for s in self.model.statements:
+            common &= {d for i in s.index for d in Affine.of(i).variables()}
+        rest = [d for d in self.order if d not in common]
+        for point in itertools.product(*(self.dims[d] for d in rest)):
+            dims = dict(self.dims)
+            dims.update({d: np.array([v]) for d, v in zip(rest, point)})
+            for s in self.model.statements:
+                self.scatter(s, self.evaluate(s.value, dims), dims)
+
+
+def _depends_on(term: Expr) -> set[str]:
+    """Nest dimensions an expression depends on."""
+    if isinstance(term, Var):
+        return {term.name}
+    if isinstance(term, Load):
+        return {d for i in term.index for d in Affine.of(i).variables()}
+    if isinstance(term, Binary):
+        return _depends_on(term.lhs) | _depends_on(term.rhs)
+    if isinstance(term, Unary | Cast):
+        return _depends_on(term.operand)
+    return set()
+
+
+def _product_factors(term: Expr) -> list[Expr] | None:
+    """The two factors of ``X * Y`` (float casts aside), for a contraction by einsum."""
+    term = _strip_casts(term)
+    if isinstance(term, Binary) and term.op == "*":
+        return [term.lhs, term.rhs]
+    return None
+
+
+def _prologue(model, c: np.ndarray) -> np.ndarray:
+    t = model.tensorize
+    if t is None or t.prologue_op is MMAFragmentOp.NONE:
+        return c
+    return _fragment_op(t.prologue_op, t.prologue_arg, c)
+
+
+def _epilogue(model, c: np.ndarray) -> np.ndarray:
+    t = model.tensorize
+    if t is None or t.epilogue_op is MMAFragmentOp.NONE:
+        return c
+    return _fragment_op(t.epilogue_op, t.epilogue_arg, c)
+
+
+def _fragment_op(op: MMAFragmentOp, arg: float, c: np.ndarray) -> np.ndarray:
+    if op is MMAFragmentOp.SET:
+        return np.full_like(c, arg, dtype=np.float64)
+    if op is MMAFragmentOp.SCALE:
+        return arg * c
+    return np.where(c > 0, c, 0)
+
+
+def _cast(data: np.ndarray, dtype: ScalarType) -> np.ndarray:
+    if dtype is ScalarType.bool:
+        return (data != 0).astype(np.int64)
+    if dtype.is_integer:
+        return np.trunc(data).astype(np.int64)
+    return data.astype(np.float64)
+
+
+def _binary(op: str, a, b, dtype: ScalarType | None):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if dtype is not None and not dtype.is_float:
+            q = np.abs(a) // np.abs(b)
+            return np.where((a < 0) != (b < 0), -q, q)
+        return a / b
+    if op == "max":
+        return np.where(b > a, b, a)
+    if op == "min":
+        return np.where(b < a, b, a)
+    raise TypeError(f"unknown operator {op}")
+
+
+# -- what one block covers ---------------------------------------------------------------------
+
+
+def block_dims(model, facts, block: tuple[int, int, int]) -> dict[str, np.ndarray]:
+    """For each nest dimension, the values the given block's iterations take."""
+    fixed = _block_loop_values(model, facts, block)
+    out = {}
+    for dim, (name, extent) in enumerate(model.dims):
+        pieces = [lp for lp in model.loops if lp.dim == dim]
+        choices = []
+        for lp in pieces:
+            if lp.name in fixed:
+                choices.append(np.array([fixed[lp.name]]))
+            else:
+                f = facts.loop(lp.name)
+                choices.append(np.arange(f.first, f.last + 1, f.step))
+        grid = np.stack([g.ravel() for g in np.meshgrid(*choices, indexing="ij")], axis=1)
+        keep = np.ones(len(grid), dtype=bool)
+        names = [lp.name for lp in pieces]
+        for g in model.groups:
+            if set(g.members) <= set(names):
+                total = sum(grid[:, names.index(m)] for m in g.members)
+                keep &= (total >= g.begin) & (total < g.end)
+        values = np.unique(grid[keep].sum(axis=1))
+        out[name] = values[(values >= 0) & (values < extent)]
+    return out
+
+
+def _block_loop_values(model, facts, block) -> dict[str, int]:
+    values = {}
+    for binding in model.bindings:
+        if binding.unit.level != "block":
+            continue
+        coordinate = block["xyz".index(binding.unit.axis)]
+        inner = 1
+        for name in reversed(binding.loops):
+            f = facts.loop(name)
+            values[name] = f.first + f.step * ((coordinate // inner) % f.extent)
+            inner *= f.extent
+    return values

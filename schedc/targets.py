@@ -1,0 +1,258 @@
+"""GPU targets as data: one table of models, read by every check (nothing else names a GPU).
+
+>>> t = Target(Target.Model.NVIDIA_H100)
+>>> t.arch, t.max_threads_per_block, t.shared_memory_static, t.shared_memory_max
+('sm_90', 1024, 49152, 232448)
+>>> t.tensor_core_info.compute_tensor_splits(MMAShape.M16xN16xK8_B1, num_total_passes=4)
+(16, 16, 32)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .errors import TargetError
+from .ir.types import ScalarType
+
+
+class GridUnit(enum.Enum):
+    """Execution units a schedule index can be bound to."""
+
+    BLOCK_X = "BLOCK_X"
+    BLOCK_Y = "BLOCK_Y"
+    BLOCK_Z = "BLOCK_Z"
+    THREAD_X = "THREAD_X"
+    THREAD_Y = "THREAD_Y"
+    THREAD_Z = "THREAD_Z"
+    WARP_X = "WARP_X"
+    WARP_Y = "WARP_Y"
+
+    @property
+    def level(self) -> str:
+        """'block', 'thread' or 'warp'."""
+        return self.value.split("_")[0].lower()
+
+    @property
+    def axis(self) -> str:
+        return self.value.split("_")[1].lower()
+
+
+class MemorySpace(enum.Enum):
+    """Where a cache lives (used by ``plan.cache``)."""
+
+    NONE = "NONE"
+    GLOBAL = "GLOBAL"
+    SHARED = "SHARED"
+    PRIVATE = "PRIVATE"
+    MMA_FRAGMENT = "MMA_FRAGMENT"
+
+
+class MMAShape(enum.Enum):
+    """Tensor-core operation shapes (one pass): ``M{m}xN{n}xK{k}_B{blocks}``."""
+
+    M16xN16xK16_B1 = "M16xN16xK16_B1"
+    M16xN16xK8_B1 = "M16xN16xK8_B1"
+    M32xN8xK16_B1 = "M32xN8xK16_B1"
+    M8xN32xK16_B1 = "M8xN32xK16_B1"
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        m, n, rest = self.value.split("x")
+        return int(m[1:]), int(n[1:]), int(rest.split("_")[0][1:])
+
+
+class MMAFragmentOp(enum.Enum):
+    """Element-wise operations on the accumulator fragment around a tensorized product.
+
+    ``NONE``: f(x) = x; ``SET``: f(x) = arg; ``SCALE``: f(x) = arg * x; ``ReLU``: f(x) = max(0, x).
+    """
+
+    NONE = "NONE"
+    SET = "SET"
+    SCALE = "SCALE"
+    ReLU = "ReLU"
+
+
+@dataclass(frozen=True)
+class TensorCoreMode:
+    """One way the tensor cores can multiply: operand type, accumulator types, shapes."""
+
+    operand: ScalarType
+    accumulators: tuple[ScalarType, ...]
+    shapes: tuple[MMAShape, ...]
+    precision: str  # what the hardware multiplies in: "fp16", "bf16", "tf32", "s8", "u8"
+    min_sm: int
+
+
+_WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
+_F32 = ScalarType.float32
+TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
+    TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), _WMMA_16, "fp16", 70),
+    TensorCoreMode(ScalarType.bfloat16, (_F32,), _WMMA_16, "bf16", 80),
+    TensorCoreMode(ScalarType.float32, (_F32,), (MMAShape.M16xN16xK8_B1,), "tf32", 80),
+    TensorCoreMode(ScalarType.int8, (ScalarType.int32,), _WMMA_16, "s8", 72),
+    TensorCoreMode(ScalarType.uint8, (ScalarType.int32,), _WMMA_16, "u8", 72),
+)
+
+
+@dataclass(frozen=True)
+class GPUModel:
+    """One row of the target table. Sizes in bytes; limits per block unless named per SM."""
+
+    name: str
+    sm: int
+    sm_count: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    shared_memory_per_sm: int
+    shared_memory_max: int  # per block, with the opt-in attribute
+    l2_bytes: int
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    shared_memory_static: int = 48 * 1024
+    registers_per_sm: int = 65536
+    max_registers_per_thread: int = 255
+
+
+class Model(enum.Enum):
+    """GPU models schedc knows (Accera's ``Target.Model`` names for NVIDIA parts)."""
+
+    NVIDIA_V100 = "NVIDIA V100"
+    NVIDIA_A100 = "NVIDIA A100"
+    NVIDIA_RTX_A6000 = "NVIDIA RTX A6000"
+    NVIDIA_L4 = "NVIDIA L4"
+    NVIDIA_RTX_4090 = "NVIDIA RTX 4090"
+    NVIDIA_H100 = "NVIDIA H100"
+    NVIDIA_H200 = "NVIDIA H200"
+
+
+MODELS: dict[Model, GPUModel] = {
+    Model.NVIDIA_V100: GPUModel("NVIDIA V100", 70, 80, 2048, 32, 98304, 98304, 6 * 2**20),
+    Model.NVIDIA_A100: GPUModel("NVIDIA A100", 80, 108, 2048, 32, 167936, 166912, 40 * 2**20),
+    Model.NVIDIA_RTX_A6000: GPUModel(
+        "NVIDIA RTX A6000", 86, 84, 1536, 16, 102400, 101376, 6 * 2**20
+    ),
+    Model.NVIDIA_L4: GPUModel("NVIDIA L4", 89, 58, 1536, 24, 102400, 101376, 48 * 2**20),
+    Model.NVIDIA_RTX_4090: GPUModel(
+        "NVIDIA RTX 4090", 89, 128, 1536, 24, 102400, 101376, 72 * 2**20
+    ),
+    Model.NVIDIA_H100: GPUModel("NVIDIA H100", 90, 132, 2048, 32, 233472, 232448, 50 * 2**20),
+    Model.NVIDIA_H200: GPUModel("NVIDIA H200", 90, 132, 2048, 32, 233472, 232448, 60 * 2**20),
+}
+
+
+class TensorCoreInfo:
+    """What the target's tensor cores can do (Accera's ``target.tensor_core_info``)."""
+
+    def __init__(self, model: GPUModel) -> None:
+        self._model = model
+        self.modes = tuple(m for m in TENSOR_CORE_MODES if model.sm >= m.min_sm)
+        self.supported_shapes = tuple(
+            dict.fromkeys(shape for mode in self.modes for shape in mode.shapes)
+        )
+
+    def compute_tensor_splits(
+        self, mma_shape: MMAShape, num_total_passes: int = 1
+    ) -> tuple[int, int, int]:
+        """Split sizes (m, n, k * passes) that make three loops tensorizable with ``mma_shape``."""
+        where = f"compute_tensor_splits({_name(mma_shape)}, num_total_passes={num_total_passes!r})"
+        if not isinstance(mma_shape, MMAShape):
+            raise TargetError(where, f"mma_shape must be an MMAShape, not {mma_shape!r}")
+        if isinstance(num_total_passes, bool) or not isinstance(num_total_passes, int):
+            raise TargetError(where, "num_total_passes must be a positive integer")
+        if num_total_passes < 1:
+            raise TargetError(where, "num_total_passes must be a positive integer")
+        if mma_shape not in self.supported_shapes:
+            raise TargetError(where, f"{self._model.name} tensor cores have no {mma_shape.value}")
+        m, n, k = mma_shape.mnk
+        return (m, n, k * num_total_passes)
+
+    def mode_for(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> str:
+        """The mode's precision name, or the reason this combination is not supported."""
+        for mode in self.modes:
+            if mode.operand == operand and accumulator in mode.accumulators and shape in mode.shapes:
+                return mode.precision
+        raise LookupError(self._unsupported_reason(operand, accumulator, shape))
+
+    def _unsupported_reason(
+        self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape
+    ) -> str:
+        name = self._model.name
+        every = [m for m in TENSOR_CORE_MODES if m.operand == operand]
+        if not every:
+            return f"tensor cores do not multiply {operand.value} operands"
+        here = [m for m in self.modes if m.operand == operand]
+        if not here:
+            need = min(m.min_sm for m in every)
+            return (
+                f"{name} (sm_{self._model.sm}) tensor cores do not support {operand.value} "
+                f"operands (needs sm_{need} or newer)"
+            )
+        mode = here[0]
+        if shape not in mode.shapes:
+            shapes = ", ".join(s.value for s in mode.shapes)
+            return f"{operand.value} operands need one of the shapes {shapes}, not {shape.value}"
+        accs = ", ".join(a.value for a in mode.accumulators)
+        return (
+            f"{operand.value} operands accumulate into {accs}, not {accumulator.value}"
+        )
+
+
+def _name(value: object) -> str:
+    return value.name if isinstance(value, enum.Enum) else repr(value)
+
+
+class Target:
+    """A GPU to compile for: ``Target(Target.Model.NVIDIA_H100)``.
+
+    Its attributes are the model's row of the target table (``sm``, ``arch``,
+    ``shared_memory_static``, ...), plus Accera's enumerations ``GridUnit`` and ``MemorySpace``
+    and ``tensor_core_info``.
+    """
+
+    Model = Model
+    GridUnit = GridUnit
+    MemorySpace = MemorySpace
+
+    def __init__(self, model: Model | str = Model.NVIDIA_H100) -> None:
+        if isinstance(model, str):
+            by_name = {m.value.lower(): m for m in Model} | {m.name.lower(): m for m in Model}
+            if model.lower() not in by_name:
+                known = ", ".join(m.name for m in Model)
+                raise TargetError(f"Target({model!r})", f"unknown GPU model; known: {known}")
+            model = by_name[model.lower()]
+        if not isinstance(model, Model):
+            raise TargetError(f"Target({model!r})", "model must be a Target.Model")
+        self.model = model
+        self.spec = MODELS[model]
+        self.tensor_core_info = TensorCoreInfo(self.spec)
+
+    def __getattr__(self, name: str):  # the table row's fields
+        spec = self.__dict__.get("spec")
+        if spec is not None and hasattr(spec, name):
+            return getattr(spec, name)
+        raise AttributeError(name)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.spec.sm}"
+
+    @property
+    def has_async_copy(self) -> bool:
+        """cp.async (global to shared without registers): sm_80 and newer."""
+        return self.spec.sm >= 80
+
+    @property
+    def has_wgmma(self) -> bool:
+        """wgmma and the tensor memory accelerator: sm_90a."""
+        return self.spec.sm >= 90
+
+    def __repr__(self) -> str:
+        return f"Target({self.model.name})"
