@@ -9,8 +9,8 @@ from .errors import (
     NestError,
     PackageError,
     PlanError,
-    ScheduleError,
     SchedcError,
+    ScheduleError,
     TargetError,
 )
 from .ir.array import Array, Role

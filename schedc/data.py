@@ -84,13 +84,14 @@ def poison(buffer: Buffer) -> np.ndarray:
 
 
 def inputs(buffers, seed: int) -> dict[str, np.ndarray]:
-    """Logical arrays for every parameter: random inputs, poisoned outputs."""
+    """Arrays for every parameter, in the parameter's layout: random inputs, poisoned outputs."""
     rng = np.random.default_rng(seed)
     out = {}
     for b in buffers:
         if b.kind != "param":
             continue
-        out[b.name] = poison(b) if b.role == "output" else random_array(b, rng)
+        values = poison(b) if b.role == "output" else random_array(b, rng)
+        out[b.name] = _view(b, to_storage(b, values))
     return out
 
 

@@ -32,10 +32,18 @@ class Tensor:
     dims: tuple[str, ...]
 
     def aligned(self, dims: tuple[str, ...]) -> np.ndarray:
-        """The data broadcastable over ``dims`` (a superset of self.dims, same relative order)."""
-        shape = [self.data.shape[self.dims.index(d)] if d in self.dims else 1 for d in dims]
-        order = [self.dims.index(d) for d in dims if d in self.dims]
-        return np.transpose(self.data, order).reshape(shape)
+        """The data broadcastable over ``dims``; axes outside ``dims`` must have length 1 (a
+        dimension fixed to one value)."""
+        extra = tuple(n for n, d in enumerate(self.dims) if d not in dims)
+        data, own = self.data, self.dims
+        if extra:
+            if any(data.shape[n] != 1 for n in extra):
+                raise ValueError(f"cannot drop dimensions {[own[n] for n in extra]} of length > 1")
+            data = data.squeeze(axis=extra)
+            own = tuple(d for d in own if d in dims)
+        shape = [data.shape[own.index(d)] if d in own else 1 for d in dims]
+        order = [own.index(d) for d in dims if d in own]
+        return np.transpose(data, order).reshape(shape)
 
 
 def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] | None = None):
@@ -63,9 +71,9 @@ def _accumulated(store: Store) -> Expr | None:
         return None
     for acc, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
         acc = _strip_casts(acc)
-        if isinstance(acc, Load) and acc.buffer == store.buffer and acc.index == store.index:
-            if store.buffer not in _buffers_read(other):
-                return other
+        same = isinstance(acc, Load) and acc.buffer == store.buffer and acc.index == store.index
+        if same and store.buffer not in _buffers_read(other):
+            return other
     return None
 
 

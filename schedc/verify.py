@@ -67,8 +67,7 @@ def emulate_function(model, kernel, blocks: int | None, seed: int = 0,
 
 def _sampled_reference(model, arrays, blocks):
     facts = poly.analyze(model)
-    wide = {name: np.asarray(a, dtype=np.float64 if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else np.int64) for name, a in arrays.items()}
-    arrays = wide
+    arrays = {name: np.asarray(a, dtype=_wide(a.dtype)) for name, a in arrays.items()}  # convert once
     expected = {name: np.array(a, dtype=np.float64) for name, a in arrays.items()}
     touched: dict[str, np.ndarray] = {}
     for block in blocks:
@@ -77,6 +76,10 @@ def _sampled_reference(model, arrays, blocks):
             expected[name] = np.where(m, values[name], expected[name])
             touched[name] = touched.get(name, np.zeros_like(m)) | m
     return expected, touched
+
+
+def _wide(dtype: np.dtype) -> type:
+    return np.float64 if dtype.kind == "f" or dtype.name == "bfloat16" else np.int64
 
 
 def compare(model, outputs, expected, touched, written=None, tolerance=None) -> list[Report]:

@@ -86,7 +86,7 @@ def emit_kernel(kernel: Kernel) -> str:
         f"{kernel.name}({parameter_list(kernel, restrict=True)})",
         "{",
     ]
-    printer = _Printer(kernel)
+    printer = Printer(kernel)
     for buffer in kernel.buffers:
         if buffer.kind == "const":
             lines.append(f"{INDENT}const {buffer.dtype.c_type}* {buffer.name} = "
@@ -129,7 +129,7 @@ def _global_buffer(buffer: Buffer) -> str:
             + "\n".join(rows) + "\n};\n")
 
 
-class _Printer:
+class Printer:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.buffers = {b.name: b for b in kernel.buffers}
@@ -148,7 +148,8 @@ class _Printer:
             comment = [f"{pad}// {s.comment}"] if s.comment else []
             return [*comment, f"{pad}const {self.index_type} {s.name} = {self.expr(s.value)};"]
         if isinstance(s, Loop):
-            head = f"for ({self.index_type} {s.var} = {self.expr(s.start)}; {s.var} < {self.expr(s.stop)}; {s.var} += {s.step}) {{"
+            start, stop = self.expr(s.start), self.expr(s.stop)
+            head = f"for ({self.index_type} {s.var} = {start}; {s.var} < {stop}; {s.var} += {s.step}) {{"
             lines = [f"{pad}// {s.comment}"] if s.comment else []
             if s.unroll:
                 lines.append(f"{pad}#pragma unroll")

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import NestError
 from . import capture
-from .expr import Access, Assign, Expr, affine_terms, as_expr, render
+from .expr import Access, Assign, affine_terms, as_expr, render
 from .types import ScalarType, converts_implicitly, from_numpy
 
 

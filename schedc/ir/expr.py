@@ -14,7 +14,7 @@ it to ``C.__setitem__``, which records one ``Assign`` statement in the nest bein
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from ..errors import NestError
 from .types import ScalarType, promote
@@ -22,7 +22,7 @@ from .types import ScalarType, promote
 if TYPE_CHECKING:
     from .array import Array
 
-Number = Union[int, float, bool]
+Number = int | float | bool
 
 _PRECEDENCE = {"max": 9, "min": 9, "*": 5, "/": 5, "%": 5, "+": 4, "-": 4}
 

@@ -18,7 +18,6 @@ import dataclasses
 import enum
 import json
 from dataclasses import dataclass
-from typing import Union
 
 from .types import ScalarType
 
@@ -70,7 +69,7 @@ class Load:
     dtype: ScalarType
 
 
-Expr = Union[Var, Const, Binary, Unary, Cast, Load]
+Expr = Var | Const | Binary | Unary | Cast | Load
 
 # -- statements --------------------------------------------------------------------------------
 
@@ -176,10 +175,10 @@ class FragmentApply:
     arg: float = 0.0
 
 
-Stmt = Union[
-    Store, Let, Loop, If, Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma,
-    FragmentApply,
-]
+Stmt = (
+    Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
+    | FragmentApply
+)
 
 # -- kernels -----------------------------------------------------------------------------------
 

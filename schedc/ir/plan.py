@@ -129,7 +129,8 @@ class Plan:
                   C[...] += A[...] * B[...]         wmma::mma_sync(c, a, b, c)
                                                     wmma::store_matrix_sync(&C[...], c, ldc)
         """
-        where = f"tensorize(indices=({_names(indices) if isinstance(indices, tuple | list) else indices!r}), mma_shape={_enum_name(mma_shape)})"
+        shown = _names(indices) if isinstance(indices, tuple | list) else repr(indices)
+        where = f"tensorize(indices=({shown}), mma_shape={_enum_name(mma_shape)})"
         if self.tensorization is not None:
             raise PlanError(where, "the plan is already tensorized")
         if not isinstance(indices, tuple | list) or len(indices) != 3:

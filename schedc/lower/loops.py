@@ -38,7 +38,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     if tiles is not None:
         innermost = tensor.tensor_body(model, facts, tiles, lambda a: affine_expr(a, order))
     else:
-        innermost = tuple(_statement(model, s) for s in model.statements)
+        innermost = tuple(in_loops(model, s) for s in model.statements)
 
     def level(n: int) -> tuple[Stmt, ...]:
         body = innermost if n == len(serial) else (_loop(model, facts, serial[n], level(n + 1)),)
@@ -68,8 +68,8 @@ def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...]) -> Loop:
                 spec.name in model.unrolled, comment)
 
 
-def _statement(model, store: Store) -> Store:
-    """Nest dimensions become the sums of their schedule loops."""
+def in_loops(model, store: Store) -> Store:
+    """The statement over schedule loops: each nest dimension is the sum of its loops."""
     values: dict[str, Expr] = {}
     for dim, (name, _extent) in enumerate(model.dims):
         pieces = [Var(lp.name) for lp in model.loops if lp.dim == dim]

@@ -38,7 +38,7 @@ class ArgumentView:
     nbytes: int
     read: bool
     written: bool
-    array: np.ndarray | None = None  # numpy arguments
+    array: np.ndarray | None = None  # numpy arguments: the storage span, flat
     keepalive: object = field(default=None, repr=False)  # a DLPack capsule in use
 
     @property
@@ -55,6 +55,8 @@ def describe(where: str, buffer: Buffer, value: object, alignment: int) -> Argum
     if isinstance(value, np.ndarray):
         return _numpy(label, buffer, value, read, written)
     interface = _cuda_array_interface(value)
+    if interface is not None and interface.get("typestr", "")[1:2] == "V" and hasattr(value, "__dlpack__"):
+        interface = None  # an opaque element type (torch's bfloat16): DLPack names it
     if interface is not None:
         return _device_interface(label, buffer, interface, read, written, alignment)
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
@@ -104,10 +106,12 @@ def _numpy(label, buffer, array: np.ndarray, read, written) -> ArgumentView:
     _expect(label, buffer, dtype, array.shape, elements)
     if written and not array.flags.writeable:
         raise LaunchError(label, "read-only, but the function writes it")
-    if not (array.flags.c_contiguous or array.flags.f_contiguous) and array.size > 1:
-        raise LaunchError(label, "elements with gaps between them; pass a contiguous copy")
-    start = array.ctypes.data + min(0, *(s * (n - 1) for s, n in zip(array.strides, array.shape)))
-    return ArgumentView(buffer.name, False, start, buffer.size * array.itemsize, read, written, array)
+    # the storage span from the first element: the layout's gaps travel too (a layout with
+    # gaps is uploaded even for outputs, so the gaps come back unchanged)
+    span = np.lib.stride_tricks.as_strided(array, (buffer.size,), (array.itemsize,))
+    gaps = buffer.size != array.size
+    return ArgumentView(buffer.name, False, array.ctypes.data, buffer.size * array.itemsize,
+                        read or gaps, written, span)
 
 
 def _cuda_array_interface(value: object) -> dict | None:

@@ -58,6 +58,7 @@ class BuildSession:
     functions that would be)."""
 
     show_only: bool = False
+    output_dir: Path | None = None  # overrides the scripts' output_dir
     built: list[Path] = field(default_factory=list)
     shown: list[tuple[str, Model, Kernel, str]] = field(default_factory=list)  # name, model, kernel, source
 
@@ -66,8 +67,8 @@ _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("
 
 
 @contextlib.contextmanager
-def session(show_only: bool = False) -> Iterator[BuildSession]:
-    s = BuildSession(show_only)
+def session(show_only: bool = False, output_dir: str | Path | None = None) -> Iterator[BuildSession]:
+    s = BuildSession(show_only, Path(output_dir) if output_dir is not None else None)
     token = _SESSION.set(s)
     try:
         yield s
@@ -139,6 +140,8 @@ class Package:
             for f, k in zip(self._functions, kernels):
                 current.shown.append((name, f.model, k, source))
             return None
+        if current is not None and current.output_dir is not None:
+            output_dir = current.output_dir
         path = _write(name, Path(output_dir) / name, self._target, self._functions, kernels, source,
                       format, mode, tolerance)
         if current is not None:
@@ -151,7 +154,9 @@ def _check_args(where: str, args: tuple) -> None:
         if not isinstance(array, Array):
             raise PackageError(where, f"args[{n}] is a {type(array).__name__}, not an Array")
         if array.role in (Role.CONST, Role.TEMP):
-            raise PackageError(where, f"args[{n}] is Role.{array.role.name}; such arrays belong to the package, not the caller")
+            raise PackageError(
+                where, f"args[{n}] is Role.{array.role.name}; such arrays belong to the package, not the caller"
+            )
     if len({id(a) for a in args}) != len(args):
         raise PackageError(where, "an array appears twice in args")
 

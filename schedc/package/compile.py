@@ -140,7 +140,8 @@ def nvcc_library(source: Path, output: Path, arch: str, static: bool = False, de
     mode = ["-lib"] if static else ["-shared", "-Xcompiler", "-fPIC"]
     debug_flags = ["-G", "-lineinfo"] if debug else []
     with tempfile.TemporaryDirectory() as scratch:
-        command = [nvcc, *mode, f"-arch={arch}", "-std=c++17", *debug_flags, "-o", str(output), str(source)]
+        command = [nvcc, *mode, f"-arch={arch}", "-std=c++17", *debug_flags,
+                   "-o", str(output.resolve()), str(source.resolve())]
         result = subprocess.run(command, capture_output=True, text=True, cwd=scratch)
     if result.returncode != 0:
         raise PackageError(f"build {output.name}", f"nvcc failed:\n{result.stderr.strip()}")

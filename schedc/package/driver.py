@@ -6,6 +6,7 @@ primary context of the device is used, so arrays from torch or cupy are valid he
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 
@@ -95,10 +96,8 @@ class DeviceMemory:
         check(_driver().cuMemcpyDtoH(array.ctypes.data, self.pointer, array.nbytes), "cuMemcpyDtoH")
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the driver may be gone at interpreter exit
             _driver().cuMemFree(self.pointer)
-        except Exception:
-            pass
 
 
 class Module:
@@ -167,3 +166,7 @@ class Events:
         check(driver.cuEventRecord(self.stop, 0), "cuEventRecord")
         check(driver.cuEventSynchronize(self.stop), "cuEventSynchronize (a kernel failed)")
         return float(check(driver.cuEventElapsedTime(self.start, self.stop), "cuEventElapsedTime"))
+
+
+def copy_device(target: int, source: int, nbytes: int) -> None:
+    check(_driver().cuMemcpyDtoDAsync(target, source, nbytes, 0), "cuMemcpyDtoDAsync")

@@ -167,7 +167,8 @@ def declarations(functions: list[HatFunction], package: str) -> str:
 def read(path) -> dict:
     """The TOML of a .hat file as plain Python values."""
     try:
-        text = open(path, encoding="utf-8").read()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as e:
         raise PackageError(str(path), f"cannot read: {e.strerror}") from None
     try:

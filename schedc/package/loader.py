@@ -109,7 +109,9 @@ def _check_overlap(where: str, views: list[ArgumentView]) -> None:
     for n, (start, end, view) in enumerate(spans):
         for other_start, other_end, other in spans[n + 1:]:
             if start < other_end and other_start < end and (view.written or other.written):
-                raise LaunchError(where, f"arguments {view.name} and {other.name} overlap in memory, and one is written")
+                raise LaunchError(
+                    where, f"arguments {view.name} and {other.name} overlap in memory, and one is written"
+                )
 
 
 class LoadedPackage:

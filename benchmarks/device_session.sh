@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One device session: install carried wheels, build the samples, verify them on the GPU, run
+# the gpu-marked tests, and benchmark each sample against cuBLAS in the same run.
+# Usage (on the device machine, from the repository root): bash benchmarks/device_session.sh
+# Writes logs and bench.csv to $OUT (or ./device_out when OUT is unset).
+set -uo pipefail
+OUT=${OUT:-device_out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import sys, numpy, torch, islpy; from cuda.bindings import nvrtc; print(sys.version.split()[0], numpy.__version__, torch.__version__, nvrtc.nvrtcVersion())"
+SCHEDC="python3 -m schedc"
+for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
+  $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
+  $SCHEDC verify hat_packages/$s/$s.hat 2>&1 | tee -a "$OUT/verify.log"
+done
+if [ "${RUN_TESTS:-1}" = 1 ]; then
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+fi
+for s in ${BENCH:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
+  $SCHEDC bench hat_packages/$s/$s.hat --compare cublas --time-in-ms --min-time ${MIN_TIME:-1} \
+    --csv "$OUT/bench.csv" 2>&1 | tee -a "$OUT/bench.log"
+done

@@ -1,0 +1,144 @@
+"""References timed beside a schedc function in the same run.
+
+- ``cublas``: the nest's matrix product through torch (cuBLAS): ``C.addmm_(A, B)`` when all
+  three arrays share a type, else ``torch.matmul(A, B)`` in the operands' type (cuBLAS
+  accumulates in float32). tf32 is allowed exactly when the plan multiplies in tf32.
+- ``copy``: a device-to-device copy moving as many bytes as the function must (each input read
+  once, each output written once), through the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .errors import LaunchError
+from .ir.affine import Affine
+from .ir.kernel import Binary, Cast, Load
+from .ir.types import ScalarType
+from .package import driver
+
+KINDS = ("cublas", "copy")
+
+
+def reference_launcher(kind: str, model, seed: int, sets: int) -> tuple[str, Callable[[int], None]]:
+    if kind == "cublas":
+        return _cublas(model, seed, sets)
+    if kind == "copy":
+        return _copy(model)
+    raise LaunchError(f"--compare {kind}", f"unknown reference; choose one of {', '.join(KINDS)}")
+
+
+def matmul_roles(model) -> dict[str, tuple[str, bool]] | None:
+    """For ``C[p, q] += A[., .] * B[., .]``: each role's buffer and whether it is used
+    transposed (A as [r, p], B as [q, r]). None when the nest is not a matrix product."""
+    if len(model.statements) != 1:
+        return None
+    s = model.statements[0]
+    value = _strip(s.value)
+    if not (isinstance(value, Binary) and value.op == "+"):
+        return None
+    product = _strip(value.rhs)
+    if not (isinstance(product, Binary) and product.op == "*"):
+        return None
+    loads = [_strip(product.lhs), _strip(product.rhs)]
+    if not all(isinstance(x, Load) and len(x.index) == 2 for x in loads) or len(s.index) != 2:
+        return None
+    dims = [_single(i) for i in s.index]
+    operand_dims = [[_single(i) for i in x.index] for x in loads]
+    if None in dims or any(None in d for d in operand_dims):
+        return None
+    p, q = dims
+    for a, b in (loads, loads[::-1]):
+        ad = [_single(i) for i in a.index]
+        bd = [_single(i) for i in b.index]
+        if p in ad and q in bd:
+            r = next((d for d in ad if d != p), None)
+            if r is None or r not in bd:
+                return None
+            return {"A": (a.buffer, ad == [r, p]), "B": (b.buffer, bd == [q, r]), "C": (s.buffer, False)}
+    return None
+
+
+def _strip(e):
+    while isinstance(e, Cast):
+        e = e.operand
+    return e
+
+
+def _single(index) -> str | None:
+    a = Affine.of(index)
+    return a.terms[0][0] if len(a.terms) == 1 and a.terms[0][1] == 1 and a.const == 0 else None
+
+
+def _cublas(model, seed: int, sets: int):
+    roles = matmul_roles(model)
+    if roles is None:
+        raise LaunchError("--compare cublas", f"{model.function} is not a matrix product C += A * B")
+    try:
+        import torch
+    except ImportError:
+        raise LaunchError("--compare cublas", "needs torch (cuBLAS) installed") from None
+    dtypes = {ScalarType.float16: torch.float16, ScalarType.bfloat16: torch.bfloat16,
+              ScalarType.float32: torch.float32, ScalarType.float64: torch.float64}
+    buffers = {role: model.buffer(name) for role, (name, _) in roles.items()}
+    if any(b.dtype not in dtypes for b in buffers.values()):
+        raise LaunchError("--compare cublas", "cuBLAS reference needs floating-point arrays")
+    tf32 = model.tensorize is not None and buffers["A"].dtype is ScalarType.float32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def tensor(role: str):
+        """The array in its storage layout, viewed as the product uses it."""
+        b = buffers[role]
+        column_major = b.strides == (1, b.shape[0]) and b.shape[0] > 1
+        shape = b.shape[::-1] if column_major else b.shape
+        t = torch.rand(shape, device="cuda", dtype=dtypes[b.dtype], generator=generator) + 0.0625
+        logical = t.t() if column_major else t
+        return logical.t() if roles[role][1] else logical
+
+    same = len({b.dtype for b in buffers.values()}) == 1
+    operands = [(tensor("A"), tensor("B"), tensor("C")) for _ in range(sets)]
+    torch.cuda.synchronize()
+    if same:
+        name = f"cuBLAS addmm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)"
+
+        def launch(i: int) -> None:
+            a, b, c = operands[i % sets]
+            c.addmm_(a, b)
+    else:
+        name = f"cuBLAS matmul {buffers['A'].dtype.value} (torch; output {buffers['A'].dtype.value})"
+        outputs = [torch.empty_like(c, dtype=a.dtype) for a, _, c in operands]
+
+        def launch(i: int) -> None:
+            a, b, _ = operands[i % sets]
+            torch.matmul(a, b, out=outputs[i % sets])
+    return name, launch
+
+
+def _copy(model):
+    read = {load for s in model.statements for load in _loads(s.value)}
+    total = 0
+    for b in model.buffers:
+        if b.kind != "param":
+            continue
+        if b.name in read:
+            total += b.size * b.dtype.size
+        if b.role in ("output", "input_output"):
+            total += b.size * b.dtype.size
+    nbytes = max(total // 2, 1)
+    source, target = driver.DeviceMemory(nbytes), driver.DeviceMemory(nbytes)
+
+    def launch(i: int) -> None:
+        driver.copy_device(target.pointer, source.pointer, nbytes)
+
+    return f"device copy of {nbytes} bytes (cuMemcpyDtoD)", launch
+
+
+def _loads(e):
+    if isinstance(e, Load):
+        yield e.buffer
+    elif isinstance(e, Binary):
+        yield from _loads(e.lhs)
+        yield from _loads(e.rhs)
+    elif hasattr(e, "operand"):
+        yield from _loads(e.operand)

@@ -1,0 +1,224 @@
+"""The ``schedc`` command line: build, show, emulate, verify, bench."""
+
+from __future__ import annotations
+
+import csv
+import runpy
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import SchedcError
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def _run_script(script: str, show_only: bool, output_dir: str | None = None):
+    from .package.build import session
+
+    path = Path(script)
+    if not path.is_file():
+        _fail(f"{script}: no such script")
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        with session(show_only=show_only, output_dir=output_dir) as built:
+            runpy.run_path(str(path), run_name="__main__")
+    except SchedcError as e:
+        _fail(str(e) + (f"\n{e.detail}" if e.detail else ""))
+    finally:
+        sys.path.pop(0)
+    return built
+
+
+def _load(package: str):
+    from .package.loader import load
+
+    try:
+        return load(package)
+    except SchedcError as e:
+        _fail(str(e))
+
+
+def _functions(pkg, name: str | None):
+    if name is None:
+        return list(pkg.functions.values())
+    if name not in pkg.functions:
+        _fail(f"{pkg.name} has no function {name}; it has {', '.join(pkg.functions)}")
+    return [pkg.functions[name]]
+
+
+def _need_gpu(command: str) -> None:
+    from .package import driver
+
+    if driver.device_count() == 0:
+        _fail(f"schedc {command} needs an NVIDIA GPU; none is available (try `schedc emulate`)")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="schedc")
+def main() -> None:
+    """schedc: compile loop-schedule scripts into verified CUDA kernels in HAT packages."""
+
+
+@main.command()
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.option("--output-dir", default=None, type=click.Path(file_okay=False),
+              help="Write packages here instead of the script's output_dir.")
+def build(script: str, output_dir: str | None) -> None:
+    """Run SCRIPT, which builds its packages (Package.build), and list the files written."""
+    built = _run_script(script, show_only=False, output_dir=output_dir)
+    if not built.built:
+        _fail(f"{script} built no package (does it call Package.build?)")
+    for hat_path in built.built:
+        name = hat_path.stem
+        files = sorted(p.name for p in hat_path.parent.iterdir() if p.name.startswith((name, f"lib{name}")))
+        click.echo(f"built {hat_path}  ({', '.join(files)})")
+
+
+@main.command()
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.option("--function", "function", default=None, help="Show only this function.")
+@click.option("--no-source", is_flag=True, help="Leave out the CUDA source.")
+def show(script: str, function: str | None, no_source: bool) -> None:
+    """Show SCRIPT's functions: the loop nest after scheduling, the launch and the CUDA source,
+    without writing any file."""
+    from . import show as views
+
+    built = _run_script(script, show_only=True)
+    shown = [s for s in built.shown if function is None or s[1].function == function]
+    if not shown:
+        _fail(f"{script} adds no function{' ' + function if function else ''} to a package")
+    sources = {}
+    for package, model, kernel, source in shown:
+        click.echo(f"== {package}.{model.function} for {model.gpu.name} (sm_{model.gpu.sm})")
+        click.echo(views.loop_nest(model))
+        click.echo(f"launch: {views.launch(model, kernel)}\n")
+        sources[package] = source
+    if not no_source:
+        for package, source in sources.items():
+            click.echo(f"== {package}.cu\n{_without_runtime(source)}")
+
+
+def _without_runtime(source: str) -> str:
+    start = source.find("// ---- schedc runtime")
+    end = source.find("// ---- end of schedc runtime ----")
+    if start < 0 or end < 0:
+        return source
+    return source[:start] + "// (schedc runtime header inlined here)\n" + source[end + 35:]
+
+
+@main.command()
+@click.argument("package", type=click.Path())
+@click.option("--blocks", type=click.IntRange(min=1), default=None,
+              help="Emulate this many blocks spread over the grid (default: all).")
+@click.option("--function", "function", default=None, help="Only this function.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
+@click.option("--tolerance", type=float, default=None, help="Relative error allowed (default: by type).")
+def emulate(package: str, blocks: int | None, function: str | None, seed: int, tolerance) -> None:
+    """Run PACKAGE's kernels on the CPU emulator and compare with the float64 reference."""
+    from .verify import emulate_function
+
+    pkg = _load(package)
+    ok = True
+    for fn in _functions(pkg, function):
+        try:
+            reports = emulate_function(fn.model, fn.kernel, blocks, seed, tolerance or pkg.tolerance)
+        except SchedcError as e:
+            _fail(str(e))
+        scope = "all blocks" if blocks is None else f"{blocks} sampled block(s)"
+        click.echo(f"emulated {fn.name} ({scope})")
+        for report in reports:
+            click.echo(f"  {report}")
+            ok &= report.passed
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.argument("package", type=click.Path())
+@click.option("--function", "function", default=None, help="Only this function.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
+@click.option("--tolerance", type=float, default=None, help="Relative error allowed (default: by type).")
+def verify(package: str, function: str | None, seed: int, tolerance) -> None:
+    """Run PACKAGE's functions on the GPU on random inputs and compare with the reference."""
+    from . import data
+    from .reference import reference
+    from .verify import compare
+
+    _need_gpu("verify")
+    pkg = _load(package)
+    ok = True
+    for fn in _functions(pkg, function):
+        arrays = data.inputs(fn.kernel.buffers, seed)
+        outputs = {name: a.copy() for name, a in arrays.items()}
+        try:
+            fn(*(outputs[b.name] for b in fn.kernel.params))
+        except SchedcError as e:
+            _fail(str(e))
+        expected, touched = reference(fn.model, arrays)
+        click.echo(f"verified {fn.name} on the GPU")
+        for report in compare(fn.model, outputs, expected, touched, tolerance=tolerance or pkg.tolerance):
+            click.echo(f"  {report}")
+            ok &= report.passed
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.argument("package", type=click.Path())
+@click.option("--function", "function", default=None, help="Only this function.")
+@click.option("--compare", "compare_with", type=click.Choice(["cublas", "copy"]), default=None,
+              help="Time a reference in the same run and print the ratio.")
+@click.option("--min-time", type=float, default=1.0, show_default=True, help="Seconds of timed batches, at least.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True, help="Batches, at least.")
+@click.option("--min-iterations", type=click.IntRange(min=1), default=20, show_default=True, help="Launches per batch.")
+@click.option("--time-in-ms", is_flag=True, help="Report milliseconds instead of seconds.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Append results to this CSV file.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
+def bench(package, function, compare_with, min_time, batch_size, min_iterations, time_in_ms, csv_path,
+          seed) -> None:
+    """Time PACKAGE's functions on the GPU (after verifying them), with hatlib's statistics."""
+    from .bench import STATISTICS, Options, bench_function
+
+    _need_gpu("bench")
+    pkg = _load(package)
+    options = Options(min_time=min_time, batches=batch_size, iterations=min_iterations, seed=seed)
+    scale, unit = (1e3, "ms") if time_in_ms else (1.0, "s")
+    rows = []
+    for fn in _functions(pkg, function):
+        try:
+            reports, timing, ref = bench_function(fn, options, compare_with, pkg.tolerance)
+        except SchedcError as e:
+            _fail(str(e))
+        for report in reports:
+            click.echo(f"verified: {report}")
+        for t in [timing] + ([ref] if ref else []):
+            row = {"function": t.name, **{k: t.stats[k] * scale for k in STATISTICS},
+                   "unit": unit, "batches": t.batches, "iterations": t.iterations,
+                   "TFLOP/s": t.tflops}
+            rows.append(row)
+        header = f"{'function':<44}" + "".join(f"{k:>20}" for k in STATISTICS) + f"{'TFLOP/s':>10}"
+        click.echo(header)
+        for t in [timing] + ([ref] if ref else []):
+            cells = "".join(f"{t.stats[k] * scale:>20.6g}" for k in STATISTICS)
+            click.echo(f"{t.name[:43]:<44}{cells}{t.tflops:>10.2f}")
+        if ref:
+            ratio = ref.stats["median_of_means"] / timing.stats["median_of_means"]
+            click.echo(f"ratio (median, {ref.name} time / {timing.name} time): {ratio:.3f}x")
+            rows[-2]["ratio_to_reference"] = ratio
+    if csv_path:
+        fields = ["function", *STATISTICS, "unit", "batches", "iterations", "TFLOP/s", "ratio_to_reference"]
+        new = not Path(csv_path).exists()
+        with open(csv_path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            if new:
+                writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Shared fixtures: building samples and plans into temporary packages, GPU gating."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ("hello_matmul", "tensor_matmul", "tensor_matmul_tf32")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", help="Rewrite the golden .cu files.")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return request.config.getoption("--update-golden")
+
+
+def has_gpu() -> bool:
+    from schedc.package import driver
+
+    return driver.device_count() > 0
+
+
+def require_gpu() -> None:
+    """Skip the rest of a test (after its CPU part: building and compiling) without a GPU."""
+    if not has_gpu():
+        pytest.skip("no NVIDIA GPU: the kernel was compiled, not run")
+
+
+def build_sample(name: str, output_dir: Path) -> Path:
+    """Run samples/<name>.py with its packages written under ``output_dir``."""
+    from schedc.package.build import session
+
+    with session(output_dir=output_dir) as built:
+        runpy.run_path(str(ROOT / "samples" / f"{name}.py"), run_name="__main__")
+    (path,) = built.built
+    return path
+
+
+def show_sample(name: str):
+    """The (package, model, kernel, source) tuples of a sample, without writing anything."""
+    from schedc.package.build import session
+
+    with session(show_only=True) as built:
+        runpy.run_path(str(ROOT / "samples" / f"{name}.py"), run_name="__main__")
+    return built.shown

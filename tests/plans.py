@@ -1,0 +1,130 @@
+"""Plan builders used across the tests: matrix products (SIMT and tensor cores) and
+element-wise nests, with the knobs the tests vary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import schedc as acc
+from schedc.ir.model import freeze
+from schedc.lower import compile_model
+
+H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
+T = acc.ScalarType
+FIRST, LAST = acc.Array.Layout.FIRST_MAJOR, acc.Array.Layout.LAST_MAJOR
+
+
+def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, b_layout=FIRST,
+                  c_role=acc.Role.INPUT_OUTPUT):
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K), layout=a_layout)
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
+    C = acc.Array(role=c_role, element_type=result, shape=(M, N))
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    return nest, (A, B, C)
+
+
+def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100):
+    nest, args = matmul_arrays(M, N, K, dtype, dtype)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, block[0]), s.split(j, block[1])
+    order = [i, j, ii, jj, k]
+    if unroll_k:
+        kk = s.split(k, unroll_k)
+        order.append(kk)
+    s.reorder(*order)
+    plan = s.create_plan(target)
+    g = target.GridUnit
+    if tuple_grid:
+        plan.bind({(i, j): g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    else:
+        plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    if unroll_k:
+        plan.unroll(order[-1])
+    return plan, args
+
+
+def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
+                  passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
+                  c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, **ops):
+    """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*."""
+    nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, block[0]), s.split(j, block[1])
+    m, n, kk_size = target.tensor_core_info.compute_tensor_splits(mma, passes)
+    outer_k = [k]
+    if k_split:
+        outer_k.append(s.split(k, k_split))
+    iii, jjj, kk = s.tile({ii: m, jj: n, outer_k[-1]: kk_size})
+    s.reorder(i, j, *outer_k, ii, jj, iii, jjj, kk)
+    plan = s.create_plan(target)
+    g = target.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X})
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma, num_total_passes=passes,
+                   num_fused_passes=fused, **ops)
+    return plan, args
+
+
+def elementwise(M, N, dtype=T.float16, target=H100):
+    """C = max(2 * A, B) - min(A, 0.25) + cast(i + j, dtype): constants, casts, index values."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
+    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N), layout=LAST)
+    C = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(M, N))
+    nest = acc.Nest(M, N)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] = acc.max(2.0 * A[i, j], B[i, j]) - acc.min(A[i, j], 0.25) + acc.cast(i + j, dtype) / 64.0
+
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 8), s.split(j, 32)
+    s.reorder(i, j, ii, jj)
+    plan = s.create_plan(target)
+    g = target.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    return plan, (A, B, C)
+
+
+def compile_plan(plan, args, name="f"):
+    """(model, kernel) without writing files."""
+    model = freeze(plan, name, args)
+    for n, array in enumerate(args):  # freeze needs names; add() gives them
+        if array.name is None:
+            array.name = "ABCDEFGH"[n]
+    model = freeze(plan, name, args)
+    return model, compile_model(model)
+
+
+def build(plan, args, name: str, directory: Path) -> Path:
+    package = acc.Package()
+    package.add(plan, args=args, base_name=name)
+    return package.build(name, output_dir=directory)
+
+
+# (name, builder, emulated blocks or None for all) for the variant matrix
+VARIANTS = {
+    "simt_tails": (lambda: simt_matmul(100, 70, 33), None),
+    "simt_tuple_grid_unroll": (lambda: simt_matmul(64, 96, 48, block=(16, 32), tuple_grid=True, unroll_k=8), None),
+    "fp16_colmajor_b": (lambda: tensor_matmul(64, 96, 64, b_layout=LAST), None),
+    "fp16_acc_fp16": (lambda: tensor_matmul(64, 64, 64, result=T.float16), None),
+    "bf16_set_scale": (lambda: tensor_matmul(64, 64, 96, operand=T.bfloat16, prologue_op=acc.MMAFragmentOp.SET,
+                                             prologue_arg=0.0, epilogue_op=acc.MMAFragmentOp.SCALE,
+                                             epilogue_arg=0.5), None),
+    "tf32_passes": (lambda: tensor_matmul(64, 64, 128, operand=T.float32, mma=acc.MMAShape.M16xN16xK8_B1,
+                                          passes=4, fused=2), None),
+    # 8-bit and n=8 tiles are 16 bytes wide: column-major B keeps every tile 32-byte aligned
+    "int8": (lambda: tensor_matmul(64, 64, 64, operand=T.int8, result=T.int32, passes=2, b_layout=LAST), None),
+    "m32n8": (lambda: tensor_matmul(64, 32, 64, mma=acc.MMAShape.M32xN8xK16_B1, block=(64, 16), b_layout=LAST), None),
+    "m8n32_relu": (lambda: tensor_matmul(32, 64, 64, mma=acc.MMAShape.M8xN32xK16_B1, block=(16, 64),
+                                         prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=-1.0,
+                                         epilogue_op=acc.MMAFragmentOp.ReLU, k_split=32), None),
+    "elementwise_fp16": (lambda: elementwise(40, 96), None),
+}

@@ -1,0 +1,265 @@
+"""Checks run when a plan is compiled: launch limits, races, roles, tensorization."""
+
+from __future__ import annotations
+
+import pytest
+
+import schedc as acc
+from schedc import PackageError, PlanError
+
+from .plans import FIRST, H100, LAST, T, compile_plan, matmul_arrays, simt_matmul, tensor_matmul
+
+G = H100.GridUnit
+
+
+def simt(M=64, N=64, K=64, bind=None, order=None, splits=(16, 16)):
+    nest, args = matmul_arrays(M, N, K)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, splits[0]), s.split(j, splits[1])
+    names = {"i": i, "j": j, "k": k, "ii": ii, "jj": jj}
+    s.reorder(*(names[n] for n in (order or ("i", "j", "ii", "jj", "k"))))
+    plan = s.create_plan(H100)
+    plan.bind({names[n]: unit for n, unit in (bind or {"i": G.BLOCK_Y, "j": G.BLOCK_X,
+                                                          "ii": G.THREAD_Y, "jj": G.THREAD_X}).items()})
+    return plan, args
+
+
+def test_threads_per_block_limit():
+    plan, args = simt(M=64, N=64, splits=(64, 32))
+    with pytest.raises(PlanError, match=r"2048 threads per block \(block 32 x 64 x 1\); NVIDIA H100 allows 1024"):
+        compile_plan(plan, args)
+
+
+def test_block_dimension_limit():
+    plan, args = simt(M=256, N=4, splits=(128, 2),
+                      bind={"i": G.BLOCK_X, "ii": G.THREAD_Z, "jj": G.THREAD_X})
+    with pytest.raises(PlanError, match="block dimension z is 128; NVIDIA H100 allows 64"):
+        compile_plan(plan, args)
+
+
+def test_grid_dimension_limit():
+    plan, args = simt(M=2**17, N=16, K=1, splits=(1, 16),
+                      bind={"i": G.BLOCK_Y, "jj": G.THREAD_X})
+    with pytest.raises(PlanError, match="grid dimension y is 131072 blocks; NVIDIA H100 allows 65535"):
+        compile_plan(plan, args)
+
+
+def test_binding_a_reduction_loop_races():
+    plan, args = simt(bind={"i": G.BLOCK_Y, "k": G.THREAD_X})
+    with pytest.raises(PlanError, match="k is bound to THREAD_X but does not index C.*64 values of k would race"):
+        compile_plan(plan, args)
+
+
+def test_warps_need_tensorize():
+    plan, args = simt(bind={"i": G.BLOCK_Y, "ii": G.WARP_Y, "jj": G.WARP_X})
+    with pytest.raises(PlanError, match="WARP_X binds warps, whose 32 lanes would repeat the same iterations"):
+        compile_plan(plan, args)
+
+
+def test_unrolling_a_bound_loop():
+    plan, args = simt()
+    plan.unroll(plan.schedule.order[2])
+    with pytest.raises(PlanError, match=r"unroll\(ii\): ii is bound to THREAD_Y"):
+        compile_plan(plan, args)
+
+
+def test_output_role_cannot_be_read():
+    nest, args = matmul_arrays(64, 64, 64, c_role=acc.Role.OUTPUT)
+    s = nest.create_schedule()
+    i, j, k = nest.get_indices()
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
+    with pytest.raises(PlanError, match="C is Role.OUTPUT but the nest reads it"):
+        compile_plan(plan, args)
+    # with prologue SET the product does not read C first
+    plan, args = tensor_matmul(64, 64, 64, c_role=acc.Role.OUTPUT, prologue_op=acc.MMAFragmentOp.SET)
+    compile_plan(plan, args)
+
+
+# -- tensorize ---------------------------------------------------------------------------------
+
+
+def tensorized(order=None, tile=(16, 16, 16), mma=acc.MMAShape.M16xN16xK16_B1, bind=None,
+               M=64, N=64, K=64, operand=T.float16, result=T.float32, target=H100, b_layout=FIRST):
+    nest, args = matmul_arrays(M, N, K, operand, result, b_layout=b_layout)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 32), s.split(j, 32)
+    iii, jjj, kk = s.tile({ii: tile[0], jj: tile[1], k: tile[2]})
+    names = {"i": i, "j": j, "k": k, "ii": ii, "jj": jj, "iii": iii, "jjj": jjj, "kk": kk}
+    s.reorder(*(names[n] for n in (order or ("i", "j", "k", "ii", "jj", "iii", "jjj", "kk"))))
+    plan = s.create_plan(target)
+    g = target.GridUnit
+    plan.bind({names[n]: u for n, u in (bind or {"i": g.BLOCK_Y, "j": g.BLOCK_X, "ii": g.WARP_Y,
+                                                  "jj": g.WARP_X}).items()})
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma)
+    return plan, args
+
+
+def test_tensorize_innermost():
+    plan, args = tensorized(order=("i", "j", "ii", "jj", "iii", "k", "jjj", "kk"))
+    with pytest.raises(PlanError, match=r"iii, jjj, kk must be the innermost three loops; the order is \(i, j, ii, jj, iii, k"):
+        compile_plan(plan, args)
+
+
+def test_tensorize_extents():
+    plan, args = tensorized(tile=(16, 16, 32))
+    with pytest.raises(PlanError, match="kk has 32 iterations; M16xN16xK16_B1 with 1 pass\\(es\\) needs 16"):
+        compile_plan(plan, args)
+
+
+def test_tensorize_with_thread_bindings():
+    plan, args = tensorized(bind={"i": G.BLOCK_Y, "j": G.BLOCK_X, "ii": G.THREAD_Y})
+    with pytest.raises(PlanError, match="THREAD_Y is bound to ii; tensorized plans bind warps and blocks"):
+        compile_plan(plan, args)
+
+
+def test_tensorize_partial_tiles():
+    plan, args = tensorized(M=72)
+    with pytest.raises(PlanError, match="the tile loops iii would cross the end of the iteration space"):
+        compile_plan(plan, args)
+
+
+@pytest.mark.parametrize("logic, message", [
+    (lambda A, C, i, j, k: C.__setitem__((i, j), C[i, j] + A[i, k] + A[k, j]), "must be C\\[m, n\\] \\+= A\\[m, k\\] \\* B\\[k, n\\]"),
+    (lambda A, C, i, j, k: C.__setitem__((i, j), A[i, k] * A[k, j]), "must be C\\[m, n\\] \\+= A"),
+])
+def test_tensorize_statement_pattern(logic, message):
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(16, 16))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(16, 16))
+    nest = acc.Nest(16, 16, 16)
+    i, j, k = nest.get_indices()
+    nest.iteration_logic(lambda: logic(A, C, i, j, k))
+    plan = nest.create_schedule().create_plan(H100)
+    plan.tensorize(indices=(i, j, k), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    with pytest.raises(PlanError, match=message):
+        compile_plan(plan, (A, C))
+
+
+def test_tensorize_needs_one_statement():
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(16, 16))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(16, 16))
+    nest = acc.Nest(16, 16, 16)
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * A[k, j]
+        C[i, j] += 1.0
+
+    plan = nest.create_schedule().create_plan(H100)
+    plan.tensorize(indices=(i, j, k), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    with pytest.raises(PlanError, match="a tensorized nest has one statement C \\+= A \\* B, not 2"):
+        compile_plan(plan, (A, C))
+
+
+def test_tensorize_wrong_roles():
+    nest, args = matmul_arrays(32, 32, 16, T.float16)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 16), s.split(j, 16)
+    s.reorder(i, j, ii, jj, k)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y, j: G.BLOCK_X})
+    plan.tensorize(indices=(ii, k, jj), mma_shape=acc.MMAShape.M16xN16xK16_B1)  # n is the sum
+    with pytest.raises(PlanError, match="C \\(C\\) does not depend on k; C must be indexed by ii and k"):
+        compile_plan(plan, args)
+
+
+def test_tensorize_type_support():
+    plan, args = tensorized(operand=T.float64, result=T.float64)
+    with pytest.raises(PlanError, match="tensor cores do not multiply float64 operands"):
+        compile_plan(plan, args)
+    plan, args = tensorized(result=T.float64)
+    with pytest.raises(PlanError, match="float16 operands accumulate into float32, float16, not float64"):
+        compile_plan(plan, args)
+    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)
+    plan, args = tensorized(operand=T.bfloat16, target=v100)
+    with pytest.raises(PlanError, match=r"NVIDIA V100 \(sm_70\) tensor cores do not support bfloat16 operands \(needs sm_80"):
+        compile_plan(plan, args)
+
+
+def test_tensorize_mixed_operand_types():
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(32, 32))
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.bfloat16, shape=(32, 32))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(32, 32))
+    nest = acc.Nest(32, 32, 32)
+    i, j, k = nest.get_indices()
+    nest.iteration_logic(lambda: C.__setitem__((i, j), C[i, j] + A[i, k] * B[k, j]))
+    s = nest.create_schedule()
+    iii, jjj, kk = s.tile({i: 16, j: 16, k: 16})
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y, j: G.BLOCK_X})
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    with pytest.raises(PlanError, match="A is float16 but B is bfloat16"):
+        compile_plan(plan, (A, B, C))
+
+
+def test_tensorize_alignment():
+    plan, args = tensorized(operand=T.int8, result=T.int32)
+    with pytest.raises(PlanError, match="tiles start at element offset .* moves by 16 elements \\(16 bytes\\); tensor-core loads need 32-byte"):
+        compile_plan(plan, args)
+
+
+def _strided_a(stride):
+    nest, args = matmul_arrays(64, 64, 64, T.float16, T.float32, a_layout=(stride, 1))
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    iii, jjj, kk = s.tile({i: 16, j: 16, k: 16})
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y, j: G.BLOCK_X})
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    return plan, args
+
+
+def test_tensorize_leading_dimension():
+    compile_plan(*_strided_a(72))  # 72 halves = 144 bytes: a multiple of 16
+    with pytest.raises(PlanError, match="A \\(A\\) has a leading dimension of 68 elements \\(136 bytes\\); tensor-core loads need a multiple of 16 bytes"):
+        compile_plan(*_strided_a(68))
+
+
+def test_simt_plans_compile():
+    for make in (lambda: simt_matmul(100, 70, 33), lambda: simt_matmul(64, 64, 64, tuple_grid=True)):
+        model, kernel = compile_plan(*make())
+        assert kernel.threads_per_block == 1024
+
+
+def test_package_add_errors(tmp_path):
+    plan, args = simt_matmul(64, 64, 64)
+    p = acc.Package()
+    with pytest.raises(PackageError, match="pass schedule.create_plan"):
+        p.add(plan.schedule, args=args, base_name="f")
+    with pytest.raises(PackageError, match="base_name must be a C identifier"):
+        p.add(plan, args=args, base_name="my func")
+    with pytest.raises(PackageError, match="an array appears twice"):
+        p.add(plan, args=(args[0], args[0], args[2]), base_name="f")
+    with pytest.raises(PackageError, match="args\\[0\\] is a int, not an Array"):
+        p.add(plan, args=(1, args[1], args[2]), base_name="f")
+    with pytest.raises(Exception, match="is used by the nest but is not in args"):
+        p.add(plan, args=args[:2], base_name="f")
+    p.add(plan, args=args, base_name="f")
+    with pytest.raises(PackageError, match="already has a function f"):
+        p.add(plan, args=args, base_name="f")
+    with pytest.raises(PackageError, match="the package has no functions"):
+        acc.Package().build("empty", output_dir=tmp_path)
+    with pytest.raises(PackageError, match="the package name must be a C identifier"):
+        p.build("bad name", output_dir=tmp_path)
+
+
+def test_unsupported_arch_for_nvrtc(tmp_path):
+    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)
+    nest, args = matmul_arrays(32, 32, 32)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(v100)
+    plan.bind({i: v100.GridUnit.BLOCK_X, j: v100.GridUnit.THREAD_X})
+    p = acc.Package()
+    p.add(plan, args=args, base_name="old")
+    with pytest.raises(PackageError, match=r"compiles for sm_75 to sm_\d+ only; sm_70 needs another CUDA toolkit"):
+        p.build("old", output_dir=tmp_path)
+
+
+def test_layout_last_major_tensorizes():
+    plan, args = tensorized(b_layout=LAST)
+    model, kernel = compile_plan(plan, args)
+    assert "col_major" in repr(kernel.body)

@@ -1,0 +1,198 @@
+"""Packages: hatlib reads our .hat files, C includes them, and the loader checks arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import schedc
+from schedc import LaunchError, PackageError
+from schedc.ir.kernel import from_json, to_json
+from schedc.package.compile import find_nvcc
+
+from .conftest import SAMPLES, build_sample, has_gpu
+
+
+@functools.cache
+def hatlib_hat_file():
+    """hatlib's hat_file module. hatlib 0.0.41 cannot be imported on Python >= 3.11 (its
+    dataclasses have mutable defaults), so its file is loaded with hashable dataclasses; the
+    parsing code that runs is hatlib's own."""
+    import dataclasses as real
+
+    spec = importlib.util.find_spec("hatlib")
+    if spec is None:
+        pytest.skip("hatlib is not installed")
+    path = os.path.join(os.path.dirname(spec.origin), "hat_file.py")
+    shim = types.ModuleType("dataclasses")
+    shim.__dict__.update(real.__dict__)
+
+    def dataclass(cls=None, **kw):
+        kw.setdefault("unsafe_hash", True)
+        return real.dataclass(cls, **kw) if cls is not None else functools.partial(real.dataclass, **kw)
+
+    shim.dataclass = dataclass
+    saved = sys.modules["dataclasses"]
+    sys.modules["dataclasses"] = shim
+    try:
+        module_spec = importlib.util.spec_from_file_location("hatlib_hat_file", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    finally:
+        sys.modules["dataclasses"] = saved
+    return module
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("packages")
+    return {sample: build_sample(sample, root) for sample in SAMPLES}
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_hatlib_reads_the_hat_file(packages, sample):
+    hat = hatlib_hat_file().HATFile.Deserialize(str(packages[sample]))
+    fn = hat.function_map[sample]
+    device = hat.device_function_map[f"{sample}__gpu__"]
+    assert fn.launches == device.name and device.provider == f"{sample}.cu"
+    loaded = schedc.load(packages[sample])[sample]
+    assert list(device.launch_parameters) == [*loaded.kernel.grid, *loaded.kernel.block]
+    assert [a.name for a in fn.arguments] == [b.name for b in loaded.kernel.params]
+    assert [list(a.shape) for a in fn.arguments] == [list(b.shape) for b in loaded.kernel.params]
+    assert hat.target.required.gpu.instruction_set_version == "sm_90"
+    assert f"int {sample}(" in hat.declaration.code
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler")
+def test_c_includes_the_hat_file_without_warnings(packages, tmp_path):
+    main = tmp_path / "main.c"
+    includes = "".join(f'#include "{packages[s]}"\n' for s in SAMPLES)
+    main.write_text(includes + "typedef int (*launcher)(const float*, const float*, float*);\n"
+                    "int main(void) { launcher f = hello_matmul; return f ? 0 : 1; }\n")
+    result = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-c",
+                             str(main), "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_package_files(packages):
+    directory = packages["tensor_matmul"].parent
+    names = {p.name for p in directory.iterdir()}
+    assert {"tensor_matmul.hat", "tensor_matmul.cu", "tensor_matmul.cubin", "tensor_matmul.schedc.json"} <= names
+    if find_nvcc():
+        assert "libtensor_matmul.so" in names
+        symbols = subprocess.run(["nm", "-D", str(directory / "libtensor_matmul.so")],
+                                 capture_output=True, text=True).stdout
+        assert " T tensor_matmul" in symbols
+
+
+def test_ir_round_trips_through_json(packages):
+    fn = schedc.load(packages["tensor_matmul"]).tensor_matmul
+    assert from_json(to_json(fn.kernel)) == fn.kernel
+    assert from_json(to_json(fn.model)) == fn.model
+
+
+def test_load_errors(packages, tmp_path):
+    with pytest.raises(PackageError, match="no such package file"):
+        schedc.load(tmp_path / "missing.hat")
+    bad = tmp_path / "bad.hat"
+    bad.write_text("[functions\n")
+    with pytest.raises(PackageError, match="not a HAT file"):
+        schedc.load(bad)
+    copy = tmp_path / "copy"
+    shutil.copytree(packages["hello_matmul"].parent, copy)
+    (copy / "hello_matmul.schedc.json").unlink()
+    with pytest.raises(PackageError, match="hello_matmul.schedc.json: missing: rebuild the package"):
+        schedc.load(copy / "hello_matmul.hat")
+    pkg = schedc.load(packages["hello_matmul"].parent)  # a directory works too
+    with pytest.raises(AttributeError, match="has no function nope"):
+        pkg.nope  # noqa: B018
+
+
+class FakeDeviceArray:
+    """Something with __cuda_array_interface__ (no GPU is touched by argument checks)."""
+
+    def __init__(self, shape, typestr, pointer, readonly=False, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (pointer, readonly),
+                                         "strides": strides, "version": 3}
+
+
+class CpuDLPack:
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_loader_argument_errors(packages):
+    fn = schedc.load(packages["tensor_matmul"]).tensor_matmul
+    A = np.ones((4096, 4096), np.float16)
+    B = np.ones((4096, 4096), np.float16)
+    C = np.zeros((4096, 4096), np.float32)
+    cases = [
+        ((A, B), "expected 3 arrays, got 2"),
+        ((A.astype(np.float32), B, C), "argument A: dtype float32, expected float16"),
+        ((A, B, C[:, :2048]), r"argument C: shape \(4096, 2048\), expected \(4096, 4096\)"),
+        ((A, B, np.asfortranarray(C)), r"argument C: element strides \(1, 4096\), expected \(4096, 1\)"),
+        ((A, B, [1, 2]), "argument C: a list is not an array"),
+        ((A, B, np.ones((4096, 4096), np.float64)), "dtype float64, expected float32"),
+    ]
+    readonly = C.copy()
+    readonly.flags.writeable = False
+    cases.append(((A, B, readonly), "argument C: read-only, but the function writes it"))
+    for args, message in cases:
+        with pytest.raises(LaunchError, match=message):
+            fn.check_arguments(args)
+    fake_a = FakeDeviceArray((4096, 4096), "<f2", 0x7f0000000000)
+    fake_b = FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000010)
+    fake_c = FakeDeviceArray((4096, 4096), "<f4", 0x7f2000000000, readonly=True)
+    with pytest.raises(LaunchError, match="argument B: device address 0x7f1000000010 is not 32-byte aligned"):
+        fn.check_arguments((fake_a, fake_b, C))
+    with pytest.raises(LaunchError, match="argument C: read-only, but the function writes it"):
+        fn.check_arguments((fake_a, FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000000), fake_c))
+    overlapping = FakeDeviceArray((4096, 4096), "<f4", 0x7f0000000000)
+    with pytest.raises(LaunchError, match="arguments A and C overlap in memory, and one is written"):
+        fn.check_arguments((fake_a, FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000000), overlapping))
+    with pytest.raises(LaunchError, match="argument A: dtype int32, expected float16"):
+        fn.check_arguments((FakeDeviceArray((4096, 4096), "<i4", 0x7f0000000000), B, C))
+    views = fn.check_arguments((CpuDLPack(A), B, C))  # a CPU DLPack tensor is used like numpy
+    assert not views[0].on_device
+
+
+def test_strided_numpy_argument_span():
+    """An explicit layout with gaps: the whole storage span travels, gaps included."""
+    from schedc.ir.kernel import Buffer
+    from schedc.ir.types import ScalarType
+    from schedc.package.arrays import describe
+
+    buffer = Buffer("A", ScalarType.float32, (3, 4), (8, 1), "param", "output")
+    storage = np.arange(20, dtype=np.float32)
+    array = np.lib.stride_tricks.as_strided(storage, (3, 4), (32, 4))
+    view = describe("f(A)", buffer, array, 4)
+    assert view.read and view.array.shape == (20,) and view.array[9] == 9
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the message shown without a GPU")
+def test_calling_without_a_gpu(packages):
+    fn = schedc.load(packages["hello_matmul"]).hello_matmul
+    args = [np.ones(b.shape, b.dtype.numpy) for b in fn.kernel.params]
+    with pytest.raises(LaunchError, match="no CUDA device is available"):
+        fn(*args)
+
+
+def test_repr_names_the_signature(packages):
+    fn = schedc.load(packages["hello_matmul"]).hello_matmul
+    assert repr(fn) == "<schedc function hello_matmul(A: float32[2048, 2048], B: float32[2048, 1024], C: float32[2048, 1024])>"
+    assert dataclasses.is_dataclass(fn.info)

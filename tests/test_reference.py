@@ -1,0 +1,130 @@
+"""The float64 reference against plain Python loops, and poly's facts against enumeration."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import schedc as acc
+from schedc import data, poly
+from schedc.ir.affine import Affine
+from schedc.reference import block_dims, reference
+
+from .plans import H100, T, compile_plan, elementwise, matmul_arrays, simt_matmul
+
+
+def _model(nest, args, bind=None):
+    plan = nest.create_schedule().create_plan(H100)
+    i = nest.get_indices()[0]
+    plan.bind(bind or {i: H100.GridUnit.BLOCK_X})
+    return compile_plan(plan, args)[0]
+
+
+def test_contraction_matches_loops():
+    nest, args = matmul_arrays(5, 7, 3)
+    model = _model(nest, args)
+    arrays = data.inputs(model.buffers, seed=3)
+    values, touched = reference(model, arrays)
+    A, B, C = (np.asarray(arrays[n], dtype=np.float64) for n in "ABC")
+    for i, j in itertools.product(range(5), range(7)):
+        for k in range(3):
+            C[i, j] += A[i, k] * B[k, j]
+    assert np.allclose(values["C"], C) and touched["C"].all()
+
+
+def test_sequential_statements_and_last_write():
+    """Several statements run in order at each point; ``=`` over a reduction keeps the last."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(4, 6), name="A")
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,), name="S")
+    L = acc.Array(role=acc.Role.OUTPUT, shape=(4,), element_type=T.int32, name="L")
+    nest = acc.Nest(4, 6)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] += A[i, j] * S[i]
+        L[i] = acc.cast(A[i, j] * 10.0, T.int32)
+
+    model = _model(nest, (A, S, L))
+    arrays = data.inputs(model.buffers, seed=4)
+    values, _ = reference(model, arrays)
+    a, s = np.asarray(arrays["A"], np.float64), np.asarray(arrays["S"], np.float64)
+    last = np.zeros(4)
+    for i_, j_ in itertools.product(range(4), range(6)):
+        s[i_] += a[i_, j_] * s[i_]
+        last[i_] = np.trunc(a[i_, j_] * 10.0)
+    assert np.allclose(values["S"], s) and np.array_equal(values["L"], last)
+
+
+def test_terms_independent_of_a_summed_dimension_repeat():
+    A = acc.Array(role=acc.Role.INPUT, shape=(3,), name="A")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(3,), name="C")
+    nest = acc.Nest(3, 5)
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: C.__setitem__(i, C[i] + A[i]))
+    model = _model(nest, (A, C))
+    arrays = data.inputs(model.buffers, seed=5)
+    values, _ = reference(model, arrays)
+    assert np.allclose(values["C"], np.asarray(arrays["C"], np.float64) + 5 * np.asarray(arrays["A"], np.float64))
+
+
+def test_elementwise_reference_and_block_coverage():
+    model, kernel = compile_plan(*elementwise(40, 96))
+    facts = poly.analyze(model)
+    dims = block_dims(model, facts, (2, 4, 0))  # the grid is (3, 5): block x=2 is the last one
+    assert list(dims["i"]) == list(range(32, 40)) and list(dims["j"]) == list(range(64, 96))
+
+
+@st.composite
+def split_chains(draw):
+    extent = draw(st.integers(1, 40))
+    sizes = []
+    step = 1
+    for _ in range(draw(st.integers(0, 3))):
+        size = draw(st.integers(1, 8)) * step
+        if size > extent:
+            break
+        sizes.append(size)
+        step = size
+    return extent, sizes
+
+
+@settings(max_examples=60, deadline=None)
+@given(split_chains(), st.integers(1, 6))
+def test_domain_facts_match_enumeration(chain, other):
+    """Loop ranges and guards from isl describe exactly the points of the split nest."""
+    extent, sizes = chain
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(extent, other))
+    nest = acc.Nest(extent, other)
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: A.__setitem__((i, j), A[i, j] + 1.0))
+    s = nest.create_schedule()
+    outer = i
+    for size in sizes:
+        s.split(outer, size)  # the outer index keeps splitting, each step coarser
+    model = compile_plan(s.create_plan(H100), (A,))[0]
+    facts = poly.analyze(model)
+    loops = [lp for lp in model.loops]
+    ranges = [range(lp.begin, lp.end, lp.step) for lp in loops]
+    points = []
+    for values in itertools.product(*ranges):
+        env = dict(zip((lp.name for lp in loops), values))
+        if all(g.affine.evaluate(env) >= 0 if not g.equality else g.affine.evaluate(env) == 0
+               for g in facts.guards):
+            points.append(env)
+    nest_points = sorted((sum(p[lp.name] for lp in loops if lp.dim == 0),
+                          sum(p[lp.name] for lp in loops if lp.dim == 1)) for p in points)
+    assert nest_points == sorted(itertools.product(range(extent), range(other)))
+    for lp in facts.loops:
+        taken = [p[lp.name] for p in points]
+        assert (lp.first, lp.last) == (min(taken), max(taken))
+
+
+def test_access_relations_are_read_back_from_isl():
+    model, _ = compile_plan(*simt_matmul(64, 32, 16, block=(16, 8)))
+    facts = poly.analyze(model)
+    a = next(x for x in facts.accesses if x.array == "A")
+    assert a.subscripts == (Affine.make({"i": 1, "ii": 1}), Affine.make({"k": 1}))
