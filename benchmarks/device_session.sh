@@ -19,6 +19,12 @@ for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
   $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
   $SCHEDC verify hat_packages/$s/$s.hat 2>&1 | tee -a "$OUT/verify.log"
 done
+if [ "${SANITIZE:-0}" = 1 ]; then  # memcheck: every global access of one launch per sample
+  for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
+    compute-sanitizer --tool memcheck --error-exitcode 9 $SCHEDC verify hat_packages/$s/$s.hat 2>&1 \
+      | tee -a "$OUT/sanitizer.log" | tail -3
+  done
+fi
 if [ "${RUN_TESTS:-1}" = 1 ]; then
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
 fi
