@@ -154,7 +154,7 @@ def verify(package: str, function: str | None, seed: int, tolerance) -> None:
     ok = True
     for fn in _functions(pkg, function):
         arrays = data.inputs(fn.kernel.buffers, seed)
-        outputs = {name: a.copy() for name, a in arrays.items()}
+        outputs = data.inputs(fn.kernel.buffers, seed)  # the same values, in each parameter's layout
         try:
             fn(*(outputs[b.name] for b in fn.kernel.params))
         except SchedcError as e:

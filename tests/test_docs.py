@@ -20,3 +20,18 @@ def test_docstring_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+
+
+def test_readme_schedule_script_builds(tmp_path):
+    """The README's schedule script runs as written (its package goes to a temporary folder)."""
+    import re
+    from pathlib import Path
+
+    from schedc.package.build import session
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    script = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
+    with session(output_dir=tmp_path) as built:
+        exec(compile(script, "README.md", "exec"), {})
+    (hat,) = built.built
+    assert hat.name == "tensor_matmul.hat" and hat.exists()

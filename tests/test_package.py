@@ -20,6 +20,7 @@ from schedc.ir.kernel import from_json, to_json
 from schedc.package.compile import find_nvcc
 
 from .conftest import SAMPLES, build_sample, has_gpu
+from .plans import VARIANTS, compile_plan
 
 
 @functools.cache
@@ -196,3 +197,16 @@ def test_repr_names_the_signature(packages):
     fn = schedc.load(packages["hello_matmul"]).hello_matmul
     assert repr(fn) == "<schedc function hello_matmul(A: float32[2048, 2048], B: float32[2048, 1024], C: float32[2048, 1024])>"
     assert dataclasses.is_dataclass(fn.info)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_generated_inputs_fit_the_parameters(variant):
+    """verify/bench inputs come in each parameter's layout (column-major included)."""
+    from schedc import data
+    from schedc.package.arrays import describe
+
+    model, kernel = compile_plan(*VARIANTS[variant][0]())
+    arrays = data.inputs(kernel.buffers, seed=0)
+    for b in kernel.params:
+        view = describe("f", b, arrays[b.name], 1)
+        assert view.array.size == b.size
