@@ -8,6 +8,7 @@ from pathlib import Path
 import schedc as acc
 from schedc.ir.model import freeze
 from schedc.lower import compile_model
+from schedc.package.build import name_arrays
 
 H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
 T = acc.ScalarType
@@ -93,12 +94,34 @@ def elementwise(M, N, dtype=T.float16, target=H100):
     return plan, (A, B, C)
 
 
+def const_and_temp(M=32, N=64, target=H100):
+    """T = A * W[i] (W embedded in the package, T package scratch); C = T + 1."""
+    import numpy as np
+
+    W = acc.Array(role=acc.Role.CONST, data=np.linspace(-1.0, 1.0, M).astype(np.float32))
+    Tmp = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(M, N))
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(M, N))
+    C = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(M, N))
+    nest = acc.Nest(M, N)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Tmp[i, j] = A[i, j] * W[i]
+        C[i, j] = Tmp[i, j] + 1.0
+
+    s = nest.create_schedule()
+    jj = s.split(j, 32)
+    s.reorder(i, j, jj)
+    plan = s.create_plan(target)
+    g = target.GridUnit
+    plan.bind({i: g.BLOCK_X, jj: g.THREAD_X})
+    return plan, (A, C)
+
+
 def compile_plan(plan, args, name="f"):
     """(model, kernel) without writing files."""
-    model = freeze(plan, name, args)
-    for n, array in enumerate(args):  # freeze needs names; add() gives them
-        if array.name is None:
-            array.name = "ABCDEFGH"[n]
+    name_arrays(name, plan, args)  # as Package.add does
     model = freeze(plan, name, args)
     return model, compile_model(model)
 
@@ -127,4 +150,5 @@ VARIANTS = {
                                          prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=-1.0,
                                          epilogue_op=acc.MMAFragmentOp.ReLU, k_split=32), None),
     "elementwise_fp16": (lambda: elementwise(40, 96), None),
+    "const_and_temp": (lambda: const_and_temp(), None),
 }

@@ -111,6 +111,9 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
     buffers = tuple(_buffer(a, "param") for a in args) + tuple(
         _buffer(a, a.role.value) for a in internal
     )
+    names = [b.name for b in buffers]
+    if None in names or len(set(names)) != len(names):
+        raise PlanError(f"Package.add({function})", f"arrays need distinct names, got {names}")
     statements = tuple(convert.statement(s) for s in nest.statements)
     loops = tuple(_loop(schedule, index) for index in schedule.order)
     groups = tuple(

@@ -112,7 +112,7 @@ class Package:
             raise PackageError(where, f"the package already has a function {base_name}")
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
         _check_args(where, args)
-        _name_arrays(where, source, args)
+        name_arrays(where, source, args)
         if self._target is not None and self._target.model != source.target.model:
             raise PackageError(where, f"the package targets {self._target.name}, this plan {source.target.name}")
         self._target = source.target
@@ -161,7 +161,9 @@ def _check_args(where: str, args: tuple) -> None:
         raise PackageError(where, "an array appears twice in args")
 
 
-def _name_arrays(where: str, plan: Plan, args: tuple[Array, ...]) -> None:
+def name_arrays(where: str, plan: Plan, args: tuple[Array, ...]) -> None:
+    """Name unnamed arrays: args by position (A, B, C, ...), CONST and TEMP arrays const0,
+    temp0, ...; names must be unique and differ from index names."""
     nest = plan.schedule.nest
     used = []
     for s in nest.statements:
