@@ -28,7 +28,7 @@ fi
 if [ "${RUN_TESTS:-1}" = 1 ]; then
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
 fi
-for s in ${BENCH:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
+for s in ${BENCH-hello_matmul tensor_matmul tensor_matmul_tf32}; do  # BENCH="" skips
   $SCHEDC bench hat_packages/$s/$s.hat --compare cublas --time-in-ms --min-time ${MIN_TIME:-1} \
     --csv "$OUT/bench.csv" 2>&1 | tee -a "$OUT/bench.log"
 done
