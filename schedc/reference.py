@@ -20,6 +20,7 @@ import numpy as np
 
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
+from .ir.numeric import binary
 from .ir.types import ScalarType
 from .targets import MMAFragmentOp
 
@@ -133,7 +134,7 @@ class _State:
         if isinstance(e, Binary):
             lhs, rhs = self.evaluate(e.lhs, dims), self.evaluate(e.rhs, dims)
             out = tuple(d for d in self.order if d in lhs.dims or d in rhs.dims)
-            return Tensor(_binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), out)
+            return Tensor(binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), out)
         raise TypeError(f"unknown expression {e!r}")
 
     def subscripts(self, index: tuple[Expr, ...], dims: dict[str, np.ndarray]):
@@ -242,25 +243,6 @@ def _cast(data: np.ndarray, dtype: ScalarType) -> np.ndarray:
     if dtype.is_integer:
         return np.trunc(data).astype(np.int64)
     return data.astype(np.float64)
-
-
-def _binary(op: str, a, b, dtype: ScalarType | None):
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        if dtype is not None and not dtype.is_float:
-            q = np.abs(a) // np.abs(b)
-            return np.where((a < 0) != (b < 0), -q, q)
-        return a / b
-    if op == "max":
-        return np.where(b > a, b, a)
-    if op == "min":
-        return np.where(b < a, b, a)
-    raise TypeError(f"unknown operator {op}")
 
 
 # -- what one block covers ---------------------------------------------------------------------

@@ -37,6 +37,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.numeric import binary
 from ..ir.types import ScalarType
 
 WARP = 32
@@ -299,7 +300,7 @@ class _Block:
         if isinstance(e, Unary):
             return -self.expr(e.operand)
         if isinstance(e, Binary):
-            return _binary(e.op, self.expr(e.lhs), self.expr(e.rhs), e.dtype)
+            return binary(e.op, self.expr(e.lhs), self.expr(e.rhs), e.dtype)
         raise TypeError(f"unknown expression {e!r}")
 
     def load(self, e: Load):
@@ -338,36 +339,3 @@ def _cast(value, dtype: ScalarType):
         with np.errstate(invalid="ignore"):
             return np.trunc(value.astype(np.float64)).astype(dtype.numpy)
     return value.astype(dtype.numpy)
-
-
-def _binary(op: str, a, b, dtype: ScalarType | None):
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        if dtype is not None and dtype.is_float:
-            return a / b
-        quotient = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
-    if op == "%":
-        return np.fmod(a, b)
-    if op == "max":
-        return np.where(b > a, b, a)
-    if op == "min":
-        return np.where(b < a, b, a)
-    if op == "<":
-        return a < b
-    if op == "<=":
-        return a <= b
-    if op == "==":
-        return a == b
-    if op == "!=":
-        return a != b
-    if op == "&&":
-        return np.logical_and(a, b)
-    if op == "||":
-        return np.logical_or(a, b)
-    raise TypeError(f"unknown operator {op}")

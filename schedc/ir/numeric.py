@@ -1,0 +1,40 @@
+"""What kernel-IR operators compute, on numpy values, with C's semantics.
+
+Shared by the emulator (in the kernel's element types) and the reference (in float64/int64):
+integer division truncates toward zero, ``%`` keeps the dividend's sign, and max/min are C's
+``b > a ? b : a``.
+
+>>> import numpy as np
+>>> binary("/", np.array([-7, 7]), np.array([2, -2]), None)
+array([-3, -3])
+>>> binary("%", np.array([-7, 7]), np.array([2, -2]), None)
+array([-1,  1])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .types import ScalarType
+
+_SIMPLE = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "%": np.fmod, "<": np.less,
+    "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, "&&": np.logical_and,
+    "||": np.logical_or,
+}
+
+
+def binary(op: str, a, b, dtype: ScalarType | None):
+    """``a op b``; ``dtype`` is the operation's type (None: index arithmetic)."""
+    if op in _SIMPLE:
+        return _SIMPLE[op](a, b)
+    if op == "/":
+        if dtype is not None and dtype.is_float:
+            return a / b
+        quotient = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
+    if op == "max":
+        return np.where(b > a, b, a)
+    if op == "min":
+        return np.where(b < a, b, a)
+    raise TypeError(f"unknown operator {op}")
