@@ -62,10 +62,6 @@ def test_nest_shape_errors():
     assert acc.Nest(3, 4).shape == (3, 4)
 
 
-def _logic(nest, body):
-    nest.iteration_logic(body)
-
-
 @pytest.mark.parametrize(
     "statement, error, message",
     [

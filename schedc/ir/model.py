@@ -100,7 +100,7 @@ class Model:
 def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
     """Snapshot ``plan`` as a Model for the function ``function`` taking ``args``."""
     schedule, nest = plan.schedule, plan.schedule.nest
-    used = _arrays_used(nest)
+    used = nest.arrays()
     internal = [a for a in used if a.role in (Role.CONST, Role.TEMP)]
     for array in used:
         if array.role not in (Role.CONST, Role.TEMP) and not any(array is a for a in args):
@@ -147,17 +147,6 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
     )
-
-
-def _arrays_used(nest) -> list[Array]:
-    from .expr import Access, walk
-
-    seen: dict[int, Array] = {}
-    for s in nest.statements:
-        for node in [*walk(s.target), *walk(s.value)]:
-            if isinstance(node, Access):
-                seen.setdefault(id(node.array), node.array)
-    return list(seen.values())
 
 
 def _buffer(array: Array, kind: str) -> k.Buffer:

@@ -70,6 +70,15 @@ class Nest:
             if isinstance(node, Access):
                 _check_in_bounds(statement, node, self)
 
+    def arrays(self) -> list:
+        """The arrays the statements use, in order of first appearance."""
+        found: list = []
+        for s in self.statements:
+            for node in [*walk(s.target), *walk(s.value)]:
+                if isinstance(node, Access) and all(node.array is not a for a in found):
+                    found.append(node.array)
+        return found
+
     def create_schedule(self):
         """A schedule over this nest, in the nest's loop order."""
         from .schedule import Schedule

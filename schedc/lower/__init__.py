@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import pprint
 import sys
 
 from .. import poly
@@ -34,5 +35,5 @@ def compile_model(model) -> Kernel:
 def _dump(name: str, value):
     wanted = os.environ.get("SCHEDC_DUMP", "")
     if wanted and (wanted == "all" or name in wanted.split(",")):
-        print(f"== after {name} ==\n{value}", file=sys.stderr)
+        print(f"== after {name} ==\n{pprint.pformat(value, width=110, compact=True)}", file=sys.stderr)
     return value

@@ -7,6 +7,7 @@ bound (or a tensorized plan) the block is ``(warp_x * 32, warp_y, 1)`` threads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..ir.kernel import Binary, Const, Expr, Let, Var
@@ -36,9 +37,7 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
     lets: list[Let] = []
     for binding in sorted(model.bindings, key=lambda b: _rank(b.unit)):
         extents = [facts.loop(name).extent for name in binding.loops]
-        total = 1
-        for e in extents:
-            total *= e
+        total = math.prod(extents)
         axis = _AXES.index(binding.unit.axis)
         if binding.unit.level == "block":
             grid[axis] = total
@@ -76,7 +75,7 @@ def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
         part: Expr = coordinate
         if inner > 1:
             part = Binary("/", part, Const(inner))
-        if len(binding.loops) > 1 and inner * extent < _product(extents):
+        if len(binding.loops) > 1 and inner * extent < math.prod(extents):
             part = Binary("%", part, Const(extent))
         loop = facts.loop(name)
         value: Expr = part if loop.step == 1 else Binary("*", part, Const(loop.step))
@@ -87,10 +86,3 @@ def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
         lets.append(Let(name, value, comment))
         inner *= extent
     return list(reversed(lets))
-
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out

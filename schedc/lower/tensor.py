@@ -30,10 +30,7 @@ from ..ir.kernel import (
 )
 from ..ir.types import ScalarType
 from ..poly import PolyFacts
-from ..targets import MMAFragmentOp
-
-_WMMA_ALIGN = 32  # bytes: wmma load/store pointers are 256-bit aligned
-_WMMA_LD_BYTES = 16  # the leading dimension is a multiple of 16 bytes
+from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, MMAFragmentOp
 
 
 @dataclass(frozen=True)
@@ -210,12 +207,12 @@ def _operand(here, model, facts, role, buffer, subscripts, axes, k, mma_k) -> Op
             f"and {cols}; one must be 1 for tensor-core loads",
         )
     ld = row_stride if col_stride == 1 else col_stride
-    if (ld * spec.dtype.size) % _WMMA_LD_BYTES:
+    if (ld * spec.dtype.size) % WMMA_LEADING_BYTES:
         raise PlanError(
             here,
             f"{role} ({buffer}) has a leading dimension of {ld} elements "
             f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of "
-            f"{_WMMA_LD_BYTES} bytes",
+            f"{WMMA_LEADING_BYTES} bytes",
         )
     tile = model.tensorize.loops
     firsts = {name: Affine((), facts.loop(name).first) for name in tile}
@@ -234,13 +231,13 @@ def _check_alignment(here, model, role, buffer, spec, origin) -> None:
         linear = linear.plus(sub.scale(stride))
     steps = [c * model.loop(name).step for name, c in linear.terms]
     start = linear.const + sum(c * model.loop(name).begin for name, c in linear.terms)
-    misaligned = [x for x in (*steps, start) if (x * spec.dtype.size) % _WMMA_ALIGN]
+    misaligned = [x for x in (*steps, start) if (x * spec.dtype.size) % WMMA_POINTER_ALIGN]
     if misaligned:
         raise PlanError(
             here,
             f"{role} ({buffer}) tiles start at element offset {_render(linear)}, which moves by "
             f"{misaligned[0]} elements ({misaligned[0] * spec.dtype.size} bytes); tensor-core "
-            f"loads need {_WMMA_ALIGN}-byte aligned tiles",
+            f"loads need {WMMA_POINTER_ALIGN}-byte aligned tiles",
         )
 
 

@@ -20,16 +20,13 @@ from .. import __version__
 from ..codegen.cuda import emit_source
 from ..errors import PackageError
 from ..ir.array import Array, Role
-from ..ir.expr import Access, walk
 from ..ir.kernel import FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
 from ..ir.model import Model, freeze
 from ..ir.plan import Plan
 from ..lower import compile_model
-from ..targets import Target
+from ..targets import WMMA_POINTER_ALIGN, Target
 from . import compile as compilers
 from . import hat
-
-_WMMA_ALIGN = 32
 
 
 class Format(enum.Enum):
@@ -164,12 +161,7 @@ def _check_args(where: str, args: tuple) -> None:
 def name_arrays(where: str, plan: Plan, args: tuple[Array, ...]) -> None:
     """Name unnamed arrays: args by position (A, B, C, ...), CONST and TEMP arrays const0,
     temp0, ...; names must be unique and differ from index names."""
-    nest = plan.schedule.nest
-    used = []
-    for s in nest.statements:
-        for node in [*walk(s.target), *walk(s.value)]:
-            if isinstance(node, Access) and all(node.array is not a for a in used):
-                used.append(node.array)
+    used = plan.schedule.nest.arrays()
     taken = {a.name for a in used if a.name} | {a.name for a in args if a.name}
     letters = iter(chr(c) for c in range(ord("A"), ord("Z") + 1))
     for array in args:
@@ -200,7 +192,7 @@ def _banner(name: str, target: Target, functions: list[_Added]) -> str:
 def alignments(kernel: Kernel) -> dict[str, int]:
     """Bytes each parameter's base address must be aligned to (tensor-core tiles need 32)."""
     tiled = {s.buffer for s in walk_statements(kernel.body) if isinstance(s, FragmentLoad | FragmentStore)}
-    return {b.name: (_WMMA_ALIGN if b.name in tiled else b.dtype.size) for b in kernel.params}
+    return {b.name: (WMMA_POINTER_ALIGN if b.name in tiled else b.dtype.size) for b in kernel.params}
 
 
 def _write(name, directory: Path, target: Target, functions, kernels, source, format, mode, tolerance) -> Path:

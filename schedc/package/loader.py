@@ -18,12 +18,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import LaunchError, PackageError
 from ..ir.kernel import Kernel, from_plain
 from ..ir.model import Model
-from ..ir.types import ScalarType
 from . import driver, hat
 from .arrays import ArgumentView, describe
 
@@ -201,7 +198,3 @@ def load(path: str | Path) -> LoadedPackage:
     if not path.is_file():
         raise PackageError(str(path), "no such package file")
     return LoadedPackage(path)
-
-
-def numpy_dtype(dtype: ScalarType) -> np.dtype:
-    return dtype.numpy
