@@ -222,6 +222,10 @@ def test_tensorize_argument_errors():
     with pytest.raises(PlanError, match="prologue_arg must be a number"):
         plan.tensorize(indices=(ii, jj, k), mma_shape=shape, prologue_op=acc.MMAFragmentOp.SCALE,
                        prologue_arg="2")
+    with pytest.raises(PlanError, match="use_static_offsets is an AMD optimization"):
+        plan.tensorize(indices=(ii, jj, k), mma_shape=shape, use_static_offsets=True)
+    with pytest.raises(PlanError, match="scheduling_policy applies to AMD multi-block MMA shapes only"):
+        plan.tensorize(indices=(ii, jj, k), mma_shape=shape, scheduling_policy="BLOCK_ORDER")
     plan.tensorize(indices=(ii, jj, k), mma_shape=shape)
     with pytest.raises(PlanError, match="already tensorized"):
         plan.tensorize(indices=(ii, jj, k), mma_shape=shape)

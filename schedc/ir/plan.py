@@ -116,7 +116,8 @@ class Plan:
         together (default: all). ``prologue_op`` applies to C's tile before its first product
         (SET: C = arg, giving C = A @ B for arg 0; SCALE: C = arg * C; ReLU) and
         ``epilogue_op`` after its last (SCALE: alpha scaling; ReLU). float32 operands multiply
-        in tf32 (M16xN16xK8_B1).
+        in tf32 (M16xN16xK8_B1). Accera's AMD-only ``use_static_offsets`` and
+        ``scheduling_policy`` are refused rather than ignored.
 
         *Hardware:* wmma (PTX ``wmma.mma.sync``); fp16 on sm_70+, int8 on sm_72+, bf16 and
         tf32 on sm_80+.
@@ -133,6 +134,12 @@ class Plan:
         where = f"tensorize(indices=({shown}), mma_shape={_enum_name(mma_shape)})"
         if self.tensorization is not None:
             raise PlanError(where, "the plan is already tensorized")
+        if use_static_offsets:
+            raise PlanError(
+                where, "use_static_offsets is an AMD optimization in Accera; NVIDIA tiles compute offsets inline"
+            )
+        if scheduling_policy is not None:
+            raise PlanError(where, "scheduling_policy applies to AMD multi-block MMA shapes only")
         if not isinstance(indices, tuple | list) or len(indices) != 3:
             raise PlanError(where, "indices must be a tuple of three indices (m, n, k)")
         for index in indices:
