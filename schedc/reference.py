@@ -21,6 +21,7 @@ import numpy as np
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
 from .ir.numeric import binary
+from .ir.patterns import accumulated, strip_float_casts
 from .ir.types import ScalarType
 from .targets import MMAFragmentOp
 
@@ -60,38 +61,7 @@ def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] 
 
 
 def _accumulates(model) -> bool:
-    if len(model.statements) != 1:
-        return False
-    return _accumulated(model.statements[0]) is not None
-
-
-def _accumulated(store: Store) -> Expr | None:
-    """X when the statement is ``T = T + X`` (up to casts) and X does not read T."""
-    value = _strip_casts(store.value)
-    if not (isinstance(value, Binary) and value.op == "+"):
-        return None
-    for acc, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
-        acc = _strip_casts(acc)
-        same = isinstance(acc, Load) and acc.buffer == store.buffer and acc.index == store.index
-        if same and store.buffer not in _buffers_read(other):
-            return other
-    return None
-
-
-def _strip_casts(e: Expr) -> Expr:
-    while isinstance(e, Cast) and e.dtype.is_float:
-        e = e.operand
-    return e
-
-
-def _buffers_read(e: Expr) -> set[str]:
-    if isinstance(e, Load):
-        return {e.buffer}.union(*(_buffers_read(i) for i in e.index))
-    if isinstance(e, Binary):
-        return _buffers_read(e.lhs) | _buffers_read(e.rhs)
-    if isinstance(e, Unary | Cast):
-        return _buffers_read(e.operand)
-    return set()
+    return len(model.statements) == 1 and accumulated(model.statements[0]) is not None
 
 
 class _State:
@@ -159,7 +129,7 @@ class _State:
 
     def contract(self, store: Store) -> None:
         """``T[p] += X`` with every other dimension summed: one contraction."""
-        term = _accumulated(store)
+        term = accumulated(store)
         _, written = self.subscripts(store.index, self.dims)
         factors = _product_factors(term)
         if factors is not None:
@@ -209,7 +179,7 @@ def _depends_on(term: Expr) -> set[str]:
 
 def _product_factors(term: Expr) -> list[Expr] | None:
     """The two factors of ``X * Y`` (float casts aside), for a contraction by einsum."""
-    term = _strip_casts(term)
+    term = strip_float_casts(term)
     if isinstance(term, Binary) and term.op == "*":
         return [term.lhs, term.rhs]
     return None

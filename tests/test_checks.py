@@ -47,8 +47,50 @@ def test_grid_dimension_limit():
 
 def test_binding_a_reduction_loop_races():
     plan, args = simt(bind={"i": G.BLOCK_Y, "k": G.THREAD_X})
-    with pytest.raises(PlanError, match="k is bound to THREAD_X but does not index C.*64 values of k would race"):
+    with pytest.raises(PlanError, match=r"iterations \(i=0, j=0, ii=0, jj=0, k=0\) and \(i=0, j=0, ii=0, jj=0, k=1\) run concurrently \(THREAD_X k=0 vs 1\) and both write C\[0, 0\]: a race"):
         compile_plan(plan, args)
+
+
+def test_read_write_race_between_threads():
+    """B[i] = B[i + 1] + 1 with i on threads: a thread reads what its neighbour writes."""
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(65,), name="B")
+    nest = acc.Nest(64)
+    (i,) = nest.get_indices()
+    nest.iteration_logic(lambda: B.__setitem__(i, B[i + 1] + 1.0))
+    plan = nest.create_schedule().create_plan(H100)
+    plan.bind({i: G.THREAD_X})
+    with pytest.raises(PlanError, match=r"iterations \(i=0\) and \(i=1\) run concurrently \(THREAD_X i=0 vs 1\) and one writes what the other reads: B\[1\]"):
+        compile_plan(plan, (B,))
+
+
+def _wavefront():
+    """A[i + 1, j] = A[i, j + 1] * 0.5: iteration (i + 1, j) needs (i, j + 1) first."""
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(9, 9), name="A")
+    nest = acc.Nest(8, 8)
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: A.__setitem__((i + 1, j), A[i, j + 1] * 0.5))
+    return nest, (A,), i, j
+
+
+def test_reorder_that_breaks_a_dependence():
+    nest, args, i, j = _wavefront()
+    s = nest.create_schedule()
+    s.reorder(j, i)
+    with pytest.raises(acc.ScheduleError, match=r"reorder\(j, i\): statement 1 at \(j=0, i=1\) reads A\[1, 1\], which statement 1 at \(j=1, i=0\) writes earlier in the nest; the schedule runs them the other way round"):
+        compile_plan(s.create_plan(H100), args)
+    nest, args, i, j = _wavefront()
+    compile_plan(nest.create_schedule().create_plan(H100), args)  # the nest's own order is fine
+
+
+def test_reductions_may_be_reordered():
+    nest, args = matmul_arrays(16, 16, 16)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    kk = s.split(k, 4)
+    s.reorder(k, i, j, kk)  # the sum runs outermost: only its order changes
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
+    compile_plan(plan, args)
 
 
 def test_warps_need_tensorize():

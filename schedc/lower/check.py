@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import PlanError
+from .. import poly
+from ..errors import PlanError, ScheduleError
 from ..poly import PolyFacts
 from ..targets import MMAFragmentOp
 from .launch import Launch
@@ -13,7 +14,8 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_unrolled(model)
     _check_warps(model)
     _check_launch(model, launch)
-    _check_races(model, facts)
+    _check_races(model)
+    _check_order(model)
 
 
 def render_bindings(model) -> str:
@@ -87,17 +89,48 @@ def _check_launch(model, launch: Launch) -> None:
             raise PlanError(where, f"grid dimension {axis} is {got} blocks; {gpu.name} allows {limit}")
 
 
-def _check_races(model, facts: PolyFacts) -> None:
-    """Each grid coordinate must index every array written, or its threads write one element."""
-    bound = [(name, b.unit) for b in model.bindings for name in b.loops]
-    for access in facts.accesses:
-        if not access.is_write:
-            continue
-        for name, unit in bound:
-            if not any(s.coeff(name) for s in access.subscripts):
-                raise PlanError(
-                    render_bindings(model),
-                    f"{name} is bound to {unit.name} but does not index {access.array}, which "
-                    f"statement {access.statement + 1} writes: the {facts.loop(name).extent} "
-                    f"values of {name} would race on the same elements of {access.array}",
-                )
+def _check_races(model) -> None:
+    """Different grid coordinates must never touch an element that one of them writes."""
+    bound = [name for b in model.bindings for name in b.loops]
+    conflict = poly.find_race(model, bound)
+    if conflict is None:
+        return
+    units = {name: b.unit.name for b in model.bindings for name in b.loops}
+    differ = [n for n in bound if conflict.first[n] != conflict.second[n]]
+    where = ", ".join(f"{units[n]} {n}={conflict.first[n]} vs {conflict.second[n]}" for n in differ)
+    raise PlanError(
+        render_bindings(model),
+        f"iterations {_point(model, conflict.first)} and {_point(model, conflict.second)} run "
+        f"concurrently ({where}) and {_verbs(conflict)} {_element(conflict)}: a race",
+    )
+
+
+def _check_order(model) -> None:
+    """The loop order must keep every dependence (reductions may be reassociated)."""
+    bound = [name for b in model.bindings for name in b.loops]
+    conflict = poly.find_order_violation(model, bound)
+    if conflict is None:
+        return
+    order = ", ".join(lp.name for lp in model.loops)
+    raise ScheduleError(
+        f"reorder({order})",
+        f"statement {conflict.second_statement + 1} at {_point(model, conflict.second)} "
+        f"{'writes' if conflict.second_writes else 'reads'} {_element(conflict)}, which statement "
+        f"{conflict.first_statement + 1} at {_point(model, conflict.first)} "
+        f"{'writes' if conflict.first_writes else 'reads'} earlier in the nest; the schedule runs "
+        "them the other way round",
+    )
+
+
+def _point(model, values: dict[str, int]) -> str:
+    return "(" + ", ".join(f"{n}={values[n]}" for n in (lp.name for lp in model.loops)) + ")"
+
+
+def _element(conflict) -> str:
+    return f"{conflict.array}[{', '.join(str(e) for e in conflict.element)}]"
+
+
+def _verbs(conflict) -> str:
+    if conflict.first_writes and conflict.second_writes:
+        return "both write"
+    return "one writes what the other reads:"

@@ -14,15 +14,18 @@ constants in the constraints, so the cost does not grow with the problem size.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import islpy as isl
 
 from ..ir.affine import Affine
-from ..ir.kernel import Expr, register
-
-_PREFIX = "x_"  # keeps user index names clear of isl keywords (mod, and, ...)
+from ..ir.kernel import register
+from . import sets
+from .footprint import Footprint, footprint
+from .legality import Conflict, find_order_violation, find_race
+from .sets import Access
 
 
 @register
@@ -67,7 +70,7 @@ class AccessFacts:
 class PolyFacts:
     loops: tuple[LoopFacts, ...]
     guards: tuple[Guard, ...]
-    accesses: tuple[AccessFacts, ...]
+    accesses: tuple[Access, ...]
 
     def loop(self, name: str) -> LoopFacts:
         return next(lp for lp in self.loops if lp.name == name)
@@ -78,7 +81,12 @@ def analyze(model) -> PolyFacts:
     loops = tuple((lp.name, lp.begin, lp.end, lp.step) for lp in model.loops)
     groups = tuple((g.begin, g.end, g.members) for g in model.groups)
     domain = analyze_domain(loops, groups)
-    return PolyFacts(domain.loops, domain.guards, tuple(_accesses(model)))
+    names = [lp.name for lp in model.loops]
+    accesses = tuple(
+        dataclasses.replace(a, subscripts=_read_subscripts(a.relation(names), names))
+        for a in sets.accesses(model)
+    )
+    return PolyFacts(domain.loops, domain.guards, accesses)
 
 
 def analyze_domain(
@@ -87,37 +95,14 @@ def analyze_domain(
 ) -> DomainFacts:
     """Loop ranges (first/last value actually taken) and the guards partial tiles need."""
     names = [name for name, *_ in loops]
-    box = _box(loops)
-    domain = box.intersect(_group_set(names, groups))
+    box = sets.box(loops)
+    domain = box.intersect(sets.group_set(names, groups))
     if domain.is_empty():
         raise ValueError("the iteration domain is empty")
     facts = []
     for pos, (name, _begin, _end, step) in enumerate(loops):
         facts.append(LoopFacts(name, _constant(domain.dim_min(pos)), _constant(domain.dim_max(pos)), step))
     return DomainFacts(tuple(facts), _guards(domain.gist(box), names))
-
-
-def _space(names: Sequence[str]) -> str:
-    return "[" + ", ".join(_PREFIX + n for n in names) + "]"
-
-
-def _box(loops) -> isl.Set:
-    names = [name for name, *_ in loops]
-    parts = []
-    for name, begin, end, step in loops:
-        v = _PREFIX + name
-        parts.append(f"{begin} <= {v} < {end}")
-        if step > 1:
-            parts.append(f"({v} - {begin}) mod {step} = 0")
-    return isl.Set("{ " + _space(names) + " : " + " and ".join(parts) + " }")
-
-
-def _group_set(names: Sequence[str], groups) -> isl.Set:
-    parts = [
-        f"{begin} <= {' + '.join(_PREFIX + m for m in members)} < {end}"
-        for begin, end, members in groups
-    ]
-    return isl.Set("{ " + _space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
 
 
 def _constant(pw: isl.PwAff) -> int:
@@ -145,52 +130,21 @@ def _guards(gist: isl.Set, names: Sequence[str]) -> tuple[Guard, ...]:
     return tuple(sorted(out, key=lambda g: (g.affine.terms, g.affine.const)))
 
 
-def _accesses(model):
-    """Access relations ``{ [loops] -> A[subscripts] }``, read back as affine subscripts."""
-    names = [lp.name for lp in model.loops]
-    pieces: dict[str, Affine] = {}
-    for dim, (dim_name, _extent) in enumerate(model.dims):
-        pieces[dim_name] = Affine.make({lp.name: 1 for lp in model.loops if lp.dim == dim})
-    for n, statement in enumerate(model.statements):
-        for array, index, is_write in _statement_accesses(statement):
-            subscripts = [Affine.of(e).substitute(pieces) for e in index]
-            relation = isl.Map(
-                "{ " + _space(names) + f" -> {array}[" + ", ".join(_isl_affine(s) for s in subscripts) + "] }"
-            )
-            yield AccessFacts(n, array, _read_subscripts(relation, names), is_write)
-
-
-def _statement_accesses(statement):
-    from ..ir.kernel import Binary, Cast, Load, Unary
-
-    def loads(expr: Expr):
-        if isinstance(expr, Load):
-            yield expr.buffer, expr.index, False
-            for i in expr.index:
-                yield from loads(i)
-        elif isinstance(expr, Binary):
-            yield from loads(expr.lhs)
-            yield from loads(expr.rhs)
-        elif isinstance(expr, Unary | Cast):
-            yield from loads(expr.operand)
-
-    yield statement.buffer, statement.index, True
-    yield from loads(statement.value)
-
-
-def _isl_affine(a: Affine) -> str:
-    terms = [f"{c}*{_PREFIX}{name}" for name, c in a.terms]
-    return " + ".join([*terms, str(a.const)])
-
-
 def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, ...]:
+    """The affine subscripts of an access relation, read back from isl."""
     pma = isl.PwMultiAff.from_map(relation)
     out = []
     for d in range(pma.dim(isl.dim_type.out)):
-        (_, aff), = pma.get_pw_aff(d).get_pieces()
+        ((_, aff),) = pma.get_pw_aff(d).get_pieces()
         terms = {
             name: aff.get_coefficient_val(isl.dim_type.in_, pos).to_python()
             for pos, name in enumerate(names)
         }
         out.append(Affine.make(terms, aff.get_constant_val().to_python()))
     return tuple(out)
+
+
+__all__ = [
+    "Access", "Conflict", "DomainFacts", "Footprint", "Guard", "LoopFacts", "PolyFacts", "analyze",
+    "analyze_domain", "find_order_violation", "find_race", "footprint",
+]

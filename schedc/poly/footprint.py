@@ -1,0 +1,98 @@
+"""Footprints: the elements of an array that the loops at and inside an index touch, for fixed
+values of the outer loops, as a box with an affine origin and constant extents.
+
+The outer loops become isl parameters; the box comes from ``dim_min``/``dim_max`` of the image
+of the domain under the access relations. It is exact when every element of the box (inside
+the array) is touched; otherwise it over-approximates (strided or skewed accesses).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.affine import Affine
+from . import sets
+
+
+@dataclass(frozen=True)
+class Footprint:
+    array: str
+    index: str  # the loop the footprint is taken at
+    outer: tuple[str, ...]  # loops the origin depends on (the loops outside ``index``)
+    origin: tuple[Affine, ...]  # first element, per array dimension
+    extents: tuple[int, ...]
+    exact: bool
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.extents)
+
+    def __str__(self) -> str:
+        origin = ", ".join(_render(a) for a in self.origin)
+        shape = " x ".join(str(e) for e in self.extents)
+        note = "" if self.exact else " (over-approximation: not every element is touched)"
+        return f"{self.array}[{origin}] + [{shape}]{note}"
+
+
+def footprint(model, array: str, index: str) -> Footprint:
+    names = [lp.name for lp in model.loops]
+    if index not in names:
+        raise KeyError(f"no loop {index}")
+    position = names.index(index)
+    outer = names[:position]
+    relations = [a.relation(names) for a in sets.accesses(model) if a.array == array]
+    if not relations:
+        raise KeyError(f"no access to {array}")
+    relation = relations[0]
+    for r in relations[1:]:
+        relation = relation.union(r)
+    domain = sets.domain(model).move_dims(isl.dim_type.param, 0, isl.dim_type.set, 0, position)
+    relation = relation.move_dims(isl.dim_type.param, 0, isl.dim_type.in_, 0, position)
+    image = domain.apply(relation)
+    rank = image.dim(isl.dim_type.set)
+    origin, extents = [], []
+    for d in range(rank):
+        low, high = image.dim_min(d), image.dim_max(d)
+        origin.append(_affine(low, outer))
+        extents.append(high.sub(low).max_val().to_python() + 1)
+    exact = _is_exact(model, array, image, outer, origin, extents)
+    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact)
+
+
+def _affine(pw: isl.PwAff, outer: list[str]) -> Affine:
+    affines = set()
+    for domain, aff in pw.get_pieces():
+        aff = aff.gist(domain)
+        if aff.dim(isl.dim_type.div):
+            raise ValueError(f"footprint origin is not affine: {pw}")
+        terms = {
+            name: aff.get_coefficient_val(isl.dim_type.param, pos).to_python()
+            for pos, name in enumerate(outer)
+        }
+        affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
+    if len(affines) != 1:
+        raise ValueError(f"footprint origin differs between tiles: {pw}")
+    return affines.pop()
+
+
+def _is_exact(model, array, image, outer, origin, extents) -> bool:
+    shape = model.buffer(array).shape
+    parts = []
+    for d, (a, extent, size) in enumerate(zip(origin, extents, shape)):
+        low = sets.isl_affine(a)
+        parts.append(f"{low} <= e{d} < {low} + {extent} and 0 <= e{d} < {size}")
+    elements = ", ".join(f"e{d}" for d in range(len(shape)))
+    params = ", ".join(sets.PREFIX + n for n in outer)
+    box = isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
+    box = box.intersect_params(image.params())
+    return box.is_subset(image)
+
+
+def _render(a: Affine) -> str:
+    terms = [name if c == 1 else f"{c}*{name}" for name, c in a.terms]
+    if a.const or not terms:
+        terms.append(str(a.const))
+    return " + ".join(terms)

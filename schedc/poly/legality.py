@@ -1,0 +1,103 @@
+"""Legality of a plan, with witnesses: races between grid coordinates and loop orders that
+break a dependence. Every "no" comes with the two iterations and the element (isl lexmin).
+
+- A *race*: two iterations on different grid coordinates (blocks, warps or threads, which run
+  concurrently without synchronisation) touch the same element and one of them writes it.
+- An *order violation*: on one grid coordinate, two iterations touch the same element (one
+  writing), the nest runs them in one order and the schedule in the other. Updates of one
+  reduction ``T = T + X`` are exempt: they may be reassociated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from . import sets
+
+
+@dataclass(frozen=True)
+class Conflict:
+    kind: str  # "race" or "order"
+    array: str
+    element: tuple[int, ...]
+    first: dict[str, int]  # loop values of the iteration the nest runs first (race: either)
+    second: dict[str, int]
+    first_writes: bool
+    second_writes: bool
+    first_statement: int
+    second_statement: int
+
+
+def find_race(model, bound: list[str]) -> Conflict | None:
+    """Two different grid coordinates touching one element, one writing; None if none."""
+    if not bound:
+        return None
+    names = [lp.name for lp in model.loops]
+    projection = _projection(names, bound)
+    ordered = projection.apply_range(isl.Map.lex_lt(projection.range().get_space())).apply_range(projection.reverse())
+    return _first_conflict(model, names, ordered, "race", exempt_reductions=False)
+
+
+def find_order_violation(model, bound: list[str]) -> Conflict | None:
+    """A dependence the schedule runs backwards on one grid coordinate; None if none."""
+    names = [lp.name for lp in model.loops]
+    nest = _nest_values(model, names)
+    nest_before = nest.apply_range(isl.Map.lex_lt(nest.range().get_space())).apply_range(nest.reverse())
+    same_place = _same_coordinates(names, bound)
+    schedule_after = isl.Map.lex_gt(sets.domain(model).get_space())
+    pairs = nest_before.intersect(same_place).intersect(schedule_after)
+    return _first_conflict(model, names, pairs, "order", exempt_reductions=True)
+
+
+def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: bool) -> Conflict | None:
+    domain = sets.domain(model)
+    pairs = pairs.intersect_domain(domain).intersect_range(domain)
+    accesses = sets.accesses(model)
+    found: list[Conflict] = []
+    for a in accesses:
+        for b in accesses:
+            if a.array != b.array or not (a.is_write or b.is_write):
+                continue
+            if exempt_reductions and a.statement == b.statement and a.reduction and b.reduction:
+                continue
+            same_element = a.relation(names).apply_range(b.relation(names).reverse())
+            conflict = pairs.intersect(same_element)
+            if conflict.is_empty():
+                continue
+            point = conflict.wrap().lexmin().sample_point()
+            values = sets.point_values(point, [f"{n}#1" for n in names] + [f"{n}#2" for n in names])
+            first = {n: values[f"{n}#1"] for n in names}
+            second = {n: values[f"{n}#2"] for n in names}
+            element = tuple(s.evaluate(first) for s in a.subscripts)
+            found.append(Conflict(kind, a.array, element, first, second, a.is_write, b.is_write,
+                                  a.statement, b.statement))
+    return min(found, key=_rank) if found else None
+
+
+def _rank(c: Conflict) -> tuple:
+    return (tuple(c.first.values()), tuple(c.second.values()), c.first_statement, c.second_statement)
+
+
+def _projection(names, keep) -> isl.Map:
+    """{ [loops] -> [the loops in ``keep``] }"""
+    target = "[" + ", ".join(sets.PREFIX + n for n in keep) + "]"
+    return isl.Map("{ " + sets.space(names) + " -> " + target + " }")
+
+
+def _same_coordinates(names, bound) -> isl.Map:
+    """{ x -> y : every bound loop equal }"""
+    if not bound:
+        return isl.Map.universe(isl.Map("{ " + sets.space(names) + " -> " + sets.space(names) + " }").get_space())
+    projection = _projection(names, bound)
+    return projection.apply_range(projection.reverse())
+
+
+def _nest_values(model, names) -> isl.Map:
+    """{ [loops] -> [nest dimension values] }: each dimension is the sum of its loops."""
+    sums = []
+    for dim in range(len(model.dims)):
+        members = [sets.PREFIX + lp.name for lp in model.loops if lp.dim == dim]
+        sums.append(" + ".join(members) if members else "0")
+    return isl.Map("{ " + sets.space(names) + " -> [" + ", ".join(sums) + "] }")

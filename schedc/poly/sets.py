@@ -1,0 +1,102 @@
+"""isl objects of a Model: the iteration domain over schedule loops and the access relations.
+
+Loop names are prefixed (``x_i``) to keep them clear of isl keywords; callers outside poly never
+see isl objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.affine import Affine
+from ..ir.kernel import Binary, Cast, Expr, Load, Store, Unary
+from ..ir.patterns import accumulated
+
+PREFIX = "x_"
+
+
+def space(names: Sequence[str]) -> str:
+    return "[" + ", ".join(PREFIX + n for n in names) + "]"
+
+
+def box(loops) -> isl.Set:
+    """Each loop in its own range: ``begin <= x < end``, ``x = begin + step * t``."""
+    names = [name for name, *_ in loops]
+    parts = []
+    for name, begin, end, step in loops:
+        v = PREFIX + name
+        parts.append(f"{begin} <= {v} < {end}")
+        if step > 1:
+            parts.append(f"({v} - {begin}) mod {step} = 0")
+    return isl.Set("{ " + space(names) + " : " + " and ".join(parts) + " }")
+
+
+def group_set(names: Sequence[str], groups) -> isl.Set:
+    parts = [
+        f"{begin} <= {' + '.join(PREFIX + m for m in members)} < {end}"
+        for begin, end, members in groups
+    ]
+    return isl.Set("{ " + space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
+
+
+def domain(model) -> isl.Set:
+    loops = [(lp.name, lp.begin, lp.end, lp.step) for lp in model.loops]
+    groups = [(g.begin, g.end, g.members) for g in model.groups]
+    return box(loops).intersect(group_set([lp.name for lp in model.loops], groups))
+
+
+def isl_affine(a: Affine) -> str:
+    terms = [f"{c}*{PREFIX}{name}" for name, c in a.terms]
+    return " + ".join([*terms, str(a.const)])
+
+
+@dataclass(frozen=True)
+class Access:
+    """One access of a statement, with its subscripts over schedule loops."""
+
+    statement: int
+    array: str
+    subscripts: tuple[Affine, ...]
+    is_write: bool
+    reduction: bool  # the target's read or write in a reduction ``T = T + X``
+
+    def relation(self, names: Sequence[str]) -> isl.Map:
+        subs = ", ".join(isl_affine(s) for s in self.subscripts)
+        return isl.Map("{ " + space(names) + f" -> {self.array}[{subs}] }}")
+
+
+def accesses(model) -> list[Access]:
+    """Every access of every statement (the write first), in schedule-loop terms."""
+    pieces: dict[str, Affine] = {}
+    for dim, (dim_name, _extent) in enumerate(model.dims):
+        pieces[dim_name] = Affine.make({lp.name: 1 for lp in model.loops if lp.dim == dim})
+    out = []
+    for n, statement in enumerate(model.statements):
+        reduction = accumulated(statement) is not None
+        for array, index, is_write in _statement_accesses(statement):
+            subscripts = tuple(Affine.of(e).substitute(pieces) for e in index)
+            target = array == statement.buffer and index == statement.index
+            out.append(Access(n, array, subscripts, is_write, reduction and target))
+    return out
+
+
+def _statement_accesses(statement: Store):
+    def loads(expr: Expr):
+        if isinstance(expr, Load):
+            yield expr.buffer, expr.index, False
+        elif isinstance(expr, Binary):
+            yield from loads(expr.lhs)
+            yield from loads(expr.rhs)
+        elif isinstance(expr, Unary | Cast):
+            yield from loads(expr.operand)
+
+    yield statement.buffer, statement.index, True
+    yield from loads(statement.value)
+
+
+def point_values(point: isl.Point, names: Sequence[str], dim_type=None) -> dict[str, int]:
+    kind = isl.dim_type.set if dim_type is None else dim_type
+    return {n: point.get_coordinate_val(kind, pos).to_python() for pos, n in enumerate(names)}
