@@ -128,3 +128,54 @@ def test_access_relations_are_read_back_from_isl():
     facts = poly.analyze(model)
     a = next(x for x in facts.accesses if x.array == "A")
     assert a.subscripts == (Affine.make({"i": 1, "ii": 1}), Affine.make({"k": 1}))
+
+
+@st.composite
+def strided_nests(draw):
+    M, K = draw(st.integers(1, 20)), draw(st.integers(1, 12))
+    a, b = draw(st.integers(1, 3)), draw(st.integers(0, 2))  # A[a*i + b, k]
+    bi = draw(st.integers(1, M))
+    bk = draw(st.integers(1, K))
+    transposed = draw(st.booleans())
+    return M, K, a, b, bi, bk, transposed
+
+
+@settings(max_examples=50, deadline=None)
+@given(strided_nests(), st.integers(0, 3))
+def test_footprints_match_enumeration(params, cut):
+    """The box's origin and extents bound exactly the elements touched inside each loop, and
+    "exact" means every element of the box is touched (strides leave holes)."""
+    M, K, a, b, bi, bk, transposed = params
+    layout = acc.Array.Layout.LAST_MAJOR if transposed else acc.Array.Layout.FIRST_MAJOR
+    A = acc.Array(role=acc.Role.INPUT, shape=(a * (M - 1) + b + 1, K), layout=layout, name="A")
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M,), name="S")
+    nest = acc.Nest(M, K)
+    i, k = nest.get_indices()
+    nest.iteration_logic(lambda: S.__setitem__(i, S[i] + A[a * i + b, k]))
+    s = nest.create_schedule()
+    ii, kk = s.split(i, bi), s.split(k, bk)
+    s.reorder(i, k, ii, kk)
+    model = compile_plan(s.create_plan(H100), (A, S))[0]
+    loops = [lp.name for lp in model.loops]
+    index = loops[min(cut, len(loops) - 1)]
+    fp = poly.footprint(model, "A", index)
+    position = loops.index(index)
+    facts = poly.analyze(model)
+    touched: dict[tuple, set] = {}
+    for values in itertools.product(*(range(lp.begin, lp.end, lp.step) for lp in model.loops)):
+        env = dict(zip(loops, values))
+        if not all(g.affine.evaluate(env) >= 0 for g in facts.guards):
+            continue
+        outer = tuple(values[:position])
+        row = a * (env[i.name] + env[ii.name]) + b
+        touched.setdefault(outer, set()).add((row, env[k.name] + env[kk.name]))
+    covered = []
+    for outer, elements in touched.items():
+        env = dict(zip(loops[:position], outer))
+        origin = [o.evaluate(env) for o in fp.origin]
+        assert all(origin[d] <= e[d] < origin[d] + fp.extents[d] for e in elements for d in range(2))
+        box = {(r, c) for r in range(origin[0], origin[0] + fp.extents[0])
+               for c in range(origin[1], origin[1] + fp.extents[1])
+               if r < A.shape[0] and c < A.shape[1]}
+        covered.append(box == elements)
+    assert fp.exact == all(covered)
