@@ -113,6 +113,36 @@ def _without_runtime(source: str) -> str:
 
 
 @main.command()
+@click.argument("script", type=click.Path(dir_okay=False))
+def check(script: str) -> None:
+    """Check SCRIPT's plans without building: the scheduled loop nest, launch, footprints of each
+    array inside each loop, resources and occupancy, and every error, with the nest marked."""
+    from . import show as views
+    from .package.build import session
+
+    path = Path(script)
+    if not path.is_file():
+        _fail(f"{script}: no such script")
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        with session(show_only=True) as built:
+            runpy.run_path(str(path), run_name="__main__")
+    except SchedcError as e:
+        if e.model is not None:
+            click.echo(f"== {e.model.function} for {e.model.gpu.name}")
+            click.echo(views.loop_nest(e.model, marked=e.loops))
+        _fail(str(e))
+    finally:
+        sys.path.pop(0)
+    if not built.shown:
+        _fail(f"{script} adds no function to a package")
+    for package, model, kernel, _ in built.shown:
+        click.echo(views.report(package, model, kernel))
+    click.echo("checks passed: launch limits, bounds, races, loop order" +
+               (", tensorization" if any(m.tensorize for _, m, _, _ in built.shown) else ""))
+
+
+@main.command()
 @click.argument("package", type=click.Path())
 @click.option("--blocks", type=click.IntRange(min=1), default=None,
               help="Emulate this many blocks spread over the grid (default: all).")

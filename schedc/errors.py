@@ -9,14 +9,16 @@ class SchedcError(Exception):
     """Base class of every error schedc raises on purpose.
 
     ``where`` names the primitive call or object (``split(i, 0)``, ``A``); ``what`` says what is
-    wrong, with the numbers; ``detail`` is an optional longer rendering (a loop nest with the
-    offending loop marked) shown by the CLI.
+    wrong, with the numbers; ``detail`` is an optional longer text; ``loops`` names the schedule
+    loops concerned, which ``schedc check`` marks in the loop nest.
     """
 
-    def __init__(self, where: str, what: str, detail: str = "") -> None:
+    def __init__(self, where: str, what: str, detail: str = "", loops: tuple[str, ...] = ()) -> None:
         self.where = where
         self.what = what
         self.detail = detail
+        self.loops = tuple(loops)  # schedule loops the error is about (marked in the detailed form)
+        self.model = None  # the frozen Model being compiled, when there is one
         super().__init__(f"{where}: {what}" if where else what)
 
 

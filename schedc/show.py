@@ -5,12 +5,14 @@ from __future__ import annotations
 from . import poly
 from .codegen.cuda import Printer
 from .ir.kernel import Cast, Kernel
+from .lower import resources
 from .lower.launch import launch_shape
 from .lower.loops import in_loops
 
 
-def loop_nest(model) -> str:
-    """The loop nest after scheduling, each loop marked with its binding or role."""
+def loop_nest(model, marked: tuple[str, ...] = ()) -> str:
+    """The loop nest after scheduling, each loop annotated with its binding or role; loops in
+    ``marked`` (those an error is about) get an arrow."""
     facts = poly.analyze(model)
     tile = model.tensorize.loops if model.tensorize else ()
     lines = []
@@ -27,7 +29,8 @@ def loop_nest(model) -> str:
             marks.append("unrolled")
         marks.append(f"{f.extent} iterations")
         head = f"{'  ' * depth}for {spec.name} in range({spec.begin}, {spec.end}, {spec.step}):"
-        lines.append(f"{head:<48} # {', '.join(marks)}")
+        arrow = "   <-- here" if spec.name in marked else ""
+        lines.append(f"{head:<48} # {', '.join(marks)}{arrow}")
     pad = "  " * len(model.loops)
     for statement in _statements(model):
         lines.append(pad + statement)
@@ -67,3 +70,37 @@ def launch(model, kernel: Kernel) -> str:
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "
         f"{kernel.index_type} indexing"
     )
+
+
+def footprints(model) -> list[str]:
+    """Each array's footprint inside each loop (tile loops excepted), for fixed outer loops."""
+    tile = set(model.tensorize.loops) if model.tensorize else set()
+    lines = []
+    for buffer in model.buffers:
+        lines.append(f"  {buffer.name} {buffer.dtype.value}{list(buffer.shape)}:")
+        for spec in model.loops:
+            if spec.name in tile:
+                continue
+            fp = poly.footprint(model, buffer.name, spec.name)
+            size = fp.elements * buffer.dtype.size
+            lines.append(f"    inside {spec.name:<6} {fp}  ({fp.elements} elements, {size} bytes)")
+    return lines
+
+
+def report(package: str, model, kernel: Kernel) -> str:
+    """What ``schedc check`` prints for one function."""
+    gpu = model.gpu
+    use = resources.estimate(kernel, gpu)
+    lines = [
+        f"== {package}.{model.function} for {gpu.name} (sm_{gpu.sm})",
+        loop_nest(model),
+        f"launch: {launch(model, kernel)}",
+        "footprints (elements touched inside each loop, outer loops fixed):",
+        *footprints(model),
+        f"shared memory: {use.shared_bytes} bytes per block (static limit {gpu.shared_memory_static}, "
+        f"opt-in limit {gpu.shared_memory_max})",
+        f"registers: about {use.registers} per thread (estimate)",
+        f"occupancy: {use.blocks_per_sm} block(s) of {use.threads} threads per SM, limited by {use.limited_by}",
+    ]
+    lines += [f"warning: {w}" for w in use.warnings(gpu)]
+    return "\n".join(lines) + "\n"

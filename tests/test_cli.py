@@ -78,3 +78,37 @@ def test_help_lists_commands():
     for command in ("build", "show", "emulate", "verify", "bench"):
         assert command in result.output
     json.dumps({})
+
+
+def test_check_reports_footprints_and_resources():
+    result = CliRunner().invoke(main, ["check", str(ROOT / "samples" / "tensor_matmul.py")])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "inside ii     A[i, k] + [32 x 16]  (512 elements, 1024 bytes)" in out
+    assert "inside jj     C[i + ii, j] + [16 x 32]  (512 elements, 2048 bytes)" in out
+    assert "shared memory: 0 bytes per block (static limit 49152, opt-in limit 232448)" in out
+    assert "registers: about 40 per thread (estimate)" in out  # 24 + c 8 + a 4 + b 4
+    assert "occupancy: 12 block(s) of 128 threads per SM, limited by registers per SM (65536)" in out
+    assert "checks passed: launch limits, bounds, races, loop order, tensorization" in out
+
+
+def test_check_marks_the_offending_loop(tmp_path):
+    script = tmp_path / "racy.py"
+    script.write_text(
+        "import schedc as acc\n"
+        "A = acc.Array(role=acc.Role.INPUT, shape=(64, 64))\n"
+        "C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64,))\n"
+        "nest = acc.Nest(64, 64)\n"
+        "i, j = nest.get_indices()\n"
+        "nest.iteration_logic(lambda: C.__setitem__(i, C[i] + A[i, j]))\n"
+        "target = acc.Target(acc.Target.Model.NVIDIA_H100)\n"
+        "plan = nest.create_schedule().create_plan(target)\n"
+        "plan.bind({i: target.GridUnit.BLOCK_X, j: target.GridUnit.THREAD_X})\n"
+        "p = acc.Package()\n"
+        "p.add(plan, args=(A, C), base_name='rowsum')\n"
+        "p.build('rowsum')\n"
+    )
+    result = CliRunner().invoke(main, ["check", str(script)])
+    assert result.exit_code == 1
+    assert "  for j in range(0, 64, 1):" in result.output and "THREAD_X, 64 iterations   <-- here" in result.output
+    assert "error: bind({i: BLOCK_X, j: THREAD_X}): iterations (i=0, j=0) and (i=0, j=1) run concurrently" in result.output

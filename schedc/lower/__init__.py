@@ -11,6 +11,7 @@ import pprint
 import sys
 
 from .. import poly
+from ..errors import SchedcError
 from ..ir.kernel import Kernel
 from ..targets import Target
 from . import check, launch, loops, simplify, tensor
@@ -19,7 +20,15 @@ PASSES = ("analyze", "launch", "check", "tensorize", "lower", "simplify")
 
 
 def compile_model(model) -> Kernel:
-    """Model → Kernel: the passes in order."""
+    """Model → Kernel: the passes in order. A SchedcError raised on the way carries ``model``."""
+    try:
+        return _passes(model)
+    except SchedcError as error:
+        error.model = error.model or model
+        raise
+
+
+def _passes(model) -> Kernel:
     target = Target(model.target)
     facts = _dump("analyze", poly.analyze(model))  # 1. domain, loop ranges, guards, accesses
     shape = _dump("launch", launch.launch_shape(model, facts))  # 2. grid, block, coordinates

@@ -57,9 +57,11 @@ def _check_unrolled(model) -> None:
     for name in model.unrolled:
         unit = model.binding_of(name)
         if unit is not None:
-            raise PlanError(f"unroll({name})", f"{name} is bound to {unit.name}; only loops can be unrolled")
+            raise PlanError(f"unroll({name})", f"{name} is bound to {unit.name}; only loops can be unrolled",
+                            loops=(name,))
         if name in tile:
-            raise PlanError(f"unroll({name})", f"{name} is tensorized; its tile is one tensor-core operation")
+            raise PlanError(f"unroll({name})", f"{name} is tensorized; its tile is one tensor-core operation",
+                            loops=(name,))
 
 
 def _check_warps(model) -> None:
@@ -75,18 +77,20 @@ def _check_warps(model) -> None:
 def _check_launch(model, launch: Launch) -> None:
     gpu = model.gpu
     where = render_bindings(model)
+    bound = tuple(name for b in model.bindings for name in b.loops)
     if launch.threads > gpu.max_threads_per_block:
         raise PlanError(
             where,
             f"{launch.threads} threads per block (block {launch.block[0]} x {launch.block[1]} x "
             f"{launch.block[2]}); {gpu.name} allows {gpu.max_threads_per_block}",
+            loops=bound,
         )
     for axis, got, limit in zip("xyz", launch.block, gpu.max_block_dims):
         if got > limit:
-            raise PlanError(where, f"block dimension {axis} is {got}; {gpu.name} allows {limit}")
+            raise PlanError(where, f"block dimension {axis} is {got}; {gpu.name} allows {limit}", loops=bound)
     for axis, got, limit in zip("xyz", launch.grid, gpu.max_grid_dims):
         if got > limit:
-            raise PlanError(where, f"grid dimension {axis} is {got} blocks; {gpu.name} allows {limit}")
+            raise PlanError(where, f"grid dimension {axis} is {got} blocks; {gpu.name} allows {limit}", loops=bound)
 
 
 def _check_races(model) -> None:
@@ -102,6 +106,7 @@ def _check_races(model) -> None:
         render_bindings(model),
         f"iterations {_point(model, conflict.first)} and {_point(model, conflict.second)} run "
         f"concurrently ({where}) and {_verbs(conflict)} {_element(conflict)}: a race",
+        loops=tuple(differ),
     )
 
 
@@ -119,6 +124,7 @@ def _check_order(model) -> None:
         f"{conflict.first_statement + 1} at {_point(model, conflict.first)} "
         f"{'writes' if conflict.first_writes else 'reads'} earlier in the nest; the schedule runs "
         "them the other way round",
+        loops=tuple(n for n in conflict.first if conflict.first[n] != conflict.second[n]),
     )
 
 

@@ -62,6 +62,14 @@ def where(model) -> str:
 
 def match(model, facts: PolyFacts, target) -> TensorMatch:
     """Check the tensorized loops and statement; describe the three tiles."""
+    try:
+        return _match(model, facts, target)
+    except PlanError as error:
+        error.loops = error.loops or model.tensorize.loops
+        raise
+
+
+def _match(model, facts: PolyFacts, target) -> TensorMatch:
     t = model.tensorize
     here = where(model)
     _check_loops(model, facts, here)

@@ -1,0 +1,66 @@
+"""Per-block resources of a kernel and the occupancy they allow, from the target table.
+
+Registers are an estimate (ptxas decides): a base for indices and addresses, two per value a
+statement loads, and each tensor-core fragment's share of a warp's tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.kernel import Fragment, Kernel, Load, Store, walk_statements
+
+BASE_REGISTERS = 24
+MAX_REGISTERS_WARNING = 255
+
+
+@dataclass(frozen=True)
+class Resources:
+    threads: int
+    shared_bytes: int
+    registers: int  # per thread, estimated
+    blocks_per_sm: int
+    limited_by: str
+
+    def warnings(self, gpu) -> list[str]:
+        out = []
+        if self.registers > gpu.max_registers_per_thread:
+            out.append(f"about {self.registers} registers per thread (estimate) exceed the "
+                       f"{gpu.max_registers_per_thread} a thread can have: values will spill to local memory")
+        if self.blocks_per_sm == 0:
+            out.append("no block fits on a multiprocessor")
+        return out
+
+
+def registers(kernel: Kernel) -> int:
+    total = BASE_REGISTERS
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Fragment):
+            rows, cols = {"matrix_a": (s.m, s.k), "matrix_b": (s.k, s.n), "accumulator": (s.m, s.n)}[s.use]
+            size = 4 if s.precision == "tf32" else s.dtype.size
+            total += -(-rows * cols * size // (32 * 4))
+        elif isinstance(s, Store):
+            total += 2 * (1 + _loads(s.value))
+    return total
+
+
+def _loads(expr) -> int:
+    if isinstance(expr, Load):
+        return 1
+    return sum(_loads(getattr(expr, f)) for f in ("lhs", "rhs", "operand") if hasattr(expr, f))
+
+
+def estimate(kernel: Kernel, gpu) -> Resources:
+    threads = kernel.threads_per_block
+    warps = -(-threads // gpu.warp_size)
+    regs = registers(kernel)
+    shared = kernel.dynamic_shared_bytes
+    limits = {
+        f"blocks per SM ({gpu.max_blocks_per_sm})": gpu.max_blocks_per_sm,
+        f"threads per SM ({gpu.max_threads_per_sm})": gpu.max_threads_per_sm // (warps * gpu.warp_size),
+        f"registers per SM ({gpu.registers_per_sm})": gpu.registers_per_sm // (min(regs, 255) * warps * gpu.warp_size),
+    }
+    if shared:
+        limits[f"shared memory per SM ({gpu.shared_memory_per_sm} bytes)"] = gpu.shared_memory_per_sm // shared
+    reason, blocks = min(limits.items(), key=lambda item: item[1])
+    return Resources(threads, shared, regs, blocks, reason)
