@@ -135,6 +135,8 @@ def build(plan, args, name: str, directory: Path) -> Path:
 # (name, builder, emulated blocks or None for all) for the variant matrix
 VARIANTS = {
     "simt_tails": (lambda: simt_matmul(100, 70, 33), None),
+    "simt_17x33x65": (lambda: simt_matmul(17, 33, 65, block=(8, 16), unroll_k=8), None),
+    "simt_1000_cubed": (lambda: simt_matmul(1000, 1000, 1000), 3),
     "simt_tuple_grid_unroll": (lambda: simt_matmul(64, 96, 48, block=(16, 32), tuple_grid=True, unroll_k=8), None),
     "fp16_colmajor_b": (lambda: tensor_matmul(64, 96, 64, b_layout=LAST), None),
     "fp16_acc_fp16": (lambda: tensor_matmul(64, 64, 64, result=T.float16), None),

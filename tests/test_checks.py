@@ -305,3 +305,15 @@ def test_layout_last_major_tensorizes():
     plan, args = tensorized(b_layout=LAST)
     model, kernel = compile_plan(plan, args)
     assert "col_major" in repr(kernel.body)
+
+
+def test_output_must_be_fully_written():
+    A = acc.Array(role=acc.Role.INPUT, shape=(8, 8), name="A")
+    C = acc.Array(role=acc.Role.OUTPUT, shape=(8, 9), name="C")
+    nest = acc.Nest(8, 8)
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: C.__setitem__((i, j + 1), A[i, j]))
+    plan = nest.create_schedule().create_plan(H100)
+    plan.bind({i: G.THREAD_Y, j: G.THREAD_X})
+    with pytest.raises(PlanError, match=r"Role.OUTPUT array C\[8, 9\] is not fully written: no iteration writes C\[0, 0\]"):
+        compile_plan(plan, (A, C))

@@ -93,16 +93,26 @@ class Nest:
 
 
 def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:
-    """Subscripts over the whole iteration box must stay inside the array (corners suffice)."""
+    """Subscripts over the whole iteration box must stay inside the array. The box is a nest's
+    domain, where an affine subscript takes its extremes at corners: the witness is exact."""
     dims = {index.name: n for index, n in zip(nest.indices, nest.shape)}
-    for axis, (subscript, size) in enumerate(zip(access.indices, access.array.shape)):
+    for subscript, size in zip(access.indices, access.array.shape):
         terms, const = affine_terms(subscript)
-        low = const + sum(min(0, c * (dims[name] - 1)) for name, c in terms.items())
-        high = const + sum(max(0, c * (dims[name] - 1)) for name, c in terms.items())
-        if low < 0 or high >= size:
-            bad = low if low < 0 else high
-            raise NestError(
-                str(statement),
-                f"subscript {axis} of {access.array.display_name} reaches {bad}, outside "
-                f"0..{size - 1} (array shape {access.array.shape}, nest shape {nest.shape})",
-            )
+        for too_low in (True, False):
+            corner = {name: (dims[name] - 1 if (c < 0) == too_low else 0) for name, c in terms.items()}
+            value = const + sum(c * corner[name] for name, c in terms.items())
+            if (value < 0) if too_low else (value >= size):
+                point = {name: corner.get(name, 0) for name in dims}
+                element = [_evaluate(s, point) for s in access.indices]
+                verb = "writes" if access is statement.target else "reads"
+                shown = ", ".join(f"{k}={v}" for k, v in point.items())
+                raise NestError(
+                    str(statement),
+                    f"iteration ({shown}) {verb} {access.array.display_name}"
+                    f"[{', '.join(map(str, element))}] outside its shape {access.array.shape}",
+                )
+
+
+def _evaluate(subscript, point: dict[str, int]) -> int:
+    terms, const = affine_terms(subscript)
+    return const + sum(c * point[name] for name, c in terms.items())

@@ -27,6 +27,16 @@ def render_bindings(model) -> str:
 
 
 def _check_roles(model) -> None:
+    for buffer in model.buffers:
+        if buffer.role == "output":
+            missing = poly.unwritten_element(model, buffer.name)
+            if missing is not None:
+                raise PlanError(
+                    f"{buffer.name}",
+                    f"Role.OUTPUT array {buffer.name}{list(buffer.shape)} is not fully written: no "
+                    f"iteration writes {buffer.name}[{', '.join(map(str, missing))}]; use Role.INPUT_OUTPUT "
+                    "to keep the elements the nest does not write",
+                )
     t = model.tensorize
     fills = t is not None and t.prologue_op is MMAFragmentOp.SET
     for n, statement in enumerate(model.statements):

@@ -24,7 +24,7 @@ from ..ir.affine import Affine
 from ..ir.kernel import register
 from . import sets
 from .footprint import Footprint, footprint
-from .legality import Conflict, find_order_violation, find_race
+from .legality import Conflict, find_order_violation, find_race, unwritten_element
 from .sets import Access
 
 
@@ -146,5 +146,5 @@ def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, .
 
 __all__ = [
     "Access", "Conflict", "DomainFacts", "Footprint", "Guard", "LoopFacts", "PolyFacts", "analyze",
-    "analyze_domain", "find_order_violation", "find_race", "footprint",
+    "analyze_domain", "find_order_violation", "find_race", "footprint", "unwritten_element",
 ]

@@ -101,3 +101,20 @@ def _nest_values(model, names) -> isl.Map:
         members = [sets.PREFIX + lp.name for lp in model.loops if lp.dim == dim]
         sums.append(" + ".join(members) if members else "0")
     return isl.Map("{ " + sets.space(names) + " -> [" + ", ".join(sums) + "] }")
+
+
+def unwritten_element(model, array: str) -> tuple[int, ...] | None:
+    """An element of ``array`` no statement writes (the lexicographically first), or None."""
+    names = [lp.name for lp in model.loops]
+    domain = sets.domain(model)
+    shape = model.buffer(array).shape
+    elements = ", ".join(f"e{d}" for d in range(len(shape)))
+    bounds = " and ".join(f"0 <= e{d} < {n}" for d, n in enumerate(shape))
+    missing = isl.Set(f"{{ {array}[{elements}] : {bounds} }}")
+    for access in sets.accesses(model):
+        if access.is_write and access.array == array:
+            missing = missing.subtract(domain.apply(access.relation(names)))
+    if missing.is_empty():
+        return None
+    point = missing.lexmin().sample_point()
+    return tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(len(shape)))
