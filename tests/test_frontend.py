@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import schedc as acc
 from schedc import NestError, PlanError, ScheduleError, TargetError
@@ -254,3 +256,20 @@ def test_targets():
     v100 = acc.Target(acc.Target.Model.NVIDIA_V100).tensor_core_info
     with pytest.raises(TargetError, match="NVIDIA V100 tensor cores have no M16xN16xK8_B1"):
         v100.compute_tensor_splits(acc.MMAShape.M16xN16xK8_B1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(-2, 2), st.integers(-2, 2), st.integers(-3, 3),
+       st.integers(1, 12))
+def test_bounds_verdict_matches_enumeration(M, N, a, b, c, size):
+    """A[a*i + b*j + c] is accepted exactly when every iteration stays inside A."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(size,))
+    B = acc.Array(role=acc.Role.OUTPUT, shape=(M, N))
+    nest = acc.Nest(M, N)
+    i, j = nest.get_indices()
+    inside = all(0 <= a * x + b * y + c < size for x in range(M) for y in range(N))
+    if inside:
+        nest.iteration_logic(lambda: B.__setitem__((i, j), A[a * i + b * j + c]))
+    else:
+        with pytest.raises(NestError, match="outside its shape"):
+            nest.iteration_logic(lambda: B.__setitem__((i, j), A[a * i + b * j + c]))

@@ -140,12 +140,17 @@ def _check_loops(model, facts: PolyFacts, here: str) -> None:
                 "and blocks, not threads",
             )
     for guard in facts.guards:
-        inside = guard.affine.variables() & set(t.loops)
+        inside = sorted(guard.affine.variables() & set(t.loops))
         if inside:
+            loop = model.loop(inside[0])
+            dim, extent = model.dims[loop.dim]
+            tile = facts.loop(loop.name).extent * loop.step
             raise PlanError(
                 here,
-                f"the tile loops {', '.join(sorted(inside))} would cross the end of the iteration "
-                "space (a split does not divide it); tensor-core tiles cannot be partial",
+                f"dimension {dim} has {extent} values, not a multiple of {loop.name}'s {tile}-value "
+                f"tile: the last tile would be partial ({extent % tile} values), which tensor-core "
+                "operations cannot do",
+                loops=tuple(inside),
             )
 
 
