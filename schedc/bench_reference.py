@@ -14,6 +14,7 @@ from collections.abc import Callable
 from .errors import LaunchError
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Load
+from .ir.patterns import buffers_read
 from .ir.types import ScalarType
 from .package import driver
 
@@ -116,7 +117,7 @@ def _cublas(model, seed: int, sets: int):
 
 
 def _copy(model):
-    read = {load for s in model.statements for load in _loads(s.value)}
+    read = set().union(*(buffers_read(s.value) for s in model.statements))
     total = 0
     for b in model.buffers:
         if b.kind != "param":
@@ -132,13 +133,3 @@ def _copy(model):
         driver.copy_device(target.pointer, source.pointer, nbytes)
 
     return f"device copy of {nbytes} bytes (cuMemcpyDtoD)", launch
-
-
-def _loads(e):
-    if isinstance(e, Load):
-        yield e.buffer
-    elif isinstance(e, Binary):
-        yield from _loads(e.lhs)
-        yield from _loads(e.rhs)
-    elif hasattr(e, "operand"):
-        yield from _loads(e.operand)

@@ -142,58 +142,57 @@ def check(script: str) -> None:
                (", tensorization" if any(m.tensorize for _, m, _, _ in built.shown) else ""))
 
 
+def _run_options(command):
+    """--function, --seed and --tolerance, shared by emulate and verify."""
+    command = click.option("--tolerance", type=float, default=None,
+                           help="Relative error allowed (default: by type).")(command)
+    command = click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")(command)
+    return click.option("--function", "function", default=None, help="Only this function.")(command)
+
+
+def _report(title: str, run) -> bool:
+    """Print one function's comparison; whether it passed."""
+    try:
+        reports = run()
+    except SchedcError as e:
+        _fail(str(e))
+    click.echo(title)
+    for report in reports:
+        click.echo(f"  {report}")
+    return all(r.passed for r in reports)
+
+
 @main.command()
 @click.argument("package", type=click.Path())
 @click.option("--blocks", type=click.IntRange(min=1), default=None,
               help="Emulate this many blocks spread over the grid (default: all).")
-@click.option("--function", "function", default=None, help="Only this function.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
-@click.option("--tolerance", type=float, default=None, help="Relative error allowed (default: by type).")
+@_run_options
 def emulate(package: str, blocks: int | None, function: str | None, seed: int, tolerance) -> None:
     """Run PACKAGE's kernels on the CPU emulator and compare with the float64 reference."""
     from .verify import emulate_function
 
     pkg = _load(package)
+    scope = "all blocks" if blocks is None else f"{blocks} sampled block(s)"
     ok = True
     for fn in _functions(pkg, function):
-        try:
-            reports = emulate_function(fn.model, fn.kernel, blocks, seed, tolerance or pkg.tolerance)
-        except SchedcError as e:
-            _fail(str(e))
-        scope = "all blocks" if blocks is None else f"{blocks} sampled block(s)"
-        click.echo(f"emulated {fn.name} ({scope})")
-        for report in reports:
-            click.echo(f"  {report}")
-            ok &= report.passed
+        ok &= _report(f"emulated {fn.name} ({scope})", lambda fn=fn: emulate_function(
+            fn.model, fn.kernel, blocks, seed, tolerance or pkg.tolerance))
     sys.exit(0 if ok else 1)
 
 
 @main.command()
 @click.argument("package", type=click.Path())
-@click.option("--function", "function", default=None, help="Only this function.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
-@click.option("--tolerance", type=float, default=None, help="Relative error allowed (default: by type).")
+@_run_options
 def verify(package: str, function: str | None, seed: int, tolerance) -> None:
     """Run PACKAGE's functions on the GPU on random inputs and compare with the reference."""
-    from . import data
-    from .reference import reference
-    from .verify import compare
+    from .verify import run_function
 
     _need_gpu("verify")
     pkg = _load(package)
     ok = True
     for fn in _functions(pkg, function):
-        arrays = data.inputs(fn.kernel.buffers, seed)
-        outputs = data.inputs(fn.kernel.buffers, seed)  # the same values, in each parameter's layout
-        try:
-            fn(*(outputs[b.name] for b in fn.kernel.params))
-        except SchedcError as e:
-            _fail(str(e))
-        expected, touched = reference(fn.model, arrays)
-        click.echo(f"verified {fn.name} on the GPU")
-        for report in compare(fn.model, outputs, expected, touched, tolerance=tolerance or pkg.tolerance):
-            click.echo(f"  {report}")
-            ok &= report.passed
+        ok &= _report(f"verified {fn.name} on the GPU",
+                      lambda fn=fn: run_function(fn, seed, tolerance or pkg.tolerance))
     sys.exit(0 if ok else 1)
 
 

@@ -65,6 +65,16 @@ def emulate_function(model, kernel, blocks: int | None, seed: int = 0,
     return compare(model, outputs, expected, touched, written, tolerance)
 
 
+def run_function(fn, seed: int = 0, tolerance: float | None = None) -> list[Report]:
+    """Run a loaded function on the GPU on random inputs (numpy arrays in each parameter's
+    layout); compare the whole output with the reference."""
+    arrays = data.inputs(fn.kernel.buffers, seed)
+    outputs = data.inputs(fn.kernel.buffers, seed)  # the same values, written by the GPU
+    fn(*(outputs[b.name] for b in fn.kernel.params))
+    expected, touched = reference(fn.model, arrays)
+    return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
+
+
 def _sampled_reference(model, arrays, blocks):
     facts = poly.analyze(model)
     arrays = {name: np.asarray(a, dtype=_wide(a.dtype)) for name, a in arrays.items()}  # convert once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import poly
 from ..errors import PlanError, ScheduleError
+from ..ir.patterns import buffers_read
 from ..poly import PolyFacts
 from ..targets import MMAFragmentOp
 from .launch import Launch
@@ -40,7 +41,7 @@ def _check_roles(model) -> None:
     t = model.tensorize
     fills = t is not None and t.prologue_op is MMAFragmentOp.SET
     for n, statement in enumerate(model.statements):
-        for buffer in _reads(statement.value):
+        for buffer in sorted(buffers_read(statement.value)):
             spec = model.buffer(buffer)
             if spec.role == "output" and not fills:
                 raise PlanError(
@@ -48,18 +49,6 @@ def _check_roles(model) -> None:
                     f"{buffer} is Role.OUTPUT but the nest reads it; use Role.INPUT_OUTPUT "
                     f"(or tensorize with prologue_op=MMAFragmentOp.SET)",
                 )
-
-
-def _reads(expr):
-    from ..ir.kernel import Binary, Cast, Load, Unary
-
-    if isinstance(expr, Load):
-        yield expr.buffer
-    elif isinstance(expr, Binary):
-        yield from _reads(expr.lhs)
-        yield from _reads(expr.rhs)
-    elif isinstance(expr, Unary | Cast):
-        yield from _reads(expr.operand)
 
 
 def _check_unrolled(model) -> None:
