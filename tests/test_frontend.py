@@ -248,6 +248,9 @@ def test_targets():
     with pytest.raises(TargetError, match="unknown GPU model; known: NVIDIA_V100"):
         acc.Target("NVIDIA Z9")
     assert acc.Target("NVIDIA H200").arch == "sm_90"
+    v100, a100 = acc.Target(acc.Target.Model.NVIDIA_V100), acc.Target(acc.Target.Model.NVIDIA_A100)
+    assert (v100.has_async_copy, a100.has_async_copy, H100.has_async_copy) == (False, True, True)
+    assert (a100.has_wgmma, H100.has_wgmma) == (False, True)
     assert acc.Target("nvidia_a100").shared_memory_max == 166912
     info = H100.tensor_core_info
     with pytest.raises(TargetError, match="num_total_passes must be a positive integer"):
