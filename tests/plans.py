@@ -53,7 +53,7 @@ def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unro
 
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
-                  c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, **ops):
+                  c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, **ops):
     """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
     i, j, k = nest.get_indices()
@@ -70,6 +70,8 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
     plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X})
     plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma, num_total_passes=passes,
                    num_fused_passes=fused, **ops)
+    if cache_c is not None:  # keep C's tile in a fragment across the outer (0) or inner (-1) k loop
+        plan.cache(args[2], index=outer_k[cache_c], location=acc.MemorySpace.MMA_FRAGMENT)
     return plan, args
 
 
@@ -152,5 +154,12 @@ VARIANTS = {
                                          prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=-1.0,
                                          epilogue_op=acc.MMAFragmentOp.ReLU, k_split=32), None),
     "elementwise_fp16": (lambda: elementwise(40, 96), None),
+    "fp16_c_cached": (lambda: tensor_matmul(64, 64, 128, cache_c=0, k_split=32), None),
+    "bf16_c_cached_set_scale": (lambda: tensor_matmul(64, 64, 96, operand=T.bfloat16, cache_c=0,
+                                                      prologue_op=acc.MMAFragmentOp.SET,
+                                                      epilogue_op=acc.MMAFragmentOp.SCALE, epilogue_arg=2.0), None),
+    "tf32_c_cached_inner_relu": (lambda: tensor_matmul(64, 32, 128, operand=T.float32, mma=acc.MMAShape.M16xN16xK8_B1,
+                                                       k_split=32, cache_c=-1, prologue_op=acc.MMAFragmentOp.SET,
+                                                       epilogue_op=acc.MMAFragmentOp.ReLU), None),
     "const_and_temp": (lambda: const_and_temp(), None),
 }

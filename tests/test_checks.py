@@ -317,3 +317,64 @@ def test_output_must_be_fully_written():
     plan.bind({i: G.THREAD_Y, j: G.THREAD_X})
     with pytest.raises(PlanError, match=r"Role.OUTPUT array C\[8, 9\] is not fully written: no iteration writes C\[0, 0\]"):
         compile_plan(plan, (A, C))
+
+
+# -- caches --------------------------------------------------------------------------------------
+
+
+def test_cache_arguments():
+    plan, args = tensor_matmul(64, 64, 64)
+    A, B, C = args
+    k = plan.schedule.order[2]
+    MF = acc.MemorySpace.MMA_FRAGMENT
+    with pytest.raises(acc.CacheError, match="only location=MMA_FRAGMENT caches are built so far"):
+        plan.cache(A, index=k, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match="double_buffer do not apply to an MMA_FRAGMENT cache"):
+        plan.cache(C, index=k, location=MF, double_buffer=True)
+    with pytest.raises(acc.CacheError, match="needs index="):
+        plan.cache(C, location=MF)
+    with pytest.raises(acc.CacheError, match="is not an Array"):
+        plan.cache("C", index=k, location=MF)
+    plan.cache(C, index=k, location=MF)
+    with pytest.raises(acc.CacheError, match=r"float32\[64, 64\] array> is already cached"):
+        plan.cache(C, index=k, location=MF)
+
+
+def test_cache_must_hold_the_accumulator():
+    plan, (A, B, C) = tensor_matmul(64, 64, 64)
+    plan.cache(A, index=plan.schedule.order[2], location=acc.MemorySpace.MMA_FRAGMENT)
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=k, location=MMA_FRAGMENT\): A is not the accumulator; the tensorized statement accumulates into C"):
+        compile_plan(plan, (A, B, C))
+
+
+def test_cache_loop_must_keep_one_tile():
+    nest, (A, B, C) = matmul_arrays(32, 64, 32, T.float16)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii = s.split(i, 16)
+    jj = s.split(j, 16)
+    kk = s.split(k, 16)
+    s.reorder(i, k, j, ii, jj, kk)  # j runs inside k in each warp: C's tile changes with j
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y})
+    plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    plan.cache(C, index=k, location=acc.MemorySpace.MMA_FRAGMENT)
+    with pytest.raises(acc.CacheError, match="j \\(at or inside k\\) indexes C: a warp's tile of C changes inside the loop"):
+        compile_plan(plan, (A, B, C))
+
+
+def test_cache_needs_a_tensorized_plan():
+    plan, args = simt_matmul(64, 64, 64)
+    plan.cache(args[2], index=plan.schedule.order[-1], location=acc.MemorySpace.MMA_FRAGMENT)
+    with pytest.raises(acc.CacheError, match="MMA_FRAGMENT caches keep a tensor-core accumulator: tensorize the plan"):
+        compile_plan(plan, args)
+
+
+def test_cached_accumulator_is_loaded_once():
+    plan, args = tensor_matmul(64, 64, 128, cache_c=0)
+    model, kernel = compile_plan(plan, args)
+    from schedc.ir.kernel import FragmentLoad, Loop
+
+    k_loop = next(s for s in kernel.body if isinstance(s, Loop))
+    assert any(isinstance(s, FragmentLoad) and s.fragment == "c" for s in kernel.body)
+    assert not any(isinstance(s, FragmentLoad) and s.fragment == "c" for s in k_loop.body)

@@ -302,7 +302,7 @@ def _enum_value(name: str, value: str) -> enum.Enum:
 
     enums = {"ScalarType": ScalarType, "MMAShape": targets.MMAShape,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
-             "Model": targets.Model}
+             "Model": targets.Model, "MemorySpace": targets.MemorySpace}
     return enums[name](value)
 
 

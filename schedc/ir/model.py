@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PlanError
-from ..targets import MODELS, GPUModel, GridUnit, MMAFragmentOp, MMAShape
+from ..targets import MODELS, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
 from ..targets import Model as TargetModel
 from . import convert
 from . import kernel as k
@@ -68,6 +68,14 @@ class TensorizeSpec:
 
 @k.register
 @dataclass(frozen=True)
+class CacheSpec:
+    array: str
+    index: str
+    location: MemorySpace
+
+
+@k.register
+@dataclass(frozen=True)
 class Model:
     function: str
     target: TargetModel
@@ -79,6 +87,7 @@ class Model:
     bindings: tuple[BindingSpec, ...]
     tensorize: TensorizeSpec | None
     unrolled: tuple[str, ...]
+    caches: tuple[CacheSpec, ...] = ()
 
     @property
     def gpu(self) -> GPUModel:
@@ -146,6 +155,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         bindings=bindings,
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
+        caches=tuple(CacheSpec(c.source.name, c.index.name, c.location) for c in plan.caches),
     )
 
 

@@ -12,9 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import PlanError
-from ..targets import GridUnit, MMAFragmentOp, MMAShape, Target
+from ..errors import CacheError, PlanError
+from ..targets import GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
 from .expr import Index
+
+
+@dataclass(frozen=True)
+class CacheRequest:
+    """A ``plan.cache`` request, as given."""
+
+    source: object  # the Array
+    index: Index
+    location: MemorySpace
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class Plan:
         self.bindings: dict[GridUnit, tuple[Index, ...]] = {}
         self.tensorization: Tensorization | None = None
         self.unrolled: list[Index] = []
+        self.caches: list[CacheRequest] = []
         schedule._plan_created = True
 
     # -- bind --------------------------------------------------------------------------------
@@ -168,6 +178,67 @@ class Plan:
             tuple(indices), mma_shape, total, fused, prologue_op, float(prologue_arg),
             epilogue_op, float(epilogue_arg),
         )
+
+    # -- cache -------------------------------------------------------------------------------
+
+    def cache(
+        self,
+        source,
+        index: Index | None = None,
+        trigger_index: Index | None = None,
+        location: MemorySpace = MemorySpace.SHARED,
+        layout=None,
+        strategy=None,
+        double_buffer: bool = False,
+        double_buffer_location=None,
+        stages: int | None = None,
+        vectorize=None,
+    ) -> None:
+        """Keep the part of ``source`` the loops at and inside ``index`` touch in faster memory.
+
+        ``location=MMA_FRAGMENT`` on the accumulator of a tensorized plan: each warp keeps its
+        tile of C in a tensor-core fragment across the loops at and inside ``index``, loaded (or
+        filled by the SET prologue) once before ``index``'s loop and stored once after it
+        (Accera's output caching).
+
+        **Requires:** a tensorized plan; ``source`` is its accumulator C; ``index`` is a loop
+        that is neither bound nor tensorized, and no loop at or inside it that runs on one warp
+        indexes C (so one warp keeps one tile). Shared-memory and register caches of operands
+        (``location=SHARED`` / ``PRIVATE``, double buffers, ``stages``) are not built yet and
+        are refused.
+
+        *Hardware:* wmma fragments (registers).
+
+        Before → after (C's tile per warp)::
+
+            for k ...:                           load_matrix_sync(c, &C[...])
+              load_matrix_sync(c, &C[...])       for k ...:
+              mma_sync(c, a, b, c)          →      mma_sync(c, a, b, c)
+              store_matrix_sync(&C[...], c)      store_matrix_sync(&C[...], c)
+        """
+        from .array import Array
+
+        name = getattr(source, "display_name", repr(source))
+        shown = index.name if isinstance(index, Index) else repr(index)
+        where = f"cache({name}, index={shown}, location={_enum_name(location)})"
+        if not isinstance(source, Array):
+            raise CacheError(where, f"{source!r} is not an Array")
+        if not isinstance(location, MemorySpace):
+            raise CacheError(where, f"location must be a MemorySpace, not {location!r}")
+        if location is not MemorySpace.MMA_FRAGMENT:
+            raise CacheError(where, "only location=MMA_FRAGMENT caches are built so far; shared-memory and "
+                                    "register caches of operands are not")
+        extras = {"trigger_index": trigger_index, "layout": layout, "strategy": strategy,
+                  "double_buffer_location": double_buffer_location, "stages": stages, "vectorize": vectorize}
+        given = [k for k, v in extras.items() if v is not None] + (["double_buffer"] if double_buffer else [])
+        if given:
+            raise CacheError(where, f"{', '.join(given)} do not apply to an MMA_FRAGMENT cache")
+        if index is None:
+            raise CacheError(where, "an MMA_FRAGMENT cache needs index= (the loop to keep the tile across)")
+        self._check_index(where, index)
+        if any(c.source is source for c in self.caches):
+            raise CacheError(where, f"{name} is already cached")
+        self.caches.append(CacheRequest(source, index, location))
 
     # -- unroll ------------------------------------------------------------------------------
 

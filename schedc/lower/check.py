@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from .. import poly
-from ..errors import PlanError, ScheduleError
+from ..errors import CacheError, PlanError, ScheduleError
 from ..ir.patterns import buffers_read
 from ..poly import PolyFacts
-from ..targets import MMAFragmentOp
+from ..targets import MemorySpace, MMAFragmentOp
 from .launch import Launch
 
 
 def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
+    _check_caches(model)
     _check_roles(model)
     _check_unrolled(model)
     _check_warps(model)
@@ -49,6 +50,16 @@ def _check_roles(model) -> None:
                     f"{buffer} is Role.OUTPUT but the nest reads it; use Role.INPUT_OUTPUT "
                     f"(or tensorize with prologue_op=MMAFragmentOp.SET)",
                 )
+
+
+def _check_caches(model) -> None:
+    for cache in model.caches:
+        if cache.location is MemorySpace.MMA_FRAGMENT and model.tensorize is None:
+            raise CacheError(
+                f"cache({cache.array}, index={cache.index}, location=MMA_FRAGMENT)",
+                "MMA_FRAGMENT caches keep a tensor-core accumulator: tensorize the plan",
+                loops=(cache.index,),
+            )
 
 
 def _check_unrolled(model) -> None:

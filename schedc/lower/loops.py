@@ -35,13 +35,24 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         level = max((depth.get(v, 0) for v in guard.affine.variables()), default=0)
         guards_at.setdefault(level, []).append(guard)
     order = [lp.name for lp in model.loops]
+    cached_at, around = None, ((), ())
     if tiles is not None:
-        innermost = tensor.tensor_body(model, facts, tiles, lambda a: affine_expr(a, order))
+        cached_at = tensor.accumulator_cache(model, tiles)
+        before, products, after = tensor.tensor_body(
+            model, facts, tiles, lambda a: affine_expr(a, order), cached_at
+        )
+        innermost = products if cached_at else before + products + after
+        around = (before, after)
     else:
         innermost = tuple(in_loops(model, s) for s in model.statements)
 
     def level(n: int) -> tuple[Stmt, ...]:
-        body = innermost if n == len(serial) else (_loop(model, facts, serial[n], level(n + 1)),)
+        if n == len(serial):
+            body = innermost
+        else:
+            loop = _loop(model, facts, serial[n], level(n + 1))
+            # C's fragment kept across the cached loop: set up before it, stored after it
+            body = (*around[0], loop, *around[1]) if serial[n].name == cached_at else (loop,)
         guards = guards_at.get(n, [])
         if guards:
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import PlanError
+from ..errors import CacheError, PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -30,7 +30,7 @@ from ..ir.kernel import (
 )
 from ..ir.types import ScalarType
 from ..poly import PolyFacts
-from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, MMAFragmentOp
+from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, MemorySpace, MMAFragmentOp
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Operand:
     row_stride: int  # storage elements between rows (m for A and C, k for B)
     col_stride: int
     pass_shift: tuple[Affine, ...] = ()  # subscript change from one pass to the next (A, B)
+    subscripts_over_loops: tuple[Affine, ...] = ()  # the access's subscripts, every loop free
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ def _operand(here, model, facts, role, buffer, subscripts, axes, k, mma_k) -> Op
     shift: tuple[Affine, ...] = ()
     if k is not None:
         shift = tuple(Affine((), sub.coeff(k) * model.loop(k).step * mma_k) for sub in subscripts)
-    return Operand(buffer, origin, row_stride, col_stride, shift)
+    return Operand(buffer, origin, row_stride, col_stride, shift, subscripts)
 
 
 def _check_alignment(here, model, role, buffer, spec, origin) -> None:
@@ -262,44 +263,87 @@ def _render(a: Affine) -> str:
 # -- emission ----------------------------------------------------------------------------------
 
 
-def tensor_body(model, facts: PolyFacts, tm: TensorMatch, as_expr) -> tuple[Stmt, ...]:
-    """The warp's tile operations replacing the three tensor loops.
+def accumulator_cache(model, tm: TensorMatch) -> str | None:
+    """The loop C's fragment is kept across (``plan.cache(C, index, MMA_FRAGMENT)``), checked;
+    None without such a cache."""
+    caches = [c for c in model.caches if c.location is MemorySpace.MMA_FRAGMENT]
+    if not caches:
+        return None
+    cache = caches[0]
+    here = f"cache({cache.array}, index={cache.index}, location=MMA_FRAGMENT)"
+    tile = model.tensorize.loops
+    if cache.array != tm.c.buffer:
+        raise CacheError(here, f"{cache.array} is not the accumulator; the tensorized statement "
+                               f"accumulates into {tm.c.buffer}", loops=(cache.index,))
+    if cache.index in tile:
+        raise CacheError(here, f"{cache.index} is tensorized; cache at a loop outside the tile",
+                         loops=(cache.index,))
+    unit = model.binding_of(cache.index)
+    if unit is not None:
+        raise CacheError(here, f"{cache.index} is bound to {unit.name}; cache at a loop that runs in "
+                               "each warp", loops=(cache.index,))
+    names = [lp.name for lp in model.loops]
+    inside = names[names.index(cache.index):]
+    for name in inside:
+        if name not in tile and model.binding_of(name) is None and _uses(tm.c.subscripts_over_loops, name):
+            raise CacheError(
+                here,
+                f"{name} (at or inside {cache.index}) indexes {tm.c.buffer}: a warp's tile of "
+                f"{tm.c.buffer} changes inside the loop, so one fragment cannot keep it; cache at a "
+                f"loop inside {name}",
+                loops=(name,),
+            )
+    return cache.index
 
-    ``as_expr`` turns an Affine subscript into a readable IR expression.
+
+def tensor_body(model, facts: PolyFacts, tm: TensorMatch, as_expr, cached_at: str | None = None):
+    """The warp's tile operations, in three parts: (before, products, after).
+
+    Without a cache all three replace the tensor loops. With C cached at a loop, ``before``
+    (C's fragment loaded or filled, prologue) and ``after`` (epilogue, store) wrap that loop and
+    only the products stay innermost. ``as_expr`` turns an Affine subscript into an expression.
     """
     t = model.tensorize
-    body: list[Stmt] = [*_fragments(model, tm)]
-    first = _condition(facts, tm.reductions, last=False)
-    last = _condition(facts, tm.reductions, last=True)
+    names = [lp.name for lp in model.loops]
+    reductions = tm.reductions
+    if cached_at is not None:
+        reductions = tuple(n for n in reductions if names.index(n) < names.index(cached_at))
+    first = _condition(facts, reductions, last=False)
+    last = _condition(facts, reductions, last=True)
+    m, n, k = t.mma_shape.mnk
+    acc = tm.accumulator_type
+    before: list[Stmt] = [Fragment("c", "accumulator", m, n, k, acc, acc.value)]
     c_origin = _origin(tm.c, 0, as_expr)
     load_c = FragmentLoad("c", tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride)
     op, arg = t.prologue_op, t.prologue_arg
     if op is MMAFragmentOp.SET:
         fill = FragmentFill("c", arg)
-        body.append(
+        before.append(
             fill if first is None
             else If(first, (fill,), "prologue: the tile's first product", (load_c,))
         )
     else:
-        body.append(load_c)
+        before.append(load_c)
         if op is not MMAFragmentOp.NONE:
             apply = FragmentApply("c", op.name.lower(), arg)
-            body.append(
+            before.append(
                 apply if first is None else If(first, (apply,), "prologue: the tile's first product")
             )
+    products: list[Stmt] = [*_fragments(model, tm)]
     fused = t.fused_passes
     for group in range(t.passes // fused):
         passes = range(group * fused, (group + 1) * fused)
         for p in passes:
             for name, operand in ((f"a{p % fused}", tm.a), (f"b{p % fused}", tm.b)):
-                body.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr),
-                                         operand.row_stride, operand.col_stride))
-        body.extend(FragmentMma("c", f"a{p % fused}", f"b{p % fused}", "c") for p in passes)
+                products.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr),
+                                             operand.row_stride, operand.col_stride))
+        products.extend(FragmentMma("c", f"a{p % fused}", f"b{p % fused}", "c") for p in passes)
+    after: list[Stmt] = []
     if t.epilogue_op is not MMAFragmentOp.NONE:
         apply = FragmentApply("c", t.epilogue_op.name.lower(), t.epilogue_arg)
-        body.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
-    body.append(FragmentStore(tm.c.buffer, c_origin, "c", tm.c.row_stride, tm.c.col_stride))
-    return tuple(body)
+        after.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
+    after.append(FragmentStore(tm.c.buffer, c_origin, "c", tm.c.row_stride, tm.c.col_stride))
+    return tuple(before), tuple(products), tuple(after)
 
 
 def _fragments(model, tm: TensorMatch) -> list[Fragment]:
@@ -311,8 +355,6 @@ def _fragments(model, tm: TensorMatch) -> list[Fragment]:
     for p in range(t.fused_passes):
         out.append(Fragment(f"a{p}", "matrix_a", m, n, k, tm.operand_type, tm.precision, a_layout))
         out.append(Fragment(f"b{p}", "matrix_b", m, n, k, tm.operand_type, tm.precision, b_layout))
-    acc = tm.accumulator_type
-    out.append(Fragment("c", "accumulator", m, n, k, acc, acc.value))
     return out
 
 

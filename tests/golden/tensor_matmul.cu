@@ -86,10 +86,10 @@ tensor_matmul__gpu__(const __half* __restrict__ A, const __half* __restrict__ B,
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 4096, 16)
     for (int k = 0; k < 4096; k += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0;
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
         wmma::load_matrix_sync(c, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0;
         wmma::load_matrix_sync(a0, &A[(i + ii) * 4096 + k], 4096);
         wmma::load_matrix_sync(b0, &B[k * 4096 + j + jj], 4096);
         wmma::mma_sync(c, a0, b0, c);

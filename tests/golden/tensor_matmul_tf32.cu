@@ -86,10 +86,10 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 2048, 8)
     for (int k = 0; k < 2048; k += 8) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
-        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
         wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;
         wmma::load_matrix_sync(c, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
+        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
         wmma::load_matrix_sync(a0, &A[(i + ii) * 2048 + k], 2048);
         schedc::to_tf32(a0);
         wmma::load_matrix_sync(b0, &B[k * 1024 + j + jj], 1024);
