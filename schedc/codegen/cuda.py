@@ -10,7 +10,11 @@ import math
 from importlib import resources
 
 from ..ir.kernel import (
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
     Binary,
+    BlockCopy,
     Buffer,
     Cast,
     Const,
@@ -87,6 +91,7 @@ def emit_kernel(kernel: Kernel) -> str:
         "{",
     ]
     printer = Printer(kernel)
+    lines.extend(shared_declarations(kernel))
     for buffer in kernel.buffers:
         if buffer.kind == "const":
             lines.append(f"{INDENT}const {buffer.dtype.c_type}* {buffer.name} = "
@@ -94,6 +99,30 @@ def emit_kernel(kernel: Kernel) -> str:
     lines.extend(printer.body(kernel.body, 1))
     lines.append("}\n")
     return "\n".join(lines)
+
+
+SHARED_ALIGN = 128  # bytes between shared buffers: more than any vector or tile load needs
+
+
+def shared_offsets(kernel: Kernel) -> list[int]:
+    offsets, at = [], 0
+    for b in kernel.shared:
+        offsets.append(at)
+        at += -(-b.nbytes // SHARED_ALIGN) * SHARED_ALIGN
+    return offsets
+
+
+def shared_declarations(kernel: Kernel) -> list[str]:
+    if not kernel.shared:
+        return []
+    lines = [f"{INDENT}extern __shared__ __align__({SHARED_ALIGN}) unsigned char schedc_shared[];"]
+    for b, offset in zip(kernel.shared, shared_offsets(kernel)):
+        lines.append(f"{INDENT}// shared buffer {b.name}: {b.dtype.value}{list(b.shape)}, {b.nbytes} bytes")
+        cast = f"reinterpret_cast<{b.dtype.c_type}*>(schedc_shared + {offset})"
+        lines.append(f"{INDENT}{b.dtype.c_type}* {b.name} = {cast};")
+    bx, by = kernel.block[0], kernel.block[1]
+    lines.append(f"{INDENT}const int thread = threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z);")
+    return lines
 
 
 def emit_launcher(kernel: Kernel) -> str:
@@ -132,7 +161,7 @@ def _global_buffer(buffer: Buffer) -> str:
 class Printer:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        self.buffers = {b.name: b for b in kernel.buffers}
+        self.buffers = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
         self.fragments: dict[str, Fragment] = {}
         self.index_type = kernel.index_type
 
@@ -162,7 +191,35 @@ class Printer:
             return [*lines, pad + "}"]
         if isinstance(s, Store):
             return [f"{pad}{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};"]
+        if isinstance(s, Barrier):
+            return [f"{pad}__syncthreads();" + (f"  // {s.comment}" if s.comment else "")]
+        if isinstance(s, AsyncCommit):
+            return [f"{pad}schedc::async_commit();"]
+        if isinstance(s, AsyncWait):
+            return [f"{pad}schedc::async_wait<{s.pending}>();"]
+        if isinstance(s, BlockCopy):
+            return [pad + line for line in self.block_copy(s)]
         return [pad + line for line in self.fragment_statement(s)]
+
+    def block_copy(self, s: BlockCopy) -> list[str]:
+        shape = (1, *s.shape) if len(s.shape) == 1 else s.shape
+        if len(shape) != 2:
+            raise ValueError(f"block copies of rank {len(s.shape)} are not emitted (rank 1 or 2)")
+        lds = []
+        for name in (s.target, s.source):
+            b = self.buffers[name]
+            if b.strides[-1] != 1:
+                raise ValueError(f"block copy: {name}'s last dimension is not contiguous")
+            lds.append(b.strides[-2] if len(b.strides) > 1 else 0)
+        element = self.buffers[s.target].dtype.c_type
+        function = "block_copy_async" if s.asynchronous else "block_copy"
+        striped = "true" if s.strategy == "striped" else "false"
+        threads = self.kernel.threads_per_block
+        comment = [f"// {s.comment}"] if s.comment else []
+        return [*comment,
+                f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {striped}>("
+                f"&{s.target}[{self.offset(s.target, s.target_origin)}], {lds[0]}, "
+                f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread, {threads});"]
 
     def fragment_statement(self, s: Stmt) -> list[str]:
         if isinstance(s, Fragment):

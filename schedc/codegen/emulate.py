@@ -16,7 +16,11 @@ import numpy as np
 
 from ..errors import SchedcError
 from ..ir.kernel import (
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
     Binary,
+    BlockCopy,
     Buffer,
     Cast,
     Const,
@@ -39,6 +43,7 @@ from ..ir.kernel import (
 )
 from ..ir.numeric import binary
 from ..ir.types import ScalarType
+from .shared import SharedError, SharedMemory
 
 WARP = 32
 
@@ -120,8 +125,13 @@ class _Block:
             "blockIdx.x": np.int64(self.block[0]), "blockIdx.y": np.int64(self.block[1]),
             "blockIdx.z": np.int64(self.block[2]),
         })
-        self.buffers = {b.name: b for b in self.kernel.buffers}
-        self.body(self.kernel.body, np.ones(len(t), dtype=bool))
+        self.buffers = {b.name: b for b in (*self.kernel.buffers, *self.kernel.shared)}
+        self.shared = SharedMemory({b.name: b for b in self.kernel.shared})
+        self.thread_ids = t
+        try:
+            self.body(self.kernel.body, np.ones(len(t), dtype=bool))
+        except SharedError as e:
+            raise self.error(e.kind, e.what, e.threads, e.buffer, e.element) from None
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -147,6 +157,8 @@ class _Block:
             self.mask = mask
         elif isinstance(s, Store):
             self.store(s, mask)
+        elif isinstance(s, Barrier | BlockCopy | AsyncCommit | AsyncWait):
+            self.block_level(s, mask)
         else:
             self.tile(s, mask)
 
@@ -172,6 +184,9 @@ class _Block:
     def store(self, s: Store, mask: np.ndarray) -> None:
         offset = np.broadcast_to(self.offset(s.buffer, s.index, mask), mask.shape)
         value = np.broadcast_to(self.expr(s.value), mask.shape)
+        if s.buffer in self.shared.buffers:
+            self.shared.write(s.buffer, offset[mask], value[mask], self.thread_ids[mask])
+            return
         where = offset[mask]
         unique, counts = np.unique(where, return_counts=True)
         if len(unique) != len(where):
@@ -218,7 +233,7 @@ class _Block:
         rows = np.arange(shape[0])[:, None] * row_stride
         cols = np.arange(shape[1])[None, :] * col_stride
         index = lanes[:, 0][:, None, None] + rows + cols
-        size = len(self.memory[buffer])
+        size = self.buffers[buffer].size
         bad = (index < 0) | (index >= size)
         if bad.any():
             w = int(np.flatnonzero(active)[np.argwhere(bad)[0][0]])
@@ -230,7 +245,7 @@ class _Block:
         frag, spec = self.fragments[s.fragment], self.specs[s.fragment]
         index = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
                                   frag.shape[1:])
-        values = self.memory[s.buffer][index]
+        values = self._tile_values(s.buffer, index, active)
         if spec.precision == "tf32":
             values = round_tf32(values.astype(np.float32))
         frag[active] = values.astype(frag.dtype)
@@ -246,9 +261,26 @@ class _Block:
             warps = np.flatnonzero(active)[np.flatnonzero((index == element).any(axis=(1, 2)))]
             raise self.error("race", "warps store the same element in one step",
                              [int(w) * WARP for w in warps], s.buffer, element)
+        if s.buffer in self.shared.buffers:
+            owners = self._tile_owners(index, active)
+            dtype = self.buffers[s.buffer].dtype.numpy
+            self.shared.write(s.buffer, flat, frag[active].reshape(-1).astype(dtype), owners, same=_warp)
+            return
         memory = self.memory[s.buffer]
         memory[flat] = frag[active].reshape(-1).astype(memory.dtype)
         self.written[s.buffer][flat] = True
+
+    def _tile_values(self, buffer: str, index: np.ndarray, active) -> np.ndarray:
+        if buffer not in self.shared.buffers:
+            return self.memory[buffer][index]
+        owners = self._tile_owners(index, active)
+        return self.shared.read(buffer, index.ravel(), owners, same=_warp).reshape(index.shape)
+
+    @staticmethod
+    def _tile_owners(index: np.ndarray, active) -> np.ndarray:
+        """The first thread of the warp that touches each element of a tile operation."""
+        warps = np.flatnonzero(active) * WARP
+        return np.repeat(warps, index[0].size)
 
     def mma(self, s: FragmentMma, active) -> None:
         a, b, c = (self.fragments[n][active] for n in (s.a, s.b, s.c))
@@ -305,12 +337,96 @@ class _Block:
 
     def load(self, e: Load):
         offset = self.offset(e.buffer, e.index, self.mask)
+        if e.buffer in self.shared.buffers:
+            offset = np.broadcast_to(offset, self.mask.shape)
+            values = np.zeros(self.mask.shape, dtype=self.buffers[e.buffer].dtype.numpy)
+            values[self.mask] = self.shared.read(e.buffer, offset[self.mask], self.thread_ids[self.mask])
+            return values
         if np.ndim(offset) and not self.mask.all():
             offset = np.where(self.mask, offset, 0)
         return self.memory[e.buffer][offset]
 
+    # -- block-level operations -----------------------------------------------------------------
+
+    def block_level(self, s, mask: np.ndarray) -> None:
+        if not mask.all():
+            inactive = np.flatnonzero(~mask)[:4].tolist()
+            name = type(s).__name__
+            raise self.error("divergence", f"{name} needs every thread of the block, but threads "
+                             f"{inactive}... skip it", inactive, getattr(s, "target", "-"), "-")
+        if isinstance(s, Barrier):
+            self.shared.barrier()
+        elif isinstance(s, AsyncCommit):
+            self.shared.commit()
+        elif isinstance(s, AsyncWait):
+            self.shared.wait(s.pending)
+        else:
+            self.block_copy(s, mask)
+
+    def block_copy(self, s: BlockCopy, mask: np.ndarray) -> None:
+        """Elements of the box, the thread that copies each, then read and write."""
+        box = np.indices(s.shape).reshape(len(s.shape), -1)
+        source = self._box_offsets(s.source, s.source_origin, box, mask)
+        target = self._box_offsets(s.target, s.target_origin, box, mask)
+        threads = copy_threads(s.shape, s.vector, s.strategy, self.threads)
+        if s.source in self.shared.buffers:
+            values = self.shared.read(s.source, source, threads)
+        else:
+            values = self.memory[s.source][source]
+        if s.target in self.shared.buffers:
+            values = values.astype(self.buffers[s.target].dtype.numpy)
+            if s.asynchronous:
+                self.shared.copy_async(s.target, target, values, threads)
+            else:
+                self.shared.write(s.target, target, values, threads)
+        else:
+            self.memory[s.target][target] = values
+            self.written[s.target][target] = True
+
+    def _box_offsets(self, buffer: str, origin, box: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        spec = self.buffers[buffer]
+        if not len(origin) == len(spec.shape) == len(box):
+            raise ValueError(f"block copy on {buffer}: box rank {len(box)}, origin rank {len(origin)}, "
+                             f"array rank {len(spec.shape)} must agree")
+        offsets = np.zeros(box.shape[1], dtype=np.int64)
+        for axis, (expr, stride, extent) in enumerate(zip(origin, spec.strides, spec.shape)):
+            start = np.broadcast_to(self.expr(expr), mask.shape)
+            if (start != start[0]).any():
+                raise self.error("non-uniform copy", "threads disagree on a block copy's origin",
+                                 np.flatnonzero(start != start[0])[:4].tolist(), buffer, "-")
+            index = int(start[0]) + box[axis]
+            if (index < 0).any() or (index >= extent).any():
+                bad = int(index[(index < 0) | (index >= extent)][0])
+                raise self.error("out of bounds", f"a block copy's subscript {axis} reaches {bad}, "
+                                 f"outside 0..{extent - 1}", [0], buffer, bad)
+            offsets += index * stride
+        return offsets
+
     def error(self, kind, what, threads, buffer, element) -> EmulationError:
         return EmulationError(kind, what, self.block, threads, buffer, element, dict(self.iteration))
+
+
+def copy_threads(shape: tuple[int, ...], vector: int, strategy: str, threads: int) -> np.ndarray:
+    """Which thread copies each element of a block copy's box (C order), as the runtime's
+    block_copy does: the last dimension is cut into vectors of ``vector`` elements; *striped*
+    gives vector v to thread v % threads, *blocked* gives each thread one contiguous run.
+
+    >>> copy_threads((2, 4), 2, "striped", 3).tolist()
+    [0, 0, 1, 1, 2, 2, 0, 0]
+    >>> copy_threads((2, 4), 2, "blocked", 3).tolist()
+    [0, 0, 0, 0, 1, 1, 1, 1]
+    """
+    last = shape[-1]
+    flat = np.arange(int(np.prod(shape)))
+    vector_id = (flat // last) * -(-last // vector) + (flat % last) // vector
+    if strategy == "striped":
+        return vector_id % threads
+    vectors = int(vector_id.max()) + 1 if len(vector_id) else 0
+    return vector_id // -(-vectors // threads)
+
+
+def _warp(threads: np.ndarray) -> np.ndarray:
+    return threads // WARP
 
 
 def _tile_shape(f: Fragment) -> tuple[int, int]:

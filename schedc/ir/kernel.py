@@ -175,9 +175,51 @@ class FragmentApply:
     arg: float = 0.0
 
 
+@dataclass(frozen=True)
+class Barrier:
+    """``__syncthreads()``: every thread of the block arrives before any continues."""
+
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class BlockCopy:
+    """The block's threads together copy a box: ``target[t + d] = source[s + d]`` for every
+    ``d`` in the box ``shape``, where ``s``/``t`` are the origins (multi-dimensional).
+
+    Work is split in vectors of ``vector`` consecutive elements along the last dimension:
+    *striped* gives vector ``v`` to thread ``v % threads``; *blocked* gives each thread one
+    contiguous run of vectors. *asynchronous* copies (cp.async, sm_80+) land in shared memory
+    at the AsyncWait that covers their commit group.
+    """
+
+    source: str
+    source_origin: tuple[Expr, ...]
+    target: str
+    target_origin: tuple[Expr, ...]
+    shape: tuple[int, ...]
+    vector: int = 1
+    strategy: str = "striped"
+    asynchronous: bool = False
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class AsyncCommit:
+    """Close the current group of asynchronous copies (``cp.async.commit_group``)."""
+
+
+@dataclass(frozen=True)
+class AsyncWait:
+    """Wait until at most ``pending`` groups of asynchronous copies are in flight
+    (``cp.async.wait_group``); the completed groups' data is in shared memory."""
+
+    pending: int
+
+
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply
+    | FragmentApply | Barrier | BlockCopy | AsyncCommit | AsyncWait
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -204,6 +246,24 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class SharedBuffer:
+    """A block's array in shared memory (``strides`` may pad rows against bank conflicts)."""
+
+    name: str
+    dtype: ScalarType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.size
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One ``__global__`` function and how to launch it."""
 
@@ -214,6 +274,7 @@ class Kernel:
     body: tuple[Stmt, ...]
     index_type: str = "int"  # C type of index arithmetic: int, or long long for large arrays
     dynamic_shared_bytes: int = 0
+    shared: tuple[SharedBuffer, ...] = ()  # carved out of the dynamic shared memory, in order
 
     @property
     def params(self) -> tuple[Buffer, ...]:
@@ -261,7 +322,8 @@ _NODES = {
     cls.__name__: cls
     for cls in (
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
-        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel,
+        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
+        Barrier, BlockCopy, AsyncCommit, AsyncWait,
     )
 }
 

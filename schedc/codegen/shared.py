@@ -1,0 +1,159 @@
+"""Shared memory for the emulator, with a race detector.
+
+Per element of each shared buffer it remembers, since the last barrier, the thread that wrote it
+and the thread(s) that read it, and whether an asynchronous copy is still on its way to it.
+It reports (as ``SharedError``, turned into EmulationError by the emulator):
+
+- a read of an element another thread wrote since the last barrier (read after write);
+- a write of an element another thread read or wrote since the last barrier;
+- a read of, or write to, an element whose cp.async has not been waited for;
+- an asynchronous copy into an element another thread read since the last barrier (the
+  buffer is overwritten while still being read).
+
+Asynchronous copies land when an AsyncWait completes their commit group; the landing thread
+counts as the element's writer, so other threads need a barrier before they read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.kernel import SharedBuffer
+
+NONE, MANY = -1, -2
+
+
+class SharedError(Exception):
+    def __init__(self, kind: str, what: str, threads: list[int], buffer: str, element: int) -> None:
+        super().__init__(what)
+        self.kind, self.what, self.threads, self.buffer, self.element = kind, what, threads, buffer, element
+
+
+@dataclass
+class _Pending:
+    buffer: str
+    elements: np.ndarray
+    values: np.ndarray
+    threads: np.ndarray
+
+
+@dataclass
+class SharedMemory:
+    buffers: dict[str, SharedBuffer]
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    writer: dict[str, np.ndarray] = field(default_factory=dict)
+    reader: dict[str, np.ndarray] = field(default_factory=dict)
+    pending: dict[str, np.ndarray] = field(default_factory=dict)  # group id on its way, or NONE
+    open_group: list[_Pending] = field(default_factory=list)
+    groups: list[tuple[int, list[_Pending]]] = field(default_factory=list)  # committed, oldest first
+    next_group: int = 0
+
+    def __post_init__(self) -> None:
+        for name, b in self.buffers.items():
+            poison = np.nan if b.dtype.is_float else 0
+            self.values[name] = np.full(b.size, poison, dtype=b.dtype.numpy)
+            self.writer[name] = np.full(b.size, NONE, dtype=np.int64)
+            self.reader[name] = np.full(b.size, NONE, dtype=np.int64)
+            self.pending[name] = np.full(b.size, NONE, dtype=np.int64)
+
+    # -- accesses ------------------------------------------------------------------------------
+
+    def read(self, buffer: str, elements: np.ndarray, threads: np.ndarray, same=None) -> np.ndarray:
+        """Values of ``elements`` read by ``threads`` (equal-length arrays)."""
+        self._not_pending(buffer, elements, threads, "reads")
+        writer = self.writer[buffer][elements]
+        other = (writer != NONE) & ~_same(writer, threads, same)
+        if other.any():
+            n = int(np.argmax(other))
+            raise SharedError("race", f"thread {int(threads[n])} reads what thread {int(writer[n])} "
+                              "wrote without a barrier between", [int(writer[n]), int(threads[n])],
+                              buffer, int(elements[n]))
+        reader = self.reader[buffer]
+        previous = reader[elements]
+        reader[elements] = np.where((previous == NONE) | _same(previous, threads, same), threads, MANY)
+        owners = threads if same is None else same(threads)
+        pairs = np.unique(np.stack([elements, owners]), axis=1)  # distinct (element, reader)
+        unique, counts = np.unique(pairs[0], return_counts=True)
+        reader[unique[counts > 1]] = MANY
+        return self.values[buffer][elements]
+
+    def write(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray, same=None) -> None:
+        self._not_pending(buffer, elements, threads, "writes")
+        self._no_other(buffer, elements, threads, same, "writes")
+        self.values[buffer][elements] = values
+        self.writer[buffer][elements] = threads
+
+    def copy_async(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray) -> None:
+        """An asynchronous copy issued by ``threads`` into ``elements``."""
+        self._not_pending(buffer, elements, threads, "copies asynchronously into")
+        reader = self.reader[buffer][elements]
+        other = (reader != NONE) & (reader != threads)
+        if other.any():
+            n = int(np.argmax(other))
+            who = "several threads" if reader[n] == MANY else f"thread {int(reader[n])}"
+            raise SharedError("race", f"an asynchronous copy by thread {int(threads[n])} overwrites an "
+                              f"element {who} read since the last barrier", [int(threads[n])], buffer,
+                              int(elements[n]))
+        self.pending[buffer][elements] = self.next_group
+        self.open_group.append(_Pending(buffer, elements.copy(), values.copy(), threads.copy()))
+
+    def commit(self) -> None:
+        self.groups.append((self.next_group, self.open_group))
+        self.open_group = []
+        self.next_group += 1
+
+    def wait(self, pending: int) -> None:
+        """Complete every committed group but the ``pending`` most recent."""
+        done = self.groups[: max(len(self.groups) - pending, 0)]
+        self.groups = self.groups[len(done):]
+        for _, copies in done:
+            for c in copies:
+                self.values[c.buffer][c.elements] = c.values
+                self.pending[c.buffer][c.elements] = NONE
+                self.writer[c.buffer][c.elements] = c.threads
+
+    def barrier(self) -> None:
+        for name in self.buffers:
+            self.writer[name][:] = NONE
+            self.reader[name][:] = NONE
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _not_pending(self, buffer, elements, threads, verb) -> None:
+        pending = self.pending[buffer][elements]
+        waiting = pending != NONE
+        if waiting.any():
+            n = int(np.argmax(waiting))
+            raise SharedError("async", f"thread {int(threads[n])} {verb} an element whose asynchronous "
+                              f"copy (group {int(pending[n])}) has not been waited for",
+                              [int(threads[n])], buffer, int(elements[n]))
+
+    def _no_other(self, buffer, elements, threads, same, verb) -> None:
+        for track, what in ((self.writer, "wrote"), (self.reader, "read")):
+            previous = track[buffer][elements]
+            other = (previous != NONE) & ~_same(previous, threads, same)
+            if other.any():
+                n = int(np.argmax(other))
+                who = "several threads" if previous[n] == MANY else f"thread {int(previous[n])}"
+                raise SharedError("race", f"thread {int(threads[n])} {verb} an element {who} {what} "
+                                  "without a barrier between", [int(threads[n])], buffer, int(elements[n]))
+        unique, counts = np.unique(elements, return_counts=True)
+        if (counts > 1).any():
+            e = int(unique[counts > 1][0])
+            writers = sorted(set(threads[elements == e].tolist()))
+            if len(writers) > 1:
+                raise SharedError("race", f"threads {writers} write the same element in one step",
+                                  writers, buffer, e)
+
+
+def _same(previous: np.ndarray, threads: np.ndarray, same) -> np.ndarray:
+    """Whether the earlier access counts as the same thread (``same`` maps thread ids to a
+    group, e.g. a warp, for warp-collective tile operations)."""
+    if same is None:
+        return previous == threads
+    valid = previous >= 0
+    out = np.zeros(previous.shape, dtype=bool)
+    out[valid] = same(previous[valid]) == same(threads[valid])
+    return out
