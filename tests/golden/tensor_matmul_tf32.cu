@@ -68,6 +68,68 @@ __device__ __forceinline__ void relu(Fragment& f) {
     }
 }
 
+// ---- block copies: all threads of a block copy a ROWS x COLS box ---------------------------
+// Rows are cut into vectors of VEC elements; STRIPED gives vector v to thread v % threads,
+// otherwise each thread copies one contiguous run of vectors. ld: elements between rows.
+
+template <int BYTES> struct vector_type;
+template <> struct vector_type<1> { using type = unsigned char; };
+template <> struct vector_type<2> { using type = unsigned short; };
+template <> struct vector_type<4> { using type = unsigned int; };
+template <> struct vector_type<8> { using type = uint2; };
+template <> struct vector_type<16> { using type = uint4; };
+
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
+__device__ __forceinline__ int copy_vector(int n, int thread, int threads) {
+    constexpr int vectors = ROWS * ((COLS + VEC - 1) / VEC);
+    const int per_thread = (vectors + threads - 1) / threads;
+    return STRIPED ? thread + n * threads : thread * per_thread + n;
+}
+
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
+__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
+    static_assert(COLS % VEC == 0, "a row holds whole vectors");
+    using V = typename vector_type<VEC * sizeof(T)>::type;
+    constexpr int per_row = COLS / VEC;
+    constexpr int vectors = ROWS * per_row;
+    const int per_thread = (vectors + threads - 1) / threads;
+    for (int n = 0; n < per_thread; ++n) {
+        const int v = copy_vector<T, ROWS, COLS, VEC, STRIPED>(n, thread, threads);
+        if (v >= vectors) break;
+        const int row = v / per_row, col = (v % per_row) * VEC;
+        *reinterpret_cast<V*>(dst + row * dst_ld + col) = *reinterpret_cast<const V*>(src + row * src_ld + col);
+    }
+}
+
+// The same copy with cp.async (sm_80+): global to shared without registers. The data is in
+// shared memory after async_wait<N>() completes the copy's commit group.
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
+__device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
+    static_assert(COLS % VEC == 0, "a row holds whole vectors");
+    constexpr int bytes = VEC * sizeof(T);
+    static_assert(bytes == 4 || bytes == 8 || bytes == 16, "cp.async moves 4, 8 or 16 bytes");
+    constexpr int per_row = COLS / VEC;
+    constexpr int vectors = ROWS * per_row;
+    const int per_thread = (vectors + threads - 1) / threads;
+    for (int n = 0; n < per_thread; ++n) {
+        const int v = copy_vector<T, ROWS, COLS, VEC, STRIPED>(n, thread, threads);
+        if (v >= vectors) break;
+        const int row = v / per_row, col = (v % per_row) * VEC;
+        const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(dst + row * dst_ld + col));
+        const T* source = src + row * src_ld + col;
+        if constexpr (bytes == 16) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(target), "l"(source));
+        } else {
+            asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(target), "l"(source), "n"(bytes));
+        }
+    }
+}
+
+__device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int PENDING>
+__device__ __forceinline__ void async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+
 }  // namespace schedc
 // ---- end of schedc runtime ----
 
