@@ -85,6 +85,7 @@ class DeviceMemory:
     """An allocation freed when the object is collected."""
 
     def __init__(self, nbytes: int) -> None:
+        device().make_current()
         self.nbytes = max(int(nbytes), 1)
         self.pointer = int(check(_driver().cuMemAlloc(self.nbytes), f"cuMemAlloc({self.nbytes} bytes)"))
 
@@ -104,6 +105,7 @@ class Module:
     """A loaded cubin and its kernels."""
 
     def __init__(self, cubin: bytes) -> None:
+        device().make_current()
         self._cubin = cubin  # kept alive for the driver
         self.module = check(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
 
