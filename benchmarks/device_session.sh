@@ -19,9 +19,9 @@ for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
   $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
   $SCHEDC verify hat_packages/$s/$s.hat 2>&1 | tee -a "$OUT/verify.log"
 done
-if [ "${SANITIZE:-0}" = 1 ]; then  # memcheck: every global access of one launch per sample
+if [ "${SANITIZE:-0}" = 1 ]; then  # memcheck of one launch per sample (cuda-bindings probing driver entry points is not a kernel fault)
   for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
-    compute-sanitizer --tool memcheck --error-exitcode 9 $SCHEDC verify hat_packages/$s/$s.hat 2>&1 \
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $SCHEDC verify hat_packages/$s/$s.hat 2>&1 \
       | tee -a "$OUT/sanitizer.log" | tail -3
   done
 fi
