@@ -48,6 +48,15 @@ class MemorySpace(enum.Enum):
     MMA_FRAGMENT = "MMA_FRAGMENT"
 
 
+class CacheStrategy(enum.Enum):
+    """How a block's threads split a cache copy: STRIPED (consecutive threads take consecutive
+    vectors: coalesced) or BLOCKED (each thread one contiguous run); AUTO picks STRIPED."""
+
+    AUTO = "AUTO"
+    STRIPED = "STRIPED"
+    BLOCKED = "BLOCKED"
+
+
 class MMAShape(enum.Enum):
     """Tensor-core operation shapes (one pass): ``M{m}xN{n}xK{k}_B{blocks}``."""
 

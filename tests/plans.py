@@ -30,14 +30,15 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
     return nest, (A, B, C)
 
 
-def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100):
+def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100,
+                shared_k=0):
     nest, args = matmul_arrays(M, N, K, dtype, dtype)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
     order = [i, j, ii, jj, k]
-    if unroll_k:
-        kk = s.split(k, unroll_k)
+    if unroll_k or shared_k:
+        kk = s.split(k, unroll_k or shared_k)
         order.append(kk)
     s.reorder(*order)
     plan = s.create_plan(target)
@@ -48,12 +49,16 @@ def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unro
         plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
     if unroll_k:
         plan.unroll(order[-1])
+    if shared_k:  # A's rows and B's columns of the block, shared_k at a time, in shared memory
+        for array in args[:2]:
+            plan.cache(array, index=order[-1], location=acc.MemorySpace.SHARED)
     return plan, args
 
 
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
-                  c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, **ops):
+                  c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, shared_ab=False,
+                  strategy=None, **ops):
     """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
     i, j, k = nest.get_indices()
@@ -72,6 +77,9 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
                    num_fused_passes=fused, **ops)
     if cache_c is not None:  # keep C's tile in a fragment across the outer (0) or inner (-1) k loop
         plan.cache(args[2], index=outer_k[cache_c], location=acc.MemorySpace.MMA_FRAGMENT)
+    if shared_ab:  # Accera's input caching: A and B tiles in shared memory for the inner k loop
+        for array in args[:2]:
+            plan.cache(array, index=outer_k[-1], location=acc.MemorySpace.SHARED, strategy=strategy)
     return plan, args
 
 
@@ -155,6 +163,12 @@ VARIANTS = {
                                          epilogue_op=acc.MMAFragmentOp.ReLU, k_split=32), None),
     "elementwise_fp16": (lambda: elementwise(40, 96), None),
     "fp16_c_cached": (lambda: tensor_matmul(64, 64, 128, cache_c=0, k_split=32), None),
+    "fp16_shared_ab": (lambda: tensor_matmul(64, 64, 256, k_split=64, shared_ab=True), None),
+    "fp16_shared_ab_c_cached": (lambda: tensor_matmul(64, 96, 256, k_split=128, shared_ab=True, cache_c=0,
+                                                      strategy=acc.CacheStrategy.BLOCKED), None),
+    "tf32_shared_ab": (lambda: tensor_matmul(64, 64, 128, operand=T.float32, mma=acc.MMAShape.M16xN16xK8_B1,
+                                             k_split=32, shared_ab=True, cache_c=0), None),
+    "simt_shared_ab": (lambda: simt_matmul(64, 64, 64, block=(16, 16), shared_k=16), None),
     "bf16_c_cached_set_scale": (lambda: tensor_matmul(64, 64, 96, operand=T.bfloat16, cache_c=0,
                                                       prologue_op=acc.MMAFragmentOp.SET,
                                                       epilogue_op=acc.MMAFragmentOp.SCALE, epilogue_arg=2.0), None),

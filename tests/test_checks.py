@@ -327,10 +327,12 @@ def test_cache_arguments():
     A, B, C = args
     k = plan.schedule.order[2]
     MF = acc.MemorySpace.MMA_FRAGMENT
-    with pytest.raises(acc.CacheError, match="only location=MMA_FRAGMENT caches are built so far"):
-        plan.cache(A, index=k, location=acc.MemorySpace.SHARED)
-    with pytest.raises(acc.CacheError, match="double_buffer do not apply to an MMA_FRAGMENT cache"):
+    with pytest.raises(acc.CacheError, match="only SHARED and MMA_FRAGMENT caches are built so far"):
+        plan.cache(A, index=k, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match="double buffers and pipelines"):
         plan.cache(C, index=k, location=MF, double_buffer=True)
+    with pytest.raises(acc.CacheError, match="strategy does not apply to an MMA_FRAGMENT cache"):
+        plan.cache(C, index=k, location=MF, strategy=acc.CacheStrategy.STRIPED)
     with pytest.raises(acc.CacheError, match="needs index="):
         plan.cache(C, location=MF)
     with pytest.raises(acc.CacheError, match="is not an Array"):
@@ -378,3 +380,26 @@ def test_cached_accumulator_is_loaded_once():
     k_loop = next(s for s in kernel.body if isinstance(s, Loop))
     assert any(isinstance(s, FragmentLoad) and s.fragment == "c" for s in kernel.body)
     assert not any(isinstance(s, FragmentLoad) and s.fragment == "c" for s in k_loop.body)
+
+
+def test_shared_cache_checks():
+    plan, (A, B, C) = tensor_matmul(64, 64, 256, k_split=64)
+    k = plan.schedule.order[2]
+    plan.cache(C, index=k, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match="the nest writes C; shared caches of written arrays are not built yet"):
+        compile_plan(plan, (A, B, C))
+    plan, args = simt_matmul(100, 64, 64, block=(32, 16), shared_k=16)
+    with pytest.raises(acc.CacheError, match=r"the footprint A\[i, k\] \+ \[32 x 16\] reaches outside A\[100, 64\] in the last tiles"):
+        compile_plan(plan, args)
+    plan, args = simt_matmul(2048, 2048, 2048, block=(32, 32), shared_k=2048)
+    with pytest.raises(acc.CacheError, match=r"the caches need 524288 bytes of shared memory per block \(A 262144, B 262144\); NVIDIA H100 allows 232448 \(with the opt-in attribute; 49152 without\)"):
+        compile_plan(plan, args)
+
+
+def test_shared_cache_over_48k_opts_in():
+    plan, args = simt_matmul(256, 256, 512, block=(32, 32), shared_k=256)  # 2 x 32 KiB
+    model, kernel = compile_plan(plan, args)
+    assert kernel.dynamic_shared_bytes == 65536
+    from schedc.codegen.cuda import emit_launcher
+
+    assert "cudaFuncSetAttribute(f__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);" in emit_launcher(kernel)

@@ -10,6 +10,7 @@ import math
 from importlib import resources
 
 from ..ir.kernel import (
+    SHARED_ALIGN,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -101,22 +102,11 @@ def emit_kernel(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
-SHARED_ALIGN = 128  # bytes between shared buffers: more than any vector or tile load needs
-
-
-def shared_offsets(kernel: Kernel) -> list[int]:
-    offsets, at = [], 0
-    for b in kernel.shared:
-        offsets.append(at)
-        at += -(-b.nbytes // SHARED_ALIGN) * SHARED_ALIGN
-    return offsets
-
-
 def shared_declarations(kernel: Kernel) -> list[str]:
     if not kernel.shared:
         return []
     lines = [f"{INDENT}extern __shared__ __align__({SHARED_ALIGN}) unsigned char schedc_shared[];"]
-    for b, offset in zip(kernel.shared, shared_offsets(kernel)):
+    for b, offset in zip(kernel.shared, kernel.shared_offsets()):
         lines.append(f"{INDENT}// shared buffer {b.name}: {b.dtype.value}{list(b.shape)}, {b.nbytes} bytes")
         cast = f"reinterpret_cast<{b.dtype.c_type}*>(schedc_shared + {offset})"
         lines.append(f"{INDENT}{b.dtype.c_type}* {b.name} = {cast};")

@@ -284,6 +284,22 @@ class Kernel:
     def threads_per_block(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
 
+    def shared_offsets(self) -> tuple[int, ...]:
+        """Byte offset of each shared buffer in the block's dynamic shared memory."""
+        return shared_layout(self.shared)[0]
+
+
+SHARED_ALIGN = 128  # bytes between shared buffers: more than any vector or tile access needs
+
+
+def shared_layout(buffers) -> tuple[tuple[int, ...], int]:
+    """Offsets of shared buffers laid out in order, SHARED_ALIGN apart, and the bytes in all."""
+    offsets, at = [], 0
+    for b in buffers:
+        offsets.append(at)
+        at += -(-b.nbytes // SHARED_ALIGN) * SHARED_ALIGN
+    return tuple(offsets), at
+
 
 # -- traversal ---------------------------------------------------------------------------------
 
@@ -364,7 +380,8 @@ def _enum_value(name: str, value: str) -> enum.Enum:
 
     enums = {"ScalarType": ScalarType, "MMAShape": targets.MMAShape,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
-             "Model": targets.Model, "MemorySpace": targets.MemorySpace}
+             "Model": targets.Model, "MemorySpace": targets.MemorySpace,
+             "CacheStrategy": targets.CacheStrategy}
     return enums[name](value)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PlanError
-from ..targets import MODELS, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
+from ..targets import MODELS, CacheStrategy, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
 from ..targets import Model as TargetModel
 from . import convert
 from . import kernel as k
@@ -72,6 +72,7 @@ class CacheSpec:
     array: str
     index: str
     location: MemorySpace
+    strategy: CacheStrategy = CacheStrategy.AUTO
 
 
 @k.register
@@ -155,7 +156,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         bindings=bindings,
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
-        caches=tuple(CacheSpec(c.source.name, c.index.name, c.location) for c in plan.caches),
+        caches=tuple(CacheSpec(c.source.name, c.index.name, c.location, c.strategy) for c in plan.caches),
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CacheError, PlanError
-from ..targets import GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
+from ..targets import CacheStrategy, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
 from .expr import Index
 
 
@@ -24,6 +24,7 @@ class CacheRequest:
     source: object  # the Array
     index: Index
     location: MemorySpace
+    strategy: CacheStrategy = CacheStrategy.AUTO
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class Plan:
         trigger_index: Index | None = None,
         location: MemorySpace = MemorySpace.SHARED,
         layout=None,
-        strategy=None,
+        strategy: CacheStrategy | None = None,
         double_buffer: bool = False,
         double_buffer_location=None,
         stages: int | None = None,
@@ -196,25 +197,31 @@ class Plan:
     ) -> None:
         """Keep the part of ``source`` the loops at and inside ``index`` touch in faster memory.
 
+        ``location=SHARED`` (sequential caching): before ``index``'s loop the block's threads
+        copy the footprint of ``source`` (the elements the loops at and inside ``index`` read, for
+        the block) into shared memory, between two barriers, and those loops read it from there.
+        Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
+        splits them STRIPED (coalesced, the default) or BLOCKED among the threads.
+
         ``location=MMA_FRAGMENT`` on the accumulator of a tensorized plan: each warp keeps its
         tile of C in a tensor-core fragment across the loops at and inside ``index``, loaded (or
         filled by the SET prologue) once before ``index``'s loop and stored once after it
         (Accera's output caching).
 
-        **Requires:** a tensorized plan; ``source`` is its accumulator C; ``index`` is a loop
-        that is neither bound nor tensorized, and no loop at or inside it that runs on one warp
-        indexes C (so one warp keeps one tile). Shared-memory and register caches of operands
-        (``location=SHARED`` / ``PRIVATE``, double buffers, ``stages``) are not built yet and
-        are refused.
+        **Requires:** ``index`` is a loop that is neither bound nor tensorized. SHARED: the nest
+        only reads ``source``; its footprint stays inside the array (no partial tiles yet) and
+        fits the target's shared memory (over 48 KiB the kernel opts in to dynamic shared memory
+        up to the target's limit). MMA_FRAGMENT: a tensorized plan whose accumulator is
+        ``source``, with no per-warp loop at or inside ``index`` indexing it. Double buffers,
+        ``stages`` and PRIVATE caches are not built yet and are refused.
 
-        *Hardware:* wmma fragments (registers).
+        *Hardware:* shared memory and ``bar.sync``; wmma fragments (registers).
 
-        Before → after (C's tile per warp)::
+        Before → after (shared)::
 
-            for k ...:                           load_matrix_sync(c, &C[...])
-              load_matrix_sync(c, &C[...])       for k ...:
-              mma_sync(c, a, b, c)          →      mma_sync(c, a, b, c)
-              store_matrix_sync(&C[...], c)      store_matrix_sync(&C[...], c)
+            for kk ...:                       __syncthreads(); block_copy(A_shared <- A[i, k]...)
+              ... A[i + ii, k + kk] ...  →    __syncthreads()
+                                              for kk ...: ... A_shared[ii, kk] ...
         """
         from .array import Array
 
@@ -225,20 +232,26 @@ class Plan:
             raise CacheError(where, f"{source!r} is not an Array")
         if not isinstance(location, MemorySpace):
             raise CacheError(where, f"location must be a MemorySpace, not {location!r}")
-        if location is not MemorySpace.MMA_FRAGMENT:
-            raise CacheError(where, "only location=MMA_FRAGMENT caches are built so far; shared-memory and "
-                                    "register caches of operands are not")
-        extras = {"trigger_index": trigger_index, "layout": layout, "strategy": strategy,
-                  "double_buffer_location": double_buffer_location, "stages": stages, "vectorize": vectorize}
-        given = [k for k, v in extras.items() if v is not None] + (["double_buffer"] if double_buffer else [])
-        if given:
-            raise CacheError(where, f"{', '.join(given)} do not apply to an MMA_FRAGMENT cache")
+        if location not in (MemorySpace.SHARED, MemorySpace.MMA_FRAGMENT):
+            raise CacheError(where, "only SHARED and MMA_FRAGMENT caches are built so far")
+        if double_buffer or stages is not None or double_buffer_location is not None:
+            raise CacheError(where, "double buffers and pipelines (double_buffer, stages) are not built yet")
+        if trigger_index is not None and trigger_index is not index:
+            raise CacheError(where, "a trigger_index other than index is not supported yet")
+        if layout not in (None, "FIRST_MAJOR") and getattr(layout, "name", None) != "FIRST_MAJOR":
+            raise CacheError(where, f"cache layout {layout!r}: only the default row-major layout so far")
+        if vectorize not in (None, True, "AUTO"):
+            raise CacheError(where, "vectorize: copies are vectorized automatically (AUTO)")
+        if strategy is not None and not isinstance(strategy, CacheStrategy):
+            raise CacheError(where, f"strategy must be a CacheStrategy, not {strategy!r}")
+        if location is MemorySpace.MMA_FRAGMENT and strategy is not None:
+            raise CacheError(where, "strategy does not apply to an MMA_FRAGMENT cache")
         if index is None:
-            raise CacheError(where, "an MMA_FRAGMENT cache needs index= (the loop to keep the tile across)")
+            raise CacheError(where, "needs index= (the loop the cached data is kept across)")
         self._check_index(where, index)
         if any(c.source is source for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
-        self.caches.append(CacheRequest(source, index, location))
+        self.caches.append(CacheRequest(source, index, location, strategy or CacheStrategy.AUTO))
 
     # -- unroll ------------------------------------------------------------------------------
 

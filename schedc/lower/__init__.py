@@ -14,9 +14,9 @@ from .. import poly
 from ..errors import SchedcError
 from ..ir.kernel import Kernel
 from ..targets import Target
-from . import check, launch, loops, simplify, tensor
+from . import cache, check, launch, loops, simplify, tensor
 
-PASSES = ("analyze", "launch", "check", "tensorize", "lower", "simplify")
+PASSES = ("analyze", "launch", "check", "tensorize", "cache", "lower", "simplify")
 
 
 def compile_model(model) -> Kernel:
@@ -37,8 +37,11 @@ def _passes(model) -> Kernel:
     tiles = None  # 4. the tensor-core tiles, if tensorized
     if model.tensorize is not None:
         tiles = _dump("tensorize", tensor.match(model, facts, target))
-    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles))  # 5. loops, statements
-    return _dump("simplify", simplify.simplify(kernel))  # 6. constant folding
+    shared = _dump("cache", cache.plan_shared(model))  # 5. shared-memory caches: footprints, budget
+    if tiles is not None:
+        tiles = cache.rebase_tiles(model, tiles, shared)
+    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles, shared))  # 6. loops, statements
+    return _dump("simplify", simplify.simplify(kernel))  # 7. constant folding
 
 
 def _dump(name: str, value):

@@ -3,6 +3,8 @@ per-thread statements (or the tensorized tile) at the innermost point."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -14,16 +16,18 @@ from ..ir.kernel import (
     Stmt,
     Store,
     Var,
+    shared_layout,
     substitute,
 )
 from ..poly import Guard, PolyFacts
-from . import tensor
+from . import cache, tensor
 from .launch import Launch
 
 INT32_MAX = 2**31 - 1
 
 
-def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None) -> Kernel:
+def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None,
+                shared: tuple[cache.SharedCache, ...] = ()) -> Kernel:
     tile_loops = set(model.tensorize.loops) if model.tensorize else set()
     serial = [
         lp for lp in model.loops
@@ -44,15 +48,21 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         innermost = products if cached_at else before + products + after
         around = (before, after)
     else:
-        innermost = tuple(in_loops(model, s) for s in model.statements)
+        as_expr = lambda a: affine_expr(a, order)  # noqa: E731
+        innermost = tuple(
+            dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr))
+            for s in (in_loops(model, st) for st in model.statements)
+        )
 
     def level(n: int) -> tuple[Stmt, ...]:
         if n == len(serial):
             body = innermost
         else:
             loop = _loop(model, facts, serial[n], level(n + 1))
+            fill = cache.fill(shared, serial[n].name, lambda a: affine_expr(a, order))
             # C's fragment kept across the cached loop: set up before it, stored after it
-            body = (*around[0], loop, *around[1]) if serial[n].name == cached_at else (loop,)
+            before, after = around if serial[n].name == cached_at else ((), ())
+            body = (*before, *fill, loop, *after)
         guards = guards_at.get(n, [])
         if guards:
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
@@ -60,6 +70,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
 
     body = (*launch.coordinates, *level(0))
     big = any(b.size > INT32_MAX for b in model.buffers)
+    buffers = tuple(c.buffer for c in shared)
     return Kernel(
         name=f"{model.function}__gpu__",
         buffers=model.buffers,
@@ -67,6 +78,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         block=launch.block,
         body=body,
         index_type="long long" if big else "int",
+        dynamic_shared_bytes=shared_layout(buffers)[1],
+        shared=buffers,
     )
 
 

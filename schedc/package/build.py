@@ -20,7 +20,7 @@ from .. import __version__
 from ..codegen.cuda import emit_source
 from ..errors import PackageError
 from ..ir.array import Array, Role
-from ..ir.kernel import FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
+from ..ir.kernel import BlockCopy, FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
 from ..ir.model import Model, freeze
 from ..ir.plan import Plan
 from ..lower import compile_model
@@ -190,9 +190,18 @@ def _banner(name: str, target: Target, functions: list[_Added]) -> str:
 
 
 def alignments(kernel: Kernel) -> dict[str, int]:
-    """Bytes each parameter's base address must be aligned to (tensor-core tiles need 32)."""
-    tiled = {s.buffer for s in walk_statements(kernel.body) if isinstance(s, FragmentLoad | FragmentStore)}
-    return {b.name: (WMMA_POINTER_ALIGN if b.name in tiled else b.dtype.size) for b in kernel.params}
+    """Bytes each parameter's base address must be aligned to: its element size, 32 for
+    tensor-core tiles, a vector's size for vectorized block copies."""
+    need = {b.name: b.dtype.size for b in kernel.params}
+    for s in walk_statements(kernel.body):
+        if isinstance(s, FragmentLoad | FragmentStore) and s.buffer in need:
+            need[s.buffer] = max(need[s.buffer], WMMA_POINTER_ALIGN)
+        if isinstance(s, BlockCopy):
+            for name in (s.source, s.target):
+                if name in need:
+                    size = next(b.dtype.size for b in kernel.params if b.name == name)
+                    need[name] = max(need[name], s.vector * size)
+    return need
 
 
 def _write(name, directory: Path, target: Target, functions, kernels, source, format, mode, tolerance) -> Path:

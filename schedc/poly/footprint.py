@@ -25,6 +25,7 @@ class Footprint:
     origin: tuple[Affine, ...]  # first element, per array dimension
     extents: tuple[int, ...]
     exact: bool
+    inside: bool = True  # the box stays inside the array for every value of the fixed loops
 
     @property
     def elements(self) -> int:
@@ -37,20 +38,25 @@ class Footprint:
         return f"{self.array}[{origin}] + [{shape}]{note}"
 
 
-def footprint(model, array: str, index: str) -> Footprint:
+def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = None) -> Footprint:
+    """The footprint inside ``index``. ``fixed`` names the loops held fixed (default: the loops
+    outside ``index``); every other loop varies, wherever it sits in the order."""
     names = [lp.name for lp in model.loops]
     if index not in names:
         raise KeyError(f"no loop {index}")
-    position = names.index(index)
-    outer = names[:position]
+    outer = [n for n in names if n in fixed] if fixed is not None else names[: names.index(index)]
     relations = [a.relation(names) for a in sets.accesses(model) if a.array == array]
     if not relations:
         raise KeyError(f"no access to {array}")
     relation = relations[0]
     for r in relations[1:]:
         relation = relation.union(r)
-    domain = sets.domain(model).move_dims(isl.dim_type.param, 0, isl.dim_type.set, 0, position)
-    relation = relation.move_dims(isl.dim_type.param, 0, isl.dim_type.in_, 0, position)
+    domain = sets.domain(model)
+    for n, name in enumerate(outer):  # the fixed loops become parameters, in loop order
+        at = domain.find_dim_by_name(isl.dim_type.set, sets.PREFIX + name)
+        domain = domain.move_dims(isl.dim_type.param, n, isl.dim_type.set, at, 1)
+        at = relation.find_dim_by_name(isl.dim_type.in_, sets.PREFIX + name)
+        relation = relation.move_dims(isl.dim_type.param, n, isl.dim_type.in_, at, 1)
     image = domain.apply(relation)
     rank = image.dim(isl.dim_type.set)
     origin, extents = [], []
@@ -59,7 +65,8 @@ def footprint(model, array: str, index: str) -> Footprint:
         origin.append(_affine(low, outer))
         extents.append(high.sub(low).max_val().to_python() + 1)
     exact = _is_exact(model, array, image, outer, origin, extents)
-    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact)
+    inside = _is_inside(model, array, image, outer, origin, extents)
+    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside)
 
 
 def _affine(pw: isl.PwAff, outer: list[str]) -> Affine:
@@ -89,6 +96,17 @@ def _is_exact(model, array, image, outer, origin, extents) -> bool:
     box = isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
     box = box.intersect_params(image.params())
     return box.is_subset(image)
+
+
+def _is_inside(model, array, image, outer, origin, extents) -> bool:
+    shape = model.buffer(array).shape
+    params = ", ".join(sets.PREFIX + n for n in outer)
+    parts = []
+    for a, extent, size in zip(origin, extents, shape):
+        low = sets.isl_affine(a)
+        parts.append(f"({low} < 0 or {low} + {extent} > {size})")
+    outside = isl.Set(f"[{params}] -> {{ : {' or '.join(parts)} }}").intersect_params(image.params())
+    return outside.is_empty()
 
 
 def _render(a: Affine) -> str:
