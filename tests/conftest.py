@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ("hello_matmul", "tensor_matmul", "tensor_matmul_tf32", "tensor_matmul_output_cache")
+SAMPLES = ("hello_matmul", "tensor_matmul", "tensor_matmul_tf32", "tensor_matmul_output_cache",
+           "tensor_input_cache", "tensor_input_output_cache")
 
 
 def pytest_addoption(parser):
