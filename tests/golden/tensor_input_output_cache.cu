@@ -79,42 +79,35 @@ template <> struct vector_type<4> { using type = unsigned int; };
 template <> struct vector_type<8> { using type = uint2; };
 template <> struct vector_type<16> { using type = uint4; };
 
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
-__device__ __forceinline__ int copy_vector(int n, int thread, int threads) {
-    constexpr int vectors = ROWS * ((COLS + VEC - 1) / VEC);
-    const int per_thread = (vectors + threads - 1) / threads;
-    return STRIPED ? thread + n * threads : thread * per_thread + n;
-}
-
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
-__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
+// Calls f(row, col) for each vector of a ROWS x COLS box this thread copies.
+template <int ROWS, int COLS, int VEC, bool STRIPED, typename F>
+__device__ __forceinline__ void for_each_vector(int thread, int threads, F&& f) {
     static_assert(COLS % VEC == 0, "a row holds whole vectors");
-    using V = typename vector_type<VEC * sizeof(T)>::type;
     constexpr int per_row = COLS / VEC;
     constexpr int vectors = ROWS * per_row;
     const int per_thread = (vectors + threads - 1) / threads;
     for (int n = 0; n < per_thread; ++n) {
-        const int v = copy_vector<T, ROWS, COLS, VEC, STRIPED>(n, thread, threads);
+        const int v = STRIPED ? thread + n * threads : thread * per_thread + n;
         if (v >= vectors) break;
-        const int row = v / per_row, col = (v % per_row) * VEC;
-        *reinterpret_cast<V*>(dst + row * dst_ld + col) = *reinterpret_cast<const V*>(src + row * src_ld + col);
+        f(v / per_row, (v % per_row) * VEC);
     }
+}
+
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
+__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
+    using V = typename vector_type<VEC * sizeof(T)>::type;
+    for_each_vector<ROWS, COLS, VEC, STRIPED>(thread, threads, [&](int row, int col) {
+        *reinterpret_cast<V*>(dst + row * dst_ld + col) = *reinterpret_cast<const V*>(src + row * src_ld + col);
+    });
 }
 
 // The same copy with cp.async (sm_80+): global to shared without registers. The data is in
 // shared memory after async_wait<N>() completes the copy's commit group.
 template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
 __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
-    static_assert(COLS % VEC == 0, "a row holds whole vectors");
     constexpr int bytes = VEC * sizeof(T);
     static_assert(bytes == 4 || bytes == 8 || bytes == 16, "cp.async moves 4, 8 or 16 bytes");
-    constexpr int per_row = COLS / VEC;
-    constexpr int vectors = ROWS * per_row;
-    const int per_thread = (vectors + threads - 1) / threads;
-    for (int n = 0; n < per_thread; ++n) {
-        const int v = copy_vector<T, ROWS, COLS, VEC, STRIPED>(n, thread, threads);
-        if (v >= vectors) break;
-        const int row = v / per_row, col = (v % per_row) * VEC;
+    for_each_vector<ROWS, COLS, VEC, STRIPED>(thread, threads, [&](int row, int col) {
         const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(dst + row * dst_ld + col));
         const T* source = src + row * src_ld + col;
         if constexpr (bytes == 16) {
@@ -122,7 +115,7 @@ __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* sr
         } else {
             asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(target), "l"(source), "n"(bytes));
         }
-    }
+    });
 }
 
 __device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
