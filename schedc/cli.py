@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .codegen.cuda import without_runtime
 from .errors import SchedcError
 
 
@@ -101,15 +102,7 @@ def show(script: str, function: str | None, no_source: bool) -> None:
         sources[package] = source
     if not no_source:
         for package, source in sources.items():
-            click.echo(f"== {package}.cu\n{_without_runtime(source)}")
-
-
-def _without_runtime(source: str) -> str:
-    start = source.find("// ---- schedc runtime")
-    end = source.find("// ---- end of schedc runtime ----")
-    if start < 0 or end < 0:
-        return source
-    return source[:start] + "// (schedc runtime header inlined here)\n" + source[end + 35:]
+            click.echo(f"== {package}.cu\n{without_runtime(source)}")
 
 
 @main.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schedc.codegen.cuda import emit_source
+from schedc.codegen.cuda import emit_source, runtime_header, without_runtime
 from schedc.package.compile import nvrtc_compile
 
 from .conftest import SAMPLES, build_sample, show_sample
@@ -42,13 +42,22 @@ def test_compiles_with_nvrtc(name, model, source, arch):
 
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_golden_source(sample, update_golden):
+    """The generated part of each sample's .cu (the runtime header is a source file itself)."""
     ((_, _, _, source),) = show_sample(sample)
+    source = without_runtime(source)
     path = GOLDEN / f"{sample}.cu"
     if update_golden:
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(source)
     assert path.exists(), f"no golden file {path}: run pytest --update-golden"
     assert source == path.read_text(), f"{sample}.cu differs from {path}; if intended, run pytest --update-golden"
+
+
+def test_runtime_header_is_inlined():
+    ((_, _, _, source),) = show_sample("hello_matmul")
+    assert runtime_header().rstrip() in source
+    assert "(schedc runtime header inlined here)" in without_runtime(source)
+    assert "namespace schedc" not in without_runtime(source)
 
 
 def test_builds_are_byte_identical(tmp_path):

@@ -49,12 +49,24 @@ def runtime_header() -> str:
     return resources.files("schedc.codegen").joinpath("runtime/schedc.cuh").read_text()
 
 
+RUNTIME_BEGIN = "// ---- schedc runtime (schedc/codegen/runtime/schedc.cuh) ----"
+RUNTIME_END = "// ---- end of schedc runtime ----"
+
+
+def without_runtime(source: str) -> str:
+    """The generated part of a .cu file: the inlined runtime header replaced by one line."""
+    start, end = source.find(RUNTIME_BEGIN), source.find(RUNTIME_END)
+    if start < 0 or end < 0:
+        return source
+    return source[:start] + "// (schedc runtime header inlined here)" + source[end + len(RUNTIME_END):]
+
+
 def emit_source(kernels: list[Kernel], banner: str) -> str:
     """A whole .cu file: banner, inlined runtime, kernels and their host launchers."""
     parts = [banner.rstrip() + "\n",
-             "// ---- schedc runtime (schedc/codegen/runtime/schedc.cuh) ----",
+             RUNTIME_BEGIN,
              runtime_header().rstrip(),
-             "// ---- end of schedc runtime ----\n",
+             RUNTIME_END + "\n",
              "using namespace nvcuda;\n"]
     seen: set[str] = set()
     for kernel in kernels:
