@@ -25,6 +25,22 @@ if [ "${SANITIZE:-0}" = 1 ]; then  # memcheck of one launch per sample (cuda-bin
       | tee -a "$OUT/sanitizer.log" | tail -3
   done
 fi
+if [ "${RACECHECK:-0}" = 1 ]; then  # racecheck and synccheck on the gpu-marked variant matrix (small sizes)
+  for tool in racecheck synccheck; do
+    compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k variant 2>&1 \
+      | tee -a "$OUT/sanitizer_$tool.log" | tail -4
+  done
+fi
+if [ "${SASS:-0}" = 1 ]; then  # instruction mix per kernel: shared loads, cp.async, tensor-core ops, barriers
+  for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
+    for cubin in hat_packages/$s/*.cubin; do
+      cuobjdump -sass "$cubin" | awk -v f="$cubin" '/Function :/ {name=$3} /LDSM|LDS|LDGSTS|HMMA|BAR|LDG|STG/ {
+        for (i = 1; i <= NF; i++) if ($i ~ /^(LDSM|LDS|LDGSTS|HMMA|BAR|LDG|STG)/) { split($i, op, "."); n[name" "op[1]]++ } }
+        END { for (k in n) print k, n[k] }' | sort | tee -a "$OUT/sass.txt"
+    done
+  done
+fi
 if [ "${RUN_TESTS:-1}" = 1 ]; then
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
 fi

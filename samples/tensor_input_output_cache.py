@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Accera's Tensor MatMul with input and output caching: float16 A and B, float32 C, 4096^3.
 
-As tensor_input_cache, plus each warp keeps its 16x16 tile of C in a tensor-core fragment across
-the whole k loop (Accera's "output data caching").
+As tensor_input_double_buffer_cache, plus each warp keeps its 16x16 tile of C in a tensor-core
+fragment across the whole k loop (Accera's "output data caching").
 """
 
 import schedc as acc
@@ -42,8 +42,8 @@ plan.bind({
     jj: target.GridUnit.WARP_X,
 })
 plan.tensorize(indices=(iii, jjj, kkk), mma_shape=mma_shape)
-plan.cache(A, index=kk, location=target.MemorySpace.SHARED)
-plan.cache(B, index=kk, location=target.MemorySpace.SHARED)
+plan.cache(A, index=kk, location=target.MemorySpace.SHARED, double_buffer=True)
+plan.cache(B, index=kk, location=target.MemorySpace.SHARED, double_buffer=True)
 plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT)
 
 package = acc.Package()

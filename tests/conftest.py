@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ("hello_matmul", "tensor_matmul", "tensor_matmul_tf32", "tensor_matmul_output_cache",
-           "tensor_input_cache", "tensor_input_output_cache")
+           "tensor_input_cache", "tensor_input_double_buffer_cache", "tensor_input_output_cache",
+           "tilus_matmul")
 
 
 def pytest_addoption(parser):

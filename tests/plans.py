@@ -13,6 +13,7 @@ from schedc.package.build import name_arrays
 H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
 T = acc.ScalarType
 FIRST, LAST = acc.Array.Layout.FIRST_MAJOR, acc.Array.Layout.LAST_MAJOR
+REGISTERS = {"double_buffer": True, "double_buffer_location": acc.MemorySpace.PRIVATE}
 
 
 def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, b_layout=FIRST,
@@ -31,7 +32,7 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
 
 
 def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100,
-                shared_k=0):
+                shared_k=0, pipeline=None):
     nest, args = matmul_arrays(M, N, K, dtype, dtype)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
@@ -51,15 +52,16 @@ def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unro
         plan.unroll(order[-1])
     if shared_k:  # A's rows and B's columns of the block, shared_k at a time, in shared memory
         for array in args[:2]:
-            plan.cache(array, index=order[-1], location=acc.MemorySpace.SHARED)
+            plan.cache(array, index=order[-1], location=acc.MemorySpace.SHARED, **(pipeline or {}))
     return plan, args
 
 
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
                   c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, shared_ab=False,
-                  strategy=None, **ops):
-    """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*."""
+                  strategy=None, pipeline=None, **ops):
+    """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*.
+    ``pipeline``: extra arguments of the A and B caches (double_buffer, stages, ...)."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
@@ -79,7 +81,8 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
         plan.cache(args[2], index=outer_k[cache_c], location=acc.MemorySpace.MMA_FRAGMENT)
     if shared_ab:  # Accera's input caching: A and B tiles in shared memory for the inner k loop
         for array in args[:2]:
-            plan.cache(array, index=outer_k[-1], location=acc.MemorySpace.SHARED, strategy=strategy)
+            plan.cache(array, index=outer_k[-1], location=acc.MemorySpace.SHARED, strategy=strategy,
+                       **(pipeline or {}))
     return plan, args
 
 
@@ -176,4 +179,20 @@ VARIANTS = {
                                                        k_split=32, cache_c=-1, prologue_op=acc.MMAFragmentOp.SET,
                                                        epilogue_op=acc.MMAFragmentOp.ReLU), None),
     "const_and_temp": (lambda: const_and_temp(), None),
+    # pipelines: register double buffer, cp.async rings of 1 to 4 stages (more stages than tiles)
+    "fp16_registers_double_buffer": (lambda: tensor_matmul(64, 64, 256, k_split=64, shared_ab=True, cache_c=0,
+                                                           pipeline=REGISTERS), None),
+    "fp16_async_1_stage": (lambda: tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, pipeline={"stages": 1}),
+                           None),
+    "fp16_async_double_buffer": (lambda: tensor_matmul(64, 96, 256, k_split=32, shared_ab=True, cache_c=0,
+                                                       pipeline={"double_buffer": True}), None),
+    "fp16_async_3_stages": (lambda: tensor_matmul(64, 64, 320, k_split=32, shared_ab=True, cache_c=0,
+                                                  pipeline={"stages": 3}), None),
+    "tf32_async_4_stages_short": (lambda: tensor_matmul(32, 64, 64, operand=T.float32,
+                                                        mma=acc.MMAShape.M16xN16xK8_B1, k_split=32,
+                                                        shared_ab=True, pipeline={"stages": 4}), None),
+    "simt_async_2_stages": (lambda: simt_matmul(64, 64, 96, block=(16, 16), shared_k=16,
+                                                pipeline={"stages": 2}), None),
+    "simt_registers_double_buffer": (lambda: simt_matmul(48, 64, 80, block=(16, 16), shared_k=16,
+                                                         pipeline=REGISTERS), None),
 }

@@ -6,6 +6,7 @@ import pytest
 
 import schedc as acc
 from schedc import PackageError, PlanError
+from schedc.verify import emulate_function
 
 from .plans import FIRST, H100, LAST, T, compile_plan, matmul_arrays, simt_matmul, tensor_matmul
 
@@ -329,7 +330,7 @@ def test_cache_arguments():
     MF = acc.MemorySpace.MMA_FRAGMENT
     with pytest.raises(acc.CacheError, match="only SHARED and MMA_FRAGMENT caches are built so far"):
         plan.cache(A, index=k, location=acc.MemorySpace.PRIVATE)
-    with pytest.raises(acc.CacheError, match="double buffers and pipelines"):
+    with pytest.raises(acc.CacheError, match="double buffers and stages apply to SHARED caches"):
         plan.cache(C, index=k, location=MF, double_buffer=True)
     with pytest.raises(acc.CacheError, match="strategy does not apply to an MMA_FRAGMENT cache"):
         plan.cache(C, index=k, location=MF, strategy=acc.CacheStrategy.STRIPED)
@@ -349,19 +350,59 @@ def test_cache_must_hold_the_accumulator():
         compile_plan(plan, (A, B, C))
 
 
-def test_cache_loop_must_keep_one_tile():
-    nest, (A, B, C) = matmul_arrays(32, 64, 32, T.float16)
+def _blocked_plan(inner_k: bool):
+    """Each warp computes a 16x64 strip of C: j (inside the cached k) picks one of 4 tiles."""
+    nest, (A, B, C) = matmul_arrays(32, 64, 64, T.float16)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
-    ii = s.split(i, 16)
-    jj = s.split(j, 16)
-    kk = s.split(k, 16)
-    s.reorder(i, k, j, ii, jj, kk)  # j runs inside k in each warp: C's tile changes with j
+    ii, jj = s.split(i, 16), s.split(j, 16)
+    kk = s.split(k, 32)
+    kkk = s.split(kk, 16)
+    order = (i, k, kk, j) if inner_k else (i, k, j, kk)
+    s.reorder(*order, ii, jj, kkk)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y})
+    plan.tensorize(indices=(ii, jj, kkk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    plan.cache(C, index=k, location=acc.MemorySpace.MMA_FRAGMENT)
+    return plan, (A, B, C)
+
+
+def test_register_blocking_keeps_one_fragment_per_tile():
+    plan, args = _blocked_plan(inner_k=True)
+    model, kernel = compile_plan(plan, args)
+    from schedc.ir.kernel import Fragment, FragmentLoad, FragmentMma, walk_statements
+
+    statements = list(walk_statements(kernel.body))
+    accumulators = [s.name for s in statements if isinstance(s, Fragment) and s.use == "accumulator"]
+    assert accumulators == ["c_0", "c_1", "c_2", "c_3"]
+    b_loads = [s for s in statements if isinstance(s, FragmentLoad) and s.fragment.startswith("b")]
+    a_loads = [s for s in statements if isinstance(s, FragmentLoad) and s.fragment.startswith("a")]
+    assert len(a_loads) == 1 and len(b_loads) == 4, "A's fragment is loaded once for the 4 tiles"
+    assert [s.d for s in statements if isinstance(s, FragmentMma)] == ["c_0", "c_1", "c_2", "c_3"]
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=4))
+
+
+def test_register_blocking_loops_must_be_innermost():
+    plan, args = _blocked_plan(inner_k=False)
+    with pytest.raises(acc.CacheError, match=r"cache\(C, index=k, location=MMA_FRAGMENT\): j \(inside k\) "
+                                             r"index C: each warp keeps one fragment per tile of C, and the loops "
+                                             r"that choose the tile must be the innermost serial loops, but kk "
+                                             r"runs inside j"):
+        compile_plan(plan, args)
+
+
+def test_register_blocking_fragment_budget():
+    nest, (A, B, C) = matmul_arrays(16, 512, 32, T.float16)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 16), s.split(j, 16), s.split(k, 16)
+    s.reorder(i, k, j, ii, jj, kk)
     plan = s.create_plan(H100)
     plan.bind({i: G.BLOCK_Y})
     plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
     plan.cache(C, index=k, location=acc.MemorySpace.MMA_FRAGMENT)
-    with pytest.raises(acc.CacheError, match="j \\(at or inside k\\) indexes C: a warp's tile of C changes inside the loop"):
+    with pytest.raises(acc.CacheError, match=r"j give each warp 32 tiles of C: 256 registers per thread for "
+                                             r"the fragments alone, over 128"):
         compile_plan(plan, (A, B, C))
 
 

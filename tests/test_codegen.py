@@ -18,33 +18,52 @@ GOLDEN = Path(__file__).parent / "golden"
 
 def _sources():
     for sample in SAMPLES:
-        ((_, model, kernel, source),) = show_sample(sample)
-        yield sample, model, source
+        functions = show_sample(sample)
+        yield sample, [model for _, model, _, _ in functions], functions[0][3]
     for name, (make, _) in sorted(VARIANTS.items()):
         model, kernel = compile_plan(*make(), name=name)
-        yield name, model, emit_source([kernel], f"// {name}")
+        yield name, [model], emit_source([kernel], f"// {name}")
 
 
-@pytest.mark.parametrize("name, model, source", list(_sources()), ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
+@pytest.mark.parametrize("name, models, source", list(_sources()), ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_compiles_with_nvrtc(name, model, source, arch):
+def test_compiles_with_nvrtc(name, models, source, arch):
     compiled = nvrtc_compile(source, name, arch)
     assert compiled.cubin[:4] == b"\x7fELF"
     ptx = compiled.ptx
     assert f".target {arch}" in ptx
+    for model in models:
+        _check_ptx(model, _entry(ptx, f"{model.function}__gpu__"))
+
+
+def _entry(ptx: str, name: str) -> str:
+    """The PTX of one kernel: from its .entry to the next one."""
+    start = ptx.index(f".entry {name}(")
+    end = ptx.find(".entry ", start + 1)
+    return ptx[start:] if end < 0 else ptx[start:end]
+
+
+def _check_ptx(model, ptx: str) -> None:
+    """The instructions the plan asks for are in the kernel's PTX."""
     if model.tensorize is not None:
         assert "wmma.mma.sync" in ptx and "wmma.load.a.sync" in ptx and "wmma.store.d.sync" in ptx
         if model.tensorize.mma_shape.name == "M16xN16xK8_B1":
             assert ".tf32" in ptx and "cvt.rna.tf32.f32" in ptx
     else:
         assert "wmma" not in ptx
+    shared = [c for c in model.caches if c.location.name == "SHARED"]
+    if shared:
+        assert "bar.sync" in ptx
+    if any(c.pipeline == "async" for c in shared):
+        assert "cp.async.c" in ptx and "cp.async.commit_group" in ptx and "cp.async.wait_group" in ptx
+    else:
+        assert "cp.async" not in ptx
 
 
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_golden_source(sample, update_golden):
     """The generated part of each sample's .cu (the runtime header is a source file itself)."""
-    ((_, _, _, source),) = show_sample(sample)
-    source = without_runtime(source)
+    source = without_runtime(show_sample(sample)[0][3])
     path = GOLDEN / f"{sample}.cu"
     if update_golden:
         GOLDEN.mkdir(exist_ok=True)

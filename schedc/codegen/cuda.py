@@ -31,6 +31,9 @@ from ..ir.kernel import (
     Let,
     Load,
     Loop,
+    StageLoad,
+    StageStore,
+    Staging,
     Stmt,
     Store,
     Unary,
@@ -146,6 +149,10 @@ def emit_launcher(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
+def _striped(strategy: str) -> str:
+    return "true" if strategy == "striped" else "false"
+
+
 def _global_buffer(buffer: Buffer) -> str:
     if buffer.kind == "temp":
         return (f"// temporary array {buffer.name}: scratch storage, contents undefined on entry\n"
@@ -165,6 +172,7 @@ class Printer:
         self.kernel = kernel
         self.buffers = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
         self.fragments: dict[str, Fragment] = {}
+        self.stagings: dict[str, Staging] = {}
         self.index_type = kernel.index_type
 
     def body(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
@@ -201,27 +209,47 @@ class Printer:
             return [f"{pad}schedc::async_wait<{s.pending}>();"]
         if isinstance(s, BlockCopy):
             return [pad + line for line in self.block_copy(s)]
+        if isinstance(s, Staging | StageLoad | StageStore):
+            return [pad + line for line in self.staging(s)]
         return [pad + line for line in self.fragment_statement(s)]
 
     def block_copy(self, s: BlockCopy) -> list[str]:
-        shape = (1, *s.shape) if len(s.shape) == 1 else s.shape
-        if len(shape) != 2:
-            raise ValueError(f"block copies of rank {len(s.shape)} are not emitted (rank 1 or 2)")
+        shape, lds = self.box(s.shape, (s.target, s.source))
+        element = self.buffers[s.target].dtype.c_type
+        function = "block_copy_async" if s.asynchronous else "block_copy"
+        comment = [f"// {s.comment}"] if s.comment else []
+        return [*comment,
+                f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
+                f"{self.kernel.threads_per_block}>("
+                f"&{s.target}[{self.offset(s.target, s.target_origin)}], {lds[0]}, "
+                f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread);"]
+
+    def box(self, shape: tuple[int, ...], buffers: tuple[str, ...]) -> tuple[tuple[int, int], list[int]]:
+        """A copy's box as (rows, columns) and each buffer's elements between rows."""
+        box = (1, *shape) if len(shape) == 1 else shape
+        if len(box) != 2:
+            raise ValueError(f"block copies of rank {len(shape)} are not emitted (rank 1 or 2)")
         lds = []
-        for name in (s.target, s.source):
+        for name in buffers:
             b = self.buffers[name]
             if b.strides[-1] != 1:
                 raise ValueError(f"block copy: {name}'s last dimension is not contiguous")
             lds.append(b.strides[-2] if len(b.strides) > 1 else 0)
-        element = self.buffers[s.target].dtype.c_type
-        function = "block_copy_async" if s.asynchronous else "block_copy"
-        striped = "true" if s.strategy == "striped" else "false"
-        threads = self.kernel.threads_per_block
-        comment = [f"// {s.comment}"] if s.comment else []
-        return [*comment,
-                f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {striped}>("
-                f"&{s.target}[{self.offset(s.target, s.target_origin)}], {lds[0]}, "
-                f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread, {threads});"]
+        return box, lds
+
+    def staging(self, s: Stmt) -> list[str]:
+        if isinstance(s, Staging):
+            self.stagings[s.name] = s
+            (rows, cols), _ = self.box(s.shape, ())
+            return [f"schedc::staged<{s.dtype.c_type}, {rows}, {cols}, {s.vector}, {_striped(s.strategy)}, "
+                    f"{self.kernel.threads_per_block}> {s.name};  // next tiles, in registers"]
+        if isinstance(s, StageLoad):
+            _, (ld,) = self.box(self.stagings[s.staging].shape, (s.source,))
+            pointer = f"&{s.source}[{self.offset(s.source, s.source_origin)}]"
+            return [f"{s.staging}.load({pointer}, {ld}, thread);"]
+        _, (ld,) = self.box(self.stagings[s.staging].shape, (s.target,))
+        pointer = f"&{s.target}[{self.offset(s.target, s.target_origin)}]"
+        return [f"{s.staging}.store({pointer}, {ld}, thread);"]
 
     def fragment_statement(self, s: Stmt) -> list[str]:
         if isinstance(s, Fragment):

@@ -36,6 +36,9 @@ from ..ir.kernel import (
     Let,
     Load,
     Loop,
+    StageLoad,
+    StageStore,
+    Staging,
     Stmt,
     Store,
     Unary,
@@ -115,6 +118,7 @@ class _Block:
     fragments: dict[str, np.ndarray] = field(default_factory=dict)
     specs: dict[str, Fragment] = field(default_factory=dict)
     iteration: dict[str, int] = field(default_factory=dict)
+    staged: dict[str, tuple[Staging, np.ndarray | None]] = field(default_factory=dict)
 
     def run(self) -> None:
         bx, by, bz = self.kernel.block
@@ -157,7 +161,9 @@ class _Block:
             self.mask = mask
         elif isinstance(s, Store):
             self.store(s, mask)
-        elif isinstance(s, Barrier | BlockCopy | AsyncCommit | AsyncWait):
+        elif isinstance(s, Staging):
+            self.staged[s.name] = (s, None)
+        elif isinstance(s, Barrier | BlockCopy | AsyncCommit | AsyncWait | StageLoad | StageStore):
             self.block_level(s, mask)
         else:
             self.tile(s, mask)
@@ -360,8 +366,25 @@ class _Block:
             self.shared.commit()
         elif isinstance(s, AsyncWait):
             self.shared.wait(s.pending)
+        elif isinstance(s, StageLoad | StageStore):
+            self.stage(s, mask)
         else:
             self.block_copy(s, mask)
+
+    def stage(self, s: StageLoad | StageStore, mask: np.ndarray) -> None:
+        """Register double buffering: the box's elements into each thread's registers, and later
+        from there into shared memory (the same thread stores what it loaded)."""
+        spec, values = self.staged[s.staging]
+        box = np.indices(spec.shape).reshape(len(spec.shape), -1)
+        threads = copy_threads(spec.shape, spec.vector, spec.strategy, self.threads)
+        if isinstance(s, StageLoad):
+            source = self._box_offsets(s.source, s.source_origin, box, mask)
+            self.staged[s.staging] = (spec, self.memory[s.source][source].astype(spec.dtype.numpy))
+            return
+        if values is None:
+            raise self.error("uninitialized", f"{s.staging} is stored before any load", [0], s.target, "-")
+        target = self._box_offsets(s.target, s.target_origin, box, mask)
+        self.shared.write(s.target, target, values, threads)
 
     def block_copy(self, s: BlockCopy, mask: np.ndarray) -> None:
         """Elements of the box, the thread that copies each, then read and write."""
@@ -385,9 +408,11 @@ class _Block:
 
     def _box_offsets(self, buffer: str, origin, box: np.ndarray, mask: np.ndarray) -> np.ndarray:
         spec = self.buffers[buffer]
-        if not len(origin) == len(spec.shape) == len(box):
+        if not len(origin) == len(spec.shape) >= len(box):
             raise ValueError(f"block copy on {buffer}: box rank {len(box)}, origin rank {len(origin)}, "
                              f"array rank {len(spec.shape)} must agree")
+        # a box of lower rank lies in the last dimensions (e.g. one buffer of a ring)
+        box = np.concatenate([np.zeros((len(origin) - len(box), box.shape[1]), dtype=box.dtype), box])
         offsets = np.zeros(box.shape[1], dtype=np.int64)
         for axis, (expr, stride, extent) in enumerate(zip(origin, spec.strides, spec.shape)):
             start = np.broadcast_to(self.expr(expr), mask.shape)

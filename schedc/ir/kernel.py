@@ -217,9 +217,41 @@ class AsyncWait:
     pending: int
 
 
+@dataclass(frozen=True)
+class Staging:
+    """Per-thread registers for a block copy in two steps (register double buffering): each
+    thread holds the vectors of the ``shape`` box it copies, split as a BlockCopy splits them."""
+
+    name: str
+    dtype: ScalarType
+    shape: tuple[int, ...]
+    vector: int
+    strategy: str
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """The block's threads load the box at ``source_origin`` into the staging registers."""
+
+    staging: str
+    source: str
+    source_origin: tuple[Expr, ...]
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class StageStore:
+    """The block's threads store their staging registers into the box at ``target_origin``."""
+
+    staging: str
+    target: str
+    target_origin: tuple[Expr, ...]
+    comment: str = ""
+
+
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply | Barrier | BlockCopy | AsyncCommit | AsyncWait
+    | FragmentApply | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -339,7 +371,7 @@ _NODES = {
     for cls in (
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
         FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
-        Barrier, BlockCopy, AsyncCommit, AsyncWait,
+        Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore,
     )
 }
 

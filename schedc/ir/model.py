@@ -73,6 +73,8 @@ class CacheSpec:
     index: str
     location: MemorySpace
     strategy: CacheStrategy = CacheStrategy.AUTO
+    pipeline: str = "sync"  # sync: copy between barriers; registers: register double buffer;
+    stages: int = 1  # async: a ring of ``stages`` shared buffers filled with cp.async
 
 
 @k.register
@@ -156,7 +158,10 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         bindings=bindings,
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
-        caches=tuple(CacheSpec(c.source.name, c.index.name, c.location, c.strategy) for c in plan.caches),
+        caches=tuple(
+            CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages)
+            for c in plan.caches
+        ),
     )
 
 

@@ -25,6 +25,8 @@ class CacheRequest:
     index: Index
     location: MemorySpace
     strategy: CacheStrategy = CacheStrategy.AUTO
+    pipeline: str = "sync"  # sync | registers | async
+    stages: int = 1  # shared buffers in the ring (async)
 
 
 @dataclass(frozen=True)
@@ -201,21 +203,43 @@ class Plan:
         copy the footprint of ``source`` (the elements the loops at and inside ``index`` read, for
         the block) into shared memory, between two barriers, and those loops read it from there.
         Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
-        splits them STRIPED (coalesced, the default) or BLOCKED among the threads.
+        splits them STRIPED (coalesced, the default) or BLOCKED among the threads. Tiles that
+        feed tensor cores get rows padded by 16 bytes where that avoids bank conflicts (always in
+        pipelines; in sequential caches where it adds at most 1/16 to the tile).
+
+        Pipelines overlap the copy of the next tile with the work on this one; the loop that
+        encloses ``index`` is the one pipelined:
+
+        - ``double_buffer=True, double_buffer_location=PRIVATE``: register double buffering.
+          The first tile is copied before the loop; each iteration loads the next tile into
+          registers, computes on shared memory, and after a barrier stores the registers into
+          shared memory (one buffer of shared memory, the tile again in registers).
+        - ``stages=N`` (1 to 5): a ring of N shared buffers filled with ``cp.async``. Before the
+          loop N-1 tiles are requested; each iteration waits for its tile (``wait_group(N-2)``)
+          and a barrier, requests the tile N-1 iterations ahead into the buffer freed by the
+          previous iteration, and computes. ``stages=1`` requests each tile and waits for all.
+        - ``double_buffer=True, double_buffer_location=SHARED`` is ``stages=2``.
+        - ``double_buffer=True`` with ``double_buffer_location`` AUTO (None or NONE) picks
+          SHARED (``cp.async``) on targets that have it (sm_80 and newer), PRIVATE otherwise.
 
         ``location=MMA_FRAGMENT`` on the accumulator of a tensorized plan: each warp keeps its
-        tile of C in a tensor-core fragment across the loops at and inside ``index``, loaded (or
+        tiles of C in tensor-core fragments across the loops at and inside ``index``, loaded (or
         filled by the SET prologue) once before ``index``'s loop and stored once after it
-        (Accera's output caching).
+        (Accera's output caching). Serial loops inside ``index`` that index C (a warp's several
+        tiles: register blocking) must be the innermost loops around the tensorized ones; they
+        are unrolled, each tile getting its own fragment, and each operand fragment is loaded
+        once per step and used for every tile that needs it.
 
         **Requires:** ``index`` is a loop that is neither bound nor tensorized. SHARED: the nest
         only reads ``source``; its footprint stays inside the array (no partial tiles yet) and
         fits the target's shared memory (over 48 KiB the kernel opts in to dynamic shared memory
-        up to the target's limit). MMA_FRAGMENT: a tensorized plan whose accumulator is
-        ``source``, with no per-warp loop at or inside ``index`` indexing it. Double buffers,
-        ``stages`` and PRIVATE caches are not built yet and are refused.
+        up to the target's limit). Pipelines: a serial loop encloses ``index``; ``cp.async``
+        needs sm_80+ and tile rows of whole 4-, 8- or 16-byte vectors; caches at one index share
+        one pipeline. MMA_FRAGMENT: a tensorized plan whose accumulator is ``source``. PRIVATE
+        caches of SIMT nests are not built yet and are refused.
 
-        *Hardware:* shared memory and ``bar.sync``; wmma fragments (registers).
+        *Hardware:* shared memory and ``bar.sync``; ``cp.async`` with ``commit_group`` and
+        ``wait_group``; wmma fragments (registers).
 
         Before → after (shared)::
 
@@ -234,8 +258,7 @@ class Plan:
             raise CacheError(where, f"location must be a MemorySpace, not {location!r}")
         if location not in (MemorySpace.SHARED, MemorySpace.MMA_FRAGMENT):
             raise CacheError(where, "only SHARED and MMA_FRAGMENT caches are built so far")
-        if double_buffer or stages is not None or double_buffer_location is not None:
-            raise CacheError(where, "double buffers and pipelines (double_buffer, stages) are not built yet")
+        pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
         if trigger_index is not None and trigger_index is not index:
             raise CacheError(where, "a trigger_index other than index is not supported yet")
         if layout not in (None, "FIRST_MAJOR") and getattr(layout, "name", None) != "FIRST_MAJOR":
@@ -251,7 +274,42 @@ class Plan:
         self._check_index(where, index)
         if any(c.source is source for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
-        self.caches.append(CacheRequest(source, index, location, strategy or CacheStrategy.AUTO))
+        self.caches.append(
+            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count)
+        )
+
+    def _pipeline(self, where, location, double_buffer, buffer_location, stages) -> tuple[str, int]:
+        """(pipeline, stages) from the double-buffer arguments, AUTO resolved for the target."""
+        if not isinstance(double_buffer, bool):
+            raise CacheError(where, f"double_buffer must be True or False, not {double_buffer!r}")
+        if buffer_location is not None and buffer_location not in (
+            MemorySpace.NONE, MemorySpace.PRIVATE, MemorySpace.SHARED
+        ):
+            raise CacheError(where, f"double_buffer_location must be PRIVATE, SHARED or AUTO (None), "
+                                    f"not {_enum_name(buffer_location)}")
+        if not double_buffer and stages is None:
+            if buffer_location is not None:
+                raise CacheError(where, "double_buffer_location needs double_buffer=True")
+            return "sync", 1
+        if location is not MemorySpace.SHARED:
+            raise CacheError(where, "double buffers and stages apply to SHARED caches")
+        if stages is not None:
+            if isinstance(stages, bool) or not isinstance(stages, int | np.integer) or not 1 <= stages <= 5:
+                raise CacheError(where, f"stages must be an integer from 1 to 5, not {stages!r}")
+            if buffer_location is MemorySpace.PRIVATE:
+                raise CacheError(where, "stages are shared buffers filled with cp.async; a PRIVATE "
+                                        "double buffer has one shared buffer and registers")
+            if double_buffer and stages != 2:
+                raise CacheError(where, f"double_buffer=True means 2 stages, not {stages}; give stages alone")
+        async_copy = self.target.has_async_copy
+        if buffer_location is MemorySpace.PRIVATE or (
+            stages is None and buffer_location in (None, MemorySpace.NONE) and not async_copy
+        ):
+            return "registers", 1
+        if not async_copy:
+            raise CacheError(where, f"{self.target.name} (sm_{self.target.spec.sm}) has no cp.async "
+                                    "(sm_80+); use double_buffer_location=PRIVATE")
+        return "async", int(stages) if stages is not None else 2
 
     # -- unroll ------------------------------------------------------------------------------
 

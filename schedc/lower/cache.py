@@ -1,9 +1,17 @@
-"""Shared-memory caches (Accera's sequential caching): before the cache index's loop the block
-copies the footprint of the array into shared memory between two barriers, and the loops at and
-inside the index read the copy.
+"""Shared-memory caches: the footprint of an array for the loops at and inside the cache index
+is copied into shared memory, and those loops read the copy.
 
 The footprint comes from poly (the elements the loops at and inside the index touch, with the
 serial loops outside it and the block coordinates fixed, and the warp/thread coordinates free).
+
+Three ways to fill the copy (``CacheSpec.pipeline``):
+
+- *sync* (Accera's sequential caching): barrier, copy, barrier before the index's loop;
+  ``async`` with one stage is the same with cp.async and a wait for all copies;
+- *registers* (register double buffering): the enclosing loop (the *carrier*) loads the next
+  tile into registers while it computes on shared memory, then stores them between barriers;
+- *async* with N >= 2 stages: a ring of N buffers; N-1 tiles are requested before the carrier,
+  and each iteration waits for its own, then requests the one N-1 iterations ahead.
 """
 
 from __future__ import annotations
@@ -14,7 +22,25 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import CacheError
 from ..ir.affine import Affine
-from ..ir.kernel import Barrier, BlockCopy, Const, Expr, Load, SharedBuffer, Stmt, shared_layout
+from ..ir.kernel import (
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    Binary,
+    BlockCopy,
+    Const,
+    Expr,
+    If,
+    Let,
+    Load,
+    SharedBuffer,
+    StageLoad,
+    StageStore,
+    Staging,
+    Stmt,
+    Var,
+    shared_layout,
+)
 from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, CacheStrategy, MemorySpace
 from . import tensor
 
@@ -27,6 +53,18 @@ class SharedCache:
     origin: tuple[Affine, ...]  # the footprint's first element, over the fixed loops
     vector: int
     strategy: str
+    pipeline: str = "sync"
+    stages: int = 1
+    carrier: str | None = None  # the serial loop around ``index`` that a pipeline runs along
+
+    @property
+    def ring(self) -> int:
+        """Buffers in shared memory: the stages of an async pipeline, else one."""
+        return self.stages if self.pipeline == "async" else 1
+
+    @property
+    def tile_shape(self) -> tuple[int, ...]:
+        return self.buffer.shape[1:] if self.ring > 1 else self.buffer.shape
 
 
 def plan_shared(model) -> tuple[SharedCache, ...]:
@@ -35,6 +73,7 @@ def plan_shared(model) -> tuple[SharedCache, ...]:
     for spec in model.caches:
         if spec.location is MemorySpace.SHARED:
             caches.append(_plan(model, spec))
+    _check_pipelines(caches)
     _, total = shared_layout([c.buffer for c in caches])
     gpu = model.gpu
     if total > gpu.shared_memory_max:
@@ -76,18 +115,80 @@ def _plan(model, spec) -> SharedCache:
             loops=(spec.index,),
         )
     global_buffer = model.buffer(spec.array)
-    strides = _row_major(fp.extents)
-    buffer = SharedBuffer(f"{spec.array}_shared", global_buffer.dtype, fp.extents, strides)
+    strides = _row_major(fp.extents, global_buffer.dtype.size, padded=False)
+    padded = _row_major(fp.extents, global_buffer.dtype.size, padded=True)
+    if model.tensorize is not None and (spec.pipeline != "sync" or 16 * _size(padded, fp) <= 17 * _size(strides, fp)):
+        strides = padded
     vector = _vector(model, global_buffer, fp, strides)
+    pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
+    carrier = _carrier(model, spec, here) if pipelined else None
+    if spec.pipeline == "async" and (vector * global_buffer.dtype.size) % 4:
+        raise CacheError(here, f"cp.async moves 4, 8 or 16 bytes, but rows of {spec.array}'s tile "
+                               f"allow only {vector * global_buffer.dtype.size}-byte vectors "
+                               f"({fp.extents[-1]} elements of {global_buffer.dtype.size} bytes per row)",
+                         loops=(spec.index,))
+    shape, buffer_strides = fp.extents, strides
+    if spec.pipeline == "async" and spec.stages > 1:
+        tile = SharedBuffer("tile", global_buffer.dtype, fp.extents, strides).nbytes
+        slot = -(-tile // 128) * 128 // global_buffer.dtype.size
+        shape, buffer_strides = (spec.stages, *fp.extents), (slot, *strides)
+    buffer = SharedBuffer(f"{spec.array}_shared", global_buffer.dtype, shape, buffer_strides)
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
-    return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy)
+    return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
+                       spec.pipeline, spec.stages, carrier)
 
 
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+def _carrier(model, spec, here: str) -> str:
+    """The serial loop that directly encloses the cache index: the loop a pipeline runs along."""
+    tile = set(model.tensorize.loops) if model.tensorize else set()
+    serial = [lp.name for lp in model.loops if model.binding_of(lp.name) is None and lp.name not in tile]
+    position = serial.index(spec.index)
+    if position == 0:
+        raise CacheError(here, f"no serial loop encloses {spec.index}, so there is no next tile to "
+                               f"copy while computing; cache at a loop inside another serial loop "
+                               f"(the serial loops are {', '.join(serial)})", loops=(spec.index,))
+    return serial[position - 1]
+
+
+def _check_pipelines(caches: list[SharedCache]) -> None:
+    """Caches kept across one loop share its pipeline."""
+    for c in caches:
+        for other in caches:
+            if other.index == c.index and (other.pipeline, other.stages) != (c.pipeline, c.stages):
+                raise CacheError(
+                    f"cache({other.array}, index={other.index}, location=SHARED)",
+                    f"{c.array} and {other.array} are cached at {c.index} with different pipelines "
+                    f"({_describe(c)} and {_describe(other)}); caches at one index share one pipeline",
+                    loops=(c.index,),
+                )
+
+
+def _describe(c: SharedCache) -> str:
+    if c.pipeline == "async":
+        return f"cp.async with {c.stages} stage(s)"
+    return "register double buffer" if c.pipeline == "registers" else "sequential"
+
+
+def _size(strides: tuple[int, ...], fp) -> int:
+    return 1 + sum((n - 1) * s for n, s in zip(fp.extents, strides))
+
+
+def _row_major(shape: tuple[int, ...], size: int, padded: bool) -> tuple[int, ...]:
+    """Row-major strides. ``padded``: a row pitch that is an even number of 16-byte units gets
+    16 bytes more, so that the 8 rows of a tensor-core operand load (16 bytes each) fall in
+    different banks. Pipelined caches of tensor-core operands are padded; sequential ones only
+    where that costs at most 1/16 more shared memory, since they rely on occupancy to hide their
+    copies (measured: padding a 256x32 fp16 tile cost a block per SM and 9%).
+
+    >>> _row_major((32, 256), 2, padded=True), _row_major((32, 256), 2, padded=False)
+    ((264, 1), (256, 1))
+    """
     out, step = [], 1
-    for n in reversed(shape):
+    for n, extent in enumerate(reversed(shape)):
         out.append(step)
-        step *= n
+        step *= extent
+        if n == 0 and padded and len(shape) > 1 and (step * size) % 32 == 0:
+            step += 16 // size
     return tuple(reversed(out))
 
 
@@ -114,18 +215,116 @@ def _vector(model, global_buffer, fp, shared_strides) -> int:
 
 
 def fill(caches: tuple[SharedCache, ...], index: str, as_expr) -> tuple[Stmt, ...]:
-    """Barrier, the copies of the caches kept across ``index``, barrier."""
-    here = [c for c in caches if c.index == index]
+    """Before ``index``'s loop, for its caches without a carrier: barrier, the copies, barrier
+    (cp.async copies with one stage: commit and wait for all before the second barrier)."""
+    here = [c for c in caches if c.index == index and c.carrier is None]
     if not here:
         return ()
-    copies = [
-        BlockCopy(c.array, tuple(as_expr(o) for o in c.origin), c.buffer.name,
-                  tuple(Const(0) for _ in c.origin), c.buffer.shape, c.vector, c.strategy,
-                  comment=f"cache of {c.array} for the loops at and inside {index}")
-        for c in here
-    ]
-    return (Barrier("the previous tiles are no longer read"), *copies,
-            Barrier(f"the cached tiles of {', '.join(c.array for c in here)} are in shared memory"))
+    copies = [_copy(c, c.origin, as_expr, c.pipeline == "async") for c in here]
+    wait = (AsyncCommit(), AsyncWait(0)) if here[0].pipeline == "async" else ()
+    return (Barrier("the previous tiles are no longer read"), *copies, *wait,
+            Barrier(f"the cached tiles of {_names(here)} are in shared memory"))
+
+
+def _copy(c: SharedCache, origin, as_expr, asynchronous: bool, slot: Expr | None = None,
+          comment: str = "") -> BlockCopy:
+    target = (slot,) if c.ring > 1 else ()
+    target += tuple(Const(0) for _ in c.origin)
+    return BlockCopy(c.array, tuple(as_expr(o) for o in origin), c.buffer.name, target, c.tile_shape,
+                     c.vector, c.strategy, asynchronous,
+                     comment or f"cache of {c.array} for the loops at and inside {c.index}")
+
+
+def _names(caches) -> str:
+    return ", ".join(c.array for c in caches)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Statements a pipeline adds around its carrier loop and at the ends of its body."""
+
+    before: tuple[Stmt, ...] = ()
+    head: tuple[Stmt, ...] = ()
+    tail: tuple[Stmt, ...] = ()
+    after: tuple[Stmt, ...] = ()
+
+
+def pipeline(caches: tuple[SharedCache, ...], carrier, facts, as_expr) -> Pipeline:
+    """The pipeline (if any) that runs along the serial loop ``carrier`` (a LoopSpec)."""
+    here = [c for c in caches if c.carrier == carrier.name]
+    if not here:
+        return Pipeline()
+    loop = facts.loop(carrier.name)
+    if here[0].pipeline == "registers":
+        return _registers(here, carrier, loop, as_expr)
+    return _ring(here, carrier, loop, as_expr)
+
+
+def _shifted(c: SharedCache, carrier: str, value: Affine) -> tuple[Affine, ...]:
+    """The tile's origin with the carrier loop at ``value``."""
+    return tuple(o.substitute({carrier: value}) for o in c.origin)
+
+
+def _ahead(carrier, distance: int, loop) -> Expr:
+    """``carrier + distance * step < stop``: that iteration exists."""
+    stop = carrier.end if loop.last < carrier.end <= loop.last + carrier.step else loop.last + 1
+    return Binary("<", Binary("+", Var(carrier.name), Const(distance * carrier.step)), Const(stop))
+
+
+def _registers(caches, carrier, loop, as_expr) -> Pipeline:
+    k = carrier.name
+    first = Affine((), loop.first)
+    next_tile = Affine(((k, 1),), carrier.step)
+    before = (
+        *(Staging(f"{c.array}_staged", c.buffer.dtype, c.tile_shape, c.vector, c.strategy) for c in caches),
+        Barrier("the previous tiles are no longer read"),
+        *(_copy(c, _shifted(c, k, first), as_expr, False, comment=f"the first tile of {c.array}")
+          for c in caches),
+        Barrier(f"the first tiles of {_names(caches)} are in shared memory"),
+    )
+    head = (If(_ahead(carrier, 1, loop), tuple(
+        StageLoad(f"{c.array}_staged", c.array, tuple(as_expr(o) for o in _shifted(c, k, next_tile)))
+        for c in caches), f"prefetch: the next tiles of {_names(caches)} into registers"),)
+    tail = (
+        Barrier(f"every thread is done with this iteration's tiles of {_names(caches)}"),
+        If(_ahead(carrier, 1, loop), tuple(
+            StageStore(f"{c.array}_staged", c.buffer.name, tuple(Const(0) for _ in c.origin))
+            for c in caches), "the registers hold the next tiles: into shared memory"),
+        Barrier(f"the next tiles of {_names(caches)} are in shared memory"),
+    )
+    return Pipeline(before, head, tail)
+
+
+def stage_var(carrier: str) -> str:
+    return f"{carrier}_stage"
+
+
+def _ring(caches, carrier, loop, as_expr) -> Pipeline:
+    k, stages = carrier.name, caches[0].stages
+    stage = stage_var(k)
+    before: list[Stmt] = [Barrier("the previous tiles are no longer read")]
+    for s in range(stages - 1):
+        if loop.first + s * carrier.step <= loop.last:
+            at = Affine((), loop.first + s * carrier.step)
+            before += [_copy(c, _shifted(c, k, at), as_expr, True, Const(s),
+                             f"stage {s}: the tile of {c.array} for {k} = {at.const}") for c in caches]
+        before.append(AsyncCommit())
+    iteration: Expr = Var(k) if loop.first == 0 else Binary("-", Var(k), Const(loop.first))
+    if carrier.step != 1:
+        iteration = Binary("/", iteration, Const(carrier.step))
+    ahead = Affine(((k, 1),), (stages - 1) * carrier.step)
+    slot = Binary("%", Binary("+", Var(stage), Const(stages - 1)), Const(stages))
+    head = (
+        Let(stage, Binary("%", iteration, Const(stages)), f"the ring buffer that holds this {k}'s tiles"),
+        AsyncWait(stages - 2),
+        Barrier(f"this iteration's tiles of {_names(caches)} have landed; the buffer refilled next "
+                "is no longer read"),
+        If(_ahead(carrier, stages - 1, loop), tuple(
+            _copy(c, _shifted(c, k, ahead), as_expr, True, slot,
+                  f"the tile of {c.array} {stages - 1} iteration(s) ahead") for c in caches)),
+        AsyncCommit(),
+    )
+    return Pipeline(tuple(before), head, (), (AsyncWait(0),))
 
 
 def redirect(expr: Expr, caches: tuple[SharedCache, ...], as_expr) -> Expr:
@@ -136,6 +335,8 @@ def redirect(expr: Expr, caches: tuple[SharedCache, ...], as_expr) -> Expr:
         if isinstance(e, Load) and e.buffer in by_array:
             c = by_array[e.buffer]
             index = tuple(as_expr(Affine.of(i).plus(o.scale(-1))) for i, o in zip(e.index, c.origin))
+            if c.ring > 1:
+                index = (Var(stage_var(c.carrier)), *index)
             return Load(c.buffer.name, index, e.dtype)
         return e
 
@@ -164,7 +365,7 @@ def rebase_tiles(model, tm: tensor.TensorMatch, caches: tuple[SharedCache, ...])
 
 def _rebase(model, role, operand: tensor.Operand, cache: SharedCache) -> tensor.Operand:
     here = f"cache({cache.array}, index={cache.index}, location=SHARED)"
-    strides = cache.buffer.strides
+    strides = cache.buffer.strides[1:] if cache.ring > 1 else cache.buffer.strides
     over_loops = tuple(s.plus(o.scale(-1)) for s, o in zip(operand.subscripts_over_loops, cache.origin))
     origin = tuple(s.plus(o.scale(-1)) for s, o in zip(operand.subscripts, cache.origin))
     m, n, k = model.tensorize.loops
@@ -188,5 +389,10 @@ def _rebase(model, role, operand: tensor.Operand, cache: SharedCache) -> tensor.
     if any((x * size) % WMMA_POINTER_ALIGN for x in (*moves, start)):
         raise CacheError(here, f"tiles of {cache.array} in shared memory start at offsets that are not "
                                f"{WMMA_POINTER_ALIGN}-byte aligned", loops=(cache.index,))
+    shift = operand.pass_shift
+    if cache.ring > 1:  # the ring buffer of this iteration comes first
+        origin = (Affine(((stage_var(cache.carrier), 1),)), *origin)
+        over_loops = (Affine(((stage_var(cache.carrier), 1),)), *over_loops)
+        shift = (Affine(()), *shift) if shift else shift
     return dataclasses.replace(operand, buffer=cache.buffer.name, subscripts=origin, row_stride=row_stride,
-                               col_stride=col_stride, subscripts_over_loops=over_loops)
+                               col_stride=col_stride, subscripts_over_loops=over_loops, pass_shift=shift)

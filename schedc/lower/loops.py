@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import CacheError
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -39,11 +40,16 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         level = max((depth.get(v, 0) for v in guard.affine.variables()), default=0)
         guards_at.setdefault(level, []).append(guard)
     order = [lp.name for lp in model.loops]
-    cached_at, around = None, ((), ())
+    cached_at, around, blocked = None, ((), ()), ()
     if tiles is not None:
-        cached_at = tensor.accumulator_cache(model, tiles)
+        cached_at, blocked = tensor.accumulator_cache(model, tiles)
+        serial = serial[:len(serial) - len(blocked)]  # unrolled into several fragments
+        if any(level > len(serial) for level in guards_at):
+            raise CacheError(f"cache({tiles.c.buffer}, index={cached_at}, location=MMA_FRAGMENT)",
+                             f"{', '.join(blocked)} have partial tiles; tiles kept in fragments need "
+                             "splits that divide their loops", loops=blocked)
         before, products, after = tensor.tensor_body(
-            model, facts, tiles, lambda a: affine_expr(a, order), cached_at
+            model, facts, tiles, lambda a: affine_expr(a, order), cached_at, blocked
         )
         innermost = products if cached_at else before + products + after
         around = (before, after)
@@ -58,11 +64,13 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         if n == len(serial):
             body = innermost
         else:
-            loop = _loop(model, facts, serial[n], level(n + 1))
-            fill = cache.fill(shared, serial[n].name, lambda a: affine_expr(a, order))
+            as_expr = lambda a: affine_expr(a, order)  # noqa: E731
+            pipe = cache.pipeline(shared, serial[n], facts, as_expr)
+            loop = _loop(model, facts, serial[n], (*pipe.head, *level(n + 1), *pipe.tail))
+            fill = cache.fill(shared, serial[n].name, as_expr)
             # C's fragment kept across the cached loop: set up before it, stored after it
             before, after = around if serial[n].name == cached_at else ((), ())
-            body = (*before, *fill, loop, *after)
+            body = (*before, *fill, *pipe.before, loop, *pipe.after, *after)
         guards = guards_at.get(n, [])
         if guards:
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)

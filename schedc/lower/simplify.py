@@ -83,4 +83,6 @@ def _statement(s: Stmt) -> Stmt:
         return dataclasses.replace(s, cond=fold(s.cond), body=_body(s.body), orelse=_body(s.orelse))
     if isinstance(s, FragmentLoad | FragmentStore):
         return dataclasses.replace(s, origin=tuple(fold(i) for i in s.origin))
-    return s
+    changes = {name: tuple(fold(i) for i in getattr(s, name))
+               for name in ("source_origin", "target_origin") if hasattr(s, name)}
+    return dataclasses.replace(s, **changes) if changes else s

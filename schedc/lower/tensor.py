@@ -7,6 +7,8 @@ linear-offset coefficients of the tensor loops.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 from ..errors import CacheError, PlanError
@@ -263,12 +265,13 @@ def _render(a: Affine) -> str:
 # -- emission ----------------------------------------------------------------------------------
 
 
-def accumulator_cache(model, tm: TensorMatch) -> str | None:
-    """The loop C's fragment is kept across (``plan.cache(C, index, MMA_FRAGMENT)``), checked;
-    None without such a cache."""
+def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ...]]:
+    """The loop C's fragments are kept across (``plan.cache(C, index, MMA_FRAGMENT)``), checked,
+    and the serial loops inside it that index C (register blocking: one fragment per value);
+    (None, ()) without such a cache."""
     caches = [c for c in model.caches if c.location is MemorySpace.MMA_FRAGMENT]
     if not caches:
-        return None
+        return None, ()
     cache = caches[0]
     here = f"cache({cache.array}, index={cache.index}, location=MMA_FRAGMENT)"
     tile = model.tensorize.loops
@@ -283,41 +286,96 @@ def accumulator_cache(model, tm: TensorMatch) -> str | None:
         raise CacheError(here, f"{cache.index} is bound to {unit.name}; cache at a loop that runs in "
                                "each warp", loops=(cache.index,))
     names = [lp.name for lp in model.loops]
-    inside = names[names.index(cache.index):]
-    for name in inside:
-        if name not in tile and model.binding_of(name) is None and _uses(tm.c.subscripts_over_loops, name):
-            raise CacheError(
-                here,
-                f"{name} (at or inside {cache.index}) indexes {tm.c.buffer}: a warp's tile of "
-                f"{tm.c.buffer} changes inside the loop, so one fragment cannot keep it; cache at a "
-                f"loop inside {name}",
-                loops=(name,),
-            )
-    return cache.index
+    serial = [n for n in names[names.index(cache.index):] if n not in tile and model.binding_of(n) is None]
+    blocked = tuple(n for n in serial if _uses(tm.c.subscripts_over_loops, n))
+    if blocked and tuple(serial[-len(blocked):]) != blocked:
+        inner = next(n for n in serial[serial.index(blocked[0]):] if n not in blocked)
+        raise CacheError(
+            here,
+            f"{', '.join(blocked)} (inside {cache.index}) index {tm.c.buffer}: each warp keeps one "
+            f"fragment per tile of {tm.c.buffer}, and the loops that choose the tile must be the "
+            f"innermost serial loops, but {inner} runs inside {blocked[0]}; reorder so that "
+            f"{', '.join(blocked)} come right before the tensorized loops",
+            loops=(blocked[0], inner),
+        )
+    tiles = math.prod(len(_values(model, n)) for n in blocked)
+    m, n, _ = model.tensorize.mma_shape.mnk
+    registers = tiles * m * n * tm.accumulator_type.size // (4 * 32)
+    if registers > MAX_FRAGMENT_REGISTERS:
+        raise CacheError(here, f"{', '.join(blocked)} give each warp {tiles} tiles of {tm.c.buffer}: "
+                               f"{registers} registers per thread for the fragments alone, over "
+                               f"{MAX_FRAGMENT_REGISTERS}", loops=blocked)
+    return cache.index, blocked
 
 
-def tensor_body(model, facts: PolyFacts, tm: TensorMatch, as_expr, cached_at: str | None = None):
+MAX_FRAGMENT_REGISTERS = 128  # accumulators may take half of a thread's 255 registers
+
+
+def _values(model, name: str) -> range:
+    lp = model.loop(name)
+    return range(lp.begin, lp.end, lp.step)
+
+
+def tensor_body(model, facts: PolyFacts, tm: TensorMatch, as_expr, cached_at: str | None = None,
+                blocked: tuple[str, ...] = ()):
     """The warp's tile operations, in three parts: (before, products, after).
 
     Without a cache all three replace the tensor loops. With C cached at a loop, ``before``
-    (C's fragment loaded or filled, prologue) and ``after`` (epilogue, store) wrap that loop and
-    only the products stay innermost. ``as_expr`` turns an Affine subscript into an expression.
+    (C's fragments loaded or filled, prologue) and ``after`` (epilogue, store) wrap that loop and
+    only the products stay innermost. ``blocked`` loops (register blocking) are unrolled: one C
+    fragment per combination of their values, each operand fragment loaded once per pass and
+    used by every tile that needs it. ``as_expr`` turns an Affine subscript into an expression.
     """
-    t = model.tensorize
     names = [lp.name for lp in model.loops]
     reductions = tm.reductions
     if cached_at is not None:
         reductions = tuple(n for n in reductions if names.index(n) < names.index(cached_at))
     first = _condition(facts, reductions, last=False)
     last = _condition(facts, reductions, last=True)
+    tiles = Blocking(model, blocked)
+    before: list[Stmt] = []
+    after: list[Stmt] = []
+    for combo in tiles.combos(blocked):
+        c = tiles.name("c", blocked, combo)
+        c_before, c_after = _accumulator(model, tm, as_expr, c, combo, first, last)
+        before += c_before
+        after += c_after
+    return tuple(before), tuple(_products(model, tm, as_expr, tiles)), tuple(after)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Register blocking: the loops unrolled into several fragments, and fragment names."""
+
+    model: object
+    loops: tuple[str, ...]
+
+    def combos(self, loops: tuple[str, ...]) -> list[dict[str, int]]:
+        values = [_values(self.model, n) for n in loops]
+        return [dict(zip(loops, combo)) for combo in itertools.product(*values)]
+
+    def name(self, prefix: str, loops: tuple[str, ...], combo: dict[str, int]) -> str:
+        """``c`` without blocking; ``c_1_0`` for the second value of the first blocked loop."""
+        picked = [n for n in self.loops if n in loops]
+        if not picked:
+            return prefix
+        steps = [(combo[n] - self.model.loop(n).begin) // self.model.loop(n).step for n in picked]
+        return prefix + "_" + "_".join(map(str, steps))
+
+    def of(self, operand: Operand) -> tuple[str, ...]:
+        return tuple(n for n in self.loops if _uses(operand.subscripts, n))
+
+
+def _accumulator(model, tm, as_expr, c: str, combo, first, last):
+    t = model.tensorize
     m, n, k = t.mma_shape.mnk
     acc = tm.accumulator_type
-    before: list[Stmt] = [Fragment("c", "accumulator", m, n, k, acc, acc.value)]
-    c_origin = _origin(tm.c, 0, as_expr)
-    load_c = FragmentLoad("c", tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride)
+    before: list[Stmt] = [Fragment(c, "accumulator", m, n, k, acc, acc.value)]
+    c_origin = _origin(tm.c, 0, as_expr, combo)
+    load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride)
     op, arg = t.prologue_op, t.prologue_arg
     if op is MMAFragmentOp.SET:
-        fill = FragmentFill("c", arg)
+        fill = FragmentFill(c, arg)
         before.append(
             fill if first is None
             else If(first, (fill,), "prologue: the tile's first product", (load_c,))
@@ -325,43 +383,57 @@ def tensor_body(model, facts: PolyFacts, tm: TensorMatch, as_expr, cached_at: st
     else:
         before.append(load_c)
         if op is not MMAFragmentOp.NONE:
-            apply = FragmentApply("c", op.name.lower(), arg)
+            apply = FragmentApply(c, op.name.lower(), arg)
             before.append(
                 apply if first is None else If(first, (apply,), "prologue: the tile's first product")
             )
-    products: list[Stmt] = [*_fragments(model, tm)]
-    fused = t.fused_passes
-    for group in range(t.passes // fused):
-        passes = range(group * fused, (group + 1) * fused)
-        for p in passes:
-            for name, operand in ((f"a{p % fused}", tm.a), (f"b{p % fused}", tm.b)):
-                products.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr),
-                                             operand.row_stride, operand.col_stride))
-        products.extend(FragmentMma("c", f"a{p % fused}", f"b{p % fused}", "c") for p in passes)
     after: list[Stmt] = []
     if t.epilogue_op is not MMAFragmentOp.NONE:
-        apply = FragmentApply("c", t.epilogue_op.name.lower(), t.epilogue_arg)
+        apply = FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg)
         after.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
-    after.append(FragmentStore(tm.c.buffer, c_origin, "c", tm.c.row_stride, tm.c.col_stride))
-    return tuple(before), tuple(products), tuple(after)
+    after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride))
+    return before, after
 
 
-def _fragments(model, tm: TensorMatch) -> list[Fragment]:
+def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
     a_layout = "row_major" if tm.a.col_stride == 1 else "col_major"
     b_layout = "row_major" if tm.b.col_stride == 1 else "col_major"
-    out = []
-    for p in range(t.fused_passes):
-        out.append(Fragment(f"a{p}", "matrix_a", m, n, k, tm.operand_type, tm.precision, a_layout))
-        out.append(Fragment(f"b{p}", "matrix_b", m, n, k, tm.operand_type, tm.precision, b_layout))
+    a_loops, b_loops = tiles.of(tm.a), tiles.of(tm.b)
+    fused = t.fused_passes
+    out: list[Stmt] = []
+    for p in range(fused):
+        for combo in tiles.combos(a_loops):
+            out.append(Fragment(tiles.name(f"a{p}", a_loops, combo), "matrix_a", m, n, k, tm.operand_type,
+                                tm.precision, a_layout))
+        for combo in tiles.combos(b_loops):
+            out.append(Fragment(tiles.name(f"b{p}", b_loops, combo), "matrix_b", m, n, k, tm.operand_type,
+                                tm.precision, b_layout))
+    for group in range(t.passes // fused):
+        passes = range(group * fused, (group + 1) * fused)
+        for p in passes:
+            for prefix, operand, loops in (("a", tm.a, a_loops), ("b", tm.b, b_loops)):
+                for combo in tiles.combos(loops):
+                    name = tiles.name(f"{prefix}{p % fused}", loops, combo)
+                    out.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr, combo),
+                                            operand.row_stride, operand.col_stride))
+        for p in passes:
+            for combo in tiles.combos(tiles.loops):
+                out.append(FragmentMma(tiles.name("c", tiles.loops, combo),
+                                       tiles.name(f"a{p % fused}", a_loops, combo),
+                                       tiles.name(f"b{p % fused}", b_loops, combo),
+                                       tiles.name("c", tiles.loops, combo)))
     return out
 
 
-def _origin(operand: Operand, p: int, as_expr) -> tuple[Expr, ...]:
+def _origin(operand: Operand, p: int, as_expr, combo: dict[str, int] | None = None) -> tuple[Expr, ...]:
     subs = operand.subscripts
     if p:
         subs = tuple(s.plus(d.scale(p)) for s, d in zip(subs, operand.pass_shift))
+    if combo:
+        fixed = {name: Affine((), value) for name, value in combo.items()}
+        subs = tuple(s.substitute(fixed) for s in subs)
     return tuple(as_expr(s) for s in subs)
 
 

@@ -64,9 +64,10 @@ __device__ __forceinline__ void relu(Fragment& f) {
     }
 }
 
-// ---- block copies: all threads of a block copy a ROWS x COLS box ---------------------------
-// Rows are cut into vectors of VEC elements; STRIPED gives vector v to thread v % threads,
+// ---- block copies: all THREADS threads of a block copy a ROWS x COLS box --------------------
+// Rows are cut into vectors of VEC elements; STRIPED gives vector v to thread v % THREADS,
 // otherwise each thread copies one contiguous run of vectors. ld: elements between rows.
+// All sizes are compile-time constants, so each thread's loop unrolls completely.
 
 template <int BYTES> struct vector_type;
 template <> struct vector_type<1> { using type = unsigned char; };
@@ -75,35 +76,54 @@ template <> struct vector_type<4> { using type = unsigned int; };
 template <> struct vector_type<8> { using type = uint2; };
 template <> struct vector_type<16> { using type = uint4; };
 
-// Calls f(row, col) for each vector of a ROWS x COLS box this thread copies.
-template <int ROWS, int COLS, int VEC, bool STRIPED, typename F>
-__device__ __forceinline__ void for_each_vector(int thread, int threads, F&& f) {
+template <int ROWS, int COLS, int VEC, int THREADS> struct box_split {
     static_assert(COLS % VEC == 0, "a row holds whole vectors");
-    constexpr int per_row = COLS / VEC;
-    constexpr int vectors = ROWS * per_row;
-    const int per_thread = (vectors + threads - 1) / threads;
-    for (int n = 0; n < per_thread; ++n) {
-        const int v = STRIPED ? thread + n * threads : thread * per_thread + n;
-        if (v >= vectors) break;
-        f(v / per_row, (v % per_row) * VEC);
+    static constexpr int per_row = COLS / VEC;
+    static constexpr int vectors = ROWS * per_row;
+    static constexpr int per_thread = (vectors + THREADS - 1) / THREADS;
+};
+
+template <int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
+__device__ __forceinline__ void vector_position(int thread, int n, bool& valid, int& row, int& col) {
+    using split = box_split<ROWS, COLS, VEC, THREADS>;
+    const int v = STRIPED ? thread + n * THREADS : thread * split::per_thread + n;
+    valid = split::vectors % THREADS == 0 || v < split::vectors;
+    row = v / split::per_row;
+    col = (v % split::per_row) * VEC;
+}
+
+// Calls f(n, row, col) for the n-th vector of a ROWS x COLS box this thread copies (unrolled:
+// for copies that keep every vector in flight, cp.async and register staging).
+template <int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, typename F>
+__device__ __forceinline__ void for_each_vector(int thread, F&& f) {
+#pragma unroll
+    for (int n = 0; n < box_split<ROWS, COLS, VEC, THREADS>::per_thread; ++n) {
+        bool valid; int row, col;
+        vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, n, valid, row, col);
+        if (valid) f(n, row, col);
     }
 }
 
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
-__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
+// A synchronous copy moves one vector per thread at a time through a register: not unrolled, so
+// that the copy does not hold the whole box in registers (which costs occupancy).
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
+__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread) {
     using V = typename vector_type<VEC * sizeof(T)>::type;
-    for_each_vector<ROWS, COLS, VEC, STRIPED>(thread, threads, [&](int row, int col) {
-        *reinterpret_cast<V*>(dst + row * dst_ld + col) = *reinterpret_cast<const V*>(src + row * src_ld + col);
-    });
+#pragma unroll 1
+    for (int n = 0; n < box_split<ROWS, COLS, VEC, THREADS>::per_thread; ++n) {
+        bool valid; int row, col;
+        vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, n, valid, row, col);
+        if (valid) *reinterpret_cast<V*>(dst + row * dst_ld + col) = *reinterpret_cast<const V*>(src + row * src_ld + col);
+    }
 }
 
 // The same copy with cp.async (sm_80+): global to shared without registers. The data is in
 // shared memory after async_wait<N>() completes the copy's commit group.
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED>
-__device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread, int threads) {
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
+__device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread) {
     constexpr int bytes = VEC * sizeof(T);
     static_assert(bytes == 4 || bytes == 8 || bytes == 16, "cp.async moves 4, 8 or 16 bytes");
-    for_each_vector<ROWS, COLS, VEC, STRIPED>(thread, threads, [&](int row, int col) {
+    for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int, int row, int col) {
         const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(dst + row * dst_ld + col));
         const T* source = src + row * src_ld + col;
         if constexpr (bytes == 16) {
@@ -113,6 +133,26 @@ __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* sr
         }
     });
 }
+
+// A block copy staged in registers (register double buffering): load() reads this thread's
+// vectors of the box from global memory, store() writes them to shared memory later.
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
+struct staged {
+    using V = typename vector_type<VEC * sizeof(T)>::type;
+    V v[box_split<ROWS, COLS, VEC, THREADS>::per_thread];
+
+    __device__ __forceinline__ void load(const T* src, int src_ld, int thread) {
+        for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int n, int row, int col) {
+            v[n] = *reinterpret_cast<const V*>(src + row * src_ld + col);
+        });
+    }
+
+    __device__ __forceinline__ void store(T* dst, int dst_ld, int thread) const {
+        for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int n, int row, int col) {
+            *reinterpret_cast<V*>(dst + row * dst_ld + col) = v[n];
+        });
+    }
+};
 
 __device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
