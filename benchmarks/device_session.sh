@@ -2,6 +2,9 @@
 # One device session: install carried wheels, build the samples, verify them on the GPU, run
 # the gpu-marked tests, and benchmark each sample against cuBLAS in the same run.
 # Usage (on the device machine, from the repository root): bash benchmarks/device_session.sh
+# Environment: SAMPLES (built and verified), BENCH (SAMPLE or SAMPLE:REFERENCE, timed; "" skips),
+# RUN_TESTS=1 (gpu-marked tests), SANITIZE=1 (memcheck), RACECHECK=1 (racecheck and synccheck on
+# the variant matrix), SASS=1 (instruction mix per kernel), MIN_TIME (seconds per timing).
 # Writes logs and bench.csv to $OUT (or ./device_out when OUT is unset).
 set -uo pipefail
 OUT=${OUT:-device_out}; mkdir -p "$OUT"
@@ -15,8 +18,12 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import sys, numpy, torch, islpy; from cuda.bindings import nvrtc; print(sys.version.split()[0], numpy.__version__, torch.__version__, nvrtc.nvrtcVersion())"
 SCHEDC="python3 -m schedc"
+# BENCH entries are SAMPLE or SAMPLE:REFERENCE (cublas by default; copy, torch)
+for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32} ${BENCH-}; do
+  s=${s%%:*}
+  [ -f hat_packages/$s/$s.hat ] || $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
+done
 for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
-  $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
   $SCHEDC verify hat_packages/$s/$s.hat 2>&1 | tee -a "$OUT/verify.log"
 done
 if [ "${SANITIZE:-0}" = 1 ]; then  # memcheck of one launch per sample (cuda-bindings probing driver entry points is not a kernel fault)
@@ -44,7 +51,8 @@ fi
 if [ "${RUN_TESTS:-1}" = 1 ]; then
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
 fi
-for s in ${BENCH-hello_matmul tensor_matmul tensor_matmul_tf32}; do  # BENCH="" skips
-  $SCHEDC bench hat_packages/$s/$s.hat --compare cublas --time-in-ms --min-time ${MIN_TIME:-1} \
+for entry in ${BENCH-hello_matmul tensor_matmul tensor_matmul_tf32}; do  # BENCH="" skips
+  s=${entry%%:*}; reference=cublas; [ "$s" != "$entry" ] && reference=${entry#*:}
+  $SCHEDC bench hat_packages/$s/$s.hat --compare $reference --time-in-ms --min-time ${MIN_TIME:-1} \
     --csv "$OUT/bench.csv" 2>&1 | tee -a "$OUT/bench.log"
 done

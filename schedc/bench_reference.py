@@ -5,6 +5,8 @@
   accumulates in float32). tf32 is allowed exactly when the plan multiplies in tf32.
 - ``copy``: a device-to-device copy moving as many bytes as the function must (each input read
   once, each output written once), through the driver.
+- ``torch``: an element-wise statement ``C[i, j] = A[i, j] op B[i, j] ...`` (``+ - * /`` of
+  whole arrays and constants) through torch, the last operation writing into C (``out=``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from collections.abc import Callable
 
 from .errors import LaunchError
 from .ir.affine import Affine
-from .ir.kernel import Binary, Cast, Load
+from .ir.kernel import Binary, Cast, Const, Load, Var
 from .ir.patterns import buffers_read
 from .ir.types import ScalarType
 from .package import driver
 
-KINDS = ("cublas", "copy")
+KINDS = ("cublas", "copy", "torch")
 
 
 def reference_launcher(kind: str, model, seed: int, sets: int) -> tuple[str, Callable[[int], None]]:
@@ -26,6 +28,8 @@ def reference_launcher(kind: str, model, seed: int, sets: int) -> tuple[str, Cal
         return _cublas(model, seed, sets)
     if kind == "copy":
         return _copy(model)
+    if kind == "torch":
+        return _torch_elementwise(model, seed, sets)
     raise LaunchError(f"--compare {kind}", f"unknown reference; choose one of {', '.join(KINDS)}")
 
 
@@ -133,3 +137,63 @@ def _copy(model):
         driver.copy_device(target.pointer, source.pointer, nbytes)
 
     return f"device copy of {nbytes} bytes (cuMemcpyDtoD)", launch
+
+
+def _torch_elementwise(model, seed: int, sets: int):
+    here = "--compare torch"
+    try:
+        import torch
+    except ImportError:
+        raise LaunchError(here, "needs torch installed") from None
+    dtypes = {ScalarType.float16: torch.float16, ScalarType.bfloat16: torch.bfloat16,
+              ScalarType.float32: torch.float32, ScalarType.float64: torch.float64}
+    (store,) = model.statements if len(model.statements) == 1 else (None,)
+    whole = tuple(Var(name) for name, _ in model.dims)
+    if store is None or store.index != whole or not isinstance(store.value, Binary):
+        raise LaunchError(here, f"{model.function} is not one element-wise statement C[{', '.join(n for n, _ in model.dims)}] "
+                                "= a op b over whole arrays")
+    functions = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def array(name: str):
+        b = model.buffer(name)
+        if b.dtype not in dtypes or b.strides != _row_major(b.shape):
+            raise LaunchError(here, f"{name}: the torch reference needs row-major floating-point arrays")
+        return torch.rand(b.shape, device="cuda", dtype=dtypes[b.dtype], generator=generator) + 0.0625
+
+    def evaluate(e, arrays, out=None):
+        if isinstance(e, Load) and e.index == whole:
+            return arrays[e.buffer]
+        if isinstance(e, Const):
+            return e.value
+        if isinstance(e, Binary) and e.op in functions:
+            lhs, rhs = evaluate(e.lhs, arrays), evaluate(e.rhs, arrays)
+            return functions[e.op](lhs, rhs, out=out) if out is not None else functions[e.op](lhs, rhs)
+        raise LaunchError(here, f"{model.function}: {type(e).__name__} has no torch equivalent here")
+
+    names = sorted(buffers_read(store.value) | {store.buffer})
+    sets_of_arrays = [{name: array(name) for name in names} for _ in range(sets)]
+    evaluate(store.value, sets_of_arrays[0], sets_of_arrays[0][store.buffer])  # checks the statement
+    torch.cuda.synchronize()
+
+    def launch(i: int) -> None:
+        arrays = sets_of_arrays[i % sets]
+        evaluate(store.value, arrays, arrays[store.buffer])
+
+    return f"torch element-wise {store.buffer} = {_render(store.value)}", launch
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _render(e) -> str:
+    if isinstance(e, Load):
+        return e.buffer
+    if isinstance(e, Binary):
+        return f"({_render(e.lhs)} {e.op} {_render(e.rhs)})"
+    return repr(getattr(e, "value", e))

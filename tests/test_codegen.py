@@ -10,14 +10,14 @@ import pytest
 from schedc.codegen.cuda import emit_source, runtime_header, without_runtime
 from schedc.package.compile import nvrtc_compile
 
-from .conftest import SAMPLES, build_sample, show_sample
+from .conftest import LARGE_SAMPLES, SAMPLES, build_sample, show_sample
 from .plans import VARIANTS, compile_plan
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def _sources():
-    for sample in SAMPLES:
+    for sample in SAMPLES + LARGE_SAMPLES:
         functions = show_sample(sample)
         yield sample, [model for _, model, _, _ in functions], functions[0][3]
     for name, (make, _) in sorted(VARIANTS.items()):
@@ -60,7 +60,7 @@ def _check_ptx(model, ptx: str) -> None:
         assert "cp.async" not in ptx
 
 
-@pytest.mark.parametrize("sample", SAMPLES)
+@pytest.mark.parametrize("sample", SAMPLES + LARGE_SAMPLES)
 def test_golden_source(sample, update_golden):
     """The generated part of each sample's .cu (the runtime header is a source file itself)."""
     source = without_runtime(show_sample(sample)[0][3])

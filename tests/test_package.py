@@ -62,15 +62,18 @@ def packages(tmp_path_factory):
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_hatlib_reads_the_hat_file(packages, sample):
     hat = hatlib_hat_file().HATFile.Deserialize(str(packages[sample]))
-    fn = hat.function_map[sample]
-    device = hat.device_function_map[f"{sample}__gpu__"]
-    assert fn.launches == device.name and device.provider == f"{sample}.cu"
-    loaded = schedc.load(packages[sample])[sample]
-    assert list(device.launch_parameters) == [*loaded.kernel.grid, *loaded.kernel.block]
-    assert [a.name for a in fn.arguments] == [b.name for b in loaded.kernel.params]
-    assert [list(a.shape) for a in fn.arguments] == [list(b.shape) for b in loaded.kernel.params]
+    package = schedc.load(packages[sample])
+    assert sorted(hat.function_map) == sorted(package.functions)
+    for name, loaded in package.functions.items():
+        fn = hat.function_map[name]
+        device = hat.device_function_map[f"{name}__gpu__"]
+        assert fn.launches == device.name and device.provider == f"{sample}.cu"
+        assert list(device.launch_parameters) == [*loaded.kernel.grid, *loaded.kernel.block]
+        assert device.dynamic_shared_mem_bytes == loaded.kernel.dynamic_shared_bytes
+        assert [a.name for a in fn.arguments] == [b.name for b in loaded.kernel.params]
+        assert [list(a.shape) for a in fn.arguments] == [list(b.shape) for b in loaded.kernel.params]
+        assert f"int {name}(" in hat.declaration.code
     assert hat.target.required.gpu.instruction_set_version == "sm_90"
-    assert f"int {sample}(" in hat.declaration.code
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler")
