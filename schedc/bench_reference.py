@@ -150,8 +150,9 @@ def _torch_elementwise(model, seed: int, sets: int):
     (store,) = model.statements if len(model.statements) == 1 else (None,)
     whole = tuple(Var(name) for name, _ in model.dims)
     if store is None or store.index != whole or not isinstance(store.value, Binary):
-        raise LaunchError(here, f"{model.function} is not one element-wise statement C[{', '.join(n for n, _ in model.dims)}] "
-                                "= a op b over whole arrays")
+        dims = ", ".join(n for n, _ in model.dims)
+        raise LaunchError(here, f"{model.function} is not one element-wise statement C[{dims}] = a op b "
+                                "over whole arrays")
     functions = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
     generator = torch.Generator(device="cuda").manual_seed(seed)
 
