@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from .errors import LaunchError
 from .ir.affine import Affine
+from .ir.array import row_major_strides
 from .ir.kernel import Binary, Cast, Const, Load, Var
 from .ir.patterns import buffers_read
 from .ir.types import ScalarType
@@ -158,7 +159,7 @@ def _torch_elementwise(model, seed: int, sets: int):
 
     def array(name: str):
         b = model.buffer(name)
-        if b.dtype not in dtypes or b.strides != _row_major(b.shape):
+        if b.dtype not in dtypes or b.strides != row_major_strides(b.shape):
             raise LaunchError(here, f"{name}: the torch reference needs row-major floating-point arrays")
         return torch.rand(b.shape, device="cuda", dtype=dtypes[b.dtype], generator=generator) + 0.0625
 
@@ -182,14 +183,6 @@ def _torch_elementwise(model, seed: int, sets: int):
         evaluate(store.value, arrays, arrays[store.buffer])
 
     return f"torch element-wise {store.buffer} = {_render(store.value)}", launch
-
-
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
 
 
 def _render(e) -> str:

@@ -13,7 +13,7 @@ from schedc.errors import CacheError
 from schedc.ir.kernel import AsyncCommit, AsyncWait, Barrier, BlockCopy, If, Let, Loop, StageLoad, StageStore
 from schedc.verify import emulate_function
 
-from .plans import REGISTERS, VARIANTS, T, compile_plan, simt_matmul, tensor_matmul
+from .plans import VARIANTS, T, compile_plan, simt_matmul, tensor_matmul
 
 SHARED = acc.MemorySpace.SHARED
 
@@ -215,6 +215,6 @@ def test_cp_async_needs_4_byte_vectors():
         compile_plan(plan, args)
 
 
-def test_register_double_buffer_variant_is_listed():
-    assert VARIANTS["simt_registers_double_buffer"][0]()[0].caches[0].pipeline == "registers"
-    assert REGISTERS["double_buffer"] is True
+def test_private_double_buffer_is_registers_on_every_target():
+    plan, _ = _cache(double_buffer=True, double_buffer_location=acc.MemorySpace.PRIVATE)
+    assert (plan.caches[-1].pipeline, plan.caches[-1].stages) == ("registers", 1)

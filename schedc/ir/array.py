@@ -143,14 +143,24 @@ def _check_shape(where: str, shape: Sequence[int] | None) -> tuple[int, ...]:
     return tuple(int(n) for n in shape)
 
 
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-order (FIRST_MAJOR) array.
+
+    >>> row_major_strides((2, 3, 4))
+    (12, 4, 1)
+    """
+    strides, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
 def _strides(where: str, shape: tuple[int, ...], layout: Layout | Sequence[int]) -> tuple[int, ...]:
-    if layout is Layout.FIRST_MAJOR or layout is Layout.LAST_MAJOR:
-        dims = range(len(shape) - 1, -1, -1) if layout is Layout.FIRST_MAJOR else range(len(shape))
-        strides, step = [0] * len(shape), 1
-        for d in dims:
-            strides[d] = step
-            step *= shape[d]
-        return tuple(strides)
+    if layout is Layout.FIRST_MAJOR:
+        return row_major_strides(shape)
+    if layout is Layout.LAST_MAJOR:
+        return row_major_strides(shape[::-1])[::-1]
     if isinstance(layout, Sequence) and not isinstance(layout, str):
         strides = tuple(layout)
         if len(strides) != len(shape) or any(

@@ -23,6 +23,7 @@ from .. import poly
 from ..errors import CacheError
 from ..ir.affine import Affine
 from ..ir.kernel import (
+    SHARED_ALIGN,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -115,24 +116,23 @@ def _plan(model, spec) -> SharedCache:
             loops=(spec.index,),
         )
     global_buffer = model.buffer(spec.array)
-    strides = _row_major(fp.extents, global_buffer.dtype.size, padded=False)
-    padded = _row_major(fp.extents, global_buffer.dtype.size, padded=True)
-    if model.tensorize is not None and (spec.pipeline != "sync" or 16 * _size(padded, fp) <= 17 * _size(strides, fp)):
-        strides = padded
-    vector = _vector(model, global_buffer, fp, strides)
+    dtype, name = global_buffer.dtype, f"{spec.array}_shared"
+    plain, padded = (SharedBuffer(name, dtype, fp.extents, _row_major(fp.extents, dtype.size, pad))
+                     for pad in (False, True))
+    # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16
+    pad = model.tensorize is not None and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size)
+    buffer = padded if pad else plain
+    vector = _vector(model, global_buffer, fp, buffer.strides)
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
     carrier = _carrier(model, spec, here) if pipelined else None
-    if spec.pipeline == "async" and (vector * global_buffer.dtype.size) % 4:
+    if spec.pipeline == "async" and (vector * dtype.size) % 4:
         raise CacheError(here, f"cp.async moves 4, 8 or 16 bytes, but rows of {spec.array}'s tile "
-                               f"allow only {vector * global_buffer.dtype.size}-byte vectors "
-                               f"({fp.extents[-1]} elements of {global_buffer.dtype.size} bytes per row)",
+                               f"allow only {vector * dtype.size}-byte vectors "
+                               f"({fp.extents[-1]} elements of {dtype.size} bytes per row)",
                          loops=(spec.index,))
-    shape, buffer_strides = fp.extents, strides
-    if spec.pipeline == "async" and spec.stages > 1:
-        tile = SharedBuffer("tile", global_buffer.dtype, fp.extents, strides).nbytes
-        slot = -(-tile // 128) * 128 // global_buffer.dtype.size
-        shape, buffer_strides = (spec.stages, *fp.extents), (slot, *strides)
-    buffer = SharedBuffer(f"{spec.array}_shared", global_buffer.dtype, shape, buffer_strides)
+    if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
+        slot = -(-buffer.nbytes // SHARED_ALIGN) * SHARED_ALIGN // dtype.size
+        buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier)
@@ -167,10 +167,6 @@ def _describe(c: SharedCache) -> str:
     if c.pipeline == "async":
         return f"cp.async with {c.stages} stage(s)"
     return "register double buffer" if c.pipeline == "registers" else "sequential"
-
-
-def _size(strides: tuple[int, ...], fp) -> int:
-    return 1 + sum((n - 1) * s for n, s in zip(fp.extents, strides))
 
 
 def _row_major(shape: tuple[int, ...], size: int, padded: bool) -> tuple[int, ...]:
@@ -267,8 +263,7 @@ def _shifted(c: SharedCache, carrier: str, value: Affine) -> tuple[Affine, ...]:
 
 def _ahead(carrier, distance: int, loop) -> Expr:
     """``carrier + distance * step < stop``: that iteration exists."""
-    stop = carrier.end if loop.last < carrier.end <= loop.last + carrier.step else loop.last + 1
-    return Binary("<", Binary("+", Var(carrier.name), Const(distance * carrier.step)), Const(stop))
+    return Binary("<", Binary("+", Var(carrier.name), Const(distance * carrier.step)), Const(loop.stop(carrier.end)))
 
 
 def _registers(caches, carrier, loop, as_expr) -> Pipeline:

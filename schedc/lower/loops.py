@@ -94,9 +94,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
 def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...]) -> Loop:
     lf = facts.loop(spec.name)
     comment = f"schedule loop {spec.name}: range({spec.begin}, {spec.end}, {spec.step})"
-    # any stop in (last, last + step] runs the same iterations: prefer the schedule's own end
-    stop = spec.end if lf.last < spec.end <= lf.last + spec.step else lf.last + 1
-    return Loop(spec.name, Const(lf.first), Const(stop), spec.step, body,
+    return Loop(spec.name, Const(lf.first), Const(lf.stop(spec.end)), spec.step, body,
                 spec.name in model.unrolled, comment)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LaunchError
+from ..ir.array import row_major_strides
 from ..ir.kernel import Buffer
 from ..ir.types import ScalarType, from_numpy
 
@@ -77,7 +78,7 @@ def _expect(label, buffer: Buffer, dtype: ScalarType, shape: tuple, strides: tup
     if tuple(shape) != buffer.shape:
         raise LaunchError(label, f"shape {tuple(shape)}, expected {buffer.shape}")
     if strides is None:
-        strides = _c_strides(shape)
+        strides = row_major_strides(shape)
     relevant = [(got, want) for got, want, n in zip(strides, buffer.strides, shape) if n > 1]
     if any(got != want for got, want in relevant):
         raise LaunchError(
@@ -85,14 +86,6 @@ def _expect(label, buffer: Buffer, dtype: ScalarType, shape: tuple, strides: tup
             f"element strides {tuple(strides)}, expected {buffer.strides} (the layout the function "
             "was compiled for); pass a contiguous copy in that layout",
         )
-
-
-def _c_strides(shape) -> tuple[int, ...]:
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= n
-    return tuple(reversed(out))
 
 
 def _numpy(label, buffer, array: np.ndarray, read, written) -> ArgumentView:

@@ -40,6 +40,11 @@ class LoopFacts:
     def extent(self) -> int:
         return (self.last - self.first) // self.step + 1
 
+    def stop(self, end: int) -> int:
+        """An exclusive bound for a C loop: the schedule's ``end`` where it runs the same
+        iterations (any stop in (last, last + step] does), else ``last + 1``."""
+        return end if self.last < end <= self.last + self.step else self.last + 1
+
 
 @register
 @dataclass(frozen=True)
