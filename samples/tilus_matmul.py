@@ -10,20 +10,23 @@ through shared memory with cp.async:
 - ``matmul_v4_s3/s4/s5``: a ring of 3, 4 or 5 stages (Tilus MatmulV4): the copies of the
   next tiles overlap the products on this one.
 
-Each is built at 4096^3 and at M=N=1024, K=14336.
+Each is built at 4096^3 and at M=N=1024, K=14336. ``matmul`` also takes float32 operands
+(tf32 tensor cores, 16x16x8) and sizes the tiles do not divide (samples/odd_sizes.py).
 """
 
 import schedc as acc
 
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
-mma_shape = acc.MMAShape.M16xN16xK16_B1
+MMA_SHAPES = {acc.ScalarType.float16: acc.MMAShape.M16xN16xK16_B1,
+              acc.ScalarType.float32: acc.MMAShape.M16xN16xK8_B1}  # tf32
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 32
 WARP_M, WARP_N = 64, 32
 
 
-def matmul(M: int, N: int, K: int, stages: int):
-    A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(M, K))
-    B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(K, N))
+def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16):
+    mma_shape = MMA_SHAPES[operand]
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N))
     C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
 
     nest = acc.Nest(shape=(M, N, K))
@@ -55,10 +58,11 @@ def matmul(M: int, N: int, K: int, stages: int):
     return plan, (A, B, C)
 
 
-package = acc.Package()
-for M, N, K, suffix in ((4096, 4096, 4096, ""), (1024, 1024, 14336, "_k14336")):
-    package.add(*matmul(M, N, K, 1), base_name=f"matmul_v3{suffix}")
-    for stages in (3, 4, 5):
-        plan, args = matmul(M, N, K, stages)
-        package.add(plan, args=args, base_name=f"matmul_v4_s{stages}{suffix}")
-package.build("tilus_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+if __name__ == "__main__":
+    package = acc.Package()
+    for M, N, K, suffix in ((4096, 4096, 4096, ""), (1024, 1024, 14336, "_k14336")):
+        package.add(*matmul(M, N, K, 1), base_name=f"matmul_v3{suffix}")
+        for stages in (3, 4, 5):
+            plan, args = matmul(M, N, K, stages)
+            package.add(plan, args=args, base_name=f"matmul_v4_s{stages}{suffix}")
+    package.build("tilus_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")

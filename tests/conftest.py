@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ("hello_matmul", "tensor_matmul", "tensor_matmul_tf32", "tensor_matmul_output_cache",
            "tensor_input_cache", "tensor_input_double_buffer_cache", "tensor_input_output_cache",
-           "tilus_matmul", "tensor_ladder_tf32")
+           "tilus_matmul", "tensor_ladder_tf32", "odd_sizes")
 # samples of arrays too large to emulate here (up to 4 GiB each): emulated at small sizes, built
 # and compiled at full size, verified on the device
 LARGE_SAMPLES = ("tiled_copy", "gluon_memcpy", "gluon_add")
@@ -37,20 +38,25 @@ def require_gpu() -> None:
         pytest.skip("no NVIDIA GPU: the kernel was compiled, not run")
 
 
-def build_sample(name: str, output_dir: Path) -> Path:
-    """Run samples/<name>.py with its packages written under ``output_dir``."""
+def run_sample(name: str, **options):
+    """Run samples/<name>.py as ``schedc build`` does (its folder importable); the session."""
     from schedc.package.build import session
 
-    with session(output_dir=output_dir) as built:
-        runpy.run_path(str(ROOT / "samples" / f"{name}.py"), run_name="__main__")
-    (path,) = built.built
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        with session(**options) as built:
+            runpy.run_path(str(ROOT / "samples" / f"{name}.py"), run_name="__main__")
+    finally:
+        sys.path.pop(0)
+    return built
+
+
+def build_sample(name: str, output_dir: Path) -> Path:
+    """Run samples/<name>.py with its packages written under ``output_dir``."""
+    (path,) = run_sample(name, output_dir=output_dir).built
     return path
 
 
 def show_sample(name: str):
     """The (package, model, kernel, source) tuples of a sample, without writing anything."""
-    from schedc.package.build import session
-
-    with session(show_only=True) as built:
-        runpy.run_path(str(ROOT / "samples" / f"{name}.py"), run_name="__main__")
-    return built.shown
+    return run_sample(name, show_only=True).shown

@@ -195,4 +195,18 @@ VARIANTS = {
                                                 pipeline={"stages": 2}), None),
     "simt_registers_double_buffer": (lambda: simt_matmul(48, 64, 80, block=(16, 16), shared_k=16,
                                                          pipeline=REGISTERS), None),
+    # partial tiles: zero-padded shared tiles, C's edge tiles through per-warp scratch
+    "fp16_partial_sync": (lambda: tensor_matmul(72, 100, 72, k_split=32, shared_ab=True), None),
+    "fp16_partial_registers": (lambda: tensor_matmul(40, 56, 88, k_split=32, shared_ab=True, cache_c=0,
+                                                     pipeline=REGISTERS), None),
+    "fp16_partial_3_stages_acc_fp16": (lambda: tensor_matmul(50, 40, 100, result=T.float16,
+                                                             k_split=32, shared_ab=True, cache_c=0,
+                                                             pipeline={"stages": 3}), None),
+    "tf32_partial_2_stages_set": (lambda: tensor_matmul(40, 56, 44, operand=T.float32, mma=acc.MMAShape.M16xN16xK8_B1,
+                                                        passes=2, k_split=16, shared_ab=True, cache_c=0,
+                                                        pipeline={"stages": 2}, prologue_op=acc.MMAFragmentOp.SET),
+                                  None),
+    "simt_partial_shared": (lambda: simt_matmul(100, 70, 33, shared_k=8), None),
+    "simt_partial_async_3_stages": (lambda: simt_matmul(17, 33, 65, block=(8, 16), shared_k=8,
+                                                        pipeline={"stages": 3}), None),
 }

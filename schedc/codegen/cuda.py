@@ -36,6 +36,7 @@ from ..ir.kernel import (
     Staging,
     Stmt,
     Store,
+    TileEdge,
     Unary,
     Var,
 )
@@ -218,11 +219,19 @@ class Printer:
         element = self.buffers[s.target].dtype.c_type
         function = "block_copy_async" if s.asynchronous else "block_copy"
         comment = [f"// {s.comment}"] if s.comment else []
+        bounded, bounds = self.bounds(s.valid)
         return [*comment,
                 f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
-                f"{self.kernel.threads_per_block}>("
+                f"{self.kernel.threads_per_block}{bounded}>("
                 f"&{s.target}[{self.offset(s.target, s.target_origin)}], {lds[0]}, "
-                f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread);"]
+                f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread{bounds});"]
+
+    def bounds(self, valid: tuple[Expr, ...]) -> tuple[str, str]:
+        """The template flag and arguments of a bounded copy: rows and columns inside the array."""
+        if not valid:
+            return "", ""
+        rows, cols = (Const(1), *valid) if len(valid) == 1 else valid
+        return ", true", f", {self.expr(rows)}, {self.expr(cols)}"
 
     def box(self, shape: tuple[int, ...], buffers: tuple[str, ...]) -> tuple[tuple[int, int], list[int]]:
         """A copy's box as (rows, columns) and each buffer's elements between rows."""
@@ -246,10 +255,15 @@ class Printer:
         if isinstance(s, StageLoad):
             _, (ld,) = self.box(self.stagings[s.staging].shape, (s.source,))
             pointer = f"&{s.source}[{self.offset(s.source, s.source_origin)}]"
-            return [f"{s.staging}.load({pointer}, {ld}, thread);"]
+            bounded, bounds = self.bounds(s.valid)
+            template = "<true>" if bounded else ""
+            return [f"{s.staging}.load{template}({pointer}, {ld}, thread{bounds});"]
         _, (ld,) = self.box(self.stagings[s.staging].shape, (s.target,))
         pointer = f"&{s.target}[{self.offset(s.target, s.target_origin)}]"
         return [f"{s.staging}.store({pointer}, {ld}, thread);"]
+
+    def edge(self, edge: TileEdge) -> str:
+        return f"{self.expr(edge.rows)}, {self.expr(edge.cols)}, {edge.scratch}, thread"
 
     def fragment_statement(self, s: Stmt) -> list[str]:
         if isinstance(s, Fragment):
@@ -263,6 +277,9 @@ class Printer:
             pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
             if frag.use == "accumulator":
                 ld, layout = _leading(s.row_stride, s.col_stride)
+                if s.edge is not None:
+                    return [f"schedc::load_edge<{frag.m}, {frag.n}>({s.fragment}, {pointer}, {ld}, "
+                            f"wmma::mem_{layout}, {self.edge(s.edge)});"]
                 return [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld}, wmma::mem_{layout});"]
             ld, _ = _leading(s.row_stride, s.col_stride)
             lines = [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld});"]
@@ -272,6 +289,10 @@ class Printer:
         if isinstance(s, FragmentStore):
             ld, layout = _leading(s.row_stride, s.col_stride)
             pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
+            if s.edge is not None:
+                frag = self.fragments[s.fragment]
+                return [f"schedc::store_edge<{frag.m}, {frag.n}>({pointer}, {s.fragment}, {ld}, "
+                        f"wmma::mem_{layout}, {self.edge(s.edge)});"]
             return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
         if isinstance(s, FragmentMma):
             return [f"wmma::mma_sync({s.d}, {s.a}, {s.b}, {s.c});"]

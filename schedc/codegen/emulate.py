@@ -229,51 +229,73 @@ class _Block:
         else:
             raise TypeError(f"unknown statement {s!r}")
 
-    def tile_offsets(self, buffer, origin, row_stride, col_stride, mask, active, shape):
-        offset = np.broadcast_to(self.offset(buffer, origin, mask), mask.shape).reshape(-1, WARP)
-        lanes = offset[active]
-        if (lanes != lanes[:, :1]).any():
-            w = int(np.flatnonzero(active)[np.flatnonzero((lanes != lanes[:, :1]).any(axis=1))[0]])
-            raise self.error("non-uniform tile", "lanes of a warp disagree on a tile's origin",
-                             [w * WARP + n for n in range(WARP)], buffer, int(lanes[0, 0]))
+    def tile_offsets(self, buffer, origin, row_stride, col_stride, mask, active, shape, edge=None):
+        """Each active warp's tile elements as storage offsets, and which of them lie inside the
+        array (all, unless the tile has an ``edge``)."""
+        if edge is None:
+            start = self.offset(buffer, origin, mask)
+        else:  # an edge tile's origin may itself lie past the array
+            spec = self.buffers[buffer]
+            start = sum((self.expr(sub) * stride for sub, stride in zip(origin, spec.strides)), np.int64(0))
+        lanes = self._uniform(start, mask, active, buffer)
         rows = np.arange(shape[0])[:, None] * row_stride
         cols = np.arange(shape[1])[None, :] * col_stride
-        index = lanes[:, 0][:, None, None] + rows + cols
+        index = lanes[:, None, None] + rows + cols
+        inside = np.ones(index.shape, dtype=bool)
+        if edge is not None:
+            rows_in = self._uniform(self.expr(edge.rows), mask, active, buffer)
+            cols_in = self._uniform(self.expr(edge.cols), mask, active, buffer)
+            inside = ((np.arange(shape[0])[None, :, None] < rows_in[:, None, None])
+                      & (np.arange(shape[1])[None, None, :] < cols_in[:, None, None]))
         size = self.buffers[buffer].size
-        bad = (index < 0) | (index >= size)
+        bad = ((index < 0) | (index >= size)) & inside
         if bad.any():
             w = int(np.flatnonzero(active)[np.argwhere(bad)[0][0]])
             raise self.error("out of bounds", f"a tile reaches outside {buffer} (size {size})",
                              [w * WARP], buffer, int(index[bad][0]))
-        return index
+        return index, inside
+
+    def _uniform(self, value, mask, active, buffer) -> np.ndarray:
+        """A warp-uniform value per active warp (lane 0's), checked equal across the lanes."""
+        lanes = np.broadcast_to(value, mask.shape).reshape(-1, WARP)[active]
+        if (lanes != lanes[:, :1]).any():
+            w = int(np.flatnonzero(active)[np.flatnonzero((lanes != lanes[:, :1]).any(axis=1))[0]])
+            raise self.error("non-uniform tile", "lanes of a warp disagree on a tile's origin or edge",
+                             [w * WARP + n for n in range(WARP)], buffer, int(lanes[0, 0]))
+        return lanes[:, 0]
 
     def tile_load(self, s: FragmentLoad, mask, active) -> None:
         frag, spec = self.fragments[s.fragment], self.specs[s.fragment]
-        index = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
-                                  frag.shape[1:])
-        values = self._tile_values(s.buffer, index, active)
+        index, inside = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
+                                          frag.shape[1:], s.edge)
+        if s.edge is None:
+            values = self._tile_values(s.buffer, index, active)
+        else:  # edge tiles are global (C): zeros past the array
+            values = np.zeros(index.shape, dtype=self.buffers[s.buffer].dtype.numpy)
+            values[inside] = self.memory[s.buffer][index[inside]]
         if spec.precision == "tf32":
             values = round_tf32(values.astype(np.float32))
         frag[active] = values.astype(frag.dtype)
 
     def tile_store(self, s: FragmentStore, mask, active) -> None:
         frag = self.fragments[s.fragment]
-        index = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
-                                  frag.shape[1:])
-        flat = index.ravel()
+        index, inside = self.tile_offsets(s.buffer, s.origin, s.row_stride, s.col_stride, mask, active,
+                                          frag.shape[1:], s.edge)
+        flat = index[inside]
         unique, counts = np.unique(flat, return_counts=True)
         if len(unique) != len(flat):
             element = int(unique[counts > 1][0])
-            warps = np.flatnonzero(active)[np.flatnonzero((index == element).any(axis=(1, 2)))]
+            warps = np.flatnonzero(active)[np.flatnonzero(((index == element) & inside).any(axis=(1, 2)))]
             raise self.error("race", "warps store the same element in one step",
                              [int(w) * WARP for w in warps], s.buffer, element)
+        values = frag[active][inside]
         if s.buffer in self.shared.buffers:
-            owners = self._tile_owners(index, active)
+            owners = self._tile_owners(index, active)[inside.ravel()]
             dtype = self.buffers[s.buffer].dtype.numpy
-            self.shared.write(s.buffer, flat, frag[active].reshape(-1).astype(dtype), owners, same=_warp)
+            self.shared.write(s.buffer, flat, values.astype(dtype), owners, same=_warp)
             return
         memory = self.memory[s.buffer]
-        memory[flat] = frag[active].reshape(-1).astype(memory.dtype)
+        memory[flat] = values.astype(memory.dtype)
         self.written[s.buffer][flat] = True
 
     def _tile_values(self, buffer: str, index: np.ndarray, active) -> np.ndarray:
@@ -378,8 +400,11 @@ class _Block:
         box = np.indices(spec.shape).reshape(len(spec.shape), -1)
         threads = copy_threads(spec.shape, spec.vector, spec.strategy, self.threads)
         if isinstance(s, StageLoad):
-            source = self._box_offsets(s.source, s.source_origin, box, mask)
-            self.staged[s.staging] = (spec, self.memory[s.source][source].astype(spec.dtype.numpy))
+            inside = self._inside(s.valid, box, mask)
+            source = self._box_offsets(s.source, s.source_origin, box[:, inside], mask)
+            loaded = np.zeros(box.shape[1], dtype=spec.dtype.numpy)
+            loaded[inside] = self.memory[s.source][source]
+            self.staged[s.staging] = (spec, loaded)
             return
         if values is None:
             raise self.error("uninitialized", f"{s.staging} is stored before any load", [0], s.target, "-")
@@ -387,15 +412,19 @@ class _Block:
         self.shared.write(s.target, target, values, threads)
 
     def block_copy(self, s: BlockCopy, mask: np.ndarray) -> None:
-        """Elements of the box, the thread that copies each, then read and write."""
+        """Elements of the box, the thread that copies each, then read and write (a bounded
+        copy reads only the elements inside the source and writes zeros for the rest)."""
         box = np.indices(s.shape).reshape(len(s.shape), -1)
-        source = self._box_offsets(s.source, s.source_origin, box, mask)
+        inside = self._inside(s.valid, box, mask)
+        source = self._box_offsets(s.source, s.source_origin, box[:, inside], mask)
         target = self._box_offsets(s.target, s.target_origin, box, mask)
         threads = copy_threads(s.shape, s.vector, s.strategy, self.threads)
         if s.source in self.shared.buffers:
-            values = self.shared.read(s.source, source, threads)
+            read = self.shared.read(s.source, source, threads[inside])
         else:
-            values = self.memory[s.source][source]
+            read = self.memory[s.source][source]
+        values = np.zeros(box.shape[1], dtype=read.dtype)
+        values[inside] = read
         if s.target in self.shared.buffers:
             values = values.astype(self.buffers[s.target].dtype.numpy)
             if s.asynchronous:
@@ -405,6 +434,17 @@ class _Block:
         else:
             self.memory[s.target][target] = values
             self.written[s.target][target] = True
+
+    def _inside(self, valid: tuple[Expr, ...], box: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Which elements of a box lie inside the source: all, or those below ``valid``."""
+        inside = np.ones(box.shape[1], dtype=bool)
+        for axis, expr in enumerate(valid):
+            limit = np.broadcast_to(self.expr(expr), mask.shape)
+            if (limit != limit[0]).any():
+                raise self.error("non-uniform copy", "threads disagree on a block copy's bounds",
+                                 np.flatnonzero(limit != limit[0])[:4].tolist(), "-", "-")
+            inside &= box[axis] < int(limit[0])
+        return inside
 
     def _box_offsets(self, buffer: str, origin, box: np.ndarray, mask: np.ndarray) -> np.ndarray:
         spec = self.buffers[buffer]

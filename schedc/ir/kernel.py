@@ -134,6 +134,17 @@ class FragmentFill:
 
 
 @dataclass(frozen=True)
+class TileEdge:
+    """A warp tile at the edge of its array: ``rows`` and ``cols`` (warp-uniform expressions,
+    possibly <= 0 or over the tile's size) say how many of its rows and columns lie inside.
+    Partial tiles go through the warp's slice of the shared ``scratch`` buffer."""
+
+    rows: Expr
+    cols: Expr
+    scratch: str
+
+
+@dataclass(frozen=True)
 class FragmentLoad:
     """Load a tile whose element (r, c) lies at ``buffer[origin] + r*row_stride + c*col_stride``.
 
@@ -145,15 +156,20 @@ class FragmentLoad:
     origin: tuple[Expr, ...]
     row_stride: int
     col_stride: int
+    edge: TileEdge | None = None  # the tile may reach past the array: zeros there
 
 
 @dataclass(frozen=True)
 class FragmentStore:
+    """Store a tile (laid out as in FragmentLoad); with an ``edge``, only its rows and columns
+    inside the array."""
+
     buffer: str
     origin: tuple[Expr, ...]
     fragment: str
     row_stride: int
     col_stride: int
+    edge: TileEdge | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +218,7 @@ class BlockCopy:
     strategy: str = "striped"
     asynchronous: bool = False
     comment: str = ""
+    valid: tuple[Expr, ...] = ()  # per box dimension, the source elements inside; zeros beyond
 
 
 @dataclass(frozen=True)
@@ -237,6 +254,7 @@ class StageLoad:
     source: str
     source_origin: tuple[Expr, ...]
     comment: str = ""
+    valid: tuple[Expr, ...] = ()  # as in BlockCopy
 
 
 @dataclass(frozen=True)
@@ -371,7 +389,7 @@ _NODES = {
     for cls in (
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
         FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
-        Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore,
+        Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
     )
 }
 

@@ -37,10 +37,11 @@ def _passes(model) -> Kernel:
     tiles = None  # 4. the tensor-core tiles, if tensorized
     if model.tensorize is not None:
         tiles = _dump("tensorize", tensor.match(model, facts, target))
-    shared = _dump("cache", cache.plan_shared(model))  # 5. shared-memory caches: footprints, budget
+    scratch = tensor.edge_scratch(model, tiles, shape.threads)  # C's partial tiles pass through it
+    shared = _dump("cache", cache.plan_shared(model, tiles, scratch))  # 5. shared caches: footprints, budget
     if tiles is not None:
         tiles = cache.rebase_tiles(model, tiles, shared)
-    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles, shared))  # 6. loops, statements
+    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles, shared, scratch))  # 6. loops, statements
     return _dump("simplify", simplify.simplify(kernel))  # 7. constant folding
 
 

@@ -57,6 +57,7 @@ class SharedCache:
     pipeline: str = "sync"
     stages: int = 1
     carrier: str | None = None  # the serial loop around ``index`` that a pipeline runs along
+    limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (zeros there)
 
     @property
     def ring(self) -> int:
@@ -68,17 +69,22 @@ class SharedCache:
         return self.buffer.shape[1:] if self.ring > 1 else self.buffer.shape
 
 
-def plan_shared(model) -> tuple[SharedCache, ...]:
-    """Check every SHARED cache and describe its buffer and copy."""
+def plan_shared(model, tiles: tensor.TensorMatch | None = None,
+                scratch: SharedBuffer | None = None) -> tuple[SharedCache, ...]:
+    """Check every SHARED cache and describe its buffer and copy. ``tiles``: the tensorized
+    plan's partial-tile guards (footprints over whole tiles); ``scratch``: other shared memory
+    the kernel needs (C's edge tiles), counted in the budget."""
+    guards = tiles.guards if tiles is not None else None
     caches = []
     for spec in model.caches:
         if spec.location is MemorySpace.SHARED:
-            caches.append(_plan(model, spec))
+            caches.append(_plan(model, spec, guards))
     _check_pipelines(caches)
-    _, total = shared_layout([c.buffer for c in caches])
+    extra = [scratch] if scratch is not None else []
+    _, total = shared_layout([c.buffer for c in caches] + extra)
     gpu = model.gpu
     if total > gpu.shared_memory_max:
-        names = ", ".join(f"{c.array} {c.buffer.nbytes}" for c in caches)
+        names = ", ".join([f"{c.array} {c.buffer.nbytes}" for c in caches] + [f"{b.name} {b.nbytes}" for b in extra])
         raise CacheError(
             f"cache({caches[-1].array}, index={caches[-1].index}, location=SHARED)",
             f"the caches need {total} bytes of shared memory per block ({names}); {gpu.name} allows "
@@ -88,7 +94,7 @@ def plan_shared(model) -> tuple[SharedCache, ...]:
     return tuple(caches)
 
 
-def _plan(model, spec) -> SharedCache:
+def _plan(model, spec, guards) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
     tile = set(model.tensorize.loops) if model.tensorize else set()
     unit = model.binding_of(spec.index)
@@ -106,23 +112,23 @@ def _plan(model, spec) -> SharedCache:
         if (i < position and (model.binding_of(n) is None or model.binding_of(n).level == "block"))
         or (model.binding_of(n) is not None and model.binding_of(n).level == "block")
     )
-    fp = poly.footprint(model, spec.array, spec.index, fixed)
-    if not fp.inside:
+    fp = poly.footprint(model, spec.array, spec.index, fixed, guards)
+    global_buffer = model.buffer(spec.array)
+    if not fp.starts_inside:
         raise CacheError(
             here,
-            f"the footprint {fp} reaches outside {spec.array}{list(model.buffer(spec.array).shape)} in the "
-            "last tiles (a split does not divide the array); partial tiles in shared memory are not "
-            "built yet",
+            f"the footprint {fp} starts before the first element of {spec.array}"
+            f"{list(global_buffer.shape)} for some tiles; tiles are padded at the end of an array only",
             loops=(spec.index,),
         )
-    global_buffer = model.buffer(spec.array)
+    limits = () if fp.inside else global_buffer.shape
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
     plain, padded = (SharedBuffer(name, dtype, fp.extents, _row_major(fp.extents, dtype.size, pad))
                      for pad in (False, True))
     # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16
     pad = model.tensorize is not None and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size)
     buffer = padded if pad else plain
-    vector = _vector(model, global_buffer, fp, buffer.strides)
+    vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits))
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "async" and (vector * dtype.size) % 4:
@@ -135,7 +141,7 @@ def _plan(model, spec) -> SharedCache:
         buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
-                       spec.pipeline, spec.stages, carrier)
+                       spec.pipeline, spec.stages, carrier, limits)
 
 
 def _carrier(model, spec, here: str) -> str:
@@ -188,8 +194,9 @@ def _row_major(shape: tuple[int, ...], size: int, padded: bool) -> tuple[int, ..
     return tuple(reversed(out))
 
 
-def _vector(model, global_buffer, fp, shared_strides) -> int:
-    """Elements per copy vector: up to 16 bytes, when every vector is aligned on both sides."""
+def _vector(model, global_buffer, fp, shared_strides, bounded: bool) -> int:
+    """Elements per copy vector: up to 16 bytes, when every vector is aligned on both sides (and,
+    for a tile that reaches past its array, lies wholly inside or wholly outside it)."""
     size = global_buffer.dtype.size
     if global_buffer.strides[-1] != 1:
         return 1
@@ -199,7 +206,7 @@ def _vector(model, global_buffer, fp, shared_strides) -> int:
     moves = [c * model.loop(n).step for n, c in linear.terms]
     moves.append(linear.const + sum(c * model.loop(n).begin for n, c in linear.terms))
     for candidate in (16 // size, 8 // size, 4 // size, 1):
-        if candidate < 1 or fp.extents[-1] % candidate:
+        if candidate < 1 or fp.extents[-1] % candidate or (bounded and global_buffer.shape[-1] % candidate):
             continue
         rows = [*global_buffer.strides[:-1], *shared_strides[:-1]]
         if all(x % candidate == 0 for x in (*moves, *rows)):
@@ -228,7 +235,16 @@ def _copy(c: SharedCache, origin, as_expr, asynchronous: bool, slot: Expr | None
     target += tuple(Const(0) for _ in c.origin)
     return BlockCopy(c.array, tuple(as_expr(o) for o in origin), c.buffer.name, target, c.tile_shape,
                      c.vector, c.strategy, asynchronous,
-                     comment or f"cache of {c.array} for the loops at and inside {c.index}")
+                     comment or f"cache of {c.array} for the loops at and inside {c.index}",
+                     _valid(c, origin, as_expr))
+
+
+def _valid(c: SharedCache, origin: tuple[Affine, ...], as_expr) -> tuple[Expr, ...]:
+    """For a tile that may reach past its array, the elements inside per dimension
+    (``extent - origin``); () for tiles always inside."""
+    if not c.limits:
+        return ()
+    return tuple(Binary("-", Const(n), as_expr(o)) for n, o in zip(c.limits, origin))
 
 
 def _names(caches) -> str:
@@ -278,7 +294,8 @@ def _registers(caches, carrier, loop, as_expr) -> Pipeline:
         Barrier(f"the first tiles of {_names(caches)} are in shared memory"),
     )
     head = (If(_ahead(carrier, 1, loop), tuple(
-        StageLoad(f"{c.array}_staged", c.array, tuple(as_expr(o) for o in _shifted(c, k, next_tile)))
+        StageLoad(f"{c.array}_staged", c.array, tuple(as_expr(o) for o in _shifted(c, k, next_tile)),
+                  valid=_valid(c, _shifted(c, k, next_tile), as_expr))
         for c in caches), f"prefetch: the next tiles of {_names(caches)} into registers"),)
     tail = (
         Barrier(f"every thread is done with this iteration's tiles of {_names(caches)}"),
@@ -350,6 +367,7 @@ def rebase_tiles(model, tm: tensor.TensorMatch, caches: tuple[SharedCache, ...])
     """Tensor-core operands read from their shared copies: origins relative to the footprint,
     strides of the shared buffer; the tiles must stay aligned for wmma."""
     by_array = {c.array: c for c in caches}
+    tensor.check_operands(model, tm, set(by_array))
     changes = {}
     for role in ("a", "b"):
         operand = getattr(tm, role)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import CacheError
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -14,6 +13,7 @@ from ..ir.kernel import (
     If,
     Kernel,
     Loop,
+    SharedBuffer,
     Stmt,
     Store,
     Var,
@@ -28,26 +28,19 @@ INT32_MAX = 2**31 - 1
 
 
 def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None,
-                shared: tuple[cache.SharedCache, ...] = ()) -> Kernel:
+                shared: tuple[cache.SharedCache, ...] = (), scratch: SharedBuffer | None = None) -> Kernel:
     tile_loops = set(model.tensorize.loops) if model.tensorize else set()
     serial = [
         lp for lp in model.loops
         if model.binding_of(lp.name) is None and lp.name not in tile_loops
     ]
-    depth = {lp.name: n + 1 for n, lp in enumerate(serial)}
-    guards_at: dict[int, list[Guard]] = {}
-    for guard in facts.guards:
-        level = max((depth.get(v, 0) for v in guard.affine.variables()), default=0)
-        guards_at.setdefault(level, []).append(guard)
     order = [lp.name for lp in model.loops]
     cached_at, around, blocked = None, ((), ()), ()
     if tiles is not None:
         cached_at, blocked = tensor.accumulator_cache(model, tiles)
         serial = serial[:len(serial) - len(blocked)]  # unrolled into several fragments
-        if any(level > len(serial) for level in guards_at):
-            raise CacheError(f"cache({tiles.c.buffer}, index={cached_at}, location=MMA_FRAGMENT)",
-                             f"{', '.join(blocked)} have partial tiles; tiles kept in fragments need "
-                             "splits that divide their loops", loops=blocked)
+    guards_at = _guard_levels(model, tiles.kept_guards(facts) if tiles else facts.guards, serial, bool(shared))
+    if tiles is not None:
         before, products, after = tensor.tensor_body(
             model, facts, tiles, lambda a: affine_expr(a, order), cached_at, blocked
         )
@@ -78,7 +71,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
 
     body = (*launch.coordinates, *level(0))
     big = any(b.size > INT32_MAX for b in model.buffers)
-    buffers = tuple(c.buffer for c in shared)
+    buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ())
     return Kernel(
         name=f"{model.function}__gpu__",
         buffers=model.buffers,
@@ -89,6 +82,22 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         dynamic_shared_bytes=shared_layout(buffers)[1],
         shared=buffers,
     )
+
+
+def _guard_levels(model, guards, serial, barriers: bool) -> dict[int, list[Guard]]:
+    """The serial-loop depth each guard goes at: inside the deepest loop it names. With barriers
+    in the kernel, guards on thread or warp coordinates wrap the statements only, so that every
+    thread of the block still reaches every barrier."""
+    depth = {lp.name: n + 1 for n, lp in enumerate(serial)}
+    levels: dict[int, list[Guard]] = {}
+    for guard in guards:
+        names = guard.affine.variables()
+        level = max((depth.get(v, 0) for v in names), default=0)
+        units = [model.binding_of(v) for v in names]
+        if barriers and any(u is not None and u.level != "block" for u in units):
+            level = len(serial)
+        levels.setdefault(level, []).append(guard)
+    return levels
 
 
 def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...]) -> Loop:

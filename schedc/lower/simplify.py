@@ -82,7 +82,8 @@ def _statement(s: Stmt) -> Stmt:
     if isinstance(s, If):
         return dataclasses.replace(s, cond=fold(s.cond), body=_body(s.body), orelse=_body(s.orelse))
     if isinstance(s, FragmentLoad | FragmentStore):
-        return dataclasses.replace(s, origin=tuple(fold(i) for i in s.origin))
+        edge = s.edge and dataclasses.replace(s.edge, rows=fold(s.edge.rows), cols=fold(s.edge.cols))
+        return dataclasses.replace(s, origin=tuple(fold(i) for i in s.origin), edge=edge)
     changes = {name: tuple(fold(i) for i in getattr(s, name))
-               for name in ("source_origin", "target_origin") if hasattr(s, name)}
+               for name in ("source_origin", "target_origin", "valid") if hasattr(s, name)}
     return dataclasses.replace(s, **changes) if changes else s

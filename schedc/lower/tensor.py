@@ -7,10 +7,12 @@ linear-offset coefficients of the tensor loops.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
 
+from .. import poly
 from ..errors import CacheError, PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
@@ -26,12 +28,14 @@ from ..ir.kernel import (
     FragmentStore,
     If,
     Load,
+    SharedBuffer,
     Stmt,
     Store,
+    TileEdge,
     Var,
 )
 from ..ir.types import ScalarType
-from ..poly import PolyFacts
+from ..poly import Guard, PolyFacts
 from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, MemorySpace, MMAFragmentOp
 
 
@@ -56,6 +60,14 @@ class TensorMatch:
     operand_type: ScalarType
     accumulator_type: ScalarType
     reductions: tuple[str, ...]  # serial loops outside the tile that C does not depend on
+    # Partial tiles (a split that does not divide its dimension): the guards the loops still
+    # obey, or None when every tile is whole. The other guards are dropped: whole tiles are
+    # computed, operands padded with zeros in shared memory, C stored inside its bounds only.
+    guards: tuple[Guard, ...] | None = None
+    c_axes: tuple[int, int] | None = None  # C's dimensions of a tile's rows and columns, at edges
+
+    def kept_guards(self, facts: PolyFacts) -> tuple[Guard, ...]:
+        return facts.guards if self.guards is None else self.guards
 
 
 def where(model) -> str:
@@ -105,12 +117,67 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
     a = _operand(here, model, facts, "A", a_load.buffer, a_sub, (m, k), k, mma_k)
     b = _operand(here, model, facts, "B", b_load.buffer, b_sub, (k, n), k, mma_k)
     c = _operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
+    check_global(model, "C", c)
     serial = [
         lp.name for lp in model.loops
         if lp.name not in t.loops and model.binding_of(lp.name) is None
     ]
     reductions = tuple(name for name in serial if not _uses(c_sub, name))
-    return TensorMatch(a, b, c, precision, operand_type, accumulator, reductions)
+    tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions)
+    return _edges(here, model, facts, tm)
+
+
+def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
+    """Partial tiles: guards on the tile, on register-blocked loops or on warps are dropped
+    (whole tiles, padded); guards on serial loops and blocks stay."""
+    _, blocked = accumulator_cache(model, tm)
+    padded = {*model.tensorize.loops, *blocked}
+    padded |= {b for binding in model.bindings if binding.unit.level != "block" for b in binding.loops}
+    kept = tuple(g for g in facts.guards if not g.affine.variables() & padded)
+    if len(kept) == len(facts.guards):
+        return tm
+    tm = dataclasses.replace(tm, guards=kept)
+    if poly.first_outside(model, tm.c.buffer, kept) is None:
+        return tm
+    axes = []
+    for loop in model.tensorize.loops[:2]:
+        dims = [d for d, sub in enumerate(tm.c.subscripts_over_loops) if sub.coeff(loop)]
+        if len(dims) != 1 or tm.c.subscripts_over_loops[dims[0]].coeff(loop) != 1:
+            raise PlanError(here, f"{tm.c.buffer}'s last tiles are partial, which needs {loop} to step "
+                                  f"through one dimension of {tm.c.buffer} by 1")
+        axes.append(dims[0])
+    return dataclasses.replace(tm, c_axes=tuple(axes))
+
+
+def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
+    """Operands read from global memory: wmma's layout rules, and with partial tiles, whole
+    tiles that stay inside the array (else the operand must come through shared memory, where
+    the copy pads the tile with zeros)."""
+    for role, operand in (("A", tm.a), ("B", tm.b)):
+        if operand.buffer in cached:
+            continue
+        check_global(model, role, operand)
+        if tm.guards is None:
+            continue
+        outside = poly.first_outside(model, operand.buffer, tm.guards)
+        if outside is not None:
+            iteration, element = outside
+            point = ", ".join(f"{n}={v}" for n, v in iteration.items())
+            shape = list(model.buffer(operand.buffer).shape)
+            serial = [lp.name for lp in model.loops
+                      if lp.name not in model.tensorize.loops and model.binding_of(lp.name) is None]
+            index = (serial[0] if len(serial) == 1 else f"<one of {', '.join(serial)}>" if serial
+                     else "<a serial loop outside the tile: split k and use its outer loop>")
+            raise PlanError(
+                where(model),
+                f"the last tiles are partial, and tensor cores compute whole "
+                f"{'x'.join(map(str, model.tensorize.mma_shape.mnk))} tiles: iteration ({point}) of a whole "
+                f"tile reads {operand.buffer}[{', '.join(map(str, element))}] (operand {role}) outside "
+                f"{operand.buffer}{shape}. Cache {operand.buffer} in shared memory, where the copy pads "
+                f"its tiles with zeros: plan.cache({operand.buffer}, index={index}, "
+                "location=SHARED)",
+                loops=model.tensorize.loops,
+            )
 
 
 def _check_loops(model, facts: PolyFacts, here: str) -> None:
@@ -141,19 +208,6 @@ def _check_loops(model, facts: PolyFacts, here: str) -> None:
                 here,
                 f"{b.unit.name} is bound to {', '.join(b.loops)}; tensorized plans bind warps "
                 "and blocks, not threads",
-            )
-    for guard in facts.guards:
-        inside = sorted(guard.affine.variables() & set(t.loops))
-        if inside:
-            loop = model.loop(inside[0])
-            dim, extent = model.dims[loop.dim]
-            tile = facts.loop(loop.name).extent * loop.step
-            raise PlanError(
-                here,
-                f"dimension {dim} has {extent} values, not a multiple of {loop.name}'s {tile}-value "
-                f"tile: the last tile would be partial ({extent % tile} values), which tensor-core "
-                "operations cannot do",
-                loops=tuple(inside),
             )
 
 
@@ -222,22 +276,31 @@ def _operand(here, model, facts, role, buffer, subscripts, axes, k, mma_k) -> Op
             f"{role} ({buffer}) has storage strides {row_stride} and {col_stride} along {rows} "
             f"and {cols}; one must be 1 for tensor-core loads",
         )
-    ld = row_stride if col_stride == 1 else col_stride
-    if (ld * spec.dtype.size) % WMMA_LEADING_BYTES:
-        raise PlanError(
-            here,
-            f"{role} ({buffer}) has a leading dimension of {ld} elements "
-            f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of "
-            f"{WMMA_LEADING_BYTES} bytes",
-        )
     tile = model.tensorize.loops
     firsts = {name: Affine((), facts.loop(name).first) for name in tile}
     origin = tuple(s.substitute(firsts) for s in subscripts)
-    _check_alignment(here, model, role, buffer, spec, origin)
     shift: tuple[Affine, ...] = ()
     if k is not None:
         shift = tuple(Affine((), sub.coeff(k) * model.loop(k).step * mma_k) for sub in subscripts)
     return Operand(buffer, origin, row_stride, col_stride, shift, subscripts)
+
+
+def check_global(model, role: str, operand: Operand) -> None:
+    """A tile read from (or written to) global memory: wmma's leading-dimension and pointer
+    alignment rules."""
+    here = where(model)
+    spec = model.buffer(operand.buffer)
+    ld = operand.row_stride if operand.col_stride == 1 else operand.col_stride
+    if (ld * spec.dtype.size) % WMMA_LEADING_BYTES:
+        raise PlanError(
+            here,
+            f"{role} ({operand.buffer}) has a leading dimension of {ld} elements "
+            f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of "
+            f"{WMMA_LEADING_BYTES} bytes" + ("" if role == "C" else
+                                              f" (or cache {operand.buffer} in shared memory)"),
+            loops=model.tensorize.loops,
+        )
+    _check_alignment(here, model, role, operand.buffer, spec, operand.subscripts)
 
 
 def _check_alignment(here, model, role, buffer, spec, origin) -> None:
@@ -372,7 +435,8 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last):
     acc = tm.accumulator_type
     before: list[Stmt] = [Fragment(c, "accumulator", m, n, k, acc, acc.value)]
     c_origin = _origin(tm.c, 0, as_expr, combo)
-    load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride)
+    edge = _edge(model, tm, as_expr, combo)
+    load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge)
     op, arg = t.prologue_op, t.prologue_arg
     if op is MMAFragmentOp.SET:
         fill = FragmentFill(c, arg)
@@ -391,8 +455,29 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last):
     if t.epilogue_op is not MMAFragmentOp.NONE:
         apply = FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg)
         after.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
-    after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride))
+    after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge))
     return before, after
+
+
+def edge_scratch(model, tm: TensorMatch | None, threads: int) -> SharedBuffer | None:
+    """Each warp's M x N staging tile for C's partial tiles, if it has any."""
+    if tm is None or tm.c_axes is None:
+        return None
+    m, n, _ = model.tensorize.mma_shape.mnk
+    warps = threads // model.gpu.warp_size
+    return SharedBuffer(f"{tm.c.buffer}_edge", tm.accumulator_type, (warps, m, n), (m * n, n, 1))
+
+
+def _edge(model, tm: TensorMatch, as_expr, combo) -> TileEdge | None:
+    """How many of a C tile's rows and columns lie inside C: its dimension minus the origin."""
+    if tm.c_axes is None:
+        return None
+    subs = tm.c.subscripts
+    if combo:
+        subs = tuple(sub.substitute({k: Affine((), v) for k, v in combo.items()}) for sub in subs)
+    shape = model.buffer(tm.c.buffer).shape
+    rows, cols = (Binary("-", Const(shape[d]), as_expr(subs[d])) for d in tm.c_axes)
+    return TileEdge(rows, cols, f"{tm.c.buffer}_edge")
 
 
 def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:

@@ -26,6 +26,7 @@ class Footprint:
     extents: tuple[int, ...]
     exact: bool
     inside: bool = True  # the box stays inside the array for every value of the fixed loops
+    starts_inside: bool = True  # the box never starts before the array's first element
 
     @property
     def elements(self) -> int:
@@ -38,9 +39,11 @@ class Footprint:
         return f"{self.array}[{origin}] + [{shape}]{note}"
 
 
-def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = None) -> Footprint:
+def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = None,
+              guards=None) -> Footprint:
     """The footprint inside ``index``. ``fixed`` names the loops held fixed (default: the loops
-    outside ``index``); every other loop varies, wherever it sits in the order."""
+    outside ``index``); every other loop varies, wherever it sits in the order. With ``guards``,
+    over the padded domain (``sets.domain``): the whole tiles a tensorized plan computes."""
     names = [lp.name for lp in model.loops]
     if index not in names:
         raise KeyError(f"no loop {index}")
@@ -51,7 +54,7 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     relation = relations[0]
     for r in relations[1:]:
         relation = relation.union(r)
-    domain = sets.domain(model)
+    domain = sets.domain(model, guards)
     for n, name in enumerate(outer):  # the fixed loops become parameters, in loop order
         at = domain.find_dim_by_name(isl.dim_type.set, sets.PREFIX + name)
         domain = domain.move_dims(isl.dim_type.param, n, isl.dim_type.set, at, 1)
@@ -66,7 +69,29 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
         extents.append(high.sub(low).max_val().to_python() + 1)
     exact = _is_exact(model, array, image, outer, origin, extents)
     inside = _is_inside(model, array, image, outer, origin, extents)
-    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside)
+    starts = inside or _is_inside(model, array, image, outer, origin, extents, low_only=True)
+    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside, starts)
+
+
+def first_outside(model, array: str, guards=None) -> tuple[dict[str, int], tuple[int, ...]] | None:
+    """The first iteration (lexmin) of the (padded) domain whose access to ``array`` falls
+    outside it, with the element; None when every access stays inside."""
+    names = [lp.name for lp in model.loops]
+    shape = model.buffer(array).shape
+    elements = ", ".join(f"e{d}" for d in range(len(shape)))
+    bounds = " and ".join(f"0 <= e{d} < {n}" for d, n in enumerate(shape))
+    inside = isl.Set(f"{{ {array}[{elements}] : {bounds} }}")
+    domain = sets.domain(model, guards)
+    for access in sets.accesses(model):
+        if access.array != array:
+            continue
+        relation = access.relation(names).intersect_domain(domain)
+        outside = relation.subtract_range(inside)
+        if not outside.is_empty():
+            point = isl.Set.from_point(outside.wrap().lexmin().sample_point())
+            values = sets.point_values(point.sample_point(), [*names, *(f"e{d}" for d in range(len(shape)))])
+            return ({n: values[n] for n in names}, tuple(values[f"e{d}"] for d in range(len(shape))))
+    return None
 
 
 def _affine(pw: isl.PwAff, outer: list[str]) -> Affine:
@@ -98,13 +123,13 @@ def _is_exact(model, array, image, outer, origin, extents) -> bool:
     return box.is_subset(image)
 
 
-def _is_inside(model, array, image, outer, origin, extents) -> bool:
+def _is_inside(model, array, image, outer, origin, extents, low_only: bool = False) -> bool:
     shape = model.buffer(array).shape
     params = ", ".join(sets.PREFIX + n for n in outer)
     parts = []
     for a, extent, size in zip(origin, extents, shape):
         low = sets.isl_affine(a)
-        parts.append(f"({low} < 0 or {low} + {extent} > {size})")
+        parts.append(f"({low} < 0)" if low_only else f"({low} < 0 or {low} + {extent} > {size})")
     outside = isl.Set(f"[{params}] -> {{ : {' or '.join(parts)} }}").intersect_params(image.params())
     return outside.is_empty()
 

@@ -42,10 +42,17 @@ def group_set(names: Sequence[str], groups) -> isl.Set:
     return isl.Set("{ " + space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
 
 
-def domain(model) -> isl.Set:
+def domain(model, guards=None) -> isl.Set:
+    """The iteration domain; with ``guards`` (a sequence of Guard), the *padded* domain instead:
+    every loop over its whole range, cut only by those guards (whole tiles at the edges)."""
     loops = [(lp.name, lp.begin, lp.end, lp.step) for lp in model.loops]
+    names = [lp.name for lp in model.loops]
+    if guards is not None:
+        parts = [f"{isl_affine(g.affine)} {'=' if g.equality else '>='} 0" for g in guards]
+        cut = isl.Set("{ " + space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
+        return box(loops).intersect(cut)
     groups = [(g.begin, g.end, g.members) for g in model.groups]
-    return box(loops).intersect(group_set([lp.name for lp in model.loops], groups))
+    return box(loops).intersect(group_set(names, groups))
 
 
 def isl_affine(a: Affine) -> str:

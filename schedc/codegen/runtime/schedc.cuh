@@ -106,27 +106,48 @@ __device__ __forceinline__ void for_each_vector(int thread, F&& f) {
 
 // A synchronous copy moves one vector per thread at a time through a register: not unrolled, so
 // that the copy does not hold the whole box in registers (which costs occupancy).
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
-__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread) {
+// BOUNDED copies take a tile at the edge of its array: only the first rows_in rows and cols_in
+// columns of the source lie inside it (cols_in a multiple of VEC); the rest of the box gets zeros.
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false>
+__device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread,
+                                           int rows_in = ROWS, int cols_in = COLS) {
     using V = typename vector_type<VEC * sizeof(T)>::type;
 #pragma unroll 1
     for (int n = 0; n < box_split<ROWS, COLS, VEC, THREADS>::per_thread; ++n) {
         bool valid; int row, col;
         vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, n, valid, row, col);
-        if (valid) *reinterpret_cast<V*>(dst + row * dst_ld + col) = *reinterpret_cast<const V*>(src + row * src_ld + col);
+        if (!valid) continue;
+        V* target = reinterpret_cast<V*>(dst + row * dst_ld + col);
+        if (!BOUNDED || (row < rows_in && col < cols_in)) {
+            *target = *reinterpret_cast<const V*>(src + row * src_ld + col);
+        } else {
+            *target = V{};
+        }
     }
 }
 
 // The same copy with cp.async (sm_80+): global to shared without registers. The data is in
-// shared memory after async_wait<N>() completes the copy's commit group.
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
-__device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread) {
+// shared memory after async_wait<N>() completes the copy's commit group. BOUNDED: vectors past
+// the array are zero-filled by cp.async itself (a source size of 0 bytes reads nothing).
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false>
+__device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread,
+                                                 int rows_in = ROWS, int cols_in = COLS) {
     constexpr int bytes = VEC * sizeof(T);
     static_assert(bytes == 4 || bytes == 8 || bytes == 16, "cp.async moves 4, 8 or 16 bytes");
     for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int, int row, int col) {
         const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(dst + row * dst_ld + col));
         const T* source = src + row * src_ld + col;
-        if constexpr (bytes == 16) {
+        if constexpr (BOUNDED) {
+            const bool inside = row < rows_in && col < cols_in;
+            const int size = inside ? bytes : 0;
+            source = inside ? source : src;
+            if constexpr (bytes == 16) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(target), "l"(source), "r"(size));
+            } else {
+                asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                             :: "r"(target), "l"(source), "n"(bytes), "r"(size));
+            }
+        } else if constexpr (bytes == 16) {
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(target), "l"(source));
         } else {
             asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(target), "l"(source), "n"(bytes));
@@ -135,15 +156,22 @@ __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* sr
 }
 
 // A block copy staged in registers (register double buffering): load() reads this thread's
-// vectors of the box from global memory, store() writes them to shared memory later.
+// vectors of the box from global memory (zeros past rows_in / cols_in when BOUNDED), store()
+// writes them to shared memory later.
 template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS>
 struct staged {
     using V = typename vector_type<VEC * sizeof(T)>::type;
     V v[box_split<ROWS, COLS, VEC, THREADS>::per_thread];
 
-    __device__ __forceinline__ void load(const T* src, int src_ld, int thread) {
+    template <bool BOUNDED = false>
+    __device__ __forceinline__ void load(const T* src, int src_ld, int thread, int rows_in = ROWS,
+                                         int cols_in = COLS) {
         for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int n, int row, int col) {
-            v[n] = *reinterpret_cast<const V*>(src + row * src_ld + col);
+            if (!BOUNDED || (row < rows_in && col < cols_in)) {
+                v[n] = *reinterpret_cast<const V*>(src + row * src_ld + col);
+            } else {
+                v[n] = V{};
+            }
         });
     }
 
@@ -153,6 +181,50 @@ struct staged {
         });
     }
 };
+
+// ---- accumulator tiles at the edge of C ----------------------------------------------------
+// A whole M x N tile (rows_in >= M and cols_in >= N) moves with one wmma operation; a partial
+// one goes through the warp's M x N slice of scratch (shared memory), element by element, so
+// that nothing outside the array is read or written. rows_in / cols_in are warp-uniform.
+
+template <int M, int N, typename T>
+__device__ __forceinline__ int edge_offset(int e, int ld, nvcuda::wmma::layout_t layout) {
+    const int row = e / N, col = e % N;
+    return layout == nvcuda::wmma::mem_row_major ? row * ld + col : col * ld + row;
+}
+
+template <int M, int N, typename T, typename Fragment>
+__device__ __forceinline__ void store_edge(T* dst, const Fragment& f, int ld, nvcuda::wmma::layout_t layout,
+                                           int rows_in, int cols_in, T* scratch, int thread) {
+    if (rows_in >= M && cols_in >= N) {
+        nvcuda::wmma::store_matrix_sync(dst, f, ld, layout);
+        return;
+    }
+    T* mine = scratch + (thread / 32) * (M * N);
+    nvcuda::wmma::store_matrix_sync(mine, f, N, nvcuda::wmma::mem_row_major);
+    __syncwarp();
+    for (int e = thread % 32; e < M * N; e += 32) {
+        if (e / N < rows_in && e % N < cols_in) dst[edge_offset<M, N, T>(e, ld, layout)] = mine[e];
+    }
+    __syncwarp();
+}
+
+template <int M, int N, typename T, typename Fragment>
+__device__ __forceinline__ void load_edge(Fragment& f, const T* src, int ld, nvcuda::wmma::layout_t layout,
+                                          int rows_in, int cols_in, T* scratch, int thread) {
+    if (rows_in >= M && cols_in >= N) {
+        nvcuda::wmma::load_matrix_sync(f, src, ld, layout);
+        return;
+    }
+    T* mine = scratch + (thread / 32) * (M * N);
+    for (int e = thread % 32; e < M * N; e += 32) {
+        const bool inside = e / N < rows_in && e % N < cols_in;
+        mine[e] = inside ? src[edge_offset<M, N, T>(e, ld, layout)] : convert<T>(0.0f);
+    }
+    __syncwarp();
+    nvcuda::wmma::load_matrix_sync(f, mine, N, nvcuda::wmma::mem_row_major);
+    __syncwarp();
+}
 
 __device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
