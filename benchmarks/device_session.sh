@@ -4,7 +4,9 @@
 # Usage (on the device machine, from the repository root): bash benchmarks/device_session.sh
 # Environment: SAMPLES (built and verified), BENCH (SAMPLE or SAMPLE:REFERENCE, timed; "" skips),
 # RUN_TESTS=1 (gpu-marked tests), SANITIZE=1 (memcheck), RACECHECK=1 (racecheck and synccheck on
-# the variant matrix), SASS=1 (instruction mix per kernel), MIN_TIME (seconds per timing).
+# the variant matrix; RACECHECK_K narrows it, a pytest -k expression), RACECHECK_SAMPLES (samples
+# whose verify runs under racecheck and synccheck, SAMPLE or SAMPLE:FUNCTION), SASS=1 (instruction
+# mix per kernel), MIN_TIME (seconds per timing).
 # Writes logs and bench.csv to $OUT (or ./device_out when OUT is unset).
 set -uo pipefail
 OUT=${OUT:-device_out}; mkdir -p "$OUT"
@@ -35,10 +37,21 @@ fi
 if [ "${RACECHECK:-0}" = 1 ]; then  # racecheck and synccheck on the gpu-marked variant matrix (small sizes)
   for tool in racecheck synccheck; do
     compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
-      python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k variant 2>&1 \
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k "${RACECHECK_K:-variant}" 2>&1 \
       | tee -a "$OUT/sanitizer_$tool.log" | tail -4
   done
 fi
+for entry in ${RACECHECK_SAMPLES-}; do  # shared-memory hazards of the samples themselves, at full size
+  s=${entry%%:*}; only=(); [ "$s" != "$entry" ] && only=(--function "${entry#*:}")
+  [ -f hat_packages/$s/$s.hat ] || $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
+  for tool in racecheck synccheck; do
+    start=$SECONDS
+    echo "== $tool $entry" | tee -a "$OUT/sanitizer_samples.log"
+    compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $SCHEDC verify hat_packages/$s/$s.hat \
+      "${only[@]}" 2>&1 | tee -a "$OUT/sanitizer_samples.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard" | tail -2
+    echo "   $tool $entry: $((SECONDS - start)) s" | tee -a "$OUT/sanitizer_samples.log"
+  done
+done
 if [ "${SASS:-0}" = 1 ]; then  # instruction mix per kernel: shared loads, cp.async, tensor-core ops, barriers
   for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
     for cubin in hat_packages/$s/*.cubin; do

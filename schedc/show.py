@@ -34,7 +34,10 @@ def loop_nest(model, marked: tuple[str, ...] = ()) -> str:
     pad = "  " * len(model.loops)
     for statement in _statements(model):
         lines.append(pad + statement)
-    if facts.guards:
+    if facts.guards and model.tensorize is not None:
+        lines.append(f"{pad}(partial tiles: whole tensor-core tiles over zero-padded operands, C stored inside "
+                     "its bounds)")
+    elif facts.guards:
         lines.append(f"{pad}(partial tiles guarded by {len(facts.guards)} condition(s))")
     return "\n".join(lines)
 
