@@ -231,14 +231,14 @@ class Plan:
         once per step and used for every tile that needs it.
 
         **Requires:** ``index`` is a loop that is neither bound nor tensorized. SHARED: the nest
-        only reads ``source``; its footprint fits the target's shared memory (over 48 KiB the kernel opts in to dynamic shared memory
-        up to the target's limit). Pipelines: a serial loop encloses ``index``; ``cp.async``
-        needs sm_80+ and tile rows of whole 4-, 8- or 16-byte vectors; caches at one index share
-        one pipeline. A footprint that reaches past the array (a split that does not divide) is
-        copied with zeros beyond the array; a tensorized plan with partial tiles needs its
-        operands cached this way (tensor cores compute whole tiles). MMA_FRAGMENT: a tensorized
-        plan whose accumulator is ``source``. PRIVATE caches of SIMT nests are not built yet and
-        are refused.
+        only reads ``source``; its footprint fits the target's shared memory (over 48 KiB the
+        kernel opts in to dynamic shared memory up to the target's limit). Pipelines: a serial
+        loop encloses ``index``; ``cp.async`` needs sm_80+ and tile rows of whole 4-, 8- or
+        16-byte vectors; caches at one index share one pipeline. A footprint that reaches past
+        the array (a split that does not divide) is copied with zeros beyond the array; a
+        tensorized plan with partial tiles needs its operands cached this way (tensor cores
+        compute whole tiles). MMA_FRAGMENT: a tensorized plan whose accumulator is ``source``.
+        PRIVATE caches of SIMT nests are not built yet and are refused.
 
         *Hardware:* shared memory and ``bar.sync``; ``cp.async`` with ``commit_group`` and
         ``wait_group``; wmma fragments (registers).
