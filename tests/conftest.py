@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ("hello_matmul", "tensor_matmul", "tensor_matmul_tf32", "tensor_matmul_output_cache",
            "tensor_input_cache", "tensor_input_double_buffer_cache", "tensor_input_output_cache",
            "tilus_matmul", "tensor_ladder_tf32", "odd_sizes")
-# samples of arrays too large to emulate here (up to 4 GiB each): emulated at small sizes, built
-# and compiled at full size, verified on the device
-LARGE_SAMPLES = ("tiled_copy", "gluon_memcpy", "gluon_add")
+# samples too large or too long to emulate here (arrays up to 4 GiB; 16 products per thread and
+# step): emulated at small sizes, built and compiled at full size, verified on the device
+LARGE_SAMPLES = ("tiled_copy", "gluon_memcpy", "gluon_add", "simt_register_tile")
 
 
 def pytest_addoption(parser):

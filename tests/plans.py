@@ -56,6 +56,27 @@ def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unro
     return plan, args
 
 
+def simt_register_tile(M, N, K, block=(64, 64), per_thread=(4, 4), k_split=16, shared=True, pipeline=None,
+                       dtype=T.float32, index="k", target=H100):
+    """Each thread computes a per_thread tile of C kept in registers across k (PRIVATE cache),
+    from A's and B's block tiles in shared memory (``shared``)."""
+    nest, args = matmul_arrays(M, N, K, dtype, dtype)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, block[0]), s.split(j, block[1])
+    iii, jjj = s.split(ii, per_thread[0]), s.split(jj, per_thread[1])
+    kk = s.split(k, k_split)
+    s.reorder(i, j, ii, jj, k, kk, iii, jjj)
+    plan = s.create_plan(target)
+    g = target.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    plan.cache(args[2], index={"k": k, "kk": kk, "iii": iii}[index], location=acc.MemorySpace.PRIVATE)
+    if shared:
+        for array in args[:2]:
+            plan.cache(array, index=kk, location=acc.MemorySpace.SHARED, **(pipeline or {}))
+    return plan, args
+
+
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
                   c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, shared_ab=False,
@@ -209,4 +230,9 @@ VARIANTS = {
     "simt_partial_shared": (lambda: simt_matmul(100, 70, 33, shared_k=8), None),
     "simt_partial_async_3_stages": (lambda: simt_matmul(17, 33, 65, block=(8, 16), shared_k=8,
                                                         pipeline={"stages": 3}), None),
+    # PRIVATE register tiles: 4x4 of C per thread across k
+    "simt_register_tile": (lambda: simt_register_tile(128, 128, 64), None),
+    "simt_register_tile_partial_async": (lambda: simt_register_tile(100, 72, 40, block=(32, 32), per_thread=(4, 2),
+                                                                    k_split=8, pipeline={"stages": 2}), None),
+    "simt_register_tile_no_shared": (lambda: simt_register_tile(64, 64, 48, block=(32, 32), shared=False), None),
 }

@@ -331,8 +331,8 @@ def test_cache_arguments():
     A, B, C = args
     k = plan.schedule.order[2]
     MF = acc.MemorySpace.MMA_FRAGMENT
-    with pytest.raises(acc.CacheError, match="only SHARED and MMA_FRAGMENT caches are built so far"):
-        plan.cache(A, index=k, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match="location must be SHARED, PRIVATE or MMA_FRAGMENT, not GLOBAL"):
+        plan.cache(A, index=k, location=acc.MemorySpace.GLOBAL)
     with pytest.raises(acc.CacheError, match="double buffers and stages apply to SHARED caches"):
         plan.cache(C, index=k, location=MF, double_buffer=True)
     with pytest.raises(acc.CacheError, match="strategy does not apply to an MMA_FRAGMENT cache"):

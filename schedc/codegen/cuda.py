@@ -31,6 +31,7 @@ from ..ir.kernel import (
     Let,
     Load,
     Loop,
+    PrivateArray,
     StageLoad,
     StageStore,
     Staging,
@@ -212,6 +213,10 @@ class Printer:
             return [pad + line for line in self.block_copy(s)]
         if isinstance(s, Staging | StageLoad | StageStore):
             return [pad + line for line in self.staging(s)]
+        if isinstance(s, PrivateArray):
+            self.buffers[s.name] = s
+            return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
+                    f"{s.dtype.value}{list(s.shape)}, in registers"]
         return [pad + line for line in self.fragment_statement(s)]
 
     def block_copy(self, s: BlockCopy) -> list[str]:

@@ -36,6 +36,7 @@ from ..ir.kernel import (
     Let,
     Load,
     Loop,
+    PrivateArray,
     StageLoad,
     StageStore,
     Staging,
@@ -119,6 +120,7 @@ class _Block:
     specs: dict[str, Fragment] = field(default_factory=dict)
     iteration: dict[str, int] = field(default_factory=dict)
     staged: dict[str, tuple[Staging, np.ndarray | None]] = field(default_factory=dict)
+    private: dict[str, np.ndarray] = field(default_factory=dict)  # per thread: (threads, size)
 
     def run(self) -> None:
         bx, by, bz = self.kernel.block
@@ -163,6 +165,9 @@ class _Block:
             self.store(s, mask)
         elif isinstance(s, Staging):
             self.staged[s.name] = (s, None)
+        elif isinstance(s, PrivateArray):
+            self.buffers[s.name] = s
+            self.private[s.name] = np.full((self.threads, s.size), _poison(s.dtype), dtype=s.dtype.numpy)
         elif isinstance(s, Barrier | BlockCopy | AsyncCommit | AsyncWait | StageLoad | StageStore):
             self.block_level(s, mask)
         else:
@@ -190,6 +195,9 @@ class _Block:
     def store(self, s: Store, mask: np.ndarray) -> None:
         offset = np.broadcast_to(self.offset(s.buffer, s.index, mask), mask.shape)
         value = np.broadcast_to(self.expr(s.value), mask.shape)
+        if s.buffer in self.private:
+            self.private[s.buffer][self.thread_ids[mask], offset[mask]] = value[mask]
+            return
         if s.buffer in self.shared.buffers:
             self.shared.write(s.buffer, offset[mask], value[mask], self.thread_ids[mask])
             return
@@ -365,6 +373,9 @@ class _Block:
 
     def load(self, e: Load):
         offset = self.offset(e.buffer, e.index, self.mask)
+        if e.buffer in self.private:
+            offset = np.where(self.mask, np.broadcast_to(offset, self.mask.shape), 0)
+            return self.private[e.buffer][self.thread_ids, offset]
         if e.buffer in self.shared.buffers:
             offset = np.broadcast_to(offset, self.mask.shape)
             values = np.zeros(self.mask.shape, dtype=self.buffers[e.buffer].dtype.numpy)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 from dataclasses import dataclass
 
 from .types import ScalarType
@@ -247,6 +248,26 @@ class Staging:
 
 
 @dataclass(frozen=True)
+class PrivateArray:
+    """A thread's own array (a register tile: registers when every subscript is a constant
+    after unrolling), row-major. Declared where it appears; read and written with Load/Store."""
+
+    name: str
+    dtype: ScalarType
+    shape: tuple[int, ...]
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        from .array import row_major_strides
+
+        return row_major_strides(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
 class StageLoad:
     """The block's threads load the box at ``source_origin`` into the staging registers."""
 
@@ -270,6 +291,7 @@ class StageStore:
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
     | FragmentApply | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
+    | PrivateArray
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -390,6 +412,7 @@ _NODES = {
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
         FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
+        PrivateArray,
     )
 }
 

@@ -222,6 +222,12 @@ class Plan:
         - ``double_buffer=True`` with ``double_buffer_location`` AUTO (None or NONE) picks
           SHARED (``cp.async``) on targets that have it (sm_80 and newer), PRIVATE otherwise.
 
+        ``location=PRIVATE`` in a SIMT plan: a register tile. Each thread keeps its own copy of
+        the elements of ``source`` that the loops at and inside ``index`` touch (for fixed outer
+        loops and grid coordinates), loaded before ``index``'s loop when the nest reads
+        ``source`` and stored after it when the nest writes it. The loops inside ``index`` that
+        index ``source`` are unrolled, so that the copy lives in registers.
+
         ``location=MMA_FRAGMENT`` on the accumulator of a tensorized plan: each warp keeps its
         tiles of C in tensor-core fragments across the loops at and inside ``index``, loaded (or
         filled by the SET prologue) once before ``index``'s loop and stored once after it
@@ -238,7 +244,7 @@ class Plan:
         the array (a split that does not divide) is copied with zeros beyond the array; a
         tensorized plan with partial tiles needs its operands cached this way (tensor cores
         compute whole tiles). MMA_FRAGMENT: a tensorized plan whose accumulator is ``source``.
-        PRIVATE caches of SIMT nests are not built yet and are refused.
+        PRIVATE: a SIMT plan; each thread's tile takes at most 128 registers.
 
         *Hardware:* shared memory and ``bar.sync``; ``cp.async`` with ``commit_group`` and
         ``wait_group``; wmma fragments (registers).
@@ -258,8 +264,8 @@ class Plan:
             raise CacheError(where, f"{source!r} is not an Array")
         if not isinstance(location, MemorySpace):
             raise CacheError(where, f"location must be a MemorySpace, not {location!r}")
-        if location not in (MemorySpace.SHARED, MemorySpace.MMA_FRAGMENT):
-            raise CacheError(where, "only SHARED and MMA_FRAGMENT caches are built so far")
+        if location not in (MemorySpace.SHARED, MemorySpace.MMA_FRAGMENT, MemorySpace.PRIVATE):
+            raise CacheError(where, f"location must be SHARED, PRIVATE or MMA_FRAGMENT, not {_enum_name(location)}")
         pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
         if trigger_index is not None and trigger_index is not index:
             raise CacheError(where, "a trigger_index other than index is not supported yet")
@@ -269,8 +275,9 @@ class Plan:
             raise CacheError(where, "vectorize: copies are vectorized automatically (AUTO)")
         if strategy is not None and not isinstance(strategy, CacheStrategy):
             raise CacheError(where, f"strategy must be a CacheStrategy, not {strategy!r}")
-        if location is MemorySpace.MMA_FRAGMENT and strategy is not None:
-            raise CacheError(where, "strategy does not apply to an MMA_FRAGMENT cache")
+        if location in (MemorySpace.MMA_FRAGMENT, MemorySpace.PRIVATE) and strategy is not None:
+            raise CacheError(where, f"strategy does not apply to an {location.name} cache (each thread or "
+                                    "warp copies its own tile)")
         if index is None:
             raise CacheError(where, "needs index= (the loop the cached data is kept across)")
         self._check_index(where, index)

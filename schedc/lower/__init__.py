@@ -14,7 +14,7 @@ from .. import poly
 from ..errors import SchedcError
 from ..ir.kernel import Kernel
 from ..targets import Target
-from . import cache, check, launch, loops, simplify, tensor
+from . import cache, check, launch, loops, private, simplify, tensor
 
 PASSES = ("analyze", "launch", "check", "tensorize", "cache", "lower", "simplify")
 
@@ -41,7 +41,8 @@ def _passes(model) -> Kernel:
     shared = _dump("cache", cache.plan_shared(model, tiles, scratch))  # 5. shared caches: footprints, budget
     if tiles is not None:
         tiles = cache.rebase_tiles(model, tiles, shared)
-    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles, shared, scratch))  # 6. loops, statements
+    registers = _dump("cache", private.plan_private(model, facts))  # register tiles of SIMT nests
+    kernel = _dump("lower", loops.lower_loops(model, facts, shape, tiles, shared, scratch, registers))  # 6. loops
     return _dump("simplify", simplify.simplify(kernel))  # 7. constant folding
 
 

@@ -21,14 +21,15 @@ from ..ir.kernel import (
     substitute,
 )
 from ..poly import Guard, PolyFacts
-from . import cache, tensor
+from . import cache, private, tensor
 from .launch import Launch
 
 INT32_MAX = 2**31 - 1
 
 
 def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None,
-                shared: tuple[cache.SharedCache, ...] = (), scratch: SharedBuffer | None = None) -> Kernel:
+                shared: tuple[cache.SharedCache, ...] = (), scratch: SharedBuffer | None = None,
+                registers: tuple[private.PrivateCache, ...] = ()) -> Kernel:
     tile_loops = set(model.tensorize.loops) if model.tensorize else set()
     serial = [
         lp for lp in model.loops
@@ -49,9 +50,11 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     else:
         as_expr = lambda a: affine_expr(a, order)  # noqa: E731
         innermost = tuple(
-            dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr))
+            private.redirect(dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr)), registers,
+                             as_expr)
             for s in (in_loops(model, st) for st in model.statements)
         )
+    unrolled = private.unrolled(registers)
 
     def level(n: int) -> tuple[Stmt, ...]:
         if n == len(serial):
@@ -59,11 +62,12 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         else:
             as_expr = lambda a: affine_expr(a, order)  # noqa: E731
             pipe = cache.pipeline(shared, serial[n], facts, as_expr)
-            loop = _loop(model, facts, serial[n], (*pipe.head, *level(n + 1), *pipe.tail))
+            loop = _loop(model, facts, serial[n], (*pipe.head, *level(n + 1), *pipe.tail), unrolled)
             fill = cache.fill(shared, serial[n].name, as_expr)
             # C's fragment kept across the cached loop: set up before it, stored after it
             before, after = around if serial[n].name == cached_at else ((), ())
-            body = (*before, *fill, *pipe.before, loop, *pipe.after, *after)
+            tile_in, tile_out = private.around(registers, serial[n].name, as_expr)
+            body = (*before, *tile_in, *fill, *pipe.before, loop, *pipe.after, *tile_out, *after)
         guards = guards_at.get(n, [])
         if guards:
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
@@ -100,11 +104,11 @@ def _guard_levels(model, guards, serial, barriers: bool) -> dict[int, list[Guard
     return levels
 
 
-def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...]) -> Loop:
+def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...], unrolled: set[str]) -> Loop:
     lf = facts.loop(spec.name)
     comment = f"schedule loop {spec.name}: range({spec.begin}, {spec.end}, {spec.step})"
     return Loop(spec.name, Const(lf.first), Const(lf.stop(spec.end)), spec.step, body,
-                spec.name in model.unrolled, comment)
+                spec.name in model.unrolled or spec.name in unrolled, comment)
 
 
 def in_loops(model, store: Store) -> Store:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.kernel import Fragment, Kernel, Load, Store, walk_statements
+from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Store, walk_statements
 
 BASE_REGISTERS = 24
 MAX_REGISTERS_WARNING = 255
@@ -39,6 +39,8 @@ def registers(kernel: Kernel) -> int:
             rows, cols = {"matrix_a": (s.m, s.k), "matrix_b": (s.k, s.n), "accumulator": (s.m, s.n)}[s.use]
             size = 4 if s.precision == "tf32" else s.dtype.size
             total += -(-rows * cols * size // (32 * 4))
+        elif isinstance(s, PrivateArray):
+            total += s.size * max(s.dtype.size, 4) // 4
         elif isinstance(s, Store):
             total += 2 * (1 + _loads(s.value))
     return total

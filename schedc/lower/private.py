@@ -1,0 +1,137 @@
+"""PRIVATE caches of SIMT nests: register tiles.
+
+``plan.cache(C, index=k, location=PRIVATE)`` gives each thread its own copy of the elements of C
+that the loops at and inside ``k`` touch, for fixed outer loops and grid coordinates (a box from
+poly, like a shared cache's footprint but per thread). The copy is loaded before ``k``'s loop
+(when the nest reads C), the loops inside read and write it, and it is stored after the loop
+(when the nest writes C). The loops inside ``k`` that index the tile are unrolled, so that every
+subscript of the copy is a constant and the compiler keeps it in registers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from .. import poly
+from ..errors import CacheError
+from ..ir.affine import Affine
+from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var
+from ..ir.patterns import buffers_read
+from ..targets import MemorySpace
+
+MAX_PRIVATE_REGISTERS = 128  # a register tile may take half of a thread's 255 registers
+
+
+@dataclass(frozen=True)
+class PrivateCache:
+    array: str
+    index: str
+    buffer: PrivateArray
+    origin: tuple[Affine, ...]  # the tile's first element, over outer loops and grid coordinates
+    load: bool  # the nest reads the array: copy it in before the loop
+    store: bool  # the nest writes it: copy it out after the loop
+    limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (copies guarded)
+    unrolled: tuple[str, ...] = ()  # loops inside ``index`` that index the tile
+
+
+def plan_private(model, facts: poly.PolyFacts) -> tuple[PrivateCache, ...]:
+    """Check every PRIVATE cache and describe its register tile."""
+    return tuple(_plan(model, facts, spec) for spec in model.caches if spec.location is MemorySpace.PRIVATE)
+
+
+def _plan(model, facts, spec) -> PrivateCache:
+    here = f"cache({spec.array}, index={spec.index}, location=PRIVATE)"
+    if model.tensorize is not None:
+        raise CacheError(here, "PRIVATE caches are register tiles of SIMT nests; a tensorized plan keeps "
+                               "its accumulator in MMA_FRAGMENT", loops=(spec.index,))
+    unit = model.binding_of(spec.index)
+    if unit is not None:
+        raise CacheError(here, f"{spec.index} is bound to {unit.name}; cache at a loop that runs in every "
+                               "thread", loops=(spec.index,))
+    names = [lp.name for lp in model.loops]
+    position = names.index(spec.index)
+    fixed = tuple(n for i, n in enumerate(names) if i < position or model.binding_of(n) is not None)
+    inside = [n for n in names[position:] if model.binding_of(n) is None]
+    # over every loop's whole range: threads past a partial tile run the copies too (guarded)
+    fp = poly.footprint(model, spec.array, spec.index, fixed, guards=())
+    dtype = model.buffer(spec.array).dtype
+    registers = math.prod(fp.extents) * max(dtype.size, 4) // 4
+    if registers > MAX_PRIVATE_REGISTERS:
+        raise CacheError(here, f"each thread's tile {fp} is {math.prod(fp.extents)} elements: {registers} "
+                               f"registers per thread, over {MAX_PRIVATE_REGISTERS}; cache at a loop further "
+                               "in, or give each thread fewer elements", loops=(spec.index,))
+    accesses = [a for a in facts.accesses if a.array == spec.array]
+    unrolled = tuple(n for n in inside if any(sub.coeff(n) for a in accesses for sub in a.subscripts))
+    reads = any(spec.array in buffers_read(s.value) for s in model.statements)
+    writes = any(s.buffer == spec.array for s in model.statements)
+    limits = () if fp.inside else model.buffer(spec.array).shape
+    buffer = PrivateArray(f"{spec.array}_private", dtype, fp.extents)
+    return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled)
+
+
+def unrolled(caches: tuple[PrivateCache, ...]) -> set[str]:
+    return {n for c in caches for n in c.unrolled}
+
+
+def around(caches: tuple[PrivateCache, ...], index: str, as_expr) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """(before, after) ``index``'s loop: each tile declared and loaded, then stored."""
+    before: list[Stmt] = []
+    after: list[Stmt] = []
+    for c in caches:
+        if c.index != index:
+            continue
+        before.append(c.buffer)
+        if c.load:
+            before.append(_copy(c, as_expr, inward=True))
+        if c.store:
+            after.append(_copy(c, as_expr, inward=False))
+    return tuple(before), tuple(after)
+
+
+def _copy(c: PrivateCache, as_expr, inward: bool) -> Stmt:
+    """Unrolled loops over the tile: global → tile (``inward``) or tile → global, each element
+    guarded where the tile may reach past the array."""
+    points = tuple(Var(f"{c.array}_p{d}") for d in range(len(c.buffer.shape)))
+    element = tuple(Binary("+", as_expr(o), p) for o, p in zip(c.origin, points))
+    dtype = c.buffer.dtype
+    if inward:
+        body: Stmt = Store(c.buffer.name, points, Load(c.array, element, dtype))
+    else:
+        body = Store(c.array, element, Load(c.buffer.name, points, dtype))
+    if c.limits:
+        cond: Expr | None = None
+        for e, n in zip(element, c.limits):
+            test = Binary("<", e, Const(n))
+            cond = test if cond is None else Binary("&&", cond, test)
+        body = If(cond, (body,), f"the part of the tile inside {c.array}")
+    for d in reversed(range(len(points))):
+        comment = "" if d else (f"{c.array}'s tile: into registers" if inward else f"{c.array}'s tile: back to "
+                                                                                    "global memory")
+        body = Loop(points[d].name, Const(0), Const(c.buffer.shape[d]), 1, (body,), True, comment)
+    return body
+
+
+def redirect(store: Store, caches: tuple[PrivateCache, ...], as_expr) -> Store:
+    """Reads and writes of cached arrays go to the threads' tiles, relative to the tile's origin."""
+    by_array = {c.array: c for c in caches}
+
+    def index(c: PrivateCache, subscripts) -> tuple[Expr, ...]:
+        return tuple(as_expr(Affine.of(i).plus(o.scale(-1))) for i, o in zip(subscripts, c.origin))
+
+    def visit(e: Expr) -> Expr:
+        if isinstance(e, Load) and e.buffer in by_array:
+            c = by_array[e.buffer]
+            return Load(c.buffer.name, index(c, e.index), e.dtype)
+        if isinstance(e, Binary):
+            return Binary(e.op, visit(e.lhs), visit(e.rhs), e.dtype)
+        if hasattr(e, "operand"):
+            return dataclasses.replace(e, operand=visit(e.operand))
+        return e
+
+    value = visit(store.value)
+    if store.buffer in by_array:
+        c = by_array[store.buffer]
+        return Store(c.buffer.name, index(c, store.index), value)
+    return Store(store.buffer, store.index, value)
