@@ -30,7 +30,7 @@ from schedc.package.compile import nvrtc_compile
 from schedc.verify import emulate_function
 
 from .conftest import show_sample
-from .plans import REGISTERS, VARIANTS, compile_plan, simt_matmul, tensor_matmul
+from .plans import H100, REGISTERS, VARIANTS, T, compile_plan, simt_matmul, tensor_matmul
 from .test_pipelines import broken, emulates
 
 
@@ -216,3 +216,30 @@ def test_partial_simt_shared_tiles_match_numpy(M, N, K, pipeline):
         return
     reports = emulate_function(model, kernel, blocks=None, seed=M * N + K)
     assert all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_edge_tiles_of_c_need_unit_steps():
+    """C[2 * i, j]: a partial tile of C could not be cut by counting rows."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(72, 64))
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(64, 64))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(144, 64))
+    nest = acc.Nest(shape=(72, 64, 64))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[2 * i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 32), s.split(j, 32), s.split(k, 32)
+    iii, jjj, kkk = s.tile({ii: 16, jj: 16, kk: 16})
+    s.reorder(i, j, k, kk, ii, jj, iii, jjj, kkk)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X})
+    plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    for array in (A, B):
+        plan.cache(array, index=kk, location=acc.MemorySpace.SHARED)
+    with pytest.raises(PlanError, match="C's last tiles are partial, which needs iii to step through one dimension "
+                                        "of C by 1"):
+        compile_plan(plan, (A, B, C))
