@@ -266,6 +266,11 @@ class PrivateArray:
     def size(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def registers(self) -> int:
+        """32-bit registers the tile takes (a narrower element still takes one)."""
+        return self.size * max(self.dtype.size, 4) // 4
+
 
 @dataclass(frozen=True)
 class StageLoad:

@@ -108,6 +108,12 @@ class Model:
                 return b.unit
         return None
 
+    @property
+    def serial_loops(self) -> tuple[str, ...]:
+        """The loops each thread runs itself, in schedule order: neither bound nor tensorized."""
+        tile = self.tensorize.loops if self.tensorize else ()
+        return tuple(lp.name for lp in self.loops if lp.name not in tile and self.binding_of(lp.name) is None)
+
 
 def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
     """Snapshot ``plan`` as a Model for the function ``function`` taking ``args``."""

@@ -146,8 +146,7 @@ def _plan(model, spec, guards) -> SharedCache:
 
 def _carrier(model, spec, here: str) -> str:
     """The serial loop that directly encloses the cache index: the loop a pipeline runs along."""
-    tile = set(model.tensorize.loops) if model.tensorize else set()
-    serial = [lp.name for lp in model.loops if model.binding_of(lp.name) is None and lp.name not in tile]
+    serial = model.serial_loops
     position = serial.index(spec.index)
     if position == 0:
         raise CacheError(here, f"no serial loop encloses {spec.index}, so there is no next tile to "
@@ -346,20 +345,26 @@ def redirect(expr: Expr, caches: tuple[SharedCache, ...], as_expr) -> Expr:
     def visit(e: Expr) -> Expr:
         if isinstance(e, Load) and e.buffer in by_array:
             c = by_array[e.buffer]
-            index = tuple(as_expr(Affine.of(i).plus(o.scale(-1))) for i, o in zip(e.index, c.origin))
+            index = relative(e.index, c.origin, as_expr)
             if c.ring > 1:
                 index = (Var(stage_var(c.carrier)), *index)
             return Load(c.buffer.name, index, e.dtype)
         return e
 
-    return _map(expr, visit)
+    return map_expr(expr, visit)
 
 
-def _map(expr: Expr, visit) -> Expr:
+def relative(index: tuple[Expr, ...], origin: tuple[Affine, ...], as_expr) -> tuple[Expr, ...]:
+    """Subscripts of an access relative to a cached tile's first element."""
+    return tuple(as_expr(Affine.of(i).plus(o.scale(-1))) for i, o in zip(index, origin))
+
+
+def map_expr(expr: Expr, visit) -> Expr:
+    """``visit`` applied bottom-up to every node of an expression."""
     if hasattr(expr, "lhs"):
-        expr = dataclasses.replace(expr, lhs=_map(expr.lhs, visit), rhs=_map(expr.rhs, visit))
+        expr = dataclasses.replace(expr, lhs=map_expr(expr.lhs, visit), rhs=map_expr(expr.rhs, visit))
     elif hasattr(expr, "operand"):
-        expr = dataclasses.replace(expr, operand=_map(expr.operand, visit))
+        expr = dataclasses.replace(expr, operand=map_expr(expr.operand, visit))
     return visit(expr)
 
 

@@ -30,11 +30,7 @@ INT32_MAX = 2**31 - 1
 def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None,
                 shared: tuple[cache.SharedCache, ...] = (), scratch: SharedBuffer | None = None,
                 registers: tuple[private.PrivateCache, ...] = ()) -> Kernel:
-    tile_loops = set(model.tensorize.loops) if model.tensorize else set()
-    serial = [
-        lp for lp in model.loops
-        if model.binding_of(lp.name) is None and lp.name not in tile_loops
-    ]
+    serial = [model.loop(name) for name in model.serial_loops]
     order = [lp.name for lp in model.loops]
     cached_at, around, blocked = None, ((), ()), ()
     if tiles is not None:

@@ -10,7 +10,6 @@ subscript of the copy is a constant and the compiler keeps it in registers.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
+from .cache import map_expr, relative
 
 MAX_PRIVATE_REGISTERS = 128  # a register tile may take half of a thread's 255 registers
 
@@ -56,8 +56,8 @@ def _plan(model, facts, spec) -> PrivateCache:
     inside = [n for n in names[position:] if model.binding_of(n) is None]
     # over every loop's whole range: threads past a partial tile run the copies too (guarded)
     fp = poly.footprint(model, spec.array, spec.index, fixed, guards=())
-    dtype = model.buffer(spec.array).dtype
-    registers = math.prod(fp.extents) * max(dtype.size, 4) // 4
+    buffer = PrivateArray(f"{spec.array}_private", model.buffer(spec.array).dtype, fp.extents)
+    registers = buffer.registers
     if registers > MAX_PRIVATE_REGISTERS:
         raise CacheError(here, f"each thread's tile {fp} is {math.prod(fp.extents)} elements: {registers} "
                                f"registers per thread, over {MAX_PRIVATE_REGISTERS}; cache at a loop further "
@@ -67,7 +67,6 @@ def _plan(model, facts, spec) -> PrivateCache:
     reads = any(spec.array in buffers_read(s.value) for s in model.statements)
     writes = any(s.buffer == spec.array for s in model.statements)
     limits = () if fp.inside else model.buffer(spec.array).shape
-    buffer = PrivateArray(f"{spec.array}_private", dtype, fp.extents)
     return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled)
 
 
@@ -117,21 +116,14 @@ def redirect(store: Store, caches: tuple[PrivateCache, ...], as_expr) -> Store:
     """Reads and writes of cached arrays go to the threads' tiles, relative to the tile's origin."""
     by_array = {c.array: c for c in caches}
 
-    def index(c: PrivateCache, subscripts) -> tuple[Expr, ...]:
-        return tuple(as_expr(Affine.of(i).plus(o.scale(-1))) for i, o in zip(subscripts, c.origin))
-
     def visit(e: Expr) -> Expr:
         if isinstance(e, Load) and e.buffer in by_array:
             c = by_array[e.buffer]
-            return Load(c.buffer.name, index(c, e.index), e.dtype)
-        if isinstance(e, Binary):
-            return Binary(e.op, visit(e.lhs), visit(e.rhs), e.dtype)
-        if hasattr(e, "operand"):
-            return dataclasses.replace(e, operand=visit(e.operand))
+            return Load(c.buffer.name, relative(e.index, c.origin, as_expr), e.dtype)
         return e
 
-    value = visit(store.value)
+    value = map_expr(store.value, visit)
     if store.buffer in by_array:
         c = by_array[store.buffer]
-        return Store(c.buffer.name, index(c, store.index), value)
+        return Store(c.buffer.name, relative(store.index, c.origin, as_expr), value)
     return Store(store.buffer, store.index, value)

@@ -40,7 +40,7 @@ def registers(kernel: Kernel) -> int:
             size = 4 if s.precision == "tf32" else s.dtype.size
             total += -(-rows * cols * size // (32 * 4))
         elif isinstance(s, PrivateArray):
-            total += s.size * max(s.dtype.size, 4) // 4
+            total += s.registers
         elif isinstance(s, Store):
             total += 2 * (1 + _loads(s.value))
     return total

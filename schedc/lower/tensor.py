@@ -118,11 +118,7 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
     b = _operand(here, model, facts, "B", b_load.buffer, b_sub, (k, n), k, mma_k)
     c = _operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
     check_global(model, "C", c)
-    serial = [
-        lp.name for lp in model.loops
-        if lp.name not in t.loops and model.binding_of(lp.name) is None
-    ]
-    reductions = tuple(name for name in serial if not _uses(c_sub, name))
+    reductions = tuple(name for name in model.serial_loops if not _uses(c_sub, name))
     tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions)
     return _edges(here, model, facts, tm)
 
@@ -164,8 +160,7 @@ def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
             iteration, element = outside
             point = ", ".join(f"{n}={v}" for n, v in iteration.items())
             shape = list(model.buffer(operand.buffer).shape)
-            serial = [lp.name for lp in model.loops
-                      if lp.name not in model.tensorize.loops and model.binding_of(lp.name) is None]
+            serial = model.serial_loops
             index = (serial[0] if len(serial) == 1 else f"<one of {', '.join(serial)}>" if serial
                      else "<a serial loop outside the tile: split k and use its outer loop>")
             raise PlanError(
@@ -348,8 +343,7 @@ def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ..
     if unit is not None:
         raise CacheError(here, f"{cache.index} is bound to {unit.name}; cache at a loop that runs in "
                                "each warp", loops=(cache.index,))
-    names = [lp.name for lp in model.loops]
-    serial = [n for n in names[names.index(cache.index):] if n not in tile and model.binding_of(n) is None]
+    serial = list(model.serial_loops[model.serial_loops.index(cache.index):])
     blocked = tuple(n for n in serial if _uses(tm.c.subscripts_over_loops, n))
     if blocked and tuple(serial[-len(blocked):]) != blocked:
         inner = next(n for n in serial[serial.index(blocked[0]):] if n not in blocked)
