@@ -4,15 +4,16 @@
 # Usage (on the device machine, from the repository root): bash benchmarks/device_session.sh
 # Environment: SAMPLES (built and verified), BENCH (SAMPLE or SAMPLE:REFERENCE, timed; "" skips),
 # RUN_TESTS=1 (gpu-marked tests), SANITIZE=1 (memcheck), RACECHECK=1 (racecheck and synccheck on
-# the variant matrix; RACECHECK_K narrows it, a pytest -k expression), RACECHECK_SAMPLES (samples
-# whose verify runs under racecheck and synccheck, SAMPLE or SAMPLE:FUNCTION), SASS=1 (instruction
-# mix per kernel), MIN_TIME (seconds per timing).
+# the variant matrix; RACECHECK_K narrows it, a pytest -k expression), SASS=1 (instruction mix per
+# kernel), MIN_TIME (seconds per timing), RACECHECK_SAMPLES (SAMPLE or SAMPLE:FUNCTION: its verify
+# runs, at full size, under each of SAMPLE_TOOLS, "racecheck synccheck" unless set, for at most
+# SANITIZER_TIMEOUT seconds; these run last, so that a slow one cannot cost the benchmarks).
 # Writes logs and bench.csv to $OUT (or ./device_out when OUT is unset).
 set -uo pipefail
 OUT=${OUT:-device_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+if [ -d .whl ]; then  # once per machine (parallel sessions share /tmp/site)
+  [ -d /tmp/site/islpy ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD
@@ -41,17 +42,6 @@ if [ "${RACECHECK:-0}" = 1 ]; then  # racecheck and synccheck on the gpu-marked 
       | tee -a "$OUT/sanitizer_$tool.log" | tail -4
   done
 fi
-for entry in ${RACECHECK_SAMPLES-}; do  # shared-memory hazards of the samples themselves, at full size
-  s=${entry%%:*}; only=(); [ "$s" != "$entry" ] && only=(--function "${entry#*:}")
-  [ -f hat_packages/$s/$s.hat ] || $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
-  for tool in racecheck synccheck; do
-    start=$SECONDS
-    echo "== $tool $entry" | tee -a "$OUT/sanitizer_samples.log"
-    compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $SCHEDC verify hat_packages/$s/$s.hat \
-      "${only[@]}" 2>&1 | tee -a "$OUT/sanitizer_samples.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard" | tail -2
-    echo "   $tool $entry: $((SECONDS - start)) s" | tee -a "$OUT/sanitizer_samples.log"
-  done
-done
 if [ "${SASS:-0}" = 1 ]; then  # instruction mix per kernel: shared loads, cp.async, tensor-core ops, barriers
   for s in ${SAMPLES:-hello_matmul tensor_matmul tensor_matmul_tf32}; do
     for cubin in hat_packages/$s/*.cubin; do
@@ -68,4 +58,16 @@ for entry in ${BENCH-hello_matmul tensor_matmul tensor_matmul_tf32}; do  # BENCH
   s=${entry%%:*}; reference=cublas; [ "$s" != "$entry" ] && reference=${entry#*:}
   $SCHEDC bench hat_packages/$s/$s.hat --compare $reference --time-in-ms --min-time ${MIN_TIME:-1} \
     --csv "$OUT/bench.csv" 2>&1 | tee -a "$OUT/bench.log"
+done
+for entry in ${RACECHECK_SAMPLES-}; do  # shared-memory hazards of the samples themselves, at full size
+  s=${entry%%:*}; only=(); [ "$s" != "$entry" ] && only=(--function "${entry#*:}")
+  [ -f hat_packages/$s/$s.hat ] || $SCHEDC build samples/$s.py --output-dir hat_packages || exit 1
+  for tool in ${SAMPLE_TOOLS:-racecheck synccheck}; do
+    start=$SECONDS
+    echo "== $tool $entry" | tee -a "$OUT/sanitizer_samples.log"
+    timeout ${SANITIZER_TIMEOUT:-900} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $SCHEDC verify hat_packages/$s/$s.hat \
+      "${only[@]}" 2>&1 | tee -a "$OUT/sanitizer_samples.log" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard" | tail -2
+    rc=${PIPESTATUS[0]}; [ "$rc" = 124 ] && rc="124, timed out"
+    echo "   $tool $entry: $((SECONDS - start)) s, exit $rc" | tee -a "$OUT/sanitizer_samples.log"
+  done
 done
