@@ -71,9 +71,11 @@ def random_array(buffer: Buffer, rng: np.random.Generator) -> np.ndarray:
         values = rng.integers(low, 5, buffer.shape)
         values[values == 0] = 1
         return values.astype(dtype.numpy)
-    magnitude = rng.random(buffer.shape, dtype=np.float32) * np.float32(0.9375) + np.float32(0.0625)
-    sign = rng.integers(0, 2, buffer.shape, dtype=np.int8) * np.int8(2) - np.int8(1)
-    return (magnitude * sign).astype(dtype.numpy)
+    values = rng.random(buffer.shape, dtype=np.float32)  # in place: one array of temporaries
+    values *= np.float32(0.9375)
+    values += np.float32(0.0625)
+    np.negative(values, out=values, where=rng.integers(0, 2, buffer.shape, dtype=np.int8) == 0)
+    return values.astype(dtype.numpy, copy=False)
 
 
 def poison(buffer: Buffer) -> np.ndarray:
@@ -91,7 +93,7 @@ def inputs(buffers, seed: int) -> dict[str, np.ndarray]:
         if b.kind != "param":
             continue
         values = poison(b) if b.role == "output" else random_array(b, rng)
-        out[b.name] = _view(b, to_storage(b, values))
+        out[b.name] = copy(b, values)
     return out
 
 
@@ -100,6 +102,11 @@ def to_storage(buffer: Buffer, array: np.ndarray) -> np.ndarray:
     flat = np.zeros(buffer.size, dtype=buffer.dtype.numpy)
     _view(buffer, flat)[...] = array
     return flat
+
+
+def copy(buffer: Buffer, array: np.ndarray) -> np.ndarray:
+    """A copy of a logical array, in the buffer's layout."""
+    return _view(buffer, to_storage(buffer, array))
 
 
 def from_storage(buffer: Buffer, flat: np.ndarray) -> np.ndarray:

@@ -108,9 +108,16 @@ class _State:
         raise TypeError(f"unknown expression {e!r}")
 
     def subscripts(self, index: tuple[Expr, ...], dims: dict[str, np.ndarray]):
+        """Subscripts of ``index`` over ``dims`` and the dimensions their result spans, in its
+        axis order: slices (a view, no copy) where each subscript is one dimension plus a
+        constant over consecutive values, else broadcasting integer arrays."""
         affines = [Affine.of(i) for i in index]
+        direct = _slices(affines, dims)
+        if direct is not None:
+            return direct
         used = tuple(d for d in self.order if any(a.coeff(d) for a in affines))
-        grids = np.meshgrid(*(dims[d] for d in used), indexing="ij") if used else []
+        # open grids: subscripts broadcast against each other instead of each filling the space
+        grids = np.meshgrid(*(dims[d] for d in used), indexing="ij", sparse=True) if used else []
         axes = dict(zip(used, grids))
         subs = [a.const + sum(c * axes[d] for d, c in a.terms) for a in affines]
         return tuple(np.asarray(s) for s in subs), used
@@ -162,6 +169,22 @@ class _State:
             dims.update({d: np.array([v]) for d, v in zip(rest, point)})
             for s in self.model.statements:
                 self.scatter(s, self.evaluate(s.value, dims), dims)
+
+
+def _slices(affines: list[Affine], dims: dict[str, np.ndarray]):
+    """``(slices, dimensions)`` when subscript n is ``d_n + c_n`` for distinct ``d_n`` that take
+    consecutive values starting at or after ``-c_n``; None otherwise."""
+    subs, used = [], []
+    for a in affines:
+        if len(a.terms) != 1 or a.terms[0][1] != 1 or a.terms[0][0] in used:
+            return None
+        values = dims[a.terms[0][0]]
+        start = a.const + int(values[0]) if len(values) else -1
+        if start < 0 or int(values[-1]) - int(values[0]) + 1 != len(values) or np.any(np.diff(values) != 1):
+            return None
+        subs.append(slice(start, start + len(values)))
+        used.append(a.terms[0][0])
+    return tuple(subs), tuple(used)
 
 
 def _depends_on(term: Expr) -> set[str]:

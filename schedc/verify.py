@@ -69,7 +69,9 @@ def run_function(fn, seed: int = 0, tolerance: float | None = None) -> list[Repo
     """Run a loaded function on the GPU on random inputs (numpy arrays in each parameter's
     layout); compare the whole output with the reference."""
     arrays = data.inputs(fn.kernel.buffers, seed)
-    outputs = data.inputs(fn.kernel.buffers, seed)  # the same values, written by the GPU
+    written = {s.buffer for s in fn.model.statements}
+    outputs = {b.name: data.copy(b, arrays[b.name]) if b.name in written else arrays[b.name]
+               for b in fn.kernel.params}  # the same values; the GPU writes the copies
     fn(*(outputs[b.name] for b in fn.kernel.params))
     expected, touched = reference(fn.model, arrays)
     return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
@@ -93,29 +95,67 @@ def _wide(dtype: np.dtype) -> type:
 
 
 def compare(model, outputs, expected, touched, written=None, tolerance=None) -> list[Report]:
+    """One report per written parameter: the outputs against the reference over the elements the
+    reference touched (``written``, where known, the elements the run wrote)."""
     tol = data.tolerance_for(data.precisions(model)) if tolerance is None else tolerance
-    reports = []
     visible = {b.name for b in model.buffers if b.kind == "param"}  # TEMP scratch is internal
+    reports = []
     for name, mask in sorted(touched.items()):
         if name not in visible:
             continue
-        out = np.asarray(outputs[name]).astype(np.float64)
-        ref = np.asarray(expected[name], dtype=np.float64)
-        diff = np.where(mask, out - ref, 0.0)
-        bad = mask & ~np.isfinite(out)
-        unwritten = int(bad.sum())
-        extra = 0
-        if written is not None:
-            unwritten += int((mask & ~written[name]).sum())
-            extra = int((written[name] & ~mask).sum())
-        norm = float(np.linalg.norm(ref[mask]))
-        err = float(np.linalg.norm(diff[mask & np.isfinite(out)]))
-        relative = err / norm if norm else err
-        if bad.any():
-            relative = float("nan")
-        absolute = np.abs(np.where(np.isfinite(diff), diff, np.inf))
-        worst = np.unravel_index(int(np.argmax(absolute)), absolute.shape)
-        reports.append(Report(model.function, name, int(mask.sum()), relative,
-                              float(absolute.max()) if absolute.size else 0.0,
-                              tuple(int(x) for x in worst), tol, unwritten, extra))
+        was_written = None if written is None else written[name]
+        t = _tally(outputs[name], expected[name], mask, was_written)
+        relative = float("nan") if t.bad else (t.err2 ** 0.5 / t.ref2 ** 0.5 if t.ref2 else t.err2 ** 0.5)
+        reports.append(Report(model.function, name, t.compared, relative, t.worst_abs, t.worst, tol,
+                              t.bad + t.unwritten, t.extra))
     return reports
+
+
+_CHUNK = 1 << 22  # elements compared at a time: the comparison holds a few chunks, not arrays
+
+
+@dataclass
+class _Tally:
+    compared: int = 0
+    bad: int = 0  # compared elements that are NaN or infinite in the output
+    unwritten: int = 0  # compared elements the run did not write
+    extra: int = 0  # elements the run wrote outside the reference's
+    ref2: float = 0.0  # sum of squares of the reference
+    err2: float = 0.0  # sum of squares of the finite differences
+    worst_abs: float = 0.0
+    worst: tuple[int, ...] = ()
+
+
+def _tally(out, ref, mask, written) -> _Tally:
+    """Error sums of ``out`` against ``ref`` over ``mask``, a block of rows at a time (in C
+    order, so that the first largest difference is the one reported)."""
+    scalar = np.ndim(mask) == 0
+    out, ref, mask = (np.asarray(a).reshape(np.shape(a) or (1,)) for a in (out, ref, mask))
+    if written is not None:
+        written = np.asarray(written).reshape(mask.shape)
+    t = _Tally(worst=(0,) * mask.ndim)
+    rows = max(1, _CHUNK // max(1, int(np.prod(mask.shape[1:]))))
+    for start in range(0, mask.shape[0], rows):
+        part = slice(start, start + rows)
+        m, o = mask[part], np.asarray(out[part], dtype=np.float64)
+        r = np.asarray(ref[part], dtype=np.float64)
+        finite = np.isfinite(o)
+        diff = np.where(m, o - r, 0.0)
+        t.compared += int(m.sum())
+        t.bad += int((m & ~finite).sum())
+        if written is not None:
+            w = written[part]
+            t.unwritten += int((m & ~w).sum())
+            t.extra += int((w & ~m).sum())
+        t.ref2 += float(np.dot(r[m], r[m]))
+        good = diff[m & finite]
+        t.err2 += float(np.dot(good, good))
+        absolute = np.abs(np.where(np.isfinite(diff), diff, np.inf))
+        at = int(np.argmax(absolute)) if absolute.size else 0
+        if absolute.size and (absolute.flat[at] > t.worst_abs or start == 0):
+            t.worst_abs = float(absolute.flat[at])
+            local = np.unravel_index(at, absolute.shape)
+            t.worst = (int(local[0]) + start, *(int(x) for x in local[1:]))
+    if scalar:
+        t.worst = ()
+    return t

@@ -1,0 +1,63 @@
+"""The comparison of a run's outputs with the reference: counts, norms and the worst element,
+the same whether the arrays are compared whole or a block of rows at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import schedc.verify as verify
+from schedc import data
+from schedc.reference import reference
+
+from .plans import compile_plan, elementwise
+
+
+def _case():
+    model, kernel = compile_plan(*elementwise(40, 96))
+    arrays = data.inputs(kernel.buffers, seed=1)
+    expected, touched = reference(model, arrays)
+    return model, expected, touched
+
+
+def test_counts_norms_and_worst_element():
+    model, expected, touched = _case()
+    out = expected["C"].astype(np.float32)
+    out[3, 5] += 0.5  # the worst difference
+    out[30, 7] += 0.25
+    written = np.ones(out.shape, dtype=bool)
+    written[1, 1] = False  # never written
+    mask = touched["C"].copy()
+    mask[39, 95] = False  # written by the run outside the reference
+    report, = verify.compare(model, {"C": out}, expected, {"C": mask}, {"C": written}, tolerance=1e-5)
+    ref = expected["C"]
+    diff = np.where(mask, out - ref, 0.0)
+    assert report.compared == mask.sum() == 40 * 96 - 1
+    assert report.unwritten == 1 and report.extra == 1
+    assert report.relative_error == pytest.approx(np.linalg.norm(diff[mask]) / np.linalg.norm(ref[mask]))
+    assert report.max_abs_error == pytest.approx(0.5, abs=1e-6) and report.worst == (3, 5)
+    assert not report.passed
+
+
+def test_nan_outputs_count_as_unwritten():
+    model, expected, touched = _case()
+    out = expected["C"].astype(np.float32)
+    out[20, 40] = np.nan
+    report, = verify.compare(model, {"C": out}, expected, touched, tolerance=1e-5)
+    assert report.unwritten == 1 and np.isnan(report.relative_error) and report.worst == (20, 40)
+    assert report.max_abs_error == np.inf and not report.passed
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 96, 97 * 5])
+def test_blocks_of_rows_give_the_whole_arrays_answer(monkeypatch, chunk):
+    model, expected, touched = _case()
+    rng = np.random.default_rng(2)
+    out = (expected["C"] + rng.normal(0, 1e-3, expected["C"].shape)).astype(np.float32)
+    out[35, 2] = 1e3  # the worst element, after several equal-size blocks
+    written = rng.random(out.shape) > 0.01
+    whole, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    monkeypatch.setattr(verify, "_CHUNK", chunk)
+    parts, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    assert whole.worst == parts.worst == (35, 2) and whole.unwritten == parts.unwritten > 0
+    assert parts.relative_error == pytest.approx(whole.relative_error, rel=1e-12)
+    assert (parts.compared, parts.extra, parts.max_abs_error) == (whole.compared, whole.extra, whole.max_abs_error)
