@@ -32,8 +32,8 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
 
 
 def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100,
-                shared_k=0, pipeline=None):
-    nest, args = matmul_arrays(M, N, K, dtype, dtype)
+                shared_k=0, pipeline=None, a_layout=FIRST, b_layout=FIRST):
+    nest, args = matmul_arrays(M, N, K, dtype, dtype, a_layout, b_layout)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
@@ -228,6 +228,13 @@ VARIANTS = {
                                                         pipeline={"stages": 2}, prologue_op=acc.MMAFragmentOp.SET),
                                   None),
     "simt_partial_shared": (lambda: simt_matmul(100, 70, 33, shared_k=8), None),
+    # column-major operands: shared tiles keep the array's layout, 16-byte copies along columns
+    "fp16_colmajor_3_stages": (lambda: tensor_matmul(64, 96, 256, k_split=32, shared_ab=True, cache_c=0,
+                                                     a_layout=LAST, b_layout=LAST, pipeline={"stages": 3}), None),
+    "fp16_colmajor_b_partial_registers": (lambda: tensor_matmul(40, 56, 88, k_split=32, shared_ab=True, cache_c=0,
+                                                                b_layout=LAST, pipeline=REGISTERS), None),
+    "simt_colmajor_partial_2_stages": (lambda: simt_matmul(100, 70, 36, shared_k=12, pipeline={"stages": 2},
+                                                           a_layout=LAST, b_layout=LAST), None),
     "simt_partial_async_3_stages": (lambda: simt_matmul(17, 33, 65, block=(8, 16), shared_k=8,
                                                         pipeline={"stages": 3}), None),
     # PRIVATE register tiles: 4x4 of C per thread across k

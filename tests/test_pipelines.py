@@ -210,8 +210,8 @@ def test_caches_at_one_index_share_one_pipeline():
 def test_cp_async_needs_4_byte_vectors():
     """float16 rows of 2 elements are 4 bytes, of 1 element 2 bytes: too small for cp.async."""
     plan, args = simt_matmul(32, 32, 32, block=(16, 16), dtype=T.float16, shared_k=1, pipeline={"stages": 2})
-    with pytest.raises(CacheError, match=r"cp.async moves 4, 8 or 16 bytes, but rows of A's tile allow only "
-                                         r"2-byte vectors \(1 elements of 2 bytes per row\)"):
+    with pytest.raises(CacheError, match=r"cp.async moves 4, 8 or 16 bytes, but A's tile allows only 2-byte "
+                                         r"vectors \(1 element\(s\) of 2 bytes along its contiguous dimension 1\)"):
         compile_plan(plan, args)
 
 

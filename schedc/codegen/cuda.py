@@ -220,50 +220,58 @@ class Printer:
         return [pad + line for line in self.fragment_statement(s)]
 
     def block_copy(self, s: BlockCopy) -> list[str]:
-        shape, lds = self.box(s.shape, (s.target, s.source))
+        shape, lds = self.box(s.shape, s.axes, (s.target, s.source))
         element = self.buffers[s.target].dtype.c_type
         function = "block_copy_async" if s.asynchronous else "block_copy"
         comment = [f"// {s.comment}"] if s.comment else []
-        bounded, bounds = self.bounds(s.valid)
+        bounded, bounds = self.bounds(s.valid, s.axes)
         return [*comment,
                 f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
                 f"{self.kernel.threads_per_block}{bounded}>("
                 f"&{s.target}[{self.offset(s.target, s.target_origin)}], {lds[0]}, "
                 f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread{bounds});"]
 
-    def bounds(self, valid: tuple[Expr, ...]) -> tuple[str, str]:
+    def bounds(self, valid: tuple[Expr, ...], axes: tuple[int, ...]) -> tuple[str, str]:
         """The template flag and arguments of a bounded copy: rows and columns inside the array."""
         if not valid:
             return "", ""
+        valid = tuple(valid[a] for a in axes) if axes else valid
         rows, cols = (Const(1), *valid) if len(valid) == 1 else valid
         return ", true", f", {self.expr(rows)}, {self.expr(cols)}"
 
-    def box(self, shape: tuple[int, ...], buffers: tuple[str, ...]) -> tuple[tuple[int, int], list[int]]:
-        """A copy's box as (rows, columns) and each buffer's elements between rows."""
-        box = (1, *shape) if len(shape) == 1 else shape
+    def box(self, shape: tuple[int, ...], axes: tuple[int, ...],
+            buffers: tuple[str, ...]) -> tuple[tuple[int, int], list[int]]:
+        """A copy's box as (rows, columns) in copy order (``axes``: the box's dimensions slowest
+        first; a column-major tile copies its columns as rows) and each buffer's elements
+        between those rows. The box lies in a buffer's last dimensions (a ring's slot first)."""
+        axes = axes or tuple(range(len(shape)))
+        box = (1, shape[0]) if len(shape) == 1 else tuple(shape[a] for a in axes)
         if len(box) != 2:
             raise ValueError(f"block copies of rank {len(shape)} are not emitted (rank 1 or 2)")
         lds = []
         for name in buffers:
             b = self.buffers[name]
-            if b.strides[-1] != 1:
-                raise ValueError(f"block copy: {name}'s last dimension is not contiguous")
-            lds.append(b.strides[-2] if len(b.strides) > 1 else 0)
+            dims = [len(b.strides) - len(shape) + a for a in axes]
+            if b.strides[dims[-1]] != 1:
+                raise ValueError(f"block copy: {name}'s dimension {dims[-1]} is not contiguous")
+            lds.append(b.strides[dims[-2]] if len(dims) > 1 else 0)
         return box, lds
 
     def staging(self, s: Stmt) -> list[str]:
         if isinstance(s, Staging):
             self.stagings[s.name] = s
-            (rows, cols), _ = self.box(s.shape, ())
+            (rows, cols), _ = self.box(s.shape, s.axes, ())
             return [f"schedc::staged<{s.dtype.c_type}, {rows}, {cols}, {s.vector}, {_striped(s.strategy)}, "
                     f"{self.kernel.threads_per_block}> {s.name};  // next tiles, in registers"]
         if isinstance(s, StageLoad):
-            _, (ld,) = self.box(self.stagings[s.staging].shape, (s.source,))
+            spec = self.stagings[s.staging]
+            _, (ld,) = self.box(spec.shape, spec.axes, (s.source,))
             pointer = f"&{s.source}[{self.offset(s.source, s.source_origin)}]"
-            bounded, bounds = self.bounds(s.valid)
+            bounded, bounds = self.bounds(s.valid, spec.axes)
             template = "<true>" if bounded else ""
             return [f"{s.staging}.load{template}({pointer}, {ld}, thread{bounds});"]
-        _, (ld,) = self.box(self.stagings[s.staging].shape, (s.target,))
+        spec = self.stagings[s.staging]
+        _, (ld,) = self.box(spec.shape, spec.axes, (s.target,))
         pointer = f"&{s.target}[{self.offset(s.target, s.target_origin)}]"
         return [f"{s.staging}.store({pointer}, {ld}, thread);"]
 

@@ -408,8 +408,8 @@ class _Block:
         """Register double buffering: the box's elements into each thread's registers, and later
         from there into shared memory (the same thread stores what it loaded)."""
         spec, values = self.staged[s.staging]
-        box = np.indices(spec.shape).reshape(len(spec.shape), -1)
-        threads = copy_threads(spec.shape, spec.vector, spec.strategy, self.threads)
+        box, order = copy_box(spec.shape, spec.axes)
+        threads = copy_threads(order, spec.vector, spec.strategy, self.threads)
         if isinstance(s, StageLoad):
             inside = self._inside(s.valid, box, mask)
             source = self._box_offsets(s.source, s.source_origin, box[:, inside], mask)
@@ -425,11 +425,11 @@ class _Block:
     def block_copy(self, s: BlockCopy, mask: np.ndarray) -> None:
         """Elements of the box, the thread that copies each, then read and write (a bounded
         copy reads only the elements inside the source and writes zeros for the rest)."""
-        box = np.indices(s.shape).reshape(len(s.shape), -1)
+        box, order = copy_box(s.shape, s.axes)
         inside = self._inside(s.valid, box, mask)
         source = self._box_offsets(s.source, s.source_origin, box[:, inside], mask)
         target = self._box_offsets(s.target, s.target_origin, box, mask)
-        threads = copy_threads(s.shape, s.vector, s.strategy, self.threads)
+        threads = copy_threads(order, s.vector, s.strategy, self.threads)
         if s.source in self.shared.buffers:
             read = self.shared.read(s.source, source, threads[inside])
         else:
@@ -480,6 +480,22 @@ class _Block:
 
     def error(self, kind, what, threads, buffer, element) -> EmulationError:
         return EmulationError(kind, what, self.block, threads, buffer, element, dict(self.iteration))
+
+
+def copy_box(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A copy's elements in the order it moves them, as one column of box subscripts each, and
+    the box's shape in that order (``axes``: its dimensions slowest first; () in order).
+
+    >>> box, order = copy_box((2, 3), (1, 0))
+    >>> order, box.T.tolist()
+    ((3, 2), [[0, 0], [1, 0], [0, 1], [1, 1], [0, 2], [1, 2]])
+    """
+    axes = axes or tuple(range(len(shape)))
+    order = tuple(shape[a] for a in axes)
+    moved = np.indices(order).reshape(len(shape), -1)
+    box = np.empty_like(moved)
+    box[list(axes)] = moved
+    return box, order
 
 
 def copy_threads(shape: tuple[int, ...], vector: int, strategy: str, threads: int) -> np.ndarray:

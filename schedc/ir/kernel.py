@@ -204,10 +204,11 @@ class BlockCopy:
     """The block's threads together copy a box: ``target[t + d] = source[s + d]`` for every
     ``d`` in the box ``shape``, where ``s``/``t`` are the origins (multi-dimensional).
 
-    Work is split in vectors of ``vector`` consecutive elements along the last dimension:
-    *striped* gives vector ``v`` to thread ``v % threads``; *blocked* gives each thread one
-    contiguous run of vectors. *asynchronous* copies (cp.async, sm_80+) land in shared memory
-    at the AsyncWait that covers their commit group.
+    Work is split in vectors of ``vector`` consecutive elements along the last of ``axes`` (the
+    box's dimensions, slowest first; () is their own order, so vectors run along the last
+    dimension): *striped* gives vector ``v`` to thread ``v % threads``; *blocked* gives each
+    thread one contiguous run of vectors. *asynchronous* copies (cp.async, sm_80+) land in
+    shared memory at the AsyncWait that covers their commit group.
     """
 
     source: str
@@ -220,6 +221,7 @@ class BlockCopy:
     asynchronous: bool = False
     comment: str = ""
     valid: tuple[Expr, ...] = ()  # per box dimension, the source elements inside; zeros beyond
+    axes: tuple[int, ...] = ()  # copy order of the box's dimensions (column-major tiles: (1, 0))
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,7 @@ class Staging:
     shape: tuple[int, ...]
     vector: int
     strategy: str
+    axes: tuple[int, ...] = ()  # as in BlockCopy
 
 
 @dataclass(frozen=True)

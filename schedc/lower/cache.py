@@ -58,6 +58,7 @@ class SharedCache:
     stages: int = 1
     carrier: str | None = None  # the serial loop around ``index`` that a pipeline runs along
     limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (zeros there)
+    axes: tuple[int, ...] = ()  # the tile's dimensions slowest first, as in the array; () in order
 
     @property
     def ring(self) -> int:
@@ -123,25 +124,27 @@ def _plan(model, spec, guards) -> SharedCache:
         )
     limits = () if fp.inside else global_buffer.shape
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
-    plain, padded = (SharedBuffer(name, dtype, fp.extents, _row_major(fp.extents, dtype.size, pad))
+    order = _order(global_buffer.strides)
+    plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, order, dtype.size, pad))
                      for pad in (False, True))
     # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16
     pad = model.tensorize is not None and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size)
     buffer = padded if pad else plain
-    vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits))
+    vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits), order[-1])
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "async" and (vector * dtype.size) % 4:
-        raise CacheError(here, f"cp.async moves 4, 8 or 16 bytes, but rows of {spec.array}'s tile "
-                               f"allow only {vector * dtype.size}-byte vectors "
-                               f"({fp.extents[-1]} elements of {dtype.size} bytes per row)",
+        raise CacheError(here, f"cp.async moves 4, 8 or 16 bytes, but {spec.array}'s tile allows only "
+                               f"{vector * dtype.size}-byte vectors ({fp.extents[order[-1]]} element(s) of "
+                               f"{dtype.size} bytes along its contiguous dimension {order[-1]})",
                          loops=(spec.index,))
     if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
         slot = -(-buffer.nbytes // SHARED_ALIGN) * SHARED_ALIGN // dtype.size
         buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
+    axes = order if order != tuple(range(len(order))) else ()
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
-                       spec.pipeline, spec.stages, carrier, limits)
+                       spec.pipeline, spec.stages, carrier, limits, axes)
 
 
 def _carrier(model, spec, here: str) -> str:
@@ -193,21 +196,46 @@ def _row_major(shape: tuple[int, ...], size: int, padded: bool) -> tuple[int, ..
     return tuple(reversed(out))
 
 
-def _vector(model, global_buffer, fp, shared_strides, bounded: bool) -> int:
-    """Elements per copy vector: up to 16 bytes, when every vector is aligned on both sides (and,
-    for a tile that reaches past its array, lies wholly inside or wholly outside it)."""
+def _order(strides: tuple[int, ...]) -> tuple[int, ...]:
+    """An array's dimensions from the slowest to the fastest varying (its layout): a shared tile
+    keeps it, so that copies move whole vectors along the contiguous dimension.
+
+    >>> _order((64, 1)), _order((1, 64)), _order((1,))
+    ((0, 1), (1, 0), (0,))
+    """
+    return tuple(sorted(range(len(strides)), key=lambda d: -strides[d]))
+
+
+def _ordered(shape: tuple[int, ...], order: tuple[int, ...], size: int, padded: bool) -> tuple[int, ...]:
+    """Strides of a tile laid out in ``order`` (slowest dimension first), padded as _row_major.
+
+    >>> _ordered((32, 16), (1, 0), 2, padded=True)
+    (1, 40)
+    """
+    dense = _row_major(tuple(shape[d] for d in order), size, padded)
+    strides = [0] * len(shape)
+    for d, stride in zip(order, dense):
+        strides[d] = stride
+    return tuple(strides)
+
+
+def _vector(model, global_buffer, fp, shared_strides, bounded: bool, inner: int) -> int:
+    """Elements per copy vector along the contiguous dimension ``inner``: up to 16 bytes, when
+    every vector is aligned on both sides (and, for a tile that reaches past its array, lies
+    wholly inside or wholly outside it)."""
     size = global_buffer.dtype.size
-    if global_buffer.strides[-1] != 1:
+    if global_buffer.strides[inner] != 1 or shared_strides[inner] != 1:
         return 1
     linear = Affine((), 0)
     for stride, origin in zip(global_buffer.strides, fp.origin):
         linear = linear.plus(origin.scale(stride))
     moves = [c * model.loop(n).step for n, c in linear.terms]
     moves.append(linear.const + sum(c * model.loop(n).begin for n, c in linear.terms))
+    outer = [d for d in range(len(shared_strides)) if d != inner]
+    rows = [*(global_buffer.strides[d] for d in outer), *(shared_strides[d] for d in outer)]
     for candidate in (16 // size, 8 // size, 4 // size, 1):
-        if candidate < 1 or fp.extents[-1] % candidate or (bounded and global_buffer.shape[-1] % candidate):
+        if candidate < 1 or fp.extents[inner] % candidate or (bounded and global_buffer.shape[inner] % candidate):
             continue
-        rows = [*global_buffer.strides[:-1], *shared_strides[:-1]]
         if all(x % candidate == 0 for x in (*moves, *rows)):
             return candidate
     return 1
@@ -235,7 +263,7 @@ def _copy(c: SharedCache, origin, as_expr, asynchronous: bool, slot: Expr | None
     return BlockCopy(c.array, tuple(as_expr(o) for o in origin), c.buffer.name, target, c.tile_shape,
                      c.vector, c.strategy, asynchronous,
                      comment or f"cache of {c.array} for the loops at and inside {c.index}",
-                     _valid(c, origin, as_expr))
+                     _valid(c, origin, as_expr), c.axes)
 
 
 def _valid(c: SharedCache, origin: tuple[Affine, ...], as_expr) -> tuple[Expr, ...]:
@@ -286,7 +314,8 @@ def _registers(caches, carrier, loop, as_expr) -> Pipeline:
     first = Affine((), loop.first)
     next_tile = Affine(((k, 1),), carrier.step)
     before = (
-        *(Staging(f"{c.array}_staged", c.buffer.dtype, c.tile_shape, c.vector, c.strategy) for c in caches),
+        *(Staging(f"{c.array}_staged", c.buffer.dtype, c.tile_shape, c.vector, c.strategy, c.axes)
+          for c in caches),
         Barrier("the previous tiles are no longer read"),
         *(_copy(c, _shifted(c, k, first), as_expr, False, comment=f"the first tile of {c.array}")
           for c in caches),

@@ -1,0 +1,118 @@
+"""Shared tiles of column-major arrays keep the array's layout: copies move 16-byte vectors
+along the contiguous dimension (cp.async included) and tensor cores load col_major fragments."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schedc.codegen.cuda import emit_source
+from schedc.codegen.emulate import copy_box, copy_threads
+from schedc.ir.kernel import BlockCopy, Fragment, Staging, walk_statements
+from schedc.package.compile import nvrtc_compile
+from schedc.verify import emulate_function
+
+from .plans import FIRST, LAST, REGISTERS, VARIANTS, compile_plan, simt_matmul, tensor_matmul
+
+
+def statements(kernel, kind):
+    return [s for s in walk_statements(kernel.body) if isinstance(s, kind)]
+
+
+def test_column_major_tiles_keep_the_layout():
+    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_3_stages"][0]())
+    a, b = kernel.shared
+    assert (a.shape, a.strides) == ((3, 32, 32), (1280, 1, 40)), "a ring of column-major 32x32 tiles, pitch 40"
+    copies = statements(kernel, BlockCopy)
+    assert copies and all(c.axes == (1, 0) and c.vector == 8 and c.asynchronous for c in copies)
+    operands = [f for f in statements(kernel, Fragment) if f.use != "accumulator"]
+    assert operands and all(f.layout == "col_major" for f in operands)
+
+
+def test_row_major_tiles_are_unchanged():
+    _, kernel = compile_plan(*VARIANTS["fp16_async_3_stages"][0]())
+    assert all(c.axes == () for c in statements(kernel, BlockCopy))
+    assert [b.strides for b in kernel.shared] == [(1280, 40, 1), (1280, 40, 1)]
+
+
+def _offsets(kernel, copy, buffer_name, origin_values):
+    """Each element's offset in ``buffer_name`` for a copy, in the order the copy moves them."""
+    buffer = {b.name: b for b in (*kernel.params, *kernel.shared)}[buffer_name]
+    box, _ = copy_box(copy.shape, copy.axes)
+    strides = buffer.strides[len(buffer.strides) - len(copy.shape):]
+    return sum((box[d] + origin_values[d]) * strides[d] for d in range(len(copy.shape)))
+
+
+@pytest.mark.parametrize("name", ["fp16_colmajor_3_stages", "fp16_colmajor_b_partial_registers"])
+def test_every_vector_is_contiguous_on_both_sides(name):
+    """What the runtime's block copy assumes: the ``vector`` elements moved together are adjacent
+    in global and in shared memory. Dropping the copy order breaks it."""
+    _, kernel = compile_plan(*VARIANTS[name][0]())
+    copies = [c for c in statements(kernel, BlockCopy) if c.axes]
+    assert copies
+    for copy in copies:
+        for c in (copy, dataclasses.replace(copy, axes=())):
+            vectors = [_offsets(kernel, c, n, (0,) * len(c.shape)).reshape(-1, c.vector)
+                       for n in (copy.source, copy.target)]
+            contiguous = all((np.diff(v, axis=1) == 1).all() for v in vectors)
+            assert contiguous == (c is copy), f"{c.source}: axes {c.axes}"
+
+
+def test_each_thread_copies_whole_vectors_of_a_column_major_tile():
+    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_3_stages"][0]())
+    copy = statements(kernel, BlockCopy)[0]
+    _, order = copy_box(copy.shape, copy.axes)
+    threads = copy_threads(order, copy.vector, copy.strategy, kernel.threads_per_block).reshape(-1, copy.vector)
+    assert (threads == threads[:, :1]).all() and len(np.unique(threads)) == kernel.threads_per_block
+
+
+def test_register_staging_keeps_the_copy_order():
+    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_b_partial_registers"][0]())
+    staged = {s.name: s for s in statements(kernel, Staging)}
+    assert staged["A_staged"].axes == () and staged["B_staged"].axes == (1, 0)
+
+
+def test_cuda_and_ptx_of_column_major_tiles():
+    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_3_stages"][0](), name="colmajor")
+    source = emit_source([kernel], "// colmajor")
+    # A (64 x 256, column-major): the copy's rows are A's columns (k), 64 elements apart in A
+    assert "schedc::block_copy_async<__half, 32, 32, 8, true, 128>(&A_shared[0], 40, &A[i], 64, thread);" in source
+    assert "wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::col_major> a0;" in source
+    assert re.search(r"wmma::load_matrix_sync\(a0, &A_shared\[k_stage \* 1280 \+ ii \+ kk \* 40\], 40\);", source)
+    ptx = nvrtc_compile(source, "colmajor", "sm_90").ptx
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16;", ptx)
+    assert "wmma.load.a.sync.aligned.col" in ptx
+
+
+@pytest.mark.parametrize("plan", [
+    lambda: tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, a_layout=LAST),  # sequential
+    lambda: tensor_matmul(64, 64, 256, k_split=64, shared_ab=True, cache_c=0, b_layout=LAST, pipeline=REGISTERS),
+    lambda: tensor_matmul(50, 40, 100, k_split=32, shared_ab=True, cache_c=0, a_layout=LAST, b_layout=LAST,
+                          pipeline={"stages": 3}),  # partial tiles: bounded 4-byte vectors along M
+    lambda: simt_matmul(64, 64, 96, block=(16, 16), shared_k=16, pipeline={"stages": 2}, a_layout=LAST),
+    lambda: simt_matmul(100, 70, 36, shared_k=12, pipeline=REGISTERS, a_layout=LAST, b_layout=LAST),
+], ids=["tensor_sync_a", "tensor_registers_b", "tensor_partial_3_stages", "simt_2_stages_a", "simt_partial_registers"])
+def test_column_major_caches_match_numpy(plan):
+    model, kernel = compile_plan(*plan())
+    reports = emulate_function(model, kernel, blocks=None, seed=11)
+    assert all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+PIPELINES = [None, REGISTERS, {"stages": 1}, {"stages": 3}]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(16, 40).map(lambda m: 2 * m), st.integers(4, 8).map(lambda n: 8 * n),
+       st.integers(4, 10).map(lambda k: 8 * k), st.sampled_from([FIRST, LAST]), st.sampled_from([FIRST, LAST]),
+       st.sampled_from(range(len(PIPELINES))))
+def test_random_layouts_and_sizes_match_numpy(M, N, K, a_layout, b_layout, pipeline):
+    plan, args = tensor_matmul(M, N, K, k_split=32 if K >= 32 else 16, shared_ab=True, cache_c=0,
+                               a_layout=a_layout, b_layout=b_layout, pipeline=PIPELINES[pipeline])
+    model, kernel = compile_plan(plan, args)
+    reports = emulate_function(model, kernel, blocks=None, seed=M + N + K)
+    assert all(r.passed for r in reports), "\n".join(map(str, reports))
