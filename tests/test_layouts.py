@@ -11,13 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import copy_box, copy_threads
 from schedc.ir.kernel import BlockCopy, Fragment, Staging, walk_statements
 from schedc.package.compile import nvrtc_compile
 from schedc.verify import emulate_function
 
-from .plans import FIRST, LAST, REGISTERS, VARIANTS, compile_plan, simt_matmul, tensor_matmul
+from .plans import FIRST, LAST, REGISTERS, VARIANTS, compile_plan, simt_matmul, simt_register_tile, tensor_matmul
 
 
 def statements(kernel, kind):
@@ -116,3 +117,32 @@ def test_random_layouts_and_sizes_match_numpy(M, N, K, a_layout, b_layout, pipel
     model, kernel = compile_plan(plan, args)
     reports = emulate_function(model, kernel, blocks=None, seed=M + N + K)
     assert all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_layout_may_name_the_arrays_own():
+    for a_layout in (FIRST, LAST):
+        plan, args = tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, a_layout=a_layout, b_layout=a_layout,
+                                   pipeline={"layout": a_layout, "stages": 2})
+        _, kernel = compile_plan(plan, args)
+        assert all(c.axes == ((1, 0) if a_layout is LAST else ()) for c in statements(kernel, BlockCopy))
+
+
+@pytest.mark.parametrize("layout, b_layout, message", [
+    (LAST, FIRST, r"cache\(.*, index=kk, location=SHARED\): layout LAST_MAJOR: the array has strides \[128, 1\] "
+                  r"\(dimension 1 contiguous\); a cached tile keeps its array's layout, since copies that transpose "
+                  r"are not built: leave layout unset"),
+    (FIRST, LAST, r"layout FIRST_MAJOR: the array has strides \[1, 128\] \(dimension 0 contiguous\)"),
+    ("FIRST_MAJOR", FIRST, r"layout must be an Array.Layout \(or None: the array's own\), not 'FIRST_MAJOR'"),
+])
+def test_other_layouts_are_refused(layout, b_layout, message):
+    with pytest.raises(acc.CacheError, match=message):
+        tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, b_layout=b_layout, pipeline={"layout": layout})
+
+
+@pytest.mark.parametrize("location", [acc.MemorySpace.PRIVATE, acc.MemorySpace.MMA_FRAGMENT])
+def test_layout_applies_to_shared_caches_only(location):
+    plan, (A, B, C) = simt_register_tile(64, 64, 32, shared=False)
+    k = next(index for index in plan.schedule.get_indices() if index.name == "k")
+    with pytest.raises(acc.CacheError, match=rf"cache\(.*, index=k, location={location.name}\): layout applies to "
+                                             rf"SHARED caches, not {location.name} \(registers have no layout to choose\)"):
+        plan.cache(C, index=k, location=location, layout=FIRST)

@@ -203,9 +203,12 @@ class Plan:
         copy the footprint of ``source`` (the elements the loops at and inside ``index`` read, for
         the block) into shared memory, between two barriers, and those loops read it from there.
         Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
-        splits them STRIPED (coalesced, the default) or BLOCKED among the threads. Tiles that
-        feed tensor cores get rows padded by 16 bytes where that avoids bank conflicts (always in
-        pipelines; in sequential caches where it adds at most 1/16 to the tile).
+        splits them STRIPED (coalesced, the default) or BLOCKED among the threads. The tile keeps
+        the array's layout (``layout``, if given, must name it): a column-major array gives
+        column-major tiles, copied in vectors along its columns, from which tensor cores load
+        col_major fragments. Tiles that feed tensor cores get rows (columns) padded by 16 bytes
+        where that avoids bank conflicts (always in pipelines; in sequential caches where it
+        adds at most 1/16 to the tile).
 
         Pipelines overlap the copy of the next tile with the work on this one; the loop that
         encloses ``index`` is the one pipelined:
@@ -269,8 +272,7 @@ class Plan:
         pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
         if trigger_index is not None and trigger_index is not index:
             raise CacheError(where, "a trigger_index other than index is not supported yet")
-        if layout not in (None, "FIRST_MAJOR") and getattr(layout, "name", None) != "FIRST_MAJOR":
-            raise CacheError(where, f"cache layout {layout!r}: only the default row-major layout so far")
+        _check_layout(where, source, location, layout)
         if vectorize not in (None, True, "AUTO"):
             raise CacheError(where, "vectorize: copies are vectorized automatically (AUTO)")
         if strategy is not None and not isinstance(strategy, CacheStrategy):
@@ -365,3 +367,25 @@ def _render_binding(mapping: object) -> str:
         left = f"({_names(key)})" if isinstance(key, tuple) else _names((key,))
         parts.append(f"{left}: {_enum_name(unit)}")
     return "{" + ", ".join(parts) + "}"
+
+
+def _check_layout(where: str, source, location: MemorySpace, layout) -> None:
+    """A shared tile keeps its array's dimension order (copies move vectors along the contiguous
+    dimension on both sides); ``layout`` may name that order, not another."""
+    from .array import Array
+
+    if layout is None:
+        return
+    if location is not MemorySpace.SHARED:
+        raise CacheError(where, f"layout applies to SHARED caches, not {location.name} (registers "
+                                "have no layout to choose)")
+    if not isinstance(layout, Array.Layout):
+        raise CacheError(where, f"layout must be an Array.Layout (or None: the array's own), not {layout!r}")
+    order = tuple(sorted(range(len(source.strides)), key=lambda d: -source.strides[d]))
+    natural = tuple(range(len(order)))
+    wanted = natural if layout is Array.Layout.FIRST_MAJOR else natural[::-1]
+    if order != wanted:
+        contiguous = order[-1]
+        raise CacheError(where, f"layout {layout.name}: the array has strides {list(source.strides)} "
+                                f"(dimension {contiguous} contiguous); a cached tile keeps its array's layout, "
+                                f"since copies that transpose are not built: leave layout unset")
