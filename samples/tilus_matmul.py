@@ -11,7 +11,8 @@ through shared memory with cp.async:
   next tiles overlap the products on this one.
 
 Each is built at 4096^3 and at M=N=1024, K=14336. ``matmul`` also takes float32 operands
-(tf32 tensor cores, 16x16x8) and sizes the tiles do not divide (samples/odd_sizes.py).
+(tf32 tensor cores, 16x16x8), sizes the tiles do not divide (samples/odd_sizes.py) and a
+column-major B (benchmarks/layouts.py).
 """
 
 import schedc as acc
@@ -23,10 +24,11 @@ BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 32
 WARP_M, WARP_N = 64, 32
 
 
-def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16):
+def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16,
+           b_layout=acc.Array.Layout.FIRST_MAJOR):
     mma_shape = MMA_SHAPES[operand]
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
-    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
     C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
 
     nest = acc.Nest(shape=(M, N, K))
