@@ -397,6 +397,14 @@ def walk_statements(body: tuple[Stmt, ...]):
         yield from walk_statements(children(stmt))
 
 
+def all_of(tests) -> Expr | None:
+    """``t0 && t1 && ...`` of the given conditions, or None when there are none."""
+    cond: Expr | None = None
+    for test in tests:
+        cond = test if cond is None else Binary("&&", cond, test)
+    return cond
+
+
 def substitute(expr: Expr, values: dict[str, Expr]) -> Expr:
     """Replace variables by expressions."""
     if isinstance(expr, Var):

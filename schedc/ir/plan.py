@@ -372,7 +372,7 @@ def _render_binding(mapping: object) -> str:
 def _check_layout(where: str, source, location: MemorySpace, layout) -> None:
     """A shared tile keeps its array's dimension order (copies move vectors along the contiguous
     dimension on both sides); ``layout`` may name that order, not another."""
-    from .array import Array
+    from .array import Array, dimension_order
 
     if layout is None:
         return
@@ -381,7 +381,7 @@ def _check_layout(where: str, source, location: MemorySpace, layout) -> None:
                                 "have no layout to choose)")
     if not isinstance(layout, Array.Layout):
         raise CacheError(where, f"layout must be an Array.Layout (or None: the array's own), not {layout!r}")
-    order = tuple(sorted(range(len(source.strides)), key=lambda d: -source.strides[d]))
+    order = dimension_order(source.strides)
     natural = tuple(range(len(order)))
     wanted = natural if layout is Array.Layout.FIRST_MAJOR else natural[::-1]
     if order != wanted:

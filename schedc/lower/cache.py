@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import CacheError
 from ..ir.affine import Affine
+from ..ir.array import dimension_order
 from ..ir.kernel import (
     SHARED_ALIGN,
     AsyncCommit,
@@ -124,7 +125,7 @@ def _plan(model, spec, guards) -> SharedCache:
         )
     limits = () if fp.inside else global_buffer.shape
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
-    order = _order(global_buffer.strides)
+    order = dimension_order(global_buffer.strides)  # kept by the tile: vectors contiguous on both sides
     plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, order, dtype.size, pad))
                      for pad in (False, True))
     # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16
@@ -194,16 +195,6 @@ def _row_major(shape: tuple[int, ...], size: int, padded: bool) -> tuple[int, ..
         if n == 0 and padded and len(shape) > 1 and (step * size) % 32 == 0:
             step += 16 // size
     return tuple(reversed(out))
-
-
-def _order(strides: tuple[int, ...]) -> tuple[int, ...]:
-    """An array's dimensions from the slowest to the fastest varying (its layout): a shared tile
-    keeps it, so that copies move whole vectors along the contiguous dimension.
-
-    >>> _order((64, 1)), _order((1, 64)), _order((1,))
-    ((0, 1), (1, 0), (0,))
-    """
-    return tuple(sorted(range(len(strides)), key=lambda d: -strides[d]))
 
 
 def _ordered(shape: tuple[int, ...], order: tuple[int, ...], size: int, padded: bool) -> tuple[int, ...]:

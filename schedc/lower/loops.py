@@ -17,6 +17,7 @@ from ..ir.kernel import (
     Stmt,
     Store,
     Var,
+    all_of,
     shared_layout,
     substitute,
 )
@@ -138,11 +139,7 @@ def affine_expr(a: Affine, order: list[str]) -> Expr:
 
 
 def _conjunction(guards: list[Guard], order: list[str]) -> Expr:
-    cond: Expr | None = None
-    for g in guards:
-        test = _guard_expr(g, order)
-        cond = test if cond is None else Binary("&&", cond, test)
-    return cond
+    return all_of(_guard_expr(g, order) for g in guards)
 
 
 def _guard_expr(g: Guard, order: list[str]) -> Expr:

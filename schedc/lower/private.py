@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import CacheError
 from ..ir.affine import Affine
-from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var
+from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
 from .cache import map_expr, relative
@@ -100,11 +100,8 @@ def _copy(c: PrivateCache, as_expr, inward: bool) -> Stmt:
     else:
         body = Store(c.array, element, Load(c.buffer.name, points, dtype))
     if c.limits:
-        cond: Expr | None = None
-        for e, n in zip(element, c.limits):
-            test = Binary("<", e, Const(n))
-            cond = test if cond is None else Binary("&&", cond, test)
-        body = If(cond, (body,), f"the part of the tile inside {c.array}")
+        inside = all_of(Binary("<", e, Const(n)) for e, n in zip(element, c.limits))
+        body = If(inside, (body,), f"the part of the tile inside {c.array}")
     for d in reversed(range(len(points))):
         comment = "" if d else (f"{c.array}'s tile: into registers" if inward else f"{c.array}'s tile: back to "
                                                                                     "global memory")

@@ -33,6 +33,7 @@ from ..ir.kernel import (
     Store,
     TileEdge,
     Var,
+    all_of,
 )
 from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
@@ -518,9 +519,5 @@ def _origin(operand: Operand, p: int, as_expr, combo: dict[str, int] | None = No
 
 def _condition(facts: PolyFacts, loops: tuple[str, ...], last: bool) -> Expr | None:
     """All ``loops`` at their first (or last) iteration, or None when there are none."""
-    cond: Expr | None = None
-    for name in loops:
-        value = facts.loop(name).last if last else facts.loop(name).first
-        test = Binary("==", Var(name), Const(value))
-        cond = test if cond is None else Binary("&&", cond, test)
-    return cond
+    ends = (facts.loop(name).last if last else facts.loop(name).first for name in loops)
+    return all_of(Binary("==", Var(name), Const(value)) for name, value in zip(loops, ends))
