@@ -5,6 +5,7 @@ Accera's names, so that an Accera GPU script runs with ``import schedc as acc``.
 
 from .errors import (
     CacheError,
+    InternalError,
     LaunchError,
     NestError,
     PackageError,
@@ -26,7 +27,7 @@ from .targets import CacheStrategy, GridUnit, MemorySpace, MMAFragmentOp, MMASha
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CacheError", "CacheStrategy", "GridUnit", "Index", "LaunchError", "MMAFragmentOp", "MMAShape",
+    "Array", "CacheError", "InternalError", "CacheStrategy", "GridUnit", "Index", "LaunchError", "MMAFragmentOp", "MMAShape",
     "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min",

@@ -48,3 +48,13 @@ class PackageError(SchedcError):
 
 class LaunchError(SchedcError):
     """A call of a loaded function has bad arguments, or the device refused the launch."""
+
+
+class InternalError(SchedcError):
+    """A bug in schedc, not in the script: a pass produced something it must not.
+
+    ``where`` names the pass (or backend) that failed; the message asks for a report.
+    """
+
+    def __init__(self, where: str, what: str, detail: str = "") -> None:
+        super().__init__(where, f"internal error (a bug in schedc, please report it): {what}", detail)
