@@ -27,8 +27,8 @@ from .targets import CacheStrategy, GridUnit, MemorySpace, MMAFragmentOp, MMASha
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CacheError", "InternalError", "CacheStrategy", "GridUnit", "Index", "LaunchError", "MMAFragmentOp", "MMAShape",
-    "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
+    "Array", "CacheError", "CacheStrategy", "GridUnit", "Index", "InternalError", "LaunchError", "MMAFragmentOp",
+    "MMAShape", "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min",
 ]

@@ -61,7 +61,12 @@ def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] 
 
 
 def _accumulates(model) -> bool:
-    return len(model.statements) == 1 and accumulated(model.statements[0]) is not None
+    """One reduction ``T[p] += X`` whose target elements are distinct for distinct ``p``."""
+    if len(model.statements) != 1 or accumulated(model.statements[0]) is None:
+        return False
+    store = model.statements[0]
+    used = tuple(dict.fromkeys(d for i in store.index for d in Affine.of(i).variables()))
+    return _independent([Affine.of(i) for i in store.index], used)
 
 
 class _State:
@@ -143,8 +148,9 @@ class _State:
             tensors = [self.evaluate(f, self.dims) for f in factors]
             letters = {d: chr(ord("a") + n) for n, d in enumerate(self.order)}
             spec = ",".join("".join(letters[d] for d in t.dims) for t in tensors)
-            spec += "->" + "".join(letters[d] for d in written)
-            total = Tensor(np.einsum(spec, *(t.data for t in tensors), optimize=True), written)
+            present = tuple(d for d in written if any(d in t.dims for t in tensors))  # others broadcast
+            spec += "->" + "".join(letters[d] for d in present)
+            total = Tensor(np.einsum(spec, *(t.data for t in tensors), optimize=True), present)
         else:
             full = self.evaluate(term, self.dims)
             summed = tuple(n for n, d in enumerate(full.dims) if d not in written)
@@ -159,16 +165,65 @@ class _State:
         self.scatter(store, Tensor(_epilogue(self.model, new), written), self.dims)
 
     def sequential(self) -> None:
-        """Vectorised over the dimensions every statement writes, in nest order over the rest."""
+        """Vectorised over dimensions that carry no dependence (see ``_vector_dims``), in nest
+        order over the rest."""
         common = set(self.order)
         for s in self.model.statements:
             common &= {d for i in s.index for d in Affine.of(i).variables()}
+        common = _vector_dims(self.model, tuple(d for d in self.order if d in common))
         rest = [d for d in self.order if d not in common]
         for point in itertools.product(*(self.dims[d] for d in rest)):
             dims = dict(self.dims)
             dims.update({d: np.array([v]) for d, v in zip(rest, point)})
             for s in self.model.statements:
                 self.scatter(s, self.evaluate(s.value, dims), dims)
+
+
+def _vector_dims(model, candidates: tuple[str, ...]) -> tuple[str, ...]:
+    """The largest subset V of ``candidates`` over which the statements may run as one vector
+    operation each: two iterations that touch one element of a written array (one writing it)
+    always agree on V, so running V at once, the rest in nest order, keeps every dependence
+    (a recurrence ``C[i + 1] = C[i] * 2`` runs over ``i`` in order)."""
+    written = {s.buffer for s in model.statements}
+    accesses: dict[str, list[list[Affine]]] = {}
+    for s in model.statements:
+        for buffer, index in [(s.buffer, s.index), *_loads(s.value)]:
+            if buffer in written:
+                accesses.setdefault(buffer, []).append([Affine.of(i) for i in index])
+    for size in range(len(candidates), 0, -1):
+        for subset in itertools.combinations(reversed(candidates), size):  # inner dimensions first
+            vector = tuple(d for d in candidates if d in subset)
+            if all(_separates(forms, vector) for forms in accesses.values()):
+                return vector
+    return ()
+
+
+def _separates(forms: list[list[Affine]], vector: tuple[str, ...]) -> bool:
+    """Whether equal elements imply equal values of ``vector``: the subscripts that involve
+    those dimensions are the same in every access, involve nothing else, and determine them."""
+    rows = [n for n in range(len(forms[0])) if any(f[n].variables() & set(vector) for f in forms)]
+    if any(f[n] != forms[0][n] or not f[n].variables() <= set(vector) for f in forms for n in rows):
+        return False
+    return _independent([forms[0][n] for n in rows], vector)
+
+
+def _independent(affines: list[Affine], dims: tuple[str, ...]) -> bool:
+    """Whether the subscripts take distinct values at distinct points of ``dims`` (full rank)."""
+    if not dims:
+        return True
+    matrix = np.array([[a.coeff(d) for d in dims] for a in affines], dtype=np.float64).reshape(-1, len(dims))
+    return bool(np.linalg.matrix_rank(matrix) == len(dims)) if matrix.size else False
+
+
+def _loads(e: Expr):
+    """(buffer, index) of every load in ``e``."""
+    if isinstance(e, Load):
+        yield e.buffer, e.index
+    elif isinstance(e, Binary):
+        yield from _loads(e.lhs)
+        yield from _loads(e.rhs)
+    elif isinstance(e, Unary | Cast):
+        yield from _loads(e.operand)
 
 
 def _slices(affines: list[Affine], dims: dict[str, np.ndarray]):

@@ -75,6 +75,7 @@ class CacheSpec:
     strategy: CacheStrategy = CacheStrategy.AUTO
     pipeline: str = "sync"  # sync: copy between barriers; registers: register double buffer;
     stages: int = 1  # async: a ring of ``stages`` shared buffers filled with cp.async
+    automatic: bool = False  # async chosen by AUTO: a register double buffer where cp.async cannot copy
 
 
 @k.register
@@ -165,7 +166,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
         caches=tuple(
-            CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages)
+            CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages, c.automatic)
             for c in plan.caches
         ),
     )

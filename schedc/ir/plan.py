@@ -27,6 +27,7 @@ class CacheRequest:
     strategy: CacheStrategy = CacheStrategy.AUTO
     pipeline: str = "sync"  # sync | registers | async
     stages: int = 1  # shared buffers in the ring (async)
+    automatic: bool = False  # double_buffer=True with AUTO location: registers where cp.async cannot copy
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,7 @@ class Plan:
         if location not in (MemorySpace.SHARED, MemorySpace.MMA_FRAGMENT, MemorySpace.PRIVATE):
             raise CacheError(where, f"location must be SHARED, PRIVATE or MMA_FRAGMENT, not {_enum_name(location)}")
         pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
+        automatic = pipeline == "async" and stages is None and double_buffer_location in (None, MemorySpace.NONE)
         if trigger_index is not None and trigger_index is not index:
             raise CacheError(where, "a trigger_index other than index is not supported yet")
         _check_layout(where, source, location, layout)
@@ -283,10 +285,12 @@ class Plan:
         if index is None:
             raise CacheError(where, "needs index= (the loop the cached data is kept across)")
         self._check_index(where, index)
+        if all(source is not a for a in self.schedule.nest.arrays()):
+            raise CacheError(where, f"the nest does not access {name}: there is nothing to cache")
         if any(c.source is source for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
-            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count)
+            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic)
         )
 
     def _pipeline(self, where, location, double_buffer, buffer_location, stages) -> tuple[str, int]:

@@ -77,10 +77,16 @@ def plan_shared(model, tiles: tensor.TensorMatch | None = None,
     plan's partial-tile guards (footprints over whole tiles); ``scratch``: other shared memory
     the kernel needs (C's edge tiles), counted in the budget."""
     guards = tiles.guards if tiles is not None else None
-    caches = []
-    for spec in model.caches:
-        if spec.location is MemorySpace.SHARED:
-            caches.append(_plan(model, spec, guards))
+    specs = [spec for spec in model.caches if spec.location is MemorySpace.SHARED]
+    caches = [_plan(model, spec, guards) for spec in specs]
+    # double_buffer=True (AUTO) where cp.async cannot copy a tile: every AUTO cache at that
+    # index takes the register double buffer instead, so that they share one pipeline
+    narrow = {c.index for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
+    specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and s.index in narrow else s
+             for s in specs]
+    caches = [_plan(model, spec, guards) for spec in specs]
+    for c in caches:
+        _check_async(c)
     _check_pipelines(caches)
     extra = [scratch] if scratch is not None else []
     _, total = shared_layout([c.buffer for c in caches] + extra)
@@ -134,11 +140,6 @@ def _plan(model, spec, guards) -> SharedCache:
     vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits), order[-1])
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
     carrier = _carrier(model, spec, here) if pipelined else None
-    if spec.pipeline == "async" and (vector * dtype.size) % 4:
-        raise CacheError(here, f"cp.async moves 4, 8 or 16 bytes, but {spec.array}'s tile allows only "
-                               f"{vector * dtype.size}-byte vectors ({fp.extents[order[-1]]} element(s) of "
-                               f"{dtype.size} bytes along its contiguous dimension {order[-1]})",
-                         loops=(spec.index,))
     if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
         slot = -(-buffer.nbytes // SHARED_ALIGN) * SHARED_ALIGN // dtype.size
         buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
@@ -146,6 +147,21 @@ def _plan(model, spec, guards) -> SharedCache:
     axes = order if order != tuple(range(len(order))) else ()
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes)
+
+
+def _async_fits(c: SharedCache) -> bool:
+    """cp.async moves 4, 8 or 16 bytes: the tile's vectors must be that wide."""
+    return c.pipeline != "async" or (c.vector * c.buffer.dtype.size) % 4 == 0
+
+
+def _check_async(c: SharedCache) -> None:
+    if _async_fits(c):
+        return
+    size, inner = c.buffer.dtype.size, (c.axes or range(len(c.tile_shape)))[-1]
+    raise CacheError(f"cache({c.array}, index={c.index}, location=SHARED)",
+                     f"cp.async moves 4, 8 or 16 bytes, but {c.array}'s tile allows only "
+                     f"{c.vector * size}-byte vectors ({c.tile_shape[inner]} element(s) of "
+                     f"{size} bytes along its contiguous dimension {inner})", loops=(c.index,))
 
 
 def _carrier(model, spec, here: str) -> str:

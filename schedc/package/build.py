@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..codegen.cuda import emit_source
-from ..errors import PackageError
+from ..errors import InternalError, PackageError, SchedcError
 from ..ir.array import Array, Role
 from ..ir.kernel import BlockCopy, FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
 from ..ir.model import Model, freeze
@@ -58,6 +58,7 @@ class BuildSession:
     output_dir: Path | None = None  # overrides the scripts' output_dir
     built: list[Path] = field(default_factory=list)
     shown: list[tuple[str, Model, Kernel, str]] = field(default_factory=list)  # name, model, kernel, source
+    added: list[Model] = field(default_factory=list)  # every function Package.add took, built or not
 
 
 _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("schedc_build", default=None)
@@ -116,6 +117,8 @@ class Package:
         model = freeze(source, base_name, args)
         description = "; ".join(str(s) for s in source.schedule.nest.statements)
         self._functions.append(_Added(model, description))
+        if (current := _SESSION.get()) is not None:
+            current.added.append(model)
         return base_name
 
     def build(self, name: str, format: Format = Format.HAT_SOURCE, mode: Mode = Mode.RELEASE,
@@ -131,7 +134,7 @@ class Package:
         if not isinstance(format, Format) or not isinstance(mode, Mode):
             raise PackageError(where, "format must be Package.Format and mode Package.Mode")
         kernels = [compile_model(f.model) for f in self._functions]
-        source = emit_source(kernels, _banner(name, self._target, self._functions))
+        source = _emit(kernels, _banner(name, self._target, self._functions))
         current = _SESSION.get()
         if current is not None and current.show_only:
             for f, k in zip(self._functions, kernels):
@@ -144,6 +147,16 @@ class Package:
         if current is not None:
             current.built.append(path)
         return path
+
+
+def _emit(kernels: list[Kernel], banner: str) -> str:
+    """The CUDA source; a failure of the backend on an accepted plan is a bug in schedc."""
+    try:
+        return emit_source(kernels, banner)
+    except SchedcError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every other failure is ours
+        raise InternalError("CUDA backend", f"{type(error).__name__}: {error}") from error
 
 
 def _check_args(where: str, args: tuple) -> None:

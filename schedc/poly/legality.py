@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from ..ir.affine import Affine
 from . import sets
 
 
@@ -46,13 +47,15 @@ def find_order_violation(model, bound: list[str]) -> Conflict | None:
     nest = _nest_values(model, names)
     nest_before = nest.apply_range(isl.Map.lex_lt(nest.range().get_space())).apply_range(nest.reverse())
     same_place = _same_coordinates(names, bound)
-    schedule_after = isl.Map.lex_gt(sets.domain(model).get_space())
+    schedule_after = isl.Map.lex_gt(sets.counter_domain(model).get_space())
     pairs = nest_before.intersect(same_place).intersect(schedule_after)
     return _first_conflict(model, names, pairs, "order", exempt_reductions=True)
 
 
 def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: bool) -> Conflict | None:
-    domain = sets.domain(model)
+    # over iteration counters (no strides): the lexicographic orders and equalities of loop
+    # values are those of their counters, and isl needs no existential variables
+    domain, values = sets.counter_domain(model), sets.counters(model)
     pairs = pairs.intersect_domain(domain).intersect_range(domain)
     accesses = sets.accesses(model)
     found: list[Conflict] = []
@@ -62,14 +65,14 @@ def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: 
                 continue
             if exempt_reductions and a.statement == b.statement and a.reduction and b.reduction:
                 continue
-            same_element = a.relation(names).apply_range(b.relation(names).reverse())
+            same_element = a.relation(names, values).apply_range(b.relation(names, values).reverse())
             conflict = pairs.intersect(same_element)
             if conflict.is_empty():
                 continue
             point = conflict.wrap().lexmin().sample_point()
-            values = sets.point_values(point, [f"{n}#1" for n in names] + [f"{n}#2" for n in names])
-            first = {n: values[f"{n}#1"] for n in names}
-            second = {n: values[f"{n}#2"] for n in names}
+            counts = sets.point_values(point, [f"{n}#1" for n in names] + [f"{n}#2" for n in names])
+            first = {n: values[n].evaluate({n: counts[f"{n}#1"]}) for n in names}
+            second = {n: values[n].evaluate({n: counts[f"{n}#2"]}) for n in names}
             element = tuple(s.evaluate(first) for s in a.subscripts)
             found.append(Conflict(kind, a.array, element, first, second, a.is_write, b.is_write,
                                   a.statement, b.statement))
@@ -95,25 +98,28 @@ def _same_coordinates(names, bound) -> isl.Map:
 
 
 def _nest_values(model, names) -> isl.Map:
-    """{ [loops] -> [nest dimension values] }: each dimension is the sum of its loops."""
+    """{ [loop counters] -> [nest dimension values] }: each dimension is the sum of its loops."""
+    values = sets.counters(model)
     sums = []
     for dim in range(len(model.dims)):
-        members = [sets.PREFIX + lp.name for lp in model.loops if lp.dim == dim]
-        sums.append(" + ".join(members) if members else "0")
+        total = Affine.make({})
+        for lp in model.loops:
+            total = total.plus(values[lp.name]) if lp.dim == dim else total
+        sums.append(sets.isl_affine(total))
     return isl.Map("{ " + sets.space(names) + " -> [" + ", ".join(sums) + "] }")
 
 
 def unwritten_element(model, array: str) -> tuple[int, ...] | None:
     """An element of ``array`` no statement writes (the lexicographically first), or None."""
     names = [lp.name for lp in model.loops]
-    domain = sets.domain(model)
+    domain, values = sets.counter_domain(model), sets.counters(model)
     shape = model.buffer(array).shape
     elements = ", ".join(f"e{d}" for d in range(len(shape)))
     bounds = " and ".join(f"0 <= e{d} < {n}" for d, n in enumerate(shape))
     missing = isl.Set(f"{{ {array}[{elements}] : {bounds} }}")
     for access in sets.accesses(model):
         if access.is_write and access.array == array:
-            missing = missing.subtract(domain.apply(access.relation(names)))
+            missing = missing.subtract(domain.apply(access.relation(names, values)))
     if missing.is_empty():
         return None
     point = missing.lexmin().sample_point()

@@ -55,6 +55,26 @@ def domain(model, guards=None) -> isl.Set:
     return box(loops).intersect(group_set(names, groups))
 
 
+def counters(model) -> dict[str, Affine]:
+    """Each loop's value over its iteration counter: ``x = begin + step * t`` (``t`` named as ``x``)."""
+    return {lp.name: Affine.make({lp.name: lp.step}, lp.begin) for lp in model.loops}
+
+
+def counter_domain(model) -> isl.Set:
+    """The iteration domain over iteration counters (see ``counters``). Unlike ``domain`` it has
+    no stride (``mod``) constraints, so isl needs no existential variables: checks that project
+    or subtract images (OUTPUT coverage) stay fast whatever the sizes' arithmetic."""
+    names = [lp.name for lp in model.loops]
+    values = counters(model)
+    parts = [f"0 <= {PREFIX}{lp.name} < {lp.extent}" for lp in model.loops]
+    for g in model.groups:
+        total = Affine.make({})
+        for member in g.members:
+            total = total.plus(values[member])
+        parts.append(f"{g.begin} <= {isl_affine(total)} < {g.end}")
+    return isl.Set("{ " + space(names) + " : " + " and ".join(parts) + " }")
+
+
 def isl_affine(a: Affine) -> str:
     terms = [f"{c}*{PREFIX}{name}" for name, c in a.terms]
     return " + ".join([*terms, str(a.const)])
@@ -70,8 +90,10 @@ class Access:
     is_write: bool
     reduction: bool  # the target's read or write in a reduction ``T = T + X``
 
-    def relation(self, names: Sequence[str]) -> isl.Map:
-        subs = ", ".join(isl_affine(s) for s in self.subscripts)
+    def relation(self, names: Sequence[str], values: dict[str, Affine] | None = None) -> isl.Map:
+        """{ loops -> array[subscripts] }; with ``values`` (``counters``), over iteration counters."""
+        subscripts = [s.substitute(values) for s in self.subscripts] if values else self.subscripts
+        subs = ", ".join(isl_affine(s) for s in subscripts)
         return isl.Map("{ " + space(names) + f" -> {self.array}[{subs}] }}")
 
 
