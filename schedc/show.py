@@ -84,7 +84,14 @@ def footprints(model) -> list[str]:
         for spec in model.loops:
             if spec.name in tile:
                 continue
-            fp = poly.footprint(model, buffer.name, spec.name)
+            try:
+                fp = poly.footprint(model, buffer.name, spec.name)
+            except poly.FootprintError as error:
+                if "does not access" in str(error):  # an argument the nest leaves alone
+                    lines.append(f"    ({error})")
+                    break
+                lines.append(f"    inside {spec.name:<6} no box: {error}")
+                continue
             size = fp.elements * buffer.dtype.size
             lines.append(f"    inside {spec.name:<6} {fp}  ({fp.elements} elements, {size} bytes)")
     return lines

@@ -204,3 +204,42 @@ def test_reference_broadcasts_a_reduction_term_over_dimensions_it_does_not_read(
     v, d = np.arange(5.0), np.ones((3, 5))
     values, _ = reference(model, {"V": v, "D": d})
     np.testing.assert_array_equal(values["D"], d + 0.5 * v[None, :])
+
+
+def _reversed_pair_plan(cache: bool):
+    """B[i, j] = A[i, j] + A[7 - i, j]: the two reads of A move in opposite directions."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(8, 16), name="A")
+    B = acc.Array(role=acc.Role.OUTPUT, shape=(8, 16), name="B")
+    nest = acc.Nest(shape=(8, 16))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, j] = A[i, j] + A[7 - i, j]
+
+    s = nest.create_schedule()
+    ii = s.split(i, 2)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
+    if cache:
+        plan.cache(A, index=ii, location=acc.MemorySpace.SHARED)
+    return plan, (A, B)
+
+
+def test_a_footprint_without_one_origin_is_refused_by_name():
+    plan, args = _reversed_pair_plan(cache=True)
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=ii, location=SHARED\): the first element of A's "
+                                             r"footprint inside ii along dimension 0 is -i \+ 6 or i, depending on "
+                                             r"the outer loops"):
+        compile_plan(plan, args)
+
+
+def test_check_reports_footprints_without_a_box_and_arrays_left_alone():
+    from schedc.show import footprints
+
+    plan, (A, B) = _reversed_pair_plan(cache=False)
+    unused = acc.Array(role=acc.Role.INPUT, shape=(3,), name="Unused")
+    model, _ = compile_plan(plan, (A, B, unused))
+    text = "\n".join(footprints(model))
+    assert "inside ii     no box: the first element of A's footprint inside ii along dimension 0" in text
+    assert "(the nest does not access Unused)" in text

@@ -120,7 +120,7 @@ def _plan(model, spec, guards) -> SharedCache:
         if (i < position and (model.binding_of(n) is None or model.binding_of(n).level == "block"))
         or (model.binding_of(n) is not None and model.binding_of(n).level == "block")
     )
-    fp = poly.footprint(model, spec.array, spec.index, fixed, guards)
+    fp = footprint(model, spec, here, fixed, guards)
     global_buffer = model.buffer(spec.array)
     if not fp.starts_inside:
         raise CacheError(
@@ -147,6 +147,14 @@ def _plan(model, spec, guards) -> SharedCache:
     axes = order if order != tuple(range(len(order))) else ()
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes)
+
+
+def footprint(model, spec, here: str, fixed: tuple[str, ...], guards) -> poly.Footprint:
+    """The cache's footprint; one that is not a box with an affine origin is refused."""
+    try:
+        return poly.footprint(model, spec.array, spec.index, fixed, guards)
+    except poly.FootprintError as error:
+        raise CacheError(here, str(error), loops=(spec.index,)) from None
 
 
 def _async_fits(c: SharedCache) -> bool:

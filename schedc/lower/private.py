@@ -19,7 +19,7 @@ from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
-from .cache import map_expr, relative
+from .cache import footprint, map_expr, relative
 
 MAX_PRIVATE_REGISTERS = 128  # a register tile may take half of a thread's 255 registers
 
@@ -55,7 +55,7 @@ def _plan(model, facts, spec) -> PrivateCache:
     fixed = tuple(n for i, n in enumerate(names) if i < position or model.binding_of(n) is not None)
     inside = [n for n in names[position:] if model.binding_of(n) is None]
     # over every loop's whole range: threads past a partial tile run the copies too (guarded)
-    fp = poly.footprint(model, spec.array, spec.index, fixed, guards=())
+    fp = footprint(model, spec, here, fixed, guards=())
     buffer = PrivateArray(f"{spec.array}_private", model.buffer(spec.array).dtype, fp.extents)
     registers = buffer.registers
     if registers > MAX_PRIVATE_REGISTERS:

@@ -17,6 +17,11 @@ from ..ir.affine import Affine
 from . import sets
 
 
+class FootprintError(ValueError):
+    """The footprint is not a box with one affine origin (or the loops do not access the array);
+    the message says why, in the user's names."""
+
+
 @dataclass(frozen=True)
 class Footprint:
     array: str
@@ -50,7 +55,7 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     outer = [n for n in names if n in fixed] if fixed is not None else names[: names.index(index)]
     relations = [a.relation(names) for a in sets.accesses(model) if a.array == array]
     if not relations:
-        raise KeyError(f"no access to {array}")
+        raise FootprintError(f"the nest does not access {array}")
     relation = relations[0]
     for r in relations[1:]:
         relation = relation.union(r)
@@ -65,7 +70,7 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     origin, extents = [], []
     for d in range(rank):
         low, high = image.dim_min(d), image.dim_max(d)
-        origin.append(_affine(low, outer))
+        origin.append(_affine(low, outer, array, d, index))
         extents.append(high.sub(low).max_val().to_python() + 1)
     exact = _is_exact(model, array, image, outer, origin, extents)
     inside = _is_inside(model, array, image, outer, origin, extents)
@@ -94,20 +99,29 @@ def first_outside(model, array: str, guards=None) -> tuple[dict[str, int], tuple
     return None
 
 
-def _affine(pw: isl.PwAff, outer: list[str]) -> Affine:
+def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str) -> Affine:
+    """The footprint's first element along ``dim``: one affine expression of the outer loops."""
     affines = set()
     for domain, aff in pw.get_pieces():
         aff = aff.gist(domain)
         if aff.dim(isl.dim_type.div):
-            raise ValueError(f"footprint origin is not affine: {pw}")
+            raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} "
+                                 f"is not an affine expression of the outer loops ({_isl_text(pw)})")
         terms = {
             name: aff.get_coefficient_val(isl.dim_type.param, pos).to_python()
             for pos, name in enumerate(outer)
         }
         affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
     if len(affines) != 1:
-        raise ValueError(f"footprint origin differs between tiles: {pw}")
+        shown = " or ".join(sorted(_render(a) for a in affines))
+        raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} is "
+                             f"{shown}, depending on the outer loops: the accesses do not move together "
+                             f"(e.g. {array}[i] and {array}[7 - i]), so no one tile shape follows them")
     return affines.pop()
+
+
+def _isl_text(pw: isl.PwAff) -> str:
+    return str(pw).replace(sets.PREFIX, "")
 
 
 def _is_exact(model, array, image, outer, origin, extents) -> bool:
@@ -135,7 +149,7 @@ def _is_inside(model, array, image, outer, origin, extents, low_only: bool = Fal
 
 
 def _render(a: Affine) -> str:
-    terms = [name if c == 1 else f"{c}*{name}" for name, c in a.terms]
+    terms = [name if c == 1 else f"-{name}" if c == -1 else f"{c}*{name}" for name, c in a.terms]
     if a.const or not terms:
         terms.append(str(a.const))
     return " + ".join(terms)
