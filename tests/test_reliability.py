@@ -243,3 +243,41 @@ def test_check_reports_footprints_without_a_box_and_arrays_left_alone():
     text = "\n".join(footprints(model))
     assert "inside ii     no box: the first element of A's footprint inside ii along dimension 0" in text
     assert "(the nest does not access Unused)" in text
+
+
+def _private_plan(array_cols: int, nest_cols: int, split: int, strided: bool):
+    """C[i, j] = A[i, j] * 2 with C's tile in registers; ``strided``: the inner piece of j is on
+    threads and the tile is taken at the outer piece, so a thread's elements are ``split`` apart."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(8, array_cols), name="A")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8, array_cols), name="C")
+    nest = acc.Nest(shape=(8, nest_cols))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] = A[i, j] * 2.0
+
+    s = nest.create_schedule()
+    jj = s.split(j, split)
+    plan = s.create_plan(H100)
+    if strided:
+        plan.bind({i: G.BLOCK_X, jj: G.THREAD_X})
+        plan.cache(C, index=j, location=acc.MemorySpace.PRIVATE)
+    else:
+        plan.bind({i: G.THREAD_X})
+        plan.cache(C, index=jj, location=acc.MemorySpace.PRIVATE)
+    return plan, (A, C)
+
+
+@pytest.mark.parametrize("array_cols, nest_cols, split, strided", [(36, 36, 9, True), (20, 18, 4, False)])
+def test_register_tiles_with_elements_the_thread_does_not_write_are_refused(array_cols, nest_cols, split, strided):
+    plan, args = _private_plan(array_cols, nest_cols, split, strided)
+    with pytest.raises(acc.CacheError, match=r"location=PRIVATE\): each thread's tile C\[.*holds elements the "
+                                             r"thread does not write"):
+        compile_plan(plan, args)
+
+
+def test_register_tiles_written_whole_are_kept():
+    plan, args = _private_plan(20, 20, 4, strided=False)
+    model, kernel = compile_plan(plan, args)
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=4))

@@ -66,6 +66,12 @@ def _plan(model, facts, spec) -> PrivateCache:
     unrolled = tuple(n for n in inside if any(sub.coeff(n) for a in accesses for sub in a.subscripts))
     reads = any(spec.array in buffers_read(s.value) for s in model.statements)
     writes = any(s.buffer == spec.array for s in model.statements)
+    if writes and not poly.writes_whole_box(model, fp):
+        raise CacheError(here, f"each thread's tile {fp} holds elements the thread does not write (its elements "
+                               "are strided, e.g. a split whose inner piece is bound to threads, or the nest covers "
+                               f"only part of {spec.array}); storing the tile back would overwrite elements other "
+                               "threads own: cache at a loop inside which each thread writes a whole box",
+                         loops=(spec.index,))
     limits = () if fp.inside else model.buffer(spec.array).shape
     return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled)
 

@@ -59,12 +59,7 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     relation = relations[0]
     for r in relations[1:]:
         relation = relation.union(r)
-    domain = sets.domain(model, guards)
-    for n, name in enumerate(outer):  # the fixed loops become parameters, in loop order
-        at = domain.find_dim_by_name(isl.dim_type.set, sets.PREFIX + name)
-        domain = domain.move_dims(isl.dim_type.param, n, isl.dim_type.set, at, 1)
-        at = relation.find_dim_by_name(isl.dim_type.in_, sets.PREFIX + name)
-        relation = relation.move_dims(isl.dim_type.param, n, isl.dim_type.in_, at, 1)
+    domain, relation = _with_params(sets.domain(model, guards), relation, outer)  # fixed loops: parameters
     image = domain.apply(relation)
     rank = image.dim(isl.dim_type.set)
     origin, extents = [], []
@@ -76,6 +71,37 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     inside = _is_inside(model, array, image, outer, origin, extents)
     starts = inside or _is_inside(model, array, image, outer, origin, extents, low_only=True)
     return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside, starts)
+
+
+def writes_whole_box(model, fp: Footprint) -> bool:
+    """Whether the statements write every element of the box ``fp`` (clipped to its array) for
+    every value of its fixed loops, over the real domain: a tile stored back whole then writes
+    only what its loops wrote. Strided elements (a thread's ``C[i, jj]``, ``C[i, jj + 9]``) or
+    a domain smaller than the array leave holes."""
+    names = [lp.name for lp in model.loops]
+    writes = [a.relation(names) for a in sets.accesses(model) if a.array == fp.array and a.is_write]
+    if not writes:
+        return False
+    relation = writes[0]
+    for r in writes[1:]:
+        relation = relation.union(r)
+    domain, relation = _with_params(sets.domain(model), relation, fp.outer)
+    # every thread stores its tile back, also where its loops run no iteration: the fixed loops
+    # take every value of the padded domain (each loop over its whole range)
+    padded = _with_params(sets.domain(model, ()), sets.domain(model, ()), fp.outer)[0].params()
+    image = domain.apply(relation)
+    return _is_exact(model, fp.array, image, list(fp.outer), list(fp.origin), list(fp.extents), padded)
+
+
+def _with_params(domain: isl.Set, relation, outer) -> tuple:
+    """``domain`` and ``relation`` with the loops in ``outer`` moved to parameters, in order."""
+    for n, name in enumerate(outer):
+        at = domain.find_dim_by_name(isl.dim_type.set, sets.PREFIX + name)
+        domain = domain.move_dims(isl.dim_type.param, n, isl.dim_type.set, at, 1)
+        if isinstance(relation, isl.Map):
+            at = relation.find_dim_by_name(isl.dim_type.in_, sets.PREFIX + name)
+            relation = relation.move_dims(isl.dim_type.param, n, isl.dim_type.in_, at, 1)
+    return domain, relation
 
 
 def first_outside(model, array: str, guards=None) -> tuple[dict[str, int], tuple[int, ...]] | None:
@@ -124,7 +150,9 @@ def _isl_text(pw: isl.PwAff) -> str:
     return str(pw).replace(sets.PREFIX, "")
 
 
-def _is_exact(model, array, image, outer, origin, extents) -> bool:
+def _is_exact(model, array, image, outer, origin, extents, values: isl.Set | None = None) -> bool:
+    """Whether the box (inside the array) lies in ``image`` for every value of the fixed loops
+    in ``values`` (default: those where the image is not empty)."""
     shape = model.buffer(array).shape
     parts = []
     for d, (a, extent, size) in enumerate(zip(origin, extents, shape)):
@@ -133,7 +161,7 @@ def _is_exact(model, array, image, outer, origin, extents) -> bool:
     elements = ", ".join(f"e{d}" for d in range(len(shape)))
     params = ", ".join(sets.PREFIX + n for n in outer)
     box = isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
-    box = box.intersect_params(image.params())
+    box = box.intersect_params(image.params() if values is None else values)
     return box.is_subset(image)
 
 
