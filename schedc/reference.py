@@ -21,7 +21,7 @@ import numpy as np
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
 from .ir.numeric import binary
-from .ir.patterns import accumulated, strip_float_casts
+from .ir.patterns import accumulated, loads, strip_float_casts
 from .ir.types import ScalarType
 from .targets import MMAFragmentOp
 
@@ -187,7 +187,7 @@ def _vector_dims(model, candidates: tuple[str, ...]) -> tuple[str, ...]:
     written = {s.buffer for s in model.statements}
     accesses: dict[str, list[list[Affine]]] = {}
     for s in model.statements:
-        for buffer, index in [(s.buffer, s.index), *_loads(s.value)]:
+        for buffer, index in [(s.buffer, s.index), *((e.buffer, e.index) for e in loads(s.value))]:
             if buffer in written:
                 accesses.setdefault(buffer, []).append([Affine.of(i) for i in index])
     for size in range(len(candidates), 0, -1):
@@ -213,17 +213,6 @@ def _independent(affines: list[Affine], dims: tuple[str, ...]) -> bool:
         return True
     matrix = np.array([[a.coeff(d) for d in dims] for a in affines], dtype=np.float64).reshape(-1, len(dims))
     return bool(np.linalg.matrix_rank(matrix) == len(dims)) if matrix.size else False
-
-
-def _loads(e: Expr):
-    """(buffer, index) of every load in ``e``."""
-    if isinstance(e, Load):
-        yield e.buffer, e.index
-    elif isinstance(e, Binary):
-        yield from _loads(e.lhs)
-        yield from _loads(e.rhs)
-    elif isinstance(e, Unary | Cast):
-        yield from _loads(e.operand)
 
 
 def _slices(affines: list[Affine], dims: dict[str, np.ndarray]):

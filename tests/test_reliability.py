@@ -281,3 +281,35 @@ def test_register_tiles_written_whole_are_kept():
     plan, args = _private_plan(20, 20, 4, strided=False)
     model, kernel = compile_plan(plan, args)
     assert_passes(emulate_function(model, kernel, blocks=None, seed=4))
+
+
+def _write_then_read(read_first: bool):
+    A = acc.Array(role=acc.Role.INPUT, shape=(16, 32), name="A")
+    C = acc.Array(role=acc.Role.OUTPUT, shape=(16, 32), name="C")
+    D = acc.Array(role=acc.Role.OUTPUT, shape=(16, 32), name="D")
+    nest = acc.Nest(shape=(16, 32))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        if read_first:
+            D[i, j] = C[i, j] * 2.0
+            C[i, j] = A[i, j] + 1.0
+        else:
+            C[i, j] = A[i, j] + 1.0
+            D[i, j] = C[i, j] * 2.0
+
+    plan = nest.create_schedule().create_plan(H100)
+    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
+    return plan, (A, C, D)
+
+
+def test_an_output_read_after_the_same_iteration_wrote_it():
+    model, kernel = compile_plan(*_write_then_read(read_first=False))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=5))
+
+
+def test_an_output_read_before_it_is_written_is_refused():
+    with pytest.raises(acc.PlanError, match=r"statement 1: C is Role.OUTPUT but the nest reads it before writing "
+                                            r"that element"):
+        compile_plan(*_write_then_read(read_first=True))

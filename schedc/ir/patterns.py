@@ -27,6 +27,17 @@ def buffers_read(e: Expr) -> set[str]:
     return set()
 
 
+def loads(e: Expr):
+    """Every ``Load`` in ``e``, left to right (subscripts are affine: no loads inside them)."""
+    if isinstance(e, Load):
+        yield e
+    elif isinstance(e, Binary):
+        yield from loads(e.lhs)
+        yield from loads(e.rhs)
+    elif isinstance(e, Unary | Cast):
+        yield from loads(e.operand)
+
+
 def accumulated(store: Store) -> Expr | None:
     """X when the statement is the reduction ``T = T + X`` (float casts aside) and X does not
     read T's array: its instances may run in any order (up to rounding)."""

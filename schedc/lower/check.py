@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import poly
 from ..errors import CacheError, PlanError, ScheduleError
-from ..ir.patterns import buffers_read
+from ..ir.affine import Affine
+from ..ir.patterns import loads
 from ..poly import PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
 from .launch import Launch
@@ -42,14 +43,21 @@ def _check_roles(model) -> None:
     t = model.tensorize
     fills = t is not None and t.prologue_op is MMAFragmentOp.SET
     for n, statement in enumerate(model.statements):
-        for buffer in sorted(buffers_read(statement.value)):
-            spec = model.buffer(buffer)
-            if spec.role == "output" and not fills:
+        for load in loads(statement.value):
+            spec = model.buffer(load.buffer)
+            if spec.role == "output" and not fills and not _written_before(model, n, load):
                 raise PlanError(
                     f"statement {n + 1}",
-                    f"{buffer} is Role.OUTPUT but the nest reads it; use Role.INPUT_OUTPUT "
-                    f"(or tensorize with prologue_op=MMAFragmentOp.SET)",
+                    f"{load.buffer} is Role.OUTPUT but the nest reads it before writing that element; use "
+                    "Role.INPUT_OUTPUT (or tensorize with prologue_op=MMAFragmentOp.SET)",
                 )
+
+
+def _written_before(model, n: int, load) -> bool:
+    """Whether an earlier statement of the same iteration writes the element ``load`` reads."""
+    element = [Affine.of(i) for i in load.index]
+    return any(s.buffer == load.buffer and [Affine.of(i) for i in s.index] == element
+               for s in model.statements[:n])
 
 
 def _check_caches(model) -> None:
