@@ -313,3 +313,50 @@ def test_an_output_read_before_it_is_written_is_refused():
     with pytest.raises(acc.PlanError, match=r"statement 1: C is Role.OUTPUT but the nest reads it before writing "
                                             r"that element"):
         compile_plan(*_write_then_read(read_first=True))
+
+
+def _three_d_plan(batches: int, rows: int, pipeline: dict | None = None, layout=None):
+    """B[b, i, j] = A[b, i, j] * 2 with A's tile over (bb, ii, j) in shared memory: rank 3."""
+    extra = {"layout": layout} if layout is not None else {}
+    A = acc.Array(role=acc.Role.INPUT, shape=(batches, rows, 16), name="A", **extra)
+    B = acc.Array(role=acc.Role.OUTPUT, shape=(batches, rows, 16), name="B")
+    nest = acc.Nest(shape=(batches, rows, 16))
+    b, i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[b, i, j] = A[b, i, j] * 2.0
+
+    s = nest.create_schedule()
+    bb, ii = s.split(b, 2), s.split(i, 4)
+    s.reorder(i, b, bb, ii, j)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
+    plan.cache(A, index=bb, location=acc.MemorySpace.SHARED, **(pipeline or {}))
+    return plan, (A, B)
+
+
+@pytest.mark.parametrize("pipeline", [None, {"stages": 2}, {"stages": 1}])
+def test_three_dimensional_shared_tiles_are_copied_slice_by_slice(pipeline):
+    """Rank-3 tiles once passed every check and failed in code generation; partial tiles in the
+    leading dimension (3 batches in tiles of 2) get zero slices."""
+    from schedc.codegen.cuda import emit_source
+    from schedc.ir.kernel import BlockCopy, Loop, walk_statements
+    from schedc.package.compile import nvrtc_compile
+
+    model, kernel = compile_plan(*_three_d_plan(3, 10, pipeline))
+    copies = [s for s in walk_statements(kernel.body) if isinstance(s, BlockCopy)]
+    assert copies and all(len(c.shape) == 2 for c in copies)
+    assert any(isinstance(s, Loop) and s.var == "A_slice0" for s in walk_statements(kernel.body))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=6))
+    nvrtc_compile(emit_source([kernel], "// rank-3 tiles"), "rank3", "sm_90")
+
+
+@pytest.mark.parametrize("pipeline, layout, why", [
+    ({"double_buffer": True, "double_buffer_location": acc.MemorySpace.PRIVATE}, None, "a register double buffer"),
+    (None, acc.Array.Layout.LAST_MAJOR, "its array is not row-major"),
+])
+def test_three_dimensional_tiles_that_cannot_be_sliced_are_refused(pipeline, layout, why):
+    with pytest.raises(acc.CacheError, match=rf"cache\(A, index=bb, location=SHARED\): the tile .* has rank 3, copied "
+                                             rf"one 2-D slice at a time, but {why}"):
+        compile_plan(*_three_d_plan(3, 10, pipeline, layout))

@@ -35,6 +35,7 @@ from ..ir.kernel import (
     If,
     Let,
     Load,
+    Loop,
     SharedBuffer,
     StageLoad,
     StageStore,
@@ -145,6 +146,12 @@ def _plan(model, spec, guards) -> SharedCache:
         buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
     axes = order if order != tuple(range(len(order))) else ()
+    if len(fp.extents) > 2 and (axes or spec.pipeline == "registers"):
+        why = ("its array is not row-major" if axes else "a register double buffer stages whole tiles of "
+               "rank 1 or 2")
+        raise CacheError(here, f"the tile {fp} has rank {len(fp.extents)}, copied one 2-D slice at a time, but "
+                               f"{why}: cache at a loop further in (a tile of rank 2), or use stages=N",
+                         loops=(spec.index,))
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes)
 
@@ -272,13 +279,28 @@ def fill(caches: tuple[SharedCache, ...], index: str, as_expr) -> tuple[Stmt, ..
 
 
 def _copy(c: SharedCache, origin, as_expr, asynchronous: bool, slot: Expr | None = None,
-          comment: str = "") -> BlockCopy:
+          comment: str = "") -> Stmt:
+    """The block copy of a tile; a tile of rank over 2 is copied one 2-D slice at a time (a loop
+    per leading dimension), slices past the array's end filled with zeros."""
     target = (slot,) if c.ring > 1 else ()
-    target += tuple(Const(0) for _ in c.origin)
-    return BlockCopy(c.array, tuple(as_expr(o) for o in origin), c.buffer.name, target, c.tile_shape,
-                     c.vector, c.strategy, asynchronous,
-                     comment or f"cache of {c.array} for the loops at and inside {c.index}",
-                     _valid(c, origin, as_expr), c.axes)
+    source = [as_expr(o) for o in origin]
+    valid = list(_valid(c, origin, as_expr))
+    lead = len(c.tile_shape) - 2
+    inner_target = [Const(0) for _ in c.origin]
+    for d in range(lead):
+        p = Var(f"{c.array}_slice{d}")
+        source[d], inner_target[d] = Binary("+", source[d], p), p
+        if valid:  # rows of a slice past the end: 0 (min(max(valid - p, 0), 1) is 1 inside, 0 past)
+            inside = Binary("min", Binary("max", Binary("-", valid[d], p), Const(0)), Const(1))
+            valid[-2] = Binary("*", valid[-2], inside)
+    copy: Stmt = BlockCopy(c.array, tuple(source), c.buffer.name, (*target, *inner_target),
+                           c.tile_shape[max(lead, 0):], c.vector, c.strategy, asynchronous,
+                           comment or f"cache of {c.array} for the loops at and inside {c.index}",
+                           tuple(valid[max(lead, 0):]), c.axes)
+    for d in reversed(range(lead)):
+        copy = Loop(f"{c.array}_slice{d}", Const(0), Const(c.tile_shape[d]), 1, (copy,),
+                    comment=f"the tile of {c.array} one 2-D slice at a time" if d == 0 else "")
+    return copy
 
 
 def _valid(c: SharedCache, origin: tuple[Affine, ...], as_expr) -> tuple[Expr, ...]:
