@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import poly
 from .codegen.cuda import Printer
-from .ir.kernel import Cast, Kernel
+from .ir.kernel import Cast, FragmentStore, Kernel, walk_statements
 from .lower import resources
 from .lower.launch import launch_shape
 from .lower.loops import in_loops
@@ -97,6 +97,20 @@ def footprints(model) -> list[str]:
     return lines
 
 
+def _tile_paths(kernel: Kernel) -> list[str]:
+    """How accumulator tiles reach their array: in place, or through shared memory."""
+    edges = {s.buffer: s.edge for s in walk_statements(kernel.body) if isinstance(s, FragmentStore) and s.edge}
+    lines = []
+    for buffer, edge in sorted(edges.items()):
+        if edge.staged:
+            lines.append(f"{buffer}'s tiles: every tile through shared memory ({edge.scratch}), element by element: "
+                         f"{buffer}'s rows are not aligned for tensor-core stores in place (slower)")
+        else:
+            lines.append(f"{buffer}'s tiles: whole tiles in place; partial tiles at the edges through shared "
+                         f"memory ({edge.scratch}), element by element")
+    return lines
+
+
 def report(package: str, model, kernel: Kernel) -> str:
     """What ``schedc check`` prints for one function."""
     gpu = model.gpu
@@ -112,5 +126,6 @@ def report(package: str, model, kernel: Kernel) -> str:
         f"registers: about {use.registers} per thread (estimate)",
         f"occupancy: {use.blocks_per_sm} block(s) of {use.threads} threads per SM, limited by {use.limited_by}",
     ]
+    lines += _tile_paths(kernel)
     lines += [f"warning: {w}" for w in use.warnings(gpu)]
     return "\n".join(lines) + "\n"

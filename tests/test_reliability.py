@@ -360,3 +360,40 @@ def test_three_dimensional_tiles_that_cannot_be_sliced_are_refused(pipeline, lay
     with pytest.raises(acc.CacheError, match=rf"cache\(A, index=bb, location=SHARED\): the tile .* has rank 3, copied "
                                              rf"one 2-D slice at a time, but {why}"):
         compile_plan(*_three_d_plan(3, 10, pipeline, layout))
+
+
+@pytest.mark.parametrize("size, operand", [(1002, T.float16), (1002, T.float32)])
+def test_tensor_plans_at_sizes_whose_rows_tensor_cores_cannot_store_in_place(size, operand):
+    """samples/odd_sizes.py's plan at 1002^3: C's rows are 4008 bytes (not a multiple of 16), so
+    every C tile goes through the warp's slice of shared memory; check says so."""
+    import sys
+    from pathlib import Path
+
+    from schedc.codegen.cuda import emit_source
+    from schedc.package.build import alignments
+    from schedc.package.compile import nvrtc_compile
+    from schedc.show import report
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "samples"))
+    from tilus_matmul import matmul
+
+    model, kernel = compile_plan(*matmul(size, size, size, stages=3, operand=operand))
+    assert "C's tiles: every tile through shared memory (C_edge), element by element" in report("p", model, kernel)
+    source = emit_source([kernel], "// C staged")
+    assert "schedc::store_edge<16, 16, true>(" in source
+    assert alignments(kernel)["C"] == 4  # element-wise stores: C needs no 32-byte alignment
+    nvrtc_compile(source, "staged", "sm_90")
+    assert_passes(emulate_function(model, kernel, blocks=[(0, 0, 0), (7, 7, 0), (3, 7, 0)], seed=7))
+
+
+def test_c_tiles_in_place_where_aligned():
+    import sys
+    from pathlib import Path
+
+    from schedc.show import report
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "samples"))
+    from tilus_matmul import matmul
+
+    model, kernel = compile_plan(*matmul(1000, 1000, 1000, stages=3, operand=T.float16))
+    assert "C's tiles: whole tiles in place; partial tiles at the edges through shared memory" in report("p", model, kernel)

@@ -291,7 +291,7 @@ class Printer:
             if frag.use == "accumulator":
                 ld, layout = _leading(s.row_stride, s.col_stride)
                 if s.edge is not None:
-                    return [f"schedc::load_edge<{frag.m}, {frag.n}>({s.fragment}, {pointer}, {ld}, "
+                    return [f"schedc::load_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({s.fragment}, {pointer}, {ld}, "
                             f"wmma::mem_{layout}, {self.edge(s.edge)});"]
                 return [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld}, wmma::mem_{layout});"]
             ld, _ = _leading(s.row_stride, s.col_stride)
@@ -304,7 +304,7 @@ class Printer:
             pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
             if s.edge is not None:
                 frag = self.fragments[s.fragment]
-                return [f"schedc::store_edge<{frag.m}, {frag.n}>({pointer}, {s.fragment}, {ld}, "
+                return [f"schedc::store_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({pointer}, {s.fragment}, {ld}, "
                         f"wmma::mem_{layout}, {self.edge(s.edge)});"]
             return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
         if isinstance(s, FragmentMma):
@@ -383,6 +383,11 @@ def _float_literal(value: float, dtype: ScalarType) -> str:
         return f"{text}f" if math.isfinite(value) else f"(float){text}"
     function = "__double2half" if dtype is ScalarType.float16 else "__double2bfloat16"
     return f"{function}({text})"
+
+
+def _staged(edge: TileEdge) -> str:
+    """The template flag that sends every tile through the scratch."""
+    return ", true" if edge.staged else ""
 
 
 def _leading(row_stride: int, col_stride: int) -> tuple[int, str]:

@@ -143,6 +143,7 @@ class TileEdge:
     rows: Expr
     cols: Expr
     scratch: str
+    staged: bool = False  # every tile through the scratch (C's tiles are not aligned for wmma in place)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,9 @@ class TensorMatch:
     # computed, operands padded with zeros in shared memory, C stored inside its bounds only.
     guards: tuple[Guard, ...] | None = None
     c_axes: tuple[int, int] | None = None  # C's dimensions of a tile's rows and columns, at edges
+    # why C's tiles cannot be loaded and stored by tensor cores in place (then every tile goes
+    # through the warp's slice of shared memory, element by element), or None
+    c_staged: str | None = None
 
     def kept_guards(self, facts: PolyFacts) -> tuple[Guard, ...]:
         return facts.guards if self.guards is None else self.guards
@@ -118,9 +121,9 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
     a = _operand(here, model, facts, "A", a_load.buffer, a_sub, (m, k), k, mma_k)
     b = _operand(here, model, facts, "B", b_load.buffer, b_sub, (k, n), k, mma_k)
     c = _operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
-    check_global(model, "C", c)
     reductions = tuple(name for name in model.serial_loops if not _uses(c_sub, name))
-    tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions)
+    tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions,
+                     c_staged=global_problem(model, "C", c))
     return _edges(here, model, facts, tm)
 
 
@@ -131,16 +134,17 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
     padded = {*model.tensorize.loops, *blocked}
     padded |= {b for binding in model.bindings if binding.unit.level != "block" for b in binding.loops}
     kept = tuple(g for g in facts.guards if not g.affine.variables() & padded)
-    if len(kept) == len(facts.guards):
-        return tm
-    tm = dataclasses.replace(tm, guards=kept)
-    if poly.first_outside(model, tm.c.buffer, kept) is None:
+    if len(kept) != len(facts.guards):
+        tm = dataclasses.replace(tm, guards=kept)
+    partial = len(kept) != len(facts.guards) and poly.first_outside(model, tm.c.buffer, kept) is not None
+    if not partial and tm.c_staged is None:
         return tm
     axes = []
     for loop in model.tensorize.loops[:2]:
         dims = [d for d, sub in enumerate(tm.c.subscripts_over_loops) if sub.coeff(loop)]
         if len(dims) != 1 or tm.c.subscripts_over_loops[dims[0]].coeff(loop) != 1:
-            raise PlanError(here, f"{tm.c.buffer}'s last tiles are partial, which needs {loop} to step "
+            why = "last tiles are partial" if partial else "tiles go through shared memory"
+            raise PlanError(here, f"{tm.c.buffer}'s {why}, which needs {loop} to step "
                                   f"through one dimension of {tm.c.buffer} by 1")
         axes.append(dims[0])
     return dataclasses.replace(tm, c_axes=tuple(axes))
@@ -282,24 +286,25 @@ def _operand(here, model, facts, role, buffer, subscripts, axes, k, mma_k) -> Op
 
 
 def check_global(model, role: str, operand: Operand) -> None:
-    """A tile read from (or written to) global memory: wmma's leading-dimension and pointer
-    alignment rules."""
-    here = where(model)
+    """A tile read from global memory: wmma's leading-dimension and pointer alignment rules."""
+    problem = global_problem(model, role, operand)
+    if problem is not None:
+        raise PlanError(where(model), f"{problem} (or cache {operand.buffer} in shared memory)",
+                        loops=model.tensorize.loops)
+
+
+def global_problem(model, role: str, operand: Operand) -> str | None:
+    """Why tensor cores cannot load (or store) the operand's tiles in global memory directly:
+    a leading dimension that is not a multiple of 16 bytes, or tiles not 32-byte aligned."""
     spec = model.buffer(operand.buffer)
     ld = operand.row_stride if operand.col_stride == 1 else operand.col_stride
     if (ld * spec.dtype.size) % WMMA_LEADING_BYTES:
-        raise PlanError(
-            here,
-            f"{role} ({operand.buffer}) has a leading dimension of {ld} elements "
-            f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of "
-            f"{WMMA_LEADING_BYTES} bytes" + ("" if role == "C" else
-                                              f" (or cache {operand.buffer} in shared memory)"),
-            loops=model.tensorize.loops,
-        )
-    _check_alignment(here, model, role, operand.buffer, spec, operand.subscripts)
+        return (f"{role} ({operand.buffer}) has a leading dimension of {ld} elements "
+                f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of {WMMA_LEADING_BYTES} bytes")
+    return _misalignment(model, role, operand.buffer, spec, operand.subscripts)
 
 
-def _check_alignment(here, model, role, buffer, spec, origin) -> None:
+def _misalignment(model, role, buffer, spec, origin) -> str | None:
     """Every tile must start 32-byte aligned: check each loop's step and the first offset."""
     linear = Affine((), 0)
     for stride, sub in zip(spec.strides, origin):
@@ -307,13 +312,11 @@ def _check_alignment(here, model, role, buffer, spec, origin) -> None:
     steps = [c * model.loop(name).step for name, c in linear.terms]
     start = linear.const + sum(c * model.loop(name).begin for name, c in linear.terms)
     misaligned = [x for x in (*steps, start) if (x * spec.dtype.size) % WMMA_POINTER_ALIGN]
-    if misaligned:
-        raise PlanError(
-            here,
-            f"{role} ({buffer}) tiles start at element offset {_render(linear)}, which moves by "
+    if not misaligned:
+        return None
+    return (f"{role} ({buffer}) tiles start at element offset {_render(linear)}, which moves by "
             f"{misaligned[0]} elements ({misaligned[0] * spec.dtype.size} bytes); tensor-core "
-            f"loads need {WMMA_POINTER_ALIGN}-byte aligned tiles",
-        )
+            f"loads need {WMMA_POINTER_ALIGN}-byte aligned tiles")
 
 
 def _render(a: Affine) -> str:
@@ -472,7 +475,7 @@ def _edge(model, tm: TensorMatch, as_expr, combo) -> TileEdge | None:
         subs = tuple(sub.substitute({k: Affine((), v) for k, v in combo.items()}) for sub in subs)
     shape = model.buffer(tm.c.buffer).shape
     rows, cols = (Binary("-", Const(shape[d]), as_expr(subs[d])) for d in tm.c_axes)
-    return TileEdge(rows, cols, f"{tm.c.buffer}_edge")
+    return TileEdge(rows, cols, f"{tm.c.buffer}_edge", tm.c_staged is not None)
 
 
 def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:

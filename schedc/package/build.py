@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import __version__
 from ..codegen.cuda import emit_source
 from ..errors import InternalError, PackageError, SchedcError
+from ..ir import names
 from ..ir.array import Array, Role
 from ..ir.kernel import BlockCopy, FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
 from ..ir.model import Model, freeze
@@ -94,7 +95,8 @@ class Package:
     def add(self, source: Plan, args: tuple[Array, ...], base_name: str = "", parameters=None) -> str:
         """Add a function named ``base_name`` running ``source`` (a Plan) on ``args``.
 
-        Unnamed arrays are named by their position in ``args``: A, B, C, ...
+        Arrays and loops take the names of the script's variables for them (``name_arrays``);
+        unnamed arrays are otherwise named by their position in ``args``: A, B, C, ...
         """
         where = f"Package.add({base_name or '...'})"
         if not isinstance(source, Plan):
@@ -110,7 +112,7 @@ class Package:
             raise PackageError(where, f"the package already has a function {base_name}")
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
         _check_args(where, args)
-        name_arrays(where, source, args)
+        name_arrays(where, source, args, base_name)
         if self._target is not None and self._target.model != source.target.model:
             raise PackageError(where, f"the package targets {self._target.name}, this plan {source.target.name}")
         self._target = source.target
@@ -171,28 +173,22 @@ def _check_args(where: str, args: tuple) -> None:
         raise PackageError(where, "an array appears twice in args")
 
 
-def name_arrays(where: str, plan: Plan, args: tuple[Array, ...]) -> None:
-    """Name unnamed arrays: args by position (A, B, C, ...), CONST and TEMP arrays const0,
-    temp0, ...; names must be unique and differ from index names."""
-    used = plan.schedule.nest.arrays()
-    taken = {a.name for a in used if a.name} | {a.name for a in args if a.name}
-    letters = iter(chr(c) for c in range(ord("A"), ord("Z") + 1))
-    for array in args:
-        if array.name is None:
-            array.name = next(x for x in letters if x not in taken)
-            taken.add(array.name)
-    counters = {Role.CONST: 0, Role.TEMP: 0}
-    for array in used:
-        if array.name is None and array.role in counters:
-            array.name = f"{array.role.value}{counters[array.role]}"
-            counters[array.role] += 1
-    indices = {i.name for i in plan.schedule.order}
-    for array in [*args, *used]:
+def name_arrays(where: str, plan: Plan, args: tuple[Array, ...], function: str = "") -> None:
+    """Name the function's arrays and loops after the script's variables (``schedc.ir.names``):
+    an explicit ``Array(name=...)`` wins; without a usable variable, args are named by position
+    (A, B, C, ...), CONST and TEMP arrays const0, temp0, ..., loops as the schedule named them.
+    Names are unique among the function's arrays and loops and differ from ``function``."""
+    schedule = plan.schedule
+    used = schedule.nest.arrays()
+    arrays = [*args, *(u for u in used if all(u is not a for a in args))]
+    names.name_function(arrays, args, schedule.order, schedule.nest.logic, function)
+    indices = {i.name for i in schedule.order}
+    for array in arrays:
         if array.name in indices:
             raise PackageError(where, f"array name {array.name} is also an index name")
-    names = [a.name for a in [*args, *(u for u in used if all(u is not a for a in args))]]
-    if len(set(names)) != len(names):
-        raise PackageError(where, f"two arrays share a name: {sorted(names)}")
+    named = [a.name for a in arrays if a.name is not None]  # None: not in args, freeze says so
+    if len(set(named)) != len(named):
+        raise PackageError(where, f"two arrays share a name: {sorted(named)}")
 
 
 def _banner(name: str, target: Target, functions: list[_Added]) -> str:
@@ -207,7 +203,7 @@ def alignments(kernel: Kernel) -> dict[str, int]:
     tensor-core tiles, a vector's size for vectorized block copies."""
     need = {b.name: b.dtype.size for b in kernel.params}
     for s in walk_statements(kernel.body):
-        if isinstance(s, FragmentLoad | FragmentStore) and s.buffer in need:
+        if isinstance(s, FragmentLoad | FragmentStore) and s.buffer in need and not (s.edge and s.edge.staged):
             need[s.buffer] = max(need[s.buffer], WMMA_POINTER_ALIGN)
         if isinstance(s, BlockCopy):
             for name in (s.source, s.target):

@@ -186,6 +186,7 @@ struct staged {
 // A whole M x N tile (rows_in >= M and cols_in >= N) moves with one wmma operation; a partial
 // one goes through the warp's M x N slice of scratch (shared memory), element by element, so
 // that nothing outside the array is read or written. rows_in / cols_in are warp-uniform.
+// STAGED sends every tile through the scratch: C's rows are not aligned for wmma in place.
 
 template <int M, int N, typename T>
 __device__ __forceinline__ int edge_offset(int e, int ld, nvcuda::wmma::layout_t layout) {
@@ -193,10 +194,10 @@ __device__ __forceinline__ int edge_offset(int e, int ld, nvcuda::wmma::layout_t
     return layout == nvcuda::wmma::mem_row_major ? row * ld + col : col * ld + row;
 }
 
-template <int M, int N, typename T, typename Fragment>
+template <int M, int N, bool STAGED = false, typename T, typename Fragment>
 __device__ __forceinline__ void store_edge(T* dst, const Fragment& f, int ld, nvcuda::wmma::layout_t layout,
                                            int rows_in, int cols_in, T* scratch, int thread) {
-    if (rows_in >= M && cols_in >= N) {
+    if (!STAGED && rows_in >= M && cols_in >= N) {
         nvcuda::wmma::store_matrix_sync(dst, f, ld, layout);
         return;
     }
@@ -209,10 +210,10 @@ __device__ __forceinline__ void store_edge(T* dst, const Fragment& f, int ld, nv
     __syncwarp();
 }
 
-template <int M, int N, typename T, typename Fragment>
+template <int M, int N, bool STAGED = false, typename T, typename Fragment>
 __device__ __forceinline__ void load_edge(Fragment& f, const T* src, int ld, nvcuda::wmma::layout_t layout,
                                           int rows_in, int cols_in, T* scratch, int thread) {
-    if (rows_in >= M && cols_in >= N) {
+    if (!STAGED && rows_in >= M && cols_in >= N) {
         nvcuda::wmma::load_matrix_sync(f, src, ld, layout);
         return;
     }
