@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import csv
+import os
 import runpy
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .codegen.cuda import without_runtime
 from .errors import SchedcError
+
+if TYPE_CHECKING:
+    from .codegen.emulate import Block
+    from .ir.kernel import Kernel
+    from .ir.model import Model
+    from .package.build import BuildSession
+    from .package.loader import Function
+    from .verify import Report
 
 
 def _fail(message: str) -> None:
@@ -108,8 +120,9 @@ def show(script: str, function: str | None, no_source: bool) -> None:
 @main.command()
 @click.argument("script", type=click.Path(dir_okay=False))
 def check(script: str) -> None:
-    """Check SCRIPT's plans without building: the scheduled loop nest, launch, footprints of each
-    array inside each loop, resources and occupancy, and every error, with the nest marked."""
+    """Check SCRIPT's plans without building: every function it adds to a package (built or
+    not), with the scheduled loop nest, launch, footprints of each array inside each loop,
+    resources and occupancy, and every error, with the nest marked."""
     from . import show as views
     from .package.build import session
 
@@ -121,18 +134,45 @@ def check(script: str) -> None:
         with session(show_only=True) as built:
             runpy.run_path(str(path), run_name="__main__")
     except SchedcError as e:
-        if e.model is not None:
-            click.echo(f"== {e.model.function} for {e.model.gpu.name}")
-            click.echo(views.loop_nest(e.model, marked=e.loops))
-        _fail(str(e))
+        _check_failed(e)
     finally:
         sys.path.pop(0)
-    if not built.shown:
+    checked = [(package, model, kernel) for package, model, kernel, _ in built.shown] + _unbuilt(built)
+    if not checked:
         _fail(f"{script} adds no function to a package")
-    for package, model, kernel, _ in built.shown:
+    for package, model, kernel in checked:
         click.echo(views.report(package, model, kernel))
     click.echo("checks passed: launch limits, bounds, races, loop order" +
-               (", tensorization" if any(m.tensorize for _, m, _, _ in built.shown) else ""))
+               (", tensorization" if any(m.tensorize for _, m, _ in checked) else ""))
+
+
+_UNBUILT = "(unbuilt)"  # the package name shown for functions of a package never built
+
+
+def _unbuilt(built: BuildSession) -> list[tuple[str, Model, Kernel]]:
+    """Functions the script added to a package but never built, compiled (and so checked) here."""
+    from .lower import compile_model
+
+    shown = [model for _, model, _, _ in built.shown]
+    models = [m for m in built.added if all(m is not s for s in shown)]
+    if models:
+        names = ", ".join(m.function for m in models)
+        click.echo(f"note: {names}: added to a package the script never builds (Package.build); "
+                   "checked as added")
+    try:
+        return [(_UNBUILT, m, compile_model(m)) for m in models]
+    except SchedcError as e:
+        _check_failed(e)
+
+
+def _check_failed(e: SchedcError) -> None:
+    """Print the nest an error is about, its loops marked, and exit 1 with the error."""
+    from . import show as views
+
+    if e.model is not None:
+        click.echo(f"== {e.model.function} for {e.model.gpu.name}")
+        click.echo(views.loop_nest(e.model, marked=e.loops))
+    _fail(str(e))
 
 
 def _run_options(command):
@@ -155,22 +195,122 @@ def _report(title: str, run) -> bool:
     return all(r.passed for r in reports)
 
 
-@main.command()
-@click.argument("package", type=click.Path())
-@click.option("--blocks", type=click.IntRange(min=1), default=None,
-              help="Emulate this many blocks spread over the grid (default: all).")
-@_run_options
-def emulate(package: str, blocks: int | None, function: str | None, seed: int, tolerance) -> None:
-    """Run PACKAGE's kernels on the CPU emulator and compare with the float64 reference."""
+class _BlockCount(click.ParamType):
+    """--blocks: a positive number of blocks, or ``all``."""
+
+    name = "N|all"
+
+    def convert(self, value, param, ctx) -> int | str:
+        if isinstance(value, int) and value >= 1 or value == "all":
+            return value
+        text = str(value).strip().lower()
+        if text == "all":
+            return text
+        if not text.isdigit() or int(text) < 1:
+            self.fail(f"{value!r} is neither a positive number of blocks nor 'all'", param, ctx)
+        return int(text)
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The blocks to emulate (None: every block), how many of how many, and why those."""
+
+    blocks: list[Block] | None
+    count: int
+    total: int
+    why: str
+
+
+def _choose_blocks(grid: tuple[int, int, int], wanted: int | str | None) -> _Blocks:
+    from .codegen.emulate import default_blocks, grid_corners, sample_blocks
+
+    total = grid[0] * grid[1] * grid[2]
+    if wanted == "all":
+        return _Blocks(None, total, total, "--blocks all")
+    if isinstance(wanted, int):
+        if wanted >= total:
+            return _Blocks(None, total, total, f"--blocks {wanted}, but the grid has only {_plural(total, 'block')}")
+        return _Blocks(sample_blocks(grid, wanted), wanted, total,
+                       "spread over the grid, first and last included; --blocks all for every block")
+    chosen = default_blocks(grid)
+    if len(chosen) == total:
+        return _Blocks(None, total, total, "a grid this small is emulated whole")
+    corners = len(grid_corners(grid))
+    return _Blocks(chosen, len(chosen), total,
+                   f"the grid's {corners} corners, where partial tiles lie, and {len(chosen) - corners} spread "
+                   "over it; --blocks N for another sample, --blocks all for every block")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+class _Progress:
+    """Blocks emulated so far, on stderr: one line redrawn in place on a terminal; elsewhere a
+    line for the first and last block and at most one every few seconds between."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.start, self.shown, self.open = name, time.monotonic(), 0.0, False
+        self.terminal = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done not in (1, total) and now - self.shown < (0.2 if self.terminal else 5.0):
+            return
+        self.shown = now
+        elapsed = now - self.start
+        left = elapsed / done * (total - done)
+        line = f"  {self.name}: {done}/{_plural(total, 'block')} emulated, {elapsed:.1f} s"
+        line += f", about {left:.0f} s left" if left >= 1 else ""
+        if self.terminal:
+            click.echo(f"\r{line}\x1b[K", nl=done == total, err=True)
+            self.open = done < total
+        else:
+            click.echo(line, err=True)
+
+    def close(self) -> None:
+        """End a line left open on the terminal (when emulation stops early)."""
+        if self.open:
+            click.echo("", err=True)
+            self.open = False
+
+
+def _emulate_one(fn: Function, chosen: _Blocks, seed: int, tolerance: float | None) -> list[Report]:
     from .verify import emulate_function
 
+    progress = _Progress(fn.name)
+    try:
+        return emulate_function(fn.model, fn.kernel, chosen.blocks, seed, tolerance, progress)
+    finally:
+        progress.close()
+
+
+@main.command()
+@click.argument("package", type=click.Path())
+@click.option("--blocks", type=_BlockCount(), default=None, metavar="N|all",
+              help="Emulate N blocks spread over the grid (first and last included), or all of them. "
+                   "Default: the grid's corners, where partial tiles lie, and a few spread over it "
+                   "(at least 8 blocks, or every block of a smaller grid).")
+@_run_options
+def emulate(package: str, blocks: int | str | None, function: str | None, seed: int, tolerance) -> None:
+    """Run PACKAGE's kernels on the CPU emulator and compare the emulated blocks' outputs with the
+    float64 reference; print which blocks and, on stderr, the progress."""
     pkg = _load(package)
-    scope = "all blocks" if blocks is None else f"{blocks} sampled block(s)"
     ok = True
     for fn in _functions(pkg, function):
-        ok &= _report(f"emulated {fn.name} ({scope})", lambda fn=fn: emulate_function(
-            fn.model, fn.kernel, blocks, seed, tolerance or pkg.tolerance))
+        chosen = _choose_blocks(fn.kernel.grid, blocks)
+        _echo_choice(fn.name, chosen)
+        scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
+        ok &= _report(f"emulated {fn.name} ({scope})", lambda fn=fn, chosen=chosen: _emulate_one(
+            fn, chosen, seed, tolerance or pkg.tolerance))
     sys.exit(0 if ok else 1)
+
+
+def _echo_choice(name: str, chosen: _Blocks) -> None:
+    some = "all" if chosen.count == chosen.total else f"{chosen.count} of"
+    click.echo(f"emulating {name} on {some} {_plural(chosen.total, 'block')} ({chosen.why})")
+    if chosen.blocks is not None and len(chosen.blocks) <= 16:
+        click.echo("  blocks (x, y, z): " + " ".join(f"({x}, {y}, {z})" for x, y, z in chosen.blocks))
 
 
 @main.command()

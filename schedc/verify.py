@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import data, poly
-from .codegen.emulate import emulate
+from .codegen.emulate import Block, Progress, emulate
 from .reference import block_dims, reference
 
 
@@ -50,12 +50,14 @@ class Report:
         return text
 
 
-def emulate_function(model, kernel, blocks: int | None, seed: int = 0,
-                     tolerance: float | None = None) -> list[Report]:
-    """Emulate ``kernel`` on random inputs; compare the sampled blocks' outputs."""
+def emulate_function(model, kernel, blocks: int | list[Block] | None, seed: int = 0,
+                     tolerance: float | None = None, progress: Progress | None = None) -> list[Report]:
+    """Emulate ``kernel`` on random inputs, on every block (None), ``blocks`` of them spread over
+    the grid, or the listed blocks; compare those blocks' outputs. ``progress(done, total)``
+    is called after each block."""
     arrays = data.inputs(kernel.buffers, seed)
     storage = {b.name: data.to_storage(b, arrays[b.name]) for b in kernel.params}
-    run = emulate(kernel, storage, blocks)
+    run = emulate(kernel, storage, blocks, progress)
     outputs = {b.name: data.from_storage(b, run.storage[b.name]) for b in kernel.params}
     written = {b.name: data.from_storage(b, run.written[b.name]) for b in kernel.params}
     if blocks is None:

@@ -92,23 +92,148 @@ def test_check_reports_footprints_and_resources():
     assert "checks passed: launch limits, bounds, races, loop order, tensorization" in out
 
 
+RACY = (  # adds a racy plan, without building it
+    "import schedc as acc\n"
+    "A = acc.Array(role=acc.Role.INPUT, shape=(64, 64))\n"
+    "C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64,))\n"
+    "nest = acc.Nest(64, 64)\n"
+    "i, j = nest.get_indices()\n"
+    "nest.iteration_logic(lambda: C.__setitem__(i, C[i] + A[i, j]))\n"
+    "target = acc.Target(acc.Target.Model.NVIDIA_H100)\n"
+    "plan = nest.create_schedule().create_plan(target)\n"
+    "plan.bind({i: target.GridUnit.BLOCK_X, j: target.GridUnit.THREAD_X})\n"
+    "p = acc.Package()\n"
+    "p.add(plan, args=(A, C), base_name='rowsum')\n"
+)
+
+
 def test_check_marks_the_offending_loop(tmp_path):
     script = tmp_path / "racy.py"
-    script.write_text(
-        "import schedc as acc\n"
-        "A = acc.Array(role=acc.Role.INPUT, shape=(64, 64))\n"
-        "C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64,))\n"
-        "nest = acc.Nest(64, 64)\n"
-        "i, j = nest.get_indices()\n"
-        "nest.iteration_logic(lambda: C.__setitem__(i, C[i] + A[i, j]))\n"
-        "target = acc.Target(acc.Target.Model.NVIDIA_H100)\n"
-        "plan = nest.create_schedule().create_plan(target)\n"
-        "plan.bind({i: target.GridUnit.BLOCK_X, j: target.GridUnit.THREAD_X})\n"
-        "p = acc.Package()\n"
-        "p.add(plan, args=(A, C), base_name='rowsum')\n"
-        "p.build('rowsum')\n"
-    )
+    script.write_text(RACY + "p.build('rowsum')\n")
     result = CliRunner().invoke(main, ["check", str(script)])
     assert result.exit_code == 1
     assert "  for j in range(0, 64, 1):" in result.output and "THREAD_X, 64 iterations   <-- here" in result.output
     assert "error: bind({i: BLOCK_X, j: THREAD_X}): iterations (i=0, j=0) and (i=0, j=1) run concurrently" in result.output
+
+
+SMALL = '''
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+
+
+def plan(n):
+    A = acc.Array(role=acc.Role.INPUT, shape=(n, n))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(n, n))
+    nest = acc.Nest(n, n)
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: C.__setitem__((i, j), C[i, j] + A[i, j]))
+    schedule = nest.create_schedule()
+    ii, jj = schedule.split(i, 4), schedule.split(j, 4)
+    schedule.reorder(i, j, ii, jj)
+    plan = schedule.create_plan(target)
+    unit = target.GridUnit
+    plan.bind({i: unit.BLOCK_Y, j: unit.BLOCK_X, ii: unit.THREAD_Y, jj: unit.THREAD_X})
+    return plan, (A, C)
+
+
+package = acc.Package()
+for name, n in (("edges", 30), ("one", 4)):  # 8 x 8 blocks, partial in the last row and column; 1 block
+    p, args = plan(n)
+    package.add(p, args=args, base_name=name)
+'''
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A package of two element-wise functions: ``edges`` (30 x 30 in 4 x 4 blocks: a grid of
+    8 x 8 with partial tiles in the last row and column) and ``one`` (a grid of 1 block)."""
+    out = tmp_path_factory.mktemp("small")
+    script = out / "small.py"
+    script.write_text(SMALL + 'package.build("small")\n')
+    result = CliRunner().invoke(main, ["build", str(script), "--output-dir", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "small" / "small.hat"
+
+
+def test_check_an_added_function_never_built(tmp_path):
+    script = tmp_path / "unbuilt.py"
+    script.write_text(SMALL)  # adds two functions, never calls Package.build
+    result = CliRunner().invoke(main, ["check", str(script)])
+    assert result.exit_code == 0, result.output
+    assert "note: edges, one: added to a package the script never builds (Package.build)" in result.output
+    assert "== (unbuilt).edges for NVIDIA H100 (sm_90)" in result.output
+    assert "launch: grid (8, 8, 1) x block (4, 4, 1): 64 blocks of 16 threads" in result.output
+    assert "== (unbuilt).one for NVIDIA H100 (sm_90)" in result.output
+    assert "checks passed: launch limits, bounds, races, loop order" in result.output
+
+
+def test_check_finds_errors_in_functions_never_built(tmp_path):
+    script = tmp_path / "racy.py"
+    script.write_text(RACY)
+    result = CliRunner().invoke(main, ["check", str(script)])
+    assert result.exit_code == 1
+    assert "THREAD_X, 64 iterations   <-- here" in result.output
+    assert "error: bind({i: BLOCK_X, j: THREAD_X}): iterations (i=0, j=0) and (i=0, j=1) run concurrently" in result.output
+
+
+def test_check_a_script_that_adds_nothing(tmp_path):
+    script = tmp_path / "nothing.py"
+    script.write_text("import schedc as acc\nacc.Package()\n")
+    result = CliRunner().invoke(main, ["check", str(script)])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {script} adds no function to a package"
+
+
+def test_emulate_samples_corners_and_spread_by_default(small):
+    result = CliRunner().invoke(main, ["emulate", str(small), "--function", "edges"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:3] == [
+        "emulating edges on 8 of 64 blocks (the grid's 4 corners, where partial tiles lie, and 4 spread "
+        "over it; --blocks N for another sample, --blocks all for every block)",
+        "  blocks (x, y, z): (0, 0, 0) (7, 0, 0) (5, 1, 0) (1, 3, 0) (6, 4, 0) (2, 6, 0) (0, 7, 0) (7, 7, 0)",
+        "emulated edges (8 of 64 blocks)",
+    ]
+    # 5 whole blocks of 16 elements, 2 edge blocks of 8 and the corner block of 4
+    assert ": ok: relative error" in result.stdout and "100 elements compared" in result.stdout
+
+
+def test_emulate_all_blocks(small):
+    result = CliRunner().invoke(main, ["emulate", str(small), "--function", "edges", "--blocks", "all"])
+    assert result.exit_code == 0, result.output
+    assert "emulating edges on all 64 blocks (--blocks all)" in result.stdout
+    assert "emulated edges (64 of 64 blocks)" in result.stdout
+    assert "900 elements compared" in result.stdout  # all of B, 30 x 30
+
+
+def test_emulate_counts_the_blocks_of_a_small_grid(small):
+    result = CliRunner().invoke(main, ["emulate", str(small), "--function", "one", "--blocks", "5"])
+    assert result.exit_code == 0, result.output
+    assert "emulating one on all 1 block (--blocks 5, but the grid has only 1 block)" in result.stdout
+    assert "emulated one (1 of 1 block)" in result.stdout
+    assert "sampled" not in result.output and "5 of" not in result.output
+
+
+def test_emulate_shows_progress_on_stderr(small):
+    result = CliRunner().invoke(main, ["emulate", str(small), "--blocks", "all"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()  # not a terminal: whole lines, the first and last block at least
+    assert lines[0].startswith("  edges: 1/64 blocks emulated, ")
+    assert any(line.startswith("  edges: 64/64 blocks emulated, ") for line in lines)
+    assert lines[-1].startswith("  one: 1/1 block emulated, ")
+    assert "\r" not in result.stderr and "\x1b" not in result.stderr
+    assert "blocks emulated" not in result.stdout
+
+
+def test_emulate_rejects_a_bad_block_count(small):
+    for bad in ("0", "some"):
+        result = CliRunner().invoke(main, ["emulate", str(small), "--blocks", bad])
+        assert result.exit_code == 2
+        assert f"'{bad}' is neither a positive number of blocks nor 'all'" in result.output
+
+
+def test_emulate_help_names_the_default_and_all():
+    result = CliRunner().invoke(main, ["emulate", "--help"])
+    text = " ".join(result.output.split())
+    assert "--blocks N|all" in text and "or all of them" in text
+    assert "Default: the grid's corners, where partial tiles lie, and a few spread over it" in text

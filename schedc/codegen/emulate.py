@@ -10,6 +10,7 @@ origin raise ``EmulationError`` naming block, thread(s), buffer, element and loo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,25 +73,74 @@ class Emulation:
     blocks: list[tuple[int, int, int]]
 
 
-def sample_blocks(grid: tuple[int, int, int], count: int | None) -> list[tuple[int, int, int]]:
+Block = tuple[int, int, int]
+Progress = Callable[[int, int], None]  # called after each block: blocks done, blocks to run
+DEFAULT_SAMPLE = 8  # blocks in the default sample, at least (more on a grid with 8 corners)
+
+
+def sample_blocks(grid: tuple[int, int, int], count: int | None) -> list[Block]:
     """``count`` blocks spread over the grid, first and last included (all when None)."""
-    total = grid[0] * grid[1] * grid[2]
+    return [_coordinates(grid, b) for b in _spread(_total(grid), count)]
+
+
+def default_blocks(grid: tuple[int, int, int]) -> list[Block]:
+    """A quick sample: the grid's corners (the first and last block along each axis, where
+    partial tiles lie), then blocks spread over the grid, ``DEFAULT_SAMPLE`` in all or the
+    corners and 4 more, whichever is more (every block of a smaller grid)."""
+    corners, total = grid_corners(grid), _total(grid)
+    target = max(DEFAULT_SAMPLE, len(corners) + 4)
+    if total <= target:
+        return sample_blocks(grid, None)
+    spread = target - len(corners)
+    while True:  # interior points of an even spread, more where some fall on corners
+        chosen = {*corners, *(_coordinates(grid, b) for b in _spread(total, spread + 2)[1:-1])}
+        if len(chosen) >= target:
+            return sorted(chosen, key=lambda block: block[::-1])  # in launch order: x fastest
+        spread += 1
+
+
+def grid_corners(grid: tuple[int, int, int]) -> list[Block]:
+    """The grid's distinct corners: each coordinate 0 or its axis's last."""
+    axes = [sorted({0, n - 1}) for n in grid]
+    return [(x, y, z) for z in axes[2] for y in axes[1] for x in axes[0]]
+
+
+def _total(grid: tuple[int, int, int]) -> int:
+    return grid[0] * grid[1] * grid[2]
+
+
+def _spread(total: int, count: int | None) -> list[int]:
     if count is None or count >= total:
-        ids = range(total)
-    else:
-        ids = sorted({int(round(x)) for x in np.linspace(0, total - 1, max(count, 1))})
-    return [(b % grid[0], (b // grid[0]) % grid[1], b // (grid[0] * grid[1])) for b in ids]
+        return list(range(total))
+    return sorted({int(round(x)) for x in np.linspace(0, total - 1, max(count, 1))})
 
 
-def emulate(kernel: Kernel, storage: dict[str, np.ndarray], blocks: int | None = None) -> Emulation:
-    """Run ``kernel`` over copies of ``storage`` (flat arrays per parameter), on all blocks or
-    a sample of ``blocks`` of them."""
+def _coordinates(grid: tuple[int, int, int], b: int) -> Block:
+    return (b % grid[0], (b // grid[0]) % grid[1], b // (grid[0] * grid[1]))
+
+
+def emulate(kernel: Kernel, storage: dict[str, np.ndarray], blocks: int | list[Block] | None = None,
+            progress: Progress | None = None) -> Emulation:
+    """Run ``kernel`` over copies of ``storage`` (flat arrays per parameter), on all blocks,
+    a sample of ``blocks`` of them, or the listed blocks; ``progress(done, total)`` after each."""
     memory = {b.name: _initial(b, storage) for b in kernel.buffers}
     written = {name: np.zeros(len(array), dtype=bool) for name, array in memory.items()}
-    chosen = sample_blocks(kernel.grid, blocks)
-    for block in chosen:
+    chosen = _chosen(kernel.grid, blocks)
+    for done, block in enumerate(chosen, 1):
         _Block(kernel, memory, written, block).run()
+        if progress is not None:
+            progress(done, len(chosen))
     return Emulation(memory, written, chosen)
+
+
+def _chosen(grid: tuple[int, int, int], blocks: int | list[Block] | None) -> list[Block]:
+    if blocks is None or isinstance(blocks, int):
+        return sample_blocks(grid, blocks)
+    chosen = [tuple(int(c) for c in b) for b in blocks]
+    outside = [b for b in chosen if not all(0 <= c < n for c, n in zip(b, grid))]
+    if outside or any(len(b) != 3 for b in chosen):
+        raise ValueError(f"blocks {outside or chosen} are not blocks of the grid {grid}")
+    return chosen
 
 
 def _initial(buffer: Buffer, storage: dict[str, np.ndarray]) -> np.ndarray:
