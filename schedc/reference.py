@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InternalError
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
 from .ir.numeric import binary
@@ -52,11 +53,14 @@ def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] 
     """Run the nest on ``arrays`` (logical arrays by name). Returns ``(values, touched)``:
     float64/int64 copies of every array after the nest, and a mask per written array of the
     elements it wrote. ``dims`` restricts each nest dimension to the given values."""
-    state = _State(model, arrays, dims)
-    if _accumulates(model):
-        state.contract(model.statements[0])
-    else:
-        state.sequential()
+    try:
+        state = _State(model, arrays, dims)
+        if _accumulates(model):
+            state.contract(model.statements[0])
+        else:
+            state.sequential()
+    except Exception as error:  # noqa: BLE001 - the reference must understand every accepted nest
+        raise InternalError("the float64 reference", f"{type(error).__name__}: {error}") from error
     return state.values, state.touched
 
 
