@@ -153,6 +153,46 @@ def const_and_temp(M=32, N=64, target=H100):
     return plan, (A, C)
 
 
+def batched_cache(batches: int, rows: int, pipeline: dict | None = None, layout=FIRST):
+    """B[b, i, j] = A[b, i, j] * 2 with A's tile over (bb, ii, j) in shared memory: a tile of
+    rank 3, copied one 2-D slice at a time (batches in tiles of 2, rows in tiles of 4)."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(batches, rows, 16), name="A", layout=layout)
+    B = acc.Array(role=acc.Role.OUTPUT, shape=(batches, rows, 16), name="B")
+    nest = acc.Nest(shape=(batches, rows, 16))
+    b, i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[b, i, j] = A[b, i, j] * 2.0
+
+    s = nest.create_schedule()
+    bb, ii = s.split(b, 2), s.split(i, 4)
+    s.reorder(i, b, bb, ii, j)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_X, j: g.THREAD_X})
+    plan.cache(A, index=bb, location=acc.MemorySpace.SHARED, **(pipeline or {}))
+    return plan, (A, B)
+
+
+def write_then_read(M, N):
+    """C[i, j] = A[i, j] + 1; D[i, j] = C[i, j] * 2: an OUTPUT read after the same iteration wrote it."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, N), name="A")
+    C = acc.Array(role=acc.Role.OUTPUT, shape=(M, N), name="C")
+    D = acc.Array(role=acc.Role.OUTPUT, shape=(M, N), name="D")
+    nest = acc.Nest(shape=(M, N))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] = A[i, j] + 1.0
+        D[i, j] = C[i, j] * 2.0
+
+    plan = nest.create_schedule().create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.THREAD_X})
+    return plan, (A, C, D)
+
+
 def compile_plan(plan, args, name="f"):
     """(model, kernel) without writing files."""
     name_arrays(name, plan, args)  # as Package.add does
@@ -242,4 +282,13 @@ VARIANTS = {
     "simt_register_tile_partial_async": (lambda: simt_register_tile(100, 72, 40, block=(32, 32), per_thread=(4, 2),
                                                                     k_split=8, pipeline={"stages": 2}), None),
     "simt_register_tile_no_shared": (lambda: simt_register_tile(64, 64, 48, block=(32, 32), shared=False), None),
+    # C's rows (50 floats, 200 bytes) too narrow for wmma in place: every C tile through the scratch
+    "fp16_c_staged_partial": (lambda: tensor_matmul(48, 50, 64, k_split=32, shared_ab=True, cache_c=0,
+                                                    pipeline={"stages": 2}), None),
+    # double_buffer=True (AUTO) on 2-byte rows: the register double buffer instead of cp.async
+    "simt_fp16_auto_double_buffer_registers": (lambda: simt_matmul(32, 32, 32, block=(16, 16), dtype=T.float16,
+                                                                   shared_k=1, pipeline={"double_buffer": True}),
+                                               None),
+    "batched_rank3_cache_2_stages": (lambda: batched_cache(3, 10, {"stages": 2}), None),
+    "output_written_then_read": (lambda: write_then_read(16, 48), None),
 }

@@ -17,7 +17,7 @@ from schedc.poly import legality
 from schedc.reference import _vector_dims, reference
 from schedc.verify import emulate_function
 
-from .plans import H100, T, compile_plan, simt_matmul
+from .plans import H100, T, batched_cache, compile_plan, simt_matmul, write_then_read
 
 G = H100.GridUnit
 
@@ -283,7 +283,12 @@ def test_register_tiles_written_whole_are_kept():
     assert_passes(emulate_function(model, kernel, blocks=None, seed=4))
 
 
-def _write_then_read(read_first: bool):
+def test_an_output_read_after_the_same_iteration_wrote_it():
+    model, kernel = compile_plan(*write_then_read(16, 32))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=5))
+
+
+def test_an_output_read_before_it_is_written_is_refused():
     A = acc.Array(role=acc.Role.INPUT, shape=(16, 32), name="A")
     C = acc.Array(role=acc.Role.OUTPUT, shape=(16, 32), name="C")
     D = acc.Array(role=acc.Role.OUTPUT, shape=(16, 32), name="D")
@@ -292,48 +297,13 @@ def _write_then_read(read_first: bool):
 
     @nest.iteration_logic
     def _():
-        if read_first:
-            D[i, j] = C[i, j] * 2.0
-            C[i, j] = A[i, j] + 1.0
-        else:
-            C[i, j] = A[i, j] + 1.0
-            D[i, j] = C[i, j] * 2.0
+        D[i, j] = C[i, j] * 2.0
+        C[i, j] = A[i, j] + 1.0
 
     plan = nest.create_schedule().create_plan(H100)
-    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
-    return plan, (A, C, D)
-
-
-def test_an_output_read_after_the_same_iteration_wrote_it():
-    model, kernel = compile_plan(*_write_then_read(read_first=False))
-    assert_passes(emulate_function(model, kernel, blocks=None, seed=5))
-
-
-def test_an_output_read_before_it_is_written_is_refused():
     with pytest.raises(acc.PlanError, match=r"statement 1: C is Role.OUTPUT but the nest reads it before writing "
                                             r"that element"):
-        compile_plan(*_write_then_read(read_first=True))
-
-
-def _three_d_plan(batches: int, rows: int, pipeline: dict | None = None, layout=None):
-    """B[b, i, j] = A[b, i, j] * 2 with A's tile over (bb, ii, j) in shared memory: rank 3."""
-    extra = {"layout": layout} if layout is not None else {}
-    A = acc.Array(role=acc.Role.INPUT, shape=(batches, rows, 16), name="A", **extra)
-    B = acc.Array(role=acc.Role.OUTPUT, shape=(batches, rows, 16), name="B")
-    nest = acc.Nest(shape=(batches, rows, 16))
-    b, i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        B[b, i, j] = A[b, i, j] * 2.0
-
-    s = nest.create_schedule()
-    bb, ii = s.split(b, 2), s.split(i, 4)
-    s.reorder(i, b, bb, ii, j)
-    plan = s.create_plan(H100)
-    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
-    plan.cache(A, index=bb, location=acc.MemorySpace.SHARED, **(pipeline or {}))
-    return plan, (A, B)
+        compile_plan(plan, (A, C, D))
 
 
 @pytest.mark.parametrize("pipeline", [None, {"stages": 2}, {"stages": 1}])
@@ -344,7 +314,7 @@ def test_three_dimensional_shared_tiles_are_copied_slice_by_slice(pipeline):
     from schedc.ir.kernel import BlockCopy, Loop, walk_statements
     from schedc.package.compile import nvrtc_compile
 
-    model, kernel = compile_plan(*_three_d_plan(3, 10, pipeline))
+    model, kernel = compile_plan(*batched_cache(3, 10, pipeline))
     copies = [s for s in walk_statements(kernel.body) if isinstance(s, BlockCopy)]
     assert copies and all(len(c.shape) == 2 for c in copies)
     assert any(isinstance(s, Loop) and s.var == "A_slice0" for s in walk_statements(kernel.body))
@@ -359,7 +329,7 @@ def test_three_dimensional_shared_tiles_are_copied_slice_by_slice(pipeline):
 def test_three_dimensional_tiles_that_cannot_be_sliced_are_refused(pipeline, layout, why):
     with pytest.raises(acc.CacheError, match=rf"cache\(A, index=bb, location=SHARED\): the tile .* has rank 3, copied "
                                              rf"one 2-D slice at a time, but {why}"):
-        compile_plan(*_three_d_plan(3, 10, pipeline, layout))
+        compile_plan(*batched_cache(3, 10, pipeline, layout or acc.Array.Layout.FIRST_MAJOR))
 
 
 @pytest.mark.parametrize("size, operand", [(1002, T.float16), (1002, T.float32)])
