@@ -73,8 +73,8 @@ def test_written_only_tiles_are_not_loaded():
     g = acc.Target(acc.Target.Model.NVIDIA_H100).GridUnit
     plan.bind({x: g.BLOCK_Y, y: g.BLOCK_X, xx: g.THREAD_Y, yy: g.THREAD_X})
     plan.cache(C, index=xxx, location=PRIVATE)
-    model, kernel = compile_plan(plan, (A2, C))  # named A and B in the package, as arguments
-    inward, outward = copies(kernel, "B")
+    model, kernel = compile_plan(plan, (A2, C))  # the script's own names, A2 and C
+    inward, outward = copies(kernel, "C")
     assert not inward and len(outward) == 1
     assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=1))
 

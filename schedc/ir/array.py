@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import NestError
 from . import capture
 from .expr import Access, Assign, affine_terms, as_expr, render
+from .names import unusable
 from .types import ScalarType, converts_implicitly, from_numpy
 
 
@@ -41,7 +42,8 @@ class Array:
 
     Parameters: ``role`` (Role), ``element_type`` (ScalarType, default float32), ``shape``
     (positive integers), ``layout`` (Layout or explicit element strides), ``data`` (CONST only),
-    ``name`` (optional; otherwise named by its position in ``Package.add(args=...)``).
+    ``name`` (optional; otherwise ``Package.add`` names it after the script's variable for it, or
+    by its position in ``args``: see ``schedc.ir.names``).
     """
 
     Layout = Layout
@@ -72,9 +74,10 @@ class Array:
         self.shape = _check_shape(where, shape)
         self.strides = _strides(where, self.shape, layout)
         self.layout = layout if isinstance(layout, Layout) else tuple(layout)
+        if name is not None and unusable(name) is not None:
+            raise NestError(where, f"name {unusable(name)}")
+        self.explicit_name = name  # always the array's name; see schedc.ir.names otherwise
         self.name = name
-        if name is not None and not name.isidentifier():
-            raise NestError(where, f"name {name!r} must be a C identifier")
         if self.data is not None:
             self.data = np.ascontiguousarray(self.data.astype(self.element_type.numpy))
 

@@ -77,13 +77,16 @@ class Index(Expr):
     """A loop index handle. In iteration logic it stands for the nest dimension's value.
 
     Handles compare by identity: ``split`` returns a new handle and the split index keeps its
-    own, as in Accera.
+    own, as in Accera. ``name`` becomes the script's variable for the handle when one is found
+    (``schedc.ir.names``); ``default_name`` is the name schedc gave it, by position in the nest
+    (i, j, k, ...) or from the split index (ii, jj, ...).
     """
 
     dtype = None
 
     def __init__(self, name: str, owner: object) -> None:
         self.name = name
+        self.default_name = name
         self.owner = owner  # the Nest whose dimension (or split piece) this handle names
 
     def __repr__(self) -> str:

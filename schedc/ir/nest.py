@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import NestError
 from . import capture
 from .expr import Access, Assign, Index, affine_terms, walk
+from .names import name_indices
 
 INDEX_NAMES = "ijklmnpqrstuvw"
 
@@ -41,16 +42,21 @@ class Nest:
         ]
         self.indices = tuple(Index(name, self) for name in names)
         self.statements: list[Assign] = []
+        self.logic: list[Callable[[], object]] = []  # its scopes name arrays and indices
 
     def get_indices(self) -> tuple[Index, ...]:
-        """The nest's indices, outermost first, named i, j, k, l, ..."""
+        """The nest's indices, outermost first, named i, j, k, l, ... until the iteration logic
+        names them after the script's variables (``schedc.ir.names``)."""
         return self.indices
 
     def iteration_logic(self, logic: Callable[[], object]) -> Callable[[], object]:
         """Decorator: run ``logic`` once, recording each array assignment as a statement.
 
-        Statements run in the order written, at every point of the iteration space.
+        Statements run in the order written, at every point of the iteration space. The nest's
+        indices take the names of the variables bound to them where ``logic`` runs (its globals
+        and closure), so that messages and splits (``ii`` from ``i``) follow the script.
         """
+        name_indices(list(self.indices), [*self.logic, logic])
         with capture.recording() as statements:
             logic()
         where = f"@iteration_logic {getattr(logic, '__name__', 'logic')}"
@@ -59,6 +65,7 @@ class Nest:
         for statement in statements:
             self._check_statement(statement)
         self.statements.extend(statements)
+        self.logic.append(logic)
         return logic
 
     def _check_statement(self, statement: Assign) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ScheduleError
 from .expr import Index
+from .names import unusable
 from .nest import Nest
 
 
@@ -73,7 +74,6 @@ class Schedule:
         self.order: list[Index] = list(nest.indices)
         self.groups: list[SplitGroup] = []
         self.splits: list[tuple[Index, Index]] = []  # (outer, inner) of every split
-        self._names = {index.name for index in nest.indices}
         self._plan_created = False
 
     # -- queries -----------------------------------------------------------------------------
@@ -212,14 +212,17 @@ class Schedule:
                 )
 
     def _fresh_name(self, index: Index) -> str:
+        """The split of ``i`` is ``ii``, of ``ii`` ``iii``: the index's name and its dimension's
+        initial, numbered where taken (by a name or default name of this schedule, or C)."""
         root = self.nest.indices[self.pieces[index].dim].name
         name = index.name + root[0]
+        pieces = self.pieces.values()
+        taken = {p.index.name for p in pieces} | {p.index.default_name for p in pieces}
         suffix = 1
         candidate = name
-        while candidate in self._names:
+        while candidate in taken or unusable(candidate) is not None:
             suffix += 1
             candidate = f"{name}{suffix}"
-        self._names.add(candidate)
         return candidate
 
 

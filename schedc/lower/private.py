@@ -66,7 +66,10 @@ def _plan(model, facts, spec) -> PrivateCache:
     unrolled = tuple(n for n in inside if any(sub.coeff(n) for a in accesses for sub in a.subscripts))
     reads = any(spec.array in buffers_read(s.value) for s in model.statements)
     writes = any(s.buffer == spec.array for s in model.statements)
-    if writes and not poly.writes_whole_box(model, fp):
+    # guards over the serial loops outside the index enclose the copies
+    outside = {n for n in names[:position] if model.binding_of(n) is None}
+    enclosing = tuple(g for g in facts.guards if g.affine.variables() <= outside)
+    if writes and not poly.writes_whole_box(model, fp, enclosing):
         raise CacheError(here, f"each thread's tile {fp} holds elements the thread does not write (its elements "
                                "are strided, e.g. a split whose inner piece is bound to threads, or the nest covers "
                                f"only part of {spec.array}); storing the tile back would overwrite elements other "

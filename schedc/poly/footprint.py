@@ -73,11 +73,13 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside, starts)
 
 
-def writes_whole_box(model, fp: Footprint) -> bool:
-    """Whether the statements write every element of the box ``fp`` (clipped to its array) for
-    every value of its fixed loops, over the real domain: a tile stored back whole then writes
-    only what its loops wrote. Strided elements (a thread's ``C[i, jj]``, ``C[i, jj + 9]``) or
-    a domain smaller than the array leave holes."""
+def writes_whole_box(model, fp: Footprint, enclosing=()) -> bool:
+    """Whether a tile stored back whole writes only what its thread wrote: for every value of
+    the fixed loops where the thread runs an iteration, the statements write every element of
+    the box ``fp`` (inside its array); where it runs none but still stores (values of the padded
+    domain that the ``enclosing`` guards, the guards around the copies, let through), the box
+    lies outside the array. Strided elements (a thread's ``C[i, jj]``, ``C[i, jj + 9]``) or a
+    nest smaller than its array leave holes."""
     names = [lp.name for lp in model.loops]
     writes = [a.relation(names) for a in sets.accesses(model) if a.array == fp.array and a.is_write]
     if not writes:
@@ -86,11 +88,12 @@ def writes_whole_box(model, fp: Footprint) -> bool:
     for r in writes[1:]:
         relation = relation.union(r)
     domain, relation = _with_params(sets.domain(model), relation, fp.outer)
-    # every thread stores its tile back, also where its loops run no iteration: the fixed loops
-    # take every value of the padded domain (each loop over its whole range)
-    padded = _with_params(sets.domain(model, ()), sets.domain(model, ()), fp.outer)[0].params()
     image = domain.apply(relation)
-    return _is_exact(model, fp.array, image, list(fp.outer), list(fp.origin), list(fp.extents), padded)
+    if not _is_exact(model, fp.array, image, list(fp.outer), list(fp.origin), list(fp.extents)):
+        return False
+    stores = _with_params(sets.domain(model, enclosing), None, fp.outer)[0].params()
+    idle = stores.subtract(image.params())
+    return _box(model, fp.array, list(fp.outer), list(fp.origin), list(fp.extents)).intersect_params(idle).is_empty()
 
 
 def _with_params(domain: isl.Set, relation, outer) -> tuple:
@@ -150,9 +153,13 @@ def _isl_text(pw: isl.PwAff) -> str:
     return str(pw).replace(sets.PREFIX, "")
 
 
-def _is_exact(model, array, image, outer, origin, extents, values: isl.Set | None = None) -> bool:
-    """Whether the box (inside the array) lies in ``image`` for every value of the fixed loops
-    in ``values`` (default: those where the image is not empty)."""
+def _is_exact(model, array, image, outer, origin, extents) -> bool:
+    """Whether the box (inside the array) lies in ``image`` wherever the image is not empty."""
+    return _box(model, array, outer, origin, extents).intersect_params(image.params()).is_subset(image)
+
+
+def _box(model, array, outer, origin, extents) -> isl.Set:
+    """The box's elements inside the array, over the fixed loops as parameters."""
     shape = model.buffer(array).shape
     parts = []
     for d, (a, extent, size) in enumerate(zip(origin, extents, shape)):
@@ -160,9 +167,7 @@ def _is_exact(model, array, image, outer, origin, extents, values: isl.Set | Non
         parts.append(f"{low} <= e{d} < {low} + {extent} and 0 <= e{d} < {size}")
     elements = ", ".join(f"e{d}" for d in range(len(shape)))
     params = ", ".join(sets.PREFIX + n for n in outer)
-    box = isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
-    box = box.intersect_params(image.params() if values is None else values)
-    return box.is_subset(image)
+    return isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
 
 
 def _is_inside(model, array, image, outer, origin, extents, low_only: bool = False) -> bool:

@@ -1,0 +1,184 @@
+"""Names of arrays and indices: the variables the script bound them to.
+
+A script that writes ``Out[i, j] = In[i, j]`` should read ``Out`` and ``In`` in its messages and
+its CUDA, not names by position. The variables come from where the script runs, through the
+iteration-logic function itself (never the call stack): its globals, which for a script at
+module level are the live module namespace (variables assigned after the logic, like split
+indices, included), overlaid by its closure cells.
+
+A variable names an object when it is the object's only variable, names no other object of
+the function, and is usable in the generated C++ (``unusable``). Otherwise the object keeps the
+name schedc gave it (``unique``: arrays by position, indices by nest position or split).
+
+>>> unusable("In"), unusable("thread")
+(None, 'thread is a name the generated CUDA uses')
+>>> unique(["j", "j", "In"], ["i", "j", "A"])
+['i', 'j', 'In']
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+
+C_KEYWORDS = frozenset({
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "final", "float", "for", "friend",
+    "goto", "if", "import", "inline", "int", "long", "module", "mutable", "namespace", "new",
+    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "override", "private",
+    "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return",
+    "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
+    "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"
+})
+
+# Names the generated CUDA uses itself: kernel locals (schedc/codegen/cuda.py), namespaces and
+# types it refers to (the runtime header schedc/codegen/runtime/schedc.cuh, nvcuda::wmma), CUDA
+# built-in variables, the host launcher's calls (and every cuda* name), macros of the headers.
+GENERATED = frozenset({
+    "thread", "schedc_shared", "schedc", "nvcuda", "wmma", "std", "threadIdx", "blockIdx",
+    "blockDim", "gridDim", "warpSize", "dim3", "half", "uint2", "uint4", "size_t", "NULL", "assert",
+})
+
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# wmma fragments are named c, a0, b1, c_1_0 (register blocking); a name of the script must not
+# be one, nor end like the names schedc derives from arrays and loops.
+_FRAGMENT = re.compile(r"(c|[ab][0-9]+)(_[0-9]+)*")
+_DERIVED = re.compile(r".*_(shared|staged|private|edge|stage|bits|p[0-9]+)")
+
+
+def unusable(name: object) -> str | None:
+    """Why ``name`` cannot name an array or loop in the generated C++; None when it can.
+
+    >>> unusable("a-b")
+    'a-b is not a C identifier (ASCII letters, digits and _, starting with a letter)'
+    >>> unusable("int")
+    'int is a C/C++ keyword'
+    >>> unusable("c"), unusable("b1_0")
+    ('c is the name of a tensor-core fragment', 'b1_0 is the name of a tensor-core fragment')
+    >>> unusable("C_p0")
+    'C_p0 ends like a name schedc derives (A_shared, k_stage, C_p0, ...)'
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        return f"{name} is not a C identifier (ASCII letters, digits and _, starting with a letter)"
+    if "__" in name:
+        return f"{name} contains __, which C++ reserves"
+    if name in C_KEYWORDS:
+        return f"{name} is a C/C++ keyword"
+    if name in GENERATED or name.startswith("cuda"):
+        return f"{name} is a name the generated CUDA uses"
+    if _FRAGMENT.fullmatch(name):
+        return f"{name} is the name of a tensor-core fragment"
+    if _DERIVED.fullmatch(name):
+        return f"{name} ends like a name schedc derives (A_shared, k_stage, C_p0, ...)"
+    return None
+
+
+def variables(logic: Callable) -> Iterator[tuple[str, object]]:
+    """The variables ``logic`` sees, as (name, value): its closure cells, then the globals they
+    do not shadow. Empty cells (variables not assigned yet) are skipped."""
+    code = getattr(logic, "__code__", None)
+    cells = getattr(logic, "__closure__", None) or ()
+    free = code.co_freevars if code is not None else ()
+    for name, cell in zip(free, cells):
+        try:
+            yield name, cell.cell_contents
+        except ValueError:
+            continue
+    for name, value in getattr(logic, "__globals__", {}).items():
+        if name not in free:
+            yield name, value
+
+
+def bound_names(objects: Iterable[object], logics: Iterable[Callable]) -> dict[int, str]:
+    """``id(object)`` → its variable, for each of ``objects`` bound to exactly one variable
+    that is usable and bound to no other of ``objects``, in the scopes of ``logics``."""
+    ours = {id(o) for o in objects}
+    names_of: dict[int, set[str]] = {}
+    objects_of: dict[str, set[int]] = {}
+    for logic in logics:
+        for name, value in variables(logic):
+            if id(value) in ours:
+                names_of.setdefault(id(value), set()).add(name)
+                objects_of.setdefault(name, set()).add(id(value))
+    found = {}
+    for key, names in names_of.items():
+        name, *others = sorted(names)
+        if not others and len(objects_of[name]) == 1 and unusable(name) is None:
+            found[key] = name
+    return found
+
+
+def unique(wanted: list[str | None], fallback: list[str | None]) -> list[str | None]:
+    """Each entry's wanted name, or its fallback where the name is shared with another entry.
+
+    Fallbacks are distinct, so reverting the entries that clash (repeatedly: a fallback can
+    clash with a wanted name) ends with distinct names, except among clashing fallbacks, which
+    the caller reports. None is no name and clashes with nothing.
+
+    >>> unique(["i", "ii", "ii"], ["i", "jj", "kk"])
+    ['i', 'jj', 'kk']
+    """
+    names = list(wanted)
+    while True:
+        counts = Counter(n for n in names if n is not None)
+        clash = [n for n, name in enumerate(names) if counts[name] > 1 and name != fallback[n]]
+        if not clash:
+            return names
+        for n in clash:
+            names[n] = fallback[n]
+
+
+def name_objects(objects: list, fallback: list[str | None], logics: Iterable[Callable],
+                 avoid: frozenset[str] = frozenset()) -> None:
+    """Set the ``name`` of ``objects`` (Arrays and Indices of one function): an array's explicit
+    name; else the object's variable in the scopes of ``logics``; else the name it has; else its
+    ``fallback``. Names in ``avoid`` or shared by two objects are replaced by the fallbacks."""
+    found = bound_names([o for o in objects if _explicit(o) is None], logics)
+    wanted = []
+    for o, back in zip(objects, fallback):
+        name = _explicit(o) or found.get(id(o)) or o.name or back
+        wanted.append(back if name in avoid and _explicit(o) is None else name)
+    for o, name in zip(objects, unique(wanted, fallback)):
+        o.name = name
+
+
+def name_function(arrays: list, args: tuple, indices: list, logics: Iterable[Callable],
+                  function: str = "") -> None:
+    """Name one function's ``arrays`` (``args`` first) and ``indices`` (its schedule's loops);
+    no name equals ``function``. See ``name_objects`` and ``array_fallbacks``."""
+    fallback = [*array_fallbacks(arrays, args), *(index.default_name for index in indices)]
+    name_objects([*arrays, *indices], fallback, logics, frozenset({function}))
+
+
+def array_fallbacks(arrays: list, args: tuple) -> list[str | None]:
+    """Names of ``arrays`` without a variable: the explicit name; in ``args``, by position
+    (A, B, C, ..., skipping names the arrays have); CONST and TEMP arrays const0, temp0, ...;
+    None for another array (one missing from args, which the Model refuses)."""
+    taken = {a.name for a in arrays if a.name}
+    letters = iter(chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in taken)
+    counters = {"const": 0, "temp": 0}
+    fallback: list[str | None] = []
+    for array in arrays:
+        name, role = array.explicit_name, array.role.value
+        if name is None and any(array is a for a in args):
+            name = next(letters)
+        elif name is None and role in counters:
+            name = f"{role}{counters[role]}"
+            counters[role] += 1
+        fallback.append(name)
+    return fallback
+
+
+def name_indices(indices: list, logics: Iterable[Callable]) -> None:
+    """Rename a nest's ``indices`` after their variables (see ``name_objects``); the fallback of
+    an index is the name the nest or the split gave it."""
+    name_objects(indices, [index.default_name for index in indices], logics)
+
+
+def _explicit(o: object) -> str | None:
+    return getattr(o, "explicit_name", None)
