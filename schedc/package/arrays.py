@@ -1,5 +1,10 @@
 """Describe call arguments: numpy arrays, ``__cuda_array_interface__`` objects and DLPack
 tensors, each checked against the parameter it is passed for. No CUDA call is made here.
+
+Each view says where its array lives: ``"cpu"`` (numpy, CPU DLPack tensors: copied in and out),
+``"cuda:N"`` (a device array that reports its device: ``__dlpack_device__``, or a ``device``
+attribute as torch and cupy have), or ``"cuda"`` (a device array that does not say which device:
+the launcher asks the driver).
 """
 
 from __future__ import annotations
@@ -41,34 +46,72 @@ class ArgumentView:
     written: bool
     array: np.ndarray | None = None  # numpy arguments: the storage span, flat
     keepalive: object = field(default=None, repr=False)  # a DLPack capsule in use
+    location: str = "cpu"  # "cpu", "cuda:N", or "cuda" where the array does not say which device
+    source: object = field(default=None, repr=False)  # the argument as passed (its framework's stream)
+    stream: int | None = None  # the producer's stream from __cuda_array_interface__ v3, if given
+
+    @property
+    def ordinal(self) -> int | None:
+        """The device ordinal the array reports, or None (host arrays, or not reported)."""
+        if not self.location.startswith("cuda:"):
+            return None
+        return int(self.location.removeprefix("cuda:"))
 
     @property
     def device(self) -> int | None:
+        """The device ordinal: as reported, else asked of the driver (a CUDA call)."""
         from . import driver
 
-        return driver.pointer_device(self.pointer) if self.on_device else None
+        if not self.on_device:
+            return None
+        return self.ordinal if self.ordinal is not None else driver.pointer_device(self.pointer)
 
 
 def describe(where: str, buffer: Buffer, value: object, alignment: int) -> ArgumentView:
     label = f"{where}: argument {buffer.name}"
     read = buffer.role in ("input", "input_output")
     written = buffer.role in ("input_output", "output")
+    view = _describe(label, buffer, value, read, written, alignment)
+    view.source = value
+    return view
+
+
+def _describe(label, buffer: Buffer, value: object, read, written, alignment) -> ArgumentView:
     if isinstance(value, np.ndarray):
         return _numpy(label, buffer, value, read, written)
     interface = _cuda_array_interface(value)
     if interface is not None and interface.get("typestr", "")[1:2] == "V" and hasattr(value, "__dlpack__"):
         interface = None  # an opaque element type (torch's bfloat16): DLPack names it
     if interface is not None:
-        return _device_interface(label, buffer, interface, read, written, alignment)
+        view = _device_interface(label, buffer, interface, read, written, alignment)
+        view.location = _reported_device(value)
+        return view
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
-        device_type, _ = value.__dlpack_device__()
+        device_type, device_id = value.__dlpack_device__()
         if int(device_type) == _DLPACK_CPU:
             return _numpy(label, buffer, np.from_dlpack(value), read, written)
         if int(device_type) == _DLPACK_CUDA:
-            return _dlpack(label, buffer, value, read, written, alignment)
+            view = _dlpack(label, buffer, value, read, written, alignment)
+            view.location = f"cuda:{int(device_id)}"
+            return view
         raise LaunchError(label, f"DLPack device type {int(device_type)} is neither CPU nor CUDA")
     raise LaunchError(label, f"a {type(value).__name__} is not an array (numpy, or a device array "
                              "with __cuda_array_interface__ or DLPack)")
+
+
+def _reported_device(value: object) -> str:
+    """"cuda:N" from the array's ``__dlpack_device__`` or ``device`` (torch.device's ``index``,
+    cupy's Device ``id``), else "cuda"."""
+    try:
+        if hasattr(value, "__dlpack_device__"):
+            device_type, device_id = value.__dlpack_device__()
+            if int(device_type) == _DLPACK_CUDA:
+                return f"cuda:{int(device_id)}"
+        device = getattr(value, "device", None)
+        index = getattr(device, "index", getattr(device, "id", None))
+    except Exception:  # a foreign object's property may raise anything
+        return "cuda"
+    return f"cuda:{index}" if isinstance(index, int) and not isinstance(index, bool) else "cuda"
 
 
 def _expect(label, buffer: Buffer, dtype: ScalarType, shape: tuple, strides: tuple | None) -> None:
@@ -126,7 +169,10 @@ def _device_interface(label, buffer, interface: dict, read, written, alignment) 
     pointer, readonly = interface["data"]
     if written and readonly:
         raise LaunchError(label, "read-only, but the function writes it")
-    return _pointer_view(label, buffer, int(pointer), read, written, alignment)
+    view = _pointer_view(label, buffer, int(pointer), read, written, alignment)
+    stream = interface.get("stream") if interface.get("version", 0) >= 3 else None
+    view.stream = None if stream is None else int(stream)
+    return view
 
 
 def _pointer_view(label, buffer, pointer: int, read, written, alignment, keepalive=None) -> ArgumentView:

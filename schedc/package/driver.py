@@ -1,7 +1,8 @@
 """A thin layer over the CUDA driver API (cuda-python): context, memory, modules, launches.
 
 Every failing call raises LaunchError naming the call and the driver's error string. The
-primary context of the device is used, so arrays from torch or cupy are valid here.
+primary context of the device is used, so arrays from torch or cupy are valid here. Streams are
+raw ``CUstream`` handles as ints: 0 is the legacy default stream.
 """
 
 from __future__ import annotations
@@ -89,12 +90,24 @@ class DeviceMemory:
         self.nbytes = max(int(nbytes), 1)
         self.pointer = int(check(_driver().cuMemAlloc(self.nbytes), f"cuMemAlloc({self.nbytes} bytes)"))
 
-    def upload(self, array: np.ndarray) -> None:
+    def upload(self, array: np.ndarray, stream: int | None = None) -> None:
+        """Copy ``array`` in; with a stream, queued on it (the caller synchronizes it)."""
         array = np.ascontiguousarray(array)
-        check(_driver().cuMemcpyHtoD(self.pointer, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+        driver = _driver()
+        if stream is None:
+            check(driver.cuMemcpyHtoD(self.pointer, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+        else:
+            check(driver.cuMemcpyHtoDAsync(self.pointer, array.ctypes.data, array.nbytes, stream),
+                  f"cuMemcpyHtoDAsync on stream 0x{stream:x}")
 
-    def download(self, array: np.ndarray) -> None:
-        check(_driver().cuMemcpyDtoH(array.ctypes.data, self.pointer, array.nbytes), "cuMemcpyDtoH")
+    def download(self, array: np.ndarray, stream: int | None = None) -> None:
+        """Copy out into ``array`` (contiguous); with a stream, queued on it."""
+        driver = _driver()
+        if stream is None:
+            check(driver.cuMemcpyDtoH(array.ctypes.data, self.pointer, array.nbytes), "cuMemcpyDtoH")
+        else:
+            check(driver.cuMemcpyDtoHAsync(array.ctypes.data, self.pointer, array.nbytes, stream),
+                  f"cuMemcpyDtoHAsync on stream 0x{stream:x}")
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # the driver may be gone at interpreter exit
@@ -131,10 +144,53 @@ class LaunchArgs:
 
 
 def launch(kernel, grid, block, shared: int, args: LaunchArgs, stream: int = 0) -> None:
-    check(
-        _driver().cuLaunchKernel(kernel, *grid, *block, shared, stream, args.address, 0),
-        "cuLaunchKernel",
-    )
+    where = "cuLaunchKernel" if stream == 0 else f"cuLaunchKernel on stream 0x{stream:x}"
+    check(_driver().cuLaunchKernel(kernel, *grid, *block, shared, stream, args.address, 0), where)
+
+
+def stream_handle(stream: object, where: str = "stream") -> int:
+    """The ``CUstream`` handle of ``stream`` as an int: an int itself, an object with
+    ``__cuda_stream__()`` (cuda.core), ``.cuda_stream`` (torch), ``.ptr`` (cupy), or a cuda-python
+    ``CUstream``. No CUDA call is made."""
+    handle = _raw_stream_handle(stream)
+    if handle is None:
+        raise LaunchError(where, f"a {type(stream).__name__} is not a stream (expected an int handle, or an "
+                                 "object with .cuda_stream or .ptr, or a cuda-python CUstream)")
+    if handle < 0:
+        raise LaunchError(where, f"stream handle {handle} is negative")
+    return handle
+
+
+def _raw_stream_handle(stream: object) -> int | None:
+    if isinstance(stream, bool):
+        return None
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attribute in ("cuda_stream", "ptr"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    if isinstance(stream, _driver().CUstream):
+        return int(stream)
+    return None
+
+
+def wait_for(stream: int, producer: int) -> None:
+    """Make later work on ``stream`` wait for the work queued on ``producer`` so far (an event;
+    the host does not wait)."""
+    driver = _driver()
+    event = check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(driver.cuEventRecord(event, producer), f"cuEventRecord on stream 0x{producer:x}")
+        check(driver.cuStreamWaitEvent(stream, event, 0), f"cuStreamWaitEvent on stream 0x{stream:x}")
+    finally:
+        driver.cuEventDestroy(event)  # released once the wait is done
+
+
+def synchronize_stream(stream: int) -> None:
+    check(_driver().cuStreamSynchronize(stream), f"cuStreamSynchronize on stream 0x{stream:x} (a kernel failed)")
 
 
 def pointer_device(pointer: int) -> int | None:

@@ -4,6 +4,8 @@
 and back) or device arrays (``__cuda_array_interface__`` or DLPack: torch, cupy, ...). Every
 argument is checked before anything is launched: count, dtype, shape, layout, writability,
 device, alignment and overlap, each with a message naming the argument and the numbers.
+``Function``'s docstring says which arrays may be passed together and on which stream the
+kernel runs.
 
 >>> import schedc
 >>> schedc.load("no/such/package.hat")
@@ -15,6 +17,7 @@ schedc.errors.PackageError: no/such/package.hat: no such package file
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +37,27 @@ class FunctionInfo:
 
 
 class Function:
-    """A callable function of a loaded package: ``fn(A, B, C)``."""
+    """A callable function of a loaded package: ``fn(A, B, C)`` or ``fn(A, B, C, stream=s)``.
+
+    The arrays of one call are either all host arrays (numpy, or CPU tensors through DLPack) or
+    all device arrays on one device; a mix is refused with a LaunchError naming the arguments and
+    their devices (as torch refuses tensors on two devices).
+
+    - Device arrays are used in place and the call returns at once: the kernel is queued on
+      ``stream=`` when given (an int ``CUstream`` handle, an object with ``.cuda_stream`` (torch)
+      or ``.ptr`` (cupy), or a cuda-python ``CUstream``), else on the current stream of the
+      arrays' framework on their device (torch: ``torch.cuda.current_stream(device)``; cupy:
+      ``cupy.cuda.get_current_stream()``; other ``__cuda_array_interface__`` v3 arrays: the
+      stream they name; otherwise the legacy default stream). It runs after the work queued so
+      far on that stream; where another array's stream differs from the launch stream (say
+      ``stream=`` is not torch's current stream), the launch stream first waits for that work
+      (an event, the host does not wait), and DLPack tensors are exported for the launch stream.
+      Work queued later on other streams is not ordered after the kernel: synchronize, or wait
+      on ``stream=`` (torch: ``torch.cuda.current_stream().wait_stream(s)``).
+    - Host arrays are copied in, the kernel runs, written arrays are copied out, all on
+      ``stream=`` when given, else on the legacy default stream, and the call returns once that
+      stream is synchronized.
+    """
 
     def __init__(self, package: LoadedPackage, info: FunctionInfo) -> None:
         self.package = package
@@ -54,51 +77,130 @@ class Function:
         params = ", ".join(f"{b.name}: {b.dtype.value}{list(b.shape)}" for b in self.kernel.params)
         return f"<schedc function {self.name}({params})>"
 
+    @property
+    def where(self) -> str:
+        """``name(A, B, C)``: how messages name this function."""
+        return f"{self.name}({', '.join(b.name for b in self.kernel.params)})"
+
     def check_arguments(self, args: tuple) -> list[ArgumentView]:
-        """Validate the call's arguments; LaunchError on the first problem."""
+        """Validate the call's arguments without a CUDA call; LaunchError on the first problem."""
         params = self.kernel.params
-        names = ", ".join(b.name for b in params)
-        where = f"{self.name}({names})"
         if len(args) != len(params):
-            raise LaunchError(where, f"expected {len(params)} arrays, got {len(args)}")
-        views = [describe(where, b, a, self.info.alignments.get(b.name, 1)) for b, a in zip(params, args)]
-        _check_overlap(where, views)
+            raise LaunchError(self.where, f"expected {len(params)} arrays, got {len(args)}")
+        views = [describe(self.where, b, a, self.info.alignments.get(b.name, 1)) for b, a in zip(params, args)]
+        check_devices(self.where, views)
+        _check_overlap(self.where, views)
         return views
 
-    def __call__(self, *args) -> None:
-        """Run the function. numpy arrays are copied in and (if written) out; device arrays
-        are used in place and the launch is asynchronous on the default stream."""
+    def __call__(self, *args, stream: object = None) -> None:
+        """Run the function on ``args`` (see the class docstring for devices and streams)."""
         views = self.check_arguments(args)
+        handle = None if stream is None else driver.stream_handle(stream, f"{self.where}: stream")
         dev = driver.device()
         dev.make_current()
+        if views and views[0].on_device:
+            self._run_on_device(views, dev, handle)
+        else:
+            self._run_on_host(views, 0 if handle is None else handle)
+
+    def _run_on_device(self, views: list[ArgumentView], dev: driver.Device, handle: int | None) -> None:
+        _resolve_devices(self.where, views, dev.ordinal)
+        producers = _producer_streams(views, dev.ordinal)
+        stream = handle if handle is not None else next(iter(producers), 0)
+        for producer in producers:
+            if producer != stream:
+                driver.wait_for(stream, producer)
         for view in views:
-            if view.on_device and view.device != dev.ordinal:
-                raise LaunchError(f"{self.name}: argument {view.name}",
-                                  f"is on device {view.device}, the function runs on device {dev.ordinal}")
-        staged = [self._stage(v) for v in views]
-        pointers = [p for p, _ in staged]
+            if view.keepalive is not None:
+                view.keepalive = _export_for(view, stream)
+        self._launch([v.pointer for v in views], stream)
+
+    def _run_on_host(self, views: list[ArgumentView], stream: int) -> None:
+        memories = [driver.DeviceMemory(v.array.nbytes) for v in views]
+        for view, memory in zip(views, memories):
+            if view.read:
+                memory.upload(view.array, stream)
+        self._launch([m.pointer for m in memories], stream)
+        for view, memory in zip(views, memories):
+            if view.written:
+                memory.download(view.array, stream)
+        driver.synchronize_stream(stream)
+
+    def _launch(self, pointers: list[int], stream: int) -> None:
         k = self.kernel
-        driver.launch(self.handle(), k.grid, k.block, k.dynamic_shared_bytes, driver.LaunchArgs(pointers))
-        host = [(v, memory) for v, (_, memory) in zip(views, staged) if memory is not None]
-        if host:
-            dev.synchronize()
-            for view, memory in host:
-                if view.written:
-                    memory.download(view.array)
+        driver.launch(self.handle(), k.grid, k.block, k.dynamic_shared_bytes, driver.LaunchArgs(pointers), stream)
 
     def handle(self):
         if self._kernel_handle is None:
             self._kernel_handle = self.package.module().function(self.kernel.name, self.kernel.dynamic_shared_bytes)
         return self._kernel_handle
 
-    @staticmethod
-    def _stage(view: ArgumentView):
-        if view.on_device:
-            return view.pointer, None
-        memory = driver.DeviceMemory(view.array.nbytes)
-        if view.read:
-            memory.upload(view.array)
-        return memory.pointer, memory
+
+def check_devices(where: str, views: list[ArgumentView]) -> None:
+    """All host arrays, or all device arrays on one device (as far as the arrays report it)."""
+    if not views:
+        return
+    first = views[0]
+    for view in views[1:]:
+        if view.on_device != first.on_device:
+            _refuse_mix(where, view, first)
+    known = [v for v in views if v.ordinal is not None]
+    for view in known[1:]:
+        if view.ordinal != known[0].ordinal:
+            _refuse_mix(where, view, known[0])
+
+
+def _refuse_mix(where: str, view: ArgumentView, other: ArgumentView) -> None:
+    raise LaunchError(where, f"{view.name} is on {view.location} but {other.name} is on {other.location}; "
+                             "pass all arrays on one device, or all as numpy arrays")
+
+
+def _resolve_devices(where: str, views: list[ArgumentView], ordinal: int) -> None:
+    """Ask the driver where arrays that do not report a device live; one device, ``ordinal``."""
+    for view in views:
+        if view.ordinal is None:
+            found = driver.pointer_device(view.pointer)
+            if found is None:
+                raise LaunchError(f"{where}: argument {view.name}",
+                                  f"address 0x{view.pointer:x} is not device memory of any GPU")
+            view.location = f"cuda:{found}"
+    check_devices(where, views)
+    if views[0].ordinal != ordinal:
+        raise LaunchError(f"{where}: argument {views[0].name}",
+                          f"is on device {views[0].ordinal}, the function runs on device {ordinal}")
+
+
+def _producer_streams(views: list[ArgumentView], ordinal: int) -> list[int]:
+    """The streams the arrays' producers queue work on (their framework's current stream), first
+    seen first; 1 (CU_STREAM_LEGACY) is written 0."""
+    streams: list[int] = []
+    for view in views:
+        stream = _current_stream(view, ordinal)
+        if stream is not None and (0 if stream == 1 else stream) not in streams:
+            streams.append(0 if stream == 1 else stream)
+    return streams
+
+
+def _export_for(view: ArgumentView, stream: int) -> object:
+    """Export a DLPack tensor again, naming the launch stream: its producer makes the data ready
+    for that stream (DLPack writes the legacy default stream 1). Producers that take no stream
+    keep the first export."""
+    try:
+        return view.source.__dlpack__(stream=stream or 1)
+    except (TypeError, BufferError):  # no stream argument, or a stream it does not take
+        return view.keepalive
+
+
+def _current_stream(view: ArgumentView, ordinal: int) -> int | None:
+    """The current stream of the array's framework on ``ordinal`` (torch, cupy: imported already,
+    since the array is theirs), else the stream its __cuda_array_interface__ names, else None."""
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    if torch is not None and isinstance(view.source, torch.Tensor):
+        return int(torch.cuda.current_stream(ordinal).cuda_stream)
+    if cupy is not None and isinstance(view.source, cupy.ndarray):
+        with cupy.cuda.Device(ordinal):
+            return int(cupy.cuda.get_current_stream().ptr)
+    return view.stream
 
 
 def _check_overlap(where: str, views: list[ArgumentView]) -> None:
