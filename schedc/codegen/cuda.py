@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from importlib import resources
 
+import numpy as np
+
 from ..ir.kernel import (
     SHARED_ALIGN,
     AsyncCommit,
@@ -102,7 +104,9 @@ def parameter_list(kernel: Kernel, restrict: bool) -> str:
     return ", ".join(params)
 
 
-def emit_kernel(kernel: Kernel) -> str:
+def emit_kernel(kernel: Kernel, check: bool = True) -> str:
+    """One kernel's C++. With ``check``, every expression in it is parsed back and compared with
+    the kernel IR (text_check), so a printer bug is an InternalError, not a wrong kernel."""
     lines = [
         f'extern "C" __global__ void __launch_bounds__({kernel.threads_per_block})',
         f"{kernel.name}({parameter_list(kernel, restrict=True)})",
@@ -116,7 +120,12 @@ def emit_kernel(kernel: Kernel) -> str:
                          f"reinterpret_cast<const {buffer.dtype.c_type}*>({buffer.name}_bits);")
     lines.extend(printer.body(kernel.body, 1))
     lines.append("}\n")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    if check:
+        from .text_check import check_kernel
+
+        check_kernel(kernel, text)
+    return text
 
 
 def shared_declarations(kernel: Kernel) -> list[str]:
@@ -339,7 +348,7 @@ class Printer:
 
     def expr(self, e: Expr, parent: int = 0) -> str:
         if isinstance(e, Var):
-            return e.name
+            return self.variable(e.name)
         if isinstance(e, Const):
             return self.constant(e.value, e.dtype)
         if isinstance(e, Load):
@@ -347,15 +356,37 @@ class Printer:
         if isinstance(e, Cast):
             return f"schedc::convert<{e.dtype.c_type}>({self.expr(e.operand)})"
         if isinstance(e, Unary):
-            return f"-{self.expr(e.operand, 7)}"
+            operand = self.expr(e.operand, _UNARY)
+            if operand.startswith("-"):  # never `--x` (a decrement) nor `- -5`
+                operand = f"({operand})"
+            return _narrowed(f"-{operand}", e.dtype)
         if isinstance(e, Binary):
             if e.op in ("max", "min"):
                 return f"schedc::{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
-            prec = _PRECEDENCE[e.op]
-            right = prec + 1 if e.op in ("-", "/", "%") or prec < 5 else prec
-            text = f"{self.expr(e.lhs, prec)} {e.op} {self.expr(e.rhs, right)}"
-            return f"({text})" if prec < parent else text
+            return self.binary(e, parent)
         raise TypeError(f"unknown expression {e!r}")
+
+    def variable(self, name: str) -> str:
+        """Special registers are unsigned int: with 64-bit indexing they widen first, so that
+        ``blockIdx.x * 4096`` cannot wrap at 2^32."""
+        if name.startswith(_REGISTERS) and self.index_type != "int":
+            return f"({self.index_type}){name}"
+        return name
+
+    def binary(self, e: Binary, parent: int) -> str:
+        prec = _PRECEDENCE[e.op]
+        # C++ groups `a + b + c` as (a + b) + c: a right operand of the same precedence keeps its
+        # parentheses unless regrouping cannot change the value (exact index arithmetic)
+        exact = e.dtype is None and (e.op == "+" or (e.op == "*" and getattr(e.rhs, "op", "") == "*"))
+        right = prec if exact else prec + 1
+        if e.dtype is ScalarType.uint16 and e.op == "*":  # 65535 * 65535 overflows int
+            lhs = f"(unsigned int){self.expr(e.lhs, _UNARY)}"
+        else:
+            lhs = self.expr(e.lhs, prec)
+        text = f"{lhs} {e.op} {self.expr(e.rhs, right)}"
+        if e.dtype in _NARROW and e.op in _ARITHMETIC:
+            return _narrowed(f"({text})", e.dtype)
+        return f"({text})" if prec < parent else text
 
     def constant(self, value, dtype: ScalarType | None) -> str:
         if dtype is None:
@@ -363,26 +394,54 @@ class Printer:
         if dtype is ScalarType.bool:
             return "true" if value else "false"
         if dtype.is_integer:
-            literal = str(int(value))
-            return literal if dtype in (ScalarType.int32,) else f"({dtype.c_type}){literal}"
+            value = int(value)
+            if dtype is ScalarType.int32 and -2**31 < value < 2**31:
+                return str(value)  # an int literal
+            literal = str(value) if abs(value) < 2**63 else f"{'-' if value < 0 else ''}{abs(value)}u"
+            return f"({dtype.c_type}){literal}"
         return _float_literal(float(value), dtype)
 
 
+_UNARY = 7  # precedence of unary minus and casts
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+# types C++ promotes to int before any arithmetic
+_NARROW = frozenset({ScalarType.bool, ScalarType.int8, ScalarType.uint8, ScalarType.int16, ScalarType.uint16})
+_REGISTERS = ("threadIdx.", "blockIdx.")
+
+
+def _narrowed(text: str, dtype: ScalarType | None) -> str:
+    """``text`` (a unary or parenthesised expression) converted back to a narrow type: C++
+    computed it exactly in int, the kernel IR means the result wrapped to ``dtype``."""
+    return f"({dtype.c_type}){text}" if dtype in _NARROW else text
+
+
 def _float_literal(value: float, dtype: ScalarType) -> str:
-    if math.isnan(value):
-        text = "__longlong_as_double(0x7ff8000000000000ll)"
-    elif math.isinf(value):
-        text = f"{'-' if value < 0 else ''}__longlong_as_double(0x7ff0000000000000ll)"
-    else:
-        text = repr(value)
-        if "e" not in text and "." not in text:
-            text += ".0"
+    """A constant of a float type: the value the kernel IR means (``dtype.numpy.type(value)``,
+    as the emulator computes it), in a text C++ rounds to exactly that value."""
+    if dtype is ScalarType.float32:  # the shortest text of the float32 value: `0.1f`, never double-rounded
+        with np.errstate(over="ignore"):
+            single = np.float32(value)
+        if math.isfinite(single):
+            return f"{_decimal(str(single))}f"
+        return f"(float){_special(float(single))}"
+    if dtype is ScalarType.bfloat16:  # ml_dtypes rounds through float32: print its value exactly
+        with np.errstate(over="ignore"):
+            value = float(dtype.numpy.type(value))
+    text = _decimal(repr(value)) if math.isfinite(value) else _special(value)
     if dtype is ScalarType.float64:
         return text
-    if dtype is ScalarType.float32:
-        return f"{text}f" if math.isfinite(value) else f"(float){text}"
     function = "__double2half" if dtype is ScalarType.float16 else "__double2bfloat16"
     return f"{function}({text})"
+
+
+def _decimal(text: str) -> str:
+    return text if "e" in text or "." in text else text + ".0"
+
+
+def _special(value: float) -> str:
+    if math.isnan(value):
+        return "__longlong_as_double(0x7ff8000000000000ll)"
+    return f"{'-' if value < 0 else ''}__longlong_as_double(0x7ff0000000000000ll)"
 
 
 def _staged(edge: TileEdge) -> str:
