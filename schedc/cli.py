@@ -16,6 +16,7 @@ import click
 from . import __version__
 from .codegen.cuda import without_runtime
 from .errors import SchedcError
+from .lower import pass_names
 
 if TYPE_CHECKING:
     from .codegen.emulate import Block
@@ -31,7 +32,7 @@ def _fail(message: str) -> None:
     sys.exit(1)
 
 
-def _run_script(script: str, show_only: bool, output_dir: str | None = None):
+def _run_script(script: str, show_only: bool, output_dir: str | None = None, **options):
     from .package.build import session
 
     path = Path(script)
@@ -39,7 +40,7 @@ def _run_script(script: str, show_only: bool, output_dir: str | None = None):
         _fail(f"{script}: no such script")
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        with session(show_only=show_only, output_dir=output_dir) as built:
+        with session(show_only=show_only, output_dir=output_dir, **options) as built:
             runpy.run_path(str(path), run_name="__main__")
     except SchedcError as e:
         _fail(str(e) + (f"\n{e.detail}" if e.detail else ""))
@@ -78,13 +79,18 @@ def main() -> None:
     """schedc: compile loop-schedule scripts into verified CUDA kernels in HAT packages."""
 
 
+_VERIFY_IR = click.option("--verify-ir", is_flag=True,
+                          help="Check the kernel IR after every lowering pass (an InternalError names the pass).")
+
+
 @main.command()
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.option("--output-dir", default=None, type=click.Path(file_okay=False),
               help="Write packages here instead of the script's output_dir.")
-def build(script: str, output_dir: str | None) -> None:
+@_VERIFY_IR
+def build(script: str, output_dir: str | None, verify_ir: bool) -> None:
     """Run SCRIPT, which builds its packages (Package.build), and list the files written."""
-    built = _run_script(script, show_only=False, output_dir=output_dir)
+    built = _run_script(script, show_only=False, output_dir=output_dir, verify_ir=verify_ir)
     if not built.built:
         _fail(f"{script} built no package (does it call Package.build?)")
     for hat_path in built.built:
@@ -97,12 +103,20 @@ def build(script: str, output_dir: str | None) -> None:
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.option("--function", "function", default=None, help="Show only this function.")
 @click.option("--no-source", is_flag=True, help="Leave out the CUDA source.")
-def show(script: str, function: str | None, no_source: bool) -> None:
+@click.option("--after", "after", default=None, type=click.Choice(pass_names()),
+              help="Also print what this lowering pass attached (the kernel IR after lower and simplify).")
+@_VERIFY_IR
+def show(script: str, function: str | None, no_source: bool, after: str | None, verify_ir: bool) -> None:
     """Show SCRIPT's functions: the loop nest after scheduling, the launch and the CUDA source,
     without writing any file."""
     from . import show as views
 
-    built = _run_script(script, show_only=True)
+    def observe(step, ir) -> None:
+        if step.name == after and (function is None or ir.model.function == function):
+            click.echo(f"== {ir.model.function} after {step.name} ({step.summary})")
+            click.echo(views.attached(ir.attached(step.shows)) + "\n")
+
+    built = _run_script(script, show_only=True, observe=observe if after else None, verify_ir=verify_ir)
     shown = [s for s in built.shown if function is None or s[1].function == function]
     if not shown:
         _fail(f"{script} adds no function{' ' + function if function else ''} to a package")
@@ -119,7 +133,8 @@ def show(script: str, function: str | None, no_source: bool) -> None:
 
 @main.command()
 @click.argument("script", type=click.Path(dir_okay=False))
-def check(script: str) -> None:
+@_VERIFY_IR
+def check(script: str, verify_ir: bool) -> None:
     """Check SCRIPT's plans without building: every function it adds to a package (built or
     not), with the scheduled loop nest, launch, footprints of each array inside each loop,
     resources and occupancy, and every error, with the nest marked."""
@@ -131,7 +146,7 @@ def check(script: str) -> None:
         _fail(f"{script}: no such script")
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        with session(show_only=True) as built:
+        with session(show_only=True, verify_ir=verify_ir) as built:
             runpy.run_path(str(path), run_name="__main__")
     except SchedcError as e:
         _check_failed(e)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pprint
+
 from . import poly
 from .codegen.cuda import Printer
 from .ir.kernel import Cast, FragmentStore, Kernel, walk_statements
@@ -73,6 +75,11 @@ def launch(model, kernel: Kernel) -> str:
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "
         f"{kernel.index_type} indexing"
     )
+
+
+def attached(value) -> str:
+    """What a lowering pass attached, readable: a kernel as its IR tree, other facts pretty-printed."""
+    return pprint.pformat(value, width=110, compact=True)
 
 
 def footprints(model) -> list[str]:

@@ -19,11 +19,29 @@ LARGE_SAMPLES = ("tiled_copy", "gluon_memcpy", "gluon_add", "simt_register_tile"
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="Rewrite the golden .cu files.")
+    parser.addoption("--fuzz-count", type=int, default=300,
+                     help="Random schedule scripts test_fuzz.py runs (default 300; thousands by hand).")
+    parser.addoption("--fuzz-seed", type=int, default=0, help="Seed of test_fuzz.py's programs (default 0).")
+
+
+@pytest.fixture(autouse=True)
+def _verify_ir():
+    """Every kernel compiled in the tests is checked by the IR verifier after each pass."""
+    from schedc.lower import verifying
+
+    with verifying():
+        yield
 
 
 @pytest.fixture
 def update_golden(request) -> bool:
     return request.config.getoption("--update-golden")
+
+
+@pytest.fixture
+def fuzz_options(request) -> tuple[int, int]:
+    """(count, seed) of the random-schedule campaign (tests/fuzz)."""
+    return request.config.getoption("--fuzz-count"), request.config.getoption("--fuzz-seed")
 
 
 def has_gpu() -> bool:

@@ -35,6 +35,47 @@ def test_show_prints_nest_launch_and_source():
     assert "hello_matmul__gpu__(" in out and "(schedc runtime header inlined here)" in out
 
 
+@pytest.mark.parametrize("after, expected", [
+    ("analyze", "LoopFacts(name='k', first=0, last=2047, step=1)"),
+    ("launch", "grid=(32, 64, 1)"),
+    ("lower", "Loop(var='k'"),
+])
+def test_show_after_a_pass_prints_what_it_attached(after, expected):
+    result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", after,
+                                       "--no-source", "--verify-ir"])
+    assert result.exit_code == 0, result.output
+    assert f"== hello_matmul after {after} (" in result.output and expected in result.output
+
+
+def test_show_after_names_the_passes():
+    result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", "nowhere"])
+    assert result.exit_code == 2
+    assert "'analyze', 'launch', 'check', 'tensorize', 'shared', 'private', 'lower', 'simplify'" in result.output
+
+
+def test_verify_ir_names_the_pass_that_broke_the_kernel(monkeypatch):
+    import dataclasses
+
+    from schedc.ir.kernel import Barrier, If, Var
+    from schedc.lower import passes, verifying
+
+    def guarded_barrier(ir):
+        ir = real(ir)
+        body = (If(Var("threadIdx.x"), (Barrier(),)), *ir.kernel.body)
+        return dataclasses.replace(ir, kernel=dataclasses.replace(ir.kernel, body=body))
+
+    real = passes.fold
+    monkeypatch.setattr("schedc.lower.PASSES", tuple(
+        dataclasses.replace(p, run=guarded_barrier) if p.name == "simplify" else p for p in passes.PASSES))
+    script = str(ROOT / "samples" / "hello_matmul.py")
+    with verifying(False):  # the tests verify every kernel; here only the flag does
+        assert CliRunner().invoke(main, ["check", script]).exit_code == 0
+        result = CliRunner().invoke(main, ["check", script, "--verify-ir"])
+    assert result.exit_code == 1
+    assert ("pass simplify: internal error (a bug in schedc, please report it): the kernel IR it made is malformed: "
+            "uniform: Barrier is not reached by every thread") in result.output
+
+
 def test_emulate_reports_the_error(built):
     result = CliRunner().invoke(main, ["emulate", str(built), "--blocks", "2"])
     assert result.exit_code == 0, result.output

@@ -1,65 +1,67 @@
 """Lowering: a frozen Model and its polyhedral facts become kernel IR.
 
-``compile_model`` is the whole pipeline, one named pass per line. ``SCHEDC_DUMP=<pass>``
-(or ``all``) prints the result of that pass to stderr.
+``compile_model`` runs ``PASSES`` in order (schedc/lower/passes.py: each a function from the
+``Lowering`` IR to the next, with a one-line docstring saying what it adds). ``schedc show
+--after PASS`` prints what a pass attached; under ``verifying()`` (the tests, ``--verify-ir``)
+the kernel IR is checked after every pass that made or rewrote it (schedc/lower/wellformed.py).
 """
 
 from __future__ import annotations
 
-import os
-import pprint
-import sys
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 
-from .. import poly
 from ..errors import InternalError, SchedcError
 from ..ir.kernel import Kernel
-from ..targets import Target
-from . import cache, check, launch, loops, private, simplify, tensor
+from . import wellformed
+from .passes import PASSES, Lowering, Pass
 
-PASSES = ("analyze", "launch", "check", "tensorize", "cache", "lower", "simplify")
+_VERIFY: contextvars.ContextVar[bool] = contextvars.ContextVar("schedc_verify_ir", default=False)
+
+Observer = Callable[[Pass, Lowering], None]
 
 
-def compile_model(model) -> Kernel:
-    """Model → Kernel: the passes in order. A SchedcError raised on the way carries ``model``."""
+@contextlib.contextmanager
+def verifying(on: bool = True) -> Iterator[None]:
+    """Check the kernel IR after every pass that makes or rewrites it, while inside."""
+    token = _VERIFY.set(on)
     try:
-        return _passes(model)
+        yield
+    finally:
+        _VERIFY.reset(token)
+
+
+def compile_model(model, observe: Observer | None = None) -> Kernel:
+    """Model → Kernel: the passes in order. A SchedcError raised on the way carries ``model``;
+    ``observe(pass, ir)`` sees the IR after each pass."""
+    try:
+        ir = Lowering(model)
+        for step in PASSES:
+            ir = _run(step, ir)
+            if observe is not None:
+                observe(step, ir)
+        return ir.kernel
     except SchedcError as error:
         error.model = error.model or model
         raise
 
 
-def _passes(model) -> Kernel:
-    target = Target(model.target)
-    facts = _run("analyze", poly.analyze, model)  # 1. domain, loop ranges, guards, accesses
-    shape = _run("launch", launch.launch_shape, model, facts)  # 2. grid, block, coordinates
-    _run("check", check.check_plan, model, facts, shape)  # 3. launch limits, roles, races
-    tiles = None  # 4. the tensor-core tiles, if tensorized
-    if model.tensorize is not None:
-        tiles = _run("tensorize", tensor.match, model, facts, target)
-    scratch = _run("tensorize", tensor.edge_scratch, model, tiles, shape.threads)  # C's partial tiles
-    shared = _run("cache", cache.plan_shared, model, tiles, scratch)  # 5. shared caches: footprints, budget
-    if tiles is not None:
-        tiles = _run("cache", cache.rebase_tiles, model, tiles, shared)
-    registers = _run("cache", private.plan_private, model, facts)  # register tiles of SIMT nests
-    kernel = _run("lower", loops.lower_loops, model, facts, shape, tiles, shared, scratch, registers)  # 6. loops
-    return _run("simplify", simplify.simplify, kernel)  # 7. constant folding
+def pass_names() -> tuple[str, ...]:
+    return tuple(p.name for p in PASSES)
 
 
-def _run(name: str, step, *args):
-    """One pass: its result (printed when SCHEDC_DUMP names it); an exception that is not a
-    SchedcError is a bug in schedc, reported as an InternalError naming the pass."""
+def _run(step: Pass, ir: Lowering) -> Lowering:
+    """One pass; an exception that is not a SchedcError, or a malformed kernel it leaves, is a
+    bug in schedc, reported as an InternalError naming the pass."""
     try:
-        value = step(*args)
+        out = step.run(ir)
     except SchedcError:
         raise
     except Exception as error:  # noqa: BLE001 - every other failure is ours
-        raise InternalError(f"pass {name}", f"{type(error).__name__}: {error}") from error
-    _dump(name, "ok" if value is None else value)
-    return value
-
-
-def _dump(name: str, value):
-    wanted = os.environ.get("SCHEDC_DUMP", "")
-    if wanted and (wanted == "all" or name in wanted.split(",")):
-        print(f"== after {name} ==\n{pprint.pformat(value, width=110, compact=True)}", file=sys.stderr)
-    return value
+        raise InternalError(f"pass {step.name}", f"{type(error).__name__}: {error}") from error
+    if _VERIFY.get() and out.kernel is not None and out.kernel is not ir.kernel:
+        problems = wellformed.problems(out.kernel)
+        if problems:
+            raise InternalError(f"pass {step.name}", "the kernel IR it made is malformed: " + "; ".join(problems))
+    return out

@@ -12,7 +12,7 @@ import contextvars
 import enum
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from ..ir.array import Array, Role
 from ..ir.kernel import BlockCopy, FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
 from ..ir.model import Model, freeze
 from ..ir.plan import Plan
-from ..lower import compile_model
+from ..lower import compile_model, verifying
 from ..targets import WMMA_POINTER_ALIGN, Target
 from . import compile as compilers
 from . import hat
@@ -60,14 +60,18 @@ class BuildSession:
     built: list[Path] = field(default_factory=list)
     shown: list[tuple[str, Model, Kernel, str]] = field(default_factory=list)  # name, model, kernel, source
     added: list[Model] = field(default_factory=list)  # every function Package.add took, built or not
+    observe: Callable | None = None  # observe(pass, ir) after each lowering pass (schedc show --after)
+    verify_ir: bool = False  # check the kernel IR after every pass (--verify-ir)
 
 
 _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("schedc_build", default=None)
 
 
 @contextlib.contextmanager
-def session(show_only: bool = False, output_dir: str | Path | None = None) -> Iterator[BuildSession]:
-    s = BuildSession(show_only, Path(output_dir) if output_dir is not None else None)
+def session(show_only: bool = False, output_dir: str | Path | None = None, observe: Callable | None = None,
+            verify_ir: bool = False) -> Iterator[BuildSession]:
+    s = BuildSession(show_only, Path(output_dir) if output_dir is not None else None, observe=observe,
+                     verify_ir=verify_ir)
     token = _SESSION.set(s)
     try:
         yield s
@@ -135,7 +139,7 @@ class Package:
             raise PackageError(where, "the package has no functions; call add() first")
         if not isinstance(format, Format) or not isinstance(mode, Mode):
             raise PackageError(where, "format must be Package.Format and mode Package.Mode")
-        kernels = [compile_model(f.model) for f in self._functions]
+        kernels = _compile(self._functions, _SESSION.get())
         source = _emit(kernels, _banner(name, self._target, self._functions))
         current = _SESSION.get()
         if current is not None and current.show_only:
@@ -149,6 +153,15 @@ class Package:
         if current is not None:
             current.built.append(path)
         return path
+
+
+def _compile(functions: list[_Added], current: BuildSession | None) -> list[Kernel]:
+    """Each function's kernel, observed and verified as the build session asks."""
+    observe = current.observe if current is not None else None
+    if current is not None and current.verify_ir:
+        with verifying():
+            return [compile_model(f.model, observe) for f in functions]
+    return [compile_model(f.model, observe) for f in functions]
 
 
 def _emit(kernels: list[Kernel], banner: str) -> str:

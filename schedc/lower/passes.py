@@ -1,0 +1,107 @@
+"""The lowering passes: each takes the ``Lowering`` IR and returns it with what it adds.
+
+``Lowering`` starts as the frozen Model alone; the first passes attach typed facts (polyhedral
+facts, the launch, tensor-core tiles, cache plans) and ``lower`` attaches the kernel, which later
+passes rewrite. Passes read only what earlier passes attached: a new pass (a TMA pipeline, a
+split-K epilogue) slots in between two of them by reading and attaching fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import poly
+from ..ir.kernel import Kernel, SharedBuffer
+from ..ir.model import Model
+from ..targets import Target
+from . import cache, check, launch, loops, private, simplify, tensor
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """One function on its way to a kernel: the Model, what each pass attached, the kernel."""
+
+    model: Model
+    facts: poly.PolyFacts | None = None  # analyze
+    launch: launch.Launch | None = None  # launch
+    tiles: tensor.TensorMatch | None = None  # tensorize (None: a SIMT plan)
+    scratch: SharedBuffer | None = None  # tensorize: C's partial tiles pass through it
+    shared: tuple[cache.SharedCache, ...] = ()  # shared_caches
+    registers: tuple[private.PrivateCache, ...] = ()  # private_caches
+    kernel: Kernel | None = None  # lower, then rewritten
+
+    def attached(self, field: str):
+        """What a pass attached, for ``schedc show --after``."""
+        return getattr(self, field)
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[Lowering], Lowering]
+    shows: str  # the field of Lowering that the pass adds or rewrites
+
+    @property
+    def summary(self) -> str:
+        return (self.run.__doc__ or "").strip().splitlines()[0]
+
+
+def analyze(ir: Lowering) -> Lowering:
+    """Polyhedral facts: loop ranges, the guards of partial tiles, access relations."""
+    return dataclasses.replace(ir, facts=poly.analyze(ir.model))
+
+
+def launch_shape(ir: Lowering) -> Lowering:
+    """Grid and block shape, and each bound loop's coordinate."""
+    return dataclasses.replace(ir, launch=launch.launch_shape(ir.model, ir.facts))
+
+
+def check_plan(ir: Lowering) -> Lowering:
+    """Launch limits, roles, races and loop order: refuses a plan, attaches nothing."""
+    check.check_plan(ir.model, ir.facts, ir.launch)
+    return ir
+
+
+def tensorize(ir: Lowering) -> Lowering:
+    """Tensor-core tiles (operands, accumulator, partial edges) and C's edge scratch."""
+    if ir.model.tensorize is None:
+        return ir
+    tiles = tensor.match(ir.model, ir.facts, Target(ir.model.target))
+    return dataclasses.replace(ir, tiles=tiles, scratch=tensor.edge_scratch(ir.model, tiles, ir.launch.threads))
+
+
+def shared_caches(ir: Lowering) -> Lowering:
+    """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
+    shared = cache.plan_shared(ir.model, ir.tiles, ir.scratch)
+    tiles = cache.rebase_tiles(ir.model, ir.tiles, shared) if ir.tiles is not None else None
+    return dataclasses.replace(ir, shared=shared, tiles=tiles)
+
+
+def private_caches(ir: Lowering) -> Lowering:
+    """PRIVATE caches: each thread's register tile, its copies in and out."""
+    return dataclasses.replace(ir, registers=private.plan_private(ir.model, ir.facts))
+
+
+def lower(ir: Lowering) -> Lowering:
+    """The kernel: serial loops, guards, cache copies and the statements (or tensor-core tiles)."""
+    kernel = loops.lower_loops(ir.model, ir.facts, ir.launch, ir.tiles, ir.shared, ir.scratch, ir.registers)
+    return dataclasses.replace(ir, kernel=kernel)
+
+
+def fold(ir: Lowering) -> Lowering:
+    """Constant folding of index arithmetic and of guards that always hold."""
+    return dataclasses.replace(ir, kernel=simplify.simplify(ir.kernel))
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass("analyze", analyze, "facts"),
+    Pass("launch", launch_shape, "launch"),
+    Pass("check", check_plan, "model"),
+    Pass("tensorize", tensorize, "tiles"),
+    Pass("shared", shared_caches, "shared"),
+    Pass("private", private_caches, "registers"),
+    Pass("lower", lower, "kernel"),
+    Pass("simplify", fold, "kernel"),
+)

@@ -1,0 +1,321 @@
+"""The kernel IR verifier: rules every kernel obeys, checked between passes.
+
+``problems(kernel)`` lists what is wrong, one line each (empty: well formed):
+
+- *declared*: every buffer, private array, staging, fragment and variable is declared before
+  it is used, in scope;
+- *types*: a load has its buffer's element type; a store's value converts implicitly to the
+  buffer's type; arithmetic operands have the operation's type;
+- *uniform*: barriers, block copies and async commits/waits are reached by every thread of
+  the block (not under a condition, nor in a loop whose bounds, vary between threads);
+- *async*: every cp.async copy is committed before a wait and before the kernel ends, a
+  ``wait_group N`` first runs after more than N commits, and nothing is in flight at the end;
+- *fragments*: a product's operands are a matrix_a, a matrix_b and two accumulators of one
+  shape, loads and stores move tiles of the fragment's element type;
+- *bounds*: constant subscripts and constant copy boxes lie inside their buffers.
+
+>>> from schedc.ir.kernel import Buffer, Const, Kernel, Load, Store
+>>> from schedc.ir.types import ScalarType
+>>> a = Buffer("A", ScalarType.float32, (4,), (1,), "param", "input_output")
+>>> problems(Kernel("k", (a,), (1, 1, 1), (1, 1, 1), (Store("A", (Const(4),), Const(1.0, ScalarType.float32)),)))
+['bounds: A[4] is outside its shape (4,)']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.kernel import (
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    Binary,
+    BlockCopy,
+    Cast,
+    Const,
+    Expr,
+    Fragment,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    PrivateArray,
+    StageLoad,
+    StageStore,
+    Staging,
+    Stmt,
+    Store,
+    Unary,
+    Var,
+)
+from ..ir.types import converts_implicitly
+
+SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
+BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore)
+_COMPARISONS = {"<", "<=", ">", ">=", "==", "!=", "&&", "||"}
+
+
+@dataclass
+class _Scope:
+    """What is declared where a statement runs, and whether threads may disagree there."""
+
+    arrays: dict[str, object]
+    variables: set[str]
+    varying: set[str]  # variables whose value differs between threads of a block
+    fragments: dict[str, Fragment] = field(default_factory=dict)
+    stagings: set[str] = field(default_factory=set)
+    divergent: str = ""  # why threads may not all reach this point ("" when they all do)
+
+    def inner(self, divergent: str = "") -> _Scope:
+        return _Scope(dict(self.arrays), set(self.variables), set(self.varying), dict(self.fragments),
+                      set(self.stagings), self.divergent or divergent)
+
+
+def problems(kernel: Kernel) -> list[str]:
+    """Every rule the kernel breaks, one line each."""
+    checker = _Checker()
+    arrays = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
+    scope = _Scope(arrays, set(SPECIAL), {"threadIdx.x", "threadIdx.y", "threadIdx.z"})
+    checker.body(kernel.body, scope)
+    checker.finish()
+    return checker.found
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.found: list[str] = []
+        self.uncommitted = 0  # cp.async copies since the last commit
+        self.in_flight = 0  # committed groups not yet waited for (upper bound)
+        self.commits = 0
+
+    def report(self, rule: str, what: str) -> None:
+        if f"{rule}: {what}" not in self.found:
+            self.found.append(f"{rule}: {what}")
+
+    def finish(self) -> None:
+        if self.uncommitted:
+            self.report("async", f"{self.uncommitted} cp.async copy(ies) never committed")
+        if self.in_flight:
+            self.report("async", "cp.async groups still in flight when the kernel ends (no wait_group 0 after them)")
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def body(self, body: tuple[Stmt, ...], scope: _Scope) -> None:
+        for stmt in body:
+            self.statement(stmt, scope)
+
+    def statement(self, s: Stmt, scope: _Scope) -> None:
+        if isinstance(s, BLOCK_LEVEL) and scope.divergent:
+            self.report("uniform", f"{type(s).__name__}{_label(s)} is not reached by every thread: {scope.divergent}")
+        handler = getattr(self, f"_{type(s).__name__}", None)
+        if handler is None:
+            self.report("declared", f"unknown statement {type(s).__name__}")
+            return
+        handler(s, scope)
+
+    def _Let(self, s: Let, scope: _Scope) -> None:
+        self.expr(s.value, scope, f"let {s.name}")
+        scope.variables.add(s.name)
+        if self.varies(s.value, scope):
+            scope.varying.add(s.name)
+
+    def _Loop(self, s: Loop, scope: _Scope) -> None:
+        for bound in (s.start, s.stop):
+            self.expr(bound, scope, f"loop {s.var}")
+        varies = self.varies(s.start, scope) or self.varies(s.stop, scope)
+        inner = scope.inner(f"loop {s.var}'s bounds differ between threads" if varies else "")
+        inner.variables.add(s.var)
+        if varies:
+            inner.varying.add(s.var)
+        self.body(s.body, inner)
+
+    def _If(self, s: If, scope: _Scope) -> None:
+        self.expr(s.cond, scope, "condition")
+        why = "under a condition that differs between threads" if self.varies(s.cond, scope) else ""
+        self.body(s.body, scope.inner(why))
+        self.body(s.orelse, scope.inner(why))
+
+    def _Store(self, s: Store, scope: _Scope) -> None:
+        where = f"store to {s.buffer}"
+        buffer = self.array(s.buffer, scope, where)
+        self.expr(s.value, scope, where)
+        for i in s.index:
+            self.expr(i, scope, where)
+        if buffer is None:
+            return
+        self.bounds(s.buffer, buffer, s.index)
+        value = _dtype(s.value)
+        if value is not None and not converts_implicitly(value, buffer.dtype):
+            self.report("types", f"{where}: a {value.value} value into {buffer.dtype.value} elements")
+
+    def _PrivateArray(self, s: PrivateArray, scope: _Scope) -> None:
+        scope.arrays[s.name] = s
+
+    def _Staging(self, s: Staging, scope: _Scope) -> None:
+        scope.stagings.add(s.name)
+
+    def _StageLoad(self, s: StageLoad, scope: _Scope) -> None:
+        self.staging(s.staging, scope)
+        self.array(s.source, scope, f"stage load of {s.staging}")
+        for e in (*s.source_origin, *s.valid):
+            self.expr(e, scope, f"stage load of {s.staging}")
+
+    def _StageStore(self, s: StageStore, scope: _Scope) -> None:
+        self.staging(s.staging, scope)
+        self.array(s.target, scope, f"stage store of {s.staging}")
+        for e in s.target_origin:
+            self.expr(e, scope, f"stage store of {s.staging}")
+
+    def _BlockCopy(self, s: BlockCopy, scope: _Scope) -> None:
+        where = f"copy {s.source} -> {s.target}"
+        for name, origin in ((s.source, s.source_origin), (s.target, s.target_origin)):
+            buffer = self.array(name, scope, where)
+            for e in origin:
+                self.expr(e, scope, where)
+            if buffer is not None:
+                self.box(name, buffer, origin, s.shape)
+        for e in s.valid:
+            self.expr(e, scope, where)
+        if s.asynchronous:
+            self.uncommitted += 1
+
+    def _AsyncCommit(self, s: AsyncCommit, scope: _Scope) -> None:
+        self.commits += 1
+        self.in_flight += 1
+        self.uncommitted = 0
+
+    def _AsyncWait(self, s: AsyncWait, scope: _Scope) -> None:
+        if not self.commits:
+            self.report("async", f"wait_group {s.pending} before any commit_group")
+        elif self.commits <= s.pending:
+            self.report("async", f"wait_group {s.pending} after {self.commits} commit_group(s) waits for none of them")
+        if self.uncommitted:
+            self.report("async", f"wait_group {s.pending} with {self.uncommitted} cp.async copy(ies) not yet committed")
+        if s.pending == 0:
+            self.in_flight = 0
+
+    def _Barrier(self, s: Barrier, scope: _Scope) -> None:
+        pass
+
+    def _Fragment(self, s: Fragment, scope: _Scope) -> None:
+        scope.fragments[s.name] = s
+
+    def _FragmentFill(self, s: FragmentFill, scope: _Scope) -> None:
+        self.fragment(s.fragment, scope, "fill", ("accumulator",))
+
+    def _FragmentApply(self, s: FragmentApply, scope: _Scope) -> None:
+        self.fragment(s.fragment, scope, s.op, ("accumulator",))
+
+    def _FragmentLoad(self, s: FragmentLoad, scope: _Scope) -> None:
+        self.tile(s.fragment, s.buffer, s.origin, scope, "load")
+
+    def _FragmentStore(self, s: FragmentStore, scope: _Scope) -> None:
+        frag = self.tile(s.fragment, s.buffer, s.origin, scope, "store")
+        if frag is not None and frag.use != "accumulator":
+            self.report("fragments", f"store of {s.fragment}: a {frag.use} fragment is not stored")
+
+    def _FragmentMma(self, s: FragmentMma, scope: _Scope) -> None:
+        uses = {s.a: "matrix_a", s.b: "matrix_b", s.c: "accumulator", s.d: "accumulator"}
+        frags = [self.fragment(name, scope, "mma", (use,)) for name, use in uses.items()]
+        shapes = {(f.m, f.n, f.k) for f in frags if f is not None}
+        if len(shapes) > 1:
+            self.report("fragments", f"mma {s.d} = {s.a} @ {s.b} + {s.c}: fragments of shapes {sorted(shapes)}")
+
+    # -- names, tiles, bounds -----------------------------------------------------------------
+
+    def array(self, name: str, scope: _Scope, where: str):
+        if name not in scope.arrays:
+            self.report("declared", f"{where}: {name} is not a declared buffer")
+            return None
+        return scope.arrays[name]
+
+    def staging(self, name: str, scope: _Scope) -> None:
+        if name not in scope.stagings:
+            self.report("declared", f"staging {name} is used before it is declared")
+
+    def fragment(self, name: str, scope: _Scope, what: str, uses: tuple[str, ...]) -> Fragment | None:
+        frag = scope.fragments.get(name)
+        if frag is None:
+            self.report("declared", f"{what}: fragment {name} is used before it is declared")
+        elif frag.use not in uses:
+            self.report("fragments", f"{what}: {name} is a {frag.use} fragment, not {' or '.join(uses)}")
+        return frag
+
+    def tile(self, fragment: str, buffer: str, origin, scope: _Scope, what: str) -> Fragment | None:
+        frag = self.fragment(fragment, scope, what, ("matrix_a", "matrix_b", "accumulator"))
+        spec = self.array(buffer, scope, f"{what} of {fragment}")
+        for e in origin:
+            self.expr(e, scope, f"{what} of {fragment}")
+        if frag is not None and spec is not None and spec.dtype != frag.dtype:
+            self.report("fragments", f"{what} of {fragment}: {frag.dtype.value} tiles from {buffer}'s "
+                                     f"{spec.dtype.value} elements")
+        return frag
+
+    def bounds(self, name: str, buffer, index: tuple[Expr, ...]) -> None:
+        values = [e.value for e in index if isinstance(e, Const)]
+        if len(values) == len(index) == len(buffer.shape) and any(
+                not 0 <= v < n for v, n in zip(values, buffer.shape)):
+            self.report("bounds", f"{name}[{', '.join(map(str, values))}] is outside its shape {tuple(buffer.shape)}")
+
+    def box(self, name: str, buffer, origin: tuple[Expr, ...], shape: tuple[int, ...]) -> None:
+        """A copy's box lies in the buffer's last dimensions, from a constant origin."""
+        dims = buffer.shape[len(buffer.shape) - len(shape):]
+        starts = origin[len(origin) - len(shape):]
+        if not all(isinstance(e, Const) for e in starts):
+            return
+        if any(e.value < 0 or e.value + n > d for e, n, d in zip(starts, shape, dims)):
+            self.report("bounds", f"a copy's box {list(shape)} at {[e.value for e in starts]} leaves {name}'s "
+                                  f"shape {tuple(buffer.shape)}")
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def expr(self, e: Expr, scope: _Scope, where: str) -> None:
+        if isinstance(e, Var):
+            if e.name not in scope.variables:
+                self.report("declared", f"{where}: variable {e.name} is not defined here")
+        elif isinstance(e, Load):
+            buffer = self.array(e.buffer, scope, where)
+            for i in e.index:
+                self.expr(i, scope, where)
+            if buffer is not None:
+                self.bounds(e.buffer, buffer, e.index)
+                if e.dtype is not None and e.dtype != buffer.dtype:
+                    self.report("types", f"{where}: a {e.dtype.value} load of {e.buffer}'s {buffer.dtype.value} "
+                                         "elements")
+        elif isinstance(e, Binary):
+            self.expr(e.lhs, scope, where)
+            self.expr(e.rhs, scope, where)
+            if e.dtype is not None and e.op not in _COMPARISONS:
+                for side in (e.lhs, e.rhs):
+                    if _dtype(side) is not None and _dtype(side) != e.dtype:
+                        self.report("types", f"{where}: a {_dtype(side).value} operand of a {e.dtype.value} '{e.op}'")
+        elif isinstance(e, Unary | Cast):
+            self.expr(e.operand, scope, where)
+
+    def varies(self, e: Expr, scope: _Scope) -> bool:
+        """Whether threads of one block may see different values of ``e``."""
+        if isinstance(e, Var):
+            return e.name in scope.varying
+        if isinstance(e, Load):
+            own = isinstance(scope.arrays.get(e.buffer), PrivateArray)  # each thread's own values
+            return own or any(self.varies(i, scope) for i in e.index)
+        if isinstance(e, Binary):
+            return self.varies(e.lhs, scope) or self.varies(e.rhs, scope)
+        if isinstance(e, Unary | Cast):
+            return self.varies(e.operand, scope)
+        return False
+
+
+def _dtype(e: Expr):
+    return getattr(e, "dtype", None)
+
+
+def _label(s: Stmt) -> str:
+    comment = getattr(s, "comment", "")
+    return f" ({comment})" if comment else ""
