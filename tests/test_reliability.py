@@ -367,3 +367,37 @@ def test_c_tiles_in_place_where_aligned():
 
     model, kernel = compile_plan(*matmul(1000, 1000, 1000, stages=3, operand=T.float16))
     assert "C's tiles: whole tiles in place; partial tiles at the edges through shared memory" in report("p", model, kernel)
+
+
+def test_an_integer_constant_that_does_not_fit_its_operation_is_refused():
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.int8, shape=(4,), name="A")
+    nest = acc.Nest(shape=(4,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i] = A[i] + 300
+
+    plan = nest.create_schedule().create_plan(H100)
+    with pytest.raises(acc.NestError, match=r"A\[i\] \+= 300: the constant 300 does not fit int8 \(-128..127\)"):
+        compile_plan(plan, (A,))
+
+
+def test_integer_division_truncates_at_the_type_minimum():
+    """C's -128 / 2 is -64 in int8; |-128| does not fit int8, so no abs() on the way."""
+    from schedc.ir.numeric import binary
+
+    a = np.array([-128, -128, 127, -7], dtype=np.int8)
+    b = np.array([2, 3, -2, 2], dtype=np.int8)
+    np.testing.assert_array_equal(binary("/", a, b, T.int8), np.array([-64, -42, -63, -3], dtype=np.int8))
+
+
+@pytest.mark.parametrize("make", [lambda a, b: -a, lambda a, b: a - b, lambda a, b: a + b, lambda a, b: a / b])
+def test_arithmetic_on_bool_values_is_refused(make):
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.bool, shape=(4,), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.bool, shape=(4,), name="B")
+    nest = acc.Nest(shape=(4,))
+    (i,) = nest.get_indices()
+    with pytest.raises(acc.NestError, match=r"on bool values: cast them to an integer type first"):
+        make(A[i], B[i])
+    acc.max(A[i], B[i])  # or / and stay

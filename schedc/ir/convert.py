@@ -6,6 +6,9 @@ to); index values used as data are cast to that type.
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..errors import NestError
 from . import expr as fe
 from . import kernel as k
 from .types import ScalarType
@@ -14,7 +17,10 @@ from .types import ScalarType
 def statement(assign: fe.Assign) -> k.Store:
     target = assign.target
     element = target.array.element_type
-    value = value_expr(assign.value, element)
+    try:
+        value = value_expr(assign.value, element)
+    except OverflowError as error:
+        raise NestError(str(assign), str(error)) from None
     if _dtype(value) != element:
         value = k.Cast(value, element)
     return k.Store(target.array.name, tuple(index_expr(i) for i in target.indices), value)
@@ -66,4 +72,8 @@ def _convert_constant(value, dtype: ScalarType):
         return float(value)
     if dtype is ScalarType.bool:
         return bool(value)
+    limits = np.iinfo(dtype.numpy)
+    if not limits.min <= int(value) <= limits.max:
+        raise OverflowError(f"the constant {value} does not fit {dtype.value} ({limits.min}..{limits.max}), "
+                            f"the type of the operation it is in; cast an operand to a wider type")
     return int(value)

@@ -57,6 +57,7 @@ class Expr:
         return binary("/", other, self)
 
     def __neg__(self) -> Expr:
+        _no_bool_arithmetic("-", self.dtype, f"-({render(self)})")
         return Unary("-", self, self.dtype)
 
     def __pos__(self) -> Expr:
@@ -173,7 +174,18 @@ def as_expr(value: object) -> Expr:
 
 def binary(op: str, lhs: object, rhs: object) -> Binary:
     left, right = as_expr(lhs), as_expr(rhs)
-    return Binary(op, left, right, _result_type(left, right))
+    dtype = _result_type(left, right)
+    if op in "+-*/":
+        _no_bool_arithmetic(op, dtype, f"{render(left)} {op} {render(right)}")
+    return Binary(op, left, right, dtype)
+
+
+def _no_bool_arithmetic(op: str, dtype: ScalarType | None, where: str) -> None:
+    """bool values take part in max/min and casts, not in arithmetic (C++ would compute it in
+    int and the result's meaning as a bool is rarely what was meant)."""
+    if dtype is ScalarType.bool:
+        raise NestError(where, f"'{op}' on bool values: cast them to an integer type first, or use "
+                               "schedc.max/schedc.min for or/and")
 
 
 def maximum(a: object, b: object) -> Expr:

@@ -7,6 +7,8 @@ integer division truncates toward zero, ``%`` keeps the dividend's sign, and max
 >>> import numpy as np
 >>> binary("/", np.array([-7, 7]), np.array([2, -2]), None)
 array([-3, -3])
+>>> binary("/", np.array([-128, -127], dtype=np.int8), np.array([2, 2], dtype=np.int8), None)
+array([-64, -63], dtype=int8)
 >>> binary("%", np.array([-7, 7]), np.array([2, -2]), None)
 array([-1,  1])
 """
@@ -31,8 +33,9 @@ def binary(op: str, a, b, dtype: ScalarType | None):
     if op == "/":
         if dtype is not None and dtype.is_float:
             return a / b
-        quotient = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
+        quotient = np.floor_divide(a, b)  # no abs(): |MIN| does not fit its type
+        inexact = (a - quotient * b) != 0
+        return (quotient + (inexact & ((a < 0) != (b < 0)))).astype(np.result_type(a, b))
     if op == "max":
         return np.where(b > a, b, a)
     if op == "min":
