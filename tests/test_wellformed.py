@@ -196,3 +196,31 @@ def test_a_pass_that_breaks_the_kernel_is_named(monkeypatch):
         compile_plan(plan, args)
     with verifying(False):
         compile_plan(*simt_matmul(64, 64, 64, shared_k=16))  # unverified: the backend would see it
+
+
+def test_backends_list_every_node_without_a_handler_before_starting():
+    """A node class neither backend knows: both refuse up front, naming it, before any output."""
+    from schedc.codegen.cuda import EMITTERS, emit_kernel
+    from schedc.codegen.emulate import EXECUTORS, emulate
+
+    @dataclasses.dataclass(frozen=True)
+    class Mystery:
+        comment: str = ""
+
+    k = kernel(Loop("i", Const(0), Const(8), 1, (Mystery(), Barrier())))
+    assert EMITTERS.missing(k.body) == EXECUTORS.missing(k.body) == ["Mystery"]
+    with pytest.raises(InternalError, match="kernel k has IR nodes with no CUDA emitter: Mystery"):
+        emit_kernel(k)
+    with pytest.raises(InternalError, match="kernel k has IR nodes with no emulator executor: Mystery"):
+        emulate(k, {})
+
+
+def test_every_ir_statement_class_has_both_handlers():
+    import typing
+
+    from schedc.codegen.cuda import EMITTERS
+    from schedc.codegen.emulate import EXECUTORS
+    from schedc.ir import kernel as ir
+
+    classes = set(typing.get_args(ir.Stmt))
+    assert classes <= set(EMITTERS.handlers) and classes <= set(EXECUTORS.handlers)

@@ -44,6 +44,7 @@ from ..ir.kernel import (
     Var,
 )
 from ..ir.types import ScalarType
+from .registry import Registry
 
 INDENT = "    "
 _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
@@ -112,6 +113,7 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
         f"{kernel.name}({parameter_list(kernel, restrict=True)})",
         "{",
     ]
+    EMITTERS.require(kernel.body, kernel.name)  # every node class has an emitter, or none is emitted
     printer = Printer(kernel)
     lines.extend(shared_declarations(kernel))
     for buffer in kernel.buffers:
@@ -178,6 +180,9 @@ def _global_buffer(buffer: Buffer) -> str:
             + "\n".join(rows) + "\n};\n")
 
 
+EMITTERS = Registry("CUDA emitter")
+
+
 class Printer:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
@@ -193,39 +198,62 @@ class Printer:
         return lines
 
     def statement(self, s: Stmt, depth: int) -> list[str]:
-        pad = INDENT * depth
-        if isinstance(s, Let):
-            comment = [f"{pad}// {s.comment}"] if s.comment else []
-            return [*comment, f"{pad}const {self.index_type} {s.name} = {self.expr(s.value)};"]
-        if isinstance(s, Loop):
-            start, stop = self.expr(s.start), self.expr(s.stop)
-            head = f"for ({self.index_type} {s.var} = {start}; {s.var} < {stop}; {s.var} += {s.step}) {{"
-            lines = [f"{pad}// {s.comment}"] if s.comment else []
-            if s.unroll:
-                lines.append(f"{pad}#pragma unroll")
-            return [*lines, pad + head, *self.body(s.body, depth + 1), pad + "}"]
-        if isinstance(s, If):
-            lines = [f"{pad}// {s.comment}"] if s.comment else []
-            lines += [f"{pad}if ({self.expr(s.cond)}) {{", *self.body(s.body, depth + 1)]
-            if s.orelse:
-                lines += [f"{pad}}} else {{", *self.body(s.orelse, depth + 1)]
-            return [*lines, pad + "}"]
-        if isinstance(s, Store):
-            return [f"{pad}{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};"]
-        if isinstance(s, Barrier):
-            return [f"{pad}__syncthreads();" + (f"  // {s.comment}" if s.comment else "")]
-        if isinstance(s, AsyncCommit):
-            return [f"{pad}schedc::async_commit();"]
-        if isinstance(s, AsyncWait):
-            return [f"{pad}schedc::async_wait<{s.pending}>();"]
-        if isinstance(s, BlockCopy):
-            return [pad + line for line in self.block_copy(s)]
-        if isinstance(s, Staging | StageLoad | StageStore):
-            return [pad + line for line in self.staging(s)]
-        if isinstance(s, PrivateArray):
-            self.buffers[s.name] = s
-            return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
-                    f"{s.dtype.value}{list(s.shape)}, in registers"]
+        return EMITTERS.handler(s)(self, s, INDENT * depth, depth)
+
+    @EMITTERS.handles(Let)
+    def _let(self, s: Let, pad: str, depth: int) -> list[str]:
+        comment = [f"{pad}// {s.comment}"] if s.comment else []
+        return [*comment, f"{pad}const {self.index_type} {s.name} = {self.expr(s.value)};"]
+
+    @EMITTERS.handles(Loop)
+    def _loop(self, s: Loop, pad: str, depth: int) -> list[str]:
+        start, stop = self.expr(s.start), self.expr(s.stop)
+        head = f"for ({self.index_type} {s.var} = {start}; {s.var} < {stop}; {s.var} += {s.step}) {{"
+        lines = [f"{pad}// {s.comment}"] if s.comment else []
+        if s.unroll:
+            lines.append(f"{pad}#pragma unroll")
+        return [*lines, pad + head, *self.body(s.body, depth + 1), pad + "}"]
+
+    @EMITTERS.handles(If)
+    def _if(self, s: If, pad: str, depth: int) -> list[str]:
+        lines = [f"{pad}// {s.comment}"] if s.comment else []
+        lines += [f"{pad}if ({self.expr(s.cond)}) {{", *self.body(s.body, depth + 1)]
+        if s.orelse:
+            lines += [f"{pad}}} else {{", *self.body(s.orelse, depth + 1)]
+        return [*lines, pad + "}"]
+
+    @EMITTERS.handles(Store)
+    def _store(self, s: Store, pad: str, depth: int) -> list[str]:
+        return [f"{pad}{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};"]
+
+    @EMITTERS.handles(Barrier)
+    def _barrier(self, s: Barrier, pad: str, depth: int) -> list[str]:
+        return [f"{pad}__syncthreads();" + (f"  // {s.comment}" if s.comment else "")]
+
+    @EMITTERS.handles(AsyncCommit)
+    def _commit(self, s: AsyncCommit, pad: str, depth: int) -> list[str]:
+        return [f"{pad}schedc::async_commit();"]
+
+    @EMITTERS.handles(AsyncWait)
+    def _wait(self, s: AsyncWait, pad: str, depth: int) -> list[str]:
+        return [f"{pad}schedc::async_wait<{s.pending}>();"]
+
+    @EMITTERS.handles(BlockCopy)
+    def _block_copy(self, s: BlockCopy, pad: str, depth: int) -> list[str]:
+        return [pad + line for line in self.block_copy(s)]
+
+    @EMITTERS.handles(Staging, StageLoad, StageStore)
+    def _staging(self, s: Stmt, pad: str, depth: int) -> list[str]:
+        return [pad + line for line in self.staging(s)]
+
+    @EMITTERS.handles(PrivateArray)
+    def _private(self, s: PrivateArray, pad: str, depth: int) -> list[str]:
+        self.buffers[s.name] = s
+        return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
+                f"{s.dtype.value}{list(s.shape)}, in registers"]
+
+    @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply)
+    def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:
         return [pad + line for line in self.fragment_statement(s)]
 
     def block_copy(self, s: BlockCopy) -> list[str]:

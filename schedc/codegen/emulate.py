@@ -48,6 +48,7 @@ from ..ir.kernel import (
 )
 from ..ir.numeric import binary
 from ..ir.types import ScalarType
+from .registry import Registry
 from .shared import SharedError, SharedMemory
 
 WARP = 32
@@ -123,6 +124,7 @@ def emulate(kernel: Kernel, storage: dict[str, np.ndarray], blocks: int | list[B
             progress: Progress | None = None) -> Emulation:
     """Run ``kernel`` over copies of ``storage`` (flat arrays per parameter), on all blocks,
     a sample of ``blocks`` of them, or the listed blocks; ``progress(done, total)`` after each."""
+    EXECUTORS.require(kernel.body, kernel.name)  # every node class has an executor, or nothing runs
     memory = {b.name: _initial(b, storage) for b in kernel.buffers}
     written = {name: np.zeros(len(array), dtype=bool) for name, array in memory.items()}
     chosen = _chosen(kernel.grid, blocks)
@@ -157,6 +159,9 @@ def _initial(buffer: Buffer, storage: dict[str, np.ndarray]) -> np.ndarray:
 
 def _poison(dtype: ScalarType):
     return np.nan if dtype.is_float else 0
+
+
+EXECUTORS = Registry("emulator executor")
 
 
 @dataclass
@@ -197,32 +202,34 @@ class _Block:
 
     def statement(self, s: Stmt, mask: np.ndarray) -> None:
         self.mask = mask  # loads check bounds for the threads that run this statement only
-        if isinstance(s, Let):
-            value = self.expr(s.value)
-            old = self.env.get(s.name, 0)
-            self.env[s.name] = value if mask.all() else np.where(mask, value, old)
-        elif isinstance(s, Loop):
-            self.loop(s, mask)
-        elif isinstance(s, If):
-            cond = np.broadcast_to(self.expr(s.cond), mask.shape)
-            taken, other = mask & cond, mask & ~cond
-            if taken.any():
-                self.body(s.body, taken)
-            if s.orelse and other.any():
-                self.body(s.orelse, other)
-            self.mask = mask
-        elif isinstance(s, Store):
-            self.store(s, mask)
-        elif isinstance(s, Staging):
-            self.staged[s.name] = (s, None)
-        elif isinstance(s, PrivateArray):
-            self.buffers[s.name] = s
-            self.private[s.name] = np.full((self.threads, s.size), _poison(s.dtype), dtype=s.dtype.numpy)
-        elif isinstance(s, Barrier | BlockCopy | AsyncCommit | AsyncWait | StageLoad | StageStore):
-            self.block_level(s, mask)
-        else:
-            self.tile(s, mask)
+        EXECUTORS.handler(s)(self, s, mask)
 
+    @EXECUTORS.handles(Let)
+    def let(self, s: Let, mask: np.ndarray) -> None:
+        value = self.expr(s.value)
+        old = self.env.get(s.name, 0)
+        self.env[s.name] = value if mask.all() else np.where(mask, value, old)
+
+    @EXECUTORS.handles(If)
+    def branch(self, s: If, mask: np.ndarray) -> None:
+        cond = np.broadcast_to(self.expr(s.cond), mask.shape)
+        taken, other = mask & cond, mask & ~cond
+        if taken.any():
+            self.body(s.body, taken)
+        if s.orelse and other.any():
+            self.body(s.orelse, other)
+        self.mask = mask
+
+    @EXECUTORS.handles(Staging)
+    def staging(self, s: Staging, mask: np.ndarray) -> None:
+        self.staged[s.name] = (s, None)
+
+    @EXECUTORS.handles(PrivateArray)
+    def private_array(self, s: PrivateArray, mask: np.ndarray) -> None:
+        self.buffers[s.name] = s
+        self.private[s.name] = np.full((self.threads, s.size), _poison(s.dtype), dtype=s.dtype.numpy)
+
+    @EXECUTORS.handles(Loop)
     def loop(self, s: Loop, mask: np.ndarray) -> None:
         start, stop = self.expr(s.start), self.expr(s.stop)
         if np.ndim(start) == 0 and np.ndim(stop) == 0:
@@ -242,6 +249,7 @@ class _Block:
                 var = var + s.step
         self.iteration.pop(s.var, None)
 
+    @EXECUTORS.handles(Store)
     def store(self, s: Store, mask: np.ndarray) -> None:
         offset = np.broadcast_to(self.offset(s.buffer, s.index, mask), mask.shape)
         value = np.broadcast_to(self.expr(s.value), mask.shape)
@@ -262,6 +270,7 @@ class _Block:
 
     # -- warp tiles ----------------------------------------------------------------------------
 
+    @EXECUTORS.handles(Fragment, FragmentFill, FragmentApply, FragmentMma, FragmentLoad, FragmentStore)
     def tile(self, s: Stmt, mask: np.ndarray) -> None:
         warps = mask.reshape(-1, WARP)
         partial = warps.any(axis=1) & ~warps.all(axis=1)
@@ -437,6 +446,7 @@ class _Block:
 
     # -- block-level operations -----------------------------------------------------------------
 
+    @EXECUTORS.handles(Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore)
     def block_level(self, s, mask: np.ndarray) -> None:
         if not mask.all():
             inactive = np.flatnonzero(~mask)[:4].tolist()

@@ -1,0 +1,51 @@
+"""Handlers per IR node class: one CUDA emitter, one emulator executor per kind of statement.
+
+A backend declares its handlers with ``@REGISTRY.handles(NodeClass)`` and asks the registry,
+before it starts, which node classes of a kernel have none (every one is listed at once, rather
+than failing halfway through a kernel).
+
+>>> from schedc.ir.kernel import Barrier, Loop, Const
+>>> emitters = Registry("CUDA emitter")
+>>> @emitters.handles(Barrier)
+... def barrier(printer, node):
+...     return "__syncthreads();"
+>>> emitters.missing((Loop("i", Const(0), Const(4), 1, (Barrier(),)),))
+['Loop']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import InternalError
+from ..ir.kernel import Stmt, walk_statements
+
+
+class Registry:
+    """The handlers of one backend, keyed by IR node class."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.handlers: dict[type, Callable] = {}
+
+    def handles(self, *classes: type) -> Callable[[Callable], Callable]:
+        """Decorator: the function handles nodes of these classes."""
+        def decorate(function: Callable) -> Callable:
+            for cls in classes:
+                self.handlers[cls] = function
+            return function
+        return decorate
+
+    def handler(self, node: object) -> Callable:
+        return self.handlers[type(node)]
+
+    def missing(self, body: tuple[Stmt, ...]) -> list[str]:
+        """The node classes in ``body`` that have no handler, sorted."""
+        return sorted({type(s).__name__ for s in walk_statements(body) if type(s) not in self.handlers})
+
+    def require(self, body: tuple[Stmt, ...], kernel: str) -> None:
+        """An InternalError listing every node class of ``body`` without a handler."""
+        missing = self.missing(body)
+        if missing:
+            raise InternalError(self.backend, f"kernel {kernel} has IR nodes with no {self.backend}: "
+                                              f"{', '.join(missing)}")
