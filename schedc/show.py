@@ -73,7 +73,7 @@ def launch(model, kernel: Kernel) -> str:
     return (
         f"grid {shape.grid} x block {shape.block}: {grid} blocks of {threads} threads "
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "
-        f"{kernel.index_type} indexing"
+        f"{kernel.index_type.c_type} indexing"
     )
 
 

@@ -37,7 +37,7 @@ def _b(t: ScalarType) -> Load:
     return Load(f"B_{t.value}", (I, J), t)
 
 
-def _kernel(values: dict[ScalarType, list], index_type: str = "int") -> Kernel:
+def _kernel(values: dict[ScalarType, list], index_type: ScalarType = ScalarType.int32) -> Kernel:
     """Loops over i < 8, j < 16 storing each value into C_<type>[i, j] (one row per value)."""
     buffers, stores = [], []
     for t in TYPES:
@@ -242,7 +242,7 @@ def test_constants_mean_the_irs_value_in_the_irs_type(t, value, text):
 # -- special registers: unsigned int in C++ ------------------------------------------------------
 
 
-def _register_kernel(value, grid=(1, 1, 1), index_type="int", loop_stop=None):
+def _register_kernel(value, grid=(1, 1, 1), index_type=ScalarType.int32, loop_stop=None):
     loop_stop = Const(128) if loop_stop is None else loop_stop
     body = (Loop("k", Const(0), loop_stop, 32, (Let("x", value), Store("Y", (Var("x"),), Const(1.0, S.float32)))),)
     buffer = Buffer("Y", S.float32, (2**31 - 1,), (1,), "param", "output")
@@ -263,7 +263,7 @@ def test_unsigned_register_arithmetic_is_accepted_where_the_launch_bounds_it():
 
 
 def test_64_bit_indexing_widens_registers_before_arithmetic():
-    kernel = _register_kernel(Binary("*", Var("blockIdx.x"), Const(4096)), grid=(2**21, 1, 1), index_type="long long")
+    kernel = _register_kernel(Binary("*", Var("blockIdx.x"), Const(4096)), grid=(2**21, 1, 1), index_type=ScalarType.int64)
     assert "const long long x = (long long)blockIdx.x * 4096;" in emit_kernel(kernel)
     with mock.patch.object(Printer, "variable", lambda self, name: name), \
             pytest.raises(InternalError, match="uint32"):
@@ -385,7 +385,7 @@ def _walk(e):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trees(), st.sampled_from(["int", "long long"]))
+@given(trees(), st.sampled_from([ScalarType.int32, ScalarType.int64]))
 def test_random_trees_print_and_parse_back_equal(tree, index_type):
     t, e = tree
     kernel = _kernel({t: [e]}, index_type)

@@ -189,7 +189,7 @@ class Printer:
         self.buffers = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
         self.fragments: dict[str, Fragment] = {}
         self.stagings: dict[str, Staging] = {}
-        self.index_type = kernel.index_type
+        self.index_type = kernel.index_type.c_type
 
     def body(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
         lines: list[str] = []

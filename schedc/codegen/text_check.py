@@ -882,7 +882,7 @@ class _Checker:
         self.line = ""  # the statement being checked
         self.strides = {b.name: b.strides for b in (*kernel.buffers, *kernel.shared)}
         buffers = {b.name: b.dtype.c_type for b in (*kernel.buffers, *kernel.shared)}
-        self.env = _Env(kernel.index_type, buffers, _variable_bounds(kernel))
+        self.env = _Env(kernel.index_type.c_type, buffers, _variable_bounds(kernel))
 
     def statement(self, s: Stmt) -> None:
         if isinstance(s, PrivateArray):
@@ -914,15 +914,15 @@ class _Checker:
         self.line = lines[-1]
         ctype, name, value = self.parse(self.line, "let", s.value)
         value = _implicit(value, ctype)  # const T name = value: copy-initialisation converts
-        if (ctype, name) != (self.kernel.index_type, s.name):
-            self.fail(f"declares {ctype} {name}, the IR {self.kernel.index_type} {s.name}", s.value, self.line)
+        if (ctype, name) != (self.kernel.index_type.c_type, s.name):
+            self.fail(f"declares {ctype} {name}, the IR {self.kernel.index_type.c_type} {s.name}", s.value, self.line)
         self.compare(s.value, value, self.printer.expr(s.value))
 
     def loop(self, s: Loop, lines: list[str]) -> None:
         self.line = next(line for line in lines if line.startswith("for ("))
         ctype, var, start, cond, stepped, step = self.parse(self.line, "loop", s.stop)
         start = _implicit(start, ctype)
-        if (ctype, var, stepped, step) != (self.kernel.index_type, s.var, s.var, s.step):
+        if (ctype, var, stepped, step) != (self.kernel.index_type.c_type, s.var, s.var, s.step):
             self.fail(f"loops over {ctype} {var} by {stepped} += {step}", s.stop, self.line)
         self.compare(s.start, start, self.printer.expr(s.start))
         self.compare(Binary("<", Var(s.var), s.stop), cond, f"{s.var} < {self.printer.expr(s.stop)}")
@@ -970,7 +970,7 @@ class _Checker:
 
     def compare(self, ir: Expr, node: _Node, text: str) -> None:
         self.count += 1
-        index = self.kernel.index_type
+        index = self.kernel.index_type.c_type
         try:
             parsed = _to_ir(_normal(node, self.env))
             same = _key(parsed, index) == _key(_linearised(ir, self.strides), index)
@@ -989,7 +989,7 @@ class _Checker:
         ir = self.offset(buffer, index)
         try:
             parsed = _to_ir(_normal(node, self.env))
-            same = _affine(parsed, self.kernel.index_type) == _affine(ir, self.kernel.index_type)
+            same = _affine(parsed, self.kernel.index_type.c_type) == _affine(ir, self.kernel.index_type.c_type)
         except _TextError as error:
             self.fail(str(error), ir, text)
         if not same:

@@ -353,7 +353,7 @@ class Kernel:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     body: tuple[Stmt, ...]
-    index_type: str = "int"  # C type of index arithmetic: int, or long long for large arrays
+    index_type: ScalarType = ScalarType.int32  # type of index arithmetic: int64 for arrays over 2^31 elements
     dynamic_shared_bytes: int = 0
     shared: tuple[SharedBuffer, ...] = ()  # carved out of the dynamic shared memory, in order
 

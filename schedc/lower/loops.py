@@ -21,6 +21,7 @@ from ..ir.kernel import (
     shared_layout,
     substitute,
 )
+from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
 from . import cache, private, tensor
 from .launch import Launch
@@ -79,7 +80,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         grid=launch.grid,
         block=launch.block,
         body=body,
-        index_type="long long" if big else "int",
+        index_type=ScalarType.int64 if big else ScalarType.int32,
         dynamic_shared_bytes=shared_layout(buffers)[1],
         shared=buffers,
     )
