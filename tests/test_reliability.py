@@ -401,3 +401,29 @@ def test_arithmetic_on_bool_values_is_refused(make):
     with pytest.raises(acc.NestError, match=r"on bool values: cast them to an integer type first"):
         make(A[i], B[i])
     acc.max(A[i], B[i])  # or / and stay
+
+
+@pytest.mark.parametrize("pipeline", [{"double_buffer": True, "double_buffer_location": acc.MemorySpace.PRIVATE},
+                                      {"stages": 3}])
+def test_pipelines_prefetching_past_a_partial_tile_stay_inside_the_array(pipeline):
+    """Found by the random tester: the carrier jj runs 16 iterations, but only one in the last
+    tile of j (33 = 2 * 16 + 1); the prefetch of jj + 1 read A[33]. Tiles that a prefetch may
+    take past the domain are bounded copies now."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(33, 1), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float64, shape=(36, 9), name="B")
+    nest = acc.Nest(shape=(1, 33, 1))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, k] = A[j, k]
+
+    schedule = nest.create_schedule()
+    schedule.split(j, 16)
+    plan = schedule.create_plan(H100)
+    plan.cache(A, index=k, location=acc.MemorySpace.SHARED, **pipeline)
+    try:
+        model, kernel = compile_plan(plan, (A, B))
+    except acc.CacheError as error:  # cp.async needs 4-byte rows: one float is enough
+        pytest.fail(str(error))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=8))

@@ -130,7 +130,13 @@ def _plan(model, spec, guards) -> SharedCache:
             f"{list(global_buffer.shape)} for some tiles; tiles are padded at the end of an array only",
             loops=(spec.index,),
         )
-    limits = () if fp.inside else global_buffer.shape
+    pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
+    inside = fp.inside
+    if pipelined and guards is None:
+        # a pipeline prefetches its carrier's next iterations, which a partial tile may not run:
+        # those tiles stay inside the array only if every loop's whole range does
+        inside = inside and footprint(model, spec, here, fixed, ()).inside
+    limits = () if inside else global_buffer.shape
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
     order = dimension_order(global_buffer.strides)  # kept by the tile: vectors contiguous on both sides
     plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, order, dtype.size, pad))
@@ -139,7 +145,6 @@ def _plan(model, spec, guards) -> SharedCache:
     pad = model.tensorize is not None and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size)
     buffer = padded if pad else plain
     vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits), order[-1])
-    pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
         slot = -(-buffer.nbytes // SHARED_ALIGN) * SHARED_ALIGN // dtype.size
