@@ -427,3 +427,23 @@ def test_pipelines_prefetching_past_a_partial_tile_stay_inside_the_array(pipelin
     except acc.CacheError as error:  # cp.async needs 4-byte rows: one float is enough
         pytest.fail(str(error))
     assert_passes(emulate_function(model, kernel, blocks=None, seed=8))
+
+
+def test_register_tiles_of_reversed_accesses_guard_both_ends():
+    """Found by the random tester: B[i] = A[34 - i] with A's tile in registers; the last partial
+    tile's box starts before A (A[-1]): its copies are guarded at both ends now."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(35,), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(33,), name="B")
+    nest = acc.Nest(shape=(33,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i] = A[34 - i]
+
+    schedule = nest.create_schedule()
+    schedule.split(i, 4)
+    plan = schedule.create_plan(H100)
+    plan.cache(A, index=i, location=acc.MemorySpace.PRIVATE)
+    model, kernel = compile_plan(plan, (A, B))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=9))

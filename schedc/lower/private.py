@@ -34,6 +34,7 @@ class PrivateCache:
     store: bool  # the nest writes it: copy it out after the loop
     limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (copies guarded)
     unrolled: tuple[str, ...] = ()  # loops inside ``index`` that index the tile
+    before_start: bool = False  # the tile may also start before the array (reversed accesses): guard that end too
 
 
 def plan_private(model, facts: poly.PolyFacts) -> tuple[PrivateCache, ...]:
@@ -76,7 +77,8 @@ def _plan(model, facts, spec) -> PrivateCache:
                                "threads own: cache at a loop inside which each thread writes a whole box",
                          loops=(spec.index,))
     limits = () if fp.inside else model.buffer(spec.array).shape
-    return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled)
+    return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled,
+                        not fp.starts_inside)
 
 
 def unrolled(caches: tuple[PrivateCache, ...]) -> set[str]:
@@ -109,7 +111,10 @@ def _copy(c: PrivateCache, as_expr, inward: bool) -> Stmt:
     else:
         body = Store(c.array, element, Load(c.buffer.name, points, dtype))
     if c.limits:
-        inside = all_of(Binary("<", e, Const(n)) for e, n in zip(element, c.limits))
+        tests = [Binary("<", e, Const(n)) for e, n in zip(element, c.limits)]
+        if c.before_start:
+            tests = [*(Binary("<=", Const(0), e) for e in element), *tests]
+        inside = all_of(tests)
         body = If(inside, (body,), f"the part of the tile inside {c.array}")
     for d in reversed(range(len(points))):
         comment = "" if d else (f"{c.array}'s tile: into registers" if inward else f"{c.array}'s tile: back to "
