@@ -109,11 +109,11 @@ class _State:
             return Tensor(_cast(inner.data, e.dtype), inner.dims)
         if isinstance(e, Unary):
             inner = self.evaluate(e.operand, dims)
-            return Tensor(-inner.data, inner.dims)
+            return Tensor(_wrap(-inner.data, e.dtype), inner.dims)
         if isinstance(e, Binary):
             lhs, rhs = self.evaluate(e.lhs, dims), self.evaluate(e.rhs, dims)
             out = tuple(d for d in self.order if d in lhs.dims or d in rhs.dims)
-            return Tensor(binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), out)
+            return Tensor(_wrap(binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), e.dtype), out)
         raise TypeError(f"unknown expression {e!r}")
 
     def subscripts(self, index: tuple[Expr, ...], dims: dict[str, np.ndarray]):
@@ -282,8 +282,16 @@ def _cast(data: np.ndarray, dtype: ScalarType) -> np.ndarray:
     if dtype is ScalarType.bool:
         return (data != 0).astype(np.int64)
     if dtype.is_integer:
-        return np.trunc(data).astype(np.int64)
+        return _wrap(np.trunc(data).astype(np.int64), dtype)
     return data.astype(np.float64)
+
+
+def _wrap(data: np.ndarray, dtype: ScalarType | None) -> np.ndarray:
+    """Integer arithmetic wraps at its type's width, as the kernel's does (int64 holds every
+    narrower integer type; 64-bit types wrap in int64 itself)."""
+    if dtype is None or not dtype.is_integer or dtype.size >= 8:
+        return data
+    return np.asarray(data).astype(dtype.numpy).astype(np.int64)
 
 
 # -- what one block covers ---------------------------------------------------------------------

@@ -110,7 +110,7 @@ def test_auto_double_buffer_falls_back_to_registers_where_cp_async_cannot_copy()
     model, kernel = compile_plan(plan, args)
     from schedc.lower import cache as lower_cache
 
-    caches = lower_cache.plan_shared(model)
+    caches = lower_cache.plan_shared(model, kernel.threads_per_block)
     assert {(c.array, c.pipeline) for c in caches} == {("A", "registers"), ("B", "registers")}
     assert_passes(emulate_function(model, kernel, blocks=None, seed=3))
     plan, args = simt_matmul(32, 32, 32, block=(16, 16), dtype=T.float16, shared_k=1, pipeline={"stages": 2})
@@ -120,10 +120,10 @@ def test_auto_double_buffer_falls_back_to_registers_where_cp_async_cannot_copy()
 
 def test_auto_double_buffer_keeps_cp_async_where_it_fits():
     plan, args = simt_matmul(64, 64, 64, block=(16, 16), shared_k=16, pipeline={"double_buffer": True})
-    model, _ = compile_plan(plan, args)
+    model, kernel = compile_plan(plan, args)
     from schedc.lower import cache as lower_cache
 
-    assert {c.pipeline for c in lower_cache.plan_shared(model)} == {"async"}
+    assert {c.pipeline for c in lower_cache.plan_shared(model, kernel.threads_per_block)} == {"async"}
 
 
 # -- the reference: what a nest means ---------------------------------------------------------
@@ -447,3 +447,44 @@ def test_register_tiles_of_reversed_accesses_guard_both_ends():
     plan.cache(A, index=i, location=acc.MemorySpace.PRIVATE)
     model, kernel = compile_plan(plan, (A, B))
     assert_passes(emulate_function(model, kernel, blocks=None, seed=9))
+
+
+def test_the_reference_wraps_integer_arithmetic_at_its_width():
+    """Found by the random tester: A[j] = A[j] * (-3 * A[j]) four times overflows int32; the kernel
+    wraps, and so must the reference."""
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.int32, shape=(1,), name="A")
+
+    def logic(i, j):
+        A[j] = A[j] * ((-3) * A[j])
+
+    model = _model((4, 1), logic, (A,))
+    values, _ = reference(model, {"A": np.array([1234])})
+    expected = np.array([1234], dtype=np.int32)
+    with np.errstate(over="ignore"):
+        for _ in range(4):
+            expected = expected * (np.int32(-3) * expected)
+    np.testing.assert_array_equal(values["A"], expected.astype(np.int64))
+
+
+def test_a_register_double_buffer_too_big_for_registers_is_refused():
+    """Found by the random tester: one thread staging a 32x33 float64 tile (1056 elements in
+    registers) made NVRTC run for minutes."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float64, shape=(36, 32), name="A",
+                  layout=acc.Array.Layout.LAST_MAJOR)
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float64, shape=(1,), name="B")
+    nest = acc.Nest(shape=(1, 32))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[0] += acc.min(A[i, j], A[j + 1, 0])
+
+    schedule = nest.create_schedule()
+    schedule.reorder(j, i)
+    plan = schedule.create_plan(H100)
+    plan.cache(A, index=i, location=acc.MemorySpace.SHARED, double_buffer=True,
+               double_buffer_location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=i, location=SHARED\): a register double buffer holds "
+                                             r"each thread's share of the next tile: 1056 element\(s\) of the 33x32 "
+                                             r"tile for each of 1 thread\(s\), 2112 registers, over 128"):
+        compile_plan(plan, (A, B))

@@ -17,6 +17,7 @@ Three ways to fill the copy (``CacheSpec.pipeline``):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from .. import poly
@@ -72,20 +73,20 @@ class SharedCache:
         return self.buffer.shape[1:] if self.ring > 1 else self.buffer.shape
 
 
-def plan_shared(model, tiles: tensor.TensorMatch | None = None,
+def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
                 scratch: SharedBuffer | None = None) -> tuple[SharedCache, ...]:
     """Check every SHARED cache and describe its buffer and copy. ``tiles``: the tensorized
     plan's partial-tile guards (footprints over whole tiles); ``scratch``: other shared memory
     the kernel needs (C's edge tiles), counted in the budget."""
     guards = tiles.guards if tiles is not None else None
     specs = [spec for spec in model.caches if spec.location is MemorySpace.SHARED]
-    caches = [_plan(model, spec, guards) for spec in specs]
+    caches = [_plan(model, spec, guards, threads) for spec in specs]
     # double_buffer=True (AUTO) where cp.async cannot copy a tile: every AUTO cache at that
     # index takes the register double buffer instead, so that they share one pipeline
     narrow = {c.index for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
     specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and s.index in narrow else s
              for s in specs]
-    caches = [_plan(model, spec, guards) for spec in specs]
+    caches = [_plan(model, spec, guards, threads) for spec in specs]
     for c in caches:
         _check_async(c)
     _check_pipelines(caches)
@@ -103,7 +104,7 @@ def plan_shared(model, tiles: tensor.TensorMatch | None = None,
     return tuple(caches)
 
 
-def _plan(model, spec, guards) -> SharedCache:
+def _plan(model, spec, guards, threads: int) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
     tile = set(model.tensorize.loops) if model.tensorize else set()
     unit = model.binding_of(spec.index)
@@ -146,6 +147,8 @@ def _plan(model, spec, guards) -> SharedCache:
     buffer = padded if pad else plain
     vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits), order[-1])
     carrier = _carrier(model, spec, here) if pipelined else None
+    if spec.pipeline == "registers":
+        _check_staging(spec, here, fp.extents, dtype, threads)
     if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
         slot = -(-buffer.nbytes // SHARED_ALIGN) * SHARED_ALIGN // dtype.size
         buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
@@ -167,6 +170,20 @@ def footprint(model, spec, here: str, fixed: tuple[str, ...], guards) -> poly.Fo
         return poly.footprint(model, spec.array, spec.index, fixed, guards)
     except poly.FootprintError as error:
         raise CacheError(here, str(error), loops=(spec.index,)) from None
+
+
+MAX_TILE_REGISTERS = 128  # a thread's share of a register tile may take half of its 255 registers
+
+
+def _check_staging(spec, here: str, extents: tuple[int, ...], dtype, threads: int) -> None:
+    """A register double buffer holds each thread's share of the next tile in registers."""
+    per_thread = -(-math.prod(extents) // threads)
+    registers = per_thread * max(dtype.size, 4) // 4
+    if registers > MAX_TILE_REGISTERS:
+        raise CacheError(here, f"a register double buffer holds each thread's share of the next tile: "
+                               f"{per_thread} element(s) of the {'x'.join(map(str, extents))} tile for each of "
+                               f"{threads} thread(s), {registers} registers, over {MAX_TILE_REGISTERS}; use "
+                               "stages=N (cp.async) or more threads", loops=(spec.index,))
 
 
 def _async_fits(c: SharedCache) -> bool:

@@ -74,7 +74,7 @@ def tensorize(ir: Lowering) -> Lowering:
 
 def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
-    shared = cache.plan_shared(ir.model, ir.tiles, ir.scratch)
+    shared = cache.plan_shared(ir.model, ir.launch.threads, ir.tiles, ir.scratch)
     tiles = cache.rebase_tiles(ir.model, ir.tiles, shared) if ir.tiles is not None else None
     return dataclasses.replace(ir, shared=shared, tiles=tiles)
 
