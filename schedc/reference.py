@@ -260,20 +260,26 @@ def _prologue(model, c: np.ndarray) -> np.ndarray:
     t = model.tensorize
     if t is None or t.prologue_op is MMAFragmentOp.NONE:
         return c
-    return _fragment_op(t.prologue_op, t.prologue_arg, c)
+    return _fragment_op(t.prologue_op, t.prologue_arg, c, _accumulator(model))
 
 
 def _epilogue(model, c: np.ndarray) -> np.ndarray:
     t = model.tensorize
     if t is None or t.epilogue_op is MMAFragmentOp.NONE:
         return c
-    return _fragment_op(t.epilogue_op, t.epilogue_arg, c)
+    return _fragment_op(t.epilogue_op, t.epilogue_arg, c, _accumulator(model))
 
 
-def _fragment_op(op: MMAFragmentOp, arg: float, c: np.ndarray) -> np.ndarray:
+def _accumulator(model) -> ScalarType:
+    return model.buffer(model.statements[0].buffer).dtype
+
+
+def _fragment_op(op: MMAFragmentOp, arg: float, c: np.ndarray, dtype: ScalarType) -> np.ndarray:
     if op is MMAFragmentOp.SET:
         return np.full_like(c, arg, dtype=np.float64)
     if op is MMAFragmentOp.SCALE:
+        if dtype.is_integer:  # tensor cores scale integer accumulators in float32, then truncate
+            return np.trunc(c.astype(np.float32) * np.float32(arg)).astype(np.int64)
         return arg * c
     return np.where(c > 0, c, 0)
 

@@ -488,3 +488,15 @@ def test_a_register_double_buffer_too_big_for_registers_is_refused():
                                              r"each thread's share of the next tile: 1056 element\(s\) of the 33x32 "
                                              r"tile for each of 1 thread\(s\), 2112 registers, over 128"):
         compile_plan(plan, (A, B))
+
+
+def test_the_reference_scales_integer_accumulators_as_tensor_cores_do():
+    """Found on the GPU by the random tester: SCALE 0.5 on an int32 accumulator truncates the
+    float32 product (C's conversion); the reference kept the half."""
+    from .plans import tensor_matmul
+
+    plan, args = tensor_matmul(48, 32, 64, operand=T.uint8, result=T.int32, mma=acc.MMAShape.M32xN8xK16_B1,
+                               block=(32, 8), passes=2, b_layout=acc.Array.Layout.LAST_MAJOR, k_split=64,
+                               shared_ab=True, cache_c=0, prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=0.5)
+    model, kernel = compile_plan(plan, args)
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=0))
