@@ -275,8 +275,8 @@ def _accumulator(model) -> ScalarType:
 
 
 def _fragment_op(op: MMAFragmentOp, arg: float, c: np.ndarray, dtype: ScalarType) -> np.ndarray:
-    if op is MMAFragmentOp.SET:
-        return np.full_like(c, arg, dtype=np.float64)
+    if op is MMAFragmentOp.SET:  # the accumulator's type holds the value (integers truncate)
+        return np.full_like(c, np.trunc(arg) if dtype.is_integer else arg, dtype=np.float64)
     if op is MMAFragmentOp.SCALE:
         if dtype.is_integer:  # tensor cores scale integer accumulators in float32, then truncate
             return np.trunc(c.astype(np.float32) * np.float32(arg)).astype(np.int64)

@@ -500,3 +500,14 @@ def test_the_reference_scales_integer_accumulators_as_tensor_cores_do():
                                shared_ab=True, cache_c=0, prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=0.5)
     model, kernel = compile_plan(plan, args)
     assert_passes(emulate_function(model, kernel, blocks=None, seed=0))
+
+
+def test_the_reference_sets_integer_accumulators_to_their_type():
+    """Found by the random tester: prologue SET 1.5 on an int32 accumulator fills 1."""
+    from .plans import tensor_matmul
+
+    plan, args = tensor_matmul(8, 32, 32, operand=T.int8, result=T.int32, mma=acc.MMAShape.M8xN32xK16_B1,
+                               block=(8, 32), passes=2, b_layout=acc.Array.Layout.LAST_MAJOR,
+                               prologue_op=acc.MMAFragmentOp.SET, prologue_arg=1.5)
+    model, kernel = compile_plan(plan, args)
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=0))
