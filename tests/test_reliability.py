@@ -511,3 +511,24 @@ def test_the_reference_sets_integer_accumulators_to_their_type():
                                prologue_op=acc.MMAFragmentOp.SET, prologue_arg=1.5)
     model, kernel = compile_plan(plan, args)
     assert_passes(emulate_function(model, kernel, blocks=None, seed=0))
+
+
+def test_copies_at_loops_a_partial_tile_leaves_empty_stay_inside_the_array():
+    """Found by the random tester: at i = 34 only ii = 0 runs (35 = 34 + 1), but the copy before
+    iii runs for every ii and read A[52]; SIMT tiles are bounded by the loops' whole ranges now."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(52,), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(1,), name="B")
+    nest = acc.Nest(shape=(35, 1))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[j] = A[i]
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 34)
+    iii = schedule.split(ii, 2)
+    plan = schedule.create_plan(H100)
+    plan.cache(A, index=iii, location=acc.MemorySpace.SHARED)
+    model, kernel = compile_plan(plan, (A, B))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=10))

@@ -224,3 +224,9 @@ def test_every_ir_statement_class_has_both_handlers():
 
     classes = set(typing.get_args(ir.Stmt))
     assert classes <= set(EMITTERS.handlers) and classes <= set(EXECUTORS.handlers)
+
+
+def test_a_bounded_copy_may_read_past_its_source():
+    """Bounded copies stop at the array's end and fill zeros: their box may leave the source."""
+    bounded = dataclasses.replace(copy(origin=(Const(1), Const(0))), valid=(Const(7), Const(8)))
+    assert wellformed.problems(kernel(bounded, shared=(S,))) == []

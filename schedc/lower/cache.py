@@ -124,7 +124,11 @@ def _plan(model, spec, guards, threads: int) -> SharedCache:
     )
     fp = footprint(model, spec, here, fixed, guards)
     global_buffer = model.buffer(spec.array)
-    if not fp.starts_inside:
+    # the copies run wherever the loops around them run, also where a partial tile's guard
+    # (inside the copy) leaves no iteration, and a pipeline prefetches its carrier's next
+    # iterations: those tiles stay inside the array only if every loop's whole range does
+    whole = footprint(model, spec, here, fixed, ()) if guards is None else fp
+    if not (fp.starts_inside and whole.starts_inside):
         raise CacheError(
             here,
             f"the footprint {fp} starts before the first element of {spec.array}"
@@ -132,11 +136,7 @@ def _plan(model, spec, guards, threads: int) -> SharedCache:
             loops=(spec.index,),
         )
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
-    inside = fp.inside
-    if pipelined and guards is None:
-        # a pipeline prefetches its carrier's next iterations, which a partial tile may not run:
-        # those tiles stay inside the array only if every loop's whole range does
-        inside = inside and footprint(model, spec, here, fixed, ()).inside
+    inside = fp.inside and whole.inside
     limits = () if inside else global_buffer.shape
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
     order = dimension_order(global_buffer.strides)  # kept by the tile: vectors contiguous on both sides

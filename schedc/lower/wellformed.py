@@ -178,7 +178,8 @@ class _Checker:
             buffer = self.array(name, scope, where)
             for e in origin:
                 self.expr(e, scope, where)
-            if buffer is not None:
+            bounded = s.valid and name == s.source  # reads stop at the array's end, zeros beyond
+            if buffer is not None and not bounded:
                 self.box(name, buffer, origin, s.shape)
         for e in s.valid:
             self.expr(e, scope, where)
