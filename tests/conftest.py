@@ -19,8 +19,8 @@ LARGE_SAMPLES = ("tiled_copy", "gluon_memcpy", "gluon_add", "simt_register_tile"
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="Rewrite the golden .cu files.")
-    parser.addoption("--fuzz-count", type=int, default=300,
-                     help="Random schedule scripts test_fuzz.py runs (default 300; thousands by hand).")
+    parser.addoption("--fuzz-count", type=int, default=800,
+                     help="Random schedule scripts test_fuzz.py runs (default 800; thousands by hand).")
     parser.addoption("--fuzz-seed", type=int, default=0, help="Seed of test_fuzz.py's programs (default 0).")
 
 

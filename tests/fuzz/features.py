@@ -1,0 +1,78 @@
+"""Features of a program: what a shrunk failure still uses (a hint at where the bug is), and
+coarse features counted over a campaign (what it covered, what schedc accepted)."""
+
+from __future__ import annotations
+
+from .program import Bin, Cast, Const, IndexValue, Neg, Program, Tile, loop_spans, refs, walk
+
+
+def features(p: Program) -> list[str]:
+    """What a (shrunk) program still uses: a hint at where the bug is."""
+    found = []
+    if p.tensorize is not None:
+        found.append(f"tensorize {p.tensorize.mma}")
+    found += [f"{c.location} cache of {c.array} at {c.index}" + (f" ({c.pipeline})" if c.pipeline != "sync" else "")
+              for c in p.caches]
+    found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
+    found += [f"unroll {u}" for u in p.unrolls]
+    if loop_spans(p)[1]:
+        found.append("partial tiles")
+    if any(isinstance(n, Neg) and isinstance(n.operand, Neg) for s in p.statements for n in walk(s.value)):
+        found.append("double minus")
+    if any(s.accumulate for s in p.statements):
+        found.append("+= (reduction)")
+    if len(p.statements) > 1:
+        found.append(f"{len(p.statements)} statements")
+    found.append("types " + "/".join(sorted({a.dtype for a in p.arrays})))
+    return found
+
+
+def coverage_features(p: Program) -> set[str]:
+    """Coarse features of a program, for counting what a campaign covered."""
+    found = {f"nest rank {len(p.dims)}", f"target {p.target}", f"{len(p.statements)} statement(s)"}
+    found |= {f"type {a.dtype}" for a in p.arrays} | {f"role {a.role}" for a in p.arrays}
+    found |= {f"layout {a.layout}" for a in p.arrays}
+    found |= {f"{c.location} cache" + (f" ({c.pipeline})" if c.pipeline != "sync" else "") for c in p.caches}
+    found |= {f"bind {b.unit.split('_')[0]}" + (" (tuple)" if len(b.indices) > 1 else "") for b in p.bindings}
+    found |= {"unroll"} if p.unrolls else set()
+    found |= {"reorder"} if p.order is not None else set()
+    found |= {"split or tile"} if p.steps else set()
+    found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()
+    found |= {"partial tiles"} if loop_spans(p)[1] else set()
+    found |= {f"tensorize {p.tensorize.mma}"} if p.tensorize else set()
+    found |= _expression_features(p)
+    return found
+
+
+def _expression_features(p: Program) -> set[str]:
+    found = set()
+    for s in p.statements:
+        nodes = list(walk(s.value))
+        found |= {f"op {n.op}" for n in nodes if isinstance(n, Bin)}
+        found |= {"cast" for n in nodes if isinstance(n, Cast)}
+        found |= {"unary minus" for n in nodes if isinstance(n, Neg)}
+        found |= {"double minus" for n in nodes if isinstance(n, Neg) and isinstance(n.operand, Neg)}
+        found |= {"negative constant" for n in nodes if isinstance(n, Const) and n.value < 0}
+        found |= {"index as value" for n in nodes if isinstance(n, IndexValue)}
+        subscripts = [x for r in (s.target, *refs(s)) for x in r.subscripts]
+        found |= {"shifted subscript" for x in subscripts if x.index and x.sign > 0 and x.offset}
+        found |= {"reversed subscript" for x in subscripts if x.index and x.sign < 0}
+        found |= {"constant subscript" for x in subscripts if x.index is None}
+        found |= {"+= (reduction)"} if s.accumulate else set()
+        found |= {"recurrence"} if any(r.array == s.target.array and r != s.target for r in refs(s)) else set()
+        found |= {"OUTPUT read"} if any(p.array(r.array).role == "OUTPUT" for r in refs(s)) else set()
+        found |= {"transposed access"} if any(_transposed(r) for r in refs(s)) else set()
+    return found
+
+
+def _transposed(r) -> bool:
+    order = [x.index for x in r.subscripts if x.index]
+    return order != sorted(order)
+
+
+def coverage_text(generated: dict[str, int], accepted: dict[str, int]) -> str:
+    """Per feature: programs that had it, and how many of those schedc accepted."""
+    lines = ["coverage (programs with the feature: generated / accepted):"]
+    for name in sorted(generated):
+        lines.append(f"  {name:<36} {generated[name]:>6} / {accepted.get(name, 0)}")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""The seeded generator: program ``index`` of campaign ``seed`` is the same on every machine
+(``random.Random`` seeded by both), so a failure is replayed from its two numbers.
+
+>>> generate(0, 3) == generate(0, 3)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+from .nest import choose
+from .program import Program, loop_extents, with_array_names
+from .schedules import ScheduleBuilder
+from .statements import KINDS, build_nest
+from .tensor import tensor_program
+
+TARGETS = {"NVIDIA_H100": 55, "NVIDIA_A100": 14, "NVIDIA_H200": 5, "NVIDIA_RTX_A6000": 7, "NVIDIA_L4": 6,
+           "NVIDIA_RTX_4090": 4, "NVIDIA_V100": 9}
+PROGRAM_KINDS = {**KINDS, "tensor": 16}
+EMULATED_STEPS = 3000  # block-steps of the emulator (iterations / threads per block), times statements
+REFERENCE_POINTS = 4000  # points of the reference's sequential loop
+
+
+def generate(seed: int, index: int) -> Program:
+    """Program ``index`` of the campaign ``seed``: random, and cheap enough to emulate."""
+    rng = random.Random(f"schedc-fuzz/{seed}/{index}")
+    while True:
+        program = _attempt(rng)
+        if affordable(program):
+            return program
+
+
+def _attempt(rng: random.Random) -> Program:
+    target = choose(rng, TARGETS)
+    kind = choose(rng, PROGRAM_KINDS)
+    if kind == "tensor":
+        return tensor_program(rng, target)
+    nest = build_nest(rng, kind)
+    base = Program(target, nest.arrays, nest.dims, nest.statements)
+    builder = ScheduleBuilder(rng, nest, base.nest_indices)
+    builder.splits()
+    builder.bind()
+    builder.reorder()
+    builder.unroll()
+    builder.cache(base)
+    plan = builder.plan
+    arrays = base.arrays + ((builder.extra,) if builder.extra else ())
+    program = replace(base, arrays=arrays, steps=tuple(plan.steps), order=plan.order, bindings=tuple(plan.bindings),
+                      unrolls=tuple(plan.unrolls), caches=tuple(plan.caches))
+    return with_array_names(program)
+
+
+def emulated_steps(program: Program) -> int:
+    """The emulator's work: loop iterations per thread of a block, over all blocks."""
+    extents = loop_extents(program)
+    threads = math.prod(extents[n] for b in program.bindings if b.unit.startswith("THREAD") for n in b.indices)
+    return math.prod(extents.values()) // max(1, threads) * len(program.statements)
+
+
+def reference_points(program: Program) -> int:
+    """Points the reference visits one at a time (it vectorises over the indices every
+    statement writes; a single ``+=`` statement is one contraction)."""
+    if len(program.statements) == 1 and program.statements[0].accumulate:
+        return 1
+    common = set(program.nest_indices)
+    for s in program.statements:
+        common &= {x.index for x in s.target.subscripts}
+    return math.prod(n for name, n in zip(program.nest_indices, program.dims) if name not in common)
+
+
+def affordable(program: Program) -> bool:
+    if program.tensorize is not None:
+        return True
+    return emulated_steps(program) <= EMULATED_STEPS and reference_points(program) <= REFERENCE_POINTS

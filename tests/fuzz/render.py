@@ -1,0 +1,162 @@
+"""A Program as a standalone Accera-style schedule script (``import schedc as acc``).
+
+>>> from tests.fuzz.program import *
+>>> p = Program("NVIDIA_H100", (ArrayDecl("A", "INPUT", "float32", (8,)),
+...             ArrayDecl("B", "OUTPUT", "float32", (8,))), (8,),
+...             (Statement(Ref("B", (Subscript("i"),)), Neg(Neg(Ref("A", (Subscript("i", -1, 7),))))),))
+>>> print(render_statement(p.statements[0]))
+B[i] = -(-A[7 - i])
+"""
+
+from __future__ import annotations
+
+from .program import (
+    Bin,
+    Cast,
+    Const,
+    Expr,
+    IndexValue,
+    Neg,
+    Program,
+    Ref,
+    Statement,
+    Subscript,
+    Tile,
+    simulate_steps,
+    with_array_names,
+)
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+_UNARY = 3
+
+
+def render(program: Program, header: str = "") -> str:
+    """The whole script; ``header`` (a docstring's text) goes first."""
+    program = with_array_names(program)
+    parts = [_docstring(header), "import schedc as acc\n",
+             f"target = acc.Target(acc.Target.Model.{program.target})",
+             *(_array(a) for a in program.arrays), "",
+             _nest(program), _logic(program), _schedule(program), _plan(program), _package(program)]
+    return "\n".join(p for p in parts if p is not None) + "\n"
+
+
+def _docstring(header: str) -> str | None:
+    if not header:
+        return None
+    return '"""' + header.replace("\\", "\\\\").replace('"""', "'''").rstrip() + '\n"""\n'
+
+
+def _array(a) -> str:
+    layout = "" if a.layout == "FIRST_MAJOR" else f", layout=acc.Array.Layout.{a.layout}"
+    return (f"{a.name} = acc.Array(role=acc.Role.{a.role}, element_type=acc.ScalarType.{a.dtype}, "
+            f"shape={_tuple(a.shape)}{layout})")
+
+
+def _tuple(values) -> str:
+    return f"({values[0]},)" if len(values) == 1 else f"({', '.join(map(str, values))})"
+
+
+def _nest(program: Program) -> str:
+    names = program.nest_indices
+    unpack = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+    return f"nest = acc.Nest(shape={_tuple(program.dims)})\n{unpack} = nest.get_indices()\n"
+
+
+def _logic(program: Program) -> str:
+    body = "\n".join(f"    {render_statement(s)}" for s in program.statements)
+    return f"\n@nest.iteration_logic\ndef _():\n{body}\n\n"
+
+
+def render_statement(s: Statement) -> str:
+    return f"{render_expr(s.target)} {'+=' if s.accumulate else '='} {render_expr(s.value)}"
+
+
+def render_expr(e: Expr, parent: int = 0, right: bool = False) -> str:
+    """Python text of ``e`` with the parentheses Python needs (and ``-(-x)`` for nested minus)."""
+    if isinstance(e, Ref):
+        return f"{e.array}[{', '.join(render_subscript(s) for s in e.subscripts)}]"
+    if isinstance(e, Const):
+        text = repr(e.value)
+        return f"({text})" if e.value < 0 and (parent or right) else text
+    if isinstance(e, IndexValue):
+        return e.index
+    if isinstance(e, Cast):
+        return f"acc.cast({render_expr(e.operand)}, acc.ScalarType.{e.dtype})"
+    if isinstance(e, Neg):
+        inner = render_expr(e.operand, _UNARY)
+        return f"-({inner})" if inner.startswith("-") else f"-{inner}"
+    return _binary(e, parent, right)
+
+
+def _binary(e: Bin, parent: int, right: bool) -> str:
+    if e.op in ("max", "min"):
+        return f"acc.{e.op}({render_expr(e.lhs)}, {render_expr(e.rhs)})"
+    own = _PRECEDENCE[e.op]
+    text = f"{render_expr(e.lhs, own)} {e.op} {render_expr(e.rhs, own, right=True)}"
+    needs = own < parent or (own == parent and right)
+    return f"({text})" if needs else text
+
+
+def render_subscript(s: Subscript) -> str:
+    if s.index is None:
+        return str(s.offset)
+    if s.sign < 0:
+        return f"{s.offset} - {s.index}"
+    return f"{s.index} + {s.offset}" if s.offset else s.index
+
+
+def _schedule(program: Program) -> str:
+    lines = ["schedule = nest.create_schedule()"]
+    _, _, created = simulate_steps(program)
+    for step, names in zip(program.steps, created):
+        if isinstance(step, Tile):
+            mapping = ", ".join(f"{n}: {size}" for n, size in step.sizes)
+            lines.append(f"{', '.join(names)} = schedule.tile({{{mapping}}})")
+        else:
+            lines.append(f"{names[0]} = schedule.split({step.index}, {step.size})")
+    if program.order is not None:
+        lines.append(f"schedule.reorder({', '.join(program.order)})")
+    return "\n".join(lines) + "\n"
+
+
+def _plan(program: Program) -> str:
+    lines = ["plan = schedule.create_plan(target)"]
+    if program.bindings:
+        entries = ", ".join(f"{_key(b.indices)}: target.GridUnit.{b.unit}" for b in program.bindings)
+        lines.append(f"plan.bind({{{entries}}})")
+    lines += [f"plan.unroll({name})" for name in program.unrolls]
+    if program.tensorize is not None:
+        lines.append(_tensorize(program.tensorize))
+    lines += [_cache(c) for c in program.caches]
+    return "\n".join(lines) + "\n"
+
+
+def _key(indices: tuple[str, ...]) -> str:
+    return indices[0] if len(indices) == 1 else f"({', '.join(indices)})"
+
+
+def _tensorize(t) -> str:
+    args = [f"indices=({', '.join(t.indices)})", f"mma_shape=acc.MMAShape.{t.mma}"]
+    if t.passes != 1:
+        args.append(f"num_total_passes={t.passes}")
+    if t.fused is not None:
+        args.append(f"num_fused_passes={t.fused}")
+    for name, op, arg in (("prologue", t.prologue, t.prologue_arg), ("epilogue", t.epilogue, t.epilogue_arg)):
+        if op != "NONE":
+            args += [f"{name}_op=acc.MMAFragmentOp.{op}", f"{name}_arg={arg!r}"]
+    return f"plan.tensorize({', '.join(args)})"
+
+
+def _cache(c) -> str:
+    extra = {"sync": "", "double_buffer": ", double_buffer=True",
+             "registers": ", double_buffer=True, double_buffer_location=target.MemorySpace.PRIVATE",
+             "stages": f", stages={c.stages}"}[c.pipeline]
+    return f"plan.cache({c.array}, index={c.index}, location=target.MemorySpace.{c.location}{extra})"
+
+
+def _package(program: Program) -> str:
+    args = ", ".join(a.name for a in program.arrays)
+    args = f"({args},)" if len(program.arrays) == 1 else f"({args})"
+    return (f"package = acc.Package()\n"
+            f"package.add(plan, args={args}, base_name={program.name!r})\n"
+            f"package.build({program.name!r}, format=acc.Package.Format.HAT_SOURCE, output_dir=\"hat_packages\")")

@@ -1,0 +1,116 @@
+"""Random tensor-core programs: ``C[i, j] += A[i, k] * B[k, j]`` in Accera's tensorized
+schedule (blocks of C on BLOCK_*, warps on WARP_*, the MMA tile innermost), with random
+operand and accumulator types from schedc's table, shapes, passes, layouts, partial tiles,
+prologue/epilogue ops, shared caches of A and B with pipelines and C kept in fragments."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from schedc.targets import MODELS, TENSOR_CORE_MODES
+from schedc.targets import Model as TargetModel
+
+from .nest import choose
+from .program import (
+    ArrayDecl,
+    Bin,
+    Binding,
+    CacheDirective,
+    Program,
+    Ref,
+    Split,
+    Statement,
+    Subscript,
+    Tensorize,
+    Tile,
+    simulate_steps,
+)
+from .schedules import PIPELINES
+
+
+def tensor_program(rng: random.Random, target: str) -> Program:
+    """A tensorized matrix product for ``target`` (a mode its tensor cores support)."""
+    sm = MODELS[TargetModel[target]].sm
+    mode = rng.choice([m for m in TENSOR_CORE_MODES if sm >= m.min_sm])
+    shape = rng.choice(mode.shapes)
+    m, n, k = shape.mnk
+    passes = choose(rng, {1: 60, 2: 30, 4: 10})
+    warps = rng.choice((1, 2)), rng.choice((1, 2))
+    block = m * warps[0], n * warps[1]
+    k_step = k * passes
+    k_split = k_step * rng.randint(1, 2) if rng.random() < 0.55 else None
+    sizes = (_size(rng, block[0], 0.3), _size(rng, block[1], 0.15), _size(rng, k_split or k_step, 0.15))
+    arrays = _arrays(rng, sizes, mode.operand.value, rng.choice(mode.accumulators).value)
+    steps = [Split("i", block[0]), Split("j", block[1])] + ([Split("k", k_split)] if k_split else [])
+    steps.append(Tile((("ii", m), ("jj", n), ("kk" if k_split else "k", k_step))))
+    program = Program(target, arrays, sizes, (_statement(),), tuple(steps))
+    partial = any(size % step for size, step in zip(sizes, (*block, k_split or k_step)))
+    return _plan(rng, program, shape.name, passes, partial, arrays[2].role)
+
+
+def _size(rng: random.Random, tile: int, partial: float) -> int:
+    """A multiple of ``tile`` up to about 70, sometimes cut short (a partial last tile)."""
+    count = rng.randint(1, max(1, 72 // tile))
+    if count > 1 and tile > 1 and rng.random() < partial:
+        return tile * count - rng.randint(1, tile - 1)  # the split's range stays over one tile
+    return tile * count
+
+
+def _arrays(rng: random.Random, sizes, operand: str, accumulator: str) -> tuple[ArrayDecl, ...]:
+    M, N, K = sizes
+    a_layout, b_layout = (rng.choice(("FIRST_MAJOR", "FIRST_MAJOR", "LAST_MAJOR")) for _ in range(2))
+    role = "OUTPUT" if rng.random() < 0.25 else "INPUT_OUTPUT"
+    return (ArrayDecl("A", "INPUT", operand, (M, K), a_layout), ArrayDecl("B", "INPUT", operand, (K, N), b_layout),
+            ArrayDecl("C", role, accumulator, (M, N)))
+
+
+def _statement() -> Statement:
+    i, j, k = Subscript("i"), Subscript("j"), Subscript("k")
+    return Statement(Ref("C", (i, j)), Bin("*", Ref("A", (i, k)), Ref("B", (k, j))), accumulate=True)
+
+
+def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str) -> Program:
+    _, _, created = simulate_steps(program)
+    tile = created[-1]
+    k_loops = ("k", created[2][0]) if len(created) == 4 else ("k",)
+    order = ("i", "j", *k_loops, "ii", "jj", *tile)
+    if rng.random() < 0.1:
+        order = _shuffled(rng, order, tile)
+    y, x = ("Y", "X") if rng.random() < 0.8 else ("X", "Y")
+    bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
+                Binding(("ii",), f"WARP_{y}"), Binding(("jj",), f"WARP_{x}"))
+    tensorize = _tensorize(rng, tile, mma, passes, c_role)
+    caches = _caches(rng, k_loops, partial)
+    return replace(program, order=order, bindings=bindings, tensorize=tensorize, caches=caches)
+
+
+def _shuffled(rng: random.Random, order: tuple[str, ...], tile: tuple[str, ...]) -> tuple[str, ...]:
+    """The loops outside the tile in another order (split pieces after their parents)."""
+    outer = [n for n in order if n not in tile]
+    rng.shuffle(outer)
+    for child, parent in (("ii", "i"), ("jj", "j"), ("kk", "k")):
+        if child in outer and outer.index(child) < outer.index(parent):
+            a, b = outer.index(child), outer.index(parent)
+            outer[a], outer[b] = outer[b], outer[a]
+    return (*outer, *tile)
+
+
+def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str) -> Tensorize:
+    fused = rng.choice([None, *[f for f in (1, 2, 4) if passes % f == 0]])
+    prologue = "SET" if c_role == "OUTPUT" else choose(rng, {"NONE": 55, "SET": 15, "SCALE": 15, "ReLU": 15})
+    epilogue = choose(rng, {"NONE": 60, "SCALE": 25, "ReLU": 15})
+    return Tensorize(tuple(tile), mma, passes, fused, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
+                     epilogue, rng.choice((0.5, 2.0, -1.0)))
+
+
+def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool) -> tuple[CacheDirective, ...]:
+    caches = []
+    if len(k_loops) == 2 and rng.random() < (0.85 if partial else 0.55):
+        kind = choose(rng, PIPELINES)
+        stages = rng.randint(1, 4) if kind == "stages" else 0
+        for array in ("A", "B") if rng.random() < 0.9 else ("A",):
+            caches.append(CacheDirective(array, k_loops[-1], "SHARED", kind, stages))
+    if rng.random() < 0.4:
+        caches.append(CacheDirective("C", rng.choice(k_loops), "MMA_FRAGMENT"))
+    return tuple(caches)
