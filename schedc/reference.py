@@ -297,7 +297,7 @@ def _wrap(data: np.ndarray, dtype: ScalarType | None) -> np.ndarray:
     narrower integer type; 64-bit types wrap in int64 itself)."""
     if dtype is None or not dtype.is_integer or dtype.size >= 8:
         return data
-    return np.asarray(data).astype(dtype.numpy).astype(np.int64)
+    return np.asarray(data).astype(np.int64).astype(dtype.numpy).astype(np.int64)
 
 
 # -- what one block covers ---------------------------------------------------------------------

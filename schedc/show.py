@@ -79,6 +79,8 @@ def launch(model, kernel: Kernel) -> str:
 
 def attached(value) -> str:
     """What a lowering pass attached, readable: a kernel as its IR tree, other facts pretty-printed."""
+    if value is None:
+        return "(nothing attached: the pass checks or leaves this plan as it is)"
     return pprint.pformat(value, width=110, compact=True)
 
 

@@ -532,3 +532,25 @@ def test_copies_at_loops_a_partial_tile_leaves_empty_stay_inside_the_array():
     plan.cache(A, index=iii, location=acc.MemorySpace.SHARED)
     model, kernel = compile_plan(plan, (A, B))
     assert_passes(emulate_function(model, kernel, blocks=None, seed=10))
+
+
+def test_register_tiles_of_idle_threads_under_their_guard_are_accepted():
+    """Threads past the nest (i + ii >= 40) hold their tile under the guard lowering puts around
+    them, so they store nothing: the plan is valid (the first check refused it)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(64, 18), name="A")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(64, 18), name="C")
+    nest = acc.Nest(shape=(40, 18))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] = A[i, j] + 1.0
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 32)
+    schedule.reorder(i, ii, j)
+    plan = schedule.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, ii: G.THREAD_X})
+    plan.cache(C, index=j, location=acc.MemorySpace.PRIVATE)
+    model, kernel = compile_plan(plan, (A, C))
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=11))

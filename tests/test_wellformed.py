@@ -230,3 +230,8 @@ def test_a_bounded_copy_may_read_past_its_source():
     """Bounded copies stop at the array's end and fill zeros: their box may leave the source."""
     bounded = dataclasses.replace(copy(origin=(Const(1), Const(0))), valid=(Const(7), Const(8)))
     assert wellformed.problems(kernel(bounded, shared=(S,))) == []
+
+
+def test_a_bounded_copy_must_still_start_inside_its_source():
+    early = dataclasses.replace(copy(origin=(Const(-2), Const(0))), valid=(Const(7), Const(8)))
+    assert any("leaves A's shape" in p for p in only(kernel(early, shared=(S,)), "bounds"))

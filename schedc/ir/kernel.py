@@ -457,6 +457,8 @@ def from_plain(data: object) -> object:
     if isinstance(data, dict) and "node" in data:
         cls = _NODES[data["node"]]
         fields = {f.name: from_plain(data[f.name]) for f in dataclasses.fields(cls) if f.name in data}
+        if cls is Kernel and isinstance(fields.get("index_type"), str):  # packages of schedc <= 0.1.0
+            fields["index_type"] = ScalarType.int64 if fields["index_type"] == "long long" else ScalarType.int32
         return cls(**fields)
     if isinstance(data, dict) and "enum" in data:
         return _enum_value(data["enum"], data["value"])

@@ -84,9 +84,11 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
     # double_buffer=True (AUTO) where cp.async cannot copy a tile: every AUTO cache at that
     # index takes the register double buffer instead, so that they share one pipeline
     narrow = {c.index for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
-    specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and s.index in narrow else s
-             for s in specs]
-    caches = [_plan(model, spec, guards, threads) for spec in specs]
+    if narrow:
+        specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and s.index in narrow
+                 else s for s in specs]
+        caches = [_plan(model, spec, guards, threads) if spec.index in narrow else c
+                  for c, spec in zip(caches, specs)]
     for c in caches:
         _check_async(c)
     _check_pipelines(caches)
@@ -182,8 +184,10 @@ def _check_staging(spec, here: str, extents: tuple[int, ...], dtype, threads: in
     if registers > MAX_TILE_REGISTERS:
         raise CacheError(here, f"a register double buffer holds each thread's share of the next tile: "
                                f"{per_thread} element(s) of the {'x'.join(map(str, extents))} tile for each of "
-                               f"{threads} thread(s), {registers} registers, over {MAX_TILE_REGISTERS}; use "
-                               "stages=N (cp.async) or more threads", loops=(spec.index,))
+                               f"{threads} thread(s), {registers} registers, over {MAX_TILE_REGISTERS}; "
+                               + ("double_buffer=True chose it because cp.async cannot copy this tile's vectors: "
+                                  "use more threads or a smaller tile" if spec.automatic else
+                                  "use stages=N (cp.async) or more threads"), loops=(spec.index,))
 
 
 def _async_fits(c: SharedCache) -> bool:

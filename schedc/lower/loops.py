@@ -24,6 +24,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
 from . import cache, private, tensor
+from .guards import guard_levels
 from .launch import Launch
 
 INT32_MAX = 2**31 - 1
@@ -38,7 +39,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     if tiles is not None:
         cached_at, blocked = tensor.accumulator_cache(model, tiles)
         serial = serial[:len(serial) - len(blocked)]  # unrolled into several fragments
-    guards_at = _guard_levels(model, tiles.kept_guards(facts) if tiles else facts.guards, serial, bool(shared))
+    guards_at = guard_levels(model, tiles.kept_guards(facts) if tiles else facts.guards, serial, bool(shared))
     if tiles is not None:
         before, products, after = tensor.tensor_body(
             model, facts, tiles, lambda a: affine_expr(a, order), cached_at, blocked
@@ -84,22 +85,6 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         dynamic_shared_bytes=shared_layout(buffers)[1],
         shared=buffers,
     )
-
-
-def _guard_levels(model, guards, serial, barriers: bool) -> dict[int, list[Guard]]:
-    """The serial-loop depth each guard goes at: inside the deepest loop it names. With barriers
-    in the kernel, guards on thread or warp coordinates wrap the statements only, so that every
-    thread of the block still reaches every barrier."""
-    depth = {lp.name: n + 1 for n, lp in enumerate(serial)}
-    levels: dict[int, list[Guard]] = {}
-    for guard in guards:
-        names = guard.affine.variables()
-        level = max((depth.get(v, 0) for v in names), default=0)
-        units = [model.binding_of(v) for v in names]
-        if barriers and any(u is not None and u.level != "block" for u in units):
-            level = len(serial)
-        levels.setdefault(level, []).append(guard)
-    return levels
 
 
 def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...], unrolled: set[str]) -> Loop:

@@ -33,15 +33,15 @@ class Lowering:
     kernel: Kernel | None = None  # lower, then rewritten
 
     def attached(self, field: str):
-        """What a pass attached, for ``schedc show --after``."""
-        return getattr(self, field)
+        """What a pass attached, for ``schedc show --after`` (None: nothing)."""
+        return getattr(self, field) if field else None
 
 
 @dataclass(frozen=True)
 class Pass:
     name: str
     run: Callable[[Lowering], Lowering]
-    shows: str  # the field of Lowering that the pass adds or rewrites
+    shows: str  # the field of Lowering that the pass adds or rewrites ("": it attaches nothing)
 
     @property
     def summary(self) -> str:
@@ -81,7 +81,7 @@ def shared_caches(ir: Lowering) -> Lowering:
 
 def private_caches(ir: Lowering) -> Lowering:
     """PRIVATE caches: each thread's register tile, its copies in and out."""
-    return dataclasses.replace(ir, registers=private.plan_private(ir.model, ir.facts))
+    return dataclasses.replace(ir, registers=private.plan_private(ir.model, ir.facts, bool(ir.shared)))
 
 
 def lower(ir: Lowering) -> Lowering:
@@ -98,7 +98,7 @@ def fold(ir: Lowering) -> Lowering:
 PASSES: tuple[Pass, ...] = (
     Pass("analyze", analyze, "facts"),
     Pass("launch", launch_shape, "launch"),
-    Pass("check", check_plan, "model"),
+    Pass("check", check_plan, ""),
     Pass("tensorize", tensorize, "tiles"),
     Pass("shared", shared_caches, "shared"),
     Pass("private", private_caches, "registers"),

@@ -19,9 +19,8 @@ from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
-from .cache import footprint, map_expr, relative
-
-MAX_PRIVATE_REGISTERS = 128  # a register tile may take half of a thread's 255 registers
+from .cache import MAX_TILE_REGISTERS, footprint, map_expr, relative
+from .guards import guard_levels
 
 
 @dataclass(frozen=True)
@@ -37,12 +36,14 @@ class PrivateCache:
     before_start: bool = False  # the tile may also start before the array (reversed accesses): guard that end too
 
 
-def plan_private(model, facts: poly.PolyFacts) -> tuple[PrivateCache, ...]:
-    """Check every PRIVATE cache and describe its register tile."""
-    return tuple(_plan(model, facts, spec) for spec in model.caches if spec.location is MemorySpace.PRIVATE)
+def plan_private(model, facts: poly.PolyFacts, barriers: bool) -> tuple[PrivateCache, ...]:
+    """Check every PRIVATE cache and describe its register tile (``barriers``: the kernel has
+    some, which moves guards on thread coordinates around the statements)."""
+    return tuple(_plan(model, facts, spec, barriers) for spec in model.caches
+                 if spec.location is MemorySpace.PRIVATE)
 
 
-def _plan(model, facts, spec) -> PrivateCache:
+def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
     here = f"cache({spec.array}, index={spec.index}, location=PRIVATE)"
     if model.tensorize is not None:
         raise CacheError(here, "PRIVATE caches are register tiles of SIMT nests; a tensorized plan keeps "
@@ -59,17 +60,19 @@ def _plan(model, facts, spec) -> PrivateCache:
     fp = footprint(model, spec, here, fixed, guards=())
     buffer = PrivateArray(f"{spec.array}_private", model.buffer(spec.array).dtype, fp.extents)
     registers = buffer.registers
-    if registers > MAX_PRIVATE_REGISTERS:
+    if registers > MAX_TILE_REGISTERS:
         raise CacheError(here, f"each thread's tile {fp} is {math.prod(fp.extents)} elements: {registers} "
-                               f"registers per thread, over {MAX_PRIVATE_REGISTERS}; cache at a loop further "
+                               f"registers per thread, over {MAX_TILE_REGISTERS}; cache at a loop further "
                                "in, or give each thread fewer elements", loops=(spec.index,))
     accesses = [a for a in facts.accesses if a.array == spec.array]
     unrolled = tuple(n for n in inside if any(sub.coeff(n) for a in accesses for sub in a.subscripts))
     reads = any(spec.array in buffers_read(s.value) for s in model.statements)
     writes = any(s.buffer == spec.array for s in model.statements)
-    # guards over the serial loops outside the index enclose the copies
-    outside = {n for n in names[:position] if model.binding_of(n) is None}
-    enclosing = tuple(g for g in facts.guards if g.affine.variables() <= outside)
+    # the guards lowering places around the copies (at the cache index's depth or outside)
+    serial = [model.loop(n) for n in model.serial_loops]
+    depth = model.serial_loops.index(spec.index)
+    levels = guard_levels(model, facts.guards, serial, barriers)
+    enclosing = tuple(g for level, guards in levels.items() if level <= depth for g in guards)
     if writes and not poly.writes_whole_box(model, fp, enclosing):
         raise CacheError(here, f"each thread's tile {fp} holds elements the thread does not write (its elements "
                                "are strided, e.g. a split whose inner piece is bound to threads, or the nest covers "

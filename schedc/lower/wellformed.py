@@ -178,9 +178,9 @@ class _Checker:
             buffer = self.array(name, scope, where)
             for e in origin:
                 self.expr(e, scope, where)
-            bounded = s.valid and name == s.source  # reads stop at the array's end, zeros beyond
-            if buffer is not None and not bounded:
-                self.box(name, buffer, origin, s.shape)
+            bounded = bool(s.valid) and name == s.source  # reads stop at the array's end, zeros beyond
+            if buffer is not None:
+                self.box(name, buffer, origin, s.shape, low_only=bounded)
         for e in s.valid:
             self.expr(e, scope, where)
         if s.asynchronous:
@@ -264,13 +264,14 @@ class _Checker:
                 not 0 <= v < n for v, n in zip(values, buffer.shape)):
             self.report("bounds", f"{name}[{', '.join(map(str, values))}] is outside its shape {tuple(buffer.shape)}")
 
-    def box(self, name: str, buffer, origin: tuple[Expr, ...], shape: tuple[int, ...]) -> None:
-        """A copy's box lies in the buffer's last dimensions, from a constant origin."""
+    def box(self, name: str, buffer, origin: tuple[Expr, ...], shape: tuple[int, ...], low_only: bool) -> None:
+        """A copy's box lies in the buffer's last dimensions, from a constant origin (a bounded
+        copy's source only has to start inside: its reads stop at the end)."""
         dims = buffer.shape[len(buffer.shape) - len(shape):]
         starts = origin[len(origin) - len(shape):]
         if not all(isinstance(e, Const) for e in starts):
             return
-        if any(e.value < 0 or e.value + n > d for e, n, d in zip(starts, shape, dims)):
+        if any(e.value < 0 or (not low_only and e.value + n > d) for e, n, d in zip(starts, shape, dims)):
             self.report("bounds", f"a copy's box {list(shape)} at {[e.value for e in starts]} leaves {name}'s "
                                   f"shape {tuple(buffer.shape)}")
 
