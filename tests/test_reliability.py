@@ -554,3 +554,25 @@ def test_register_tiles_of_idle_threads_under_their_guard_are_accepted():
     plan.cache(C, index=j, location=acc.MemorySpace.PRIVATE)
     model, kernel = compile_plan(plan, (A, C))
     assert_passes(emulate_function(model, kernel, blocks=None, seed=11))
+
+
+def test_a_footprint_origin_with_fractional_coefficients_is_refused_by_name():
+    """Found by the random tester: A[i, 2] and A[2 - i, j] over a loop of step 2 gave isl an
+    origin with a rational coefficient (an internal ValueError); refused like other origins."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.int8, shape=(3, 3), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(1,), name="B")
+    nest = acc.Nest(shape=(3, 1))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[0] = acc.max(A[i, 2], A[2 - i, j])
+
+    schedule = nest.create_schedule()
+    schedule.split(i, 2)
+    jj = schedule.split(j, 1)
+    plan = schedule.create_plan(H100)
+    plan.cache(A, index=jj, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=jj, location=SHARED\): the first element of A's "
+                                             r"footprint inside jj along dimension 0"):
+        compile_plan(plan, (A, B))

@@ -133,13 +133,11 @@ def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str) -
     affines = set()
     for domain, aff in pw.get_pieces():
         aff = aff.gist(domain)
-        if aff.dim(isl.dim_type.div):
+        values = [aff.get_coefficient_val(isl.dim_type.param, pos) for pos in range(len(outer))]
+        if aff.dim(isl.dim_type.div) or not all(v.is_int() for v in [*values, aff.get_constant_val()]):
             raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} "
                                  f"is not an affine expression of the outer loops ({_isl_text(pw)})")
-        terms = {
-            name: aff.get_coefficient_val(isl.dim_type.param, pos).to_python()
-            for pos, name in enumerate(outer)
-        }
+        terms = {name: v.to_python() for name, v in zip(outer, values)}
         affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
     if len(affines) != 1:
         shown = " or ".join(sorted(_render(a) for a in affines))
