@@ -576,3 +576,27 @@ def test_a_footprint_origin_with_fractional_coefficients_is_refused_by_name():
     with pytest.raises(acc.CacheError, match=r"cache\(A, index=jj, location=SHARED\): the first element of A's "
                                              r"footprint inside jj along dimension 0"):
         compile_plan(plan, (A, B))
+
+
+def test_footprints_answer_at_once_whatever_the_sizes():
+    """Found by the random tester: B's footprint at i with i split 123 then 70 (313 elements)
+    ran for minutes over loop values; over iteration counters it answers at once."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.int8, shape=(313,), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.int8, shape=(315,), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.int8, shape=(316,), name="C")
+    nest = acc.Nest(shape=(313,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i] = A[i] * B[i]
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 123)
+    schedule.split(ii, 70)
+    plan = schedule.create_plan(H100)
+    plan.cache(B, index=i, location=acc.MemorySpace.SHARED)
+    start = time.perf_counter()
+    model, kernel = compile_plan(plan, (A, B, C))
+    assert time.perf_counter() - start < 5
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=12))

@@ -53,24 +53,49 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     if index not in names:
         raise KeyError(f"no loop {index}")
     outer = [n for n in names if n in fixed] if fixed is not None else names[: names.index(index)]
-    relations = [a.relation(names) for a in sets.accesses(model) if a.array == array]
+    # over iteration counters (no strides: no existential variables), the fixed loops' counters
+    # as parameters; the origin is turned back into loop values at the end
+    values = sets.counters(model)
+    relations = [a.relation(names, values) for a in sets.accesses(model) if a.array == array]
     if not relations:
         raise FootprintError(f"the nest does not access {array}")
     relation = relations[0]
     for r in relations[1:]:
         relation = relation.union(r)
-    domain, relation = _with_params(sets.domain(model, guards), relation, outer)  # fixed loops: parameters
+    domain, relation = _with_params(sets.counter_domain(model, guards), relation, outer)
     image = domain.apply(relation)
     rank = image.dim(isl.dim_type.set)
     origin, extents = [], []
     for d in range(rank):
         low, high = image.dim_min(d), image.dim_max(d)
-        origin.append(_affine(low, outer, array, d, index))
+        origin.append(_affine(low, outer, array, d, index, model))
         extents.append(high.sub(low).max_val().to_python() + 1)
     exact = _is_exact(model, array, image, outer, origin, extents)
     inside = _is_inside(model, array, image, outer, origin, extents)
     starts = inside or _is_inside(model, array, image, outer, origin, extents, low_only=True)
+    origin = [_loop_values(model, a, array, d, index) for d, a in enumerate(origin)]
     return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside, starts)
+
+
+def _shown(model, a: Affine) -> Affine:
+    """A counter expression in loop values where it converts (for messages)."""
+    try:
+        return _loop_values(model, a, "", 0, "")
+    except FootprintError:
+        return a
+
+
+def _loop_values(model, a: Affine, array: str, dim: int, index: str) -> Affine:
+    """An affine expression of loop counters as one of loop values (``t = (x - begin) / step``)."""
+    out = Affine((), a.const)
+    for name, c in a.terms:
+        loop = model.loop(name)
+        if c % loop.step:
+            raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} "
+                                 f"moves by {c} elements per step of {name}, which steps by {loop.step}: not an "
+                                 "affine expression of the outer loops' values")
+        out = out.plus(Affine.make({name: c // loop.step}, -(c // loop.step) * loop.begin))
+    return out
 
 
 def writes_whole_box(model, fp: Footprint, enclosing=()) -> bool:
@@ -81,19 +106,21 @@ def writes_whole_box(model, fp: Footprint, enclosing=()) -> bool:
     lies outside the array. Strided elements (a thread's ``C[i, jj]``, ``C[i, jj + 9]``) or a
     nest smaller than its array leave holes."""
     names = [lp.name for lp in model.loops]
-    writes = [a.relation(names) for a in sets.accesses(model) if a.array == fp.array and a.is_write]
+    values = sets.counters(model)  # over iteration counters, as footprint()
+    writes = [a.relation(names, values) for a in sets.accesses(model) if a.array == fp.array and a.is_write]
     if not writes:
         return False
     relation = writes[0]
     for r in writes[1:]:
         relation = relation.union(r)
-    domain, relation = _with_params(sets.domain(model), relation, fp.outer)
+    domain, relation = _with_params(sets.counter_domain(model), relation, fp.outer)
     image = domain.apply(relation)
-    if not _is_exact(model, fp.array, image, list(fp.outer), list(fp.origin), list(fp.extents)):
+    origin = [o.substitute(values) for o in fp.origin]
+    if not _is_exact(model, fp.array, image, list(fp.outer), origin, list(fp.extents)):
         return False
-    stores = _with_params(sets.domain(model, enclosing), None, fp.outer)[0].params()
+    stores = _with_params(sets.counter_domain(model, enclosing), None, fp.outer)[0].params()
     idle = stores.subtract(image.params())
-    return _box(model, fp.array, list(fp.outer), list(fp.origin), list(fp.extents)).intersect_params(idle).is_empty()
+    return _box(model, fp.array, list(fp.outer), origin, list(fp.extents)).intersect_params(idle).is_empty()
 
 
 def _with_params(domain: isl.Set, relation, outer) -> tuple:
@@ -128,7 +155,7 @@ def first_outside(model, array: str, guards=None) -> tuple[dict[str, int], tuple
     return None
 
 
-def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str) -> Affine:
+def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, model) -> Affine:
     """The footprint's first element along ``dim``: one affine expression of the outer loops."""
     affines = set()
     for domain, aff in pw.get_pieces():
@@ -140,7 +167,7 @@ def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str) -
         terms = {name: v.to_python() for name, v in zip(outer, values)}
         affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
     if len(affines) != 1:
-        shown = " or ".join(sorted(_render(a) for a in affines))
+        shown = " or ".join(sorted(_render(_shown(model, a)) for a in affines))
         raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} is "
                              f"{shown}, depending on the outer loops: the accesses do not move together "
                              f"(e.g. {array}[i] and {array}[7 - i]), so no one tile shape follows them")

@@ -60,18 +60,22 @@ def counters(model) -> dict[str, Affine]:
     return {lp.name: Affine.make({lp.name: lp.step}, lp.begin) for lp in model.loops}
 
 
-def counter_domain(model) -> isl.Set:
-    """The iteration domain over iteration counters (see ``counters``). Unlike ``domain`` it has
-    no stride (``mod``) constraints, so isl needs no existential variables: checks that project
-    or subtract images (OUTPUT coverage) stay fast whatever the sizes' arithmetic."""
+def counter_domain(model, guards=None) -> isl.Set:
+    """The iteration domain over iteration counters (see ``counters``); with ``guards``, the
+    padded domain as ``domain`` makes it. Unlike ``domain`` it has no stride (``mod``)
+    constraints, so isl needs no existential variables: checks that project or subtract images
+    (OUTPUT coverage, footprints) stay fast whatever the sizes' arithmetic."""
     names = [lp.name for lp in model.loops]
     values = counters(model)
     parts = [f"0 <= {PREFIX}{lp.name} < {lp.extent}" for lp in model.loops]
-    for g in model.groups:
-        total = Affine.make({})
-        for member in g.members:
-            total = total.plus(values[member])
-        parts.append(f"{g.begin} <= {isl_affine(total)} < {g.end}")
+    if guards is not None:
+        parts += [f"{isl_affine(g.affine.substitute(values))} {'=' if g.equality else '>='} 0" for g in guards]
+    else:
+        for g in model.groups:
+            total = Affine.make({})
+            for member in g.members:
+                total = total.plus(values[member])
+            parts.append(f"{g.begin} <= {isl_affine(total)} < {g.end}")
     return isl.Set("{ " + space(names) + " : " + " and ".join(parts) + " }")
 
 

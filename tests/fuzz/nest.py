@@ -222,10 +222,10 @@ class NestBuilder:
     def value(self, dtype: str, depth: int | None = None, scale: int = 1, start: Interval | None = None,
               outputs: int = 1) -> Expr:
         """A random value for an array of ``dtype`` that is safe to compare; a sum of
-        ``scale`` such values (plus ``start``) must fit too. ``outputs``: elements written."""
+        ``scale`` such values (plus ``start``: ``+=``) must fit too. ``outputs``: elements written."""
         for _ in range(30):
             saved = dict(self.arrays), dict(self.env)
-            value = self.conform(self.expr(depth or self.rng.choice((1, 2, 2, 3)), dtype), dtype)
+            value = self.conform(self.expr(depth or self.rng.choice((1, 2, 2, 3)), dtype), dtype, start is not None)
             reads = any(isinstance(n, Ref) for n in walk(value))
             if (reads or self.rng.random() < 0.1) and self.safe(value, dtype, scale, start, outputs):
                 return value
