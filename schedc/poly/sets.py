@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..ir.affine import Affine
-from ..ir.kernel import Binary, Cast, Expr, Load, Store, Unary
-from ..ir.patterns import accumulated
+from ..ir.kernel import Store
+from ..ir.patterns import accumulated, loads
 
 PREFIX = "x_"
 
@@ -117,17 +117,9 @@ def accesses(model) -> list[Access]:
 
 
 def _statement_accesses(statement: Store):
-    def loads(expr: Expr):
-        if isinstance(expr, Load):
-            yield expr.buffer, expr.index, False
-        elif isinstance(expr, Binary):
-            yield from loads(expr.lhs)
-            yield from loads(expr.rhs)
-        elif isinstance(expr, Unary | Cast):
-            yield from loads(expr.operand)
-
     yield statement.buffer, statement.index, True
-    yield from loads(statement.value)
+    for load in loads(statement.value):
+        yield load.buffer, load.index, False
 
 
 def point_values(point: isl.Point, names: Sequence[str], dim_type=None) -> dict[str, int]:
