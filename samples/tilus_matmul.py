@@ -10,22 +10,25 @@ through shared memory with cp.async:
 - ``matmul_v4_s3/s4/s5``: a ring of 3, 4 or 5 stages (Tilus MatmulV4): the copies of the
   next tiles overlap the products on this one.
 
-Each is built at 4096^3 and at M=N=1024, K=14336. ``matmul`` also takes float32 operands
-(tf32 tensor cores, 16x16x8), sizes the tiles do not divide (samples/odd_sizes.py) and a
-column-major B (benchmarks/layouts.py).
+Each is built at 4096^3 and at M=N=1024, K=14336. ``matmul`` also takes bfloat16 and float32
+operands (tf32 tensor cores, 16x16x8), sizes the tiles do not divide (samples/odd_sizes.py), a
+column-major B (benchmarks/layouts.py) and the tensor-core instruction family
+(benchmarks/families.py: wmma or ldmatrix + mma.sync; AUTO picks mma.sync on sm_80+) and
+the warp tile.
 """
 
 import schedc as acc
 
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 MMA_SHAPES = {acc.ScalarType.float16: acc.MMAShape.M16xN16xK16_B1,
+              acc.ScalarType.bfloat16: acc.MMAShape.M16xN16xK16_B1,
               acc.ScalarType.float32: acc.MMAShape.M16xN16xK8_B1}  # tf32
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 32
 WARP_M, WARP_N = 64, 32
 
 
 def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16,
-           b_layout=acc.Array.Layout.FIRST_MAJOR):
+           b_layout=acc.Array.Layout.FIRST_MAJOR, instruction=acc.Instruction.AUTO, warp=(WARP_M, WARP_N)):
     mma_shape = MMA_SHAPES[operand]
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
@@ -40,7 +43,7 @@ def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16,
 
     schedule = nest.create_schedule()
     ii, jj, kk = schedule.split(i, BLOCK_M), schedule.split(j, BLOCK_N), schedule.split(k, BLOCK_K)
-    iii, jjj = schedule.split(ii, WARP_M), schedule.split(jj, WARP_N)  # a warp's tile of C
+    iii, jjj = schedule.split(ii, warp[0]), schedule.split(jj, warp[1])  # a warp's tile of C
     m, n, mk = target.tensor_core_info.compute_tensor_splits(mma_shape)
     iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})  # one tensor-core tile
     schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
@@ -52,7 +55,7 @@ def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16,
         ii: target.GridUnit.WARP_Y,
         jj: target.GridUnit.WARP_X,
     })
-    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=mma_shape)
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=mma_shape, instruction=instruction)
     plan.unroll(kk)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages)

@@ -14,6 +14,7 @@ from .errors import (
     ScheduleError,
     TargetError,
 )
+from .instructions import Instruction
 from .ir.array import Array, Role
 from .ir.expr import Index, cast
 from .ir.expr import maximum as max  # noqa: A001 - Accera's acc.max
@@ -27,7 +28,8 @@ from .targets import CacheStrategy, GridUnit, MemorySpace, MMAFragmentOp, MMASha
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CacheError", "CacheStrategy", "GridUnit", "Index", "InternalError", "LaunchError", "MMAFragmentOp",
+    "Array", "CacheError", "CacheStrategy", "GridUnit", "Index", "Instruction", "InternalError", "LaunchError",
+    "MMAFragmentOp",
     "MMAShape", "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min",

@@ -27,7 +27,7 @@ from .errors import LaunchError
 from .ir.kernel import Binary, Cast, Expr, Unary
 from .package import driver
 from .reference import reference
-from .verify import compare
+from .verify import checkable, compare
 
 STATISTICS = ("mean", "median_of_means", "mean_of_small_means", "robust_mean", "min_of_means")
 
@@ -113,17 +113,18 @@ def bench_function(fn, options: Options, compare_with: str | None = None, tolera
     """Verify, then time ``fn`` (a loaded Function) and optionally a reference. Returns
     (reports, timing, reference timing or None)."""
     dev = driver.device()
-    kernel, model = fn.kernel, fn.model
-    arrays = data.inputs(kernel.buffers, options.seed)
+    checkable(fn.name, fn.model, fn.function)
+    params, model = fn.function.arrays, fn.model
+    arrays = data.inputs(params, options.seed)
     reports = _verify(fn, arrays, tolerance)
-    set_bytes = sum(b.size * b.dtype.size for b in kernel.params)
+    set_bytes = sum(b.size * b.dtype.size for b in params)
     sets = 1 if set_bytes > 2 * dev.l2_bytes else min(16, -(-2 * dev.l2_bytes // set_bytes) + 1)
-    memories = [_upload(kernel, data.inputs(kernel.buffers, options.seed + 1 + n)) for n in range(sets)]
-    handle = fn.handle()
-    args = [driver.LaunchArgs([m.pointer for m in ms]) for ms in memories]
+    memories = [_upload(params, data.inputs(params, options.seed + 1 + n)) for n in range(sets)]
+    launches = [fn.launches([m.pointer for m in ms]) for ms in memories]
 
     def launch(i: int) -> None:
-        driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args[i % sets])
+        for handle, kernel, args in launches[i % sets]:
+            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args)
 
     events = driver.Events()
     times = time_batches(launch, options, events)
@@ -140,9 +141,9 @@ def bench_function(fn, options: Options, compare_with: str | None = None, tolera
     return reports, timing, reference_timing
 
 
-def _upload(kernel, arrays) -> list[driver.DeviceMemory]:
+def _upload(params, arrays) -> list[driver.DeviceMemory]:
     out = []
-    for b in kernel.params:
+    for b in params:
         memory = driver.DeviceMemory(b.size * b.dtype.size)
         memory.upload(data.to_storage(b, arrays[b.name]))
         out.append(memory)
@@ -150,13 +151,13 @@ def _upload(kernel, arrays) -> list[driver.DeviceMemory]:
 
 
 def _verify(fn, arrays, tolerance):
-    kernel, model = fn.kernel, fn.model
-    memories = _upload(kernel, arrays)
-    args = driver.LaunchArgs([m.pointer for m in memories])
-    driver.launch(fn.handle(), kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args)
+    params, model = fn.function.arrays, fn.model
+    memories = _upload(params, arrays)
+    for handle, kernel, args in fn.launches([m.pointer for m in memories]):
+        driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args)
     driver.device().synchronize()
     outputs = {}
-    for b, memory in zip(kernel.params, memories):
+    for b, memory in zip(params, memories):
         flat = np.empty(b.size, dtype=b.dtype.numpy)
         memory.download(flat)
         outputs[b.name] = data.from_storage(b, flat)

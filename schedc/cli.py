@@ -66,6 +66,16 @@ def _functions(pkg, name: str | None):
     return [pkg.functions[name]]
 
 
+def _checkable(fn) -> None:
+    """Refuse a function the reference cannot check (given as kernel IR, or taking scalars)."""
+    from .verify import checkable
+
+    try:
+        checkable(fn.name, fn.model, fn.function)
+    except SchedcError as e:
+        _fail(str(e))
+
+
 def _need_gpu(command: str) -> None:
     from .package import driver
 
@@ -295,7 +305,7 @@ def _emulate_one(fn: Function, chosen: _Blocks, seed: int, tolerance: float | No
 
     progress = _Progress(fn.name)
     try:
-        return emulate_function(fn.model, fn.kernel, chosen.blocks, seed, tolerance, progress)
+        return emulate_function(fn.model, fn.function, chosen.blocks, seed, tolerance, progress)
     finally:
         progress.close()
 
@@ -313,7 +323,8 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
     pkg = _load(package)
     ok = True
     for fn in _functions(pkg, function):
-        chosen = _choose_blocks(fn.kernel.grid, blocks)
+        _checkable(fn)
+        chosen = _choose_blocks(fn.function.kernels[-1].grid, blocks)
         _echo_choice(fn.name, chosen)
         scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
         ok &= _report(f"emulated {fn.name} ({scope})", lambda fn=fn, chosen=chosen: _emulate_one(

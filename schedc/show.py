@@ -111,7 +111,10 @@ def _tile_paths(kernel: Kernel) -> list[str]:
     edges = {s.buffer: s.edge for s in walk_statements(kernel.body) if isinstance(s, FragmentStore) and s.edge}
     lines = []
     for buffer, edge in sorted(edges.items()):
-        if edge.staged:
+        if not edge.scratch:  # a family with lane layouts: each lane stores its own elements
+            lines.append(f"{buffer}'s tiles: each lane's elements in place; at the edges only those inside "
+                         f"{buffer}")
+        elif edge.staged:
             lines.append(f"{buffer}'s tiles: every tile through shared memory ({edge.scratch}), element by element: "
                          f"{buffer}'s rows are not aligned for tensor-core stores in place (slower)")
         else:

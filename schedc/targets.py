@@ -83,10 +83,6 @@ class MMAFragmentOp(enum.Enum):
     ReLU = "ReLU"
 
 
-WMMA_POINTER_ALIGN = 32  # bytes: wmma load/store pointers are 256-bit aligned
-WMMA_LEADING_BYTES = 16  # a tile's leading dimension is a multiple of 16 bytes
-
-
 @dataclass(frozen=True)
 class TensorCoreMode:
     """One way the tensor cores can multiply: operand type, accumulator types, shapes."""

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import data, poly
-from .codegen.emulate import Block, Progress, emulate
+from .codegen.emulate import Block, Progress, emulate_sequence
+from .errors import PackageError
+from .ir.kernel import HostFunction, Kernel
 from .reference import block_dims, reference
 
 
@@ -50,16 +52,32 @@ class Report:
         return text
 
 
-def emulate_function(model, kernel, blocks: int | list[Block] | None, seed: int = 0,
+def checkable(name: str, model, function: HostFunction) -> None:
+    """Refuse, with the reason, a function the reference cannot check: one given as kernel IR
+    (no loop nest), or one with scalar parameters (the nest gives them no values)."""
+    if model is None:
+        raise PackageError(name, "was given as kernel IR (Package.add_function): it has no loop nest to "
+                                 "compare with; call it from Python (schedc.load) and check its result there")
+    if function.scalars:
+        names = ", ".join(p.name for p in function.scalars)
+        raise PackageError(name, f"takes scalar parameters ({names}), which the reference has no values for; "
+                                 "call it from Python (schedc.load) with your values")
+
+
+def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Block] | None, seed: int = 0,
                      tolerance: float | None = None, progress: Progress | None = None) -> list[Report]:
-    """Emulate ``kernel`` on random inputs, on every block (None), ``blocks`` of them spread over
-    the grid, or the listed blocks; compare those blocks' outputs. ``progress(done, total)``
-    is called after each block."""
-    arrays = data.inputs(kernel.buffers, seed)
-    storage = {b.name: data.to_storage(b, arrays[b.name]) for b in kernel.params}
-    run = emulate(kernel, storage, blocks, progress)
-    outputs = {b.name: data.from_storage(b, run.storage[b.name]) for b in kernel.params}
-    written = {b.name: data.from_storage(b, run.written[b.name]) for b in kernel.params}
+    """Emulate ``kernel`` (or a function's kernels in order: every block of all but the last)
+    on random inputs, on every block (None), ``blocks`` of them spread over the (last) grid, or
+    the listed blocks; compare those blocks' outputs. ``progress(done, total)`` is called after
+    each block."""
+    function = HostFunction.single(kernel) if isinstance(kernel, Kernel) else kernel
+    checkable(function.name, model, function)
+    params = function.arrays
+    arrays = data.inputs(params, seed)
+    storage = {b.name: data.to_storage(b, arrays[b.name]) for b in params}
+    run = emulate_sequence(function, storage, blocks, progress)
+    outputs = {b.name: data.from_storage(b, run.storage[b.name]) for b in params}
+    written = {b.name: data.from_storage(b, run.written[b.name]) for b in params}
     if blocks is None:
         expected, touched = reference(model, arrays)
     else:
@@ -70,11 +88,13 @@ def emulate_function(model, kernel, blocks: int | list[Block] | None, seed: int 
 def run_function(fn, seed: int = 0, tolerance: float | None = None) -> list[Report]:
     """Run a loaded function on the GPU on random inputs (numpy arrays in each parameter's
     layout); compare the whole output with the reference."""
-    arrays = data.inputs(fn.kernel.buffers, seed)
+    checkable(fn.name, fn.model, fn.function)
+    params = fn.function.arrays
+    arrays = data.inputs(params, seed)
     written = {s.buffer for s in fn.model.statements}
     outputs = {b.name: data.copy(b, arrays[b.name]) if b.name in written else arrays[b.name]
-               for b in fn.kernel.params}  # the same values; the GPU writes the copies
-    fn(*(outputs[b.name] for b in fn.kernel.params))
+               for b in params}  # the same values; the GPU writes the copies
+    fn(*(outputs[b.name] for b in params))
     expected, touched = reference(fn.model, arrays)
     return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
 

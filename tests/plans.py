@@ -207,6 +207,7 @@ def build(plan, args, name: str, directory: Path) -> Path:
 
 
 # (name, builder, emulated blocks or None for all) for the variant matrix
+WMMA, MMA_SYNC = acc.Instruction.WMMA, acc.Instruction.MMA_SYNC
 VARIANTS = {
     "simt_tails": (lambda: simt_matmul(100, 70, 33), None),
     "simt_17x33x65": (lambda: simt_matmul(17, 33, 65, block=(8, 16), unroll_k=8), None),
@@ -291,4 +292,36 @@ VARIANTS = {
                                                None),
     "batched_rank3_cache_2_stages": (lambda: batched_cache(3, 10, {"stages": 2}), None),
     "output_written_then_read": (lambda: write_then_read(16, 48), None),
+    # the same plans on wmma (AUTO picks mma.sync on sm_80+): padded tiles, tiles at C's edges
+    # through the warp's scratch, C's misaligned rows staged
+    "wmma_fp16_async_3_stages": (lambda: tensor_matmul(64, 64, 320, k_split=32, shared_ab=True, cache_c=0,
+                                                       pipeline={"stages": 3}, instruction=WMMA), None),
+    "wmma_fp16_colmajor_3_stages": (lambda: tensor_matmul(64, 96, 256, k_split=32, shared_ab=True, cache_c=0,
+                                                          a_layout=LAST, b_layout=LAST, pipeline={"stages": 3},
+                                                          instruction=WMMA), None),
+    "wmma_fp16_partial_sync": (lambda: tensor_matmul(72, 100, 72, k_split=32, shared_ab=True, instruction=WMMA),
+                               None),
+    "wmma_tf32_partial_2_stages_set": (lambda: tensor_matmul(40, 56, 44, operand=T.float32,
+                                                             mma=acc.MMAShape.M16xN16xK8_B1, passes=2, k_split=16,
+                                                             shared_ab=True, cache_c=0, pipeline={"stages": 2},
+                                                             prologue_op=acc.MMAFragmentOp.SET, instruction=WMMA),
+                                       None),
+    "wmma_fp16_c_staged_partial": (lambda: tensor_matmul(48, 50, 64, k_split=32, shared_ab=True, cache_c=0,
+                                                         pipeline={"stages": 2}, instruction=WMMA), None),
+    "wmma_bf16_set_scale": (lambda: tensor_matmul(64, 64, 96, operand=T.bfloat16, prologue_op=acc.MMAFragmentOp.SET,
+                                                  prologue_arg=0.0, epilogue_op=acc.MMAFragmentOp.SCALE,
+                                                  epilogue_arg=0.5, instruction=WMMA), None),
+    # mma.sync: column-major A through ldmatrix.trans, tf32 B row-major element by element from
+    # a swizzled tile, M32xN8 tiles, fp16 accumulators at partial edges
+    "mma_fp16_colmajor_a_partial_2_stages": (lambda: tensor_matmul(40, 56, 88, k_split=32, shared_ab=True, cache_c=0,
+                                                                   a_layout=LAST, pipeline={"stages": 2},
+                                                                   instruction=MMA_SYNC), None),
+    "mma_tf32_b_rows_async": (lambda: tensor_matmul(64, 64, 96, operand=T.float32, mma=acc.MMAShape.M16xN16xK8_B1,
+                                                    k_split=32, shared_ab=True, cache_c=0, pipeline={"stages": 2},
+                                                    instruction=MMA_SYNC), None),
+    "mma_m32n8_acc_fp16_partial": (lambda: tensor_matmul(72, 40, 64, result=T.float16,
+                                                         mma=acc.MMAShape.M32xN8xK16_B1, block=(64, 16), k_split=32,
+                                                         shared_ab=True, cache_c=0, pipeline={"stages": 2},
+                                                         epilogue_op=acc.MMAFragmentOp.ReLU,
+                                                         instruction=MMA_SYNC), None),
 }

@@ -6,6 +6,7 @@ import pytest
 
 import schedc as acc
 from schedc import PackageError, PlanError
+from schedc.ir.kernel import FragmentLoad, walk_statements
 from schedc.verify import emulate_function
 
 from .plans import FIRST, H100, LAST, T, compile_plan, matmul_arrays, simt_matmul, tensor_matmul
@@ -248,14 +249,14 @@ def test_tensorize_alignment():
         compile_plan(plan, args)
 
 
-def _strided_a(stride):
+def _strided_a(stride, instruction=acc.Instruction.WMMA):
     nest, args = matmul_arrays(64, 64, 64, T.float16, T.float32, a_layout=(stride, 1))
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
     iii, jjj, kk = s.tile({i: 16, j: 16, k: 16})
     plan = s.create_plan(H100)
     plan.bind({i: G.BLOCK_Y, j: G.BLOCK_X})
-    plan.tensorize(indices=(iii, jjj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1, instruction=instruction)
     return plan, args
 
 
@@ -263,6 +264,12 @@ def test_tensorize_leading_dimension():
     compile_plan(*_strided_a(72))  # 72 halves = 144 bytes: a multiple of 16
     with pytest.raises(PlanError, match="A \\(A\\) has a leading dimension of 68 elements \\(136 bytes\\); tensor-core loads need a multiple of 16 bytes"):
         compile_plan(*_strided_a(68))
+    # mma.sync loads a lane's elements itself: any leading dimension (pairs where aligned)
+    _, kernel = compile_plan(*_strided_a(68, acc.Instruction.MMA_SYNC))
+    loads = [s for s in walk_statements(kernel.body) if isinstance(s, FragmentLoad) and s.buffer == "A"]
+    assert loads and all(s.path == "elements" and s.vector == 2 for s in loads)
+    _, kernel = compile_plan(*_strided_a(67, acc.Instruction.MMA_SYNC))  # odd rows: element by element
+    assert all(s.vector == 1 for s in walk_statements(kernel.body) if isinstance(s, FragmentLoad) and s.buffer == "A")
 
 
 def test_simt_plans_compile():

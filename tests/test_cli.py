@@ -93,7 +93,8 @@ def test_emulate_fails_on_a_wrong_kernel(built, tmp_path):
     ir_path.write_text(text)
     result = CliRunner().invoke(main, ["emulate", str(copy / "tensor_matmul.hat"), "--blocks", "1"])
     assert result.exit_code == 1, result.output
-    assert "MISMATCH" in result.output
+    # C's pairs of floats now start at odd offsets: the emulator's vector check stops it
+    assert "MISMATCH" in result.output or "are not one aligned vector" in result.output
 
 
 def test_errors_are_one_line(tmp_path):

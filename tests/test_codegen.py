@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from schedc.codegen.cuda import emit_source, runtime_header, without_runtime
+from schedc.ir.kernel import BlockCopy, Fragment, walk_statements
 from schedc.package.compile import nvrtc_compile
 
 from .conftest import LARGE_SAMPLES, SAMPLES, build_sample, show_sample
@@ -19,10 +20,10 @@ GOLDEN = Path(__file__).parent / "golden"
 def _sources():
     for sample in SAMPLES + LARGE_SAMPLES:
         functions = show_sample(sample)
-        yield sample, [model for _, model, _, _ in functions], functions[0][3]
+        yield sample, [(model, kernel) for _, model, kernel, _ in functions], functions[0][3]
     for name, (make, _) in sorted(VARIANTS.items()):
         model, kernel = compile_plan(*make(), name=name)
-        yield name, [model], emit_source([kernel], f"// {name}")
+        yield name, [(model, kernel)], emit_source([kernel], f"// {name}")
 
 
 @pytest.mark.parametrize("name, models, source", list(_sources()), ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
@@ -32,8 +33,8 @@ def test_compiles_with_nvrtc(name, models, source, arch):
     assert compiled.cubin[:4] == b"\x7fELF"
     ptx = compiled.ptx
     assert f".target {arch}" in ptx
-    for model in models:
-        _check_ptx(model, _entry(ptx, f"{model.function}__gpu__"))
+    for model, kernel in models:
+        _check_ptx(model, kernel, _entry(ptx, f"{model.function}__gpu__"))
 
 
 def _entry(ptx: str, name: str) -> str:
@@ -43,20 +44,28 @@ def _entry(ptx: str, name: str) -> str:
     return ptx[start:] if end < 0 else ptx[start:end]
 
 
-def _check_ptx(model, ptx: str) -> None:
-    """The instructions the plan asks for are in the kernel's PTX."""
-    if model.tensorize is not None:
+def _check_ptx(model, kernel, ptx: str) -> None:
+    """The instructions the plan asks for are in the kernel's PTX: its tensor-core family's,
+    ldmatrix where tiles are loaded with it, cp.async where copies are asynchronous."""
+    statements = list(walk_statements(kernel.body))
+    families = {s.family for s in statements if isinstance(s, Fragment)}
+    assert bool(families) == (model.tensorize is not None)
+    if "wmma" in families:
         assert "wmma.mma.sync" in ptx and "wmma.load.a.sync" in ptx and "wmma.store.d.sync" in ptx
-        if model.tensorize.mma_shape.name == "M16xN16xK8_B1":
-            assert ".tf32" in ptx and "cvt.rna.tf32.f32" in ptx
-    else:
-        assert "wmma" not in ptx
+    if "mma_sync" in families:
+        assert "mma.sync.aligned.m16n8k" in ptx and "wmma" not in ptx
+        assert ("ldmatrix.sync.aligned" in ptx) == any(getattr(s, "path", "") == "ldmatrix" for s in statements)
+    if model.tensorize is not None and model.tensorize.mma_shape.name == "M16xN16xK8_B1":
+        assert ".tf32" in ptx and "cvt.rna.tf32.f32" in ptx
+    if not families:
+        assert "wmma" not in ptx and "mma.sync" not in ptx
     shared = [c for c in model.caches if c.location.name == "SHARED"]
     if shared:
         assert "bar.sync" in ptx
-    if any(c.pipeline == "async" and not c.automatic for c in shared):
+    asynchronous = any(isinstance(s, BlockCopy) and s.asynchronous for s in statements)
+    if asynchronous:
         assert "cp.async.c" in ptx and "cp.async.commit_group" in ptx and "cp.async.wait_group" in ptx
-    elif not any(c.automatic for c in shared):  # AUTO may fall back to registers
+    else:
         assert "cp.async" not in ptx
 
 

@@ -26,9 +26,12 @@ def statements(kernel, kind):
 
 
 def test_column_major_tiles_keep_the_layout():
-    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_3_stages"][0]())
+    _, kernel = compile_plan(*VARIANTS["wmma_fp16_colmajor_3_stages"][0]())
     a, b = kernel.shared
     assert (a.shape, a.strides) == ((3, 32, 32), (1280, 1, 40)), "a ring of column-major 32x32 tiles, pitch 40"
+    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_3_stages"][0]())  # mma.sync: dense, swizzled
+    a, b = kernel.shared
+    assert (a.shape, a.strides, a.swizzle) == ((3, 32, 32), (1024, 1, 32), 64)
     copies = statements(kernel, BlockCopy)
     assert copies and all(c.axes == (1, 0) and c.vector == 8 and c.asynchronous for c in copies)
     operands = [f for f in statements(kernel, Fragment) if f.use != "accumulator"]
@@ -36,7 +39,7 @@ def test_column_major_tiles_keep_the_layout():
 
 
 def test_row_major_tiles_are_unchanged():
-    _, kernel = compile_plan(*VARIANTS["fp16_async_3_stages"][0]())
+    _, kernel = compile_plan(*VARIANTS["wmma_fp16_async_3_stages"][0]())
     assert all(c.axes == () for c in statements(kernel, BlockCopy))
     assert [b.strides for b in kernel.shared] == [(1280, 40, 1), (1280, 40, 1)]
 
@@ -79,7 +82,7 @@ def test_register_staging_keeps_the_copy_order():
 
 
 def test_cuda_and_ptx_of_column_major_tiles():
-    _, kernel = compile_plan(*VARIANTS["fp16_colmajor_3_stages"][0](), name="colmajor")
+    _, kernel = compile_plan(*VARIANTS["wmma_fp16_colmajor_3_stages"][0](), name="colmajor")
     source = emit_source([kernel], "// colmajor")
     # A (64 x 256, column-major): the copy's rows are A's columns (k), 64 elements apart in A
     assert "schedc::block_copy_async<__half, 32, 32, 8, true, 128>(&A_shared[0], 40, &A[i], 64, thread);" in source

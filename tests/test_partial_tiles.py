@@ -41,15 +41,21 @@ def statements(kernel, kind):
 # -- the structure -------------------------------------------------------------------------------
 
 
-def test_bounded_copies_only_where_tiles_reach_past_the_array():
-    _, kernel = compile_plan(*tensor_matmul(72, 96, 64, k_split=32, shared_ab=True))  # only M is partial
+@pytest.mark.parametrize("instruction", [acc.Instruction.WMMA, acc.Instruction.MMA_SYNC])
+def test_bounded_copies_only_where_tiles_reach_past_the_array(instruction):
+    _, kernel = compile_plan(*tensor_matmul(72, 96, 64, k_split=32, shared_ab=True,  # only M is partial
+                                            instruction=instruction))
     copies = {c.source: c for c in statements(kernel, BlockCopy)}
     assert copies["A"].valid == (Binary("-", Const(72), Var("i")), Binary("-", Const(64), Var("k")))
     assert copies["B"].valid == (), "B's tiles (k, n) always lie inside B"
     stores = statements(kernel, FragmentStore)
-    assert stores and all(s.edge is not None and s.edge.scratch == "C_edge" for s in stores)
-    assert [b.name for b in kernel.shared] == ["A_shared", "B_shared", "C_edge"]
-    assert kernel.shared[-1].shape == (4, 16, 16), "one 16x16 staging tile per warp"
+    if instruction is acc.Instruction.WMMA:
+        assert stores and all(s.edge is not None and s.edge.scratch == "C_edge" for s in stores)
+        assert [b.name for b in kernel.shared] == ["A_shared", "B_shared", "C_edge"]
+        assert kernel.shared[-1].shape == (4, 16, 16), "one 16x16 staging tile per warp"
+    else:  # each lane stores its own elements inside C: no scratch
+        assert stores and all(s.edge is not None and s.edge.scratch == "" for s in stores)
+        assert [b.name for b in kernel.shared] == ["A_shared", "B_shared"]
 
 
 def test_only_k_partial_pads_the_operands_and_stores_c_whole():
@@ -83,7 +89,9 @@ def test_simt_thread_guards_wrap_the_statements_not_the_barriers():
 
 
 def test_cuda_of_partial_tiles():
-    _, kernel = compile_plan(*VARIANTS["fp16_partial_3_stages_acc_fp16"][0](), name="edges")
+    plan = tensor_matmul(50, 40, 100, result=T.float16, k_split=32, shared_ab=True, cache_c=0,
+                         pipeline={"stages": 3}, instruction=acc.Instruction.WMMA)
+    _, kernel = compile_plan(*plan, name="edges")
     source = emit_source([kernel], "// edges")
     assert re.search(r"block_copy_async<__half, 32, 32, 4, true, 128, true>\(.*, thread, 50 - i, 100\);", source)
     assert re.search(r"schedc::store_edge<16, 16>\(&C\[.*\], c, 40, wmma::mem_row_major, 50 - \(i \+ ii\), "
@@ -91,6 +99,11 @@ def test_cuda_of_partial_tiles():
     ptx = nvrtc_compile(source, "edges", "sm_90").ptx
     # zero fill: cp.async with a source size operand
     assert re.search(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 8, %r\d+;", ptx)
+    # mma.sync: each lane stores its pairs of halves that lie inside C
+    _, kernel = compile_plan(*VARIANTS["fp16_partial_3_stages_acc_fp16"][0](), name="edges")
+    source = emit_source([kernel], "// edges")
+    assert re.search(r"if \(lane / 4 \+ 8 \* \(elem % 4 / 2\) < 50 - \(i \+ ii\) && 2 \* \(lane % 4\) \+ elem % 2 \+ "
+                     r"8 \* \(elem / 4 % 2\) < 40 - \(j \+ jj\)\) \*reinterpret_cast<schedc::vector_type<4>::type\*>", source)
 
 
 def test_odd_sizes_sample_pads_every_operand():
@@ -160,7 +173,7 @@ def test_only_the_operand_that_reaches_past_needs_a_cache():
 
 
 def test_operand_leading_dimension_is_checked_only_in_global_memory():
-    plan, args = tensor_matmul(64, 100, 64, k_split=32)
+    plan, args = tensor_matmul(64, 100, 64, k_split=32, instruction=acc.Instruction.WMMA)
     with pytest.raises(PlanError, match=r"B \(B\) has a leading dimension of 100 elements \(200 bytes\); tensor-core "
                                         r"loads need a multiple of 16 bytes \(or cache B in shared memory\)"):
         compile_plan(plan, args)
@@ -171,7 +184,8 @@ def test_operand_leading_dimension_is_checked_only_in_global_memory():
 def test_edge_scratch_counts_in_the_shared_budget():
     """230400 bytes of operand tiles fit at 1024^2; at 1000^2 C's 16 KiB of edge tiles do not."""
     def plan(size):
-        return tensor_matmul(size, size, 1024, block=(64, 64), k_split=208, shared_ab=True, pipeline={"stages": 4})
+        return tensor_matmul(size, size, 1024, block=(64, 64), k_split=208, shared_ab=True, pipeline={"stages": 4},
+                             instruction=acc.Instruction.WMMA)
 
     assert compile_plan(*plan(1024))[1].dynamic_shared_bytes == 230400
     with pytest.raises(acc.CacheError, match=r"the caches need 246784 bytes of shared memory per block \(A 110576, "

@@ -13,7 +13,7 @@ from schedc.errors import CacheError
 from schedc.ir.kernel import AsyncCommit, AsyncWait, Barrier, BlockCopy, If, Let, Loop, StageLoad, StageStore
 from schedc.verify import emulate_function
 
-from .plans import VARIANTS, T, compile_plan, simt_matmul, tensor_matmul
+from .plans import REGISTERS, VARIANTS, T, compile_plan, simt_matmul, tensor_matmul
 
 SHARED = acc.MemorySpace.SHARED
 
@@ -76,10 +76,13 @@ def test_register_double_buffer_has_one_shared_buffer_and_two_barriers_per_step(
     assert all(isinstance(s, StageStore) for s in loop.body[-2].body)
 
 
-def test_tensor_operand_tiles_are_padded_against_bank_conflicts():
-    _, kernel = kernel_of("fp16_registers_double_buffer")
-    a, b = kernel.shared
+def test_tensor_operand_tiles_are_padded_or_swizzled_against_bank_conflicts():
+    plan = tensor_matmul(64, 64, 256, k_split=64, shared_ab=True, cache_c=0, pipeline=REGISTERS,
+                         instruction=acc.Instruction.WMMA)
+    a, b = compile_plan(*plan)[1].shared
     assert a.strides == (72, 1) and b.strides == (40, 1)  # 144 and 80 bytes: odd 16-byte units
+    a, b = kernel_of("fp16_registers_double_buffer")[1].shared  # ldmatrix: dense rows, chunks XORed
+    assert (a.strides, a.swizzle, b.strides, b.swizzle) == ((64, 1), 128, (32, 1), 64)
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if "async" in v or "registers" in v])

@@ -340,6 +340,7 @@ def test_tensor_plans_at_sizes_whose_rows_tensor_cores_cannot_store_in_place(siz
     from pathlib import Path
 
     from schedc.codegen.cuda import emit_source
+    from schedc.ir.kernel import FragmentStore, walk_statements
     from schedc.package.build import alignments
     from schedc.package.compile import nvrtc_compile
     from schedc.show import report
@@ -347,13 +348,20 @@ def test_tensor_plans_at_sizes_whose_rows_tensor_cores_cannot_store_in_place(siz
     sys.path.insert(0, str(Path(__file__).parents[1] / "samples"))
     from tilus_matmul import matmul
 
-    model, kernel = compile_plan(*matmul(size, size, size, stages=3, operand=operand))
+    model, kernel = compile_plan(*matmul(size, size, size, stages=3, operand=operand,
+                                         instruction=acc.Instruction.WMMA))
     assert "C's tiles: every tile through shared memory (C_edge), element by element" in report("p", model, kernel)
     source = emit_source([kernel], "// C staged")
     assert "schedc::store_edge<16, 16, true>(" in source
     assert alignments(kernel)["C"] == 4  # element-wise stores: C needs no 32-byte alignment
     nvrtc_compile(source, "staged", "sm_90")
     assert_passes(emulate_function(model, kernel, blocks=[(0, 0, 0), (7, 7, 0), (3, 7, 0)], seed=7))
+    # mma.sync: each lane's pairs of floats in place (1002 is even: every pair 8-byte aligned)
+    model, kernel = compile_plan(*matmul(size, size, size, stages=3, operand=operand))
+    assert "C's tiles: each lane's elements in place; at the edges only those inside C" in report("p", model, kernel)
+    assert all(s.vector == 2 for s in walk_statements(kernel.body) if isinstance(s, FragmentStore))
+    assert alignments(kernel)["C"] == 8
+    assert_passes(emulate_function(model, kernel, blocks=[(0, 0, 0), (7, 7, 0)], seed=7))
 
 
 def test_c_tiles_in_place_where_aligned():
@@ -365,7 +373,8 @@ def test_c_tiles_in_place_where_aligned():
     sys.path.insert(0, str(Path(__file__).parents[1] / "samples"))
     from tilus_matmul import matmul
 
-    model, kernel = compile_plan(*matmul(1000, 1000, 1000, stages=3, operand=T.float16))
+    model, kernel = compile_plan(*matmul(1000, 1000, 1000, stages=3, operand=T.float16,
+                                         instruction=acc.Instruction.WMMA))
     assert "C's tiles: whole tiles in place; partial tiles at the edges through shared memory" in report("p", model, kernel)
 
 

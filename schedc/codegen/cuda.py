@@ -28,29 +28,32 @@ from ..ir.kernel import (
     FragmentLoad,
     FragmentMma,
     FragmentStore,
+    HostFunction,
     If,
     Kernel,
     Let,
     Load,
     Loop,
     PrivateArray,
+    ScalarParam,
     StageLoad,
     StageStore,
     Staging,
     Stmt,
     Store,
-    TileEdge,
+    StructParam,
     Unary,
     Var,
+    walk_statements,
 )
 from ..ir.types import ScalarType
+from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
+from .cuda_tensor import family_of
 from .registry import Registry
 
 INDENT = "    "
 _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
                "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
-_FRAGMENT_TYPES = {"fp16": "__half", "bf16": "__nv_bfloat16", "tf32": "wmma::precision::tf32",
-                   "s8": "signed char", "u8": "unsigned char"}
 
 
 def runtime_header() -> str:
@@ -69,39 +72,63 @@ def without_runtime(source: str) -> str:
     return source[:start] + "// (schedc runtime header inlined here)" + source[end + len(RUNTIME_END):]
 
 
-def emit_source(kernels: list[Kernel], banner: str) -> str:
-    """A whole .cu file: banner, inlined runtime, kernels and their host launchers."""
+def emit_source(kernels: list[Kernel | HostFunction], banner: str) -> str:
+    """A whole .cu file: banner, inlined runtime, kernels and their host launchers: one per
+    function (a Kernel is the function of that kernel alone)."""
+    functions = [HostFunction.single(k) if isinstance(k, Kernel) else k for k in kernels]
+    every = [kernel for f in functions for kernel in f.kernels]
     parts = [banner.rstrip() + "\n",
              RUNTIME_BEGIN,
              runtime_header().rstrip(),
              RUNTIME_END + "\n",
              "using namespace nvcuda;\n"]
+    builders = sorted({v.builder for f in functions for v in f.params if isinstance(v, StructParam)})
+    parts += [_STRUCT_DEFINITIONS[builder] for builder in builders]
     seen: set[str] = set()
-    for kernel in kernels:
+    for kernel in every:
         for buffer in kernel.buffers:
             if buffer.kind != "param" and buffer.name not in seen:
                 seen.add(buffer.name)
                 parts.append(_global_buffer(buffer))
-    for kernel in kernels:
+    for kernel in every:
         parts.append(emit_kernel(kernel))
     parts.append("#if !defined(__CUDACC_RTC__)")
     parts.append("// Host launchers: C-callable; they return the launch's cudaError_t (0 on success).")
-    for kernel in kernels:
-        parts.append(emit_launcher(kernel))
+    for function in functions:
+        parts.append(emit_launcher(function))
     parts.append("#endif  // !defined(__CUDACC_RTC__)")
     return "\n".join(parts) + "\n"
+
+
+# C++ types of by-value structs, by builder, and their definitions (NVRTC has no cuda.h)
+STRUCT_TYPES = {"tensor_map": "CUtensorMap"}
+_STRUCT_DEFINITIONS = {"tensor_map": """#if defined(__CUDACC_RTC__)
+// CUtensorMap as cuda.h declares it: 128 opaque bytes, made by cuTensorMapEncodeTiled
+typedef struct CUtensorMap_st { alignas(64) unsigned long long opaque[16]; } CUtensorMap;
+#else
+#include <cuda.h>
+#endif
+"""}
 
 
 def launcher_name(kernel: Kernel) -> str:
     return kernel.name.removesuffix("__gpu__")
 
 
-def parameter_list(kernel: Kernel, restrict: bool) -> str:
+def parameter_list(owner: Kernel | HostFunction, restrict: bool) -> str:
+    """A kernel's parameters (``restrict``: its __global__ signature) or a function's (its host
+    launcher's): pointers, scalars, and structs (``const __grid_constant__`` in a kernel)."""
     qualifier = " __restrict__" if restrict else ""
     params = []
-    for b in kernel.params:
-        const = "const " if b.role == "input" else ""
-        params.append(f"{const}{b.dtype.c_type}*{qualifier} {b.name}")
+    for p in owner.arguments if isinstance(owner, Kernel) else owner.params:
+        if isinstance(p, ScalarParam):
+            params.append(f"{p.dtype.c_type} {p.name}")
+        elif isinstance(p, StructParam):
+            grid_constant = "const __grid_constant__ " if restrict else ""
+            params.append(f"{grid_constant}{STRUCT_TYPES[p.builder]} {p.name}")
+        else:
+            const = "const " if p.role == "input" else ""
+            params.append(f"{const}{p.dtype.c_type}*{qualifier} {p.name}")
     return ", ".join(params)
 
 
@@ -116,6 +143,7 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     EMITTERS.require(kernel.body, kernel.name)  # every node class has an emitter, or none is emitted
     printer = Printer(kernel)
     lines.extend(shared_declarations(kernel))
+    lines.extend(INDENT + line for line in tensor_prelude(kernel))
     for buffer in kernel.buffers:
         if buffer.kind == "const":
             lines.append(f"{INDENT}const {buffer.dtype.c_type}* {buffer.name} = "
@@ -128,6 +156,12 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
 
         check_kernel(kernel, text)
     return text
+
+
+def tensor_prelude(kernel: Kernel) -> list[str]:
+    """What the kernel's instruction families declare once (mma.sync: the thread's lane)."""
+    families = dict.fromkeys(s.family for s in walk_statements(kernel.body) if isinstance(s, Fragment))
+    return [line for family in families for line in TENSOR_EMITTERS[family].prelude()]
 
 
 def shared_declarations(kernel: Kernel) -> list[str]:
@@ -143,23 +177,31 @@ def shared_declarations(kernel: Kernel) -> list[str]:
     return lines
 
 
-def emit_launcher(kernel: Kernel) -> str:
+def emit_launcher(function: Kernel | HostFunction) -> str:
+    """The C-callable host function: its kernels launched in order on the default stream; the
+    first launch that fails ends it with its error."""
+    if isinstance(function, Kernel):
+        function = HostFunction.single(function)
+    lines = [f'extern "C" int {function.name}({parameter_list(function, restrict=False)})', "{"]
+    for n, kernel in enumerate(function.kernels):
+        if n:
+            lines += [f"{INDENT}{{", f"{INDENT * 2}const int status = (int)cudaGetLastError();",
+                      f"{INDENT * 2}if (status != 0) return status;", f"{INDENT}}}"]
+        lines += _launch_lines(kernel, n, len(function.kernels))
+    lines += [f"{INDENT}return (int)cudaGetLastError();", "}\n"]
+    return "\n".join(lines)
+
+
+def _launch_lines(kernel: Kernel, n: int, count: int) -> list[str]:
     g, b = kernel.grid, kernel.block
-    args = ", ".join(p.name for p in kernel.params)
-    lines = [
-        f'extern "C" int {launcher_name(kernel)}({parameter_list(kernel, restrict=False)})',
-        "{",
-    ]
+    args = ", ".join(p.name for p in kernel.arguments)
+    lines = [f"{INDENT}// kernel {n + 1} of {count}"] if count > 1 else []
     if kernel.dynamic_shared_bytes > 48 * 1024:
         lines.append(f"{INDENT}cudaFuncSetAttribute({kernel.name}, "
                      f"cudaFuncAttributeMaxDynamicSharedMemorySize, {kernel.dynamic_shared_bytes});")
-    lines += [
-        f"{INDENT}{kernel.name}<<<dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]}), "
-        f"{kernel.dynamic_shared_bytes}>>>({args});",
-        f"{INDENT}return (int)cudaGetLastError();",
-        "}\n",
-    ]
-    return "\n".join(lines)
+    lines.append(f"{INDENT}{kernel.name}<<<dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]}), "
+                 f"{kernel.dynamic_shared_bytes}>>>({args});")
+    return lines
 
 
 def _striped(strategy: str) -> str:
@@ -254,7 +296,9 @@ class Printer:
 
     @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply)
     def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:
-        return [pad + line for line in self.fragment_statement(s)]
+        """Tile statements: the emitter of the fragment's instruction family writes them."""
+        emitter = TENSOR_EMITTERS[family_of(self, s)](self)
+        return [pad + line for line in emitter.statement(s)]
 
     def block_copy(self, s: BlockCopy) -> list[str]:
         shape, lds = self.box(s.shape, s.axes, (s.target, s.source))
@@ -262,6 +306,9 @@ class Printer:
         function = "block_copy_async" if s.asynchronous else "block_copy"
         comment = [f"// {s.comment}"] if s.comment else []
         bounded, bounds = self.bounds(s.valid, s.axes)
+        swizzle = self.swizzle(s.target, s.target_origin)
+        if swizzle:  # the target's rows are XOR-swizzled: the copy addresses them from its first row
+            bounded = f"{bounded or ', false'}, {swizzle}"
         return [*comment,
                 f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
                 f"{self.kernel.threads_per_block}{bounded}>("
@@ -310,56 +357,18 @@ class Printer:
         spec = self.stagings[s.staging]
         _, (ld,) = self.box(spec.shape, spec.axes, (s.target,))
         pointer = f"&{s.target}[{self.offset(s.target, s.target_origin)}]"
+        swizzle = self.swizzle(s.target, s.target_origin)
+        if swizzle:
+            return [f"{s.staging}.store<{swizzle}>({pointer}, {ld}, thread);"]
         return [f"{s.staging}.store({pointer}, {ld}, thread);"]
 
-    def edge(self, edge: TileEdge) -> str:
-        return f"{self.expr(edge.rows)}, {self.expr(edge.cols)}, {edge.scratch}, thread"
-
-    def fragment_statement(self, s: Stmt) -> list[str]:
-        if isinstance(s, Fragment):
-            self.fragments[s.name] = s
-            return [f"wmma::fragment<{self.fragment_type(s)}> {s.name};"]
-        if isinstance(s, FragmentFill):
-            acc = self.fragments[s.fragment].dtype
-            return [f"wmma::fill_fragment({s.fragment}, {self.constant(s.value, acc)});"]
-        if isinstance(s, FragmentLoad):
-            frag = self.fragments[s.fragment]
-            pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
-            if frag.use == "accumulator":
-                ld, layout = _leading(s.row_stride, s.col_stride)
-                if s.edge is not None:
-                    return [f"schedc::load_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({s.fragment}, {pointer}, {ld}, "
-                            f"wmma::mem_{layout}, {self.edge(s.edge)});"]
-                return [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld}, wmma::mem_{layout});"]
-            ld, _ = _leading(s.row_stride, s.col_stride)
-            lines = [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld});"]
-            if frag.precision == "tf32":
-                lines.append(f"schedc::to_tf32({s.fragment});")
-            return lines
-        if isinstance(s, FragmentStore):
-            ld, layout = _leading(s.row_stride, s.col_stride)
-            pointer = f"&{s.buffer}[{self.offset(s.buffer, s.origin)}]"
-            if s.edge is not None:
-                frag = self.fragments[s.fragment]
-                return [f"schedc::store_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({pointer}, {s.fragment}, {ld}, "
-                        f"wmma::mem_{layout}, {self.edge(s.edge)});"]
-            return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
-        if isinstance(s, FragmentMma):
-            return [f"wmma::mma_sync({s.d}, {s.a}, {s.b}, {s.c});"]
-        if isinstance(s, FragmentApply):
-            if s.op == "scale":
-                return [f"schedc::scale({s.fragment}, {self.constant(s.arg, ScalarType.float32)});"]
-            if s.op == "relu":
-                return [f"schedc::relu({s.fragment});"]
-            acc = self.fragments[s.fragment].dtype
-            return [f"wmma::fill_fragment({s.fragment}, {self.constant(s.arg, acc)});"]
-        raise TypeError(f"unknown statement {s!r}")
-
-    def fragment_type(self, f: Fragment) -> str:
-        if f.use == "accumulator":
-            return f"wmma::accumulator, {f.m}, {f.n}, {f.k}, {f.dtype.c_type}"
-        element = _FRAGMENT_TYPES[f.precision]
-        return f"wmma::{f.use}, {f.m}, {f.n}, {f.k}, {element}, wmma::{f.layout}"
+    def swizzle(self, buffer: str, origin: tuple[Expr, ...]) -> int:
+        """A copy target's swizzle pitch (0: none); a swizzled tile is copied whole, from its first
+        row (the XOR pattern counts rows from there)."""
+        swizzle = getattr(self.buffers[buffer], "swizzle", 0)
+        if swizzle and any(not (isinstance(sub, Const) and sub.value == 0) for sub in origin[-2:]):
+            raise ValueError(f"a copy into the swizzled {buffer} starts inside the tile")
+        return swizzle
 
     def offset(self, buffer: str, index: tuple[Expr, ...]) -> str:
         """Multi-dimensional subscripts, linearised with the buffer's strides."""
@@ -470,15 +479,3 @@ def _special(value: float) -> str:
     if math.isnan(value):
         return "__longlong_as_double(0x7ff8000000000000ll)"
     return f"{'-' if value < 0 else ''}__longlong_as_double(0x7ff0000000000000ll)"
-
-
-def _staged(edge: TileEdge) -> str:
-    """The template flag that sends every tile through the scratch."""
-    return ", true" if edge.staged else ""
-
-
-def _leading(row_stride: int, col_stride: int) -> tuple[int, str]:
-    """Leading dimension and wmma memory layout of a tile."""
-    if col_stride == 1:
-        return row_stride, "row_major"
-    return col_stride, "col_major"

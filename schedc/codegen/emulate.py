@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SchedcError
+from ..instructions import swizzled
 from ..ir.kernel import (
     AsyncCommit,
     AsyncWait,
@@ -32,12 +33,14 @@ from ..ir.kernel import (
     FragmentLoad,
     FragmentMma,
     FragmentStore,
+    HostFunction,
     If,
     Kernel,
     Let,
     Load,
     Loop,
     PrivateArray,
+    ScalarParam,
     StageLoad,
     StageStore,
     Staging,
@@ -48,6 +51,7 @@ from ..ir.kernel import (
 )
 from ..ir.numeric import binary
 from ..ir.types import ScalarType
+from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .registry import Registry
 from .shared import SharedError, SharedMemory
 
@@ -121,18 +125,57 @@ def _coordinates(grid: tuple[int, int, int], b: int) -> Block:
 
 
 def emulate(kernel: Kernel, storage: dict[str, np.ndarray], blocks: int | list[Block] | None = None,
-            progress: Progress | None = None) -> Emulation:
+            progress: Progress | None = None, scalars: dict[str, object] | None = None) -> Emulation:
     """Run ``kernel`` over copies of ``storage`` (flat arrays per parameter), on all blocks,
-    a sample of ``blocks`` of them, or the listed blocks; ``progress(done, total)`` after each."""
-    EXECUTORS.require(kernel.body, kernel.name)  # every node class has an executor, or nothing runs
-    memory = {b.name: _initial(b, storage) for b in kernel.buffers}
+    a sample of ``blocks`` of them, or the listed blocks; ``progress(done, total)`` after each.
+    ``scalars`` gives each scalar parameter its value (checked as a launch checks it)."""
+    return emulate_sequence(HostFunction.single(kernel), storage, blocks, progress, scalars)
+
+
+def emulate_sequence(function: HostFunction, storage: dict[str, np.ndarray],
+                     blocks: int | list[Block] | None = None, progress: Progress | None = None,
+                     scalars: dict[str, object] | None = None) -> Emulation:
+    """Run a function's kernels in order over one memory (copies of ``storage``; temporary
+    arrays of one name are one array), as its launcher runs them on one stream.
+
+    Every block of each kernel but the last runs, since a later kernel may read anything an
+    earlier one wrote; the last kernel runs on ``blocks`` as ``emulate`` does, and the result's
+    ``blocks`` are its blocks. ``written`` marks what any of the kernels stored."""
+    for kernel in function.kernels:
+        EXECUTORS.require(kernel.body, kernel.name)  # every node class has an executor, or nothing runs
+    values = _scalar_values(function, scalars or {})
+    memory: dict[str, np.ndarray] = {}
+    for b in (b for kernel in function.kernels for b in kernel.buffers):
+        if b.name not in memory:
+            memory[b.name] = _initial(b, storage)
     written = {name: np.zeros(len(array), dtype=bool) for name, array in memory.items()}
-    chosen = _chosen(kernel.grid, blocks)
-    for done, block in enumerate(chosen, 1):
-        _Block(kernel, memory, written, block).run()
-        if progress is not None:
-            progress(done, len(chosen))
-    return Emulation(memory, written, chosen)
+    last = len(function.kernels) - 1
+    plan = [(k, _chosen(k.grid, blocks if n == last else None)) for n, k in enumerate(function.kernels)]
+    total, done = sum(len(chosen) for _, chosen in plan), 0
+    for kernel, chosen in plan:
+        scalars_of_kernel = {v.name: values[v.name] for v in kernel.values if isinstance(v, ScalarParam)}
+        for block in chosen:
+            _Block(kernel, memory, written, block, env=dict(scalars_of_kernel)).run()
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return Emulation(memory, written, plan[-1][1])
+
+
+def _scalar_values(function: HostFunction, scalars: dict[str, object]) -> dict[str, np.generic]:
+    """Each scalar parameter's value as its numpy type; LaunchError where one is missing, left
+    over or not a value of its type."""
+    from ..errors import LaunchError
+
+    where = f"emulate {function.name}"
+    params = {p.name: p for p in function.scalars}
+    for name in params:
+        if name not in scalars:
+            raise LaunchError(where, f"no value for scalar {name} ({params[name].dtype.value})")
+    for name in scalars:
+        if name not in params:
+            raise LaunchError(where, f"{name} is not a scalar parameter (they are: {', '.join(params) or 'none'})")
+    return {name: p.value(scalars[name], where) for name, p in params.items()}
 
 
 def _chosen(grid: tuple[int, int, int], blocks: int | list[Block] | None) -> list[Block]:
@@ -279,22 +322,9 @@ class _Block:
             raise self.error("divergent warp", "a tile operation runs on part of a warp",
                              np.flatnonzero(warps[w]).tolist(), getattr(s, "buffer", "-"), "-")
         active = warps.all(axis=1)
-        if isinstance(s, Fragment):
-            self.specs[s.name] = s
-            self.fragments[s.name] = np.zeros((len(active), *_tile_shape(s)), dtype=_tile_dtype(s))
-        elif isinstance(s, FragmentFill):
-            frag = self.fragments[s.fragment]
-            frag[active] = frag.dtype.type(s.value)
-        elif isinstance(s, FragmentApply):
-            self.apply(s, active)
-        elif isinstance(s, FragmentMma):
-            self.mma(s, active)
-        elif isinstance(s, FragmentLoad):
-            self.tile_load(s, mask, active)
-        elif isinstance(s, FragmentStore):
-            self.tile_store(s, mask, active)
-        else:
-            raise TypeError(f"unknown statement {s!r}")
+        name = s.name if isinstance(s, Fragment) else s.d if isinstance(s, FragmentMma) else s.fragment
+        family = s.family if isinstance(s, Fragment) else self.specs[name].family
+        TENSOR_EXECUTORS[family](self).run(s, mask, active)
 
     def tile_offsets(self, buffer, origin, row_stride, col_stride, mask, active, shape, edge=None):
         """Each active warp's tile elements as storage offsets, and which of them lie inside the
@@ -376,14 +406,6 @@ class _Block:
         """The first thread of the warp that touches each element of a tile operation."""
         warps = np.flatnonzero(active) * WARP
         return np.repeat(warps, index[0].size)
-
-    def mma(self, s: FragmentMma, active) -> None:
-        a, b, c = (self.fragments[n][active] for n in (s.a, s.b, s.c))
-        d = self.fragments[s.d]
-        if d.dtype.kind == "i":
-            d[active] = a.astype(np.int64) @ b.astype(np.int64) + c
-        else:
-            d[active] = (a.astype(np.float32) @ b.astype(np.float32) + c.astype(np.float32)).astype(d.dtype)
 
     def apply(self, s: FragmentApply, active) -> None:
         frag = self.fragments[s.fragment]
@@ -536,7 +558,7 @@ class _Block:
                 raise self.error("out of bounds", f"a block copy's subscript {axis} reaches {bad}, "
                                  f"outside 0..{extent - 1}", [0], buffer, bad)
             offsets += index * stride
-        return offsets
+        return swizzled(offsets, spec)
 
     def error(self, kind, what, threads, buffer, element) -> EmulationError:
         return EmulationError(kind, what, self.block, threads, buffer, element, dict(self.iteration))
@@ -579,16 +601,6 @@ def copy_threads(shape: tuple[int, ...], vector: int, strategy: str, threads: in
 
 def _warp(threads: np.ndarray) -> np.ndarray:
     return threads // WARP
-
-
-def _tile_shape(f: Fragment) -> tuple[int, int]:
-    return {"matrix_a": (f.m, f.k), "matrix_b": (f.k, f.n), "accumulator": (f.m, f.n)}[f.use]
-
-
-def _tile_dtype(f: Fragment) -> np.dtype:
-    if f.use == "accumulator":
-        return f.dtype.numpy
-    return np.dtype(np.int32) if f.precision in ("s8", "u8") else np.dtype(np.float32)
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:

@@ -23,6 +23,9 @@ does not have is a mismatch. The text may convert explicitly where C++ computes 
   valued by exact C++ literal rounding (decimal to binary, round to nearest even); an integer
   literal converted implicitly is the constant of the type it is converted to.
 
+Scalar parameters are variables of their own C type (``float alpha``): a promotion C++ makes
+around them and the IR does not have is a mismatch.
+
 Subscripts are linearised (``A[i * 64 + j]``): an offset is compared with the IR's
 ``sum(subscript * stride)`` as affine forms over its non-affine parts; + - * in the index type
 (and int32/int64 data, which wraps alike) compare as affine forms too, since regrouping integer
@@ -59,15 +62,18 @@ from ..ir.kernel import (
     Load,
     Loop,
     PrivateArray,
+    ScalarParam,
     StageLoad,
     StageStore,
     Stmt,
     Store,
+    StructParam,
     Unary,
     Var,
     walk_statements,
 )
 from ..ir.types import ScalarType
+from .cuda_tensor import swizzle_base, swizzle_geometry
 
 # -- C++ types ---------------------------------------------------------------------------------
 
@@ -297,6 +303,8 @@ class _Env:
     index: str
     buffers: dict[str, str]
     bounds: dict[str, tuple[int, int]]
+    scalars: dict[str, str] = dataclasses.field(default_factory=dict)  # scalar parameters' C types
+    structs: frozenset[str] = frozenset()  # by-value struct parameters: no values of the subset
 
 
 class _Parser:
@@ -456,9 +464,9 @@ class _Parser:
             if not _is_integer(offset.ctype) or offset.ctype == "bool":
                 raise _TextError(f"subscript of type {offset.ctype}")
             return _Node("load", self.env.buffers[name], (offset,), name)
-        if name in self.env.buffers or name in _TYPE_WORDS or name in _KEYWORDS:
+        if name in self.env.buffers or name in self.env.structs or name in _TYPE_WORDS or name in _KEYWORDS:
             raise _TextError(f"{name} used as a value")
-        return _Node("var", self.env.index, data=name)
+        return _Node("var", self.env.scalars.get(name, self.env.index), data=name)
 
     def runtime_call(self) -> _Node:
         self.expect("::")
@@ -882,7 +890,9 @@ class _Checker:
         self.line = ""  # the statement being checked
         self.strides = {b.name: b.strides for b in (*kernel.buffers, *kernel.shared)}
         buffers = {b.name: b.dtype.c_type for b in (*kernel.buffers, *kernel.shared)}
-        self.env = _Env(kernel.index_type.c_type, buffers, _variable_bounds(kernel))
+        scalars = {v.name: v.dtype.c_type for v in kernel.values if isinstance(v, ScalarParam)}
+        structs = frozenset(v.name for v in kernel.values if isinstance(v, StructParam))
+        self.env = _Env(kernel.index_type.c_type, buffers, _variable_bounds(kernel), scalars, structs)
 
     def statement(self, s: Stmt) -> None:
         if isinstance(s, PrivateArray):
@@ -940,6 +950,8 @@ class _Checker:
                     FragmentLoad: (("buffer", "origin"),), FragmentStore: (("buffer", "origin"),)}[type(s)]
         for buffer_field, origin_field in pointers:
             buffer, origin = getattr(s, buffer_field), getattr(s, origin_field)
+            if isinstance(s, FragmentLoad | FragmentStore) and swizzle_geometry(self.printer.buffers[buffer]):
+                origin = swizzle_base(self.printer.buffers[buffer], origin)  # rows and columns are swizzled
             text, ir = self.printer.offset(buffer, origin), self.offset(buffer, origin)
             if f"&{buffer}[{text}]" not in self.line:
                 self.fail(f"the pointer &{buffer}[{text}] is not in the statement", ir, text)

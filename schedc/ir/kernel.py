@@ -1,8 +1,8 @@
 """The kernel IR: frozen dataclasses with tuple fields, one node per concept.
 
 Expressions are shared with the frozen Model's statements: there ``Var`` names nest
-dimensions; in a kernel it names loop variables, locals and the special registers
-``threadIdx.x``, ``blockIdx.y``, .... Subscripts stay multi-dimensional; the CUDA backend
+dimensions; in a kernel it names loop variables, locals, scalar parameters and the special
+registers ``threadIdx.x``, ``blockIdx.y``, .... Subscripts stay multi-dimensional; the CUDA backend
 linearises them with the buffer's strides. Change a node with ``dataclasses.replace``.
 
 >>> x = Binary("+", Var("i"), Const(1))
@@ -126,6 +126,7 @@ class Fragment:
     dtype: ScalarType
     precision: str
     layout: str = ""  # row_major / col_major for operands
+    family: str = "wmma"  # the instruction family (schedc.instructions) that owns the tile
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ class FragmentLoad:
     row_stride: int
     col_stride: int
     edge: TileEdge | None = None  # the tile may reach past the array: zeros there
+    path: str = ""  # how the family moves it: "" its only way, "ldmatrix" or "elements" (mma_sync)
+    vector: int = 1  # elements moved together ("elements": runs of a lane's consecutive elements)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ class FragmentStore:
     row_stride: int
     col_stride: int
     edge: TileEdge | None = None
+    vector: int = 1  # as in FragmentLoad
 
 
 @dataclass(frozen=True)
@@ -328,12 +332,18 @@ class Buffer:
 
 @dataclass(frozen=True)
 class SharedBuffer:
-    """A block's array in shared memory (``strides`` may pad rows against bank conflicts)."""
+    """A block's array in shared memory (``strides`` may pad rows against bank conflicts).
+
+    ``swizzle``: 0, or the row pitch in bytes of an XOR-swizzled layout (dense rows; the stored
+    row is the dimension of that stride): element ``col`` of a row lives at
+    ``schedc.instructions.swizzle_column(row, col, swizzle, size)``. Only block copies into it
+    and tile loads address such a buffer."""
 
     name: str
     dtype: ScalarType
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    swizzle: int = 0
 
     @property
     def size(self) -> int:
@@ -345,8 +355,106 @@ class SharedBuffer:
 
 
 @dataclass(frozen=True)
+class ScalarParam:
+    """A number the caller passes by value; the body reads it as ``Var(name)`` (a value of
+    ``dtype``: arithmetic with it is typed as ``dtype``, not as index arithmetic, unless
+    ``dtype`` is the kernel's index type)."""
+
+    name: str
+    dtype: ScalarType
+
+    def value(self, value: object, where: str):
+        """``value`` as a numpy scalar of ``dtype``, or a LaunchError naming the parameter, the
+        value and the type: bools for bool, integers in range for integer types, real numbers
+        (finite ones that stay finite) for float types.
+
+        >>> ScalarParam("n", ScalarType.uint8).value(256, "f")
+        Traceback (most recent call last):
+        ...
+        schedc.errors.LaunchError: f: scalar n = 256 is outside uint8 (0 to 255)
+        """
+        return self.dtype.numpy.type(_checked_scalar(self, value, where))
+
+
+def _checked_scalar(param: ScalarParam, value: object, where: str) -> object:
+    import numpy as np
+
+    from ..errors import LaunchError
+
+    dtype, kind = param.dtype, _kind_of(value)
+    wanted = "bool" if dtype is ScalarType.bool else "int" if dtype.is_integer else "float"
+    if kind is None or (wanted == "bool") != (kind == "bool") or (wanted == "int" and kind == "float"):
+        raise LaunchError(where, f"scalar {param.name} = {value!r} ({type(value).__name__}) is not a "
+                                 f"value of type {dtype.value}")
+    if wanted == "int":
+        info = np.iinfo(dtype.numpy)
+        if not info.min <= int(value) <= info.max:
+            raise LaunchError(where, f"scalar {param.name} = {value!r} is outside {dtype.value} "
+                                     f"({info.min} to {info.max})")
+        return int(value)
+    if wanted == "float" and math.isfinite(float(value)):
+        with np.errstate(over="ignore"):
+            if not np.isfinite(dtype.numpy.type(float(value))):
+                raise LaunchError(where, f"scalar {param.name} = {value!r} overflows {dtype.value}")
+    return value
+
+
+def _kind_of(value: object) -> str | None:
+    """bool, int or float for Python and numpy numbers; None for anything else."""
+    import numpy as np
+
+    if isinstance(value, bool | np.bool_):
+        return "bool"
+    if isinstance(value, int | np.integer):
+        return "int"
+    if isinstance(value, float | np.floating) or type(value).__name__ == "bfloat16":
+        return "float"
+    return None
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """What the ``tensor_map`` builder encodes (``cuTensorMapEncodeTiled``) for TMA copies of
+    the array parameter ``array``: boxes of ``box`` elements (slowest dimension first) of
+    ``dtype``, rows swizzled by ``swizzle`` bytes (0: none, 32, 64 or 128)."""
+
+    array: str
+    box: tuple[int, ...]
+    dtype: ScalarType
+    swizzle: int = 0
+
+
+# bytes and alignment of each by-value struct, by the name of the builder that makes it
+STRUCT_LAYOUTS = {"tensor_map": (128, 64)}
+
+
+@dataclass(frozen=True)
+class StructParam:
+    """A struct passed by value (``const __grid_constant__``: the kernel reads it in place,
+    it may take its address) whose bytes the loader's builder ``builder`` makes at each call
+    from ``spec`` and the call's arrays; C callers of the launcher pass the struct."""
+
+    name: str
+    builder: str
+    spec: TensorMap
+
+    @property
+    def size(self) -> int:
+        return STRUCT_LAYOUTS[self.builder][0]
+
+    @property
+    def align(self) -> int:
+        return STRUCT_LAYOUTS[self.builder][1]
+
+
+ValueParam = ScalarParam | StructParam
+Param = Buffer | ScalarParam | StructParam
+
+
+@dataclass(frozen=True)
 class Kernel:
-    """One ``__global__`` function and how to launch it."""
+    """One ``__global__`` function and how to launch it. Its parameters are the param buffers
+    (pointers, in order), then ``values`` (passed by value, in order)."""
 
     name: str
     buffers: tuple[Buffer, ...]
@@ -356,10 +464,17 @@ class Kernel:
     index_type: ScalarType = ScalarType.int32  # type of index arithmetic: int64 for arrays over 2^31 elements
     dynamic_shared_bytes: int = 0
     shared: tuple[SharedBuffer, ...] = ()  # carved out of the dynamic shared memory, in order
+    values: tuple[ValueParam, ...] = ()  # scalars and structs passed by value, after the pointers
 
     @property
     def params(self) -> tuple[Buffer, ...]:
+        """The array parameters (pointers), in order."""
         return tuple(b for b in self.buffers if b.kind == "param")
+
+    @property
+    def arguments(self) -> tuple[Param, ...]:
+        """Every parameter in signature order: the arrays, then the values."""
+        return (*self.params, *self.values)
 
     @property
     def threads_per_block(self) -> int:
@@ -380,6 +495,42 @@ def shared_layout(buffers) -> tuple[tuple[int, ...], int]:
         offsets.append(at)
         at += -(-b.nbytes // SHARED_ALIGN) * SHARED_ALIGN
     return tuple(offsets), at
+
+
+@dataclass(frozen=True)
+class HostFunction:
+    """A package function: its caller-visible parameters and the kernels it launches, in
+    order, on one stream (a workspace clear, then a split-K reduction, ...). Each kernel takes
+    some of the parameters, declared alike, by name; a later kernel sees an earlier one's writes.
+
+    >>> x = Buffer("X", ScalarType.float32, (4,), (1,), "param", "input_output")
+    >>> k = Kernel("scale__gpu__", (x,), (1, 1, 1), (4, 1, 1), (), values=(ScalarParam("a", ScalarType.float32),))
+    >>> f = HostFunction.single(k)
+    >>> f.name, [p.name for p in f.params], [p.name for p in f.caller_params]
+    ('scale', ['X', 'a'], ['X', 'a'])
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    kernels: tuple[Kernel, ...]
+
+    @staticmethod
+    def single(kernel: Kernel) -> HostFunction:
+        """The function of one kernel: its launcher's name and the kernel's parameters."""
+        return HostFunction(kernel.name.removesuffix("__gpu__"), kernel.arguments, (kernel,))
+
+    @property
+    def arrays(self) -> tuple[Buffer, ...]:
+        return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    @property
+    def scalars(self) -> tuple[ScalarParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, ScalarParam))
+
+    @property
+    def caller_params(self) -> tuple[Buffer | ScalarParam, ...]:
+        """What a Python caller passes, in order: arrays and scalars (structs are built)."""
+        return tuple(p for p in self.params if not isinstance(p, StructParam))
 
 
 # -- traversal ---------------------------------------------------------------------------------
@@ -429,7 +580,7 @@ _NODES = {
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
         FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
-        PrivateArray,
+        PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction,
     )
 }
 
@@ -468,9 +619,9 @@ def from_plain(data: object) -> object:
 
 
 def _enum_value(name: str, value: str) -> enum.Enum:
-    from .. import targets
+    from .. import instructions, targets
 
-    enums = {"ScalarType": ScalarType, "MMAShape": targets.MMAShape,
+    enums = {"Instruction": instructions.Instruction, "ScalarType": ScalarType, "MMAShape": targets.MMAShape,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
              "Model": targets.Model, "MemorySpace": targets.MemorySpace,
              "CacheStrategy": targets.CacheStrategy}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PlanError
+from ..instructions import Instruction
 from ..targets import MODELS, CacheStrategy, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
 from ..targets import Model as TargetModel
 from . import convert
@@ -64,6 +65,7 @@ class TensorizeSpec:
     prologue_arg: float
     epilogue_op: MMAFragmentOp
     epilogue_arg: float
+    instruction: Instruction = Instruction.AUTO
 
 
 @k.register
@@ -153,6 +155,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         tensorize = TensorizeSpec(
             tuple(i.name for i in t.indices), t.mma_shape, t.num_total_passes,
             t.num_fused_passes, t.prologue_op, t.prologue_arg, t.epilogue_op, t.epilogue_arg,
+            t.instruction,
         )
     return Model(
         function=function,

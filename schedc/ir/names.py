@@ -42,6 +42,7 @@ C_KEYWORDS = frozenset({
 GENERATED = frozenset({
     "thread", "schedc_shared", "schedc", "nvcuda", "wmma", "std", "threadIdx", "blockIdx",
     "blockDim", "gridDim", "warpSize", "dim3", "half", "uint2", "uint4", "size_t", "NULL", "assert",
+    "lane", "elem",
 })
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

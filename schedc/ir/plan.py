@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CacheError, PlanError
+from ..instructions import Instruction, check_instruction
 from ..targets import CacheStrategy, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
 from .expr import Index
 
@@ -42,6 +43,7 @@ class Tensorization:
     prologue_arg: float
     epilogue_op: MMAFragmentOp
     epilogue_arg: float
+    instruction: Instruction = Instruction.AUTO
 
 
 class Plan:
@@ -117,6 +119,7 @@ class Plan:
         prologue_arg: float = 0.0,
         epilogue_op: MMAFragmentOp = MMAFragmentOp.NONE,
         epilogue_arg: float = 0.0,
+        instruction: Instruction = Instruction.AUTO,
     ) -> None:
         """Run the innermost three loops ``(m, n, k)`` of ``C[m, n] += A[m, k] * B[k, n]`` on
         the tensor cores, one warp per tile, with ``num_total_passes`` operations of
@@ -180,7 +183,7 @@ class Plan:
                 raise PlanError(where, f"{name} must be a number, not {arg!r}")
         self.tensorization = Tensorization(
             tuple(indices), mma_shape, total, fused, prologue_op, float(prologue_arg),
-            epilogue_op, float(epilogue_arg),
+            epilogue_op, float(epilogue_arg), check_instruction(where, instruction),
         )
 
     # -- cache -------------------------------------------------------------------------------

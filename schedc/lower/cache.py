@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import CacheError
+from ..instructions import ldmatrix_plan, swizzle_pitch
 from ..ir.affine import Affine
 from ..ir.array import dimension_order
 from ..ir.kernel import (
@@ -45,7 +46,7 @@ from ..ir.kernel import (
     Var,
     shared_layout,
 )
-from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, CacheStrategy, MemorySpace
+from ..targets import CacheStrategy, MemorySpace, Target
 from . import tensor
 
 
@@ -62,6 +63,9 @@ class SharedCache:
     carrier: str | None = None  # the serial loop around ``index`` that a pipeline runs along
     limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (zeros there)
     axes: tuple[int, ...] = ()  # the tile's dimensions slowest first, as in the array; () in order
+    # a sequential cache whose copies use cp.async (sm_80+, 4-byte vectors): every vector of
+    # the tile in flight at once, then a wait for all of them, instead of one per thread at a time
+    copy_async: bool = False
 
     @property
     def ring(self) -> int:
@@ -80,18 +84,19 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
     the kernel needs (C's edge tiles), counted in the budget."""
     guards = tiles.guards if tiles is not None else None
     specs = [spec for spec in model.caches if spec.location is MemorySpace.SHARED]
-    caches = [_plan(model, spec, guards, threads) for spec in specs]
+    caches = [_plan(model, spec, guards, threads, tiles) for spec in specs]
     # double_buffer=True (AUTO) where cp.async cannot copy a tile: every AUTO cache at that
     # index takes the register double buffer instead, so that they share one pipeline
     narrow = {c.index for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
     if narrow:
         specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and s.index in narrow
                  else s for s in specs]
-        caches = [_plan(model, spec, guards, threads) if spec.index in narrow else c
+        caches = [_plan(model, spec, guards, threads, tiles) if spec.index in narrow else c
                   for c, spec in zip(caches, specs)]
     for c in caches:
         _check_async(c)
     _check_pipelines(caches)
+    caches = _sequential_async(model, caches)
     extra = [scratch] if scratch is not None else []
     _, total = shared_layout([c.buffer for c in caches] + extra)
     gpu = model.gpu
@@ -106,7 +111,7 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
     return tuple(caches)
 
 
-def _plan(model, spec, guards, threads: int) -> SharedCache:
+def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = None) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
     tile = set(model.tensorize.loops) if model.tensorize else set()
     unit = model.binding_of(spec.index)
@@ -147,13 +152,16 @@ def _plan(model, spec, guards, threads: int) -> SharedCache:
     # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16
     pad = model.tensorize is not None and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size)
     buffer = padded if pad else plain
+    swizzle = _swizzle(tiles, spec.array, plain)
+    if swizzle:
+        buffer = dataclasses.replace(plain, swizzle=swizzle)
     vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits), order[-1])
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "registers":
         _check_staging(spec, here, fp.extents, dtype, threads)
     if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
         slot = -(-buffer.nbytes // SHARED_ALIGN) * SHARED_ALIGN // dtype.size
-        buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides))
+        buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides), buffer.swizzle)
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
     axes = order if order != tuple(range(len(order))) else ()
     if len(fp.extents) > 2 and (axes or spec.pipeline == "registers"):
@@ -164,6 +172,17 @@ def _plan(model, spec, guards, threads: int) -> SharedCache:
                          loops=(spec.index,))
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes)
+
+
+def _swizzle(tiles: tensor.TensorMatch | None, array: str, plain: SharedBuffer) -> int:
+    """The swizzle pitch of an operand tile the family reads with ldmatrix (rank 2, rows of 32
+    or 64 bytes or a multiple of 128), or 0: the tile is padded or left dense instead."""
+    if tiles is None or not tiles.instructions.swizzles or array not in (tiles.a.buffer, tiles.b.buffer):
+        return 0
+    if len(plain.shape) != 2:
+        return 0
+    pitch = max(plain.strides) * plain.dtype.size
+    return swizzle_pitch(pitch)
 
 
 def footprint(model, spec, here: str, fixed: tuple[str, ...], guards) -> poly.Footprint:
@@ -227,6 +246,20 @@ def _check_pipelines(caches: list[SharedCache]) -> None:
                     f"({_describe(c)} and {_describe(other)}); caches at one index share one pipeline",
                     loops=(c.index,),
                 )
+
+
+def _sequential_async(model, caches: list[SharedCache]) -> list[SharedCache]:
+    """Sequential caches copy with cp.async where the target has it and every tile filled at
+    the index moves 4-byte vectors: the same barrier, copy, barrier, with the copies in flight
+    together (a thread's synchronous copy waits for each vector's load before the next)."""
+    if not Target(model.target).has_async_copy:
+        return caches
+    by_index: dict[str, list[SharedCache]] = {}
+    for c in caches:
+        by_index.setdefault(c.index, []).append(c)
+    fits = {index for index, group in by_index.items()
+            if all(c.pipeline == "sync" and (c.vector * c.buffer.dtype.size) % 4 == 0 for c in group)}
+    return [dataclasses.replace(c, copy_async=True) if c.index in fits else c for c in caches]
 
 
 def _describe(c: SharedCache) -> str:
@@ -298,8 +331,9 @@ def fill(caches: tuple[SharedCache, ...], index: str, as_expr) -> tuple[Stmt, ..
     here = [c for c in caches if c.index == index and c.carrier is None]
     if not here:
         return ()
-    copies = [_copy(c, c.origin, as_expr, c.pipeline == "async") for c in here]
-    wait = (AsyncCommit(), AsyncWait(0)) if here[0].pipeline == "async" else ()
+    asynchronous = here[0].pipeline == "async" or here[0].copy_async
+    copies = [_copy(c, c.origin, as_expr, asynchronous) for c in here]
+    wait = (AsyncCommit(), AsyncWait(0)) if asynchronous else ()
     return (Barrier("the previous tiles are no longer read"), *copies, *wait,
             Barrier(f"the cached tiles of {_names(here)} are in shared memory"))
 
@@ -462,19 +496,21 @@ def map_expr(expr: Expr, visit) -> Expr:
 
 def rebase_tiles(model, tm: tensor.TensorMatch, caches: tuple[SharedCache, ...]) -> tensor.TensorMatch:
     """Tensor-core operands read from their shared copies: origins relative to the footprint,
-    strides of the shared buffer; the tiles must stay aligned for wmma."""
+    strides of the shared buffer; the tiles must stay aligned as the family needs (wmma), or
+    are marked for ldmatrix where they are aligned for it (mma.sync)."""
     by_array = {c.array: c for c in caches}
     tensor.check_operands(model, tm, set(by_array))
     changes = {}
     for role in ("a", "b"):
         operand = getattr(tm, role)
         if operand.buffer in by_array:
-            changes[role] = _rebase(model, role.upper(), operand, by_array[operand.buffer])
+            changes[role] = _rebase(model, role.upper(), operand, by_array[operand.buffer], tm)
     return dataclasses.replace(tm, **changes) if changes else tm
 
 
-def _rebase(model, role, operand: tensor.Operand, cache: SharedCache) -> tensor.Operand:
+def _rebase(model, role, operand: tensor.Operand, cache: SharedCache, tm: tensor.TensorMatch) -> tensor.Operand:
     here = f"cache({cache.array}, index={cache.index}, location=SHARED)"
+    family = tm.instructions
     strides = cache.buffer.strides[1:] if cache.ring > 1 else cache.buffer.strides
     over_loops = tuple(s.plus(o.scale(-1)) for s, o in zip(operand.subscripts_over_loops, cache.origin))
     origin = tuple(s.plus(o.scale(-1)) for s, o in zip(operand.subscripts, cache.origin))
@@ -487,22 +523,29 @@ def _rebase(model, role, operand: tensor.Operand, cache: SharedCache) -> tensor.
     row_stride, col_stride = linear(rows), linear(cols)
     size = cache.buffer.dtype.size
     ld = row_stride if col_stride == 1 else col_stride
-    if 1 not in (row_stride, col_stride) or (ld * size) % WMMA_LEADING_BYTES:
+    if 1 not in (row_stride, col_stride) or (family.leading_bytes and (ld * size) % family.leading_bytes):
         raise CacheError(here, f"tiles of {cache.array} in shared memory have strides {row_stride} and "
                                f"{col_stride}; tensor-core loads need one of 1 and the other a multiple of "
-                               f"{WMMA_LEADING_BYTES} bytes", loops=(cache.index,))
-    linear_origin = Affine((), 0)
-    for stride, sub in zip(strides, origin):
-        linear_origin = linear_origin.plus(sub.scale(stride))
-    moves = [c * model.loop(name).step for name, c in linear_origin.terms]
-    start = linear_origin.const + sum(c * model.loop(name).begin for name, c in linear_origin.terms)
-    if any((x * size) % WMMA_POINTER_ALIGN for x in (*moves, start)):
+                               f"{family.leading_bytes} bytes", loops=(cache.index,))
+    if family.operand_align and tensor.misalignment(model, "", strides, size, origin, family.operand_align):
         raise CacheError(here, f"tiles of {cache.array} in shared memory start at offsets that are not "
-                               f"{WMMA_POINTER_ALIGN}-byte aligned", loops=(cache.index,))
+                               f"{family.operand_align}-byte aligned", loops=(cache.index,))
+    ldmatrix = (family.layouts is not None and (ld * size) % LDMATRIX_ROW_BYTES == 0
+                and not tensor.misalignment(model, "", strides, size, origin, LDMATRIX_ROW_BYTES)
+                and ldmatrix_plan(_layout(model, family, tm, role), row_stride, col_stride) is not None)
     shift = operand.pass_shift
     if cache.ring > 1:  # the ring buffer of this iteration comes first
         origin = (Affine(((stage_var(cache.carrier), 1),)), *origin)
         over_loops = (Affine(((stage_var(cache.carrier), 1),)), *over_loops)
         shift = (Affine(()), *shift) if shift else shift
     return dataclasses.replace(operand, buffer=cache.buffer.name, subscripts=origin, row_stride=row_stride,
-                               col_stride=col_stride, subscripts_over_loops=over_loops, pass_shift=shift)
+                               col_stride=col_stride, subscripts_over_loops=over_loops, pass_shift=shift,
+                               ldmatrix=ldmatrix)
+
+
+LDMATRIX_ROW_BYTES = 16  # ldmatrix reads 16-byte rows at 16-byte aligned addresses
+
+
+def _layout(model, family, tm: tensor.TensorMatch, role: str):
+    use = "matrix_a" if role == "A" else "matrix_b"
+    return family.tile_layout(use, model.tensorize.mma_shape.mnk, tm.precision)

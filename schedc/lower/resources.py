@@ -1,13 +1,14 @@
 """Per-block resources of a kernel and the occupancy they allow, from the target table.
 
 Registers are an estimate (ptxas decides): a base for indices and addresses, two per value a
-statement loads, and each tensor-core fragment's share of a warp's tile.
+statement loads, and each tensor-core fragment's registers (its family's table entry).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..instructions import FAMILIES
 from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Store, walk_statements
 
 BASE_REGISTERS = 24
@@ -36,9 +37,7 @@ def registers(kernel: Kernel) -> int:
     total = BASE_REGISTERS
     for s in walk_statements(kernel.body):
         if isinstance(s, Fragment):
-            rows, cols = {"matrix_a": (s.m, s.k), "matrix_b": (s.k, s.n), "accumulator": (s.m, s.n)}[s.use]
-            size = 4 if s.precision == "tf32" else s.dtype.size
-            total += -(-rows * cols * size // (32 * 4))
+            total += FAMILIES[s.family].registers(s.use, (s.m, s.n, s.k), s.precision, s.dtype)
         elif isinstance(s, PrivateArray):
             total += s.registers
         elif isinstance(s, Store):

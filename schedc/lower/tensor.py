@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import CacheError, PlanError
+from ..instructions import FAMILIES, Family, family_for, vector_width
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -37,7 +38,7 @@ from ..ir.kernel import (
 )
 from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
-from ..targets import WMMA_LEADING_BYTES, WMMA_POINTER_ALIGN, MemorySpace, MMAFragmentOp
+from ..targets import MemorySpace, MMAFragmentOp
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Operand:
     col_stride: int
     pass_shift: tuple[Affine, ...] = ()  # subscript change from one pass to the next (A, B)
     subscripts_over_loops: tuple[Affine, ...] = ()  # the access's subscripts, every loop free
+    ldmatrix: bool = False  # in shared memory, aligned for ldmatrix (families with lane layouts)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ class TensorMatch:
     # why C's tiles cannot be loaded and stored by tensor cores in place (then every tile goes
     # through the warp's slice of shared memory, element by element), or None
     c_staged: str | None = None
+    family: str = "wmma"  # the instruction family (schedc.instructions) that multiplies the tiles
+
+    @property
+    def instructions(self) -> Family:
+        return FAMILIES[self.family]
 
     def kept_guards(self, facts: PolyFacts) -> tuple[Guard, ...]:
         return facts.guards if self.guards is None else self.guards
@@ -114,16 +121,19 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
         )
     accumulator = model.buffer(c_buffer).dtype
     try:
-        precision = target.tensor_core_info.mode_for(operand_type, accumulator, t.mma_shape)
+        target.tensor_core_info.mode_for(operand_type, accumulator, t.mma_shape)
+        family = family_for(target, operand_type, accumulator, t.mma_shape, t.instruction)
     except LookupError as reason:
         raise PlanError(here, str(reason)) from None
+    precision = family.mode(operand_type, accumulator, t.mma_shape).precision
     mma_k = t.mma_shape.mnk[2]
     a = _operand(here, model, facts, "A", a_load.buffer, a_sub, (m, k), k, mma_k)
     b = _operand(here, model, facts, "B", b_load.buffer, b_sub, (k, n), k, mma_k)
     c = _operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
     reductions = tuple(name for name in model.serial_loops if not _uses(c_sub, name))
-    tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions,
-                     c_staged=global_problem(model, "C", c))
+    staged = global_problem(model, "C", c, family) if family.edge_scratch else None
+    tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions, c_staged=staged,
+                     family=family.name)
     return _edges(here, model, facts, tm)
 
 
@@ -157,7 +167,7 @@ def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
     for role, operand in (("A", tm.a), ("B", tm.b)):
         if operand.buffer in cached:
             continue
-        check_global(model, role, operand)
+        check_global(model, role, operand, tm.instructions)
         if tm.guards is None:
             continue
         outside = poly.first_outside(model, operand.buffer, tm.guards)
@@ -285,38 +295,44 @@ def _operand(here, model, facts, role, buffer, subscripts, axes, k, mma_k) -> Op
     return Operand(buffer, origin, row_stride, col_stride, shift, subscripts)
 
 
-def check_global(model, role: str, operand: Operand) -> None:
-    """A tile read from global memory: wmma's leading-dimension and pointer alignment rules."""
-    problem = global_problem(model, role, operand)
+def check_global(model, role: str, operand: Operand, family: Family) -> None:
+    """A tile read from global memory: the family's leading-dimension and alignment rules."""
+    problem = global_problem(model, role, operand, family)
     if problem is not None:
         raise PlanError(where(model), f"{problem} (or cache {operand.buffer} in shared memory)",
                         loops=model.tensorize.loops)
 
 
-def global_problem(model, role: str, operand: Operand) -> str | None:
-    """Why tensor cores cannot load (or store) the operand's tiles in global memory directly:
-    a leading dimension that is not a multiple of 16 bytes, or tiles not 32-byte aligned."""
+def global_problem(model, role: str, operand: Operand, family: Family) -> str | None:
+    """Why the family cannot load (or store) the operand's tiles in global memory directly:
+    a leading dimension that is not a multiple of its ``leading_bytes``, or tiles not
+    ``operand_align``-byte aligned (wmma: 16 and 32; families that move elements: none)."""
     spec = model.buffer(operand.buffer)
     ld = operand.row_stride if operand.col_stride == 1 else operand.col_stride
-    if (ld * spec.dtype.size) % WMMA_LEADING_BYTES:
+    need = family.leading_bytes
+    if need and (ld * spec.dtype.size) % need:
         return (f"{role} ({operand.buffer}) has a leading dimension of {ld} elements "
-                f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of {WMMA_LEADING_BYTES} bytes")
-    return _misalignment(model, role, operand.buffer, spec, operand.subscripts)
+                f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of {need} bytes")
+    if not family.operand_align:
+        return None
+    return misalignment(model, f"{role} ({operand.buffer})", spec.strides, spec.dtype.size, operand.subscripts,
+                        family.operand_align)
 
 
-def _misalignment(model, role, buffer, spec, origin) -> str | None:
-    """Every tile must start 32-byte aligned: check each loop's step and the first offset."""
+def misalignment(model, what: str, strides, size: int, origin, align: int) -> str | None:
+    """Why tiles at ``origin`` are not all ``align``-byte aligned (each loop's step and the
+    first offset checked), or None."""
     linear = Affine((), 0)
-    for stride, sub in zip(spec.strides, origin):
+    for stride, sub in zip(strides, origin):
         linear = linear.plus(sub.scale(stride))
     steps = [c * model.loop(name).step for name, c in linear.terms]
     start = linear.const + sum(c * model.loop(name).begin for name, c in linear.terms)
-    misaligned = [x for x in (*steps, start) if (x * spec.dtype.size) % WMMA_POINTER_ALIGN]
+    misaligned = [x for x in (*steps, start) if (x * size) % align]
     if not misaligned:
         return None
-    return (f"{role} ({buffer}) tiles start at element offset {_render(linear)}, which moves by "
-            f"{misaligned[0]} elements ({misaligned[0] * spec.dtype.size} bytes); tensor-core "
-            f"loads need {WMMA_POINTER_ALIGN}-byte aligned tiles")
+    return (f"{what} tiles start at element offset {_render(linear)}, which moves by "
+            f"{misaligned[0]} elements ({misaligned[0] * size} bytes); tensor-core "
+            f"loads need {align}-byte aligned tiles")
 
 
 def _render(a: Affine) -> str:
@@ -431,10 +447,12 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last):
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
     acc = tm.accumulator_type
-    before: list[Stmt] = [Fragment(c, "accumulator", m, n, k, acc, acc.value)]
+    before: list[Stmt] = [Fragment(c, "accumulator", m, n, k, acc, acc.value, family=tm.family)]
     c_origin = _origin(tm.c, 0, as_expr, combo)
     edge = _edge(model, tm, as_expr, combo)
-    load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge)
+    vector = _vector(model, tm, tm.c, "accumulator", edge)
+    load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge,
+                          path=_path(tm, tm.c), vector=vector)
     op, arg = t.prologue_op, t.prologue_arg
     if op is MMAFragmentOp.SET:
         fill = FragmentFill(c, arg)
@@ -453,13 +471,14 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last):
     if t.epilogue_op is not MMAFragmentOp.NONE:
         apply = FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg)
         after.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
-    after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge))
+    after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
     return before, after
 
 
 def edge_scratch(model, tm: TensorMatch | None, threads: int) -> SharedBuffer | None:
-    """Each warp's M x N staging tile for C's partial tiles, if it has any."""
-    if tm is None or tm.c_axes is None:
+    """Each warp's M x N staging tile for C's partial tiles, if it has any and its family
+    stages them (families with lane layouts guard each element instead)."""
+    if tm is None or tm.c_axes is None or not tm.instructions.edge_scratch:
         return None
     m, n, _ = model.tensorize.mma_shape.mnk
     warps = threads // model.gpu.warp_size
@@ -475,7 +494,8 @@ def _edge(model, tm: TensorMatch, as_expr, combo) -> TileEdge | None:
         subs = tuple(sub.substitute({k: Affine((), v) for k, v in combo.items()}) for sub in subs)
     shape = model.buffer(tm.c.buffer).shape
     rows, cols = (Binary("-", Const(shape[d]), as_expr(subs[d])) for d in tm.c_axes)
-    return TileEdge(rows, cols, f"{tm.c.buffer}_edge", tm.c_staged is not None)
+    scratch = f"{tm.c.buffer}_edge" if tm.instructions.edge_scratch else ""
+    return TileEdge(rows, cols, scratch, tm.c_staged is not None)
 
 
 def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
@@ -484,15 +504,16 @@ def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
     a_layout = "row_major" if tm.a.col_stride == 1 else "col_major"
     b_layout = "row_major" if tm.b.col_stride == 1 else "col_major"
     a_loops, b_loops = tiles.of(tm.a), tiles.of(tm.b)
+    vectors = {"a": _vector(model, tm, tm.a, "matrix_a"), "b": _vector(model, tm, tm.b, "matrix_b")}
     fused = t.fused_passes
     out: list[Stmt] = []
     for p in range(fused):
         for combo in tiles.combos(a_loops):
             out.append(Fragment(tiles.name(f"a{p}", a_loops, combo), "matrix_a", m, n, k, tm.operand_type,
-                                tm.precision, a_layout))
+                                tm.precision, a_layout, tm.family))
         for combo in tiles.combos(b_loops):
             out.append(Fragment(tiles.name(f"b{p}", b_loops, combo), "matrix_b", m, n, k, tm.operand_type,
-                                tm.precision, b_layout))
+                                tm.precision, b_layout, tm.family))
     for group in range(t.passes // fused):
         passes = range(group * fused, (group + 1) * fused)
         for p in passes:
@@ -500,7 +521,8 @@ def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
                 for combo in tiles.combos(loops):
                     name = tiles.name(f"{prefix}{p % fused}", loops, combo)
                     out.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr, combo),
-                                            operand.row_stride, operand.col_stride))
+                                            operand.row_stride, operand.col_stride, path=_path(tm, operand),
+                                            vector=vectors[prefix]))
         for p in passes:
             for combo in tiles.combos(tiles.loops):
                 out.append(FragmentMma(tiles.name("c", tiles.loops, combo),
@@ -508,6 +530,34 @@ def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
                                        tiles.name(f"b{p % fused}", b_loops, combo),
                                        tiles.name("c", tiles.loops, combo)))
     return out
+
+
+def _vector(model, tm: TensorMatch, operand: Operand, use: str, edge: TileEdge | None = None) -> int:
+    """Elements a lane moves at once when its family loads element by element from global
+    memory: runs of its consecutive elements that lie side by side and stay aligned for every
+    tile (and at C's edges, never split by the edge)."""
+    family = tm.instructions
+    global_arrays = {b.name for b in model.buffers}
+    if family.layouts is None or operand.ldmatrix or operand.buffer not in global_arrays:
+        return 1
+    spec = model.buffer(operand.buffer)
+    layout = family.tile_layout(use, model.tensorize.mma_shape.mnk, tm.precision,
+                                tm.accumulator_type if use == "accumulator" else None)
+    size = spec.dtype.size
+    width = vector_width(layout, operand.row_stride, operand.col_stride, size)
+    if width == 1 or misalignment(model, "", spec.strides, size, operand.subscripts, width * size):
+        return 1
+    if edge is not None and spec.shape[tm.c_axes[1]] % width:
+        return 1
+    return width
+
+
+def _path(tm: TensorMatch, operand: Operand) -> str:
+    """How an operand tile moves: wmma has one way; families with lane layouts use ldmatrix
+    from aligned shared tiles and element loads elsewhere."""
+    if tm.instructions.layouts is None:
+        return ""
+    return "ldmatrix" if operand.ldmatrix else "elements"
 
 
 def _origin(operand: Operand, p: int, as_expr, combo: dict[str, int] | None = None) -> tuple[Expr, ...]:

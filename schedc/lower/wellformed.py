@@ -12,7 +12,15 @@
   ``wait_group N`` first runs after more than N commits, and nothing is in flight at the end;
 - *fragments*: a product's operands are a matrix_a, a matrix_b and two accumulators of one
   shape, loads and stores move tiles of the fragment's element type;
-- *bounds*: constant subscripts and constant copy boxes lie inside their buffers.
+- *bounds*: constant subscripts and constant copy boxes lie inside their buffers;
+- *params*: parameter and buffer names are unique; scalar parameters (read as ``Var(name)``)
+  are not redefined by a loop or local and have their type in arithmetic (index arithmetic
+  takes scalars of the kernel's index type only); a struct's builder is known and its spec fits the
+  array it describes (a tensor map: rank 1 to 5, box sides 1 to 256, rows of a multiple of 16
+  bytes, within the swizzle span).
+
+``function_problems(function)`` checks a function of several kernels: unique kernel names,
+every kernel parameter declared alike by the function, and each kernel's own problems.
 
 >>> from schedc.ir.kernel import Buffer, Const, Kernel, Load, Store
 >>> from schedc.ir.types import ScalarType
@@ -40,21 +48,24 @@ from ..ir.kernel import (
     FragmentLoad,
     FragmentMma,
     FragmentStore,
+    HostFunction,
     If,
     Kernel,
     Let,
     Load,
     Loop,
     PrivateArray,
+    ScalarParam,
     StageLoad,
     StageStore,
     Staging,
     Stmt,
     Store,
+    StructParam,
     Unary,
     Var,
 )
-from ..ir.types import converts_implicitly
+from ..ir.types import ScalarType, converts_implicitly
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore)
@@ -71,24 +82,55 @@ class _Scope:
     fragments: dict[str, Fragment] = field(default_factory=dict)
     stagings: set[str] = field(default_factory=set)
     divergent: str = ""  # why threads may not all reach this point ("" when they all do)
+    scalars: dict[str, ScalarType] = field(default_factory=dict)  # scalar parameters (read as Var)
 
     def inner(self, divergent: str = "") -> _Scope:
         return _Scope(dict(self.arrays), set(self.variables), set(self.varying), dict(self.fragments),
-                      set(self.stagings), self.divergent or divergent)
+                      set(self.stagings), self.divergent or divergent, self.scalars)
 
 
 def problems(kernel: Kernel) -> list[str]:
     """Every rule the kernel breaks, one line each."""
-    checker = _Checker()
+    checker = _Checker(kernel.index_type)
     arrays = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
-    scope = _Scope(arrays, set(SPECIAL), {"threadIdx.x", "threadIdx.y", "threadIdx.z"})
+    scalars = {v.name: v.dtype for v in kernel.values if isinstance(v, ScalarParam)}
+    scope = _Scope(arrays, set(SPECIAL) | set(scalars), {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
+                   scalars=scalars)
+    checker.params(kernel)
     checker.body(kernel.body, scope)
     checker.finish()
     return checker.found
 
 
+def function_problems(function: HostFunction) -> list[str]:
+    """Every rule a function of several kernels breaks: its own, then each kernel's."""
+    found = []
+    names = [p.name for p in function.params]
+    if not function.name.isidentifier():
+        found.append(f"params: function name {function.name!r} is not a C identifier")
+    if not function.kernels:
+        found.append(f"params: function {function.name} launches no kernel")
+    found += [f"params: {function.name} has two parameters named {n}" for n in _repeated(names)]
+    found += [f"params: {function.name} launches two kernels named {n}"
+              for n in _repeated([k.name for k in function.kernels])]
+    declared = {p.name: p for p in function.params}
+    for k in function.kernels:
+        found += [f"params: kernel {k.name}'s parameter {p.name} is not {function.name}'s "
+                  f"{declared.get(p.name, 'parameter')}" for p in k.arguments if declared.get(p.name) != p]
+        found += [f"kernel {k.name}: {problem}" for problem in problems(k)]
+    return found
+
+
+def _repeated(names: list[str]) -> list[str]:
+    return sorted({n for n in names if names.count(n) > 1})
+
+
+_SWIZZLES = (0, 32, 64, 128)
+
+
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, index_type: ScalarType = ScalarType.int32) -> None:
+        self.index_type = index_type
         self.found: list[str] = []
         self.uncommitted = 0  # cp.async copies since the last commit
         self.in_flight = 0  # committed groups not yet waited for (upper bound)
@@ -103,6 +145,50 @@ class _Checker:
             self.report("async", f"{self.uncommitted} cp.async copy(ies) never committed")
         if self.in_flight:
             self.report("async", "cp.async groups still in flight when the kernel ends (no wait_group 0 after them)")
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def params(self, kernel: Kernel) -> None:
+        names = [b.name for b in (*kernel.buffers, *kernel.shared, *kernel.values)]
+        for name in _repeated(names):
+            self.report("params", f"two parameters or buffers are named {name}")
+        arrays = {b.name: b for b in kernel.params}
+        for v in kernel.values:
+            if isinstance(v, StructParam):
+                self.struct(v, arrays)
+
+    def struct(self, v: StructParam, arrays: dict) -> None:
+        if v.builder != "tensor_map":
+            self.report("params", f"struct {v.name}: no builder named {v.builder!r} (tensor_map)")
+            return
+        spec, array = v.spec, arrays.get(v.spec.array)
+        where = f"tensor map {v.name} of {spec.array}"
+        if array is None:
+            self.report("params", f"{where}: {spec.array} is not an array parameter of the kernel")
+            return
+        if spec.dtype != array.dtype:
+            self.report("params", f"{where}: {spec.dtype.value} elements, the array's are {array.dtype.value}")
+        if len(spec.box) != len(array.shape) or not 1 <= len(spec.box) <= 5:
+            self.report("params", f"{where}: box {list(spec.box)} for an array of rank {len(array.shape)} "
+                                  "(rank 1 to 5)")
+        if any(not 1 <= n <= 256 for n in spec.box):
+            self.report("params", f"{where}: box {list(spec.box)} has a side outside 1 to 256")
+        row = spec.box[-1] * spec.dtype.size if spec.box else 0
+        if row % 16:
+            self.report("params", f"{where}: a box row is {row} bytes, not a multiple of 16")
+        if spec.swizzle not in _SWIZZLES or (spec.swizzle and row > spec.swizzle):
+            self.report("params", f"{where}: swizzle {spec.swizzle} for rows of {row} bytes "
+                                  "(0, or 32, 64 or 128 and at least the row)")
+
+    def declare(self, name: str, scope: _Scope, what: str) -> None:
+        if name in scope.scalars:
+            self.report("params", f"{what} {name} redefines the scalar parameter {name}")
+
+    def dtype_of(self, e: Expr, scope: _Scope) -> ScalarType | None:
+        """``e``'s type: its dtype, a scalar parameter's type, or None (index values)."""
+        if isinstance(e, Var):
+            return scope.scalars.get(e.name)
+        return _dtype(e)
 
     # -- statements ---------------------------------------------------------------------------
 
@@ -121,6 +207,7 @@ class _Checker:
 
     def _Let(self, s: Let, scope: _Scope) -> None:
         self.expr(s.value, scope, f"let {s.name}")
+        self.declare(s.name, scope, "local")
         scope.variables.add(s.name)
         if self.varies(s.value, scope):
             scope.varying.add(s.name)
@@ -131,6 +218,7 @@ class _Checker:
         varies = self.varies(s.start, scope) or self.varies(s.stop, scope)
         inner = scope.inner(f"loop {s.var}'s bounds differ between threads" if varies else "")
         inner.variables.add(s.var)
+        self.declare(s.var, scope, "loop variable")
         if varies:
             inner.varying.add(s.var)
         self.body(s.body, inner)
@@ -150,7 +238,7 @@ class _Checker:
         if buffer is None:
             return
         self.bounds(s.buffer, buffer, s.index)
-        value = _dtype(s.value)
+        value = self.dtype_of(s.value, scope)
         if value is not None and not converts_implicitly(value, buffer.dtype):
             self.report("types", f"{where}: a {value.value} value into {buffer.dtype.value} elements")
 
@@ -293,12 +381,20 @@ class _Checker:
         elif isinstance(e, Binary):
             self.expr(e.lhs, scope, where)
             self.expr(e.rhs, scope, where)
-            if e.dtype is not None and e.op not in _COMPARISONS:
+            if e.op not in _COMPARISONS:
                 for side in (e.lhs, e.rhs):
-                    if _dtype(side) is not None and _dtype(side) != e.dtype:
-                        self.report("types", f"{where}: a {_dtype(side).value} operand of a {e.dtype.value} '{e.op}'")
+                    self.operand(e, side, self.dtype_of(side, scope), where)
         elif isinstance(e, Unary | Cast):
             self.expr(e.operand, scope, where)
+
+    def operand(self, e: Binary, side: Expr, dtype: ScalarType | None, where: str) -> None:
+        """An operand's type against a typed operation's; index arithmetic takes scalar
+        parameters of the index type only."""
+        if e.dtype is not None and dtype is not None and dtype != e.dtype:
+            self.report("types", f"{where}: a {dtype.value} operand of a {e.dtype.value} '{e.op}'")
+        if e.dtype is None and isinstance(side, Var) and dtype not in (None, self.index_type):
+            self.report("types", f"{where}: the {dtype.value} scalar {side.name} in {self.index_type.value} "
+                                 f"index arithmetic '{e.op}'")
 
     def varies(self, e: Expr, scope: _Scope) -> bool:
         """Whether threads of one block may see different values of ``e``."""

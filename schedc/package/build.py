@@ -3,6 +3,8 @@
 ``hat_packages/<name>/`` receives ``<name>.hat``, ``<name>.cu``, ``<name>.cubin`` (NVRTC for
 the target's sm), ``<name>.schedc.json`` (the kernel IR and model, for ``schedc emulate`` and
 ``schedc verify``) and, when nvcc is present, ``lib<name>.so`` with C-callable launchers.
+``Package.add_function`` takes a function given as kernel IR (``HostFunction``: several
+kernels launched in order, scalar and struct parameters).
 """
 
 from __future__ import annotations
@@ -19,15 +21,28 @@ from pathlib import Path
 from .. import __version__
 from ..codegen.cuda import emit_source
 from ..errors import InternalError, PackageError, SchedcError
+from ..instructions import FAMILIES
 from ..ir import names
 from ..ir.array import Array, Role
-from ..ir.kernel import BlockCopy, FragmentLoad, FragmentStore, Kernel, to_plain, walk_statements
+from ..ir.kernel import (
+    BlockCopy,
+    Fragment,
+    FragmentLoad,
+    FragmentStore,
+    HostFunction,
+    Kernel,
+    StructParam,
+    to_plain,
+    walk_statements,
+)
 from ..ir.model import Model, freeze
 from ..ir.plan import Plan
-from ..lower import compile_model, verifying
-from ..targets import WMMA_POINTER_ALIGN, Target
+from ..lower import compile_model, verifying, wellformed
+from ..targets import Target
 from . import compile as compilers
 from . import hat
+
+TENSOR_MAP_ALIGN = 16  # bytes: cuTensorMapEncodeTiled's global address
 
 
 class Format(enum.Enum):
@@ -81,8 +96,13 @@ def session(show_only: bool = False, output_dir: str | Path | None = None, obser
 
 @dataclass(frozen=True)
 class _Added:
-    model: Model
+    model: Model | None  # None: a function given as kernel IR (Package.add_function)
     description: str
+    function: HostFunction | None = None  # given as kernel IR; else compiled from the model
+
+    @property
+    def name(self) -> str:
+        return self.model.function if self.model is not None else self.function.name
 
 
 class Package:
@@ -112,7 +132,7 @@ class Package:
             raise PackageError(where, "parameters are not supported; build each variant with its own base_name")
         if not base_name or not base_name.isidentifier():
             raise PackageError(where, f"base_name must be a C identifier, not {base_name!r}")
-        if any(f.model.function == base_name for f in self._functions):
+        if any(f.name == base_name for f in self._functions):
             raise PackageError(where, f"the package already has a function {base_name}")
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
         _check_args(where, args)
@@ -127,6 +147,25 @@ class Package:
             current.added.append(model)
         return base_name
 
+    def add_function(self, function: HostFunction, target: Target, description: str = "") -> str:
+        """Add a function given as kernel IR: its kernels, launched in order (a workspace clear,
+        then a reduction, ...). It is checked by the IR verifier; it has no schedule, so
+        ``schedc verify``/``emulate``/``bench`` (which compare with the nest's reference) refuse it."""
+        where = f"Package.add_function({getattr(function, 'name', '...')})"
+        if not isinstance(function, HostFunction):
+            raise PackageError(where, f"expected a HostFunction, not a {type(function).__name__}")
+        problems = wellformed.function_problems(function)
+        if problems:
+            raise PackageError(where, "the function's kernel IR is malformed: " + "; ".join(problems))
+        if any(f.name == function.name for f in self._functions):
+            raise PackageError(where, f"the package already has a function {function.name}")
+        if self._target is not None and self._target.model != target.model:
+            raise PackageError(where, f"the package targets {self._target.name}, this function {target.name}")
+        self._target = target
+        kernels = ", ".join(k.name for k in function.kernels)
+        self._functions.append(_Added(None, description or f"launches {kernels}", function))
+        return function.name
+
     def build(self, name: str, format: Format = Format.HAT_SOURCE, mode: Mode = Mode.RELEASE,
               platform: Platform = Platform.HOST, tolerance: float | None = None,
               output_dir: str | Path = "hat_packages") -> Path | None:
@@ -139,35 +178,41 @@ class Package:
             raise PackageError(where, "the package has no functions; call add() first")
         if not isinstance(format, Format) or not isinstance(mode, Mode):
             raise PackageError(where, "format must be Package.Format and mode Package.Mode")
-        kernels = _compile(self._functions, _SESSION.get())
-        source = _emit(kernels, _banner(name, self._target, self._functions))
+        functions = _compile(self._functions, _SESSION.get())
+        source = _emit(functions, _banner(name, self._target, self._functions))
         current = _SESSION.get()
         if current is not None and current.show_only:
-            for f, k in zip(self._functions, kernels):
-                current.shown.append((name, f.model, k, source))
+            for f, fn in zip(self._functions, functions):
+                if f.model is not None:
+                    current.shown.append((name, f.model, fn.kernels[0], source))
             return None
         if current is not None and current.output_dir is not None:
             output_dir = current.output_dir
-        path = _write(name, Path(output_dir) / name, self._target, self._functions, kernels, source,
+        path = _write(name, Path(output_dir) / name, self._target, self._functions, functions, source,
                       format, mode, tolerance)
         if current is not None:
             current.built.append(path)
         return path
 
 
-def _compile(functions: list[_Added], current: BuildSession | None) -> list[Kernel]:
-    """Each function's kernel, observed and verified as the build session asks."""
+def _compile(functions: list[_Added], current: BuildSession | None) -> list[HostFunction]:
+    """Each function's kernels: compiled from its model (observed and verified as the build
+    session asks), or as given."""
     observe = current.observe if current is not None else None
     if current is not None and current.verify_ir:
         with verifying():
-            return [compile_model(f.model, observe) for f in functions]
-    return [compile_model(f.model, observe) for f in functions]
+            return [_function(f, observe) for f in functions]
+    return [_function(f, observe) for f in functions]
 
 
-def _emit(kernels: list[Kernel], banner: str) -> str:
+def _function(added: _Added, observe: Callable | None) -> HostFunction:
+    return added.function or HostFunction.single(compile_model(added.model, observe))
+
+
+def _emit(functions: list[HostFunction], banner: str) -> str:
     """The CUDA source; a failure of the backend on an accepted plan is a bug in schedc."""
     try:
-        return emit_source(kernels, banner)
+        return emit_source(functions, banner)
     except SchedcError:
         raise
     except Exception as error:  # noqa: BLE001 - every other failure is ours
@@ -207,17 +252,24 @@ def name_arrays(where: str, plan: Plan, args: tuple[Array, ...], function: str =
 def _banner(name: str, target: Target, functions: list[_Added]) -> str:
     lines = [f"// {name}.cu: generated by schedc {__version__} for {target.name} ({target.arch})."]
     for f in functions:
-        lines.append(f"// {f.model.function}: {f.description}")
+        lines.append(f"// {f.name}: {f.description}")
     return "\n".join(lines)
 
 
 def alignments(kernel: Kernel) -> dict[str, int]:
-    """Bytes each parameter's base address must be aligned to: its element size, 32 for
-    tensor-core tiles, a vector's size for vectorized block copies."""
+    """Bytes each parameter's base address must be aligned to: its element size, the family's
+    tile alignment for tensor-core tiles (wmma: 32), a vector's size for vectorized block copies
+    and a lane's vectors of tile elements, 16 for arrays a tensor map describes."""
     need = {b.name: b.dtype.size for b in kernel.params}
+    for v in kernel.values:
+        if isinstance(v, StructParam):  # a tensor map's global address
+            need[v.spec.array] = max(need[v.spec.array], TENSOR_MAP_ALIGN)
+    families = {s.name: FAMILIES[s.family] for s in walk_statements(kernel.body) if isinstance(s, Fragment)}
     for s in walk_statements(kernel.body):
         if isinstance(s, FragmentLoad | FragmentStore) and s.buffer in need and not (s.edge and s.edge.staged):
-            need[s.buffer] = max(need[s.buffer], WMMA_POINTER_ALIGN)
+            size = next(b.dtype.size for b in kernel.params if b.name == s.buffer)
+            align = families[s.fragment].operand_align or s.vector * size
+            need[s.buffer] = max(need[s.buffer], align)
         if isinstance(s, BlockCopy):
             for name in (s.source, s.target):
                 if name in need:
@@ -226,7 +278,25 @@ def alignments(kernel: Kernel) -> dict[str, int]:
     return need
 
 
-def _write(name, directory: Path, target: Target, functions, kernels, source, format, mode, tolerance) -> Path:
+def function_alignments(function: HostFunction) -> dict[str, int]:
+    """``alignments`` of a function's arrays: the largest any of its kernels needs."""
+    need: dict[str, int] = {}
+    for kernel in function.kernels:
+        for array, n in alignments(kernel).items():
+            need[array] = max(need.get(array, 1), n)
+    return need
+
+
+def _ir_entry(added: _Added, function: HostFunction) -> dict:
+    """A function in the .schedc.json: its model (null for kernel IR) and its one kernel, as
+    schedc always wrote it, or the whole function where it is more than one kernel's."""
+    model = to_plain(added.model) if added.model is not None else None
+    if function == HostFunction.single(function.kernels[0]):
+        return {"model": model, "kernel": to_plain(function.kernels[0])}
+    return {"model": model, "function": to_plain(function)}
+
+
+def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     debug = mode is Mode.DEBUG
     compiled = compilers.nvrtc_compile(source, name, target.arch, debug=debug)
@@ -236,15 +306,12 @@ def _write(name, directory: Path, target: Target, functions, kernels, source, fo
     ir = {
         "schedc": __version__,
         "tolerance": tolerance,
-        "functions": {
-            f.model.function: {"model": to_plain(f.model), "kernel": to_plain(k)}
-            for f, k in zip(functions, kernels)
-        },
+        "functions": {a.name: _ir_entry(a, f) for a, f in zip(added, functions)},
     }
     (directory / f"{name}.schedc.json").write_text(json.dumps(ir, sort_keys=True, indent=1) + "\n")
     info = hat.BuildInfo(name, target.name, target.arch, target.sm_count, compiled.compiler,
                          compiled.flags, library, __version__)
-    entries = [hat.HatFunction(k, f.description, alignments(k)) for f, k in zip(functions, kernels)]
+    entries = [hat.HatFunction(f, a.description, function_alignments(f)) for a, f in zip(added, functions)]
     path = directory / f"{name}.hat"
     path.write_text(hat.render(entries, info))
     return path

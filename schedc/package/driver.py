@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import struct
 
 import numpy as np
 
 from ..errors import LaunchError
+from ..ir.types import ScalarType
 
 
 def _driver():
@@ -132,15 +134,53 @@ class Module:
 
 
 class LaunchArgs:
-    """Kernel parameters (device pointers) packed as the driver's ``void**``."""
+    """Kernel parameters packed as the driver's ``void**``: ints are device pointers, bytes are
+    values passed by value (scalars, structs), each held 64-byte aligned."""
 
-    def __init__(self, pointers: list[int]) -> None:
-        self.values = [ctypes.c_void_p(p) for p in pointers]
-        self.array = (ctypes.c_void_p * len(pointers))(*(ctypes.addressof(v) for v in self.values))
+    def __init__(self, values: list[int | bytes]) -> None:
+        self.values = [_aligned(v) if isinstance(v, bytes) else ctypes.c_void_p(v) for v in values]
+        self.array = (ctypes.c_void_p * len(values))(*(_address(v) for v in self.values))
 
     @property
     def address(self) -> int:
         return ctypes.addressof(self.array)
+
+
+def _aligned(data: bytes) -> tuple[ctypes.Array, int]:
+    """A buffer holding ``data`` at a 64-byte aligned address, and that address."""
+    storage = (ctypes.c_ubyte * (len(data) + 64))()
+    address = -(-ctypes.addressof(storage) // 64) * 64
+    ctypes.memmove(address, data, len(data))
+    return storage, address
+
+
+def _address(value) -> int:
+    return ctypes.addressof(value) if isinstance(value, ctypes.c_void_p) else value[1]
+
+
+_TENSOR_MAP_TYPES = {"uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "uint16": "UINT16", "int16": "UINT16",
+                     "uint32": "UINT32", "int32": "INT32", "uint64": "UINT64", "int64": "INT64",
+                     "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32", "float64": "FLOAT64"}
+
+
+def encode_tensor_map(address: int, dtype: ScalarType, shape: tuple[int, ...], strides: tuple[int, ...],
+                      box: tuple[int, ...], swizzle: int) -> bytes:
+    """The 128 bytes of a CUtensorMap (``cuTensorMapEncodeTiled``) for an array at ``address``
+    of ``shape`` and ``strides`` (elements; the last 1), copied in boxes of ``box`` elements
+    (slowest dimension first), ``swizzle`` bytes (0, 32, 64, 128); integers are copied as the
+    unsigned type of their size."""
+    driver = _driver()
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    kind = getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_TENSOR_MAP_TYPES[dtype.value]}")
+    mode = getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}B" if swizzle else
+                   "CU_TENSOR_MAP_SWIZZLE_NONE")
+    encoded = check(driver.cuTensorMapEncodeTiled(
+        kind, len(shape), address, [u64(n) for n in reversed(shape)],
+        [u64(s * dtype.size) for s in reversed(strides[:-1])], [u32(n) for n in reversed(box)],
+        [u32(1)] * len(shape), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, mode,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    return struct.pack("<16Q", *(int(word) for word in encoded.opaque))
 
 
 def launch(kernel, grid, block, shared: int, args: LaunchArgs, stream: int = 0) -> None:

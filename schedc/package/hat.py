@@ -12,19 +12,20 @@ from dataclasses import dataclass
 
 import tomli_w
 
+from ..codegen.cuda import STRUCT_TYPES
 from ..errors import PackageError
-from ..ir.kernel import Buffer, Kernel
+from ..ir.kernel import Buffer, HostFunction, Param, ScalarParam, StructParam
 
 DEVICE_SUFFIX = "__gpu__"
 
 
 @dataclass(frozen=True)
 class HatFunction:
-    """One function of a package: its kernel and a one-line description."""
+    """One function of a package: what it launches and a one-line description."""
 
-    kernel: Kernel
+    function: HostFunction
     description: str
-    alignments: dict[str, int]  # bytes each parameter's base address must be aligned to
+    alignments: dict[str, int]  # bytes each array parameter's base address must be aligned to
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,18 @@ def _parameter(b: Buffer) -> dict:
     }
 
 
+def _argument(p: Param) -> dict:
+    if isinstance(p, Buffer):
+        return _parameter(p)
+    if isinstance(p, ScalarParam):
+        return {"name": p.name, "description": f"scalar {p.dtype.value}", "logical_type": "element",
+                "declared_type": p.dtype.hat_type, "element_type": p.dtype.hat_type, "usage": "input"}
+    return {"name": p.name, "description": f"{p.builder} of {p.spec.array}, passed by value "
+                                           f"({p.size} bytes, built by the loader)",
+            "logical_type": "element", "declared_type": STRUCT_TYPES[p.builder],
+            "element_type": STRUCT_TYPES[p.builder], "usage": "input"}
+
+
 def _void() -> dict:
     return {"name": "", "description": "", "logical_type": "void", "declared_type": "void",
             "element_type": "void", "usage": "output"}
@@ -67,31 +80,33 @@ def _status() -> dict:
 def render(functions: list[HatFunction], info: BuildInfo) -> str:
     hosts, devices = {}, {}
     for f in functions:
-        k = f.kernel
-        name = k.name.removesuffix(DEVICE_SUFFIX)
-        args = [_parameter(b) for b in k.params]
-        hosts[name] = {
-            "name": name,
+        fn = f.function
+        auxiliary = {"ir": f"{info.package}.schedc.json", "alignment": dict(sorted(f.alignments.items()))}
+        if len(fn.kernels) > 1:  # hatlib's "launches" names one kernel: the first; here all, in order
+            auxiliary["launches"] = [k.name for k in fn.kernels]
+        hosts[fn.name] = {
+            "name": fn.name,
             "description": f.description,
             "calling_convention": "cdecl",
-            "arguments": args,
-            "launches": k.name,
+            "arguments": [_argument(p) for p in fn.params],
+            "launches": fn.kernels[0].name,
             "return": _status(),
-            "auxiliary": {"schedc": {"ir": f"{info.package}.schedc.json",
-                                     "alignment": dict(sorted(f.alignments.items()))}},
+            "auxiliary": {"schedc": auxiliary},
         }
-        devices[k.name] = {
-            "name": k.name,
-            "description": f"kernel of {name}",
-            "calling_convention": "devicecall",
-            "arguments": args,
-            "launch_parameters": [*k.grid, *k.block],
-            "dynamic_shared_mem_bytes": k.dynamic_shared_bytes,
-            "provider": f"{info.package}.cu",
-            "runtime": "CUDA",
-            "return": _void(),
-        }
-    threads = max((f.kernel.threads_per_block for f in functions), default=0)
+        for n, k in enumerate(fn.kernels):
+            devices[k.name] = {
+                "name": k.name,
+                "description": f"kernel of {fn.name}" + (f" ({n + 1} of {len(fn.kernels)})" if len(fn.kernels) > 1
+                                                         else ""),
+                "calling_convention": "devicecall",
+                "arguments": [_argument(p) for p in k.arguments],
+                "launch_parameters": [*k.grid, *k.block],
+                "dynamic_shared_mem_bytes": k.dynamic_shared_bytes,
+                "provider": f"{info.package}.cu",
+                "runtime": "CUDA",
+                "return": _void(),
+            }
+    threads = max((k.threads_per_block for f in functions for k in f.function.kernels), default=0)
     deploy = [f"{info.package}.cu", f"{info.package}.cubin", f"{info.package}.schedc.json"]
     document = {
         "description": {
@@ -144,6 +159,7 @@ def declarations(functions: list[HatFunction], package: str) -> str:
     lines = [
         f"// C declarations of the host launchers in lib{package}.so",
         "#include <stdint.h>",
+        *(["#include <cuda.h>  // CUtensorMap"] if _has_structs(functions) else []),
         "#ifndef SCHEDC_HALF_TYPES",
         "#define SCHEDC_HALF_TYPES",
         "typedef uint16_t float16_t;  // IEEE binary16 bits",
@@ -154,14 +170,25 @@ def declarations(functions: list[HatFunction], package: str) -> str:
         "#endif",
     ]
     for f in functions:
-        k = f.kernel
-        params = ", ".join(
-            f"{'const ' if b.role == 'input' else ''}{b.dtype.hat_type}* {b.name}" for b in k.params
-        )
-        lines.append(f"// {f.description}; device pointers; returns the launch's cudaError_t")
-        lines.append(f"int {k.name.removesuffix(DEVICE_SUFFIX)}({params});")
+        fn = f.function
+        params = ", ".join(_declaration(p) for p in fn.params)
+        kernels = f"; launches {', '.join(k.name for k in fn.kernels)} in order" if len(fn.kernels) > 1 else ""
+        lines.append(f"// {f.description}{kernels}; device pointers; returns the launch's cudaError_t")
+        lines.append(f"int {fn.name}({params});")
     lines += ["#ifdef __cplusplus", "}", "#endif"]
     return "\n".join(lines) + "\n"
+
+
+def _declaration(p: Param) -> str:
+    if isinstance(p, ScalarParam):
+        return f"{p.dtype.hat_type} {p.name}"
+    if isinstance(p, StructParam):
+        return f"{STRUCT_TYPES[p.builder]} {p.name}"
+    return f"{'const ' if p.role == 'input' else ''}{p.dtype.hat_type}* {p.name}"
+
+
+def _has_structs(functions: list[HatFunction]) -> bool:
+    return any(isinstance(p, StructParam) for f in functions for p in f.function.params)
 
 
 def read(path) -> dict:

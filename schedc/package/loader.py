@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LaunchError, PackageError
-from ..ir.kernel import Kernel, from_plain
+from ..ir.kernel import Buffer, HostFunction, Kernel, ScalarParam, StructParam, from_plain
 from ..ir.model import Model
 from . import driver, hat
 from .arrays import ArgumentView, describe
@@ -31,13 +32,46 @@ from .arrays import ArgumentView, describe
 @dataclass(frozen=True)
 class FunctionInfo:
     name: str
-    model: Model
-    kernel: Kernel
+    model: Model | None  # None: the function was given as kernel IR (no schedule to compare with)
+    function: HostFunction
     alignments: dict[str, int]
+
+    @property
+    def kernel(self) -> Kernel:
+        """The function's kernel; a PackageError where it launches several."""
+        if len(self.function.kernels) != 1:
+            names = ", ".join(k.name for k in self.function.kernels)
+            raise PackageError(self.name, f"launches {len(self.function.kernels)} kernels ({names}); "
+                                          "use .function.kernels")
+        return self.function.kernels[0]
+
+
+Builder = Callable[[StructParam, Buffer, int], bytes]
+BUILDERS: dict[str, Builder] = {}  # by-value struct builders, by name
+
+
+def builder(name: str) -> Callable[[Builder], Builder]:
+    """Decorator: ``function(param, array, address)`` makes the bytes of structs built by ``name``
+    from the array parameter the struct describes and its device address."""
+    def register(function: Builder) -> Builder:
+        BUILDERS[name] = function
+        return function
+    return register
+
+
+@builder("tensor_map")
+def _tensor_map(param: StructParam, array: Buffer, address: int) -> bytes:
+    spec = param.spec
+    return driver.encode_tensor_map(address, spec.dtype, array.shape, array.strides, spec.box, spec.swizzle)
 
 
 class Function:
     """A callable function of a loaded package: ``fn(A, B, C)`` or ``fn(A, B, C, stream=s)``.
+
+    Arguments come in the function's parameter order: arrays, and scalars (Python or numpy
+    numbers, checked against the parameter's type and range). By-value structs (a TMA
+    descriptor) are not passed: the loader builds them from the call's arrays. A function of
+    several kernels launches them in order on one stream.
 
     The arrays of one call are either all host arrays (numpy, or CPU tensors through DLPack) or
     all device arrays on one device; a mix is refused with a LaunchError naming the arguments and
@@ -67,43 +101,56 @@ class Function:
 
     @property
     def kernel(self) -> Kernel:
+        """The kernel of a function of one kernel (``.function.kernels`` for all)."""
         return self.info.kernel
+
+    @property
+    def function(self) -> HostFunction:
+        return self.info.function
 
     @property
     def model(self) -> Model:
         return self.info.model
 
     def __repr__(self) -> str:
-        params = ", ".join(f"{b.name}: {b.dtype.value}{list(b.shape)}" for b in self.kernel.params)
+        params = ", ".join(_shown(p) for p in self.function.caller_params)
         return f"<schedc function {self.name}({params})>"
 
     @property
     def where(self) -> str:
         """``name(A, B, C)``: how messages name this function."""
-        return f"{self.name}({', '.join(b.name for b in self.kernel.params)})"
+        return f"{self.name}({', '.join(p.name for p in self.function.caller_params)})"
 
     def check_arguments(self, args: tuple) -> list[ArgumentView]:
-        """Validate the call's arguments without a CUDA call; LaunchError on the first problem."""
-        params = self.kernel.params
+        """Validate the call's arrays without a CUDA call; LaunchError on the first problem."""
+        return self.check_call(args)[0]
+
+    def check_call(self, args: tuple) -> tuple[list[ArgumentView], dict[str, bytes]]:
+        """The array views and the scalars' bytes of a call, checked without a CUDA call."""
+        params = self.function.caller_params
         if len(args) != len(params):
-            raise LaunchError(self.where, f"expected {len(params)} arrays, got {len(args)}")
-        views = [describe(self.where, b, a, self.info.alignments.get(b.name, 1)) for b, a in zip(params, args)]
+            raise LaunchError(self.where, f"expected {_counted(params)}, got {len(args)}")
+        arrays = [(p, a) for p, a in zip(params, args) if isinstance(p, Buffer)]
+        views = [describe(self.where, b, a, self.info.alignments.get(b.name, 1)) for b, a in arrays]
+        scalars = {p.name: p.value(a, self.where).tobytes() for p, a in zip(params, args)
+                   if isinstance(p, ScalarParam)}
         check_devices(self.where, views)
         _check_overlap(self.where, views)
-        return views
+        return views, scalars
 
     def __call__(self, *args, stream: object = None) -> None:
         """Run the function on ``args`` (see the class docstring for devices and streams)."""
-        views = self.check_arguments(args)
+        views, scalars = self.check_call(args)
         handle = None if stream is None else driver.stream_handle(stream, f"{self.where}: stream")
         dev = driver.device()
         dev.make_current()
         if views and views[0].on_device:
-            self._run_on_device(views, dev, handle)
+            self._run_on_device(views, scalars, dev, handle)
         else:
-            self._run_on_host(views, 0 if handle is None else handle)
+            self._run_on_host(views, scalars, 0 if handle is None else handle)
 
-    def _run_on_device(self, views: list[ArgumentView], dev: driver.Device, handle: int | None) -> None:
+    def _run_on_device(self, views: list[ArgumentView], scalars: dict[str, bytes], dev: driver.Device,
+                       handle: int | None) -> None:
         _resolve_devices(self.where, views, dev.ordinal)
         producers = _producer_streams(views, dev.ordinal)
         stream = handle if handle is not None else next(iter(producers), 0)
@@ -113,27 +160,74 @@ class Function:
         for view in views:
             if view.keepalive is not None:
                 view.keepalive = _export_for(view, stream)
-        self._launch([v.pointer for v in views], stream)
+        self._launch([v.pointer for v in views], scalars, stream)
 
-    def _run_on_host(self, views: list[ArgumentView], stream: int) -> None:
+    def _run_on_host(self, views: list[ArgumentView], scalars: dict[str, bytes], stream: int) -> None:
         memories = [driver.DeviceMemory(v.array.nbytes) for v in views]
         for view, memory in zip(views, memories):
             if view.read:
                 memory.upload(view.array, stream)
-        self._launch([m.pointer for m in memories], stream)
+        self._launch([m.pointer for m in memories], scalars, stream)
         for view, memory in zip(views, memories):
             if view.written:
                 memory.download(view.array, stream)
         driver.synchronize_stream(stream)
 
-    def _launch(self, pointers: list[int], stream: int) -> None:
-        k = self.kernel
-        driver.launch(self.handle(), k.grid, k.block, k.dynamic_shared_bytes, driver.LaunchArgs(pointers), stream)
+    def _launch(self, pointers: list[int], scalars: dict[str, bytes], stream: int) -> None:
+        for handle, kernel, args in self.launches(pointers, scalars):
+            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args, stream)
+
+    def launches(self, pointers: list[int], scalars: dict[str, bytes] | None = None) -> list[Launch]:
+        """Each kernel's handle and arguments, in launch order, for the arrays at ``pointers``
+        (device addresses, in the order of the function's arrays) and the scalars' bytes; by-value
+        structs are built here (a CUDA call: the driver encodes tensor maps)."""
+        arrays = dict(zip((b.name for b in self.function.arrays), pointers))
+        values = {**(scalars or {}), **self._structs(arrays)}
+        handles = [self.handle()] if len(self.function.kernels) == 1 else self.handles()
+        return [(handle, kernel, driver.LaunchArgs([*(arrays[b.name] for b in kernel.params),
+                                                    *(values[v.name] for v in kernel.values)]))
+                for handle, kernel in zip(handles, self.function.kernels)]
+
+    def _structs(self, pointers: dict[str, int]) -> dict[str, bytes]:
+        declared = {b.name: b for b in self.function.arrays}
+        structs = {}
+        for p in self.function.params:
+            if isinstance(p, StructParam):
+                if p.builder not in BUILDERS:
+                    raise LaunchError(self.where, f"no builder {p.builder!r} for {p.name} "
+                                                  f"(known: {', '.join(sorted(BUILDERS))})")
+                structs[p.name] = BUILDERS[p.builder](p, declared[p.spec.array], pointers[p.spec.array])
+        return structs
+
+    def handles(self) -> list:
+        """The driver's function handle of each kernel, in launch order (loading the module)."""
+        if self._kernel_handle is None:
+            module = self.package.module()
+            self._kernel_handle = [module.function(k.name, k.dynamic_shared_bytes) for k in self.function.kernels]
+        return self._kernel_handle
 
     def handle(self):
-        if self._kernel_handle is None:
-            self._kernel_handle = self.package.module().function(self.kernel.name, self.kernel.dynamic_shared_bytes)
-        return self._kernel_handle
+        """The handle of a function of one kernel (a PackageError where it launches several)."""
+        self.info.kernel  # noqa: B018 - raises for a function of several kernels
+        return self.handles()[0]
+
+
+Launch = tuple[object, Kernel, "driver.LaunchArgs"]
+
+
+def _shown(p: Buffer | ScalarParam) -> str:
+    if isinstance(p, ScalarParam):
+        return f"{p.name}: {p.dtype.value}"
+    return f"{p.name}: {p.dtype.value}{list(p.shape)}"
+
+
+def _counted(params) -> str:
+    arrays = sum(isinstance(p, Buffer) for p in params)
+    scalars = len(params) - arrays
+    text = f"{arrays} array{'s' * (arrays != 1)}"
+    if not scalars:
+        return text
+    return f"{text} and {scalars} scalar{'s' * (scalars != 1)} ({', '.join(p.name for p in params)})"
 
 
 def check_devices(where: str, views: list[ArgumentView]) -> None:
@@ -235,7 +329,7 @@ class LoadedPackage:
             entry = ir["functions"].get(name)
             if entry is None:
                 raise PackageError(str(self.directory / ir_name), f"has no function {name}")
-            info = FunctionInfo(name, from_plain(entry["model"]), from_plain(entry["kernel"]),
+            info = FunctionInfo(name, from_plain(entry["model"]), _host_function(entry),
                                 dict(aux.get("alignment", {})))
             out[name] = Function(self, info)
         if not out:
@@ -281,6 +375,14 @@ class LoadedPackage:
     @property
     def names(self) -> list[str]:
         return list(self.functions)
+
+
+def _host_function(entry: dict) -> HostFunction:
+    """A function of the .schedc.json: a whole function, or (as schedc always wrote a function of
+    one kernel) its kernel."""
+    if "function" in entry:
+        return from_plain(entry["function"])
+    return HostFunction.single(from_plain(entry["kernel"]))
 
 
 def _read_ir(path: Path) -> dict:

@@ -10,7 +10,7 @@ def features(p: Program) -> list[str]:
     """What a (shrunk) program still uses: a hint at where the bug is."""
     found = []
     if p.tensorize is not None:
-        found.append(f"tensorize {p.tensorize.mma}")
+        found.append(f"tensorize {p.tensorize.mma} ({p.tensorize.instruction})")
     found += [f"{c.location} cache of {c.array} at {c.index}" + (f" ({c.pipeline})" if c.pipeline != "sync" else "")
               for c in p.caches]
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
@@ -39,7 +39,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"split or tile"} if p.steps else set()
     found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()
     found |= {"partial tiles"} if loop_spans(p)[1] else set()
-    found |= {f"tensorize {p.tensorize.mma}"} if p.tensorize else set()
+    found |= {f"tensorize {p.tensorize.mma}", f"instruction {p.tensorize.instruction}"} if p.tensorize else set()
     found |= _expression_features(p)
     return found
 

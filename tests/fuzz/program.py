@@ -148,6 +148,7 @@ class Tensorize:
     prologue_arg: float = 0.0
     epilogue: str = "NONE"
     epilogue_arg: float = 0.0
+    instruction: str = "AUTO"  # Instruction name: AUTO, WMMA, MMA_SYNC
 
 
 @dataclass(frozen=True)

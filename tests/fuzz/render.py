@@ -144,6 +144,8 @@ def _tensorize(t) -> str:
     for name, op, arg in (("prologue", t.prologue, t.prologue_arg), ("epilogue", t.epilogue, t.epilogue_arg)):
         if op != "NONE":
             args += [f"{name}_op=acc.MMAFragmentOp.{op}", f"{name}_arg={arg!r}"]
+    if t.instruction != "AUTO":
+        args.append(f"instruction=acc.Instruction.{t.instruction}")
     return f"plan.tensorize({', '.join(args)})"
 
 

@@ -100,8 +100,9 @@ def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str) -> 
     fused = rng.choice([None, *[f for f in (1, 2, 4) if passes % f == 0]])
     prologue = "SET" if c_role == "OUTPUT" else choose(rng, {"NONE": 55, "SET": 15, "SCALE": 15, "ReLU": 15})
     epilogue = choose(rng, {"NONE": 60, "SCALE": 25, "ReLU": 15})
+    instruction = choose(rng, {"AUTO": 50, "WMMA": 25, "MMA_SYNC": 25})
     return Tensorize(tuple(tile), mma, passes, fused, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
-                     epilogue, rng.choice((0.5, 2.0, -1.0)))
+                     epilogue, rng.choice((0.5, 2.0, -1.0)), instruction)
 
 
 def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool) -> tuple[CacheDirective, ...]:

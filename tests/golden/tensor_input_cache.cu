@@ -9,11 +9,12 @@ extern "C" __global__ void __launch_bounds__(128)
 tensor_input_cache__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[32, 256], 16880 bytes
+    // shared buffer A_shared: float16[32, 256], 16384 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
     // shared buffer B_shared: float16[256, 32], 16384 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 16896);
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 16384);
     const int thread = threadIdx.x + 64 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 4096, 32)
@@ -26,20 +27,29 @@ tensor_input_cache__gpu__(const __half* __restrict__ A, const __half* __restrict
     for (int k = 0; k < 4096; k += 256) {
         __syncthreads();  // the previous tiles are no longer read
         // cache of A for the loops at and inside kk
-        schedc::block_copy<__half, 32, 256, 8, true, 128>(&A_shared[0], 264, &A[i * 4096 + k], 4096, thread);
+        schedc::block_copy_async<__half, 32, 256, 8, true, 128, false, 512>(&A_shared[0], 256, &A[i * 4096 + k], 4096, thread);
         // cache of B for the loops at and inside kk
-        schedc::block_copy<__half, 256, 32, 8, true, 128>(&B_shared[0], 32, &B[k * 4096 + j], 4096, thread);
+        schedc::block_copy_async<__half, 256, 32, 8, true, 128, false, 64>(&B_shared[0], 32, &B[k * 4096 + j], 4096, thread);
+        schedc::async_commit();
+        schedc::async_wait<0>();
         __syncthreads();  // the cached tiles of A, B are in shared memory
         // schedule loop kk: range(0, 256, 16)
         for (int kk = 0; kk < 256; kk += 16) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-            wmma::load_matrix_sync(c, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0;
-            wmma::load_matrix_sync(a0, &A_shared[ii * 264 + kk], 264);
-            wmma::load_matrix_sync(b0, &B_shared[kk * 32 + jj], 32);
-            wmma::mma_sync(c, a0, b0, c);
-            wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c, 4096, wmma::mem_row_major);
+            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            }
+            alignas(16) __half a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[0] + schedc::swizzle<512, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0[0], &B_shared[0] + schedc::swizzle<64, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);
+            schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            }
         }
     }
 }
@@ -48,7 +58,7 @@ tensor_input_cache__gpu__(const __half* __restrict__ A, const __half* __restrict
 // Host launchers: C-callable; they return the launch's cudaError_t (0 on success).
 extern "C" int tensor_input_cache(const __half* A, const __half* B, float* C)
 {
-    tensor_input_cache__gpu__<<<dim3(128, 128, 1), dim3(64, 2, 1), 33280>>>(A, B, C);
+    tensor_input_cache__gpu__<<<dim3(128, 128, 1), dim3(64, 2, 1), 32768>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 

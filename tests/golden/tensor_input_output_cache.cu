@@ -9,11 +9,12 @@ extern "C" __global__ void __launch_bounds__(128)
 tensor_input_output_cache__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[2, 32, 256], 33776 bytes
+    // shared buffer A_shared: float16[2, 32, 256], 32768 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[2, 256, 32], 40944 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 33792);
+    // shared buffer B_shared: float16[2, 256, 32], 32768 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 32768);
     const int thread = threadIdx.x + 64 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 4096, 32)
@@ -22,13 +23,16 @@ tensor_input_output_cache__gpu__(const __half* __restrict__ A, const __half* __r
     const int ii = threadIdx.y * 16;
     // schedule loop jj (WARP_X): range(0, 32, 16)
     const int jj = threadIdx.x / 32 * 16;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-    wmma::load_matrix_sync(c, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 32, 256, 8, true, 128>(&A_shared[0], 264, &A[i * 4096], 4096, thread);
+    schedc::block_copy_async<__half, 32, 256, 8, true, 128, false, 512>(&A_shared[0], 256, &A[i * 4096], 4096, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 256, 32, 8, true, 128>(&B_shared[0], 40, &B[j], 4096, thread);
+    schedc::block_copy_async<__half, 256, 32, 8, true, 128, false, 64>(&B_shared[0], 32, &B[j], 4096, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 4096, 256)
     for (int k = 0; k < 4096; k += 256) {
@@ -38,30 +42,34 @@ tensor_input_output_cache__gpu__(const __half* __restrict__ A, const __half* __r
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 256 < 4096) {
             // the tile of A 1 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 256, 8, true, 128>(&A_shared[(k_stage + 1) % 2 * 8448], 264, &A[i * 4096 + k + 256], 4096, thread);
+            schedc::block_copy_async<__half, 32, 256, 8, true, 128, false, 512>(&A_shared[(k_stage + 1) % 2 * 8192], 256, &A[i * 4096 + k + 256], 4096, thread);
             // the tile of B 1 iteration(s) ahead
-            schedc::block_copy_async<__half, 256, 32, 8, true, 128>(&B_shared[(k_stage + 1) % 2 * 10240], 40, &B[(k + 256) * 4096 + j], 4096, thread);
+            schedc::block_copy_async<__half, 256, 32, 8, true, 128, false, 64>(&B_shared[(k_stage + 1) % 2 * 8192], 32, &B[(k + 256) * 4096 + j], 4096, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 256, 16)
         for (int kk = 0; kk < 256; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0;
-            wmma::load_matrix_sync(a0, &A_shared[k_stage * 8448 + ii * 264 + kk], 264);
-            wmma::load_matrix_sync(b0, &B_shared[k_stage * 10240 + kk * 40 + jj], 40);
-            wmma::mma_sync(c, a0, b0, c);
+            alignas(16) __half a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 8192] + schedc::swizzle<512, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0[0], &B_shared[k_stage * 8192] + schedc::swizzle<64, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);
+            schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c, 4096, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+    }
 }
 
 #if !defined(__CUDACC_RTC__)
 // Host launchers: C-callable; they return the launch's cudaError_t (0 on success).
 extern "C" int tensor_input_output_cache(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(tensor_input_output_cache__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 74752);
-    tensor_input_output_cache__gpu__<<<dim3(128, 128, 1), dim3(64, 2, 1), 74752>>>(A, B, C);
+    cudaFuncSetAttribute(tensor_input_output_cache__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);
+    tensor_input_output_cache__gpu__<<<dim3(128, 128, 1), dim3(64, 2, 1), 65536>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 

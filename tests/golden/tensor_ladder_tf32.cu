@@ -11,6 +11,7 @@ using namespace nvcuda;
 extern "C" __global__ void __launch_bounds__(128)
 tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
 {
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 2048, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 1024, 32)
@@ -23,16 +24,29 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
     for (int k = 0; k < 2048; k += 128) {
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;
-            wmma::load_matrix_sync(c, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
-            wmma::load_matrix_sync(a0, &A[(i + ii) * 2048 + k + kk], 2048);
+            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            }
+            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            #pragma unroll
+            for (int elem = 0; elem < 4; ++elem) {
+                a0[elem] = *(&A[(i + ii) * 2048 + k + kk] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
+            }
             schedc::to_tf32(a0);
-            wmma::load_matrix_sync(b0, &B[(k + kk) * 1024 + j + jj], 1024);
+            #pragma unroll
+            for (int elem = 0; elem < 4; ++elem) {
+                b0[elem] = *(&B[(k + kk) * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
+            }
             schedc::to_tf32(b0);
-            wmma::mma_sync(c, a0, b0, c);
-            wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c, 1024, wmma::mem_row_major);
+            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
+            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            }
         }
     }
 }
@@ -41,11 +55,12 @@ extern "C" __global__ void __launch_bounds__(128)
 tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float32[32, 128], 16880 bytes
+    // shared buffer A_shared: float32[32, 128], 16384 bytes
     float* A_shared = reinterpret_cast<float*>(schedc_shared + 0);
     // shared buffer B_shared: float32[128, 32], 16384 bytes
-    float* B_shared = reinterpret_cast<float*>(schedc_shared + 16896);
+    float* B_shared = reinterpret_cast<float*>(schedc_shared + 16384);
     const int thread = threadIdx.x + 64 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 2048, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 1024, 32)
@@ -58,22 +73,34 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
     for (int k = 0; k < 2048; k += 128) {
         __syncthreads();  // the previous tiles are no longer read
         // cache of A for the loops at and inside kk
-        schedc::block_copy<float, 32, 128, 4, true, 128>(&A_shared[0], 132, &A[i * 2048 + k], 2048, thread);
+        schedc::block_copy_async<float, 32, 128, 4, true, 128, false, 512>(&A_shared[0], 128, &A[i * 2048 + k], 2048, thread);
         // cache of B for the loops at and inside kk
-        schedc::block_copy<float, 128, 32, 4, true, 128>(&B_shared[0], 32, &B[k * 1024 + j], 1024, thread);
+        schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[0], 32, &B[k * 1024 + j], 1024, thread);
+        schedc::async_commit();
+        schedc::async_wait<0>();
         __syncthreads();  // the cached tiles of A, B are in shared memory
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;
-            wmma::load_matrix_sync(c, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
-            wmma::load_matrix_sync(a0, &A_shared[ii * 132 + kk], 132);
+            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            }
+            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[0] + schedc::swizzle<512, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0);
-            wmma::load_matrix_sync(b0, &B_shared[kk * 32 + jj], 32);
+            #pragma unroll
+            for (int elem = 0; elem < 4; ++elem) {
+                b0[elem] = *(&B_shared[0] + schedc::swizzle<128, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            }
             schedc::to_tf32(b0);
-            wmma::mma_sync(c, a0, b0, c);
-            wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c, 1024, wmma::mem_row_major);
+            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
+            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            }
         }
     }
 }
@@ -82,11 +109,12 @@ extern "C" __global__ void __launch_bounds__(128)
 tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float32[2, 32, 128], 33776 bytes
+    // shared buffer A_shared: float32[2, 32, 128], 32768 bytes
     float* A_shared = reinterpret_cast<float*>(schedc_shared + 0);
-    // shared buffer B_shared: float32[2, 128, 32], 36848 bytes
-    float* B_shared = reinterpret_cast<float*>(schedc_shared + 33792);
+    // shared buffer B_shared: float32[2, 128, 32], 32768 bytes
+    float* B_shared = reinterpret_cast<float*>(schedc_shared + 32768);
     const int thread = threadIdx.x + 64 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 2048, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 1024, 32)
@@ -97,9 +125,9 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
     const int jj = threadIdx.x / 32 * 16;
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<float, 32, 128, 4, true, 128>(&A_shared[0], 132, &A[i * 2048], 2048, thread);
+    schedc::block_copy_async<float, 32, 128, 4, true, 128, false, 512>(&A_shared[0], 128, &A[i * 2048], 2048, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<float, 128, 32, 4, true, 128>(&B_shared[0], 36, &B[j], 1024, thread);
+    schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[0], 32, &B[j], 1024, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 2048, 128)
     for (int k = 0; k < 2048; k += 128) {
@@ -109,23 +137,33 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 128 < 2048) {
             // the tile of A 1 iteration(s) ahead
-            schedc::block_copy_async<float, 32, 128, 4, true, 128>(&A_shared[(k_stage + 1) % 2 * 4224], 132, &A[i * 2048 + k + 128], 2048, thread);
+            schedc::block_copy_async<float, 32, 128, 4, true, 128, false, 512>(&A_shared[(k_stage + 1) % 2 * 4096], 128, &A[i * 2048 + k + 128], 2048, thread);
             // the tile of B 1 iteration(s) ahead
-            schedc::block_copy_async<float, 128, 32, 4, true, 128>(&B_shared[(k_stage + 1) % 2 * 4608], 36, &B[(k + 128) * 1024 + j], 1024, thread);
+            schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[(k_stage + 1) % 2 * 4096], 32, &B[(k + 128) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;
-            wmma::load_matrix_sync(c, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
-            wmma::load_matrix_sync(a0, &A_shared[k_stage * 4224 + ii * 132 + kk], 132);
+            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            }
+            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096] + schedc::swizzle<512, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0);
-            wmma::load_matrix_sync(b0, &B_shared[k_stage * 4608 + kk * 36 + jj], 36);
+            #pragma unroll
+            for (int elem = 0; elem < 4; ++elem) {
+                b0[elem] = *(&B_shared[k_stage * 4096] + schedc::swizzle<128, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            }
             schedc::to_tf32(b0);
-            wmma::mma_sync(c, a0, b0, c);
-            wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c, 1024, wmma::mem_row_major);
+            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
+            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            #pragma unroll
+            for (int elem = 0; elem < 8; elem += 2) {
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            }
         }
     }
     schedc::async_wait<0>();
@@ -135,11 +173,12 @@ extern "C" __global__ void __launch_bounds__(128)
 tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float32[2, 32, 128], 33776 bytes
+    // shared buffer A_shared: float32[2, 32, 128], 32768 bytes
     float* A_shared = reinterpret_cast<float*>(schedc_shared + 0);
-    // shared buffer B_shared: float32[2, 128, 32], 36848 bytes
-    float* B_shared = reinterpret_cast<float*>(schedc_shared + 33792);
+    // shared buffer B_shared: float32[2, 128, 32], 32768 bytes
+    float* B_shared = reinterpret_cast<float*>(schedc_shared + 32768);
     const int thread = threadIdx.x + 64 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 2048, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 1024, 32)
@@ -148,13 +187,16 @@ tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* 
     const int ii = threadIdx.y * 16;
     // schedule loop jj (WARP_X): range(0, 32, 16)
     const int jj = threadIdx.x / 32 * 16;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;
-    wmma::load_matrix_sync(c, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<float, 32, 128, 4, true, 128>(&A_shared[0], 132, &A[i * 2048], 2048, thread);
+    schedc::block_copy_async<float, 32, 128, 4, true, 128, false, 512>(&A_shared[0], 128, &A[i * 2048], 2048, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<float, 128, 32, 4, true, 128>(&B_shared[0], 36, &B[j], 1024, thread);
+    schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[0], 32, &B[j], 1024, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 2048, 128)
     for (int k = 0; k < 2048; k += 128) {
@@ -164,24 +206,31 @@ tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* 
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 128 < 2048) {
             // the tile of A 1 iteration(s) ahead
-            schedc::block_copy_async<float, 32, 128, 4, true, 128>(&A_shared[(k_stage + 1) % 2 * 4224], 132, &A[i * 2048 + k + 128], 2048, thread);
+            schedc::block_copy_async<float, 32, 128, 4, true, 128, false, 512>(&A_shared[(k_stage + 1) % 2 * 4096], 128, &A[i * 2048 + k + 128], 2048, thread);
             // the tile of B 1 iteration(s) ahead
-            schedc::block_copy_async<float, 128, 32, 4, true, 128>(&B_shared[(k_stage + 1) % 2 * 4608], 36, &B[(k + 128) * 1024 + j], 1024, thread);
+            schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[(k_stage + 1) % 2 * 4096], 32, &B[(k + 128) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
-            wmma::load_matrix_sync(a0, &A_shared[k_stage * 4224 + ii * 132 + kk], 132);
+            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096] + schedc::swizzle<512, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0);
-            wmma::load_matrix_sync(b0, &B_shared[k_stage * 4608 + kk * 36 + jj], 36);
+            #pragma unroll
+            for (int elem = 0; elem < 4; ++elem) {
+                b0[elem] = *(&B_shared[k_stage * 4096] + schedc::swizzle<128, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            }
             schedc::to_tf32(b0);
-            wmma::mma_sync(c, a0, b0, c);
+            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
+            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c, 1024, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+    }
 }
 
 #if !defined(__CUDACC_RTC__)
@@ -194,21 +243,21 @@ extern "C" int tensor_matmul_tf32(const float* A, const float* B, float* C)
 
 extern "C" int tensor_input_cache_tf32(const float* A, const float* B, float* C)
 {
-    tensor_input_cache_tf32__gpu__<<<dim3(32, 64, 1), dim3(64, 2, 1), 33280>>>(A, B, C);
+    tensor_input_cache_tf32__gpu__<<<dim3(32, 64, 1), dim3(64, 2, 1), 32768>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int tensor_input_double_buffer_cache_tf32(const float* A, const float* B, float* C)
 {
-    cudaFuncSetAttribute(tensor_input_double_buffer_cache_tf32__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 70656);
-    tensor_input_double_buffer_cache_tf32__gpu__<<<dim3(32, 64, 1), dim3(64, 2, 1), 70656>>>(A, B, C);
+    cudaFuncSetAttribute(tensor_input_double_buffer_cache_tf32__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);
+    tensor_input_double_buffer_cache_tf32__gpu__<<<dim3(32, 64, 1), dim3(64, 2, 1), 65536>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int tensor_input_output_cache_tf32(const float* A, const float* B, float* C)
 {
-    cudaFuncSetAttribute(tensor_input_output_cache_tf32__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 70656);
-    tensor_input_output_cache_tf32__gpu__<<<dim3(32, 64, 1), dim3(64, 2, 1), 70656>>>(A, B, C);
+    cudaFuncSetAttribute(tensor_input_output_cache_tf32__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);
+    tensor_input_output_cache_tf32__gpu__<<<dim3(32, 64, 1), dim3(64, 2, 1), 65536>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 

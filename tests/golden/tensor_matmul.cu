@@ -8,6 +8,7 @@ using namespace nvcuda;
 extern "C" __global__ void __launch_bounds__(128)
 tensor_matmul__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 4096, 32)
@@ -18,14 +19,27 @@ tensor_matmul__gpu__(const __half* __restrict__ A, const __half* __restrict__ B,
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 4096, 16)
     for (int k = 0; k < 4096; k += 16) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-        wmma::load_matrix_sync(c, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0;
-        wmma::load_matrix_sync(a0, &A[(i + ii) * 4096 + k], 4096);
-        wmma::load_matrix_sync(b0, &B[k * 4096 + j + jj], 4096);
-        wmma::mma_sync(c, a0, b0, c);
-        wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c, 4096, wmma::mem_row_major);
+        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        }
+        alignas(16) __half a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) __half b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<4>::type*>(&a0[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&A[(i + ii) * 4096 + k] + (lane / 4 + 8 * (elem / 2 % 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4));
+        }
+        #pragma unroll
+        for (int elem = 0; elem < 8; ++elem) {
+            b0[elem] = *(&B[k * 4096 + j + jj] + (2 * (lane % 4) + elem % 2 + 8 * (elem % 4 / 2)) * 4096 + lane / 4 + 8 * (elem / 4 % 2));
+        }
+        schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);
+        schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+        }
     }
 }
 

@@ -8,6 +8,7 @@ using namespace nvcuda;
 extern "C" __global__ void __launch_bounds__(128)
 tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
 {
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 2048, 32)
     const int i = blockIdx.y * 32;
     // schedule loop j (BLOCK_X): range(0, 1024, 32)
@@ -18,16 +19,29 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 2048, 8)
     for (int k = 0; k < 2048; k += 8) {
-        wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;
-        wmma::load_matrix_sync(c, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a0;
-        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b0;
-        wmma::load_matrix_sync(a0, &A[(i + ii) * 2048 + k], 2048);
+        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        }
+        alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+        alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+        #pragma unroll
+        for (int elem = 0; elem < 4; ++elem) {
+            a0[elem] = *(&A[(i + ii) * 2048 + k] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
+        }
         schedc::to_tf32(a0);
-        wmma::load_matrix_sync(b0, &B[k * 1024 + j + jj], 1024);
+        #pragma unroll
+        for (int elem = 0; elem < 4; ++elem) {
+            b0[elem] = *(&B[k * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
+        }
         schedc::to_tf32(b0);
-        wmma::mma_sync(c, a0, b0, c);
-        wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c, 1024, wmma::mem_row_major);
+        schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
+        schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+        }
     }
 }
 

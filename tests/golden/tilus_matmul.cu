@@ -16,11 +16,12 @@ extern "C" __global__ void __launch_bounds__(256)
 matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[128, 32], 10224 bytes
+    // shared buffer A_shared: float16[128, 32], 8192 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[32, 128], 8688 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 10240);
+    // shared buffer B_shared: float16[32, 128], 8192 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 8192);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 4096, 128)
@@ -29,76 +30,133 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     // schedule loop k: range(0, 4096, 32)
     for (int k = 0; k < 4096; k += 32) {
         __syncthreads();  // the previous tiles are no longer read
         // cache of A for the loops at and inside kk
-        schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096 + k], 4096, thread);
+        schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 4096 + k], 4096, thread);
         // cache of B for the loops at and inside kk
-        schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[k * 4096 + j], 4096, thread);
+        schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[k * 4096 + j], 4096, thread);
         schedc::async_commit();
         schedc::async_wait<0>();
         __syncthreads();  // the cached tiles of A, B are in shared memory
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[(ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[(ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[(ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[3, 128, 32], 30704 bytes
+    // shared buffer A_shared: float16[3, 128, 32], 24576 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[3, 32, 128], 26096 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 30720);
+    // shared buffer B_shared: float16[3, 32, 128], 24576 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 24576);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 4096, 128)
@@ -107,32 +165,56 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 4096], 4096, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[j], 4096, thread);
     schedc::async_commit();
     // stage 1: the tile of A for k = 32
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[1 * 5120], 40, &A[i * 4096 + 32], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[1 * 4096], 32, &A[i * 4096 + 32], 4096, thread);
     // stage 1: the tile of B for k = 32
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[1 * 4352], 136, &B[32 * 4096 + j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[1 * 4096], 128, &B[32 * 4096 + j], 4096, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 4096, 32)
     for (int k = 0; k < 4096; k += 32) {
@@ -142,56 +224,89 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 64 < 4096) {
             // the tile of A 2 iteration(s) ahead
-            schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[(k_stage + 2) % 3 * 5120], 40, &A[i * 4096 + k + 64], 4096, thread);
+            schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[(k_stage + 2) % 3 * 4096], 32, &A[i * 4096 + k + 64], 4096, thread);
             // the tile of B 2 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[(k_stage + 2) % 3 * 4352], 136, &B[(k + 64) * 4096 + j], 4096, thread);
+            schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[(k_stage + 2) % 3 * 4096], 128, &B[(k + 64) * 4096 + j], 4096, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[4, 128, 32], 40944 bytes
+    // shared buffer A_shared: float16[4, 128, 32], 32768 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[4, 32, 128], 34800 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 40960);
+    // shared buffer B_shared: float16[4, 32, 128], 32768 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 32768);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 4096, 128)
@@ -200,37 +315,61 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 4096], 4096, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[j], 4096, thread);
     schedc::async_commit();
     // stage 1: the tile of A for k = 32
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[1 * 5120], 40, &A[i * 4096 + 32], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[1 * 4096], 32, &A[i * 4096 + 32], 4096, thread);
     // stage 1: the tile of B for k = 32
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[1 * 4352], 136, &B[32 * 4096 + j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[1 * 4096], 128, &B[32 * 4096 + j], 4096, thread);
     schedc::async_commit();
     // stage 2: the tile of A for k = 64
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[2 * 5120], 40, &A[i * 4096 + 64], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[2 * 4096], 32, &A[i * 4096 + 64], 4096, thread);
     // stage 2: the tile of B for k = 64
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[2 * 4352], 136, &B[64 * 4096 + j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[2 * 4096], 128, &B[64 * 4096 + j], 4096, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 4096, 32)
     for (int k = 0; k < 4096; k += 32) {
@@ -240,56 +379,89 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 96 < 4096) {
             // the tile of A 3 iteration(s) ahead
-            schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[(k_stage + 3) % 4 * 5120], 40, &A[i * 4096 + k + 96], 4096, thread);
+            schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[(k_stage + 3) % 4 * 4096], 32, &A[i * 4096 + k + 96], 4096, thread);
             // the tile of B 3 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[(k_stage + 3) % 4 * 4352], 136, &B[(k + 96) * 4096 + j], 4096, thread);
+            schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[(k_stage + 3) % 4 * 4096], 128, &B[(k + 96) * 4096 + j], 4096, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[5, 128, 32], 51184 bytes
+    // shared buffer A_shared: float16[5, 128, 32], 40960 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[5, 32, 128], 43504 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 51200);
+    // shared buffer B_shared: float16[5, 32, 128], 40960 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 40960);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 4096, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 4096, 128)
@@ -298,42 +470,66 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 4096], 4096, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[j], 4096, thread);
     schedc::async_commit();
     // stage 1: the tile of A for k = 32
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[1 * 5120], 40, &A[i * 4096 + 32], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[1 * 4096], 32, &A[i * 4096 + 32], 4096, thread);
     // stage 1: the tile of B for k = 32
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[1 * 4352], 136, &B[32 * 4096 + j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[1 * 4096], 128, &B[32 * 4096 + j], 4096, thread);
     schedc::async_commit();
     // stage 2: the tile of A for k = 64
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[2 * 5120], 40, &A[i * 4096 + 64], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[2 * 4096], 32, &A[i * 4096 + 64], 4096, thread);
     // stage 2: the tile of B for k = 64
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[2 * 4352], 136, &B[64 * 4096 + j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[2 * 4096], 128, &B[64 * 4096 + j], 4096, thread);
     schedc::async_commit();
     // stage 3: the tile of A for k = 96
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[3 * 5120], 40, &A[i * 4096 + 96], 4096, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[3 * 4096], 32, &A[i * 4096 + 96], 4096, thread);
     // stage 3: the tile of B for k = 96
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[3 * 4352], 136, &B[96 * 4096 + j], 4096, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[3 * 4096], 128, &B[96 * 4096 + j], 4096, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 4096, 32)
     for (int k = 0; k < 4096; k += 32) {
@@ -343,56 +539,89 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 128 < 4096) {
             // the tile of A 4 iteration(s) ahead
-            schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[(k_stage + 4) % 5 * 5120], 40, &A[i * 4096 + k + 128], 4096, thread);
+            schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[(k_stage + 4) % 5 * 4096], 32, &A[i * 4096 + k + 128], 4096, thread);
             // the tile of B 4 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[(k_stage + 4) % 5 * 4352], 136, &B[(k + 128) * 4096 + j], 4096, thread);
+            schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[(k_stage + 4) % 5 * 4096], 128, &B[(k + 128) * 4096 + j], 4096, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[128, 32], 10224 bytes
+    // shared buffer A_shared: float16[128, 32], 8192 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[32, 128], 8688 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 10240);
+    // shared buffer B_shared: float16[32, 128], 8192 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 8192);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 1024, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 1024, 128)
@@ -401,76 +630,133 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     // schedule loop k: range(0, 14336, 32)
     for (int k = 0; k < 14336; k += 32) {
         __syncthreads();  // the previous tiles are no longer read
         // cache of A for the loops at and inside kk
-        schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336 + k], 14336, thread);
+        schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 14336 + k], 14336, thread);
         // cache of B for the loops at and inside kk
-        schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[k * 1024 + j], 1024, thread);
+        schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[k * 1024 + j], 1024, thread);
         schedc::async_commit();
         schedc::async_wait<0>();
         __syncthreads();  // the cached tiles of A, B are in shared memory
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[(ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[(ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[(ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[3, 128, 32], 30704 bytes
+    // shared buffer A_shared: float16[3, 128, 32], 24576 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[3, 32, 128], 26096 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 30720);
+    // shared buffer B_shared: float16[3, 32, 128], 24576 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 24576);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 1024, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 1024, 128)
@@ -479,32 +765,56 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 14336], 14336, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[j], 1024, thread);
     schedc::async_commit();
     // stage 1: the tile of A for k = 32
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[1 * 5120], 40, &A[i * 14336 + 32], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[1 * 4096], 32, &A[i * 14336 + 32], 14336, thread);
     // stage 1: the tile of B for k = 32
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[1 * 4352], 136, &B[32 * 1024 + j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[1 * 4096], 128, &B[32 * 1024 + j], 1024, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 14336, 32)
     for (int k = 0; k < 14336; k += 32) {
@@ -514,56 +824,89 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 64 < 14336) {
             // the tile of A 2 iteration(s) ahead
-            schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[(k_stage + 2) % 3 * 5120], 40, &A[i * 14336 + k + 64], 14336, thread);
+            schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[(k_stage + 2) % 3 * 4096], 32, &A[i * 14336 + k + 64], 14336, thread);
             // the tile of B 2 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[(k_stage + 2) % 3 * 4352], 136, &B[(k + 64) * 1024 + j], 1024, thread);
+            schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[(k_stage + 2) % 3 * 4096], 128, &B[(k + 64) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[4, 128, 32], 40944 bytes
+    // shared buffer A_shared: float16[4, 128, 32], 32768 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[4, 32, 128], 34800 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 40960);
+    // shared buffer B_shared: float16[4, 32, 128], 32768 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 32768);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 1024, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 1024, 128)
@@ -572,37 +915,61 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 14336], 14336, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[j], 1024, thread);
     schedc::async_commit();
     // stage 1: the tile of A for k = 32
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[1 * 5120], 40, &A[i * 14336 + 32], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[1 * 4096], 32, &A[i * 14336 + 32], 14336, thread);
     // stage 1: the tile of B for k = 32
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[1 * 4352], 136, &B[32 * 1024 + j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[1 * 4096], 128, &B[32 * 1024 + j], 1024, thread);
     schedc::async_commit();
     // stage 2: the tile of A for k = 64
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[2 * 5120], 40, &A[i * 14336 + 64], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[2 * 4096], 32, &A[i * 14336 + 64], 14336, thread);
     // stage 2: the tile of B for k = 64
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[2 * 4352], 136, &B[64 * 1024 + j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[2 * 4096], 128, &B[64 * 1024 + j], 1024, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 14336, 32)
     for (int k = 0; k < 14336; k += 32) {
@@ -612,56 +979,89 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 96 < 14336) {
             // the tile of A 3 iteration(s) ahead
-            schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[(k_stage + 3) % 4 * 5120], 40, &A[i * 14336 + k + 96], 14336, thread);
+            schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[(k_stage + 3) % 4 * 4096], 32, &A[i * 14336 + k + 96], 14336, thread);
             // the tile of B 3 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[(k_stage + 3) % 4 * 4352], 136, &B[(k + 96) * 1024 + j], 1024, thread);
+            schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[(k_stage + 3) % 4 * 4096], 128, &B[(k + 96) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
-    // shared buffer A_shared: float16[5, 128, 32], 51184 bytes
+    // shared buffer A_shared: float16[5, 128, 32], 40960 bytes
     __half* A_shared = reinterpret_cast<__half*>(schedc_shared + 0);
-    // shared buffer B_shared: float16[5, 32, 128], 43504 bytes
-    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 51200);
+    // shared buffer B_shared: float16[5, 32, 128], 40960 bytes
+    __half* B_shared = reinterpret_cast<__half*>(schedc_shared + 40960);
     const int thread = threadIdx.x + 128 * (threadIdx.y + 2 * threadIdx.z);
+    const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
     // schedule loop i (BLOCK_Y): range(0, 1024, 128)
     const int i = blockIdx.y * 128;
     // schedule loop j (BLOCK_X): range(0, 1024, 128)
@@ -670,42 +1070,66 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
+    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+    }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[0], 32, &A[i * 14336], 14336, thread);
     // stage 0: the tile of B for k = 0
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[0], 136, &B[j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[0], 128, &B[j], 1024, thread);
     schedc::async_commit();
     // stage 1: the tile of A for k = 32
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[1 * 5120], 40, &A[i * 14336 + 32], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[1 * 4096], 32, &A[i * 14336 + 32], 14336, thread);
     // stage 1: the tile of B for k = 32
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[1 * 4352], 136, &B[32 * 1024 + j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[1 * 4096], 128, &B[32 * 1024 + j], 1024, thread);
     schedc::async_commit();
     // stage 2: the tile of A for k = 64
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[2 * 5120], 40, &A[i * 14336 + 64], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[2 * 4096], 32, &A[i * 14336 + 64], 14336, thread);
     // stage 2: the tile of B for k = 64
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[2 * 4352], 136, &B[64 * 1024 + j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[2 * 4096], 128, &B[64 * 1024 + j], 1024, thread);
     schedc::async_commit();
     // stage 3: the tile of A for k = 96
-    schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[3 * 5120], 40, &A[i * 14336 + 96], 14336, thread);
+    schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[3 * 4096], 32, &A[i * 14336 + 96], 14336, thread);
     // stage 3: the tile of B for k = 96
-    schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[3 * 4352], 136, &B[96 * 1024 + j], 1024, thread);
+    schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[3 * 4096], 128, &B[96 * 1024 + j], 1024, thread);
     schedc::async_commit();
     // schedule loop k: range(0, 14336, 32)
     for (int k = 0; k < 14336; k += 32) {
@@ -715,100 +1139,130 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         __syncthreads();  // this iteration's tiles of A, B have landed; the buffer refilled next is no longer read
         if (k + 128 < 14336) {
             // the tile of A 4 iteration(s) ahead
-            schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[(k_stage + 4) % 5 * 5120], 40, &A[i * 14336 + k + 128], 14336, thread);
+            schedc::block_copy_async<__half, 128, 32, 8, true, 256, false, 64>(&A_shared[(k_stage + 4) % 5 * 4096], 32, &A[i * 14336 + k + 128], 14336, thread);
             // the tile of B 4 iteration(s) ahead
-            schedc::block_copy_async<__half, 32, 128, 8, true, 256>(&B_shared[(k_stage + 4) % 5 * 4352], 136, &B[(k + 128) * 1024 + j], 1024, thread);
+            schedc::block_copy_async<__half, 32, 128, 8, true, 256, false, 256>(&B_shared[(k_stage + 4) % 5 * 4096], 128, &B[(k + 128) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
+            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
+            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
+            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
+            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+    }
+    #pragma unroll
+    for (int elem = 0; elem < 8; elem += 2) {
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+    }
 }
 
 #if !defined(__CUDACC_RTC__)
 // Host launchers: C-callable; they return the launch's cudaError_t (0 on success).
 extern "C" int matmul_v3(const __half* A, const __half* B, float* C)
 {
-    matmul_v3__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 18944>>>(A, B, C);
+    matmul_v3__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 16384>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v4_s3(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(matmul_v4_s3__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 56832);
-    matmul_v4_s3__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 56832>>>(A, B, C);
+    matmul_v4_s3__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 49152>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v4_s4(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(matmul_v4_s4__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 75776);
-    matmul_v4_s4__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 75776>>>(A, B, C);
+    cudaFuncSetAttribute(matmul_v4_s4__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);
+    matmul_v4_s4__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 65536>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v4_s5(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(matmul_v4_s5__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 94720);
-    matmul_v4_s5__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 94720>>>(A, B, C);
+    cudaFuncSetAttribute(matmul_v4_s5__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 81920);
+    matmul_v4_s5__gpu__<<<dim3(32, 32, 1), dim3(128, 2, 1), 81920>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v3_k14336(const __half* A, const __half* B, float* C)
 {
-    matmul_v3_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 18944>>>(A, B, C);
+    matmul_v3_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 16384>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v4_s3_k14336(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(matmul_v4_s3_k14336__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 56832);
-    matmul_v4_s3_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 56832>>>(A, B, C);
+    matmul_v4_s3_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 49152>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v4_s4_k14336(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(matmul_v4_s4_k14336__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 75776);
-    matmul_v4_s4_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 75776>>>(A, B, C);
+    cudaFuncSetAttribute(matmul_v4_s4_k14336__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);
+    matmul_v4_s4_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 65536>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 
 extern "C" int matmul_v4_s5_k14336(const __half* A, const __half* B, float* C)
 {
-    cudaFuncSetAttribute(matmul_v4_s5_k14336__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 94720);
-    matmul_v4_s5_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 94720>>>(A, B, C);
+    cudaFuncSetAttribute(matmul_v4_s5_k14336__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 81920);
+    matmul_v4_s5_k14336__gpu__<<<dim3(8, 8, 1), dim3(128, 2, 1), 81920>>>(A, B, C);
     return (int)cudaGetLastError();
 }
 

@@ -64,6 +64,28 @@ __device__ __forceinline__ void relu(Fragment& f) {
     }
 }
 
+// ---- XOR-swizzled shared tiles (schedc.instructions.swizzle_column) -------------------------
+// In a tile of PITCH-byte rows, each row's 16-byte chunks are XORed with its 128-byte line's
+// index (a line is one row if rows are longer), so that ldmatrix's 8 rows at one column hit 8
+// bank groups. Returns the offset of stored element (row, col) from the tile's first element.
+template <int PITCH, typename T>
+__device__ __forceinline__ int swizzle(int row, int col) {
+    constexpr unsigned chunk = 16 / sizeof(T);
+    constexpr unsigned rows_per_line = PITCH >= 128 ? 1 : 128 / PITCH;
+    constexpr unsigned lines = PITCH / 16 < 8 ? PITCH / 16 : 8;
+    const unsigned r = static_cast<unsigned>(row);
+    return static_cast<int>(r * (PITCH / sizeof(T)) + (static_cast<unsigned>(col) ^ (r / rows_per_line % lines * chunk)));
+}
+
+template <int PITCH, typename T>
+__device__ __forceinline__ int box_offset(int row, int col, int ld) {
+    if constexpr (PITCH == 0) {
+        return row * ld + col;
+    } else {
+        return swizzle<PITCH, T>(row, col);
+    }
+}
+
 // ---- block copies: all THREADS threads of a block copy a ROWS x COLS box --------------------
 // Rows are cut into vectors of VEC elements; STRIPED gives vector v to thread v % THREADS,
 // otherwise each thread copies one contiguous run of vectors. ld: elements between rows.
@@ -104,24 +126,37 @@ __device__ __forceinline__ void for_each_vector(int thread, F&& f) {
     }
 }
 
-// A synchronous copy moves one vector per thread at a time through a register: not unrolled, so
-// that the copy does not hold the whole box in registers (which costs occupancy).
-// BOUNDED copies take a tile at the edge of its array: only the first rows_in rows and cols_in
-// columns of the source lie inside it (cols_in a multiple of VEC); the rest of the box gets zeros.
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false>
+// A synchronous copy moves its vectors through registers, COPY_BATCH at a time: their loads are
+// in flight together, and the copy does not hold the whole box in registers (which costs
+// occupancy). BOUNDED copies take a tile at the edge of its array: only the first rows_in rows
+// and cols_in columns of the source lie inside it (cols_in a multiple of VEC); the rest of the
+// box gets zeros. SWIZZLE: the target is a swizzled tile (rows of SWIZZLE bytes), dst its first element.
+constexpr int COPY_BATCH = 4;
+
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0>
 __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread,
                                            int rows_in = ROWS, int cols_in = COLS) {
     using V = typename vector_type<VEC * sizeof(T)>::type;
+    constexpr int per_thread = box_split<ROWS, COLS, VEC, THREADS>::per_thread;
 #pragma unroll 1
-    for (int n = 0; n < box_split<ROWS, COLS, VEC, THREADS>::per_thread; ++n) {
-        bool valid; int row, col;
-        vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, n, valid, row, col);
-        if (!valid) continue;
-        V* target = reinterpret_cast<V*>(dst + row * dst_ld + col);
-        if (!BOUNDED || (row < rows_in && col < cols_in)) {
-            *target = *reinterpret_cast<const V*>(src + row * src_ld + col);
-        } else {
-            *target = V{};
+    for (int first = 0; first < per_thread; first += COPY_BATCH) {
+        V held[COPY_BATCH];
+#pragma unroll
+        for (int b = 0; b < COPY_BATCH; ++b) {
+            bool valid; int row, col;
+            vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, first + b, valid, row, col);
+            if (first + b < per_thread && valid) {
+                const bool inside = !BOUNDED || (row < rows_in && col < cols_in);
+                held[b] = inside ? *reinterpret_cast<const V*>(src + row * src_ld + col) : V{};
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < COPY_BATCH; ++b) {
+            bool valid; int row, col;
+            vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, first + b, valid, row, col);
+            if (first + b < per_thread && valid) {
+                *reinterpret_cast<V*>(dst + box_offset<SWIZZLE, T>(row, col, dst_ld)) = held[b];
+            }
         }
     }
 }
@@ -129,13 +164,14 @@ __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int
 // The same copy with cp.async (sm_80+): global to shared without registers. The data is in
 // shared memory after async_wait<N>() completes the copy's commit group. BOUNDED: vectors past
 // the array are zero-filled by cp.async itself (a source size of 0 bytes reads nothing).
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false>
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0>
 __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread,
                                                  int rows_in = ROWS, int cols_in = COLS) {
     constexpr int bytes = VEC * sizeof(T);
     static_assert(bytes == 4 || bytes == 8 || bytes == 16, "cp.async moves 4, 8 or 16 bytes");
     for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int, int row, int col) {
-        const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(dst + row * dst_ld + col));
+        const unsigned target =
+            static_cast<unsigned>(__cvta_generic_to_shared(dst + box_offset<SWIZZLE, T>(row, col, dst_ld)));
         const T* source = src + row * src_ld + col;
         if constexpr (BOUNDED) {
             const bool inside = row < rows_in && col < cols_in;
@@ -175,9 +211,10 @@ struct staged {
         });
     }
 
+    template <int SWIZZLE = 0>
     __device__ __forceinline__ void store(T* dst, int dst_ld, int thread) const {
         for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int n, int row, int col) {
-            *reinterpret_cast<V*>(dst + row * dst_ld + col) = v[n];
+            *reinterpret_cast<V*>(dst + box_offset<SWIZZLE, T>(row, col, dst_ld)) = v[n];
         });
     }
 };
@@ -225,6 +262,100 @@ __device__ __forceinline__ void load_edge(Fragment& f, const T* src, int ld, nvc
     __syncwarp();
     nvcuda::wmma::load_matrix_sync(f, mine, N, nvcuda::wmma::mem_row_major);
     __syncwarp();
+}
+
+// ---- mma.sync: a fragment is an array of one lane's elements --------------------------------
+// Which element of the tile each lane holds is the family's lane layout (schedc.instructions);
+// the generated code addresses elements with it, these helpers move whole registers.
+
+template <typename T, int N>
+__device__ __forceinline__ void fill(T (&f)[N], T value) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) f[e] = value;
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void scale(T (&f)[N], float factor) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) f[e] = convert<T>(convert<float>(f[e]) * factor);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void relu(T (&f)[N]) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) f[e] = f[e] > T(0) ? f[e] : T(0);
+}
+
+// float operands multiply in tf32: round to nearest (cvt.rna), as the wmma path does
+template <int N>
+__device__ __forceinline__ void to_tf32(float (&f)[N]) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+        unsigned bits;
+        asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(f[e]));
+        f[e] = __uint_as_float(bits);
+    }
+}
+
+// COUNT 8x8 matrices of 16-byte rows into COUNT registers starting at frag; each lane passes
+// the address of one row (lanes 8j..8j+7: the rows of matrix j). TRANS: 16-bit elements transposed.
+template <int COUNT, bool TRANS, typename T>
+__device__ __forceinline__ void ldmatrix(T* frag, const T* row) {
+    unsigned* r = reinterpret_cast<unsigned*>(frag);
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    if constexpr (COUNT == 4 && TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    } else if constexpr (COUNT == 4) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    } else if constexpr (COUNT == 2 && TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+    } else if constexpr (COUNT == 2) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+    } else if constexpr (TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(a));
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(a));
+    }
+}
+
+// d (16x8) += a (16x16, row) * b (16x8, col): fp16 or bf16 operands, float accumulators
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(float* d, const T* a, const T* b) {
+    const unsigned* x = reinterpret_cast<const unsigned*>(a);
+    const unsigned* y = reinterpret_cast<const unsigned*>(b);
+    if constexpr (same_type<T, __half>::value) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+    }
+}
+
+// fp16 accumulators: d's four halves in two registers
+__device__ __forceinline__ void mma_m16n8k16(__half* d, const __half* a, const __half* b) {
+    unsigned* z = reinterpret_cast<unsigned*>(d);
+    const unsigned* x = reinterpret_cast<const unsigned*>(a);
+    const unsigned* y = reinterpret_cast<const unsigned*>(b);
+    asm("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, "
+                 "{%0, %1};\n"
+                 : "+r"(z[0]), "+r"(z[1]) : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+}
+
+// d (16x8) += a (16x8, row) * b (8x8, col) in tf32 (operands already rounded by to_tf32)
+__device__ __forceinline__ void mma_m16n8k8(float* d, const float* a, const float* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+                   "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
 }
 
 __device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

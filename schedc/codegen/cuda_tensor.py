@@ -1,0 +1,275 @@
+"""CUDA text of tensor-core tile statements, one emitter per instruction family.
+
+The Printer (cuda.py) hands every Fragment* statement to the emitter of the family that owns
+the fragment (``Fragment.family``, a name in ``schedc.instructions.FAMILIES``). An emitter
+returns the statement's lines; it reads the family's table entry for shapes and lane layouts.
+"""
+
+from __future__ import annotations
+
+from ..instructions import MMA_SYNC, LaneLayout, Sym, ldmatrix_plan
+from ..ir.kernel import (
+    Binary,
+    Const,
+    Expr,
+    Fragment,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    Stmt,
+    TileEdge,
+    Var,
+)
+from ..ir.types import ScalarType
+
+_WMMA_TYPES = {"fp16": "__half", "bf16": "__nv_bfloat16", "tf32": "wmma::precision::tf32",
+               "s8": "signed char", "u8": "unsigned char"}
+
+
+def family_of(printer, s: Stmt) -> str:
+    """The family of the fragment a statement works on."""
+    if isinstance(s, Fragment):
+        return s.family
+    name = s.d if isinstance(s, FragmentMma) else s.fragment
+    return printer.fragments[name].family
+
+
+class Wmma:
+    """nvcuda::wmma: the warp's tile is opaque; loads and stores take a pointer and a leading
+    dimension (partial accumulator tiles go through the warp's shared scratch)."""
+
+    @staticmethod
+    def prelude() -> list[str]:
+        return []
+
+    def __init__(self, printer) -> None:
+        self.p = printer
+
+    def statement(self, s: Stmt) -> list[str]:
+        p = self.p
+        if isinstance(s, Fragment):
+            p.fragments[s.name] = s
+            return [f"wmma::fragment<{self.fragment_type(s)}> {s.name};"]
+        if isinstance(s, FragmentFill):
+            acc = p.fragments[s.fragment].dtype
+            return [f"wmma::fill_fragment({s.fragment}, {p.constant(s.value, acc)});"]
+        if isinstance(s, FragmentLoad):
+            return self.load(s)
+        if isinstance(s, FragmentStore):
+            ld, layout = leading(s.row_stride, s.col_stride)
+            pointer = f"&{s.buffer}[{p.offset(s.buffer, s.origin)}]"
+            if s.edge is not None:
+                frag = p.fragments[s.fragment]
+                return [f"schedc::store_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({pointer}, {s.fragment}, {ld}, "
+                        f"wmma::mem_{layout}, {self.edge(s.edge)});"]
+            return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
+        if isinstance(s, FragmentMma):
+            return [f"wmma::mma_sync({s.d}, {s.a}, {s.b}, {s.c});"]
+        return apply(p, s)
+
+    def load(self, s: FragmentLoad) -> list[str]:
+        p = self.p
+        frag = p.fragments[s.fragment]
+        pointer = f"&{s.buffer}[{p.offset(s.buffer, s.origin)}]"
+        ld, layout = leading(s.row_stride, s.col_stride)
+        if frag.use == "accumulator":
+            if s.edge is not None:
+                return [f"schedc::load_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({s.fragment}, {pointer}, {ld}, "
+                        f"wmma::mem_{layout}, {self.edge(s.edge)});"]
+            return [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld}, wmma::mem_{layout});"]
+        lines = [f"wmma::load_matrix_sync({s.fragment}, {pointer}, {ld});"]
+        if frag.precision == "tf32":
+            lines.append(f"schedc::to_tf32({s.fragment});")
+        return lines
+
+    def edge(self, edge: TileEdge) -> str:
+        return f"{self.p.expr(edge.rows)}, {self.p.expr(edge.cols)}, {edge.scratch}, thread"
+
+    @staticmethod
+    def fragment_type(f: Fragment) -> str:
+        if f.use == "accumulator":
+            return f"wmma::accumulator, {f.m}, {f.n}, {f.k}, {f.dtype.c_type}"
+        return f"wmma::{f.use}, {f.m}, {f.n}, {f.k}, {_WMMA_TYPES[f.precision]}, wmma::{f.layout}"
+
+
+LANE = Sym(Var("lane"))
+ELEMENT = Sym(Var("elem"))
+
+
+class MmaSync:
+    """mma.sync: a fragment is an array of the lane's elements in the family's lane layout;
+    operands come from shared memory with ldmatrix (or element by element), accumulators and
+    operands in global memory element by element, guarded per element at the array's edge."""
+
+    @staticmethod
+    def prelude() -> list[str]:
+        return ["const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;"]
+
+    def __init__(self, printer) -> None:
+        self.p = printer
+
+    def statement(self, s: Stmt) -> list[str]:
+        p = self.p
+        if isinstance(s, Fragment):
+            p.fragments[s.name] = s
+            layout = fragment_layout(s)
+            element = _element_type(s)
+            return [f"alignas(16) {element} {s.name}[{layout.elements}];  // {s.use} {layout.rows}x{layout.cols}: "
+                    f"{layout.elements} element(s) per lane ({MMA_SYNC.name} layout)"]
+        if isinstance(s, FragmentFill):
+            acc = p.fragments[s.fragment].dtype
+            return [f"schedc::fill({s.fragment}, {p.constant(s.value, acc)});"]
+        if isinstance(s, FragmentLoad):
+            return self.load(s)
+        if isinstance(s, FragmentStore):
+            return self.elements(s, s.fragment, store=True)
+        if isinstance(s, FragmentMma):
+            return self.mma(s)
+        return apply(p, s)
+
+    def load(self, s: FragmentLoad) -> list[str]:
+        frag = self.p.fragments[s.fragment]
+        lines = self.ldmatrix(s, frag) if s.path == "ldmatrix" else self.elements(s, s.fragment, store=False)
+        if frag.precision == "tf32":
+            lines.append(f"schedc::to_tf32({s.fragment});")
+        return lines
+
+    def ldmatrix(self, s: FragmentLoad, frag: Fragment) -> list[str]:
+        layout = fragment_layout(frag)
+        plan = ldmatrix_plan(layout, s.row_stride, s.col_stride)
+        if plan is None:
+            raise ValueError(f"{s.fragment}: ldmatrix cannot load this {frag.use} with strides "
+                             f"{s.row_stride}, {s.col_stride}")
+        lines = []
+        for group in plan:
+            address = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, group.row(LANE), group.col(LANE))
+            lines.append(f"schedc::ldmatrix<{group.count}, {'true' if group.trans else 'false'}>"
+                         f"(&{s.fragment}[{group.first * layout.per_register}], {address});")
+        return lines
+
+    def pointer(self, buffer: str, origin, row_stride: int, col_stride: int, r, c) -> str:
+        """The address of the tile's element (r, c) (lane-dependent Sym values): the origin
+        plus an offset, or in a swizzled buffer the tile's first row plus the swizzled (row,
+        col) of the element."""
+        p = self.p
+        spec = p.buffers[buffer]
+        geometry = swizzle_geometry(spec)
+        if geometry is None:
+            delta = _as_expr(r * row_stride + c * col_stride)
+            return f"&{buffer}[{p.offset(buffer, origin)}] + {p.expr(delta, _ADD)}"
+        pitch, row_dim, col_dim = geometry
+        stored = {row_stride: r, col_stride: c}
+        if set(stored) != {pitch // spec.dtype.size, 1}:
+            raise ValueError(f"a tile of the swizzled {buffer} with strides {row_stride}, {col_stride}")
+        row = Binary("+", origin[row_dim], _as_expr(stored[pitch // spec.dtype.size]))
+        col = Binary("+", origin[col_dim], _as_expr(stored[1]))
+        return (f"&{buffer}[{p.offset(buffer, swizzle_base(spec, origin))}] + "
+                f"schedc::swizzle<{pitch}, {spec.dtype.c_type}>({p.expr(row)}, {p.expr(col)})")
+
+    def elements(self, s: FragmentLoad | FragmentStore, name: str, store: bool) -> list[str]:
+        """A loop over the lane's elements, ``s.vector`` at a time: each one's row and column
+        from the lane layout; at C's edge only the elements inside the array."""
+        p = self.p
+        frag = p.fragments[name]
+        layout = fragment_layout(frag)
+        row, col = layout.row(LANE, ELEMENT), layout.col(LANE, ELEMENT)
+        pointer = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, row, col)
+        memory = f"*({pointer})"
+        mine = f"{name}[elem]"
+        if s.vector > 1:
+            vector = f"schedc::vector_type<{s.vector * p.buffers[s.buffer].dtype.size}>::type"
+            memory = f"*reinterpret_cast<{'' if store else 'const '}{vector}*>({pointer})"
+            mine = f"*reinterpret_cast<{vector}*>(&{name}[elem])"
+        inside = None
+        if s.edge is not None:
+            inside = (f"{p.expr(_as_expr(row), _LESS)} < {p.expr(s.edge.rows, _LESS + 1)} && "
+                      f"{p.expr(_as_expr(col), _LESS)} < {p.expr(s.edge.cols, _LESS + 1)}")
+        if store:
+            body = f"{memory} = {mine};"
+            body = f"if ({inside}) {body}" if inside else body
+        elif inside:
+            zero = "{}" if s.vector > 1 else p.constant(0, frag.dtype if frag.use == "accumulator"
+                                                          else p.buffers[s.buffer].dtype)
+            body = f"{mine} = {inside} ? {memory} : {zero};" if s.vector == 1 else \
+                f"if ({inside}) {mine} = {memory}; else {mine} = {{}};"
+        else:
+            body = f"{mine} = {memory};"
+        step = f"elem += {s.vector}"
+        return ["#pragma unroll", f"for (int elem = 0; elem < {layout.elements}; {step}) {{", f"    {body}", "}"]
+
+    def mma(self, s: FragmentMma) -> list[str]:
+        p = self.p
+        frag = p.fragments[s.a]
+        acc = p.fragments[s.c]
+        mnk = (frag.m, frag.n, frag.k)
+        lines = []
+        if s.d != s.c:
+            count = fragment_layout(acc).elements
+            lines += ["#pragma unroll", f"for (int elem = 0; elem < {count}; elem += 1) {s.d}[elem] = {s.c}[elem];"]
+        m, n, k = MMA_SYNC.instruction_shape(frag.precision)
+        for a, b, c in MMA_SYNC.instructions(mnk, frag.precision, acc.dtype):
+            lines.append(f"schedc::mma_m{m}n{n}k{k}(&{s.d}[{c}], &{s.a}[{a}], &{s.b}[{b}]);")
+        return lines
+
+
+def swizzle_geometry(spec) -> tuple[int, int, int] | None:
+    """A swizzled buffer's pitch in bytes and its stored row and column dimensions, or None."""
+    pitch = getattr(spec, "swizzle", 0)
+    if not pitch:
+        return None
+    return pitch, spec.strides.index(pitch // spec.dtype.size), spec.strides.index(1)
+
+
+def swizzle_base(spec, origin: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """A tile origin in a swizzled buffer moved to its slot's first element (row and column 0)."""
+    _, row_dim, col_dim = swizzle_geometry(spec)
+    return tuple(Const(0) if d in (row_dim, col_dim) else sub for d, sub in enumerate(origin))
+
+
+def fragment_layout(f: Fragment) -> LaneLayout:
+    return MMA_SYNC.tile_layout(f.use, (f.m, f.n, f.k), f.precision, f.dtype if f.use == "accumulator" else None)
+
+
+def _element_type(f: Fragment) -> str:
+    if f.use == "accumulator":
+        return f.dtype.c_type
+    return "float" if f.precision == "tf32" else f.dtype.c_type
+
+
+def _as_expr(value) -> Expr:
+    return value.expr if isinstance(value, Sym) else Const(int(value))
+
+
+_ADD = 5  # precedence of + in the printer: a delta after `pointer + ` keeps its parentheses as needed
+_LESS = 4
+
+
+def apply(p, s: FragmentApply) -> list[str]:
+    """Prologue and epilogue operations on an accumulator, for every family (the runtime's
+    helpers take a wmma fragment or a lane's array)."""
+    if s.op == "scale":
+        return [f"schedc::scale({s.fragment}, {p.constant(s.arg, ScalarType.float32)});"]
+    if s.op == "relu":
+        return [f"schedc::relu({s.fragment});"]
+    acc = p.fragments[s.fragment].dtype
+    if p.fragments[s.fragment].family == "wmma":
+        return [f"wmma::fill_fragment({s.fragment}, {p.constant(s.arg, acc)});"]
+    return [f"schedc::fill({s.fragment}, {p.constant(s.arg, acc)});"]
+
+
+def leading(row_stride: int, col_stride: int) -> tuple[int, str]:
+    """Leading dimension and wmma memory layout of a tile."""
+    if col_stride == 1:
+        return row_stride, "row_major"
+    return col_stride, "col_major"
+
+
+def _staged(edge: TileEdge) -> str:
+    """The template flag that sends every tile through the scratch."""
+    return ", true" if edge.staged else ""
+
+
+EMITTERS = {"wmma": Wmma, "mma_sync": MmaSync}
+

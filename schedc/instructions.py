@@ -1,0 +1,461 @@
+"""Tensor-core instruction families as data, beside the target table.
+
+A family is how a warp multiplies tiles on the tensor cores: which operand types, accumulators
+and shapes it takes, the architecture it needs, where its operands may come from, and (where
+the hardware documents it) which lane holds which element of each operand: its *lane layout*.
+Matching, checks, resource estimates, the CUDA emitters and the emulator read this table; a
+new family is one entry here, one emitter, one executor and their tests.
+
+A lane layout is a pair of functions ``(lane, e) -> row`` and ``(lane, e) -> col`` written with
+``+ * // %`` only, so that one definition serves three readers: the emulator evaluates it on
+numpy arrays of lanes, the CUDA emitter on symbolic values (``Sym``) that build kernel-IR
+expressions, and ldmatrix planning on plain integers.
+
+>>> a = MMA_SYNC.tile_layout("matrix_a", (16, 16, 16), "fp16")
+>>> a.elements, [(a.row(5, e), a.col(5, e)) for e in range(4)]
+(8, [(1, 2), (1, 3), (9, 2), (9, 3)])
+>>> from schedc.targets import Model
+>>> family_for(Target(Model.NVIDIA_H100), ScalarType.float16, ScalarType.float32,
+...            MMAShape.M16xN16xK16_B1, Instruction.AUTO).name
+'mma_sync'
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import PlanError
+from .ir.kernel import Binary, Const, Expr
+from .ir.types import ScalarType
+from .targets import MMAShape, Target
+
+
+class Instruction(enum.Enum):
+    """Which tensor-core instructions ``plan.tensorize`` uses (``instruction=``): AUTO picks the
+    fastest family the target has for the operand types and shape."""
+
+    AUTO = "AUTO"
+    WMMA = "WMMA"  # wmma.load / wmma.mma.sync / wmma.store: the warp's tile layout is opaque
+    MMA_SYNC = "MMA_SYNC"  # ldmatrix + mma.sync.aligned.m16n8k*: documented per-lane layouts
+
+
+# -- lane layouts ------------------------------------------------------------------------------
+
+Index = Callable[[object, object], object]  # (lane, e) -> row or column, on ints, arrays or Sym
+
+
+@dataclass(frozen=True)
+class LaneLayout:
+    """Element ``e`` (0 <= e < elements) of lane ``lane`` holds the tile's element
+    ``(row(lane, e), col(lane, e))``; ``bits`` is the width of one element in its register."""
+
+    rows: int
+    cols: int
+    elements: int
+    row: Index
+    col: Index
+    bits: int
+
+    @property
+    def per_register(self) -> int:
+        return 32 // self.bits
+
+    @property
+    def registers(self) -> int:
+        return self.elements // self.per_register
+
+
+def _a16(lane, e):
+    return lane // 4 + 8 * ((e // 2) % 2), 2 * (lane % 4) + e % 2 + 8 * (e // 4)
+
+
+def _b16(lane, e):
+    return 2 * (lane % 4) + e % 2 + 8 * (e // 2), lane // 4
+
+
+def _a32(lane, e):
+    return lane // 4 + 8 * (e % 2), lane % 4 + 4 * (e // 2)
+
+
+def _b32(lane, e):
+    return lane % 4 + 4 * e, lane // 4
+
+
+def _c(lane, e):
+    return lane // 4 + 8 * (e // 2), 2 * (lane % 4) + e % 2
+
+
+def _layout(rows, cols, elements, f, bits) -> LaneLayout:
+    return LaneLayout(rows, cols, elements, lambda lane, e: f(lane, e)[0], lambda lane, e: f(lane, e)[1], bits)
+
+
+# one mma.sync instruction's operands (PTX ISA, "Matrix fragments for mma.m16n8k16 / m16n8k8")
+_MMA_SYNC_LAYOUTS = {
+    ("matrix_a", 16): _layout(16, 16, 8, _a16, 16),
+    ("matrix_b", 16): _layout(16, 8, 4, _b16, 16),
+    ("matrix_a", 32): _layout(16, 8, 4, _a32, 32),
+    ("matrix_b", 32): _layout(8, 8, 2, _b32, 32),
+    ("accumulator", 32): _layout(16, 8, 4, _c, 32),
+    ("accumulator", 16): _layout(16, 8, 4, _c, 16),
+}
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Operands of one type multiplied into one of ``accumulators``; ``precision`` is what the
+    hardware multiplies in; ``mnk`` the instruction's own shape."""
+
+    operand: ScalarType
+    accumulators: tuple[ScalarType, ...]
+    precision: str
+    shapes: tuple[MMAShape, ...]  # warp tiles (plan.tensorize's mma_shape) the family builds
+    mnk: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One row of the instruction table."""
+
+    name: str
+    instruction: Instruction
+    summary: str
+    issued_by: str  # "warp" (a warpgroup family will say so)
+    min_sm: int
+    modes: tuple[Mode, ...]
+    speed: int  # AUTO prefers the higher
+    operand_align: int  # bytes a tile's first element needs in memory (0: any element)
+    leading_bytes: int  # a tile's leading dimension is a multiple of this (0: any)
+    edge_scratch: bool  # partial accumulator tiles go through the warp's slice of shared memory
+    swizzles: bool  # shared operand tiles are XOR-swizzled (False: rows padded)
+    layouts: dict | None = None  # (use, bits) -> LaneLayout of one instruction; None: opaque
+
+    def mode(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> Mode | None:
+        for mode in self.modes:
+            if mode.operand == operand and accumulator in mode.accumulators and shape in mode.shapes:
+                return mode
+        return None
+
+    def tile_layout(self, use: str, mnk: tuple[int, int, int], precision: str,
+                    accumulator: ScalarType | None = None) -> LaneLayout:
+        """The lane layout of a whole warp tile: instructions side by side (A along m, B along
+        n, C row by row of instructions), each instruction's elements consecutive."""
+        one = self.instruction_layout(use, precision, accumulator)
+        im, in_, _ = self.instruction_shape(precision, mnk[2])
+        m, n, _ = mnk
+        if use == "matrix_a":
+            return _stacked(one, m // im, 1)
+        if use == "matrix_b":
+            return _stacked(one, 1, n // in_)
+        return _stacked(one, m // im, n // in_)
+
+    def instruction_layout(self, use: str, precision: str, accumulator: ScalarType | None = None) -> LaneLayout:
+        bits = (accumulator.size * 8 if accumulator is not None else 32) if use == "accumulator" \
+            else (32 if precision == "tf32" else 16)
+        return self.layouts[use, bits]
+
+    def instruction_shape(self, precision: str, k: int = 0) -> tuple[int, int, int]:
+        """The instruction's shape for operands of ``precision`` (an accumulator's fragment
+        names its own type: then the mode whose k is ``k``)."""
+        return next(mode.mnk for mode in self.modes if mode.precision == precision or mode.mnk[2] == k)
+
+    def instructions(self, mnk: tuple[int, int, int], precision: str, accumulator: ScalarType):
+        """The warp tile's product as instructions: for each, the first element of A, B and C
+        that it reads (its registers follow), in the order the tile layouts number them."""
+        im, in_, _ = self.instruction_shape(precision)
+        m, n, _ = mnk
+        a, b, c = (self.instruction_layout(u, precision, accumulator).elements
+                   for u in ("matrix_a", "matrix_b", "accumulator"))
+        return [(i * a, j * b, (i * (n // in_) + j) * c) for i in range(m // im) for j in range(n // in_)]
+
+    def registers(self, use: str, mnk: tuple[int, int, int], precision: str, dtype: ScalarType) -> int:
+        """32-bit registers per lane for one fragment."""
+        if self.layouts is None:  # opaque: the warp's share of the tile
+            rows, cols = {"matrix_a": mnk[::2], "matrix_b": mnk[:0:-1], "accumulator": mnk[:2]}[use]
+            size = 4 if precision == "tf32" else dtype.size
+            return -(-rows * cols * size // (32 * 4))
+        layout = self.tile_layout(use, mnk, precision, dtype if use == "accumulator" else None)
+        return layout.registers
+
+
+def _stacked(one: LaneLayout, down: int, across: int) -> LaneLayout:
+    """``down`` x ``across`` instruction tiles, numbered row by row; each one's elements are
+    consecutive (element e is element e % per of tile e // per)."""
+    if down * across == 1:
+        return one
+    per = one.elements
+
+    def row(lane, e):
+        tile = e // per
+        return one.row(lane, e % per) + (one.rows * (tile // across) if down > 1 else 0)
+
+    def col(lane, e):
+        tile = e // per
+        return one.col(lane, e % per) + (one.cols * (tile % across) if across > 1 else 0)
+
+    return LaneLayout(one.rows * down, one.cols * across, per * down * across, row, col, one.bits)
+
+
+_WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
+_MMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1)
+_F32, _F16, _BF16 = ScalarType.float32, ScalarType.float16, ScalarType.bfloat16
+
+WMMA = Family(
+    "wmma", Instruction.WMMA, "wmma.load/mma/store (CUDA's nvcuda::wmma)", "warp", 70,
+    (Mode(_F16, (_F32, _F16), "fp16", _WMMA_16, (16, 16, 16)),
+     Mode(_BF16, (_F32,), "bf16", _WMMA_16, (16, 16, 16)),
+     Mode(_F32, (_F32,), "tf32", (MMAShape.M16xN16xK8_B1,), (16, 16, 8)),
+     Mode(ScalarType.int8, (ScalarType.int32,), "s8", _WMMA_16, (16, 16, 16)),
+     Mode(ScalarType.uint8, (ScalarType.int32,), "u8", _WMMA_16, (16, 16, 16))),
+    speed=1, operand_align=32, leading_bytes=16, edge_scratch=True, swizzles=False,
+)
+
+MMA_SYNC = Family(
+    "mma_sync", Instruction.MMA_SYNC, "ldmatrix + mma.sync.aligned.m16n8k16 / m16n8k8", "warp", 80,
+    (Mode(_F16, (_F32, _F16), "fp16", _MMA_16, (16, 8, 16)),
+     Mode(_BF16, (_F32,), "bf16", _MMA_16, (16, 8, 16)),
+     Mode(_F32, (_F32,), "tf32", (MMAShape.M16xN16xK8_B1,), (16, 8, 8))),
+    speed=2, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
+    layouts=_MMA_SYNC_LAYOUTS,
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (WMMA, MMA_SYNC)}
+BY_INSTRUCTION: dict[Instruction, Family] = {f.instruction: f for f in FAMILIES.values()}
+
+
+def family_for(target: Target, operand: ScalarType, accumulator: ScalarType, shape: MMAShape,
+               requested: Instruction) -> Family:
+    """The family that multiplies ``operand`` into ``accumulator`` tiles of ``shape`` on the
+    target: the one requested, or with AUTO the fastest that can; LookupError says why none."""
+    wanted = list(FAMILIES.values()) if requested is Instruction.AUTO else [BY_INSTRUCTION[requested]]
+    usable = [f for f in wanted if target.spec.sm >= f.min_sm and f.mode(operand, accumulator, shape)]
+    if usable:
+        return max(usable, key=lambda f: f.speed)
+    if requested is Instruction.AUTO:
+        raise LookupError(f"no tensor-core instruction multiplies {operand.value} into {accumulator.value} "
+                          f"with {shape.name}")
+    family = wanted[0]
+    if target.spec.sm < family.min_sm:
+        return _refuse(f"{requested.name} needs sm_{family.min_sm} or newer; {target.name} is sm_{target.spec.sm}")
+    modes = "; ".join(f"{m.operand.value} into {'/'.join(a.value for a in m.accumulators)} with "
+                      f"{', '.join(s.name for s in m.shapes)}" for m in family.modes)
+    return _refuse(f"{requested.name} multiplies {modes}; not {operand.value} into {accumulator.value} with "
+                   f"{shape.name} (use Instruction.AUTO or another instruction)")
+
+
+def _refuse(reason: str):
+    raise LookupError(reason)
+
+
+def check_instruction(where: str, instruction: object) -> Instruction:
+    if not isinstance(instruction, Instruction):
+        raise PlanError(where, f"instruction must be an Instruction ({', '.join(i.name for i in Instruction)}), "
+                               f"not {instruction!r}")
+    return instruction
+
+
+# -- symbolic lanes: one layout definition, printed as CUDA and evaluated by the emulator -------
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A kernel-IR index expression that layouts compute with (``+ * // %`` and integers)."""
+
+    expr: Expr
+
+    def _join(self, op: str, other, swap: bool = False):
+        other = other.expr if isinstance(other, Sym) else Const(int(other))
+        lhs, rhs = (other, self.expr) if swap else (self.expr, other)
+        return Sym(Binary(op, lhs, rhs))
+
+    def __add__(self, other):
+        return self if _is(other, 0) else self._join("+", other)
+
+    def __radd__(self, other):
+        return self if _is(other, 0) else self._join("+", other, swap=True)
+
+    def __mul__(self, other):
+        return other if _is(other, 0) else self if _is(other, 1) else self._join("*", other)
+
+    def __rmul__(self, other):
+        return other if _is(other, 0) else self if _is(other, 1) else self._join("*", other, swap=True)
+
+    def __floordiv__(self, other):  # lanes and elements are never negative: C's / is floor here
+        return self if _is(other, 1) else self._join("/", other)
+
+    def __mod__(self, other):
+        inner = self.expr
+        if (isinstance(inner, Binary) and inner.op == "%" and isinstance(inner.rhs, Const)
+                and not isinstance(other, Sym) and inner.rhs.value % other == 0):
+            return Sym(inner.lhs) % other  # (x % 4) % 2 == x % 2
+        return self._join("%", other)
+
+
+def _is(value, n: int) -> bool:
+    return not isinstance(value, Sym) and value == n
+
+
+# -- ldmatrix: 8x8 matrices of 16-byte rows, one row address per lane ---------------------------
+
+
+@dataclass(frozen=True)
+class Ldmatrix:
+    """One ``ldmatrix.x{count}[.trans]``: registers ``first .. first+count-1`` of a fragment;
+    lane ``l`` gives the address of the tile element ``(row(l), col(l))`` (lanes past 8*count
+    repeat the first ones)."""
+
+    first: int
+    count: int
+    trans: bool
+    row: Callable
+    col: Callable
+
+
+def ldmatrix_plan(layout: LaneLayout, row_stride: int, col_stride: int) -> tuple[Ldmatrix, ...] | None:
+    """How ldmatrix loads a fragment of ``layout`` from a tile with these strides, or None when
+    it cannot (each register must hold a row pair of an 8x8 block whose 16-byte rows are
+    contiguous: without .trans along the pair, with .trans (16-bit only) across it)."""
+    blocks = [_block(layout, q) for q in range(layout.registers)]
+    if any(b is None for b in blocks):
+        return None
+    trans = set()
+    for _, minor, major in blocks:
+        along_minor = minor[0] * row_stride + minor[1] * col_stride
+        along_major = major[0] * row_stride + major[1] * col_stride
+        if along_minor == 1:
+            trans.add(False)
+        elif along_major == 1 and layout.bits == 16:
+            trans.add(True)
+        else:
+            return None
+    if len(trans) != 1:
+        return None
+    flipped = trans.pop()
+    plans, q = [], 0
+    while q < len(blocks):
+        count = next(c for c in (4, 2, 1) if q + c <= len(blocks) and _bit_affine(blocks[q:q + c]))
+        plans.append(_group(blocks[q:q + count], q, flipped))
+        q += count
+    return tuple(plans)
+
+
+def _block(layout: LaneLayout, q: int):
+    """Register q's 8x8 block: (origin, minor step, major step), or None if it is not one."""
+    per = layout.per_register
+    e0 = q * per
+
+    def at(lane, h=0):
+        return layout.row(lane, e0 + h), layout.col(lane, e0 + h)
+
+    origin = at(0)
+    minor = _diff(at(1), origin) if per == 1 else _diff(at(0, 1), origin)
+    major = _diff(at(4), origin)
+    if sorted((minor, major)) != [(0, 1), (1, 0)]:
+        return None
+    for lane in range(32):
+        for h in range(per):
+            along = (lane % 4) * per + h
+            want = (origin[0] + (lane // 4) * major[0] + along * minor[0],
+                    origin[1] + (lane // 4) * major[1] + along * minor[1])
+            if at(lane, h) != want:
+                return None
+    return origin, minor, major
+
+
+def _diff(p, q) -> tuple[int, int]:
+    return p[0] - q[0], p[1] - q[1]
+
+
+def _bit_affine(blocks) -> bool:
+    """The blocks' origins are O0 + bit0(j) * d1 + bit1(j) * d2 (so lanes can compute theirs)."""
+    if len({b[1:] for b in blocks}) != 1:
+        return False
+    if len(blocks) < 4:
+        return True
+    o = [b[0] for b in blocks]
+    return all(o[3][i] == o[1][i] + o[2][i] - o[0][i] for i in range(2))
+
+
+def _group(blocks, first: int, trans: bool) -> Ldmatrix:
+    origin, minor, major = blocks[0]
+    step = minor if trans else major  # the direction in which the 8 row addresses advance
+    d1 = _diff(blocks[1][0], origin) if len(blocks) > 1 else (0, 0)
+    d2 = _diff(blocks[2][0], origin) if len(blocks) > 2 else (0, 0)
+    count = len(blocks)
+
+    def position(lane, axis: int):
+        j = (lane // 8) % count if count > 1 else 0
+        r = lane % 8
+        return origin[axis] + r * step[axis] + (j % 2) * d1[axis] + (j // 2) * d2[axis]
+
+    return Ldmatrix(first, count, trans, lambda lane: position(lane, 0), lambda lane: position(lane, 1))
+
+
+def vector_width(layout: LaneLayout, row_stride: int, col_stride: int, size: int) -> int:
+    """The most consecutive elements of a lane (2 or 4, at most 16 bytes) that lie side by side
+    in memory at offsets that are multiples of their count, for every lane (1: none)."""
+    for width in (4, 2):
+        if width * size > 16 or layout.elements % width:
+            continue
+        if all(_run(layout, lane, e, width, row_stride, col_stride)
+               for lane in range(32) for e in range(0, layout.elements, width)):
+            return width
+    return 1
+
+
+def _run(layout: LaneLayout, lane: int, e: int, width: int, row_stride: int, col_stride: int) -> bool:
+    offsets = [layout.row(lane, e + t) * row_stride + layout.col(lane, e + t) * col_stride for t in range(width)]
+    return offsets[0] % width == 0 and offsets == list(range(offsets[0], offsets[0] + width))
+
+
+# -- shared-memory swizzle -----------------------------------------------------------------------
+
+
+def swizzle_pitch(row_bytes: int) -> int:
+    """The row pitch (bytes) of an XOR-swizzled tile, or 0 when rows of this length are not
+    swizzled: they must be 32 or 64 bytes, or a multiple of 128."""
+    return row_bytes if row_bytes in (32, 64) or (row_bytes > 0 and row_bytes % 128 == 0) else 0
+
+
+def swizzle_column(row, col, pitch: int, size: int):
+    """Where element ``col`` of stored row ``row`` lives in a tile swizzled at ``pitch`` bytes
+    per row: its 16-byte chunk is XORed with the row's line index (a line is 128 bytes, or one
+    row if longer), so that 8 consecutive rows read at one column hit 8 different bank groups
+    (ldmatrix without conflicts). Chunks stay whole and stay in their row. Works on ints and
+    numpy arrays; rows count from the tile's (or its ring slot's) first row.
+
+    >>> [swizzle_column(r, 0, 64, 2) // 8 for r in range(8)]  # 64-byte rows: chunks of 8 halves
+    [0, 0, 1, 1, 2, 2, 3, 3]
+    """
+    chunk = 16 // size
+    rows_per_line = max(1, 128 // pitch)
+    lines = min(pitch // 16, 8)
+    return col ^ (((row // rows_per_line) % lines) * chunk)
+
+
+def swizzled(offsets, buffer):
+    """Physical element offsets of logical ``offsets`` in a shared buffer (its ``swizzle``
+    pitch, 0: none): the stored row is the dimension whose stride is the pitch."""
+    pitch = getattr(buffer, "swizzle", 0)
+    if not pitch:
+        return offsets
+    size = buffer.dtype.size
+    row_elements = pitch // size
+    row_dim = buffer.strides.index(row_elements)
+    col = offsets % row_elements
+    row = (offsets // row_elements) % buffer.shape[row_dim]
+    return offsets - col + swizzle_column(row, col, pitch, size)
+
+
+def check_layouts() -> None:
+    """Every lane layout of the table covers its tile once (each element held by one lane)."""
+    for (use, bits), layout in _MMA_SYNC_LAYOUTS.items():
+        seen = {(layout.row(lane, e), layout.col(lane, e)) for lane in range(32) for e in range(layout.elements)}
+        if len(seen) != 32 * layout.elements or len(seen) != layout.rows * layout.cols:
+            raise AssertionError(f"mma_sync {use} ({bits}-bit) does not cover its "
+                                 f"{layout.rows}x{layout.cols} tile once")
+
