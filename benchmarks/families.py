@@ -5,7 +5,8 @@ wmma and ldmatrix + mma.sync, so that one device run times them side by side.
 - ``v4_<type>_<family>``: the Tilus MatmulV4 plan (samples/tilus_matmul.py: 128x128x32 blocks,
   8 warps of 64x32, 3-stage cp.async ring, C in fragments) at 4096^3 for float16, bfloat16 and
   float32 (tf32) operands, float32 C;
-- ``v4_fp16_mma_w<M>x<N>_s<stages>``: the same block tile with other warp tiles and stages;
+- ``fp16_mma_b<M>x<N>x<K>_w<M>x<N>_s<stages>[_<n>_per_sm]``: fp16 on mma.sync with other block
+  tiles, warp tiles, stages and ``create_plan(_blocks_per_SM=n)`` (``TILES``);
 - ``ladder<step>_<type>_<family>``: Accera's caching ladder at its tutorial's tiles (32x32
   blocks of 2x2 warps, ``kk = split(k, 256)``, order i, j, k, kk, ii, jj, iii, jjj, kkk) at
   2048x1024x2048: 1 no cache, 2 sequential shared caches of A and B, 3 double-buffered, 4 plus
@@ -31,6 +32,10 @@ import schedc as acc  # noqa: E402
 TYPES = {"fp16": acc.ScalarType.float16, "bf16": acc.ScalarType.bfloat16, "tf32": acc.ScalarType.float32}
 FAMILIES = {"wmma": acc.Instruction.WMMA, "mma": acc.Instruction.MMA_SYNC}
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
+# other tiles of the fp16 plan: (block m, n, k), (warp m, n), stages, blocks per SM (None: any)
+TILES = [((128, 128, 32), (64, 64), 3, None), ((128, 128, 32), (64, 64), 4, None), ((128, 128, 32), (64, 64), 3, 3),
+         ((128, 128, 32), (64, 64), 4, 3), ((128, 128, 32), (64, 32), 3, 3), ((128, 256, 32), (64, 64), 3, None),
+         ((128, 128, 32), (32, 64), 3, 4)]
 
 
 def ladder(step: int, operand: acc.ScalarType, instruction: acc.Instruction, M=2048, N=1024, K=2048):
@@ -70,11 +75,11 @@ def main() -> None:
         for family_name, instruction in FAMILIES.items():
             package.add(*tilus_matmul.matmul(4096, 4096, 4096, 3, operand=operand, instruction=instruction),
                         base_name=f"v4_{type_name}_{family_name}")
-    for warp in ((64, 64), (32, 64), (128, 32)):  # other warp tiles of the same block tile
-        for stages in (3, 4):
-            package.add(*tilus_matmul.matmul(4096, 4096, 4096, stages, warp=warp,
-                                             instruction=acc.Instruction.MMA_SYNC),
-                        base_name=f"v4_fp16_mma_w{warp[0]}x{warp[1]}_s{stages}")
+    for block, warp, stages, blocks_per_sm in TILES:
+        name = f"fp16_mma_b{'x'.join(map(str, block))}_w{warp[0]}x{warp[1]}_s{stages}"
+        name += f"_{blocks_per_sm}_per_sm" if blocks_per_sm else ""
+        package.add(*tilus_matmul.matmul(4096, 4096, 4096, stages, warp=warp, block=block, blocks_per_sm=blocks_per_sm,
+                                         instruction=acc.Instruction.MMA_SYNC), base_name=name)
     for type_name in ("fp16", "tf32"):
         for family_name, instruction in FAMILIES.items():
             for step in (1, 2, 3, 4):

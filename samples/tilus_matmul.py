@@ -14,7 +14,7 @@ Each is built at 4096^3 and at M=N=1024, K=14336. ``matmul`` also takes bfloat16
 operands (tf32 tensor cores, 16x16x8), sizes the tiles do not divide (samples/odd_sizes.py), a
 column-major B (benchmarks/layouts.py) and the tensor-core instruction family
 (benchmarks/families.py: wmma or ldmatrix + mma.sync; AUTO picks mma.sync on sm_80+) and
-the warp tile.
+the block and warp tiles and the blocks each multiprocessor should hold.
 """
 
 import schedc as acc
@@ -28,7 +28,8 @@ WARP_M, WARP_N = 64, 32
 
 
 def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16,
-           b_layout=acc.Array.Layout.FIRST_MAJOR, instruction=acc.Instruction.AUTO, warp=(WARP_M, WARP_N)):
+           b_layout=acc.Array.Layout.FIRST_MAJOR, instruction=acc.Instruction.AUTO, warp=(WARP_M, WARP_N),
+           block=(BLOCK_M, BLOCK_N, BLOCK_K), blocks_per_sm=None):
     mma_shape = MMA_SHAPES[operand]
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
@@ -42,13 +43,13 @@ def matmul(M: int, N: int, K: int, stages: int, operand=acc.ScalarType.float16,
         C[i, j] += A[i, k] * B[k, j]
 
     schedule = nest.create_schedule()
-    ii, jj, kk = schedule.split(i, BLOCK_M), schedule.split(j, BLOCK_N), schedule.split(k, BLOCK_K)
+    ii, jj, kk = schedule.split(i, block[0]), schedule.split(j, block[1]), schedule.split(k, block[2])
     iii, jjj = schedule.split(ii, warp[0]), schedule.split(jj, warp[1])  # a warp's tile of C
     m, n, mk = target.tensor_core_info.compute_tensor_splits(mma_shape)
     iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})  # one tensor-core tile
     schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
 
-    plan = schedule.create_plan(target)
+    plan = schedule.create_plan(target, _blocks_per_SM=blocks_per_sm)
     plan.bind({
         i: target.GridUnit.BLOCK_Y,
         j: target.GridUnit.BLOCK_X,

@@ -451,3 +451,38 @@ def test_shared_cache_over_48k_opts_in():
     from schedc.codegen.cuda import emit_launcher
 
     assert "cudaFuncSetAttribute(f__gpu__, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);" in emit_launcher(kernel)
+
+
+def _tilus(**kw):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "samples"))
+    from tilus_matmul import matmul
+
+    return matmul(256, 256, 256, 3, **kw)
+
+
+def test_blocks_per_sm_bounds_the_registers():
+    from schedc.codegen.cuda import emit_source
+
+    model, kernel = compile_plan(*_tilus(warp=(64, 64), blocks_per_sm=3))
+    assert model.blocks_per_sm == kernel.min_blocks == 3
+    assert 'extern "C" __global__ void __launch_bounds__(128, 3)' in emit_source([kernel], "// bounds")
+    _, kernel = compile_plan(*_tilus())
+    assert kernel.min_blocks == 0 and "__launch_bounds__(256)\n" in emit_source([kernel], "// bounds")
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"blocks_per_sm": 0}, PlanError, r"_blocks_per_SM must be a positive integer"),
+    ({"blocks_per_sm": 2.5}, PlanError, r"_blocks_per_SM must be a positive integer"),
+    ({"blocks_per_sm": 33}, PlanError, r"NVIDIA H100 holds at most 32 blocks per multiprocessor"),
+    ({"blocks_per_sm": 9}, PlanError, r"create_plan\(_blocks_per_SM=9\): 9 blocks of 256 threads are 2304 threads; "
+                                      r"a NVIDIA H100 multiprocessor holds 2048"),
+    ({"blocks_per_sm": 5, "warp": (64, 64)}, acc.CacheError,
+     r"create_plan\(_blocks_per_SM=5\): 5 blocks of 49152 bytes of shared memory need 245760 bytes; a NVIDIA H100 "
+     r"multiprocessor has 233472"),
+])
+def test_blocks_per_sm_that_cannot_fit_is_refused(kw, error, message):
+    with pytest.raises(error, match=message):
+        compile_plan(*_tilus(**kw))

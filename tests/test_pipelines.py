@@ -221,3 +221,33 @@ def test_cp_async_needs_4_byte_vectors():
 def test_private_double_buffer_is_registers_on_every_target():
     plan, _ = _cache(double_buffer=True, double_buffer_location=acc.MemorySpace.PRIVATE)
     assert (plan.caches[-1].pipeline, plan.caches[-1].stages) == ("registers", 1)
+
+
+def _copies(kernel):
+    from schedc.ir.kernel import walk_statements
+
+    return [s for s in walk_statements(kernel.body) if isinstance(s, BlockCopy)]
+
+
+def test_sequential_caches_copy_with_cp_async_where_they_can():
+    """Accera's sequential cache (barrier, copy, barrier) keeps its meaning; on sm_80+ the copy
+    is cp.async with a wait for all of it, so every vector is in flight at once."""
+    model, kernel = kernel_of("fp16_shared_ab")
+    assert all(c.asynchronous for c in _copies(kernel)) and _copies(kernel)
+    waits = [s for s in _walk(kernel) if isinstance(s, AsyncWait | AsyncCommit)]
+    assert waits == [AsyncCommit(), AsyncWait(0)]
+    assert emulates(model, kernel)
+    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)  # no cp.async: the copies stay synchronous
+    _, kernel = compile_plan(*tensor_matmul(64, 64, 256, k_split=64, shared_ab=True, target=v100))
+    assert _copies(kernel) and not any(c.asynchronous for c in _copies(kernel))
+    # 2-byte vectors (a tile one fp16 wide): cp.async moves 4 bytes at least; the caches at that
+    # index stay synchronous together
+    model, kernel = compile_plan(*simt_matmul(32, 32, 32, block=(16, 16), dtype=T.float16, shared_k=1))
+    assert _copies(kernel) and not any(c.asynchronous for c in _copies(kernel))
+    assert emulates(model, kernel)
+
+
+def _walk(kernel):
+    from schedc.ir.kernel import walk_statements
+
+    return list(walk_statements(kernel.body))

@@ -136,7 +136,8 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     """One kernel's C++. With ``check``, every expression in it is parsed back and compared with
     the kernel IR (text_check), so a printer bug is an InternalError, not a wrong kernel."""
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({kernel.threads_per_block})',
+        f'extern "C" __global__ void __launch_bounds__({kernel.threads_per_block}'
+        f'{f", {kernel.min_blocks}" if kernel.min_blocks else ""})',
         f"{kernel.name}({parameter_list(kernel, restrict=True)})",
         "{",
     ]

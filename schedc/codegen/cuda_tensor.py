@@ -144,15 +144,18 @@ class MmaSync:
                              f"{s.row_stride}, {s.col_stride}")
         lines = []
         for group in plan:
-            address = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, group.row(LANE), group.col(LANE))
+            address = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, group.row(LANE), group.col(LANE),
+                                   s.row_phase)
             lines.append(f"schedc::ldmatrix<{group.count}, {'true' if group.trans else 'false'}>"
                          f"(&{s.fragment}[{group.first * layout.per_register}], {address});")
         return lines
 
-    def pointer(self, buffer: str, origin, row_stride: int, col_stride: int, r, c) -> str:
+    def pointer(self, buffer: str, origin, row_stride: int, col_stride: int, r, c, phase: int | None = None) -> str:
         """The address of the tile's element (r, c) (lane-dependent Sym values): the origin
-        plus an offset, or in a swizzled buffer the tile's first row plus the swizzled (row,
-        col) of the element."""
+        plus an offset, or in a swizzled buffer the tile's slot plus the swizzled (row, col) of
+        the element. With a ``phase`` (the origin's row mod 8, the same for every tile), the
+        origin's row moves into the base and only ``phase + r`` is swizzled: a lane's offset is
+        then the same for every tile, computed once."""
         p = self.p
         spec = p.buffers[buffer]
         geometry = swizzle_geometry(spec)
@@ -163,9 +166,11 @@ class MmaSync:
         stored = {row_stride: r, col_stride: c}
         if set(stored) != {pitch // spec.dtype.size, 1}:
             raise ValueError(f"a tile of the swizzled {buffer} with strides {row_stride}, {col_stride}")
-        row = Binary("+", origin[row_dim], _as_expr(stored[pitch // spec.dtype.size]))
+        lane_row = _as_expr(stored[pitch // spec.dtype.size])
+        row = (Binary("+", origin[row_dim], lane_row) if phase is None
+               else Binary("+", Const(phase), lane_row) if phase else lane_row)
         col = Binary("+", origin[col_dim], _as_expr(stored[1]))
-        return (f"&{buffer}[{p.offset(buffer, swizzle_base(spec, origin))}] + "
+        return (f"&{buffer}[{p.offset(buffer, swizzle_base(spec, origin, phase))}] + "
                 f"schedc::swizzle<{pitch}, {spec.dtype.c_type}>({p.expr(row)}, {p.expr(col)})")
 
     def elements(self, s: FragmentLoad | FragmentStore, name: str, store: bool) -> list[str]:
@@ -175,7 +180,7 @@ class MmaSync:
         frag = p.fragments[name]
         layout = fragment_layout(frag)
         row, col = layout.row(LANE, ELEMENT), layout.col(LANE, ELEMENT)
-        pointer = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, row, col)
+        pointer = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, row, col, getattr(s, "row_phase", None))
         memory = f"*({pointer})"
         mine = f"{name}[elem]"
         if s.vector > 1:
@@ -222,10 +227,12 @@ def swizzle_geometry(spec) -> tuple[int, int, int] | None:
     return pitch, spec.strides.index(pitch // spec.dtype.size), spec.strides.index(1)
 
 
-def swizzle_base(spec, origin: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    """A tile origin in a swizzled buffer moved to its slot's first element (row and column 0)."""
+def swizzle_base(spec, origin: tuple[Expr, ...], phase: int | None = None) -> tuple[Expr, ...]:
+    """A tile origin in a swizzled buffer moved to its slot's first element (row and column 0),
+    or with a row ``phase`` to the first column of row ``origin row - phase``."""
     _, row_dim, col_dim = swizzle_geometry(spec)
-    return tuple(Const(0) if d in (row_dim, col_dim) else sub for d, sub in enumerate(origin))
+    row = Const(0) if phase is None else origin[row_dim] if phase == 0 else Binary("-", origin[row_dim], Const(phase))
+    return tuple(Const(0) if d == col_dim else row if d == row_dim else sub for d, sub in enumerate(origin))
 
 
 def fragment_layout(f: Fragment) -> LaneLayout:

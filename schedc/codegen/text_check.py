@@ -951,7 +951,8 @@ class _Checker:
         for buffer_field, origin_field in pointers:
             buffer, origin = getattr(s, buffer_field), getattr(s, origin_field)
             if isinstance(s, FragmentLoad | FragmentStore) and swizzle_geometry(self.printer.buffers[buffer]):
-                origin = swizzle_base(self.printer.buffers[buffer], origin)  # rows and columns are swizzled
+                origin = swizzle_base(self.printer.buffers[buffer], origin,  # rows and columns are swizzled
+                                      getattr(s, "row_phase", None))
             text, ir = self.printer.offset(buffer, origin), self.offset(buffer, origin)
             if f"&{buffer}[{text}]" not in self.line:
                 self.fail(f"the pointer &{buffer}[{text}] is not in the statement", ir, text)

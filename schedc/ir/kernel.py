@@ -162,6 +162,9 @@ class FragmentLoad:
     edge: TileEdge | None = None  # the tile may reach past the array: zeros there
     path: str = ""  # how the family moves it: "" its only way, "ldmatrix" or "elements" (mma_sync)
     vector: int = 1  # elements moved together ("elements": runs of a lane's consecutive elements)
+    # in a swizzled buffer: the tile origin's stored row modulo the swizzle's period (8) when the
+    # lowering proved it the same for every tile, else None (the whole row is swizzled)
+    row_phase: int | None = None
 
 
 @dataclass(frozen=True)
@@ -465,6 +468,7 @@ class Kernel:
     dynamic_shared_bytes: int = 0
     shared: tuple[SharedBuffer, ...] = ()  # carved out of the dynamic shared memory, in order
     values: tuple[ValueParam, ...] = ()  # scalars and structs passed by value, after the pointers
+    min_blocks: int = 0  # blocks per multiprocessor the register budget must allow (0: any)
 
     @property
     def params(self) -> tuple[Buffer, ...]:

@@ -94,6 +94,7 @@ class Model:
     tensorize: TensorizeSpec | None
     unrolled: tuple[str, ...]
     caches: tuple[CacheSpec, ...] = ()
+    blocks_per_sm: int = 0  # create_plan(_blocks_per_SM=): blocks a multiprocessor should hold (0: any)
 
     @property
     def gpu(self) -> GPUModel:
@@ -172,6 +173,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
             CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages, c.automatic)
             for c in plan.caches
         ),
+        blocks_per_sm=plan.blocks_per_sm,
     )
 
 

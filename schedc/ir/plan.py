@@ -49,9 +49,16 @@ class Tensorization:
 class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
-    def __init__(self, schedule, target: Target) -> None:
+    def __init__(self, schedule, target: Target, blocks_per_sm: int | None = None) -> None:
         if not isinstance(target, Target):
             raise PlanError(f"create_plan({target!r})", "target must be a schedc.Target")
+        if blocks_per_sm is not None:
+            where = f"create_plan({target!r}, _blocks_per_SM={blocks_per_sm!r})"
+            _positive(where, "_blocks_per_SM", blocks_per_sm)
+            if blocks_per_sm > target.max_blocks_per_sm:
+                raise PlanError(where, f"{target.name} holds at most {target.max_blocks_per_sm} blocks per "
+                                       "multiprocessor")
+        self.blocks_per_sm = blocks_per_sm or 0
         self.schedule = schedule
         self.target = target
         self.bindings: dict[GridUnit, tuple[Index, ...]] = {}
@@ -136,16 +143,27 @@ class Plan:
         in tf32 (M16xN16xK8_B1). Accera's AMD-only ``use_static_offsets`` and
         ``scheduling_policy`` are refused rather than ignored.
 
-        *Hardware:* wmma (PTX ``wmma.mma.sync``); fp16 on sm_70+, int8 on sm_72+, bf16 and
-        tf32 on sm_80+.
+        ``instruction`` picks the tensor-core instruction family (``schedc.instructions``):
+        ``Instruction.AUTO`` (default) the fastest the target has for the operand types and
+        shape; ``Instruction.MMA_SYNC``: ``ldmatrix`` from shared tiles (XOR-swizzled, conflict
+        free) and ``mma.sync.aligned.m16n8k16`` (fp16, bf16) or ``m16n8k8`` (tf32), sm_80+,
+        shapes M16xN16xK16_B1 and M32xN8xK16_B1 (M16xN16xK8_B1 for tf32), each lane holding
+        the elements the PTX ISA assigns it; ``Instruction.WMMA``: ``wmma.load/mma/store``
+        (sm_70+, also int8 and M8xN32xK16_B1). A family that cannot multiply the operands is
+        refused with what it can.
+
+        *Hardware:* fp16 on sm_70+, int8 on sm_72+, bf16 and tf32 on sm_80+; AUTO picks
+        mma.sync on sm_80+ for fp16, bf16 and tf32, wmma otherwise.
 
         Before → after::
 
-            for iii in range(16):                   wmma::load_matrix_sync(a, &A[...], lda)
-              for jjj in range(16):           →     wmma::load_matrix_sync(b, &B[...], ldb)
-                for kkk in range(16):               wmma::load_matrix_sync(c, &C[...], ldc)
-                  C[...] += A[...] * B[...]         wmma::mma_sync(c, a, b, c)
-                                                    wmma::store_matrix_sync(&C[...], c, ldc)
+            for iii in range(16):                   c[elem] = C[... lane layout ...]    (8 per lane)
+              for jjj in range(16):           →     schedc::ldmatrix<4, false>(&a0[0], &A_shared[...])
+                for kkk in range(16):               schedc::ldmatrix<4, true>(&b0[0], &B_shared[...])
+                  C[...] += A[...] * B[...]         schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0])
+                                                    schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4])
+                                                    C[... lane layout ...] = c[elem]
+                                                    (WMMA: wmma::load_matrix_sync, mma_sync, store)
         """
         shown = _names(indices) if isinstance(indices, tuple | list) else repr(indices)
         where = f"tensorize(indices=({shown}), mma_shape={_enum_name(mma_shape)})"

@@ -177,12 +177,17 @@ class Schedule:
         self._check_open(where)
         self.order = list(indices)
 
-    def create_plan(self, target=None):
-        """A plan for running this schedule on ``target`` (default: NVIDIA H100)."""
+    def create_plan(self, target=None, _blocks_per_SM: int | None = None):  # noqa: N803 - Accera's name
+        """A plan for running this schedule on ``target`` (default: NVIDIA H100).
+
+        ``_blocks_per_SM`` (Accera's name): the blocks each multiprocessor should hold at once;
+        the compiler then keeps each thread's registers within the share that allows
+        (``__launch_bounds__(threads, blocks)``). The plan is refused if the blocks' threads or
+        shared memory cannot fit on one multiprocessor."""
         from ..targets import Target
         from .plan import Plan
 
-        return Plan(self, target if target is not None else Target())
+        return Plan(self, target if target is not None else Target(), blocks_per_sm=_blocks_per_SM)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
         _check_async(c)
     _check_pipelines(caches)
     caches = _sequential_async(model, caches)
+    _check_blocks_per_sm(model, caches, scratch)
     extra = [scratch] if scratch is not None else []
     _, total = shared_layout([c.buffer for c in caches] + extra)
     gpu = model.gpu
@@ -246,6 +247,18 @@ def _check_pipelines(caches: list[SharedCache]) -> None:
                     f"({_describe(c)} and {_describe(other)}); caches at one index share one pipeline",
                     loops=(c.index,),
                 )
+
+
+def _check_blocks_per_sm(model, caches: list[SharedCache], scratch: SharedBuffer | None) -> None:
+    """create_plan(_blocks_per_SM=N): N blocks' shared memory must fit on one multiprocessor."""
+    blocks = model.blocks_per_sm
+    if not blocks:
+        return
+    _, total = shared_layout([c.buffer for c in caches] + ([scratch] if scratch is not None else []))
+    if blocks * total > model.gpu.shared_memory_per_sm:
+        raise CacheError(f"create_plan(_blocks_per_SM={blocks})",
+                         f"{blocks} blocks of {total} bytes of shared memory need {blocks * total} bytes; a "
+                         f"{model.gpu.name} multiprocessor has {model.gpu.shared_memory_per_sm}")
 
 
 def _sequential_async(model, caches: list[SharedCache]) -> list[SharedCache]:
@@ -533,6 +546,7 @@ def _rebase(model, role, operand: tensor.Operand, cache: SharedCache, tm: tensor
     ldmatrix = (family.layouts is not None and (ld * size) % LDMATRIX_ROW_BYTES == 0
                 and not tensor.misalignment(model, "", strides, size, origin, LDMATRIX_ROW_BYTES)
                 and ldmatrix_plan(_layout(model, family, tm, role), row_stride, col_stride) is not None)
+    phase = _row_phase(model, cache.buffer, strides, origin, operand.pass_shift)
     shift = operand.pass_shift
     if cache.ring > 1:  # the ring buffer of this iteration comes first
         origin = (Affine(((stage_var(cache.carrier), 1),)), *origin)
@@ -540,7 +554,24 @@ def _rebase(model, role, operand: tensor.Operand, cache: SharedCache, tm: tensor
         shift = (Affine(()), *shift) if shift else shift
     return dataclasses.replace(operand, buffer=cache.buffer.name, subscripts=origin, row_stride=row_stride,
                                col_stride=col_stride, subscripts_over_loops=over_loops, pass_shift=shift,
-                               ldmatrix=ldmatrix)
+                               ldmatrix=ldmatrix, row_phase=phase)
+
+
+SWIZZLE_PERIOD = 8  # rows after which a swizzled tile's XOR pattern repeats (schedc.instructions)
+
+
+def _row_phase(model, buffer: SharedBuffer, strides, origin, shift) -> int | None:
+    """The stored row of every tile's origin modulo the swizzle period, when it is the same for
+    all tiles (then a lane's swizzled address is a constant offset from the tile's row): each
+    loop moves it, and each pass shifts it, by a multiple of the period."""
+    if not buffer.swizzle:
+        return None
+    row = origin[list(strides).index(buffer.swizzle // buffer.dtype.size)]
+    moves = [c * model.loop(name).step for name, c in row.terms]
+    moves += [sub.const for sub in shift[-len(origin):]] if shift else []
+    if any(m % SWIZZLE_PERIOD for m in moves):
+        return None
+    return (row.const + sum(c * model.loop(name).begin for name, c in row.terms)) % SWIZZLE_PERIOD
 
 
 LDMATRIX_ROW_BYTES = 16  # ldmatrix reads 16-byte rows at 16-byte aligned addresses

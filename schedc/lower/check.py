@@ -109,6 +109,11 @@ def _check_launch(model, launch: Launch) -> None:
     for axis, got, limit in zip("xyz", launch.grid, gpu.max_grid_dims):
         if got > limit:
             raise PlanError(where, f"grid dimension {axis} is {got} blocks; {gpu.name} allows {limit}", loops=bound)
+    blocks = model.blocks_per_sm
+    if blocks and blocks * launch.threads > gpu.max_threads_per_sm:
+        raise PlanError(f"create_plan(_blocks_per_SM={blocks})",
+                        f"{blocks} blocks of {launch.threads} threads are {blocks * launch.threads} threads; a "
+                        f"{gpu.name} multiprocessor holds {gpu.max_threads_per_sm}", loops=bound)
 
 
 def _check_races(model) -> None:

@@ -84,6 +84,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         index_type=ScalarType.int64 if big else ScalarType.int32,
         dynamic_shared_bytes=shared_layout(buffers)[1],
         shared=buffers,
+        min_blocks=model.blocks_per_sm,
     )
 
 

@@ -52,6 +52,7 @@ class Operand:
     pass_shift: tuple[Affine, ...] = ()  # subscript change from one pass to the next (A, B)
     subscripts_over_loops: tuple[Affine, ...] = ()  # the access's subscripts, every loop free
     ldmatrix: bool = False  # in shared memory, aligned for ldmatrix (families with lane layouts)
+    row_phase: int | None = None  # in a swizzled tile: every tile's first stored row mod 8, if one
 
 
 @dataclass(frozen=True)
@@ -522,7 +523,7 @@ def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
                     name = tiles.name(f"{prefix}{p % fused}", loops, combo)
                     out.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr, combo),
                                             operand.row_stride, operand.col_stride, path=_path(tm, operand),
-                                            vector=vectors[prefix]))
+                                            vector=vectors[prefix], row_phase=operand.row_phase))
         for p in passes:
             for combo in tiles.combos(tiles.loops):
                 out.append(FragmentMma(tiles.name("c", tiles.loops, combo),

@@ -11,7 +11,12 @@
 - *async*: every cp.async copy is committed before a wait and before the kernel ends, a
   ``wait_group N`` first runs after more than N commits, and nothing is in flight at the end;
 - *fragments*: a product's operands are a matrix_a, a matrix_b and two accumulators of one
-  shape, loads and stores move tiles of the fragment's element type;
+  shape and one instruction family, loads and stores move tiles of the fragment's element
+  type; a family in the table (schedc.instructions) has the fragment's shape and precision;
+  a load's path is one its family has ("" for wmma; "ldmatrix" or "elements" for families with
+  lane layouts, ldmatrix only from shared memory) and its vector divides the lane's elements;
+- *swizzle*: a swizzled shared buffer is written by block copies or staging stores of whole
+  tiles and read by tile loads only;
 - *bounds*: constant subscripts and constant copy boxes lie inside their buffers;
 - *params*: parameter and buffer names are unique; scalar parameters (read as ``Var(name)``)
   are not redefined by a loop or local and have their type in arithmetic (index arithmetic
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..instructions import FAMILIES
 from ..ir.kernel import (
     AsyncCommit,
     AsyncWait,
@@ -56,6 +62,7 @@ from ..ir.kernel import (
     Loop,
     PrivateArray,
     ScalarParam,
+    SharedBuffer,
     StageLoad,
     StageStore,
     Staging,
@@ -237,6 +244,7 @@ class _Checker:
             self.expr(i, scope, where)
         if buffer is None:
             return
+        self.unswizzled(s.buffer, buffer, where)
         self.bounds(s.buffer, buffer, s.index)
         value = self.dtype_of(s.value, scope)
         if value is not None and not converts_implicitly(value, buffer.dtype):
@@ -256,9 +264,10 @@ class _Checker:
 
     def _StageStore(self, s: StageStore, scope: _Scope) -> None:
         self.staging(s.staging, scope)
-        self.array(s.target, scope, f"stage store of {s.staging}")
+        target = self.array(s.target, scope, f"stage store of {s.staging}")
         for e in s.target_origin:
             self.expr(e, scope, f"stage store of {s.staging}")
+        self.whole_tile(s.target, target, s.target_origin, f"stage store of {s.staging}")
 
     def _BlockCopy(self, s: BlockCopy, scope: _Scope) -> None:
         where = f"copy {s.source} -> {s.target}"
@@ -269,6 +278,10 @@ class _Checker:
             bounded = bool(s.valid) and name == s.source  # reads stop at the array's end, zeros beyond
             if buffer is not None:
                 self.box(name, buffer, origin, s.shape, low_only=bounded)
+                if name == s.source:
+                    self.unswizzled(name, buffer, where)
+                else:
+                    self.whole_tile(name, buffer, origin, where)
         for e in s.valid:
             self.expr(e, scope, where)
         if s.asynchronous:
@@ -294,6 +307,12 @@ class _Checker:
 
     def _Fragment(self, s: Fragment, scope: _Scope) -> None:
         scope.fragments[s.name] = s
+        family = FAMILIES.get(s.family)
+        if family is None:
+            self.report("fragments", f"fragment {s.name}: no instruction family {s.family!r}")
+        elif s.use != "accumulator" and not any(
+                m.precision == s.precision and (s.m, s.n, s.k) in {sh.mnk for sh in m.shapes} for m in family.modes):
+            self.report("fragments", f"fragment {s.name}: {family.name} has no {s.precision} {s.m}x{s.n}x{s.k} tiles")
 
     def _FragmentFill(self, s: FragmentFill, scope: _Scope) -> None:
         self.fragment(s.fragment, scope, "fill", ("accumulator",))
@@ -302,12 +321,35 @@ class _Checker:
         self.fragment(s.fragment, scope, s.op, ("accumulator",))
 
     def _FragmentLoad(self, s: FragmentLoad, scope: _Scope) -> None:
-        self.tile(s.fragment, s.buffer, s.origin, scope, "load")
+        frag = self.tile(s.fragment, s.buffer, s.origin, scope, "load")
+        if frag is None or frag.family not in FAMILIES:
+            return
+        family = FAMILIES[frag.family]
+        paths = ("",) if family.layouts is None else ("ldmatrix", "elements")
+        if s.path not in paths:
+            ways = " or ".join(map(repr, paths))
+            self.report("fragments", f"load of {s.fragment}: {family.name} moves tiles by {ways}, not {s.path!r}")
+        elif s.path == "ldmatrix" and not isinstance(scope.arrays.get(s.buffer), SharedBuffer):
+            self.report("fragments", f"load of {s.fragment}: ldmatrix reads shared memory, {s.buffer} is not shared")
+        self.vector(s, frag)
 
     def _FragmentStore(self, s: FragmentStore, scope: _Scope) -> None:
         frag = self.tile(s.fragment, s.buffer, s.origin, scope, "store")
         if frag is not None and frag.use != "accumulator":
             self.report("fragments", f"store of {s.fragment}: a {frag.use} fragment is not stored")
+        if isinstance(scope.arrays.get(s.buffer), SharedBuffer) and scope.arrays[s.buffer].swizzle:
+            self.report("swizzle", f"store of {s.fragment} into the swizzled {s.buffer}")
+        if frag is not None and frag.family in FAMILIES:
+            self.vector(s, frag)
+
+    def vector(self, s, frag: Fragment) -> None:
+        family = FAMILIES[frag.family]
+        elements = (family.tile_layout(frag.use, (frag.m, frag.n, frag.k), frag.precision,
+                                       frag.dtype if frag.use == "accumulator" else None).elements
+                    if family.layouts is not None else 0)
+        if s.vector != 1 and (not elements or elements % s.vector):
+            self.report("fragments", f"{s.fragment}: vectors of {s.vector} elements in a {family.name} tile "
+                                     f"of {elements or 'opaque'} element(s) per lane")
 
     def _FragmentMma(self, s: FragmentMma, scope: _Scope) -> None:
         uses = {s.a: "matrix_a", s.b: "matrix_b", s.c: "accumulator", s.d: "accumulator"}
@@ -315,6 +357,9 @@ class _Checker:
         shapes = {(f.m, f.n, f.k) for f in frags if f is not None}
         if len(shapes) > 1:
             self.report("fragments", f"mma {s.d} = {s.a} @ {s.b} + {s.c}: fragments of shapes {sorted(shapes)}")
+        families = {f.family for f in frags if f is not None}
+        if len(families) > 1:
+            self.report("fragments", f"mma {s.d} = {s.a} @ {s.b} + {s.c}: fragments of families {sorted(families)}")
 
     # -- names, tiles, bounds -----------------------------------------------------------------
 
@@ -346,6 +391,17 @@ class _Checker:
                                      f"{spec.dtype.value} elements")
         return frag
 
+    def unswizzled(self, name: str, buffer, where: str) -> None:
+        if getattr(buffer, "swizzle", 0):
+            self.report("swizzle", f"{where}: element access to the swizzled {name} (only copies into it and "
+                                   "tile loads address it)")
+
+    def whole_tile(self, name: str, buffer, origin: tuple[Expr, ...], where: str) -> None:
+        """A copy into a swizzled tile starts at its first row and column (the XOR pattern counts
+        rows from there)."""
+        if getattr(buffer, "swizzle", 0) and not all(isinstance(e, Const) and e.value == 0 for e in origin[-2:]):
+            self.report("swizzle", f"{where}: a copy into the swizzled {name} starts inside a tile")
+
     def bounds(self, name: str, buffer, index: tuple[Expr, ...]) -> None:
         values = [e.value for e in index if isinstance(e, Const)]
         if len(values) == len(index) == len(buffer.shape) and any(
@@ -375,6 +431,7 @@ class _Checker:
                 self.expr(i, scope, where)
             if buffer is not None:
                 self.bounds(e.buffer, buffer, e.index)
+                self.unswizzled(e.buffer, buffer, where)
                 if e.dtype is not None and e.dtype != buffer.dtype:
                     self.report("types", f"{where}: a {e.dtype.value} load of {e.buffer}'s {buffer.dtype.value} "
                                          "elements")
