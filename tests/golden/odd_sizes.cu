@@ -97,12 +97,12 @@ matmul_1000_fp16__gpu__(const __half* __restrict__ A, const __half* __restrict__
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -247,22 +247,22 @@ matmul_1000_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B
             alignas(16) float a0_3[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0_0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0_1[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<128, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0_0);
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<128, float>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0_1);
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<128, float>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0_2);
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<128, float>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0_3);
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
-                b0_0[elem] = *(&B_shared[k_stage * 4096] + schedc::swizzle<512, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            for (int elem = 0; elem < 4; elem += 1) {
+                b0_0[elem] = *(&B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<512, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
             schedc::to_tf32(b0_0);
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
-                b0_1[elem] = *(&B_shared[k_stage * 4096] + schedc::swizzle<512, float>(kk + lane % 4 + 4 * (elem % 2), jj + 16 + lane / 4 + 8 * (elem / 2 % 2)));
+            for (int elem = 0; elem < 4; elem += 1) {
+                b0_1[elem] = *(&B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<512, float>(lane % 4 + 4 * (elem % 2), jj + 16 + lane / 4 + 8 * (elem / 2 % 2)));
             }
             schedc::to_tf32(b0_1);
             schedc::mma_m16n8k8(&c_0_0[0], &a0_0[0], &b0_0[0]);

@@ -42,8 +42,8 @@ tensor_input_cache__gpu__(const __half* __restrict__ A, const __half* __restrict
             }
             alignas(16) __half a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[0] + schedc::swizzle<512, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0[0], &B_shared[0] + schedc::swizzle<64, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[ii * 256] + schedc::swizzle<512, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0[0], &B_shared[kk * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);
             schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);
             #pragma unroll

@@ -32,12 +32,12 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
             alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
+            for (int elem = 0; elem < 4; elem += 1) {
                 a0[elem] = *(&A[(i + ii) * 2048 + k + kk] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
             }
             schedc::to_tf32(a0);
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
+            for (int elem = 0; elem < 4; elem += 1) {
                 b0[elem] = *(&B[(k + kk) * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
             }
             schedc::to_tf32(b0);
@@ -88,11 +88,11 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
             }
             alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[0] + schedc::swizzle<512, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0);
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
-                b0[elem] = *(&B_shared[0] + schedc::swizzle<128, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            for (int elem = 0; elem < 4; elem += 1) {
+                b0[elem] = *(&B_shared[kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
             schedc::to_tf32(b0);
             schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
@@ -151,11 +151,11 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
             }
             alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096] + schedc::swizzle<512, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0);
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
-                b0[elem] = *(&B_shared[k_stage * 4096] + schedc::swizzle<128, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            for (int elem = 0; elem < 4; elem += 1) {
+                b0[elem] = *(&B_shared[k_stage * 4096 + kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
             schedc::to_tf32(b0);
             schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
@@ -215,11 +215,11 @@ tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* 
         for (int kk = 0; kk < 128; kk += 8) {
             alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096] + schedc::swizzle<512, float>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
             schedc::to_tf32(a0);
             #pragma unroll
-            for (int elem = 0; elem < 4; ++elem) {
-                b0[elem] = *(&B_shared[k_stage * 4096] + schedc::swizzle<128, float>(kk + lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+            for (int elem = 0; elem < 4; elem += 1) {
+                b0[elem] = *(&B_shared[k_stage * 4096 + kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
             schedc::to_tf32(b0);
             schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);

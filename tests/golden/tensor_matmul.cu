@@ -31,7 +31,7 @@ tensor_matmul__gpu__(const __half* __restrict__ A, const __half* __restrict__ B,
             *reinterpret_cast<schedc::vector_type<4>::type*>(&a0[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&A[(i + ii) * 4096 + k] + (lane / 4 + 8 * (elem / 2 % 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4));
         }
         #pragma unroll
-        for (int elem = 0; elem < 8; ++elem) {
+        for (int elem = 0; elem < 8; elem += 1) {
             b0[elem] = *(&B[k * 4096 + j + jj] + (2 * (lane % 4) + elem % 2 + 8 * (elem % 4 / 2)) * 4096 + lane / 4 + 8 * (elem / 4 % 2));
         }
         schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);

@@ -27,12 +27,12 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
         alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
         alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
         #pragma unroll
-        for (int elem = 0; elem < 4; ++elem) {
+        for (int elem = 0; elem < 4; elem += 1) {
             a0[elem] = *(&A[(i + ii) * 2048 + k] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
         }
         schedc::to_tf32(a0);
         #pragma unroll
-        for (int elem = 0; elem < 4; ++elem) {
+        for (int elem = 0; elem < 4; elem += 1) {
             b0[elem] = *(&B[k * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
         }
         schedc::to_tf32(b0);

@@ -89,12 +89,12 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[(ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[(ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[(ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -238,12 +238,12 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -393,12 +393,12 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -553,12 +553,12 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -689,12 +689,12 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[0] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[0] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[(ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[(ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[(ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -838,12 +838,12 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -993,12 +993,12 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
@@ -1153,12 +1153,12 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
             alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
             alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 16 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 32 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096] + schedc::swizzle<64, __half>(ii + 48 + lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096] + schedc::swizzle<256, __half>(kk + lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
             schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
             schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
             schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
