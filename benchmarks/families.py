@@ -38,8 +38,9 @@ TILES = [((128, 128, 32), (64, 64), 3, None), ((128, 128, 32), (64, 64), 4, None
          ((128, 128, 32), (32, 64), 3, 4)]
 
 
-def ladder(step: int, operand: acc.ScalarType, instruction: acc.Instruction, M=2048, N=1024, K=2048):
-    """Step 1..4 of Accera's ladder (its GPU tutorial's tiles)."""
+def ladder(step: int, operand: acc.ScalarType, instruction: acc.Instruction, M=2048, N=1024, K=2048, k_block=256):
+    """Step 1..4 of Accera's ladder (its GPU tutorial's tiles; samples/tensor_ladder_tf32.py
+    takes k_block 128)."""
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N))
     C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
@@ -51,7 +52,7 @@ def ladder(step: int, operand: acc.ScalarType, instruction: acc.Instruction, M=2
         C[i, j] += A[i, k] * B[k, j]
 
     schedule = nest.create_schedule()
-    ii, jj, kk = schedule.split(i, 32), schedule.split(j, 32), schedule.split(k, 256)
+    ii, jj, kk = schedule.split(i, 32), schedule.split(j, 32), schedule.split(k, k_block)
     shape = tilus_matmul.MMA_SHAPES[operand]
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
     iii, jjj, kkk = schedule.tile({ii: m, jj: n, kk: mk})
@@ -85,6 +86,10 @@ def main() -> None:
             for step in (1, 2, 3, 4):
                 package.add(*ladder(step, TYPES[type_name], instruction),
                             base_name=f"ladder{step}_{type_name}_{family_name}")
+    for family_name, instruction in FAMILIES.items():
+        for step in (2, 3):
+            package.add(*ladder(step, TYPES["tf32"], instruction, k_block=128),
+                        base_name=f"ladder{step}_tf32_k128_{family_name}")
     print(package.build("families", format=acc.Package.Format.HAT_SOURCE, output_dir=output))
 
 

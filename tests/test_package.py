@@ -160,10 +160,13 @@ def test_loader_argument_errors(packages):
         with pytest.raises(LaunchError, match=message):
             fn.check_arguments(args)
     fake_a = FakeDeviceArray((4096, 4096), "<f2", 0x7f0000000000)
-    fake_b = FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000010)
+    fake_b = FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000001)
     fake_c = FakeDeviceArray((4096, 4096), "<f4", 0x7f2000000000, readonly=True)
-    with pytest.raises(LaunchError, match="argument B: device address 0x7f1000000010 is not 32-byte aligned"):
+    with pytest.raises(LaunchError, match="argument B: device address 0x7f1000000001 is not 2-byte aligned"):
         fn.check_arguments((fake_a, fake_b, C))
+    fake_c8 = FakeDeviceArray((4096, 4096), "<f4", 0x7f2000000004)  # C moves in pairs of floats (mma.sync)
+    with pytest.raises(LaunchError, match="argument C: device address 0x7f2000000004 is not 8-byte aligned"):
+        fn.check_arguments((fake_a, FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000000), fake_c8))
     with pytest.raises(LaunchError, match="argument C: read-only, but the function writes it"):
         fn.check_arguments((fake_a, FakeDeviceArray((4096, 4096), "<f2", 0x7f1000000000), fake_c))
     overlapping = FakeDeviceArray((4096, 4096), "<f4", 0x7f0000000000)

@@ -251,3 +251,26 @@ def _walk(kernel):
     from schedc.ir.kernel import walk_statements
 
     return list(walk_statements(kernel.body))
+
+
+def _c_loads_inside(kernel, loop: str) -> int:
+    """C tile loads in the body of ``loop`` (C kept in fragments across it: none)."""
+    from schedc.ir.kernel import FragmentLoad, walk_statements
+
+    loops = [s for s in _walk(kernel) if isinstance(s, Loop) and s.var == loop]
+    return sum(isinstance(s, FragmentLoad) and s.buffer == "C" for lp in loops for s in walk_statements(lp.body))
+
+
+def test_accumulators_stay_in_registers_across_a_loop_that_touches_only_shared_memory():
+    """Without an MMA_FRAGMENT cache, C's tile is loaded before and stored after the serial loop
+    right around the tile when its operands come from shared memory (nothing else touches C)."""
+    from schedc.lower.tensor import register_promotion
+
+    model, kernel = compile_plan(*tensor_matmul(64, 64, 256, k_split=64, shared_ab=True))  # A, B cached at kk
+    assert _c_loads_inside(kernel, "kk") == 0 and _c_loads_inside(kernel, "k") == 1
+    assert emulates(model, kernel)
+    _, kernel = compile_plan(*tensor_matmul(64, 64, 256, k_split=64))  # operands from global memory
+    assert _c_loads_inside(kernel, "kk") == 1
+    model, kernel = compile_plan(*tensor_matmul(64, 64, 256, k_split=64, shared_ab=True, cache_c=0))
+    assert _c_loads_inside(kernel, "k") == 0  # the explicit cache at k wins
+    assert register_promotion.__doc__

@@ -347,10 +347,10 @@ def _render(a: Affine) -> str:
 def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ...]]:
     """The loop C's fragments are kept across (``plan.cache(C, index, MMA_FRAGMENT)``), checked,
     and the serial loops inside it that index C (register blocking: one fragment per value);
-    (None, ()) without such a cache."""
+    without such a cache the loop ``register_promotion`` picks, or None, and ()."""
     caches = [c for c in model.caches if c.location is MemorySpace.MMA_FRAGMENT]
     if not caches:
-        return None, ()
+        return register_promotion(model, tm), ()
     cache = caches[0]
     here = f"cache({cache.array}, index={cache.index}, location=MMA_FRAGMENT)"
     tile = model.tensorize.loops
@@ -387,6 +387,23 @@ def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ..
 
 
 MAX_FRAGMENT_REGISTERS = 128  # accumulators may take half of a thread's 255 registers
+
+
+def register_promotion(model, tm: TensorMatch) -> str | None:
+    """Without an MMA_FRAGMENT cache, C's tiles still stay in fragments across the serial loop
+    right around the tile when nothing in that loop touches global memory: it does not index C
+    and both operands come from shared memory (their copies run outside it). This is the
+    promotion to registers a C++ compiler makes of such a loop when it can see that nothing else
+    writes C; done here it does not hang on what the compiler can see (an ldmatrix asm hides it).
+    The result is the same: only this warp touches its tile of C."""
+    serial = model.serial_loops
+    if not serial:
+        return None
+    loop = serial[-1]  # inside it only loops bound to warps and blocks, and the tile
+    arrays = {b.name for b in model.buffers}
+    if _uses(tm.c.subscripts_over_loops, loop) or tm.a.buffer in arrays or tm.b.buffer in arrays:
+        return None
+    return loop
 
 
 def _values(model, name: str) -> range:

@@ -71,6 +71,11 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 2048, 128)
     for (int k = 0; k < 2048; k += 128) {
+        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        }
         __syncthreads();  // the previous tiles are no longer read
         // cache of A for the loops at and inside kk
         schedc::block_copy_async<float, 32, 128, 4, true, 128, false, 512>(&A_shared[0], 128, &A[i * 2048 + k], 2048, thread);
@@ -81,11 +86,6 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
         __syncthreads();  // the cached tiles of A, B are in shared memory
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
-            #pragma unroll
-            for (int elem = 0; elem < 8; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
-            }
             alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
             schedc::ldmatrix<4, false>(&a0[0], &A_shared[ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
@@ -97,10 +97,10 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
             schedc::to_tf32(b0);
             schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
             schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
-            #pragma unroll
-            for (int elem = 0; elem < 8; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
-            }
+        }
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
         }
     }
 }
@@ -142,13 +142,13 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
             schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[(k_stage + 1) % 2 * 4096], 32, &B[(k + 128) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
+        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        }
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
-            #pragma unroll
-            for (int elem = 0; elem < 8; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
-            }
             alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
             alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
             schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
@@ -160,10 +160,10 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
             schedc::to_tf32(b0);
             schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
             schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
-            #pragma unroll
-            for (int elem = 0; elem < 8; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
-            }
+        }
+        #pragma unroll
+        for (int elem = 0; elem < 8; elem += 2) {
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
         }
     }
     schedc::async_wait<0>();
