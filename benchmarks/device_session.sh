@@ -52,7 +52,7 @@ if [ "${SASS:-0}" = 1 ]; then  # instruction mix per kernel: shared loads, cp.as
   done
 fi
 if [ "${RUN_TESTS:-1}" = 1 ]; then
-  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
 fi
 for entry in ${BENCH-hello_matmul tensor_matmul tensor_matmul_tf32}; do  # BENCH="" skips
   s=${entry%%:*}; reference=cublas; [ "$s" != "$entry" ] && reference=${entry#*:}

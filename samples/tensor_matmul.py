@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Accera's Tensor MatMul on GPU: float16 A and B, float32 C, on the tensor cores (wmma).
+"""Accera's Tensor MatMul on GPU: float16 A and B, float32 C, on the tensor cores (mma.sync on
+sm_80+; ``tensorize(..., instruction=acc.Instruction.WMMA)`` for wmma).
 
 M=N=K=4096. Each 32x32 block of C is computed by 2x2 warps, each warp one 16x16 tile with
 M16xN16xK16_B1 operations; operands are read from global memory (no caches yet).

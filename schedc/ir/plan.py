@@ -272,7 +272,10 @@ class Plan:
         PRIVATE: a SIMT plan; each thread's tile takes at most 128 registers.
 
         *Hardware:* shared memory and ``bar.sync``; ``cp.async`` with ``commit_group`` and
-        ``wait_group``; wmma fragments (registers).
+        ``wait_group`` (a sequential cache too, on sm_80+ where the tile moves 4-byte vectors:
+        every vector in flight, then one wait); tensor-core fragments (registers). Without an
+        MMA_FRAGMENT cache a tensorized plan still keeps C's tile in fragments across the serial
+        loop around the tile when A and B come from shared memory.
 
         Before → after (shared)::
 

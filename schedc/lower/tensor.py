@@ -162,7 +162,7 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
 
 
 def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
-    """Operands read from global memory: wmma's layout rules, and with partial tiles, whole
+    """Operands read from global memory: the family's layout rules, and with partial tiles, whole
     tiles that stay inside the array (else the operand must come through shared memory, where
     the copy pads the tile with zeros)."""
     for role, operand in (("A", tm.a), ("B", tm.b)):
