@@ -36,9 +36,9 @@ def family_of(printer, s: Stmt) -> str:
     return printer.fragments[name].family
 
 
-class Wmma:
-    """nvcuda::wmma: the warp's tile is opaque; loads and stores take a pointer and a leading
-    dimension (partial accumulator tiles go through the warp's shared scratch)."""
+class Emitter:
+    """What every family's emitter does alike: it dispatches a tile statement; a family supplies
+    ``declare``, ``fill``, ``load``, ``store`` and ``mma`` (prologue and epilogue ops are shared)."""
 
     @staticmethod
     def prelude() -> list[str]:
@@ -48,26 +48,43 @@ class Wmma:
         self.p = printer
 
     def statement(self, s: Stmt) -> list[str]:
-        p = self.p
         if isinstance(s, Fragment):
-            p.fragments[s.name] = s
-            return [f"wmma::fragment<{self.fragment_type(s)}> {s.name};"]
+            self.p.fragments[s.name] = s
+            return self.declare(s)
         if isinstance(s, FragmentFill):
-            acc = p.fragments[s.fragment].dtype
-            return [f"wmma::fill_fragment({s.fragment}, {p.constant(s.value, acc)});"]
+            return [self.fill(s.fragment, self.p.constant(s.value, self.p.fragments[s.fragment].dtype))]
         if isinstance(s, FragmentLoad):
             return self.load(s)
         if isinstance(s, FragmentStore):
-            ld, layout = leading(s.row_stride, s.col_stride)
-            pointer = f"&{s.buffer}[{p.offset(s.buffer, s.origin)}]"
-            if s.edge is not None:
-                frag = p.fragments[s.fragment]
-                return [f"schedc::store_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({pointer}, {s.fragment}, {ld}, "
-                        f"wmma::mem_{layout}, {self.edge(s.edge)});"]
-            return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
+            return self.store(s)
         if isinstance(s, FragmentMma):
-            return [f"wmma::mma_sync({s.d}, {s.a}, {s.b}, {s.c});"]
-        return apply(p, s)
+            return self.mma(s)
+        return apply(self.p, s, self)
+
+
+class Wmma(Emitter):
+    """nvcuda::wmma: the warp's tile is opaque; loads and stores take a pointer and a leading
+    dimension (partial accumulator tiles go through the warp's shared scratch)."""
+
+    def declare(self, s: Fragment) -> list[str]:
+        return [f"wmma::fragment<{self.fragment_type(s)}> {s.name};"]
+
+    @staticmethod
+    def fill(name: str, value: str) -> str:
+        return f"wmma::fill_fragment({name}, {value});"
+
+    def mma(self, s: FragmentMma) -> list[str]:
+        return [f"wmma::mma_sync({s.d}, {s.a}, {s.b}, {s.c});"]
+
+    def store(self, s: FragmentStore) -> list[str]:
+        p = self.p
+        ld, layout = leading(s.row_stride, s.col_stride)
+        pointer = f"&{s.buffer}[{p.offset(s.buffer, s.origin)}]"
+        if s.edge is not None:
+            frag = p.fragments[s.fragment]
+            return [f"schedc::store_edge<{frag.m}, {frag.n}{_staged(s.edge)}>({pointer}, {s.fragment}, {ld}, "
+                    f"wmma::mem_{layout}, {self.edge(s.edge)});"]
+        return [f"wmma::store_matrix_sync({pointer}, {s.fragment}, {ld}, wmma::mem_{layout});"]
 
     def load(self, s: FragmentLoad) -> list[str]:
         p = self.p
@@ -98,7 +115,7 @@ LANE = Sym(Var("lane"))
 ELEMENT = Sym(Var("elem"))
 
 
-class MmaSync:
+class MmaSync(Emitter):
     """mma.sync: a fragment is an array of the lane's elements in the family's lane layout;
     operands come from shared memory with ldmatrix (or element by element), accumulators and
     operands in global memory element by element, guarded per element at the array's edge."""
@@ -107,27 +124,17 @@ class MmaSync:
     def prelude() -> list[str]:
         return ["const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;"]
 
-    def __init__(self, printer) -> None:
-        self.p = printer
+    def declare(self, s: Fragment) -> list[str]:
+        layout = fragment_layout(s)
+        return [f"alignas(16) {_element_type(s)} {s.name}[{layout.elements}];  // {s.use} {layout.rows}x"
+                f"{layout.cols}: {layout.elements} element(s) per lane ({MMA_SYNC.name} layout)"]
 
-    def statement(self, s: Stmt) -> list[str]:
-        p = self.p
-        if isinstance(s, Fragment):
-            p.fragments[s.name] = s
-            layout = fragment_layout(s)
-            element = _element_type(s)
-            return [f"alignas(16) {element} {s.name}[{layout.elements}];  // {s.use} {layout.rows}x{layout.cols}: "
-                    f"{layout.elements} element(s) per lane ({MMA_SYNC.name} layout)"]
-        if isinstance(s, FragmentFill):
-            acc = p.fragments[s.fragment].dtype
-            return [f"schedc::fill({s.fragment}, {p.constant(s.value, acc)});"]
-        if isinstance(s, FragmentLoad):
-            return self.load(s)
-        if isinstance(s, FragmentStore):
-            return self.elements(s, s.fragment, store=True)
-        if isinstance(s, FragmentMma):
-            return self.mma(s)
-        return apply(p, s)
+    @staticmethod
+    def fill(name: str, value: str) -> str:
+        return f"schedc::fill({name}, {value});"
+
+    def store(self, s: FragmentStore) -> list[str]:
+        return self.elements(s, s.fragment, store=True)
 
     def load(self, s: FragmentLoad) -> list[str]:
         frag = self.p.fragments[s.fragment]
@@ -253,17 +260,14 @@ _ADD = 5  # precedence of + in the printer: a delta after `pointer + ` keeps its
 _LESS = 4
 
 
-def apply(p, s: FragmentApply) -> list[str]:
+def apply(p, s: FragmentApply, emitter: Emitter) -> list[str]:
     """Prologue and epilogue operations on an accumulator, for every family (the runtime's
     helpers take a wmma fragment or a lane's array)."""
     if s.op == "scale":
         return [f"schedc::scale({s.fragment}, {p.constant(s.arg, ScalarType.float32)});"]
     if s.op == "relu":
         return [f"schedc::relu({s.fragment});"]
-    acc = p.fragments[s.fragment].dtype
-    if p.fragments[s.fragment].family == "wmma":
-        return [f"wmma::fill_fragment({s.fragment}, {p.constant(s.arg, acc)});"]
-    return [f"schedc::fill({s.fragment}, {p.constant(s.arg, acc)});"]
+    return [emitter.fill(s.fragment, p.constant(s.arg, p.fragments[s.fragment].dtype))]
 
 
 def leading(row_stride: int, col_stride: int) -> tuple[int, str]:

@@ -19,8 +19,10 @@ WARP = 32
 LANES = np.arange(WARP)
 
 
-class Wmma:
-    """Whole tiles per warp: (warps, rows, cols)."""
+class Executor:
+    """What every family's executor does alike: fragments declared and filled, prologue and
+    epilogue ops; a family supplies ``shape`` (a fragment's array per warp), ``mma``, ``load``
+    and ``store``."""
 
     def __init__(self, block) -> None:
         self.b = block
@@ -29,33 +31,7 @@ class Wmma:
         b = self.b
         if isinstance(s, Fragment):
             b.specs[s.name] = s
-            b.fragments[s.name] = np.zeros((len(active), *_tile_shape(s)), dtype=_tile_dtype(s))
-        elif isinstance(s, FragmentFill):
-            frag = b.fragments[s.fragment]
-            frag[active] = frag.dtype.type(s.value)
-        elif isinstance(s, FragmentApply):
-            b.apply(s, active)
-        elif isinstance(s, FragmentMma):
-            a, x, c = (b.fragments[n][active] for n in (s.a, s.b, s.c))
-            b.fragments[s.d][active] = multiply(a, x, c, b.fragments[s.d].dtype)
-        elif isinstance(s, FragmentLoad):
-            b.tile_load(s, mask, active)
-        else:
-            b.tile_store(s, mask, active)
-
-
-class MmaSync:
-    """Per-lane fragments: (warps, 32, elements) in the family's lane layout."""
-
-    def __init__(self, block) -> None:
-        self.b = block
-
-    def run(self, s: Stmt, mask: np.ndarray, active: np.ndarray) -> None:
-        b = self.b
-        if isinstance(s, Fragment):
-            b.specs[s.name] = s
-            layout = lane_layout(s)
-            b.fragments[s.name] = np.zeros((len(active), WARP, layout.elements), dtype=_tile_dtype(s))
+            b.fragments[s.name] = np.zeros((len(active), *self.shape(s)), dtype=_tile_dtype(s))
         elif isinstance(s, FragmentFill):
             frag = b.fragments[s.fragment]
             frag[active] = frag.dtype.type(s.value)
@@ -67,6 +43,33 @@ class MmaSync:
             self.load(s, mask, active)
         else:
             self.store(s, mask, active)
+
+
+class Wmma(Executor):
+    """Whole tiles per warp: (warps, rows, cols)."""
+
+    @staticmethod
+    def shape(f: Fragment) -> tuple[int, ...]:
+        return _tile_shape(f)
+
+    def mma(self, s: FragmentMma, active) -> None:
+        b = self.b
+        a, x, c = (b.fragments[n][active] for n in (s.a, s.b, s.c))
+        b.fragments[s.d][active] = multiply(a, x, c, b.fragments[s.d].dtype)
+
+    def load(self, s: FragmentLoad, mask, active) -> None:
+        self.b.tile_load(s, mask, active)
+
+    def store(self, s: FragmentStore, mask, active) -> None:
+        self.b.tile_store(s, mask, active)
+
+
+class MmaSync(Executor):
+    """Per-lane fragments: (warps, 32, elements) in the family's lane layout."""
+
+    @staticmethod
+    def shape(f: Fragment) -> tuple[int, ...]:
+        return WARP, lane_layout(f).elements
 
     # -- moving tiles --
 
