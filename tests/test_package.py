@@ -216,3 +216,62 @@ def test_generated_inputs_fit_the_parameters(variant):
     for b in kernel.params:
         view = describe("f", b, arrays[b.name], 1)
         assert view.array.size == b.size
+
+
+# -- Package.Format (Accera's flags) ------------------------------------------------------------
+
+
+def _small_package():
+    import schedc as acc
+
+    plan, args = VARIANTS["fp16_acc_fp16"][0]()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="small")
+    return package
+
+
+def test_formats_are_accera_flags():
+    F = schedc.Package.Format
+    assert F.HAT_SOURCE | F.MLIR == F.MLIR_SOURCE and F.MLIR_DYNAMIC == F.HAT_DYNAMIC | F.MLIR
+    assert {f.name for f in F} >= {"DYNAMIC_LIBRARY", "STATIC_LIBRARY", "HAT_PACKAGE", "MLIR", "MLIR_VERBOSE",
+                                   "SOURCE", "DEFAULT"}
+    assert F.DYNAMIC_LIBRARY in F.MLIR_DYNAMIC and F.STATIC_LIBRARY not in F.HAT_SOURCE
+
+
+def test_conflicting_or_foreign_formats_are_refused(tmp_path):
+    F = schedc.Package.Format
+    with pytest.raises(PackageError, match="asks for a dynamic and a static library; pick one"):
+        _small_package().build("small", format=F.HAT_DYNAMIC | F.HAT_STATIC, output_dir=tmp_path)
+    with pytest.raises(PackageError, match="format must be Package.Format"):
+        _small_package().build("small", format="HAT_SOURCE", output_dir=tmp_path)
+
+
+@pytest.mark.parametrize("format_name, files", [
+    ("MLIR_SOURCE", ["small.txt"]),
+    ("MLIR_VERBOSE", ["small.0_analyze.txt", "small.1_launch.txt", "small.2_check.txt", "small.3_tensorize.txt",
+                      "small.4_shared.txt", "small.5_private.txt", "small.6_lower.txt", "small.7_simplify.txt"]),
+])
+def test_mlir_formats_write_the_kernel_ir_and_say_so_once(format_name, files, tmp_path, capsys, monkeypatch):
+    from schedc.package import build
+
+    monkeypatch.setattr(build._IRRecord, "said", False)
+    format = getattr(schedc.Package.Format, format_name)
+    path = _small_package().build("small", format=format | schedc.Package.Format.HAT_SOURCE, output_dir=tmp_path)
+    directory = path.parent / "small.ir"
+    assert sorted(p.name for p in directory.iterdir()) == sorted(files)
+    assert "== small after simplify" in (directory / files[-1]).read_text()
+    assert "Kernel(name='small__gpu__'" in (directory / files[-1]).read_text()
+    assert path.with_suffix(".cu").exists() and path.with_suffix(".cubin").exists()
+    _small_package().build("small", format=format, output_dir=tmp_path / "again")
+    said = capsys.readouterr().err
+    assert said.count("asks for MLIR, which schedc does not make") == 1
+
+
+def test_library_formats_need_nvcc(tmp_path, monkeypatch):
+    from schedc.package import compile as compilers
+
+    monkeypatch.setattr(compilers, "find_nvcc", lambda: None)
+    for format in (schedc.Package.Format.HAT_STATIC, schedc.Package.Format.MLIR_DYNAMIC):
+        with pytest.raises(PackageError, match="needs nvcc, which is not installed"):
+            _small_package().build("small", format=format, output_dir=tmp_path)
+    assert _small_package().build("small", format=schedc.Package.Format.DEFAULT, output_dir=tmp_path).exists()

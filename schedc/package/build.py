@@ -45,14 +45,36 @@ from . import hat
 TENSOR_MAP_ALIGN = 16  # bytes: cuTensorMapEncodeTiled's global address
 
 
-class Format(enum.Enum):
-    """HAT_SOURCE (default for GPU): .hat, .cu, .cubin, and a .so when nvcc is present.
-    HAT_DYNAMIC requires the .so; HAT_STATIC builds ``lib<name>.a`` instead."""
+class Format(enum.Flag):
+    """What ``Package.build`` writes (Accera's flags; they combine with ``|``).
 
-    DEFAULT = "DEFAULT"
-    HAT_SOURCE = "HAT_SOURCE"
-    HAT_DYNAMIC = "HAT_DYNAMIC"
-    HAT_STATIC = "HAT_STATIC"
+    Every package has its ``.hat``, ``.cu`` (the CUDA source), ``.cubin`` and ``.schedc.json``.
+    DYNAMIC_LIBRARY (in HAT_DYNAMIC, MLIR_DYNAMIC) requires ``lib<name>.so`` (nvcc);
+    STATIC_LIBRARY (HAT_STATIC, MLIR_STATIC) builds ``lib<name>.a`` instead; neither (DEFAULT,
+    HAT_SOURCE, SOURCE, CPP, CUDA) adds the .so when nvcc is present. schedc makes no MLIR: MLIR
+    writes each function's kernel IR beside the package (``<name>.ir/<function>.txt``) and
+    MLIR_VERBOSE the IR after every lowering pass (``<function>.<n>_<pass>.txt``), and the build
+    says so once.
+
+    >>> Format.HAT_SOURCE | Format.MLIR == Format.MLIR_SOURCE
+    True
+    """
+
+    DYNAMIC_LIBRARY = enum.auto()
+    STATIC_LIBRARY = enum.auto()
+    HAT_PACKAGE = enum.auto()
+    MLIR = enum.auto()
+    MLIR_VERBOSE = enum.auto()
+    SOURCE = enum.auto()
+    CPP = enum.auto()
+    CUDA = enum.auto()
+    DEFAULT = enum.auto()
+    HAT_DYNAMIC = HAT_PACKAGE | DYNAMIC_LIBRARY
+    HAT_STATIC = HAT_PACKAGE | STATIC_LIBRARY
+    HAT_SOURCE = HAT_PACKAGE | SOURCE
+    MLIR_DYNAMIC = HAT_DYNAMIC | MLIR
+    MLIR_STATIC = HAT_STATIC | MLIR
+    MLIR_SOURCE = HAT_SOURCE | MLIR
 
 
 class Mode(enum.Enum):
@@ -178,7 +200,10 @@ class Package:
             raise PackageError(where, "the package has no functions; call add() first")
         if not isinstance(format, Format) or not isinstance(mode, Mode):
             raise PackageError(where, "format must be Package.Format and mode Package.Mode")
-        functions = _compile(self._functions, _SESSION.get())
+        if Format.DYNAMIC_LIBRARY in format and Format.STATIC_LIBRARY in format:
+            raise PackageError(where, f"format {format!r} asks for a dynamic and a static library; pick one")
+        record = _IRRecord(Format.MLIR_VERBOSE in format) if format & (Format.MLIR | Format.MLIR_VERBOSE) else None
+        functions = _compile(self._functions, _SESSION.get(), record)
         source = _emit(functions, _banner(name, self._target, self._functions))
         current = _SESSION.get()
         if current is not None and current.show_only:
@@ -190,15 +215,24 @@ class Package:
             output_dir = current.output_dir
         path = _write(name, Path(output_dir) / name, self._target, self._functions, functions, source,
                       format, mode, tolerance)
+        if record is not None:
+            record.write(path.parent / f"{name}.ir", format)
         if current is not None:
             current.built.append(path)
         return path
 
 
-def _compile(functions: list[_Added], current: BuildSession | None) -> list[HostFunction]:
+def _compile(functions: list[_Added], current: BuildSession | None,
+             record: _IRRecord | None = None) -> list[HostFunction]:
     """Each function's kernels: compiled from its model (observed and verified as the build
-    session asks), or as given."""
-    observe = current.observe if current is not None else None
+    session asks, recorded for MLIR formats), or as given."""
+    observers = [o for o in (current.observe if current is not None else None, record) if o is not None]
+
+    def every(step, ir) -> None:
+        for o in observers:
+            o(step, ir)
+
+    observe = every if observers else None
     if current is not None and current.verify_ir:
         with verifying():
             return [_function(f, observe) for f in functions]
@@ -207,6 +241,39 @@ def _compile(functions: list[_Added], current: BuildSession | None) -> list[Host
 
 def _function(added: _Added, observe: Callable | None) -> HostFunction:
     return added.function or HostFunction.single(compile_model(added.model, observe))
+
+
+class _IRRecord:
+    """The kernel IR of each function after every lowering pass (verbose) or after the last,
+    for the MLIR formats: schedc's nearest honest thing to Accera's MLIR dumps."""
+
+    said = False  # the build says once per process what it writes instead of MLIR
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+        self.texts: dict[str, list[tuple[str, str]]] = {}
+
+    def __call__(self, step, ir) -> None:
+        from ..show import attached
+
+        text = f"== {ir.model.function} after {step.name} ({step.summary})\n{attached(ir.attached(step.shows))}\n"
+        passes = self.texts.setdefault(ir.model.function, [])
+        if self.verbose:
+            passes.append((step.name, text))
+        else:
+            passes[:] = [(step.name, text)]
+
+    def write(self, directory: Path, format: Format) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for function, passes in self.texts.items():
+            for n, (step, text) in enumerate(passes):
+                name = f"{function}.{n}_{step}.txt" if self.verbose else f"{function}.txt"
+                (directory / name).write_text(text)
+        if not _IRRecord.said:
+            _IRRecord.said = True
+            what = "after every lowering pass" if self.verbose else "of each function"
+            print(f"schedc: Package.Format {format!r} asks for MLIR, which schedc does not make; the kernel IR "
+                  f"{what} is in {directory}", file=sys.stderr)
 
 
 def _emit(functions: list[HostFunction], banner: str) -> str:
@@ -318,11 +385,11 @@ def _write(name, directory: Path, target: Target, added, functions, source, form
 
 
 def _library(name: str, directory: Path, target: Target, format: Format, debug: bool) -> str:
-    static = format is Format.HAT_STATIC
+    static = Format.STATIC_LIBRARY in format
     filename = f"lib{name}.a" if static else f"lib{name}.so"
     if compilers.find_nvcc() is None:
-        if format in (Format.HAT_DYNAMIC, Format.HAT_STATIC):
-            raise PackageError(f"Package.build({name!r}, format={format.name})", "needs nvcc, which is not installed")
+        if static or Format.DYNAMIC_LIBRARY in format:
+            raise PackageError(f"Package.build({name!r}, format={format!r})", "needs nvcc, which is not installed")
         print(f"schedc: nvcc not found; {name} has no {filename} (the .cubin and .cu are complete)",
               file=sys.stderr)
         return ""
