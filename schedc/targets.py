@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from .errors import TargetError
@@ -58,17 +59,37 @@ class CacheStrategy(enum.Enum):
 
 
 class MMAShape(enum.Enum):
-    """Tensor-core operation shapes (one pass): ``M{m}xN{n}xK{k}_B{blocks}``."""
+    """Tensor-core operation shapes (one pass): ``M{m}xN{n}xK{k}_B{blocks}``, every member of
+    Accera's. NVIDIA tensor cores have the first four; the others are AMD MFMA shapes, which
+    ``tensorize`` refuses on NVIDIA targets with the nearest NVIDIA shape.
+
+    >>> MMAShape.M64xN64xK4_B2.mnk, MMAShape.M64xN64xK4_B2.blocks
+    ((64, 64, 4), 2)
+    """
 
     M16xN16xK16_B1 = "M16xN16xK16_B1"
     M16xN16xK8_B1 = "M16xN16xK8_B1"
     M32xN8xK16_B1 = "M32xN8xK16_B1"
     M8xN32xK16_B1 = "M8xN32xK16_B1"
+    M64xN64xK1_B4 = "M64xN64xK1_B4"
+    M64xN64xK1_B2 = "M64xN64xK1_B2"
+    M32xN32xK2_B1 = "M32xN32xK2_B1"
+    M16xN16xK4_B1 = "M16xN16xK4_B1"
+    M64xN64xK2_B4 = "M64xN64xK2_B4"
+    M64xN64xK2_B2 = "M64xN64xK2_B2"
+    M32xN32xK4_B1 = "M32xN32xK4_B1"
+    M64xN64xK4_B4 = "M64xN64xK4_B4"
+    M64xN64xK4_B2 = "M64xN64xK4_B2"
+    M32xN32xK8_B1 = "M32xN32xK8_B1"
 
     @property
     def mnk(self) -> tuple[int, int, int]:
         m, n, rest = self.value.split("x")
         return int(m[1:]), int(n[1:]), int(rest.split("_")[0][1:])
+
+    @property
+    def blocks(self) -> int:
+        return int(self.value.split("_B")[1])
 
 
 class MMAFragmentOp(enum.Enum):
@@ -175,9 +196,22 @@ class TensorCoreInfo:
         if num_total_passes < 1:
             raise TargetError(where, "num_total_passes must be a positive integer")
         if mma_shape not in self.supported_shapes:
-            raise TargetError(where, f"{self._model.name} tensor cores have no {mma_shape.value}")
+            raise TargetError(where, self.missing(mma_shape))
         m, n, k = mma_shape.mnk
         return (m, n, k * num_total_passes)
+
+    def mma_shape_to_tuple(self, mma_shape: MMAShape) -> tuple[int, int, int]:
+        """(m, n, k) of one pass of ``mma_shape`` (Accera's name)."""
+        if not isinstance(mma_shape, MMAShape):
+            raise TargetError(f"mma_shape_to_tuple({mma_shape!r})", "mma_shape must be an MMAShape")
+        return mma_shape.mnk
+
+    def missing(self, mma_shape: MMAShape) -> str:
+        """Why this target has no ``mma_shape``, with the nearest shape it has."""
+        nearest = min(self.supported_shapes, key=lambda s: (_distance(s, mma_shape), s.value))
+        kind = "" if mma_shape in NVIDIA_SHAPES else " (an AMD MFMA shape)"
+        return (f"{self._model.name} tensor cores have no {mma_shape.value}{kind}; the nearest shape they "
+                f"have is {nearest.value}")
 
     def mode_for(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> str:
         """The mode's precision name, or the reason this combination is not supported."""
@@ -208,6 +242,14 @@ class TensorCoreInfo:
         return (
             f"{operand.value} operands accumulate into {accs}, not {accumulator.value}"
         )
+
+
+NVIDIA_SHAPES = (MMAShape.M16xN16xK16_B1, MMAShape.M16xN16xK8_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
+
+
+def _distance(a: MMAShape, b: MMAShape) -> float:
+    """How far apart two shapes are: the sum of |log2| of their m, n and k ratios."""
+    return sum(abs(math.log2(x / y)) for x, y in zip(a.mnk, b.mnk))
 
 
 def _name(value: object) -> str:
@@ -248,6 +290,16 @@ class Target:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def max_shared_memory_per_block(self) -> int:
+        """Bytes of shared memory a block may have (with the opt-in attribute; Accera's name)."""
+        return self.spec.shared_memory_max
+
+    @property
+    def max_static_shared_memory_per_block(self) -> int:
+        """Bytes of statically declared shared memory a block may have (Accera's name)."""
+        return self.spec.shared_memory_static
 
     @property
     def arch(self) -> str:

@@ -184,7 +184,7 @@ class Plan:
         if not isinstance(mma_shape, MMAShape):
             raise PlanError(where, f"mma_shape must be an MMAShape, not {mma_shape!r}")
         if mma_shape not in self.target.tensor_core_info.supported_shapes:
-            raise PlanError(where, f"{self.target.name} tensor cores have no {mma_shape.value}")
+            raise PlanError(where, self.target.tensor_core_info.missing(mma_shape))
         total = _positive(where, "num_total_passes", num_total_passes)
         fused = total if num_fused_passes is None else _positive(where, "num_fused_passes", num_fused_passes)
         if total % fused:
