@@ -240,15 +240,11 @@ def family_for(target: Target, operand: ScalarType, accumulator: ScalarType, sha
                           f"with {shape.name}")
     family = wanted[0]
     if target.spec.sm < family.min_sm:
-        return _refuse(f"{requested.name} needs sm_{family.min_sm} or newer; {target.name} is sm_{target.spec.sm}")
+        raise LookupError(f"{requested.name} needs sm_{family.min_sm} or newer; {target.name} is sm_{target.spec.sm}")
     modes = "; ".join(f"{m.operand.value} into {'/'.join(a.value for a in m.accumulators)} with "
                       f"{', '.join(s.name for s in m.shapes)}" for m in family.modes)
-    return _refuse(f"{requested.name} multiplies {modes}; not {operand.value} into {accumulator.value} with "
-                   f"{shape.name} (use Instruction.AUTO or another instruction)")
-
-
-def _refuse(reason: str):
-    raise LookupError(reason)
+    raise LookupError(f"{requested.name} multiplies {modes}; not {operand.value} into {accumulator.value} with "
+                      f"{shape.name} (use Instruction.AUTO or another instruction)")
 
 
 def check_instruction(where: str, instruction: object) -> Instruction:
