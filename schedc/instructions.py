@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from .errors import PlanError
 from .ir.kernel import Binary, Const, Expr
 from .ir.types import ScalarType
-from .targets import MMAShape, Target
+from .targets import WGMMA_16, WGMMA_TF32, MMAShape, Target
 
 
 class Instruction(enum.Enum):
@@ -39,6 +39,7 @@ class Instruction(enum.Enum):
     AUTO = "AUTO"
     WMMA = "WMMA"  # wmma.load / wmma.mma.sync / wmma.store: the warp's tile layout is opaque
     MMA_SYNC = "MMA_SYNC"  # ldmatrix + mma.sync.aligned.m16n8k*: documented per-lane layouts
+    WGMMA = "WGMMA"  # wgmma.mma_async (sm_90a): a warpgroup's 64xN tile, operands in shared memory
 
 
 # -- lane layouts ------------------------------------------------------------------------------
@@ -85,6 +86,14 @@ def _b32(lane, e):
 
 def _c(lane, e):
     return lane // 4 + 8 * (e // 2), 2 * (lane % 4) + e % 2
+
+
+def _wgmma_c(n: int):
+    """wgmma's accumulator of a 64 x n tile over the warpgroup's 128 threads: warp w holds rows
+    16w..16w+15, each 8-column block laid out as mma.sync's accumulator."""
+    def f(lane, e):
+        return 16 * (lane // 32) + (lane % 32) // 4 + 8 * ((e // 2) % 2), 8 * (e // 4) + 2 * (lane % 4) + e % 2
+    return f
 
 
 def _layout(rows, cols, elements, f, bits) -> LaneLayout:
@@ -174,6 +183,8 @@ class Family:
 
     def registers(self, use: str, mnk: tuple[int, int, int], precision: str, dtype: ScalarType) -> int:
         """32-bit registers per lane for one fragment."""
+        if self.issued_by == "warpgroup":  # accumulators in registers; operands read from shared memory
+            return mnk[0] * mnk[1] * dtype.size // (4 * WARPGROUP) if use == "accumulator" else 2
         if self.layouts is None:  # opaque: the warp's share of the tile
             rows, cols = {"matrix_a": mnk[::2], "matrix_b": mnk[:0:-1], "accumulator": mnk[:2]}[use]
             size = 4 if precision == "tf32" else dtype.size
@@ -223,7 +234,23 @@ MMA_SYNC = Family(
     layouts=_MMA_SYNC_LAYOUTS,
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (WMMA, MMA_SYNC)}
+WGMMA = Family(
+    "wgmma", Instruction.WGMMA, "wgmma.mma_async.m64nNk16 / m64nNk8 (sm_90a), operands in shared memory",
+    "warpgroup", 90,
+    (Mode(_F16, (_F32,), "fp16", WGMMA_16, (64, 0, 16)),
+     Mode(_BF16, (_F32,), "bf16", WGMMA_16, (64, 0, 16)),
+     Mode(_F32, (_F32,), "tf32", WGMMA_TF32, (64, 0, 8))),
+    speed=3, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
+)
+WARPGROUP = 128  # threads that issue one wgmma
+
+
+def wgmma_accumulator(n: int, dtype: ScalarType = _F32) -> LaneLayout:
+    """The per-thread layout of a warpgroup's 64 x n accumulator (n/2 elements per thread)."""
+    return _layout(64, n, n // 2, _wgmma_c(n), dtype.size * 8)
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (WMMA, MMA_SYNC, WGMMA)}
 BY_INSTRUCTION: dict[Instruction, Family] = {f.instruction: f for f in FAMILIES.values()}
 
 
@@ -391,14 +418,14 @@ def _group(blocks, first: int, trans: bool) -> Ldmatrix:
     return Ldmatrix(first, count, trans, lambda lane: position(lane, 0), lambda lane: position(lane, 1))
 
 
-def vector_width(layout: LaneLayout, row_stride: int, col_stride: int, size: int) -> int:
+def vector_width(layout: LaneLayout, row_stride: int, col_stride: int, size: int, lanes: int = 32) -> int:
     """The most consecutive elements of a lane (2 or 4, at most 16 bytes) that lie side by side
     in memory at offsets that are multiples of their count, for every lane (1: none)."""
     for width in (4, 2):
         if width * size > 16 or layout.elements % width:
             continue
         if all(_run(layout, lane, e, width, row_stride, col_stride)
-               for lane in range(32) for e in range(0, layout.elements, width)):
+               for lane in range(lanes) for e in range(0, layout.elements, width)):
             return width
     return 1
 
@@ -455,3 +482,36 @@ def check_layouts() -> None:
             raise AssertionError(f"mma_sync {use} ({bits}-bit) does not cover its "
                                  f"{layout.rows}x{layout.cols} tile once")
 
+
+
+# -- wgmma matrix descriptors ---------------------------------------------------------------------
+
+SWIZZLE_MODES = {128: 1, 64: 2, 32: 3}  # a descriptor's layout type for rows of 128, 64, 32 bytes
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """How wgmma finds an operand tile in a swizzled TMA tile (``SharedBuffer`` of shape
+    (stages, chunks, rows, chunk), rows of ``swizzle`` bytes): ``k_major`` when k runs along the
+    rows; ``lbo`` (leading byte offset: the distance between chunks along m or n for tiles whose
+    m or n runs along the rows; unused when k does), ``sbo`` (the distance between groups of 8
+    rows) and the layout ``mode`` of the descriptor."""
+
+    k_major: bool
+    lbo: int
+    sbo: int
+    mode: int
+    swizzle: int
+
+
+def descriptor(buffer, k_major: bool) -> Descriptor:
+    """The descriptor fields of tiles in ``buffer`` (what the emitter encodes and the emulator
+    decodes; the start address is the tile's first element)."""
+    pitch = buffer.swizzle
+    lbo = 16 if k_major else buffer.strides[1] * buffer.dtype.size
+    return Descriptor(k_major, lbo, 8 * pitch, SWIZZLE_MODES[pitch], pitch)
+
+
+def operand_k_major(use: str, layout: str) -> bool:
+    """A row-major A (m rows, k along them) and a column-major B are k-major."""
+    return (layout == "row_major") == (use == "matrix_a")

@@ -28,10 +28,12 @@ class GridUnit(enum.Enum):
     THREAD_Z = "THREAD_Z"
     WARP_X = "WARP_X"
     WARP_Y = "WARP_Y"
+    WARPGROUP_X = "WARPGROUP_X"  # 4 warps (128 threads) that issue wgmma together (sm_90a)
+    WARPGROUP_Y = "WARPGROUP_Y"
 
     @property
     def level(self) -> str:
-        """'block', 'thread' or 'warp'."""
+        """'block', 'thread', 'warp' or 'warpgroup'."""
         return self.value.split("_")[0].lower()
 
     @property
@@ -58,29 +60,29 @@ class CacheStrategy(enum.Enum):
     BLOCKED = "BLOCKED"
 
 
-class MMAShape(enum.Enum):
+class CopyEngine(enum.Enum):
+    """What fills a SHARED cache (``plan.cache(..., engine=)``): THREADS (the block's threads,
+    with cp.async on sm_80+), TMA (the tensor memory accelerator, sm_90: one thread issues a
+    bulk copy of the whole box, completed on an mbarrier) or AUTO (TMA where the tile feeds
+    wgmma, THREADS otherwise)."""
+
+    AUTO = "AUTO"
+    THREADS = "THREADS"
+    TMA = "TMA"
+
+
+class _Shape(enum.Enum):
     """Tensor-core operation shapes (one pass): ``M{m}xN{n}xK{k}_B{blocks}``, every member of
-    Accera's. NVIDIA tensor cores have the first four; the others are AMD MFMA shapes, which
-    ``tensorize`` refuses on NVIDIA targets with the nearest NVIDIA shape.
+    Accera's, and the warpgroup shapes of Hopper's wgmma. NVIDIA warp tensor cores have the first
+    four; the next ten are AMD MFMA shapes, which ``tensorize`` refuses on NVIDIA targets with the
+    nearest NVIDIA shape; ``M64xN{n}xK16_B1`` (16-bit operands) and ``M64xN{n}xK8_B1`` (tf32),
+    n = 8, 16, ..., 256, are one warpgroup's wgmma tile (sm_90a).
 
     >>> MMAShape.M64xN64xK4_B2.mnk, MMAShape.M64xN64xK4_B2.blocks
     ((64, 64, 4), 2)
+    >>> MMAShape.M64xN256xK16_B1.mnk
+    (64, 256, 16)
     """
-
-    M16xN16xK16_B1 = "M16xN16xK16_B1"
-    M16xN16xK8_B1 = "M16xN16xK8_B1"
-    M32xN8xK16_B1 = "M32xN8xK16_B1"
-    M8xN32xK16_B1 = "M8xN32xK16_B1"
-    M64xN64xK1_B4 = "M64xN64xK1_B4"
-    M64xN64xK1_B2 = "M64xN64xK1_B2"
-    M32xN32xK2_B1 = "M32xN32xK2_B1"
-    M16xN16xK4_B1 = "M16xN16xK4_B1"
-    M64xN64xK2_B4 = "M64xN64xK2_B4"
-    M64xN64xK2_B2 = "M64xN64xK2_B2"
-    M32xN32xK4_B1 = "M32xN32xK4_B1"
-    M64xN64xK4_B4 = "M64xN64xK4_B4"
-    M64xN64xK4_B2 = "M64xN64xK4_B2"
-    M32xN32xK8_B1 = "M32xN32xK8_B1"
 
     @property
     def mnk(self) -> tuple[int, int, int]:
@@ -90,6 +92,16 @@ class MMAShape(enum.Enum):
     @property
     def blocks(self) -> int:
         return int(self.value.split("_B")[1])
+
+
+_ACCERA_SHAPES = """M16xN16xK16_B1 M16xN16xK8_B1 M32xN8xK16_B1 M8xN32xK16_B1 M64xN64xK1_B4 M64xN64xK1_B2
+    M32xN32xK2_B1 M16xN16xK4_B1 M64xN64xK2_B4 M64xN64xK2_B2 M32xN32xK4_B1 M64xN64xK4_B4 M64xN64xK4_B2
+    M32xN32xK8_B1""".split()
+WGMMA_N = tuple(range(8, 257, 8))  # wgmma's n: multiples of 8 up to 256
+_WGMMA_SHAPES = [f"M64xN{n}xK{k}_B1" for k in (16, 8) for n in WGMMA_N]
+MMAShape = _Shape("MMAShape", [(name, name) for name in _ACCERA_SHAPES + _WGMMA_SHAPES], module=__name__,
+                  qualname="MMAShape")
+MMAShape.__doc__ = _Shape.__doc__
 
 
 class MMAFragmentOp(enum.Enum):
@@ -116,11 +128,16 @@ class TensorCoreMode:
 
 
 _WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
+WGMMA_16 = tuple(MMAShape[f"M64xN{n}xK16_B1"] for n in WGMMA_N)
+WGMMA_TF32 = tuple(MMAShape[f"M64xN{n}xK8_B1"] for n in WGMMA_N)
 _F32 = ScalarType.float32
 TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), _WMMA_16, "fp16", 70),
     TensorCoreMode(ScalarType.bfloat16, (_F32,), _WMMA_16, "bf16", 80),
     TensorCoreMode(ScalarType.float32, (_F32,), (MMAShape.M16xN16xK8_B1,), "tf32", 80),
+    TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), WGMMA_16, "fp16", 90),
+    TensorCoreMode(ScalarType.bfloat16, (_F32,), WGMMA_16, "bf16", 90),
+    TensorCoreMode(ScalarType.float32, (_F32,), WGMMA_TF32, "tf32", 90),
     TensorCoreMode(ScalarType.int8, (ScalarType.int32,), _WMMA_16, "s8", 72),
     TensorCoreMode(ScalarType.uint8, (ScalarType.int32,), _WMMA_16, "u8", 72),
 )
@@ -234,17 +251,36 @@ class TensorCoreInfo:
                 f"{name} (sm_{self._model.sm}) tensor cores do not support {operand.value} "
                 f"operands (needs sm_{need} or newer)"
             )
-        mode = here[0]
-        if shape not in mode.shapes:
-            shapes = ", ".join(s.value for s in mode.shapes)
+        with_shape = [m for m in here if shape in m.shapes]
+        if not with_shape:
+            shapes = describe_shapes(s for m in here for s in m.shapes)
             return f"{operand.value} operands need one of the shapes {shapes}, not {shape.value}"
+        mode = with_shape[0]
         accs = ", ".join(a.value for a in mode.accumulators)
         return (
             f"{operand.value} operands accumulate into {accs}, not {accumulator.value}"
         )
 
 
-NVIDIA_SHAPES = (MMAShape.M16xN16xK16_B1, MMAShape.M16xN16xK8_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
+NVIDIA_SHAPES = (MMAShape.M16xN16xK16_B1, MMAShape.M16xN16xK8_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1,
+                 *WGMMA_16, *WGMMA_TF32)
+
+
+def describe_shapes(shapes) -> str:
+    """Shapes by name, wgmma's runs of n written once: ``M64xN{8..256 by 8}xK16_B1``.
+
+    >>> describe_shapes([MMAShape.M16xN16xK16_B1, *WGMMA_16])
+    'M16xN16xK16_B1, M64xN{8..256 by 8}xK16_B1'
+    """
+    shapes = list(dict.fromkeys(shapes))
+    names = [s.value for s in shapes if s not in WGMMA_16 and s not in WGMMA_TF32]
+    for run, k in ((WGMMA_16, 16), (WGMMA_TF32, 8)):
+        ns = [s.mnk[1] for s in shapes if s in run]
+        if ns == list(WGMMA_N):
+            names.append(f"M64xN{{8..256 by 8}}xK{k}_B1")
+        else:
+            names += [f"M64xN{n}xK{k}_B1" for n in ns]
+    return ", ".join(names)
 
 
 def _distance(a: MMAShape, b: MMAShape) -> float:

@@ -90,6 +90,7 @@ def emit_source(kernels: list[Kernel | HostFunction], banner: str) -> str:
             if buffer.kind != "param" and buffer.name not in seen:
                 seen.add(buffer.name)
                 parts.append(_global_buffer(buffer))
+    parts += cuda_hopper.helpers(every)
     for kernel in every:
         parts.append(emit_kernel(kernel))
     parts.append("#if !defined(__CUDACC_RTC__)")
@@ -168,7 +169,8 @@ def tensor_prelude(kernel: Kernel) -> list[str]:
 def shared_declarations(kernel: Kernel) -> list[str]:
     if not kernel.shared:
         return []
-    lines = [f"{INDENT}extern __shared__ __align__({SHARED_ALIGN}) unsigned char schedc_shared[];"]
+    align = max(SHARED_ALIGN, *(b.align for b in kernel.shared))
+    lines = [f"{INDENT}extern __shared__ __align__({align}) unsigned char schedc_shared[];"]
     for b, offset in zip(kernel.shared, kernel.shared_offsets()):
         lines.append(f"{INDENT}// shared buffer {b.name}: {b.dtype.value}{list(b.shape)}, {b.nbytes} bytes")
         cast = f"reinterpret_cast<{b.dtype.c_type}*>(schedc_shared + {offset})"
@@ -480,3 +482,6 @@ def _special(value: float) -> str:
     if math.isnan(value):
         return "__longlong_as_double(0x7ff8000000000000ll)"
     return f"{'-' if value < 0 else ''}__longlong_as_double(0x7ff0000000000000ll)"
+
+
+from . import cuda_hopper  # noqa: E402 - registers the Hopper statements' emitters

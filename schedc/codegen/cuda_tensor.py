@@ -120,9 +120,14 @@ class MmaSync(Emitter):
     operands come from shared memory with ldmatrix (or element by element), accumulators and
     operands in global memory element by element, guarded per element at the array's edge."""
 
+    lane = Var("lane")  # the variable the prelude defines: the thread's lane
+
     @staticmethod
     def prelude() -> list[str]:
         return ["const int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;"]
+
+    def layout(self, f: Fragment) -> LaneLayout:
+        return fragment_layout(f)
 
     def declare(self, s: Fragment) -> list[str]:
         layout = fragment_layout(s)
@@ -185,8 +190,9 @@ class MmaSync(Emitter):
         from the lane layout; at C's edge only the elements inside the array."""
         p = self.p
         frag = p.fragments[name]
-        layout = fragment_layout(frag)
-        row, col = layout.row(LANE, ELEMENT), layout.col(LANE, ELEMENT)
+        layout = self.layout(frag)
+        lane = Sym(self.lane)
+        row, col = layout.row(lane, ELEMENT), layout.col(lane, ELEMENT)
         pointer = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, row, col, getattr(s, "row_phase", None))
         memory = f"*({pointer})"
         mine = f"{name}[elem]"

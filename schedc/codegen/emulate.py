@@ -619,3 +619,8 @@ def _cast(value, dtype: ScalarType):
         with np.errstate(invalid="ignore"):
             return np.trunc(value.astype(np.float64)).astype(dtype.numpy)
     return value.astype(dtype.numpy)
+
+
+from . import emulate_hopper  # noqa: E402 - the Hopper statements' executors
+
+emulate_hopper.register(EXECUTORS)

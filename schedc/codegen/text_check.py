@@ -62,6 +62,7 @@ from ..ir.kernel import (
     Load,
     Loop,
     PrivateArray,
+    Roles,
     ScalarParam,
     StageLoad,
     StageStore,
@@ -900,6 +901,8 @@ class _Checker:
             self.env.buffers[s.name] = s.dtype.c_type
         if isinstance(s, Loop | If):  # the head only: the body's statements come next
             s = dataclasses.replace(s, body=(), **({"orelse": ()} if isinstance(s, If) else {}))
+        if isinstance(s, Roles):  # no expressions; its roles' statements come next
+            return
         lines = self.printer.statement(s, 0)
         self.lines += [line for line in lines if line != "}"]
         handler = _HANDLERS.get(type(s))
@@ -950,7 +953,8 @@ class _Checker:
                     FragmentLoad: (("buffer", "origin"),), FragmentStore: (("buffer", "origin"),)}[type(s)]
         for buffer_field, origin_field in pointers:
             buffer, origin = getattr(s, buffer_field), getattr(s, origin_field)
-            if isinstance(s, FragmentLoad | FragmentStore) and swizzle_geometry(self.printer.buffers[buffer]):
+            if isinstance(s, FragmentLoad | FragmentStore) and swizzle_geometry(self.printer.buffers[buffer]) \
+                    and getattr(s, "path", "") != "descriptor":  # a descriptor points at the tile itself
                 origin = swizzle_base(self.printer.buffers[buffer], origin,  # rows and columns are swizzled
                                       getattr(s, "row_phase", None))
             text, ir = self.printer.offset(buffer, origin), self.offset(buffer, origin)

@@ -304,10 +304,113 @@ class StageStore:
     comment: str = ""
 
 
+# -- Hopper: mbarriers, TMA, warpgroup products, warp roles --------------------------------------
+
+
+@dataclass(frozen=True)
+class MbarrierInit:
+    """The threads that run it (one, by convention) set up ``barrier[index]`` (a uint64 shared
+    buffer) for phases of ``count`` arrivals each; phase 0 starts."""
+
+    barrier: str
+    index: Expr
+    count: int
+
+
+@dataclass(frozen=True)
+class MbarrierArrive:
+    """Each thread that runs it arrives once on ``barrier[index]``'s current phase; with
+    ``transaction_bytes`` (``arrive.expect_tx``) it first adds that many bytes the phase also
+    waits for (the TMA copies that complete on the barrier count them down)."""
+
+    barrier: str
+    index: Expr
+    transaction_bytes: int = 0
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class MbarrierWait:
+    """Wait until the phase of ``barrier[index]`` whose parity is ``parity`` (0 or 1) has
+    completed (``mbarrier.try_wait.parity`` in a loop): what the phase's arrivals did before
+    arriving, and the bytes its copies brought, are then visible to the waiting threads."""
+
+    barrier: str
+    index: Expr
+    parity: Expr
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    """The thread that runs it asks the tensor memory accelerator to copy one box of the array
+    that the by-value ``tensor_map`` parameter describes (its ``box``, at element ``coords`` of the
+    array, slowest dimension first) into ``target`` at ``target_origin``, swizzled as the map
+    says; elements past the array arrive as zeros. The bytes complete on ``barrier[index]``."""
+
+    tensor_map: str
+    target: str
+    target_origin: tuple[Expr, ...]
+    coords: tuple[Expr, ...]
+    barrier: str
+    index: Expr
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """``mbarrier_init``: barrier set-ups become visible to the async proxy (TMA) and other
+    threads; ``proxy_async``: the running threads' generic writes of shared memory become
+    visible to async-proxy reads (wgmma descriptors, TMA stores)."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class WarpgroupFence:
+    """``wgmma.fence``: register and shared-memory writes before it are seen by the wgmma
+    products after it (needed before a warpgroup's first product on accumulators it wrote)."""
+
+
+@dataclass(frozen=True)
+class WarpgroupCommit:
+    """``wgmma.commit_group``: the warpgroup's products issued since the last commit form a group."""
+
+
+@dataclass(frozen=True)
+class WarpgroupWait:
+    """``wgmma.wait_group``: wait until at most ``pending`` groups of the warpgroup's products are
+    in flight; the completed groups' accumulators may then be read and their operands reused."""
+
+    pending: int
+
+
+@dataclass(frozen=True)
+class Role:
+    """One part of a warp-specialized block: threads ``first`` .. ``first + threads - 1`` (whole
+    warpgroups) run ``body``; ``registers`` (``setmaxnreg``, 0: unchanged) is what each of its
+    threads may hold."""
+
+    name: str
+    first: int
+    threads: int
+    registers: int
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Warp specialization: the block's threads split into roles that run concurrently and
+    meet only at mbarriers (e.g. a producer warpgroup issuing TMA copies, consumers issuing wgmma)."""
+
+    roles: tuple[Role, ...]
+
+
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
     | FragmentApply | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
-    | PrivateArray
+    | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
+    | WarpgroupCommit | WarpgroupWait | Roles
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -347,6 +450,7 @@ class SharedBuffer:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     swizzle: int = 0
+    align: int = 0  # bytes its start needs beyond SHARED_ALIGN (TMA's swizzled boxes: 1024)
 
     @property
     def size(self) -> int:
@@ -418,8 +522,9 @@ def _kind_of(value: object) -> str | None:
 @dataclass(frozen=True)
 class TensorMap:
     """What the ``tensor_map`` builder encodes (``cuTensorMapEncodeTiled``) for TMA copies of
-    the array parameter ``array``: boxes of ``box`` elements (slowest dimension first) of
-    ``dtype``, rows swizzled by ``swizzle`` bytes (0: none, 32, 64 or 128)."""
+    the array parameter ``array``: boxes of ``box`` elements along each of the array's dimensions
+    (in the array's order; the map lists them innermost first by stride) of ``dtype``, rows (along
+    the contiguous dimension) swizzled by ``swizzle`` bytes (0: none, 32, 64 or 128)."""
 
     array: str
     box: tuple[int, ...]
@@ -496,6 +601,8 @@ def shared_layout(buffers) -> tuple[tuple[int, ...], int]:
     """Offsets of shared buffers laid out in order, SHARED_ALIGN apart, and the bytes in all."""
     offsets, at = [], 0
     for b in buffers:
+        align = max(SHARED_ALIGN, getattr(b, "align", 0))
+        at = -(-at // align) * align
         offsets.append(at)
         at += -(-b.nbytes // SHARED_ALIGN) * SHARED_ALIGN
     return tuple(offsets), at
@@ -543,6 +650,8 @@ class HostFunction:
 def children(stmt: Stmt) -> tuple[Stmt, ...]:
     if isinstance(stmt, If):
         return stmt.body + stmt.orelse
+    if isinstance(stmt, Roles):
+        return tuple(s for role in stmt.roles for s in role.body)
     return stmt.body if isinstance(stmt, Loop) else ()
 
 
@@ -584,7 +693,8 @@ _NODES = {
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
         FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
-        PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction,
+        PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
+        MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,
     )
 }
 
@@ -628,7 +738,7 @@ def _enum_value(name: str, value: str) -> enum.Enum:
     enums = {"Instruction": instructions.Instruction, "ScalarType": ScalarType, "MMAShape": targets.MMAShape,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
              "Model": targets.Model, "MemorySpace": targets.MemorySpace,
-             "CacheStrategy": targets.CacheStrategy}
+             "CacheStrategy": targets.CacheStrategy, "CopyEngine": targets.CopyEngine}
     return enums[name](value)
 
 

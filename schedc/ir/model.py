@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..instructions import Instruction
-from ..targets import MODELS, CacheStrategy, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
+from ..targets import MODELS, CacheStrategy, CopyEngine, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
 from ..targets import Model as TargetModel
 from . import convert
 from . import kernel as k
@@ -78,6 +78,7 @@ class CacheSpec:
     pipeline: str = "sync"  # sync: copy between barriers; registers: register double buffer;
     stages: int = 1  # async: a ring of ``stages`` shared buffers filled with cp.async
     automatic: bool = False  # async chosen by AUTO: a register double buffer where cp.async cannot copy
+    engine: CopyEngine = CopyEngine.AUTO  # what fills the tile: threads, TMA, or AUTO
 
 
 @k.register
@@ -95,6 +96,8 @@ class Model:
     unrolled: tuple[str, ...]
     caches: tuple[CacheSpec, ...] = ()
     blocks_per_sm: int = 0  # create_plan(_blocks_per_SM=): blocks a multiprocessor should hold (0: any)
+    # plan.warp_specialize(enabled, producer registers, consumer registers); None: AUTO
+    specialization: tuple[bool, int, int] | None = None
 
     @property
     def gpu(self) -> GPUModel:
@@ -170,10 +173,12 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
         caches=tuple(
-            CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages, c.automatic)
+            CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages, c.automatic,
+                      c.engine)
             for c in plan.caches
         ),
         blocks_per_sm=plan.blocks_per_sm,
+        specialization=plan.specialization,
     )
 
 

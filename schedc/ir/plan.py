@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import CacheError, PlanError
 from ..instructions import Instruction, check_instruction
-from ..targets import CacheStrategy, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
+from ..targets import CacheStrategy, CopyEngine, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
 from .expr import Index
 
 
@@ -29,6 +29,7 @@ class CacheRequest:
     pipeline: str = "sync"  # sync | registers | async
     stages: int = 1  # shared buffers in the ring (async)
     automatic: bool = False  # double_buffer=True with AUTO location: registers where cp.async cannot copy
+    engine: CopyEngine = CopyEngine.AUTO
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,22 @@ class Plan:
         self.tensorization: Tensorization | None = None
         self.unrolled: list[Index] = []
         self.caches: list[CacheRequest] = []
+        self.specialization: tuple[bool, int, int] | None = None  # warp_specialize (None: AUTO)
         schedule._plan_created = True
 
     # -- bind --------------------------------------------------------------------------------
 
     def bind(self, mapping: Mapping[Index | tuple[Index, ...], GridUnit]) -> None:
-        """Run loops on the grid: each index (or tuple of indices) becomes a block, warp or
-        thread coordinate instead of a loop.
+        """Run loops on the grid: each index (or tuple of indices) becomes a block, warpgroup, warp
+        or thread coordinate instead of a loop.
 
         **Requires:** indices of this schedule, each bound once; each grid unit bound once;
-        THREAD_* and WARP_* not mixed. A tuple ``(i, j): BLOCK_X`` enumerates the pairs along
-        one axis, the last index fastest. With WARP_* bound the block is
-        ``(warp_x * 32, warp_y, 1)`` threads (Accera's rule).
+        THREAD_*, WARP_* and WARPGROUP_* not mixed. A tuple ``(i, j): BLOCK_X`` enumerates the
+        pairs along one axis, the last index fastest. With WARP_* bound the block is
+        ``(warp_x * 32, warp_y, 1)`` threads (Accera's rule). WARPGROUP_* (a plan tensorized with
+        a wgmma shape, ``M64xN{n}xK16_B1``) picks groups of 4 warps that issue a 64 x n tile
+        together: the block is ``(warpgroup_x * warpgroup_y * 128, 1, 1)`` threads (plus a producer
+        warpgroup when the plan is warp-specialized).
 
         Before → after for ``bind({i: BLOCK_Y, ii: THREAD_Y})``::
 
@@ -107,9 +112,10 @@ class Plan:
                     f"{unit.name} is bound twice (to {_names(first)} and to {_names(group)})",
                 )
             new[unit] = group
-        levels = {unit.level for unit in (*self.bindings, *new)}
-        if {"thread", "warp"} <= levels:
-            raise PlanError(where, "THREAD_* and WARP_* bindings cannot be mixed in one plan")
+        levels = {unit.level for unit in (*self.bindings, *new)} - {"block"}
+        if len(levels) > 1:
+            names = " and ".join(f"{level.upper()}_*" for level in sorted(levels))
+            raise PlanError(where, f"{names} bindings cannot be mixed in one plan")
         self.bindings.update(new)
 
     # -- tensorize ---------------------------------------------------------------------------
@@ -218,6 +224,7 @@ class Plan:
         double_buffer_location=None,
         stages: int | None = None,
         vectorize=None,
+        engine: CopyEngine = CopyEngine.AUTO,
     ) -> None:
         """Keep the part of ``source`` the loops at and inside ``index`` touch in faster memory.
 
@@ -294,6 +301,14 @@ class Plan:
             raise CacheError(where, f"location must be a MemorySpace, not {location!r}")
         if location not in (MemorySpace.SHARED, MemorySpace.MMA_FRAGMENT, MemorySpace.PRIVATE):
             raise CacheError(where, f"location must be SHARED, PRIVATE or MMA_FRAGMENT, not {_enum_name(location)}")
+        if not isinstance(engine, CopyEngine):
+            raise CacheError(where, f"engine must be a CopyEngine (AUTO, THREADS, TMA), not {engine!r}")
+        if engine is CopyEngine.TMA:
+            if location is not MemorySpace.SHARED:
+                raise CacheError(where, f"engine=TMA fills SHARED caches, not {location.name}")
+            if not self.target.has_wgmma:
+                raise CacheError(where, f"engine=TMA needs sm_90 (the tensor memory accelerator); "
+                                        f"{self.target.name} is sm_{self.target.spec.sm}")
         pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
         automatic = pipeline == "async" and stages is None and double_buffer_location in (None, MemorySpace.NONE)
         if trigger_index is not None and trigger_index is not index:
@@ -314,8 +329,46 @@ class Plan:
         if any(c.source is source for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
-            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic)
+            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine)
         )
+
+    # -- warp specialization ---------------------------------------------------------------------
+
+    def warp_specialize(self, enabled: bool = True, producer_registers: int | None = None,
+                        consumer_registers: int | None = None) -> None:
+        """Split the block into a producer warpgroup that only issues the TMA copies of the
+        SHARED caches and consumer warpgroups that only compute, meeting at a full and an empty
+        mbarrier per stage of the ring (sm_90, a plan tensorized with a wgmma shape whose
+        operand caches use TMA). ``setmaxnreg`` moves registers from the producer (which needs
+        few) to the consumers' accumulators: each producer thread gets ``producer_registers``,
+        each consumer thread ``consumer_registers`` (multiples of 8 from 24 to 256, within the
+        multiprocessor's 65536 registers; by default 40 for the producer and for the consumers
+        an equal share of the rest, at most 232). Without a call, AUTO: on for TMA pipelines.
+        ``enabled=False``: every warpgroup computes and one thread issues the copies.
+
+        Before → after (2 consumer warpgroups)::
+
+            for k ...:  wait for tile k          if warpgroup == 2:   # producer
+                        wgmma on tile k            for k ...: wait until stage free; TMA tile k
+                                                 else:                # consumers
+                                                   for k ...: wait for tile k; wgmma; free stage
+        """
+        where = f"warp_specialize(enabled={enabled!r}, producer_registers={producer_registers!r}, " \
+                f"consumer_registers={consumer_registers!r})"
+        if not isinstance(enabled, bool):
+            raise PlanError(where, f"enabled must be True or False, not {enabled!r}")
+        if (producer_registers is None) != (consumer_registers is None):
+            raise PlanError(where, "give both producer_registers and consumer_registers, or neither")
+        for name, value in (("producer_registers", producer_registers), ("consumer_registers", consumer_registers)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 24 <= value <= 256 \
+                    or value % 8:
+                raise PlanError(where, f"{name} must be a multiple of 8 from 24 to 256 (setmaxnreg), not {value!r}")
+        if enabled and not self.target.has_wgmma:
+            raise PlanError(where, f"warp specialization with TMA producers needs sm_90; {self.target.name} is "
+                                   f"sm_{self.target.spec.sm}")
+        self.specialization = (enabled, int(producer_registers or 0), int(consumer_registers or 0))
 
     def _pipeline(self, where, location, double_buffer, buffer_location, stages) -> tuple[str, int]:
         """(pipeline, stages) from the double-buffer arguments, AUTO resolved for the target."""

@@ -2,7 +2,9 @@
 
 A bound loop with range(first, stop, step) takes ``first + step * coordinate``. A tuple of
 loops bound to one axis enumerates their combinations, the last loop fastest. With WARP_*
-bound (or a tensorized plan) the block is ``(warp_x * 32, warp_y, 1)`` threads.
+bound (or a tensorized plan) the block is ``(warp_x * 32, warp_y, 1)`` threads; with
+WARPGROUP_* bound it is ``(warpgroup_x * warpgroup_y * 128, 1, 1)``, warpgroup ``w = threadIdx.x / 128``
+at (w % warpgroup_x, w / warpgroup_x).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
     warps = model.tensorize is not None or any(b.unit.level == "warp" for b in model.bindings)
     if warps:
         block[0] = model.gpu.warp_size
+    groups = {b.unit: math.prod(facts.loop(n).extent for n in b.loops) for b in model.bindings
+              if b.unit.level == "warpgroup"}
+    if groups or (model.tensorize is not None and _warpgroup_family(model)):
+        block[0] = WARPGROUP * math.prod(groups.values())
     lets: list[Let] = []
     for binding in sorted(model.bindings, key=lambda b: _rank(b.unit)):
         extents = [facts.loop(name).extent for name in binding.loops]
@@ -45,9 +51,9 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
             block[axis] = total
         elif binding.unit is GridUnit.WARP_X:
             block[0] = total * model.gpu.warp_size
-        else:
+        elif binding.unit is GridUnit.WARP_Y:
             block[1] = total
-        coordinate = _coordinate(binding.unit, model.gpu.warp_size)
+        coordinate = _coordinate(binding.unit, model.gpu.warp_size, groups.get(GridUnit.WARPGROUP_X, 1))
         lets.extend(_decompose(model, facts, binding, extents, coordinate))
     rank = {lp.name: n for n, lp in enumerate(model.loops)}
     lets.sort(key=lambda let: rank[let.name])
@@ -58,11 +64,26 @@ def _rank(unit: GridUnit) -> int:
     return list(GridUnit).index(unit)
 
 
-def _coordinate(unit: GridUnit, warp_size: int) -> Expr:
+WARPGROUP = 128  # threads of a warpgroup
+
+
+def _warpgroup_family(model) -> bool:
+    """A tensorized plan of a warpgroup shape (wgmma's M64xN*): warpgroups issue its tiles."""
+    from ..targets import WGMMA_16, WGMMA_TF32
+
+    return model.tensorize.mma_shape in (*WGMMA_16, *WGMMA_TF32)
+
+
+def _coordinate(unit: GridUnit, warp_size: int, warpgroups_x: int = 1) -> Expr:
     if unit.level == "block":
         return Var(f"blockIdx.{unit.axis}")
     if unit.level == "thread":
         return Var(f"threadIdx.{unit.axis}")
+    if unit.level == "warpgroup":
+        group: Expr = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))
+        if unit is GridUnit.WARPGROUP_X:
+            return Binary("%", group, Const(warpgroups_x)) if warpgroups_x > 1 else Const(0)
+        return Binary("/", group, Const(warpgroups_x)) if warpgroups_x > 1 else group
     if unit is GridUnit.WARP_X:
         return Binary("/", Var("threadIdx.x"), Const(warp_size))
     return Var("threadIdx.y")

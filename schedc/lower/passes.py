@@ -16,7 +16,7 @@ from .. import poly
 from ..ir.kernel import Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
-from . import cache, check, launch, loops, private, simplify, tensor
+from . import cache, check, hopper, launch, loops, private, simplify, tensor
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Lowering:
     scratch: SharedBuffer | None = None  # tensorize: C's partial tiles pass through it
     shared: tuple[cache.SharedCache, ...] = ()  # shared_caches
     registers: tuple[private.PrivateCache, ...] = ()  # private_caches
+    tma: tuple[hopper.TmaCache, ...] = ()  # shared_caches, for wgmma plans: TMA tiles
     kernel: Kernel | None = None  # lower, then rewritten
 
     def attached(self, field: str):
@@ -74,6 +75,8 @@ def tensorize(ir: Lowering) -> Lowering:
 
 def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
+    if hopper.is_warpgroup_plan(ir.tiles):
+        return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.tiles))
     shared = cache.plan_shared(ir.model, ir.launch.threads, ir.tiles, ir.scratch)
     tiles = cache.rebase_tiles(ir.model, ir.tiles, shared) if ir.tiles is not None else None
     return dataclasses.replace(ir, shared=shared, tiles=tiles)
@@ -86,6 +89,8 @@ def private_caches(ir: Lowering) -> Lowering:
 
 def lower(ir: Lowering) -> Lowering:
     """The kernel: serial loops, guards, cache copies and the statements (or tensor-core tiles)."""
+    if ir.tma:
+        return dataclasses.replace(ir, kernel=hopper.lower_warpgroups(ir.model, ir.facts, ir.launch, ir.tiles, ir.tma))
     kernel = loops.lower_loops(ir.model, ir.facts, ir.launch, ir.tiles, ir.shared, ir.scratch, ir.registers)
     return dataclasses.replace(ir, kernel=kernel)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import CacheError, PlanError
-from ..instructions import FAMILIES, Family, family_for, vector_width
+from ..instructions import FAMILIES, Family, family_for, vector_width, wgmma_accumulator
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -377,16 +377,19 @@ def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ..
             loops=(blocked[0], inner),
         )
     tiles = math.prod(len(_values(model, n)) for n in blocked)
-    m, n, _ = model.tensorize.mma_shape.mnk
-    registers = tiles * m * n * tm.accumulator_type.size // (4 * 32)
-    if registers > MAX_FRAGMENT_REGISTERS:
-        raise CacheError(here, f"{', '.join(blocked)} give each warp {tiles} tiles of {tm.c.buffer}: "
-                               f"{registers} registers per thread for the fragments alone, over "
-                               f"{MAX_FRAGMENT_REGISTERS}", loops=blocked)
+    family = tm.instructions
+    registers = tiles * family.registers("accumulator", model.tensorize.mma_shape.mnk, tm.precision,
+                                         tm.accumulator_type)
+    limit = MAX_WARPGROUP_REGISTERS if family.issued_by == "warpgroup" else MAX_FRAGMENT_REGISTERS
+    if registers > limit:
+        raise CacheError(here, f"{', '.join(blocked)} give each {family.issued_by} {tiles} tile(s) of "
+                               f"{tm.c.buffer}: {registers} registers per thread for the fragments alone, over "
+                               f"{limit}", loops=blocked)
     return cache.index, blocked
 
 
 MAX_FRAGMENT_REGISTERS = 128  # accumulators may take half of a thread's 255 registers
+MAX_WARPGROUP_REGISTERS = 208  # wgmma consumers: up to 232 registers with setmaxnreg, 24 for the rest
 
 
 def register_promotion(model, tm: TensorMatch) -> str | None:
@@ -556,13 +559,19 @@ def _vector(model, tm: TensorMatch, operand: Operand, use: str, edge: TileEdge |
     tile (and at C's edges, never split by the edge)."""
     family = tm.instructions
     global_arrays = {b.name for b in model.buffers}
-    if family.layouts is None or operand.ldmatrix or operand.buffer not in global_arrays:
+    warpgroup = family.issued_by == "warpgroup"
+    if (family.layouts is None and not warpgroup) or operand.ldmatrix or operand.buffer not in global_arrays:
         return 1
     spec = model.buffer(operand.buffer)
-    layout = family.tile_layout(use, model.tensorize.mma_shape.mnk, tm.precision,
-                                tm.accumulator_type if use == "accumulator" else None)
+    if warpgroup:
+        if use != "accumulator":
+            return 1
+        layout = wgmma_accumulator(model.tensorize.mma_shape.mnk[1], tm.accumulator_type)
+    else:
+        layout = family.tile_layout(use, model.tensorize.mma_shape.mnk, tm.precision,
+                                    tm.accumulator_type if use == "accumulator" else None)
     size = spec.dtype.size
-    width = vector_width(layout, operand.row_stride, operand.col_stride, size)
+    width = vector_width(layout, operand.row_stride, operand.col_stride, size, 128 if warpgroup else 32)
     if width == 1 or misalignment(model, "", spec.strides, size, operand.subscripts, width * size):
         return 1
     if edge is not None and spec.shape[tm.c_axes[1]] % width:
@@ -573,6 +582,8 @@ def _vector(model, tm: TensorMatch, operand: Operand, use: str, edge: TileEdge |
 def _path(tm: TensorMatch, operand: Operand) -> str:
     """How an operand tile moves: wmma has one way; families with lane layouts use ldmatrix
     from aligned shared tiles and element loads elsewhere."""
+    if tm.instructions.issued_by == "warpgroup":
+        return "elements" if operand is tm.c else "descriptor"
     if tm.instructions.layouts is None:
         return ""
     return "ldmatrix" if operand.ldmatrix else "elements"

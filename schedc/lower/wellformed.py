@@ -15,6 +15,11 @@
   type; a family in the table (schedc.instructions) has the fragment's shape and precision;
   a load's path is one its family has ("" for wmma; "ldmatrix" or "elements" for families with
   lane layouts, ldmatrix only from shared memory) and its vector divides the lane's elements;
+- *hopper*: mbarrier operations name a declared uint64 shared buffer; a TMA copy reads a tensor
+  map parameter into a shared buffer whose tile and swizzle are the map's box and swizzle, and
+  completes on an mbarrier; fences are of a known kind; roles are whole, disjoint warpgroups
+  of the block with register counts setmaxnreg takes, and block-level operations (barriers,
+  block copies) stay outside them;
 - *swizzle*: a swizzled shared buffer is written by block copies or staging stores of whole
   tiles and read by tile loads only;
 - *bounds*: constant subscripts and constant copy boxes lie inside their buffers;
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..instructions import FAMILIES
+from ..instructions import FAMILIES, WARPGROUP, wgmma_accumulator
 from ..ir.kernel import (
     AsyncCommit,
     AsyncWait,
@@ -48,6 +53,7 @@ from ..ir.kernel import (
     Cast,
     Const,
     Expr,
+    Fence,
     Fragment,
     FragmentApply,
     FragmentFill,
@@ -60,7 +66,11 @@ from ..ir.kernel import (
     Let,
     Load,
     Loop,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
     PrivateArray,
+    Roles,
     ScalarParam,
     SharedBuffer,
     StageLoad,
@@ -69,13 +79,17 @@ from ..ir.kernel import (
     Stmt,
     Store,
     StructParam,
+    TmaLoad,
     Unary,
     Var,
+    WarpgroupCommit,
+    WarpgroupFence,
+    WarpgroupWait,
 )
 from ..ir.types import ScalarType, converts_implicitly
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
-BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore)
+BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles)
 _COMPARISONS = {"<", "<=", ">", ">=", "==", "!=", "&&", "||"}
 
 
@@ -104,6 +118,8 @@ def problems(kernel: Kernel) -> list[str]:
     scope = _Scope(arrays, set(SPECIAL) | set(scalars), {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
                    scalars=scalars)
     checker.params(kernel)
+    checker.structs = {v.name: v for v in kernel.values if isinstance(v, StructParam)}
+    checker.threads = kernel.threads_per_block
     checker.body(kernel.body, scope)
     checker.finish()
     return checker.found
@@ -139,6 +155,8 @@ class _Checker:
     def __init__(self, index_type: ScalarType = ScalarType.int32) -> None:
         self.index_type = index_type
         self.found: list[str] = []
+        self.structs: dict[str, StructParam] = {}
+        self.threads = 0
         self.uncommitted = 0  # cp.async copies since the last commit
         self.in_flight = 0  # committed groups not yet waited for (upper bound)
         self.commits = 0
@@ -180,7 +198,8 @@ class _Checker:
                                   "(rank 1 to 5)")
         if any(not 1 <= n <= 256 for n in spec.box):
             self.report("params", f"{where}: box {list(spec.box)} has a side outside 1 to 256")
-        row = spec.box[-1] * spec.dtype.size if spec.box else 0
+        inner = min(range(len(array.strides)), key=lambda d: array.strides[d]) if spec.box else 0
+        row = spec.box[inner] * spec.dtype.size if len(spec.box) == len(array.shape) else 0
         if row % 16:
             self.report("params", f"{where}: a box row is {row} bytes, not a multiple of 16")
         if spec.swizzle not in _SWIZZLES or (spec.swizzle and row > spec.swizzle):
@@ -325,12 +344,13 @@ class _Checker:
         if frag is None or frag.family not in FAMILIES:
             return
         family = FAMILIES[frag.family]
-        paths = ("",) if family.layouts is None else ("ldmatrix", "elements")
+        paths = (("descriptor",) if frag.use != "accumulator" else ("elements",)) if family.issued_by == "warpgroup" \
+            else ("",) if family.layouts is None else ("ldmatrix", "elements")
         if s.path not in paths:
             ways = " or ".join(map(repr, paths))
             self.report("fragments", f"load of {s.fragment}: {family.name} moves tiles by {ways}, not {s.path!r}")
-        elif s.path == "ldmatrix" and not isinstance(scope.arrays.get(s.buffer), SharedBuffer):
-            self.report("fragments", f"load of {s.fragment}: ldmatrix reads shared memory, {s.buffer} is not shared")
+        elif s.path in ("ldmatrix", "descriptor") and not isinstance(scope.arrays.get(s.buffer), SharedBuffer):
+            self.report("fragments", f"load of {s.fragment}: {s.path} reads shared memory, {s.buffer} is not shared")
         self.vector(s, frag)
 
     def _FragmentStore(self, s: FragmentStore, scope: _Scope) -> None:
@@ -347,6 +367,8 @@ class _Checker:
         elements = (family.tile_layout(frag.use, (frag.m, frag.n, frag.k), frag.precision,
                                        frag.dtype if frag.use == "accumulator" else None).elements
                     if family.layouts is not None else 0)
+        if family.issued_by == "warpgroup" and frag.use == "accumulator":
+            elements = wgmma_accumulator(frag.n, frag.dtype).elements
         if s.vector != 1 and (not elements or elements % s.vector):
             self.report("fragments", f"{s.fragment}: vectors of {s.vector} elements in a {family.name} tile "
                                      f"of {elements or 'opaque'} element(s) per lane")
@@ -360,6 +382,83 @@ class _Checker:
         families = {f.family for f in frags if f is not None}
         if len(families) > 1:
             self.report("fragments", f"mma {s.d} = {s.a} @ {s.b} + {s.c}: fragments of families {sorted(families)}")
+
+    # -- Hopper ---------------------------------------------------------------------------------
+
+    def mbarrier(self, name: str, index: Expr, scope: _Scope, what: str) -> None:
+        spec = self.array(name, scope, what)
+        if spec is not None and (not isinstance(spec, SharedBuffer) or spec.dtype is not ScalarType.uint64):
+            self.report("hopper", f"{what}: {name} is not an mbarrier (a uint64 shared buffer)")
+        self.expr(index, scope, what)
+        if spec is not None:
+            self.bounds(name, spec, (index,))
+
+    def _MbarrierInit(self, s: MbarrierInit, scope: _Scope) -> None:
+        self.mbarrier(s.barrier, s.index, scope, "mbarrier init")
+        if s.count < 1:
+            self.report("hopper", f"mbarrier init of {s.barrier}: {s.count} arrivals per phase")
+
+    def _MbarrierArrive(self, s: MbarrierArrive, scope: _Scope) -> None:
+        self.mbarrier(s.barrier, s.index, scope, "mbarrier arrive")
+
+    def _MbarrierWait(self, s: MbarrierWait, scope: _Scope) -> None:
+        self.mbarrier(s.barrier, s.index, scope, "mbarrier wait")
+        self.expr(s.parity, scope, "mbarrier wait parity")
+
+    def _TmaLoad(self, s: TmaLoad, scope: _Scope) -> None:
+        what = f"TMA copy into {s.target}"
+        self.mbarrier(s.barrier, s.index, scope, what)
+        target = self.array(s.target, scope, what)
+        for e in (*s.target_origin, *s.coords):
+            self.expr(e, scope, what)
+        param = self.structs.get(s.tensor_map)
+        if param is None or param.builder != "tensor_map":
+            self.report("hopper", f"{what}: {s.tensor_map} is not a tensor map parameter")
+            return
+        if not isinstance(target, SharedBuffer):
+            self.report("hopper", f"{what}: {s.target} is not a shared buffer")
+            return
+        spec = param.spec
+        array = scope.arrays.get(spec.array)
+        box = tuple(spec.box)
+        if array is not None and 1 in array.strides and array.strides.index(1) == 0:
+            box = box[::-1]  # the map's box in storage order, contiguous dimension last
+        if tuple(target.shape[-len(box):]) != box or target.swizzle != spec.swizzle:
+            self.report("hopper", f"{what}: tiles {tuple(target.shape[-2:])} swizzled {target.swizzle} do not take "
+                                  f"{spec.array}'s boxes {box} swizzled {spec.swizzle}")
+        if array is not None and len(s.coords) != len(array.shape):
+            self.report("hopper", f"{what}: {len(s.coords)} coordinate(s) for the {len(array.shape)}-D {spec.array}")
+        self.whole_tile(s.target, target, s.target_origin, what)
+
+    def _Fence(self, s: Fence, scope: _Scope) -> None:
+        if s.kind not in ("mbarrier_init", "proxy_async"):
+            self.report("hopper", f"unknown fence {s.kind!r}")
+
+    def _WarpgroupFence(self, s: WarpgroupFence, scope: _Scope) -> None:
+        pass
+
+    def _WarpgroupCommit(self, s: WarpgroupCommit, scope: _Scope) -> None:
+        pass
+
+    def _WarpgroupWait(self, s: WarpgroupWait, scope: _Scope) -> None:
+        if s.pending < 0:
+            self.report("hopper", f"wgmma wait_group {s.pending}")
+
+    def _Roles(self, s: Roles, scope: _Scope) -> None:
+        taken: set[int] = set()
+        for role in s.roles:
+            threads = set(range(role.first, role.first + role.threads))
+            if role.first % WARPGROUP or role.threads % WARPGROUP or not role.threads \
+                    or role.first + role.threads > self.threads:
+                self.report("hopper", f"role {role.name}: threads {role.first}..{role.first + role.threads - 1} "
+                                      f"are not whole warpgroups of the block's {self.threads}")
+            if threads & taken:
+                self.report("hopper", f"role {role.name} shares threads with another role")
+            taken |= threads
+            if role.registers and (role.registers % 8 or not 24 <= role.registers <= 256):
+                self.report("hopper", f"role {role.name}: setmaxnreg takes multiples of 8 from 24 to 256, not "
+                                      f"{role.registers}")
+            self.body(role.body, scope.inner(f"only the {role.name} role runs it"))
 
     # -- names, tiles, bounds -----------------------------------------------------------------
 

@@ -366,17 +366,18 @@ def _ir_entry(added: _Added, function: HostFunction) -> dict:
 def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     debug = mode is Mode.DEBUG
-    compiled = compilers.nvrtc_compile(source, name, target.arch, debug=debug)
+    arch = compilers.arch_for(target.arch, [k for f in functions for k in f.kernels])
+    compiled = compilers.nvrtc_compile(source, name, arch, debug=debug)
     (directory / f"{name}.cu").write_text(source)
     (directory / f"{name}.cubin").write_bytes(compiled.cubin)
-    library = _library(name, directory, target, format, debug)
+    library = _library(name, directory, arch, format, debug)
     ir = {
         "schedc": __version__,
         "tolerance": tolerance,
         "functions": {a.name: _ir_entry(a, f) for a, f in zip(added, functions)},
     }
     (directory / f"{name}.schedc.json").write_text(json.dumps(ir, sort_keys=True, indent=1) + "\n")
-    info = hat.BuildInfo(name, target.name, target.arch, target.sm_count, compiled.compiler,
+    info = hat.BuildInfo(name, target.name, arch, target.sm_count, compiled.compiler,
                          compiled.flags, library, __version__)
     entries = [hat.HatFunction(f, a.description, function_alignments(f)) for a, f in zip(added, functions)]
     path = directory / f"{name}.hat"
@@ -384,7 +385,7 @@ def _write(name, directory: Path, target: Target, added, functions, source, form
     return path
 
 
-def _library(name: str, directory: Path, target: Target, format: Format, debug: bool) -> str:
+def _library(name: str, directory: Path, arch: str, format: Format, debug: bool) -> str:
     static = Format.STATIC_LIBRARY in format
     filename = f"lib{name}.a" if static else f"lib{name}.so"
     if compilers.find_nvcc() is None:
@@ -393,5 +394,5 @@ def _library(name: str, directory: Path, target: Target, format: Format, debug: 
         print(f"schedc: nvcc not found; {name} has no {filename} (the .cubin and .cu are complete)",
               file=sys.stderr)
         return ""
-    compilers.nvcc_library(directory / f"{name}.cu", directory / filename, target.arch, static, debug)
+    compilers.nvcc_library(directory / f"{name}.cu", directory / filename, arch, static, debug)
     return filename

@@ -69,12 +69,24 @@ def supported_archs() -> tuple[int, ...]:
     return tuple(archs)
 
 
+def arch_for(arch: str, kernels) -> str:
+    """The architecture to compile kernels for: ``sm_90a`` (the architecture-specific features:
+    wgmma, setmaxnreg) where one uses them on an sm_90 target, else ``arch``."""
+    from ..ir.kernel import Fragment, Roles, TmaLoad, walk_statements
+
+    def specific(kernel) -> bool:
+        return any(isinstance(s, Roles | TmaLoad) or (isinstance(s, Fragment) and s.family == "wgmma")
+                   for s in walk_statements(kernel.body))
+
+    return f"{arch}a" if arch == "sm_90" and any(specific(k) for k in kernels) else arch
+
+
 def nvrtc_compile(source: str, name: str, arch: str, debug: bool = False) -> Compiled:
     """Compile CUDA C++ to a cubin for ``arch`` (e.g. sm_90); PackageError with the log on failure."""
     from cuda.bindings import nvrtc
 
     supported = supported_archs()
-    if int(arch.removeprefix("sm_")) not in supported:
+    if int(arch.removeprefix("sm_").rstrip("a")) not in supported:
         raise PackageError(
             f"compile {name}.cu for {arch}",
             f"NVRTC {nvrtc_version()} compiles for sm_{min(supported)} to sm_{max(supported)} "

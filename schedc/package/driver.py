@@ -166,11 +166,13 @@ _TENSOR_MAP_TYPES = {"uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "uint16
 def encode_tensor_map(address: int, dtype: ScalarType, shape: tuple[int, ...], strides: tuple[int, ...],
                       box: tuple[int, ...], swizzle: int) -> bytes:
     """The 128 bytes of a CUtensorMap (``cuTensorMapEncodeTiled``) for an array at ``address``
-    of ``shape`` and ``strides`` (elements; the last 1), copied in boxes of ``box`` elements
-    (slowest dimension first), ``swizzle`` bytes (0, 32, 64, 128); integers are copied as the
+    of ``shape`` and ``strides`` (elements; one of them 1), copied in boxes of ``box`` elements
+    (per dimension, in the array's order), ``swizzle`` bytes (0, 32, 64, 128); integers are copied as the
     unsigned type of their size."""
     driver = _driver()
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    order = sorted(range(len(shape)), key=lambda d: -strides[d])  # slowest first, the contiguous last
+    shape, strides, box = (tuple(x[d] for d in order) for x in (shape, strides, box))
     kind = getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_TENSOR_MAP_TYPES[dtype.value]}")
     mode = getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}B" if swizzle else
                    "CU_TENSOR_MAP_SWIZZLE_NONE")
@@ -178,7 +180,7 @@ def encode_tensor_map(address: int, dtype: ScalarType, shape: tuple[int, ...], s
         kind, len(shape), address, [u64(n) for n in reversed(shape)],
         [u64(s * dtype.size) for s in reversed(strides[:-1])], [u32(n) for n in reversed(box)],
         [u32(1)] * len(shape), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, mode,
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     return struct.pack("<16Q", *(int(word) for word in encoded.opaque))
 

@@ -363,4 +363,123 @@ __device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_g
 template <int PENDING>
 __device__ __forceinline__ void async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
 
+// ---- Hopper (sm_90a): mbarriers, TMA, wgmma, setmaxnreg ----
+// The instructions exist on sm_90a only; built for another architecture these helpers trap
+// (schedc compiles kernels that use them for sm_90a).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SCHEDC_SM90A 1
+#endif
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// phases of COUNT arrivals each (plus the transaction bytes a phase is told to expect)
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned count) {
+#if SCHEDC_SM90A
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(shared_address(bar)), "r"(count) : "memory");
+#else
+    __trap();
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+#if SCHEDC_SM90A
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(bar)) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// arrive, and make the current phase also wait for BYTES more bytes of TMA copies
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+#if SCHEDC_SM90A
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(shared_address(bar)), "r"(bytes) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// wait until the phase of parity PARITY has completed
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+#if SCHEDC_SM90A
+    const unsigned address = shared_address(bar);
+    unsigned done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(address), "r"(parity) : "memory");
+    } while (!done);
+#else
+    __trap();
+#endif
+}
+
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if SCHEDC_SM90A
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void fence_proxy_async() {
+#if SCHEDC_SM90A
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// one 2-D box of the array MAP describes, at (inner, outer) elements, into shared memory; the
+// bytes complete on BAR
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int inner, int outer, unsigned long long* bar) {
+#if SCHEDC_SM90A
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(shared_address(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer),
+                    "r"(shared_address(bar)) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// a wgmma matrix descriptor: the tile's start, leading and stride byte offsets, swizzle mode
+// (1: 128-byte, 2: 64-byte, 3: 32-byte rows)
+__device__ __forceinline__ unsigned long long wgmma_descriptor(const void* p, unsigned lbo, unsigned sbo, unsigned mode) {
+    const unsigned long long start = (shared_address(p) & 0x3FFFF) >> 4;
+    return start | (static_cast<unsigned long long>((lbo >> 4) & 0x3FFF) << 16)
+                 | (static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32)
+                 | (static_cast<unsigned long long>(mode) << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if SCHEDC_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#if SCHEDC_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+#if SCHEDC_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory");
+#endif
+}
+
+// registers per thread of the warpgroup that runs it (a multiple of 8 from 24 to 256)
+template <int REGISTERS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if SCHEDC_SM90A
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(REGISTERS));
+#endif
+}
+
+template <int REGISTERS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if SCHEDC_SM90A
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REGISTERS));
+#endif
+}
+
 }  // namespace schedc

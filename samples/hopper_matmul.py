@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Hopper matrix products: wgmma on operand tiles that TMA copies into a ring of shared
+buffers, a producer warpgroup and consumer warpgroups meeting at mbarriers.
+
+C = A @ B with 128 x 256 block tiles (fp16, bf16) or 128 x 128 (tf32) and 64 values of k
+(32 for tf32) per stage: two consumer warpgroups each keep a 64 x 256 tile of C in registers
+(``M64xN256xK16_B1``: one wgmma per 16 values of k) while a producer warpgroup issues the TMA
+copies of A's 128 x 64 and B's 64 x 256 tiles, ``stages`` tiles ahead.
+
+- ``matmul_<type>_<M>``: float16 / bfloat16 operands, float32 C, at 4096^3 and 8192^3;
+- ``matmul_tf32_4096``: float32 operands (tf32 tensor cores, ``M64xN128xK8_B1``) with a
+  column-major B (tf32 wgmma reads k-contiguous operands);
+- ``matmul_fp16_2048x1024x2048``: Accera's tutorial shape.
+
+``matmul`` takes the sizes, the operand type, the tile, the stages, whether the plan is
+warp-specialized, and the output type (C of the operands' type with a float32 accumulator:
+``plan.cache(C, ..., location=MMA_FRAGMENT, element_type=float32)`` as Accera writes it).
+"""
+
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M64xN{n}xK16_B1",
+          acc.ScalarType.float32: "M64xN{n}xK8_B1"}
+
+
+def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
+           specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None):
+    """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
+    warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns."""
+    bm, bn, bk = block
+    wn = warpgroup_n or bn
+    shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
+
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    schedule = nest.create_schedule()
+    ii, jj, kk = schedule.split(i, bm), schedule.split(j, bn), schedule.split(k, bk)
+    iii, jjj = schedule.split(ii, 64), schedule.split(jj, wn)  # one warpgroup's tile of C
+    m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
+    iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
+    schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
+               ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X})
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT)
+    plan.warp_specialize(specialize)
+    return plan, (A, B, C)
+
+
+if __name__ == "__main__":
+    package = acc.Package()
+    for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
+        for size in (4096, 8192):
+            package.add(*matmul(size, size, size, operand), base_name=f"matmul_{name}_{size}")
+    package.add(*matmul(4096, 4096, 4096, acc.ScalarType.float32, block=(128, 128, 32),
+                        b_layout=acc.Array.Layout.LAST_MAJOR), base_name="matmul_tf32_4096")
+    package.add(*matmul(2048, 1024, 2048, block=(128, 128, 64)), base_name="matmul_fp16_2048x1024x2048")
+    package.build("hopper_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")

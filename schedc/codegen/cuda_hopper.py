@@ -1,0 +1,187 @@
+"""CUDA text of the Hopper statements: mbarriers, TMA copies, fences, wgmma groups and warp
+roles (emitters registered with cuda.py's registry), the wgmma family's tile statements, and
+the per-shape wgmma helpers a source file defines before its kernels."""
+
+from __future__ import annotations
+
+from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
+from ..ir.kernel import (
+    Fence,
+    Fragment,
+    FragmentMma,
+    Kernel,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Roles,
+    Stmt,
+    TmaLoad,
+    Var,
+    WarpgroupCommit,
+    WarpgroupFence,
+    WarpgroupWait,
+    walk_statements,
+)
+from .cuda import EMITTERS, INDENT
+from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
+from .cuda_tensor import MmaSync
+
+REGISTERS_PER_SM = 65536
+
+
+def _barrier(p, name: str, index) -> str:
+    return f"&{name}[{p.offset(name, (index,))}]"
+
+
+@EMITTERS.handles(MbarrierInit)
+def _init(p, s: MbarrierInit, pad: str, depth: int) -> list[str]:
+    return [f"{pad}schedc::mbarrier_init({_barrier(p, s.barrier, s.index)}, {s.count});"]
+
+
+@EMITTERS.handles(MbarrierArrive)
+def _arrive(p, s: MbarrierArrive, pad: str, depth: int) -> list[str]:
+    comment = f"  // {s.comment}" if s.comment else ""
+    if s.transaction_bytes:
+        return [f"{pad}schedc::mbarrier_arrive_expect_tx({_barrier(p, s.barrier, s.index)}, "
+                f"{s.transaction_bytes});{comment}"]
+    return [f"{pad}schedc::mbarrier_arrive({_barrier(p, s.barrier, s.index)});{comment}"]
+
+
+@EMITTERS.handles(MbarrierWait)
+def _wait(p, s: MbarrierWait, pad: str, depth: int) -> list[str]:
+    comment = f"  // {s.comment}" if s.comment else ""
+    return [f"{pad}schedc::mbarrier_wait({_barrier(p, s.barrier, s.index)}, {p.expr(s.parity)});{comment}"]
+
+
+@EMITTERS.handles(TmaLoad)
+def _tma(p, s: TmaLoad, pad: str, depth: int) -> list[str]:
+    spec = next(v.spec for v in p.kernel.values if v.name == s.tensor_map)
+    array = p.buffers[spec.array]
+    order = sorted(range(len(array.shape)), key=lambda d: array.strides[d])  # innermost first
+    if len(order) != 2:
+        raise ValueError(f"TMA copies of {len(order)}-D arrays are not emitted")
+    coords = ", ".join(p.expr(s.coords[d]) for d in order)
+    comment = [f"{pad}// TMA: {s.comment}"] if s.comment else []
+    return [*comment, f"{pad}schedc::tma_load_2d(&{s.target}[{p.offset(s.target, s.target_origin)}], &{s.tensor_map}, "
+                      f"{coords}, {_barrier(p, s.barrier, s.index)});"]
+
+
+@EMITTERS.handles(Fence)
+def _fence(p, s: Fence, pad: str, depth: int) -> list[str]:
+    return [f"{pad}schedc::fence_{s.kind}();"]
+
+
+@EMITTERS.handles(WarpgroupFence, WarpgroupCommit, WarpgroupWait)
+def _wgmma_sync(p, s: Stmt, pad: str, depth: int) -> list[str]:
+    if isinstance(s, WarpgroupFence):
+        return [f"{pad}schedc::wgmma_fence();"]
+    if isinstance(s, WarpgroupCommit):
+        return [f"{pad}schedc::wgmma_commit();"]
+    return [f"{pad}schedc::wgmma_wait<{s.pending}>();"]
+
+
+@EMITTERS.handles(Roles)
+def _roles(p, s: Roles, pad: str, depth: int) -> list[str]:
+    """One branch per role on the thread's warpgroup; each first moves its register budget."""
+    default = REGISTERS_PER_SM // p.kernel.threads_per_block // 8 * 8
+    lines = [f"{pad}// warp specialization: " + "; ".join(
+        f"{r.name} = threads {r.first}..{r.first + r.threads - 1}" for r in s.roles)]
+    for n, role in enumerate(s.roles):
+        cond = f"threadIdx.x >= {role.first} && threadIdx.x < {role.first + role.threads}"
+        head = "if" if n == 0 else "} else if"
+        lines.append(f"{pad}{head} ({cond}) {{" if n < len(s.roles) - 1 else f"{pad}}} else {{  // {role.name}")
+        if n < len(s.roles) - 1:
+            lines[-1] += f"  // {role.name}"
+        if role.registers:
+            way = "inc" if role.registers > default else "dec"
+            lines.append(f"{pad}{INDENT}schedc::setmaxnreg_{way}<{role.registers}>();")
+        lines += p.body(role.body, depth + 1)
+    return [*lines, f"{pad}}}"]
+
+
+class Wgmma(MmaSync):
+    """wgmma: operands are matrix descriptors of swizzled TMA tiles in shared memory; the
+    accumulator is each thread's n/2 elements of the warpgroup's 64 x n tile, loaded and stored
+    element by element (vectors of two where aligned), guarded at C's edges."""
+
+    lane = Var("wg_lane")
+
+    @staticmethod
+    def prelude() -> list[str]:
+        return [f"const int wg_lane = threadIdx.x % {WARPGROUP};"]
+
+    def layout(self, f: Fragment):
+        return wgmma_accumulator(f.n, f.dtype)
+
+    def declare(self, s: Fragment) -> list[str]:
+        if s.use != "accumulator":
+            return []  # a descriptor, made where the tile is loaded
+        layout = self.layout(s)
+        return [f"alignas(16) {s.dtype.c_type} {s.name}[{layout.elements}];  // accumulator 64x{s.n}: "
+                f"{layout.elements} element(s) per thread (wgmma layout)"]
+
+    def load(self, s) -> list[str]:
+        frag = self.p.fragments[s.fragment]
+        if frag.use == "accumulator":
+            return self.elements(s, s.fragment, store=False)
+        spec = self.p.buffers[s.buffer]
+        d = descriptor(spec, operand_k_major(frag.use, frag.layout))
+        return [f"const unsigned long long {s.fragment} = schedc::wgmma_descriptor(&{s.buffer}"
+                f"[{self.p.offset(s.buffer, s.origin)}], {d.lbo}, {d.sbo}, {d.mode});"]
+
+    def mma(self, s: FragmentMma) -> list[str]:
+        a, b, c = (self.p.fragments[n] for n in (s.a, s.b, s.c))
+        if s.d != s.c:
+            raise ValueError("wgmma accumulates in place")
+        return [f"{helper_name(a, b, c)}({s.d}, {s.a}, {s.b});"]
+
+
+_PTX_TYPES = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32"}
+
+
+def helper_name(a: Fragment, b: Fragment, c: Fragment) -> str:
+    ta, tb = (0 if operand_k_major(f.use, f.layout) else 1 for f in (a, b))
+    return f"schedc_wgmma_m64n{c.n}k{a.k}_{c.dtype.value}_{a.precision}_{ta}{tb}"
+
+
+def helpers(kernels: list[Kernel]) -> list[str]:
+    """A device function per wgmma shape, type and operand majorness the kernels use: the
+    instruction with the thread's n/2 accumulators as operands."""
+    seen: dict[str, str] = {}
+    for kernel in kernels:
+        frags = {s.name: s for s in walk_statements(kernel.body) if isinstance(s, Fragment)}
+        for s in walk_statements(kernel.body):
+            if isinstance(s, FragmentMma) and frags[s.a].family == "wgmma":
+                a, b, c = frags[s.a], frags[s.b], frags[s.c]
+                name = helper_name(a, b, c)
+                if name not in seen:
+                    seen[name] = _helper(name, a, b, c)
+    return list(seen.values())
+
+
+def _helper(name: str, a: Fragment, b: Fragment, c: Fragment) -> str:
+    count = c.n // 2
+    ptx = _PTX_TYPES[a.precision]
+    ta, tb = (0 if operand_k_major(f.use, f.layout) else 1 for f in (a, b))
+    trans = "" if a.precision == "tf32" else f", {ta}, {tb}"
+    registers = ", ".join(f"%{n}" for n in range(count))
+    outputs = ", ".join(f'"+f"(d[{n}])' for n in range(count))
+    return "\n".join([
+        f"// d (64x{c.n}, f32) += a (64x{a.k}) * b ({a.k}x{c.n}), {ptx}: a {'k' if not ta else 'm'}-major, "
+        f"b {'k' if not tb else 'n'}-major, from matrix descriptors",
+        f"__device__ __forceinline__ void {name}(float (&d)[{count}], unsigned long long a, unsigned long long b) {{",
+        "#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)",
+        '    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(count + 2) + ', 0;\\n"',
+        f'        "wgmma.mma_async.sync.aligned.m64n{c.n}k{a.k}.f32.{ptx}.{ptx} "',
+        f'        "{{{registers}}}, "',
+        f'        "%{count}, %{count + 1}, p, 1, 1{trans};\\n}}\\n"',
+        f"        : {outputs}",
+        '        : "l"(a), "l"(b), "r"(1) : "memory");',
+        "#else",
+        "    __trap();",
+        "#endif",
+        "}\n",
+    ])
+
+
+TENSOR_EMITTERS["wgmma"] = Wgmma

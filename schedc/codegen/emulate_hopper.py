@@ -1,0 +1,623 @@
+"""The emulator's Hopper: mbarriers with phases and transaction bytes, TMA copies, wgmma on
+matrix descriptors, and warp roles that run concurrently, with a race detector for them.
+
+Roles run as coroutines (one Python thread each, exactly one running at a time): a role runs
+until an mbarrier wait whose phase has not completed, then the next role that can go on runs.
+When none can, the block is deadlocked and that is reported with what each role waits for.
+
+Races are found by happens-before, with vector clocks: each role, the TMA engine and each
+role's wgmma products are *agents*; an mbarrier phase gathers the clocks of what arrived on it
+(arrivals, the TMA copies that completed bytes on it) and hands them to the threads that wait
+for it; ``wgmma.wait_group`` hands a role the clock of its completed products. Every element of
+a shared buffer remembers who last wrote it and who read it when; reported, with block, role,
+element and loop iteration:
+
+- a wgmma reading a tile before the phase that brings its copy has been waited for;
+- a TMA copy overwriting a tile that products of an earlier tile may still read (the stage
+  was released before ``wait_group`` finished them, or not released at all);
+- an accumulator read, written or stored while a wgmma on it is still in flight, or a wgmma on
+  an accumulator written since the warpgroup's last ``wgmma.fence``;
+- an mbarrier used before it is set up, or arrived on by more threads than its phase expects.
+
+Addresses are the hardware's: a TMA box lands at the shared address of its target swizzled by
+the address bits (16-byte chunk ^= the 128-byte line, as the tensor map says), and wgmma finds
+each operand element by its descriptor's canonical layout (PTX ISA, "Shared Memory Matrix
+Layout") swizzled alike, so a wrong descriptor field or tile layout is a wrong result here.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
+from ..ir.kernel import (
+    Fence,
+    Fragment,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Roles,
+    StructParam,
+    TmaLoad,
+    WarpgroupCommit,
+    WarpgroupFence,
+    WarpgroupWait,
+)
+from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
+from .emulate_tensor import multiply
+
+SWIZZLE_MASKS = {0: 0, 32: 1, 64: 3, 128: 7}  # address bits 7.. XORed into the 16-byte chunk bits 4..
+
+Clock = dict[str, int]
+
+
+def _join(a: Clock, b: Clock) -> Clock:
+    out = dict(a)
+    for k, v in b.items():
+        if out.get(k, -1) < v:
+            out[k] = v
+    return out
+
+
+def hardware_swizzle(address: np.ndarray, swizzle: int) -> np.ndarray:
+    """A shared-memory byte address as TMA and wgmma swizzle it: bits 4.. (the 16-byte chunk)
+    XOR bits 7.. (the 128-byte line), 3, 2 or 1 bits for 128-, 64- and 32-byte rows."""
+    mask = SWIZZLE_MASKS[swizzle]
+    return address ^ (((address >> 7) & mask) << 4)
+
+
+@dataclass
+class _Mbarrier:
+    count: int
+    pending: int
+    tx: int = 0
+    phase: int = 0  # phases completed
+    gathered: Clock = field(default_factory=dict)
+    completed: list[Clock] = field(default_factory=list)  # the clock each phase handed on
+
+
+@dataclass
+class _Group:
+    time: int
+    fragments: set[str]
+
+
+class Hopper:
+    """A block's mbarriers, async agents and shared-memory history (shared by its roles)."""
+
+    def __init__(self, block) -> None:
+        self.b = block
+        self.clocks: dict[str, Clock] = {"block": {"block": 0}}
+        self.barriers: dict[tuple[str, int], _Mbarrier] = {}
+        self.tma_time = 0
+        self.wgmma_time: dict[str, int] = {}
+        self.open: dict[str, _Group] = {}  # per role: the products since its last commit
+        self.groups: dict[str, list[_Group]] = {}  # per role: committed, oldest first
+        self.in_flight: dict[str, int] = {}  # fragment -> the product time it waits for
+        self.dirty: dict[str, set[str]] = {}  # per role: accumulators written since its wgmma.fence
+        self.writes: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # buffer -> (agent id, time)
+        self.reads: dict[str, dict[str, np.ndarray]] = {}  # buffer -> agent -> last read time
+        self.agents: list[str] = []
+        self.turns: _Turns | None = None
+        kernel = block.kernel
+        self.base = dict(zip((s.name for s in kernel.shared), kernel.shared_offsets()))
+        self.maps = {v.name: v.spec for v in kernel.values if isinstance(v, StructParam)}
+
+    # -- clocks --
+
+    def clock(self, agent: str) -> Clock:
+        return self.clocks.setdefault(agent, {agent: 0})
+
+    def tick(self, agent: str) -> None:
+        c = self.clock(agent)
+        c[agent] = c.get(agent, 0) + 1
+
+    def agent_id(self, agent: str) -> int:
+        if agent not in self.agents:
+            self.agents.append(agent)
+        return self.agents.index(agent)
+
+    # -- shared-memory history --
+
+    def _history(self, buffer: str):
+        if buffer not in self.writes:
+            size = self.b.buffers[buffer].size
+            self.writes[buffer] = (np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int64))
+            self.reads[buffer] = {}
+        return self.writes[buffer], self.reads[buffer]
+
+    def check_write(self, who: str, buffer: str, elements: np.ndarray, known: Clock, what: str) -> None:
+        (agents, times), reads = self._history(buffer)
+        for agent, read in reads.items():
+            late = (read[elements] >= 0) & (read[elements] > known.get(agent, -1))
+            if late.any():
+                n = int(np.argmax(late))
+                raise self.b.error("race", f"{what} overwrites {self.place(buffer, int(elements[n]))}, which "
+                                   f"{_name(agent)} may still read: nothing orders that read before this write "
+                                   "(free the stage after wgmma.wait_group has finished its products)",
+                                   [0], buffer, int(elements[n]))
+        self._ordered_after_write(buffer, elements, known, f"{what} overwrites", who)
+
+    def check_read(self, who: str, buffer: str, elements: np.ndarray, known: Clock) -> None:
+        self._ordered_after_write(buffer, elements, known, "reads", who)
+
+    def _ordered_after_write(self, buffer, elements, known: Clock, verb: str, who: str) -> None:
+        (agents, times), _ = self._history(buffer)
+        written = times[elements] >= 0
+        if not written.any():
+            return
+        late = np.zeros(len(elements), dtype=bool)
+        for a in np.unique(agents[elements][written]):
+            name = self.agents[int(a)]
+            late |= written & (agents[elements] == a) & (times[elements] > known.get(name, -1))
+        if late.any():
+            n = int(np.argmax(late))
+            writer = self.agents[int(agents[elements][n])]
+            raise self.b.error("race", f"{_name(who)} {verb} {self.place(buffer, int(elements[n]))} before the "
+                               f"{_name(writer)} write of it is known to have completed (wait for the mbarrier "
+                               "phase that the copy completes)", [0], buffer, int(elements[n]))
+
+    def record_write(self, agent: str, buffer: str, elements: np.ndarray, time: int) -> None:
+        (agents, times), reads = self._history(buffer)
+        agents[elements], times[elements] = self.agent_id(agent), time
+        for read in reads.values():
+            read[elements] = -1
+
+    def record_read(self, agent: str, buffer: str, elements: np.ndarray, time: int) -> None:
+        _, reads = self._history(buffer)
+        read = reads.setdefault(agent, np.full(self.b.buffers[buffer].size, -1, dtype=np.int64))
+        read[elements] = time
+
+    def place(self, buffer: str, element: int) -> str:
+        spec = self.b.buffers[buffer]
+        if len(spec.shape) == 4:  # a TMA ring: (stage, chunk, row, column)
+            return f"{buffer}[{element}] (stage {element // spec.strides[0]})"
+        return f"{buffer}[{element}]"
+
+    def locate(self, addresses: np.ndarray) -> tuple[str, np.ndarray]:
+        """The shared buffer that holds these byte addresses and their element offsets in it."""
+        first = int(addresses.min())
+        for name, base in self.base.items():
+            spec = self.b.buffers[name]
+            if base <= first < base + spec.nbytes:
+                size = spec.dtype.size
+                offsets = (addresses - base) // size
+                if (addresses < base).any() or (offsets >= spec.size).any() or ((addresses - base) % size).any():
+                    raise self.b.error("out of bounds", f"a tile at shared address {first} leaves {name}",
+                                       [0], name, int(offsets.max()))
+                return name, offsets
+        raise self.b.error("out of bounds", f"shared address {first} is in no shared buffer", [0], "-", first)
+
+    # -- mbarriers --
+
+    def barrier(self, name: str, index: int, what: str) -> _Mbarrier:
+        bar = self.barriers.get((name, index))
+        if bar is None:
+            raise self.b.error("mbarrier", f"{what} on {name}[{index}] before it is set up (mbarrier.init)",
+                               [0], name, index)
+        return bar
+
+    def arrive(self, agent: str, bar: _Mbarrier, name: str, index: int, count: int, tx: int) -> None:
+        if count > bar.pending:
+            raise self.b.error("mbarrier", f"{count} thread(s) arrive on {name}[{index}], whose phase "
+                               f"{bar.phase} expects {bar.pending} more arrival(s)", [0], name, index)
+        bar.gathered = _join(bar.gathered, self.clock(agent))
+        self.tick(agent)
+        bar.pending -= count
+        bar.tx += tx
+        self._complete(bar)
+
+    def complete_tx(self, bar: _Mbarrier, nbytes: int, clock: Clock) -> None:
+        bar.tx -= nbytes
+        bar.gathered = _join(bar.gathered, clock)
+        self._complete(bar)
+
+    @staticmethod
+    def _complete(bar: _Mbarrier) -> None:
+        if bar.pending == 0 and bar.tx == 0:
+            bar.completed.append(bar.gathered)
+            bar.phase += 1
+            bar.pending, bar.gathered = bar.count, {}
+
+    @staticmethod
+    def done(bar: _Mbarrier, parity: int) -> bool:
+        """The phase of this parity has completed: the current phase has the other parity."""
+        return bar.phase % 2 != parity
+
+
+def _name(agent: str) -> str:
+    if agent == "tma":
+        return "a TMA copy"
+    if agent.startswith("wgmma:"):
+        return f"a wgmma of the {agent[6:]} role"
+    return f"the {agent} role" if agent != "block" else "the block"
+
+
+def _hopper(b) -> Hopper:
+    if getattr(b, "hopper", None) is None:
+        b.hopper = Hopper(b)
+    return b.hopper
+
+
+def _agent(b) -> str:
+    return getattr(b, "agent", "block")
+
+
+def _uniform_index(b, expr, mask, what: str) -> int:
+    value = np.broadcast_to(b.expr(expr), mask.shape)[mask]
+    if len(value) and (value != value[0]).any():
+        raise b.error("non-uniform", f"threads disagree on {what}", np.flatnonzero(mask)[:4].tolist(), "-", "-")
+    return int(value[0]) if len(value) else 0
+
+
+# -- executors (registered with the emulator) ----------------------------------------------------
+
+
+def register(executors) -> None:
+    executors.handlers[MbarrierInit] = _init
+    executors.handlers[MbarrierArrive] = _arrive
+    executors.handlers[MbarrierWait] = _wait
+    executors.handlers[TmaLoad] = _tma
+    executors.handlers[Fence] = lambda b, s, mask: None
+    executors.handlers[WarpgroupFence] = _fence
+    executors.handlers[WarpgroupCommit] = _commit
+    executors.handlers[WarpgroupWait] = _wgmma_wait
+    executors.handlers[Roles] = _roles
+
+
+def _init(b, s: MbarrierInit, mask) -> None:
+    h = _hopper(b)
+    index = _uniform_index(b, s.index, mask, f"the index of {s.barrier}")
+    h.barriers[s.barrier, index] = _Mbarrier(s.count, s.count)
+
+
+def _arrive(b, s: MbarrierArrive, mask) -> None:
+    h = _hopper(b)
+    values = np.broadcast_to(b.expr(s.index), mask.shape)[mask]
+    for index in np.unique(values):
+        count = int((values == index).sum())
+        bar = h.barrier(s.barrier, int(index), "arrive")
+        h.arrive(_agent(b), bar, s.barrier, int(index), count, count * s.transaction_bytes)
+
+
+def _wait(b, s: MbarrierWait, mask) -> None:
+    if not mask.any():
+        return
+    h = _hopper(b)
+    index = _uniform_index(b, s.index, mask, f"the index of {s.barrier}")
+    parity = _uniform_index(b, s.parity, mask, f"the parity of {s.barrier}[{index}]")
+    bar = h.barrier(s.barrier, index, "a wait")
+    while not h.done(bar, parity):
+        what = f"{s.barrier}[{index}] to complete its phase of parity {parity} ({bar.phase} phase(s) completed, " \
+               f"{bar.pending} arrival(s) and {bar.tx} byte(s) outstanding)"
+        if h.turns is None:
+            raise b.error("deadlock", f"the block waits for {what}, and nothing else runs to complete it",
+                          np.flatnonzero(mask)[:4].tolist(), s.barrier, index)
+        h.turns.block(_agent(b), lambda: h.done(bar, parity), what, b)
+    if bar.phase >= 1:
+        last = bar.phase - 1  # the completed phase of this parity
+        agent = _agent(b)
+        h.clocks[agent] = _join(h.clock(agent), bar.completed[last])
+
+
+def _tma(b, s: TmaLoad, mask) -> None:
+    h = _hopper(b)
+    spec = h.maps[s.tensor_map]
+    array = b.buffers[spec.array]
+    target = b.buffers[s.target]
+    size = array.dtype.size
+    order = sorted(range(len(array.shape)), key=lambda d: -array.strides[d])  # slowest first
+    box = [spec.box[d] for d in order]
+    grid = np.indices(box).reshape(len(box), -1)
+    bar_index = _uniform_index(b, s.index, mask, f"the index of {s.barrier}")
+    bar = h.barrier(s.barrier, bar_index, "a TMA copy completing")
+    for thread in np.flatnonzero(mask):
+        coords = [int(np.broadcast_to(b.expr(c), mask.shape)[thread]) for c in s.coords]
+        index = [coords[d] + grid[n] for n, d in enumerate(order)]
+        inside = np.ones(grid.shape[1], dtype=bool)
+        offset = np.zeros(grid.shape[1], dtype=np.int64)
+        for n, d in enumerate(order):
+            inside &= (index[n] >= 0) & (index[n] < array.shape[d])
+            offset += index[n] * array.strides[d]
+        values = np.zeros(grid.shape[1], dtype=target.dtype.numpy)
+        values[inside] = b.memory[spec.array][offset[inside]]
+        start = int(np.broadcast_to(b.offset(s.target, s.target_origin, mask), mask.shape)[thread])
+        address = h.base[s.target] + start * size
+        if address % 128:
+            raise b.error("misaligned TMA", f"a TMA box lands at shared address {address}, not 128-byte aligned",
+                          [int(thread)], s.target, start)
+        physical = hardware_swizzle(address + np.arange(grid.shape[1], dtype=np.int64) * size, spec.swizzle)
+        buffer, elements = h.locate(physical)
+        agent = _agent(b)
+        h.tma_time += 1
+        clock = _join(h.clock(agent), {"tma": h.tma_time})
+        h.check_write("tma", buffer, elements, clock, "a TMA copy")
+        b.shared.values[buffer][elements] = values
+        h.record_write("tma", buffer, elements, h.tma_time)
+        h.complete_tx(bar, grid.shape[1] * size, clock)
+
+
+# -- wgmma ---------------------------------------------------------------------------------------
+
+
+def _groups(mask: np.ndarray, b) -> np.ndarray:
+    """The warpgroups that run a statement: whole ones only."""
+    groups = mask.reshape(-1, WARPGROUP)
+    partial = groups.any(axis=1) & ~groups.all(axis=1)
+    if partial.any():
+        g = int(np.flatnonzero(partial)[0])
+        raise b.error("divergent warpgroup", "a wgmma statement runs on part of a warpgroup",
+                      np.flatnonzero(groups[g])[:4].tolist(), "-", "-")
+    return groups.all(axis=1)
+
+
+def _fence(b, s, mask) -> None:
+    _hopper(b).dirty.pop(_agent(b), None)
+
+
+def _commit(b, s, mask) -> None:
+    h = _hopper(b)
+    agent = _agent(b)
+    group = h.open.pop(agent, None)
+    if group is not None:
+        h.groups.setdefault(agent, []).append(group)
+
+
+def _wgmma_wait(b, s: WarpgroupWait, mask) -> None:
+    h = _hopper(b)
+    agent = _agent(b)
+    groups = h.groups.get(agent, [])
+    done, h.groups[agent] = groups[:max(len(groups) - s.pending, 0)], groups[max(len(groups) - s.pending, 0):]
+    for group in done:
+        h.clocks[agent] = _join(h.clock(agent), {f"wgmma:{agent}": group.time})
+        for name in group.fragments:
+            if h.in_flight.get(name, -1) <= group.time:
+                h.in_flight.pop(name, None)
+
+
+class Wgmma:
+    """The wgmma family's tile statements: descriptors, products, accumulators."""
+
+    def __init__(self, block) -> None:
+        self.b = block
+
+    def run(self, s, mask, active) -> None:
+        b = self.b
+        h = _hopper(b)
+        groups = _groups(mask, b)
+        if isinstance(s, Fragment):
+            b.specs[s.name] = s
+            if s.use == "accumulator":
+                b.fragments[s.name] = np.zeros((len(groups), WARPGROUP, s.n // 2), dtype=s.dtype.numpy)
+            else:
+                b.fragments[s.name] = np.zeros((len(groups),), dtype=np.int64)  # each warpgroup's tile address
+            return
+        name = s.d if isinstance(s, FragmentMma) else s.fragment
+        spec = b.specs[name]
+        if spec.use == "accumulator" and not isinstance(s, FragmentMma):
+            self.idle(h, name, type(s).__name__)
+            if not isinstance(s, FragmentStore):
+                h.dirty.setdefault(_agent(b), set()).add(name)
+        if isinstance(s, FragmentFill):
+            frag = b.fragments[s.fragment]
+            frag[groups] = frag.dtype.type(s.value)
+        elif isinstance(s, FragmentApply):
+            b.apply(s, groups)
+        elif isinstance(s, FragmentMma):
+            self.mma(s, mask, groups)
+        elif isinstance(s, FragmentLoad) and spec.use != "accumulator":
+            self.descriptor(s, mask, groups)
+        else:
+            self.elements(s, mask, groups)
+
+    def idle(self, h: Hopper, name: str, what: str) -> None:
+        if name in h.in_flight:
+            raise self.b.error("race", f"{what} of the accumulator {name} while a wgmma on it is in flight "
+                               "(wgmma.wait_group first)", [0], name, "-")
+
+    def descriptor(self, s: FragmentLoad, mask, groups) -> None:
+        b = self.b
+        offset = np.broadcast_to(b.offset(s.buffer, s.origin, mask), mask.shape).reshape(-1, WARPGROUP)[groups]
+        if (offset != offset[:, :1]).any():
+            raise b.error("non-uniform tile", "threads of a warpgroup disagree on a tile's origin", [0], s.buffer, "-")
+        size = b.buffers[s.buffer].dtype.size
+        b.fragments[s.fragment][groups] = _hopper(b).base[s.buffer] + offset[:, 0] * size
+
+    def addresses(self, frag: Fragment, starts: np.ndarray, buffer) -> np.ndarray:
+        """(groups, rows, cols) byte addresses of an operand tile from its descriptor: the
+        canonical layout of a k-major or m/n-major tile, swizzled by the address bits."""
+        d = descriptor(buffer, operand_k_major(frag.use, frag.layout))
+        size = buffer.dtype.size
+        mn_extent = frag.m if frag.use == "matrix_a" else frag.n
+        mn = np.arange(mn_extent)[:, None]
+        k = np.arange(frag.k)[None, :]
+        if d.k_major:
+            offset = (mn % 8) * d.swizzle + (mn // 8) * d.sbo + k * size
+        else:
+            per_row = d.swizzle // size
+            offset = (mn % per_row) * size + (mn // per_row) * d.lbo + (k % 8) * d.swizzle + (k // 8) * d.sbo
+        if frag.use == "matrix_b":
+            offset = offset.T  # (k, n)
+        return hardware_swizzle(starts[:, None, None] + offset[None], d.swizzle)
+
+    def mma(self, s: FragmentMma, mask, groups) -> None:
+        b = self.b
+        h = _hopper(b)
+        agent = _agent(b)
+        a_spec, b_spec, c_spec = (b.specs[n] for n in (s.a, s.b, s.c))
+        if s.c in h.dirty.get(agent, set()):
+            raise b.error("race", f"a wgmma on the accumulator {s.c}, written since the warpgroup's last "
+                          "wgmma.fence", [0], s.c, "-")
+        wg_agent = f"wgmma:{agent}"
+        h.wgmma_time[agent] = h.wgmma_time.get(agent, 0) + 1
+        time = h.wgmma_time[agent]
+        clock = _join(h.clock(agent), {wg_agent: time})
+        mats = []
+        for spec, name in ((a_spec, s.a), (b_spec, s.b)):
+            starts = b.fragments[name][groups]
+            buffer, _ = h.locate(starts)
+            addresses = self.addresses(spec, starts, b.buffers[buffer])
+            buffer, elements = h.locate(addresses.ravel())
+            h.check_read(wg_agent, buffer, elements, clock)
+            h.record_read(wg_agent, buffer, elements, time)
+            values = b.shared.values[buffer][elements].reshape(addresses.shape).astype(np.float32)
+            if spec.precision == "tf32":  # the tensor cores read a float32's top 19 bits
+                values = (values.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+            mats.append(values)
+        layout = wgmma_accumulator(c_spec.n, c_spec.dtype)
+        lanes, e = np.arange(WARPGROUP)[:, None], np.arange(layout.elements)[None, :]
+        rows, cols = layout.row(lanes, e), layout.col(lanes, e)
+        acc = b.fragments[s.c][groups]
+        c = np.zeros((acc.shape[0], 64, c_spec.n), dtype=acc.dtype)
+        c[:, rows, cols] = acc
+        d = multiply(mats[0], mats[1], c, acc.dtype)
+        b.fragments[s.d][groups] = d[:, rows, cols]
+        group = h.open.setdefault(agent, _Group(time, set()))
+        group.time = time
+        group.fragments.add(s.d)
+        h.in_flight[s.d] = time
+
+    def elements(self, s, mask, groups) -> None:
+        """An accumulator from or to global memory, element by element (zeros past C's edge)."""
+        b = self.b
+        frag = b.fragments[s.fragment]
+        spec = b.specs[s.fragment]
+        layout = wgmma_accumulator(spec.n, spec.dtype)
+        array = b.buffers[s.buffer]
+        start = sum((np.broadcast_to(b.expr(sub), mask.shape) * stride
+                     for sub, stride in zip(s.origin, array.strides)), np.zeros(mask.shape, dtype=np.int64))
+        start = start.reshape(-1, WARPGROUP)[groups]
+        if (start != start[:, :1]).any():
+            raise b.error("non-uniform tile", "threads of a warpgroup disagree on a tile's origin", [0], s.buffer, "-")
+        lanes, e = np.arange(WARPGROUP)[:, None], np.arange(layout.elements)[None, :]
+        rows, cols = layout.row(lanes, e), layout.col(lanes, e)
+        offsets = start[:, :1, None] + rows[None] * s.row_stride + cols[None] * s.col_stride
+        inside = np.ones(offsets.shape, dtype=bool)
+        if s.edge is not None:
+            edge_rows = np.broadcast_to(b.expr(s.edge.rows), mask.shape).reshape(-1, WARPGROUP)[groups][:, :1, None]
+            edge_cols = np.broadcast_to(b.expr(s.edge.cols), mask.shape).reshape(-1, WARPGROUP)[groups][:, :1, None]
+            inside = (rows[None] < edge_rows) & (cols[None] < edge_cols)
+        bad = ((offsets < 0) | (offsets >= array.size)) & inside
+        if bad.any():
+            raise b.error("out of bounds", f"an accumulator tile reaches outside {s.buffer} (size {array.size})",
+                          [0], s.buffer, int(offsets[bad][0]))
+        if isinstance(s, FragmentLoad):
+            values = np.zeros(offsets.shape, dtype=frag.dtype)
+            values[inside] = b.memory[s.buffer][offsets[inside]]
+            frag[groups] = values
+        else:
+            memory = b.memory[s.buffer]
+            memory[offsets[inside]] = frag[groups][inside].astype(memory.dtype)
+            b.written[s.buffer][offsets[inside]] = True
+
+
+TENSOR_EXECUTORS["wgmma"] = Wgmma
+
+
+# -- warp roles ----------------------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """Another role failed: unwind this one."""
+
+
+class _Turns:
+    """Roles as coroutines: one runs at a time; a role blocked on an mbarrier hands the turn to
+    the next role that can go on."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.cond = threading.Condition()
+        self.current = names[0]
+        self.blocked: dict[str, tuple[Callable[[], bool], str]] = {}
+        self.finished: set[str] = set()
+        self.failure: BaseException | None = None
+
+    def start(self, me: str) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.current == me or self.failure is not None)
+            if self.failure is not None:
+                raise _Stop
+
+    def block(self, me: str, ready: Callable[[], bool], what: str, b) -> None:
+        with self.cond:
+            self.blocked[me] = (ready, what)
+            self._next(me, b)
+            self.cond.wait_for(lambda: self.current == me or self.failure is not None)
+            self.blocked.pop(me, None)
+            if self.failure is not None:
+                raise _Stop
+
+    def finish(self, me: str, b, failure: BaseException | None = None) -> None:
+        with self.cond:
+            self.finished.add(me)
+            if failure is not None and self.failure is None:
+                self.failure = failure
+            if self.failure is None and len(self.finished) < len(self.names):
+                self._next(me, b)
+            self.cond.notify_all()
+
+    def _next(self, me: str, b) -> None:
+        order = self.names[self.names.index(me) + 1:] + self.names[:self.names.index(me) + 1]
+        for name in order:
+            if name in self.finished:
+                continue
+            waiting = self.blocked.get(name)
+            if waiting is None or waiting[0]():
+                self.current = name
+                self.cond.notify_all()
+                return
+        waits = "; ".join(f"the {name} role waits for {what}" for name, (_, what) in self.blocked.items())
+        self.failure = b.error("deadlock", f"no role can go on: {waits}", [0], "-", "-")
+        self.cond.notify_all()
+
+
+def _roles(b, s: Roles, mask) -> None:
+    if not mask.all():
+        raise b.error("divergence", "warp roles need every thread of the block", np.flatnonzero(~mask)[:4].tolist(),
+                      "-", "-")
+    h = _hopper(b)
+    turns = _Turns([role.name for role in s.roles])
+    h.turns = turns
+    base = h.clock(_agent(b))
+    forks = []
+    for role in s.roles:
+        fork = copy.copy(b)
+        fork.env, fork.iteration, fork.agent = dict(b.env), dict(b.iteration), role.name
+        h.clocks[role.name] = _join(base, {role.name: 0})
+        threads = np.zeros(b.threads, dtype=bool)
+        threads[role.first:role.first + role.threads] = True
+        forks.append((role, fork, threads))
+
+    def run(role, fork, threads) -> None:
+        failure = None
+        try:
+            turns.start(role.name)
+            fork.body(role.body, threads)
+        except _Stop:
+            pass
+        except BaseException as error:  # noqa: BLE001 - handed to the block's thread
+            failure = error
+        turns.finish(role.name, fork, failure)
+
+    workers = [threading.Thread(target=run, args=f, daemon=True) for f in forks]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    h.turns = None
+    if turns.failure is not None:
+        raise turns.failure
+    agent = _agent(b)
+    for role in s.roles:
+        h.clocks[agent] = _join(h.clock(agent), h.clock(role.name))

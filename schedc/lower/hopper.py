@@ -1,0 +1,623 @@
+"""Hopper pipelines: wgmma products on operand tiles that TMA copies into a ring of shared
+buffers, synchronised by mbarriers, optionally warp-specialized.
+
+A plan tensorized with a wgmma shape (``M64xN{n}xK16_B1``) keeps each warpgroup's 64 x n tiles
+of C in registers across the k loop and reads A and B from shared memory through matrix
+descriptors. Its SHARED caches of A and B become TMA tiles (``plan_tma``): the footprint of the
+block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk), in a ring of
+``stages`` buffers. ``lower_warpgroups`` writes the kernel:
+
+- one thread sets up a *full* and an *empty* mbarrier per stage;
+- tile ``t`` of the pipelined loops lives in stage ``t % stages``; its copy waits until the
+  stage's empty barrier completed the phase of the tile before it there (parity
+  ``(t / stages + 1) % 2``), raises the full barrier's expected bytes and issues the boxes;
+- the consumers wait for the full barrier's phase ``(t / stages) % 2``, issue the tile's
+  wgmma products, commit them, wait until only this group is in flight, and free the previous
+  tile's stage (arrive on its empty barrier);
+- warp-specialized (``plan.warp_specialize``; AUTO: on): one extra producer warpgroup issues
+  every copy while the others compute, registers moved to the consumers by ``setmaxnreg``;
+  otherwise thread 0 issues the copy ``stages - 1`` tiles ahead inside the consumers' loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+
+from ..errors import CacheError, PlanError
+from ..ir.affine import Affine
+from ..ir.kernel import (
+    Barrier,
+    Binary,
+    Const,
+    Expr,
+    Fence,
+    Fragment,
+    FragmentLoad,
+    FragmentMma,
+    If,
+    Kernel,
+    Let,
+    Loop,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Role,
+    Roles,
+    SharedBuffer,
+    Stmt,
+    StructParam,
+    TensorMap,
+    TmaLoad,
+    Var,
+    WarpgroupCommit,
+    WarpgroupFence,
+    WarpgroupWait,
+    all_of,
+    shared_layout,
+)
+from ..ir.types import ScalarType
+from ..targets import CopyEngine, MemorySpace
+from . import cache, tensor
+from .launch import WARPGROUP, Launch
+
+TMA_BOX_LIMIT = 256  # elements per box dimension
+SWIZZLES = (128, 64, 32)  # bytes of a swizzled row, widest first
+PRODUCER_THREADS = WARPGROUP
+
+
+@dataclass(frozen=True)
+class TmaCache:
+    """An operand tile that TMA copies: the block's footprint of ``array`` at ``index``, stored
+    as ``chunks`` boxes of ``outer`` rows of ``chunk`` elements (``swizzle`` bytes each)."""
+
+    array: str
+    index: str
+    buffer: SharedBuffer  # (stages, chunks, outer, chunk)
+    origin: tuple[Affine, ...]  # the footprint's first element (array dimensions)
+    inner: int  # the array dimension that is contiguous (the boxes' rows run along it)
+    map: StructParam
+    stages: int
+
+    @property
+    def chunks(self) -> int:
+        return self.buffer.shape[1]
+
+    @property
+    def chunk(self) -> int:
+        return self.buffer.shape[3]
+
+    @property
+    def outer_extent(self) -> int:
+        return self.buffer.shape[2]
+
+    @property
+    def stage_bytes(self) -> int:
+        return math.prod(self.buffer.shape[1:]) * self.buffer.dtype.size
+
+
+def is_warpgroup_plan(tiles: tensor.TensorMatch | None) -> bool:
+    return tiles is not None and tiles.instructions.issued_by == "warpgroup"
+
+
+# -- the caches --------------------------------------------------------------------------------
+
+
+def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
+    """Check the SHARED caches of a wgmma plan and describe their TMA tiles."""
+    specs = [spec for spec in model.caches if spec.location is MemorySpace.SHARED]
+    operands = {tiles.a.buffer: "A", tiles.b.buffer: "B"}
+    for role, operand in (("A", tiles.a), ("B", tiles.b)):
+        if not any(spec.array == operand.buffer for spec in specs):
+            raise PlanError(tensor.where(model), f"wgmma reads {role} ({operand.buffer}) from shared memory: "
+                                                 f"plan.cache({operand.buffer}, index=<the loop inside k>, "
+                                                 "location=SHARED)", loops=model.tensorize.loops)
+    caches = [_plan_one(model, spec, tiles, operands) for spec in specs]
+    for c in caches[1:]:
+        if (c.index, c.stages) != (caches[0].index, caches[0].stages):
+            raise CacheError(_here(c.array, c.index), f"{caches[0].array} is cached at {caches[0].index} with "
+                                                      f"{caches[0].stages} stage(s) and {c.array} at {c.index} with "
+                                                      f"{c.stages}: the operands of wgmma share one pipeline",
+                             loops=(c.index,))
+    _check_budget(model, caches)
+    return tuple(caches)
+
+
+def _here(array: str, index: str) -> str:
+    return f"cache({array}, index={index}, location=SHARED, engine=TMA)"
+
+
+def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) -> TmaCache:
+    here = _here(spec.array, spec.index)
+    if spec.array not in operands:
+        raise CacheError(here, f"{spec.array} is not an operand of the wgmma product; with wgmma, SHARED caches "
+                               f"hold A ({tiles.a.buffer}) and B ({tiles.b.buffer})", loops=(spec.index,))
+    if spec.engine is CopyEngine.THREADS:
+        raise CacheError(here.replace("engine=TMA", "engine=THREADS"),
+                         "wgmma reads its operands in the swizzled layout TMA writes; copies by the block's "
+                         "threads into it are not built: use engine=TMA (or AUTO)", loops=(spec.index,))
+    if spec.pipeline == "registers":
+        raise CacheError(here, "a register double buffer is filled by the block's threads; TMA fills a ring "
+                               "of shared buffers: use stages=N", loops=(spec.index,))
+    if spec.index in model.tensorize.loops or model.binding_of(spec.index) is not None:
+        raise CacheError(here, f"{spec.index} is not a serial loop; cache at a loop that every thread runs",
+                         loops=(spec.index,))
+    names = [lp.name for lp in model.loops]
+    position = names.index(spec.index)
+    fixed = tuple(n for i, n in enumerate(names)
+                  if (i < position and model.binding_of(n) is None)
+                  or (model.binding_of(n) is not None and model.binding_of(n).level == "block"))
+    fp = cache.footprint(model, spec, here, fixed, None)
+    if not fp.starts_inside:
+        raise CacheError(here, f"the footprint {fp} starts before the first element of {spec.array} for some "
+                               "tiles", loops=(spec.index,))
+    array = model.buffer(spec.array)
+    if len(fp.extents) != 2:
+        raise CacheError(here, f"TMA tiles of wgmma operands are 2-D; the footprint {fp} has rank "
+                               f"{len(fp.extents)}", loops=(spec.index,))
+    size = array.dtype.size
+    inner = array.strides.index(1) if 1 in array.strides else -1
+    outer = 1 - inner
+    if inner < 0:
+        raise CacheError(here, f"{spec.array} has strides {list(array.strides)}; TMA needs one contiguous "
+                               "dimension", loops=(spec.index,))
+    pitch = array.strides[outer] * size
+    if pitch % 16:
+        raise CacheError(here, f"{spec.array}'s rows are {pitch} bytes apart; TMA needs a multiple of 16 bytes "
+                               f"(pad the leading dimension to a multiple of {16 // math.gcd(16, size)} elements)",
+                         loops=(spec.index,))
+    row_bytes = fp.extents[inner] * size
+    swizzle = next((s for s in SWIZZLES if row_bytes % s == 0 and (s == 128 or row_bytes == s)), 0)
+    if not swizzle:
+        raise CacheError(here, f"the tile's rows are {fp.extents[inner]} elements ({row_bytes} bytes) along "
+                               f"{spec.array}'s contiguous dimension {inner}; wgmma's swizzled tiles take rows of "
+                               "32, 64 or a multiple of 128 bytes", loops=(spec.index,))
+    if fp.extents[outer] > TMA_BOX_LIMIT:
+        raise CacheError(here, f"the tile has {fp.extents[outer]} rows along dimension {outer}; a TMA box has at "
+                               f"most {TMA_BOX_LIMIT}", loops=(spec.index,))
+    chunk = swizzle // size
+    chunks = row_bytes // swizzle
+    stages = spec.stages if spec.pipeline == "async" else 1
+    shape = (stages, chunks, fp.extents[outer], chunk)
+    strides = (chunks * fp.extents[outer] * chunk, fp.extents[outer] * chunk, chunk, 1)
+    buffer = SharedBuffer(f"{spec.array}_shared", array.dtype, shape, strides, swizzle, align=1024)
+    box = (fp.extents[outer], chunk) if inner == 1 else (chunk, fp.extents[outer])
+    tmap = StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, box, array.dtype, swizzle))
+    return TmaCache(spec.array, spec.index, buffer, fp.origin, inner, tmap, stages)
+
+
+def _check_budget(model, caches: list[TmaCache]) -> None:
+    buffers = [c.buffer for c in caches] + list(_barriers(caches[0].stages))
+    _, total = shared_layout(buffers)
+    gpu = model.gpu
+    if total > gpu.shared_memory_max:
+        names = ", ".join(f"{c.array} {c.buffer.nbytes}" for c in caches)
+        c = caches[-1]
+        raise CacheError(_here(c.array, c.index), f"{c.stages} stage(s) of the TMA tiles need {total} bytes of shared "
+                                                  f"memory per block ({names}, barriers); {gpu.name} allows "
+                                                  f"{gpu.shared_memory_max}: use fewer stages or smaller tiles",
+                         loops=(c.index,))
+
+
+def _barriers(stages: int) -> tuple[SharedBuffer, SharedBuffer]:
+    return (SharedBuffer("full", ScalarType.uint64, (stages,), (1,)),
+            SharedBuffer("empty", ScalarType.uint64, (stages,), (1,)))
+
+
+# -- the kernel --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The loops of a wgmma plan around its tile, outermost first."""
+
+    outer: tuple[str, ...]  # serial loops outside the loop C is kept across (C's tiles change)
+    pipelined: tuple[str, ...]  # serial loops from the one C is kept across to the carrier
+    steps: tuple[str, ...]  # the cache index and the serial loops inside it (unrolled)
+    blocked: tuple[str, ...]  # serial loops inside that index C (one accumulator per value)
+
+
+def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
+                     caches: tuple[TmaCache, ...]) -> Kernel:
+    """The kernel of a wgmma plan (module docstring)."""
+    shape = _loops(model, tiles, caches[0])
+    enabled, producer_regs, consumer_regs = model.specialization or (True, 0, 0)
+    if not producer_regs:  # AUTO: the producer keeps 40, the consumers share the rest (at most 232)
+        producer_regs = 40
+        consumer_regs = min(232, (model.gpu.registers_per_sm - PRODUCER_THREADS * producer_regs)
+                            // launch.threads // 8 * 8)
+    order = [lp.name for lp in model.loops]
+
+    def as_expr(a: Affine) -> Expr:
+        from .loops import affine_expr
+
+        return affine_expr(a, order)
+
+    stages = caches[0].stages
+    consumers = launch.threads
+    full, empty = _barriers(stages)
+    block_lets = tuple(let for let in launch.coordinates if model.binding_of(let.name).level == "block")
+    group_lets = tuple(let for let in launch.coordinates if model.binding_of(let.name).level != "block")
+    ring = _Ring(model, facts, shape, stages)
+    products = _Products(model, tiles, caches, as_expr).bind(shape)
+    setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
+        *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
+        *(MbarrierInit("empty", Const(s), consumers) for s in range(stages)),
+        Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
+        Barrier("the barriers are set up"))
+    consumer = (*group_lets, *_consumer_body(model, facts, tiles, shape, ring, products, caches, as_expr,
+                                             producer=None if enabled else _issue_ahead))
+    if enabled:
+        producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
+                       _producer_body(model, facts, shape, ring, caches, as_expr),
+                       "one thread of the producer warpgroup issues every copy"),)
+        body: tuple[Stmt, ...] = (*block_lets, *setup, Roles((
+            Role("producer", consumers, PRODUCER_THREADS, producer_regs, producer),
+            Role("consumers", 0, consumers, consumer_regs, consumer))))
+        threads = consumers + PRODUCER_THREADS
+        _check_registers(model, tiles, shape, threads, producer_regs, consumer_regs, consumers)
+    else:
+        body = (*block_lets, *setup, *consumer)
+        threads = consumers
+    buffers = (*(c.buffer for c in caches), full, empty)
+    big = any(b.size > 2**31 - 1 for b in model.buffers)
+    return Kernel(
+        name=f"{model.function}__gpu__",
+        buffers=model.buffers,
+        grid=launch.grid,
+        block=(threads, 1, 1),
+        body=body,
+        index_type=ScalarType.int64 if big else ScalarType.int32,
+        dynamic_shared_bytes=shared_layout(buffers)[1],
+        shared=buffers,
+        values=tuple(c.map for c in caches),
+        min_blocks=model.blocks_per_sm,
+    )
+
+
+def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> _Shape:
+    here = tensor.where(model)
+    serial = list(model.serial_loops)
+    index = first.index
+    at = serial.index(index)
+    cached_at, blocked = tensor.accumulator_cache(model, tiles)
+    c_loops = tiles.c.subscripts_over_loops
+    indexes_c = {n for n in serial if tensor._uses(c_loops, n)}
+    if index in indexes_c:
+        raise PlanError(here, f"the cache index {index} indexes {tiles.c.buffer}; the operands' k loop must be "
+                              "the one inside the output tile", loops=(index,))
+    inner = serial[at + 1:]
+    if any(n in indexes_c for n in inner) and tuple(n for n in inner if n in indexes_c) != tuple(blocked):
+        raise PlanError(here, f"loops inside {index} that index {tiles.c.buffer} must be register-blocked: "
+                              f"plan.cache({tiles.c.buffer}, index=<a loop outside {index}>, location=MMA_FRAGMENT)",
+                        loops=(index,))
+    # C's tiles stay in registers across every serial loop around the index that does not index C
+    outside = serial[:at]
+    keep = len(outside)
+    while keep > 0 and outside[keep - 1] not in indexes_c:
+        keep -= 1
+    if cached_at is not None and cached_at in outside and outside.index(cached_at) > keep:
+        keep = outside.index(cached_at)
+    steps = tuple(n for n in serial[at:] if n not in blocked)
+    return _Shape(tuple(outside[:keep]), tuple(outside[keep:]), steps, tuple(blocked))
+
+
+@dataclass(frozen=True)
+class _Ring:
+    """Which tile of the pipelined loops is which: ``t`` counts tiles over the outer and
+    pipelined loops, the stage is ``t % stages``."""
+
+    model: object
+    facts: object
+    shape: _Shape
+    stages: int
+
+    def counter(self) -> Expr:
+        """t at the current values of the outer and pipelined loops (mixed radix)."""
+        t: Expr = Const(0)
+        for name in (*self.shape.outer, *self.shape.pipelined):
+            lf, spec = self.facts.loop(name), self.model.loop(name)
+            step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))
+            if spec.step != 1:
+                step = Binary("/", step, Const(spec.step))
+            t = step if isinstance(t, Const) and t.value == 0 else Binary("+", Binary("*", t, Const(lf.extent)), step)
+        return t
+
+    def lets(self, prefix: str = "") -> tuple[Let, ...]:
+        t = f"{prefix}tile"
+        return (Let(t, self.counter(), "this tile's number in the ring"),
+                Let(f"{prefix}stage", Binary("%", Var(t), Const(self.stages)), "its stage"),
+                Let(f"{prefix}parity", Binary("%", Binary("/", Var(t), Const(self.stages)), Const(2)),
+                    "the parity of its use of the stage"))
+
+    def first_pipelined(self) -> Expr | None:
+        """The pipelined loops at their first values (None: there are none)."""
+        return all_of(Binary("==", Var(n), Const(self.facts.loop(n).first)) for n in self.shape.pipelined)
+
+    def trips(self) -> int:
+        return math.prod(self.facts.loop(n).extent for n in self.shape.pipelined)
+
+
+def _nest(model, facts, names: tuple[str, ...], body: tuple[Stmt, ...], unroll: bool = False) -> tuple[Stmt, ...]:
+    for name in reversed(names):
+        lf, spec = facts.loop(name), model.loop(name)
+        body = (Loop(name, Const(lf.first), Const(lf.stop(spec.end)), spec.step, body, unroll,
+                     f"schedule loop {name}: range({spec.begin}, {spec.end}, {spec.step})"),)
+    return body
+
+
+def _copies(caches: tuple[TmaCache, ...], stage: Expr, as_expr, values: dict[str, Expr] | None = None) -> list[Stmt]:
+    """The TMA boxes of one tile of every cache, into ``stage``."""
+    out: list[Stmt] = []
+    for c in caches:
+        origin = [as_expr(o) for o in c.origin]
+        if values:
+            from ..ir.kernel import substitute
+
+            origin = [substitute(o, values) for o in origin]
+        for chunk in range(c.chunks):
+            coords = list(origin)
+            if chunk:
+                coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
+            out.append(TmaLoad(c.map.name, c.buffer.name, (stage, Const(chunk), Const(0), Const(0)), tuple(coords),
+                               "full", stage, f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
+    return out
+
+
+def _tile_bytes(caches) -> int:
+    return sum(c.stage_bytes for c in caches)
+
+
+def _producer_body(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
+    stage, parity = Var("stage"), Var("parity")
+    issue = (*ring.lets(),
+             MbarrierWait("empty", stage, Binary("-", Const(1), parity),
+                          "the stage is free: its previous tile's consumers released it"),
+             MbarrierArrive("full", stage, _tile_bytes(caches), "the bytes this tile's copies bring"),
+             *_copies(caches, stage, as_expr))
+    return _nest(model, facts, (*shape.outer, *shape.pipelined), issue)
+
+
+def _issue_ahead(model, facts, shape: _Shape, ring: _Ring, caches, as_expr, distance: int) -> tuple[Stmt, ...]:
+    """Without warp specialization, thread 0 copies the tile ``distance`` ahead of the current
+    one (in the same pass of the pipelined loops), after its stage is free."""
+    names = shape.pipelined
+    trips = ring.trips()
+    local: Expr = Const(0)
+    for name in names:
+        lf, spec = facts.loop(name), model.loop(name)
+        step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))
+        if spec.step != 1:
+            step = Binary("/", step, Const(spec.step))
+        local = step if isinstance(local, Const) and local.value == 0 else \
+            Binary("+", Binary("*", local, Const(lf.extent)), step)
+    ahead = Binary("+", local, Const(distance))
+    values: dict[str, Expr] = {}
+    rest: Expr = Var("ahead")
+    for name in reversed(names):  # decode the tile ahead into loop values, innermost fastest
+        lf, spec = facts.loop(name), model.loop(name)
+        digit = Binary("%", rest, Const(lf.extent)) if name != names[0] else rest
+        values[name] = Binary("+", Binary("*", digit, Const(spec.step)), Const(lf.first))
+        rest = Binary("/", rest, Const(lf.extent))
+    stage = Binary("%", Binary("+", Var("tile"), Const(distance)), Const(ring.stages))
+    parity = Binary("%", Binary("/", Binary("+", Var("tile"), Const(distance)), Const(ring.stages)), Const(2))
+    issue = (Let("ahead_stage", stage, f"the stage of the tile {distance} ahead"),
+             MbarrierWait("empty", Var("ahead_stage"), Binary("-", Const(1), parity),
+                          "its previous tile's consumers released it"),
+             MbarrierArrive("full", Var("ahead_stage"), _tile_bytes(caches)),
+             *_copies(caches, Var("ahead_stage"), as_expr, values))
+    return (Let("ahead", ahead, f"the tile {distance} ahead in this pass"),
+            If(Binary("&&", Binary("==", Var("threadIdx.x"), Const(0)), Binary("<", Var("ahead"), Const(trips))),
+               issue, f"thread 0 copies the tile {distance} ahead"))
+
+
+def _prologue(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
+    """Without warp specialization: the first ``stages - 1`` tiles of a pass, before its loop."""
+    out: list[Stmt] = []
+    count = min(ring.stages - 1, ring.trips())
+    firsts = {n: Const(facts.loop(n).first) for n in shape.pipelined}
+    base = ring.counter()
+    from ..ir.kernel import substitute
+
+    base = substitute(base, firsts)
+    for d in range(count):
+        values = dict(firsts)
+        rest = d
+        for name in reversed(shape.pipelined):
+            lf, spec = facts.loop(name), model.loop(name)
+            values[name] = Const(lf.first + (rest % lf.extent) * spec.step)
+            rest //= lf.extent
+        t = Binary("+", base, Const(d))
+        stage = Binary("%", t, Const(ring.stages))
+        parity = Binary("%", Binary("/", t, Const(ring.stages)), Const(2))
+        out += [MbarrierWait("empty", stage, Binary("-", Const(1), parity)),
+                MbarrierArrive("full", stage, _tile_bytes(caches)), *_copies(caches, stage, as_expr, values)]
+    return (If(Binary("==", Var("threadIdx.x"), Const(0)), tuple(out),
+               f"thread 0 copies the first {count} tile(s) of the pass"),) if out else ()
+
+
+def _consumer_body(model, facts, tiles, shape: _Shape, ring: _Ring, products, caches, as_expr,
+                   producer) -> tuple[Stmt, ...]:
+    stage = Var("stage")
+    released = Binary("%", Binary("+", Binary("-", Var("tile"), Const(1)), Const(ring.stages)), Const(ring.stages))
+    first = ring.first_pipelined()
+    release_previous: Stmt = MbarrierArrive("empty", released, 0, "the previous tile's products are done: "
+                                                                   "its stage is free")
+    if first is not None:
+        release_previous = If(_not(first), (release_previous,))
+    step = (*ring.lets(),
+            MbarrierWait("full", stage, Var("parity"), "this tile's copies have landed"),
+            WarpgroupFence(),
+            *products.statements(stage),
+            WarpgroupCommit(),
+            WarpgroupWait(1),
+            *((release_previous,) if shape.pipelined else ()))
+    if producer is not None and shape.pipelined:
+        step = (*step, *producer(model, facts, shape, ring, caches, as_expr, ring.stages - 1))
+    pipelined = _nest(model, facts, shape.pipelined, step)
+    finish = (WarpgroupWait(0), *_release_last(ring))
+    before, after = products.accumulators(facts)
+    prologue = _prologue(model, facts, shape, ring, caches, as_expr) if producer is not None else ()
+    per_tile = (*before, *prologue, *pipelined, *finish, *after)
+    return _nest(model, facts, shape.outer, per_tile)
+
+
+def _not(cond: Expr) -> Expr:
+    """The negation of a conjunction of equalities: a disjunction of inequalities."""
+    if isinstance(cond, Binary) and cond.op == "&&":
+        return Binary("||", _not(cond.lhs), _not(cond.rhs))
+    return Binary("!=", cond.lhs, cond.rhs)
+
+
+def _release_last(ring: _Ring) -> tuple[Stmt, ...]:
+    """After the pass: the last tile's stage is free too."""
+    last = {n: Const(ring.facts.loop(n).last) for n in ring.shape.pipelined}
+    from ..ir.kernel import substitute
+
+    t = substitute(ring.counter(), last)
+    return (MbarrierArrive("empty", Binary("%", t, Const(ring.stages)), 0, "the pass's last stage is free"),)
+
+
+class _Products:
+    """The wgmma products of one tile (every step of the cache index and the loops inside it,
+    every pass, every register-blocked accumulator) and C's accumulators around the passes."""
+
+    def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr) -> None:
+        self.model, self.tiles, self.as_expr = model, tiles, as_expr
+        self.caches = {c.array: c for c in caches}
+        self.shape = None
+
+    def bind(self, shape: _Shape) -> _Products:
+        self.shape = shape
+        return self
+
+    def statements(self, stage: Expr) -> list[Stmt]:
+        model, tm = self.model, self.tiles
+        m, n, k = model.tensorize.mma_shape.mnk
+        blocking = tensor.Blocking(model, self.shape.blocked)
+        a_loops, b_loops = blocking.of(tm.a), blocking.of(tm.b)
+        out: list[Stmt] = []
+        steps = [tensor._values(model, name) for name in self.shape.steps]
+        for s_n, values in enumerate(itertools.product(*steps)):
+            fixed = dict(zip(self.shape.steps, values))
+            for p in range(model.tensorize.passes):
+                tag = f"{s_n}_{p}" if model.tensorize.passes > 1 else f"{s_n}"
+                names = {}
+                for prefix, role, operand, loops in (("a", "A", tm.a, a_loops), ("b", "B", tm.b, b_loops)):
+                    for combo in blocking.combos(loops):
+                        name = blocking.name(f"{prefix}{tag}", loops, combo)
+                        names[prefix, tuple(sorted(combo.items()))] = name
+                        out += self.descriptor(name, role, operand, p, {**fixed, **combo}, stage)
+                for combo in blocking.combos(blocking.loops):
+                    a = names["a", tuple(sorted((n_, v) for n_, v in combo.items() if n_ in a_loops))]
+                    b = names["b", tuple(sorted((n_, v) for n_, v in combo.items() if n_ in b_loops))]
+                    c = blocking.name("c", blocking.loops, combo)
+                    out.append(FragmentMma(c, a, b, c))
+        return out
+
+    def descriptor(self, name: str, role: str, operand: tensor.Operand, p: int, values: dict[str, int],
+                   stage: Expr) -> list[Stmt]:
+        """A matrix descriptor of one operand tile: its first element in the TMA tile's
+        (stage, chunk, row, column) coordinates."""
+        model, tm = self.model, self.tiles
+        c = self.caches[operand.buffer]
+        here = _here(c.array, c.index)
+        subs = operand.subscripts
+        if p:
+            subs = tuple(s.plus(d.scale(p)) for s, d in zip(subs, operand.pass_shift))
+        fixed = {n: Affine((), v) for n, v in values.items()}
+        rel = [s.substitute(fixed).plus(o.substitute(fixed).scale(-1)) for s, o in zip(subs, c.origin)]
+        inner, outer = rel[c.inner], rel[1 - c.inner]
+        m, n, k = model.tensorize.mma_shape.mnk
+        k_dim = self._k_dim(role, operand)
+        k_major = k_dim == c.inner
+        if not k_major and tm.precision == "tf32":
+            raise CacheError(here, f"tf32 wgmma reads operands whose k is contiguous; {c.array} is contiguous along "
+                                   f"its dimension {c.inner}, not k: store it transposed (for B[k, n]: "
+                                   "Array.Layout.LAST_MAJOR)", loops=(c.index,))
+        extent = k if k_major else (m if role == "A" else n)
+        for var, coeff in inner.terms:
+            lp = model.loop(var)
+            if (coeff * lp.step) % c.chunk or (coeff * lp.begin) % c.chunk:
+                raise CacheError(here, f"{role}'s tiles start at element {_render(inner)} of a {c.chunk}-element "
+                                       f"row chunk, which {var} moves by {coeff * lp.step}; wgmma tiles must start at "
+                                       f"the same column of every chunk", loops=(c.index,))
+        col = inner.const % c.chunk
+        if (k_major and col + extent > c.chunk) or (not k_major and col):
+            raise CacheError(here, f"{role}'s {extent}-element rows start at column {col} of a {c.chunk}-element "
+                                   "swizzled row chunk; wgmma tiles must "
+                                   + ("lie within one chunk" if k_major else "start at a chunk"), loops=(c.index,))
+        terms = Affine(inner.terms, inner.const - col)
+        chunk: Expr = Const(terms.const // c.chunk) if not terms.terms else \
+            Binary("/", self.as_expr(terms), Const(c.chunk))
+        outer_rows = outer
+        if not k_major and extent > c.chunk and extent % c.chunk:
+            raise CacheError(here, f"{role}'s {extent} columns are not whole {c.chunk}-element chunks",
+                             loops=(c.index,))
+        for var, coeff in outer_rows.terms:
+            lp = model.loop(var)
+            if (coeff * lp.step) % 8 or (coeff * lp.begin) % 8:
+                raise CacheError(here, f"{role}'s tiles start at row {_render(outer_rows)} of the TMA tile, which {var} "
+                                       f"moves by {coeff * lp.step}; wgmma reads rows in groups of 8",
+                                 loops=(c.index,))
+        if outer_rows.const % 8:
+            raise CacheError(here, f"{role}'s tiles start at row {outer_rows.const} of the TMA tile; wgmma reads rows "
+                                   "in groups of 8", loops=(c.index,))
+        origin = (stage, chunk, self.as_expr(outer_rows), Const(col))
+        layout = "row_major" if (k_major == (role == "A")) else "col_major"
+        use = "matrix_a" if role == "A" else "matrix_b"
+        size = c.buffer.dtype.size
+        row_stride, col_stride = (c.chunk, 1) if layout == "row_major" else (1, c.chunk)
+        del size
+        return [Fragment(name, use, m, n, k, tm.operand_type, tm.precision, layout, tm.family),
+                FragmentLoad(name, c.buffer.name, origin, row_stride, col_stride, path="descriptor")]
+
+    def _k_dim(self, role: str, operand: tensor.Operand) -> int:
+        """The array dimension the tile's k runs along."""
+        k_loop = self.model.tensorize.loops[2]
+        return next(d for d, s in enumerate(operand.subscripts_over_loops) if s.coeff(k_loop))
+
+    def accumulators(self, facts) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+        """C's fragments set up before the pipelined loops and stored after them."""
+        model, tm = self.model, self.tiles
+        names = [lp.name for lp in model.loops]
+        outer = set(self.shape.outer)
+        reductions = tuple(r for r in tm.reductions if r in outer)
+        first = tensor._condition(facts, reductions, last=False)
+        last = tensor._condition(facts, reductions, last=True)
+        del names
+        blocking = tensor.Blocking(model, self.shape.blocked)
+        before: list[Stmt] = []
+        after: list[Stmt] = []
+        for combo in blocking.combos(self.shape.blocked):
+            c = blocking.name("c", self.shape.blocked, combo)
+            b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last)
+            before += b
+            after += a
+        return tuple(before), tuple(after)
+
+
+def _render(a: Affine) -> str:
+    return tensor._render(a)
+
+
+def _check_registers(model, tiles, shape: _Shape, threads: int, producer: int, consumer: int,
+                     consumers: int) -> None:
+    """setmaxnreg: the roles' registers fit the multiprocessor, and the consumers' accumulators
+    fit theirs."""
+    gpu = model.gpu
+    where = f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})"
+    total = producer * PRODUCER_THREADS + consumer * consumers
+    if total > gpu.registers_per_sm:
+        raise PlanError(where, f"{PRODUCER_THREADS} producer threads x {producer} + {consumers} consumer threads x "
+                               f"{consumer} = {total} registers; a {gpu.name} multiprocessor has "
+                               f"{gpu.registers_per_sm}")
+    m, n, _ = model.tensorize.mma_shape.mnk
+    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
+    accumulators = tiles_per_group * m * n * tiles.accumulator_type.size // (4 * WARPGROUP)
+    if accumulators + 24 > consumer:
+        raise PlanError(where, f"each consumer thread holds {accumulators} accumulator registers ({tiles_per_group} "
+                               f"tile(s) of {m}x{n} {tiles.accumulator_type.value} per warpgroup), and needs about 24 "
+                               f"more; consumer_registers={consumer} is too few")
