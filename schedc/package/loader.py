@@ -353,9 +353,10 @@ class LoadedPackage:
 
     def _check_device(self) -> None:
         arch = self.hat["target"]["required"]["GPU"]["instruction_set_version"]
-        wanted = int(arch.removeprefix("sm_"))
+        wanted = int(arch.removeprefix("sm_").rstrip("a"))
         dev = driver.device()
-        if dev.sm // 10 != wanted // 10 or dev.sm < wanted:
+        specific = arch.endswith("a")  # sm_90a code runs on sm_90 only
+        if dev.sm // 10 != wanted // 10 or dev.sm < wanted or (specific and dev.sm != wanted):
             raise LaunchError(
                 f"load {self.name}",
                 f"the package was compiled for {arch}; this GPU ({dev.name}) is sm_{dev.sm}",
