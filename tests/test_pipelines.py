@@ -158,9 +158,9 @@ def _cache(**kwargs):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"stages": 0}, r"stages must be an integer from 1 to 5, not 0"),
-    ({"stages": 6}, r"stages must be an integer from 1 to 5, not 6"),
-    ({"stages": True}, r"stages must be an integer from 1 to 5, not True"),
+    ({"stages": 0}, r"stages must be an integer from 1 to 8, not 0"),
+    ({"stages": 9}, r"stages must be an integer from 1 to 8, not 9"),
+    ({"stages": True}, r"stages must be an integer from 1 to 8, not True"),
     ({"double_buffer": 1}, r"double_buffer must be True or False, not 1"),
     ({"double_buffer": True, "double_buffer_location": acc.MemorySpace.GLOBAL},
      r"double_buffer_location must be PRIVATE, SHARED or AUTO \(None\), not GLOBAL"),

@@ -246,7 +246,7 @@ class Plan:
           The first tile is copied before the loop; each iteration loads the next tile into
           registers, computes on shared memory, and after a barrier stores the registers into
           shared memory (one buffer of shared memory, the tile again in registers).
-        - ``stages=N`` (1 to 5): a ring of N shared buffers filled with ``cp.async``. Before the
+        - ``stages=N`` (1 to 8): a ring of N shared buffers filled with ``cp.async`` (or TMA). Before the
           loop N-1 tiles are requested; each iteration waits for its tile (``wait_group(N-2)``)
           and a barrier, requests the tile N-1 iterations ahead into the buffer freed by the
           previous iteration, and computes. ``stages=1`` requests each tile and waits for all.
@@ -386,8 +386,8 @@ class Plan:
         if location is not MemorySpace.SHARED:
             raise CacheError(where, "double buffers and stages apply to SHARED caches")
         if stages is not None:
-            if isinstance(stages, bool) or not isinstance(stages, int | np.integer) or not 1 <= stages <= 5:
-                raise CacheError(where, f"stages must be an integer from 1 to 5, not {stages!r}")
+            if isinstance(stages, bool) or not isinstance(stages, int | np.integer) or not 1 <= stages <= 8:
+                raise CacheError(where, f"stages must be an integer from 1 to 8, not {stages!r}")
             if buffer_location is MemorySpace.PRIVATE:
                 raise CacheError(where, "stages are shared buffers filled with cp.async; a PRIVATE "
                                         "double buffer has one shared buffer and registers")
