@@ -22,7 +22,6 @@ import schedc as acc  # noqa: E402
 # (block m, n, k), warpgroup n, stages, warp-specialized
 TILES = [((128, 256, 64), 256, 3, True), ((128, 256, 64), 256, 4, False), ((128, 128, 64), 128, 4, True),
          ((128, 128, 64), 128, 6, True), ((256, 128, 64), 128, 4, True), ((128, 256, 32), 256, 6, True)]
-]
 
 
 def main() -> None:
