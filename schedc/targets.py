@@ -94,9 +94,11 @@ class _Shape(enum.Enum):
         return int(self.value.split("_B")[1])
 
 
-_ACCERA_SHAPES = """M16xN16xK16_B1 M16xN16xK8_B1 M32xN8xK16_B1 M8xN32xK16_B1 M64xN64xK1_B4 M64xN64xK1_B2
-    M32xN32xK2_B1 M16xN16xK4_B1 M64xN64xK2_B4 M64xN64xK2_B2 M32xN32xK4_B1 M64xN64xK4_B4 M64xN64xK4_B2
-    M32xN32xK8_B1""".split()
+_ACCERA_SHAPES = [
+    "M16xN16xK16_B1", "M16xN16xK8_B1", "M32xN8xK16_B1", "M8xN32xK16_B1", "M64xN64xK1_B4",
+    "M64xN64xK1_B2", "M32xN32xK2_B1", "M16xN16xK4_B1", "M64xN64xK2_B4", "M64xN64xK2_B2",
+    "M32xN32xK4_B1", "M64xN64xK4_B4", "M64xN64xK4_B2", "M32xN32xK8_B1",
+]
 WGMMA_N = tuple(range(8, 257, 8))  # wgmma's n: multiples of 8 up to 256
 _WGMMA_SHAPES = [f"M64xN{n}xK{k}_B1" for k in (16, 8) for n in WGMMA_N]
 MMAShape = _Shape("MMAShape", [(name, name) for name in _ACCERA_SHAPES + _WGMMA_SHAPES], module=__name__,

@@ -163,9 +163,10 @@ class Hopper:
         if late.any():
             n = int(np.argmax(late))
             writer = self.agents[int(agents[elements][n])]
-            raise self.b.error("race", f"{_name(who)} {verb} {self.place(buffer, int(elements[n]))} before the "
-                               f"{_name(writer)} write of it is known to have completed (wait for the mbarrier "
-                               "phase that the copy completes)", [0], buffer, int(elements[n]))
+            raise self.b.error("race", f"{_name(who)} {verb} {self.place(buffer, int(elements[n]))} before "
+                               f"{_name(writer)}'s write of it is known to have completed (wait for the mbarrier "
+                               "phase that the write completes, and free a stage only after its readers are done)",
+                               [0], buffer, int(elements[n]))
 
     def record_write(self, agent: str, buffer: str, elements: np.ndarray, time: int) -> None:
         (agents, times), reads = self._history(buffer)
@@ -340,8 +341,9 @@ def _tma(b, s: TmaLoad, mask) -> None:
         buffer, elements = h.locate(physical)
         agent = _agent(b)
         h.tma_time += 1
+        # ordered after what its issuer knows, not after other copies (they are not ordered)
+        h.check_write("tma", buffer, elements, h.clock(agent), "a TMA copy")
         clock = _join(h.clock(agent), {"tma": h.tma_time})
-        h.check_write("tma", buffer, elements, clock, "a TMA copy")
         b.shared.values[buffer][elements] = values
         h.record_write("tma", buffer, elements, h.tma_time)
         h.complete_tx(bar, grid.shape[1] * size, clock)

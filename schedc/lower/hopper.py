@@ -21,7 +21,6 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -559,8 +558,8 @@ class _Products:
         for var, coeff in outer_rows.terms:
             lp = model.loop(var)
             if (coeff * lp.step) % 8 or (coeff * lp.begin) % 8:
-                raise CacheError(here, f"{role}'s tiles start at row {_render(outer_rows)} of the TMA tile, which {var} "
-                                       f"moves by {coeff * lp.step}; wgmma reads rows in groups of 8",
+                raise CacheError(here, f"{role}'s tiles start at row {_render(outer_rows)} of the TMA tile, "
+                                       f"which {var} moves by {coeff * lp.step}; wgmma reads rows in groups of 8",
                                  loops=(c.index,))
         if outer_rows.const % 8:
             raise CacheError(here, f"{role}'s tiles start at row {outer_rows.const} of the TMA tile; wgmma reads rows "

@@ -1,0 +1,395 @@
+"""Hopper plans: wgmma on TMA tiles in mbarrier rings, warp-specialized or not.
+
+Each plan is emulated against numpy (the emulator runs the roles as coroutines, TMA and wgmma
+at the hardware's swizzled addresses), compiled for sm_90a, and refused where it cannot run;
+hand-broken kernels show that the race detector finds each kind of misuse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.codegen.cuda import emit_source
+from schedc.codegen.emulate import EmulationError, emulate
+from schedc.codegen.emulate_hopper import hardware_swizzle
+from schedc.errors import CacheError, PlanError
+from schedc.instructions import swizzle_column
+from schedc.ir.kernel import (
+    Fragment,
+    FragmentLoad,
+    If,
+    Loop,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Role,
+    Roles,
+    WarpgroupFence,
+    WarpgroupWait,
+)
+from schedc.ir.model import freeze
+from schedc.lower import compile_model, verifying
+from schedc.package.build import name_arrays
+from schedc.package.compile import arch_for, nvrtc_compile
+
+from .conftest import build_sample, require_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "samples"))
+
+import hopper_matmul  # noqa: E402
+
+F16, BF16, F32 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType.float32
+COL = acc.Array.Layout.LAST_MAJOR
+
+
+def kernel(M, N, K, **options):
+    plan, args = hopper_matmul.matmul(M, N, K, **options)
+    name_arrays("test", plan, args, "mm")
+    with verifying():
+        return compile_model(freeze(plan, "mm", args))
+
+
+def run(k, blocks=None, seed=0):
+    """Emulate ``k`` on random inputs; the written part of C and numpy's C + A @ B there."""
+    rng = np.random.default_rng(seed)
+    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
+    result = emulate(k, storage, blocks=blocks)
+    arrays = {}
+    for b in k.params:
+        flat = storage[b.name].astype(np.float64)
+        arrays[b.name] = np.lib.stride_tricks.as_strided(flat, b.shape, [s * 8 for s in b.strides])
+    expected = arrays["C"] + arrays["A"] @ arrays["B"]
+    c = next(b for b in k.params if b.name == "C")
+    got = result.storage["C"].reshape(c.shape)
+    written = result.written["C"].reshape(c.shape)
+    return got[written], expected[written], written
+
+
+PLANS = {
+    "fp16_specialized": ((256, 512, 256), {}),
+    "fp16_one_thread_issues": ((256, 512, 256), {"specialize": False}),
+    "bf16_2_stages": ((256, 512, 256), {"operand": BF16, "stages": 2}),
+    "tf32_column_major_b": ((256, 256, 128), {"operand": F32, "block": (128, 128, 32), "b_layout": COL}),
+    "partial_tiles": ((200, 304, 136), {"block": (128, 128, 64)}),
+    "four_warpgroups": ((256, 256, 256), {"block": (128, 256, 64), "warpgroup_n": 128}),
+    "more_tiles_than_stages": ((128, 128, 512), {"block": (128, 128, 64), "stages": 3, "specialize": False}),
+    "k_tile_of_two_chunks": ((128, 256, 256), {"block": (128, 256, 128), "stages": 2}),
+    "column_major_b_fp16": ((128, 256, 128), {"block": (128, 128, 64), "b_layout": COL}),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_emulated_plans_match_numpy(name):
+    (M, N, K), options = PLANS[name]
+    got, expected, written = run(kernel(M, N, K, **options))
+    tolerance = 2e-2 * np.sqrt(K) if options.get("operand") is F32 else 1e-3
+    assert written.any()
+    assert np.abs(got - expected).max() < tolerance
+
+
+@pytest.mark.parametrize("name", ["fp16_specialized", "fp16_one_thread_issues", "tf32_column_major_b"])
+def test_compiles_for_sm90a_with_wgmma_and_tma(name):
+    (M, N, K), options = PLANS[name]
+    k = kernel(M, N, K, **options)
+    source = emit_source([k], "// hopper")
+    assert arch_for("sm_90", [k]) == "sm_90a"
+    ptx = nvrtc_compile(source, "hopper", "sm_90a").ptx
+    for instruction in ("wgmma.mma_async", "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity",
+                        "wgmma.wait_group", "wgmma.commit_group"):
+        assert instruction in ptx, instruction
+    assert ("setmaxnreg" in ptx) == options.get("specialize", True)
+    assert emit_source([kernel(M, N, K, **options)], "// hopper") == source  # deterministic
+
+
+def test_kernel_shape():
+    k = kernel(256, 512, 256)
+    assert k.block == (384, 1, 1)  # 2 consumer warpgroups and a producer
+    roles = next(s for s in k.body if isinstance(s, Roles))
+    assert [(r.name, r.first, r.threads, r.registers) for r in roles.roles] == [
+        ("producer", 256, 128, 40), ("consumers", 0, 256, 232)]
+    assert [v.spec.box for v in k.values] == [(128, 64), (64, 64)]  # A 128x64, B in 64-column boxes
+    assert {b.name: b.swizzle for b in k.shared} == {"A_shared": 128, "B_shared": 128, "full": 0, "empty": 0}
+
+
+@pytest.mark.parametrize("pitch", [32, 64, 128])
+def test_tma_swizzle_is_the_tile_swizzle(pitch):
+    """The hardware's address-bit swizzle of a row-pitch tile at a 1024-byte aligned base is
+    schedc's swizzle_column (the layout ldmatrix tiles use)."""
+    size = 2
+    rows, per_row = 16, pitch // size
+    r, c = np.meshgrid(np.arange(rows), np.arange(per_row), indexing="ij")
+    address = 4096 + (r * per_row + c) * size
+    ours = 4096 + (r * per_row + swizzle_column(r, c, pitch, size)) * size
+    assert (hardware_swizzle(address, pitch) == ours).all()
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def _plan(**options):
+    return hopper_matmul.matmul(256, 512, 256, **options)
+
+
+def _lower(plan, args):
+    name_arrays("test", plan, args, "mm")
+    return compile_model(freeze(plan, "mm", args))
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"operand": F32, "block": (128, 128, 32)}, CacheError, "tf32 wgmma reads operands whose k is contiguous"),
+    ({"stages": 8}, CacheError, r"8 stage\(s\) of the TMA tiles need \d+ bytes of shared memory"),
+    ({"block": (128, 256, 48)}, CacheError, "rows of 32, 64 or a multiple of 128 bytes"),
+])
+def test_refusals(options, error, message):
+    with pytest.raises(error, match=message):
+        _lower(*_plan(**options))
+
+
+def test_operands_must_be_cached():
+    M = N = K = 256
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(K, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N))
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 64), s.split(j, 128), s.split(k, 64)
+    iii, jjj, kkk = s.tile({ii: 64, jj: 128, kk: 16})
+    s.reorder(i, j, k, kk, ii, jj, iii, jjj, kkk)
+    target = hopper_matmul.target
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X})
+    plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape.M64xN128xK16_B1)
+    with pytest.raises(PlanError, match=r"wgmma reads A \(A\) from shared memory: plan.cache\(A"):
+        _lower(plan, (A, B, C))
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.THREADS)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED)
+    with pytest.raises(CacheError, match="copies by the block's threads into it are not built: use engine=TMA"):
+        _lower(plan, (A, B, C))
+
+
+def test_tma_rows_must_be_16_byte_multiples():
+    with pytest.raises(CacheError, match="B's rows are 600 bytes apart; TMA needs a multiple of 16 bytes"):
+        _lower(*hopper_matmul.matmul(200, 300, 128, block=(128, 128, 64)))
+
+
+def test_register_budget_of_the_roles():
+    plan, args = hopper_matmul.matmul(256, 256, 256, block=(128, 256, 64), warpgroup_n=128)
+    plan.warp_specialize(True, producer_registers=40, consumer_registers=232)
+    with pytest.raises(PlanError, match=r"128 producer threads x 40 \+ 512 consumer threads x 232 = 123904 "
+                                        "registers; a NVIDIA H100 multiprocessor has 65536"):
+        _lower(plan, args)
+    plan.warp_specialize(True, producer_registers=24, consumer_registers=56)
+    with pytest.raises(PlanError, match="each consumer thread holds 64 accumulator registers"):
+        _lower(plan, args)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p: p.warp_specialize(True, 40, 230), "consumer_registers must be a multiple of 8 from 24 to 256"),
+    (lambda p: p.warp_specialize(True, 40), "give both producer_registers and consumer_registers"),
+    (lambda p: p.warp_specialize("yes"), "enabled must be True or False"),
+])
+def test_warp_specialize_arguments(call, message):
+    plan, _ = _plan()
+    with pytest.raises(PlanError, match=message):
+        call(plan)
+
+
+def test_sm90_features_refused_on_older_targets():
+    target = acc.Target(acc.Target.Model.NVIDIA_A100)
+    nest = acc.Nest(shape=(64,))
+    i, = nest.get_indices()
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(64,))
+
+    @nest.iteration_logic
+    def _():
+        A[i] += 1.0
+
+    plan = nest.create_schedule().create_plan(target)
+    with pytest.raises(CacheError, match="engine=TMA needs sm_90 .*; NVIDIA A100 is sm_80"):
+        plan.cache(A, index=i, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    with pytest.raises(PlanError, match="warp specialization with TMA producers needs sm_90"):
+        plan.warp_specialize()
+
+
+def test_warpgroups_and_warps_are_not_mixed():
+    plan, _ = _plan()
+    s = plan.schedule
+    free = [x for x in s.order if x not in {i for g in plan.bindings.values() for i in g}]
+    with pytest.raises(PlanError, match=r"WARP_\* and WARPGROUP_\* bindings cannot be mixed"):
+        plan.bind({free[0]: acc.GridUnit.WARP_X})
+
+
+# -- the race detector on hand-broken kernels ---------------------------------------------------
+
+
+def _rewrite(body, change):
+    """``body`` with ``change(stmt)`` (a tuple of statements) in place of each statement."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop | If):
+            s = dataclasses.replace(s, body=_rewrite(s.body, change),
+                                    **({"orelse": _rewrite(s.orelse, change)} if isinstance(s, If) else {}))
+        elif isinstance(s, Roles):
+            s = Roles(tuple(dataclasses.replace(r, body=_rewrite(r.body, change)) for r in s.roles))
+        out += list(change(s))
+    return tuple(out)
+
+
+def _broken(change, **options):
+    k = kernel(128, 256, 512, block=(128, 256, 64), stages=2, **options)
+    return dataclasses.replace(k, body=_rewrite(k.body, change))
+
+
+def _emulate_broken(k):
+    rng = np.random.default_rng(0)
+    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
+    emulate(k, storage)
+
+
+def test_consumer_reading_before_the_full_barrier():
+    k = _broken(lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "full" else (s,))
+    with pytest.raises(EmulationError, match=r"a wgmma of the consumers role reads [AB]_shared\[\d+\] \(stage \d\) before a TMA copy's write"):
+        _emulate_broken(k)
+
+
+def test_producer_refilling_a_stage_before_it_is_released():
+    k = _broken(lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "empty" else (s,))
+    with pytest.raises(EmulationError, match=r"a TMA copy overwrites [AB]_shared\[\d+\] \(stage \d\)"):
+        _emulate_broken(k)
+
+
+def test_stage_released_before_wait_group_finishes_its_products():
+    k = _broken(lambda s: (WarpgroupWait(2),) if isinstance(s, WarpgroupWait) and s.pending == 1 else (s,))
+    with pytest.raises(EmulationError, match="which a wgmma of the consumers role may still read"):
+        _emulate_broken(k)
+
+
+def test_accumulator_stored_while_a_wgmma_is_in_flight():
+    k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,))
+    with pytest.raises(EmulationError, match="FragmentStore of the accumulator c_0_0 while a wgmma on it is in flight"):
+        _emulate_broken(k)
+
+
+def test_wgmma_on_accumulators_written_without_a_fence():
+    k = _broken(lambda s: () if isinstance(s, WarpgroupFence) else (s,))
+    with pytest.raises(EmulationError, match="written since the warpgroup's last wgmma.fence"):
+        _emulate_broken(k)
+
+
+def test_deadlock_is_reported_with_what_each_role_waits_for():
+    def change(s):
+        if isinstance(s, MbarrierInit) and s.barrier == "full":
+            return (dataclasses.replace(s, count=2),)  # the producer's one arrival never completes a phase
+        return (s,)
+
+    with pytest.raises(EmulationError, match=r"no role can go on: the producer role waits for empty\[0\].*; the consumers role waits for full\[0\]"):
+        _emulate_broken(_broken(change))
+
+
+def test_too_many_arrivals():
+    def change(s):
+        if isinstance(s, MbarrierInit) and s.barrier == "empty":
+            return (dataclasses.replace(s, count=128),)
+        return (s,)
+
+    with pytest.raises(EmulationError, match=r"256 thread\(s\) arrive on empty\[\d\], whose phase 0 expects 128"):
+        _emulate_broken(_broken(change))
+
+
+def test_barrier_used_before_it_is_set_up():
+    k = _broken(lambda s: () if isinstance(s, MbarrierInit) else (s,))
+    with pytest.raises(EmulationError, match=r"on (full|empty)\[0\] before it is set up"):
+        _emulate_broken(k)
+
+
+def test_roles_are_checked_by_the_ir_verifier():
+    from schedc.lower import wellformed
+
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2)
+    bad = _rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, first=r.first + 32, registers=230)
+                                                  for r in s.roles)),) if isinstance(s, Roles) else (s,))
+    problems = wellformed.problems(dataclasses.replace(k, body=bad))
+    assert any("are not whole warpgroups" in p for p in problems)
+    assert any("setmaxnreg takes multiples of 8" in p for p in problems)
+    assert wellformed.problems(k) == []
+
+
+def test_descriptor_loads_read_shared_memory():
+    from schedc.lower import wellformed
+
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2)
+    bad = _rewrite(k.body, lambda s: (dataclasses.replace(s, path="elements"),)
+                   if isinstance(s, FragmentLoad) and s.path == "descriptor" else (s,))
+    assert any("wgmma moves tiles by 'descriptor'" in p for p in wellformed.problems(dataclasses.replace(k, body=bad)))
+    assert all(f.family == "wgmma" for f in (s for s in _walk(k.body)) if isinstance(f, Fragment))
+    assert any(isinstance(s, MbarrierArrive) and s.transaction_bytes == 128 * 64 * 2 + 64 * 256 * 2
+               for s in _walk(k.body))
+    assert isinstance(Role, type)
+
+
+def _walk(body):
+    from schedc.ir.kernel import walk_statements
+
+    return walk_statements(body)
+
+
+# -- the sample ----------------------------------------------------------------------------------
+
+
+def test_sample_functions_emulate_on_corner_blocks(tmp_path):
+    """samples/hopper_matmul.py at full size: two blocks of every function."""
+    from tests.conftest import show_sample
+
+    for _package, model, k, _source in show_sample("hopper_matmul"):
+        last = tuple(n - 1 for n in k.grid)
+        rng = np.random.default_rng(1)
+        storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
+        result = emulate(k, storage, blocks=[(0, 0, 0), last])
+        c = next(b for b in k.params if b.name == "C")
+        A, B = (next(b for b in k.params if b.name == n) for n in "AB")
+        rows = slice(0, 64)
+        a = np.lib.stride_tricks.as_strided(storage["A"].astype(np.float64), A.shape, [s * 8 for s in A.strides])
+        b = np.lib.stride_tricks.as_strided(storage["B"].astype(np.float64), B.shape, [s * 8 for s in B.strides])
+        expected = storage["C"].reshape(c.shape)[rows, :64] + a[rows] @ b[:, :64]
+        got = result.storage["C"].reshape(c.shape)[rows, :64]
+        assert np.abs(got - expected).max() < (2.0 if A.dtype is F32 else 0.05), model.function
+
+
+@pytest.mark.gpu
+def test_sample_on_the_gpu(tmp_path):
+    from schedc.verify import run_function
+
+    path = build_sample("hopper_matmul", tmp_path)
+    require_gpu()
+    package = acc.load(path)
+    for name in ("matmul_fp16_2048x1024x2048", "matmul_tf32_4096", "matmul_bf16_4096"):
+        reports = run_function(package.functions[name], seed=3)
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["partial_tiles", "four_warpgroups", "fp16_one_thread_issues",
+                                  "column_major_b_fp16", "k_tile_of_two_chunks"])
+def test_plans_on_the_gpu(name, tmp_path):
+    from schedc.verify import run_function
+
+    (M, N, K), options = PLANS[name]
+    package = acc.Package()
+    package.add(*hopper_matmul.matmul(M, N, K, **options), base_name=name)
+    path = package.build(name, format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    reports = run_function(acc.load(path).functions[name], seed=3)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
