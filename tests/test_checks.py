@@ -411,7 +411,7 @@ def test_register_blocking_fragment_budget():
     plan.bind({i: G.BLOCK_Y})
     plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
     plan.cache(C, index=k, location=acc.MemorySpace.MMA_FRAGMENT)
-    with pytest.raises(acc.CacheError, match=r"j give each warp 32 tiles of C: 256 registers per thread for "
+    with pytest.raises(acc.CacheError, match=r"j give each warp 32 tile\(s\) of C: 256 registers per thread for "
                                              r"the fragments alone, over 128"):
         compile_plan(plan, (A, B, C))
 

@@ -393,3 +393,24 @@ def test_plans_on_the_gpu(name, tmp_path):
     require_gpu()
     reports = run_function(acc.load(path).functions[name], seed=3)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_warpgroup_tiles_need_warpgroup_bindings():
+    plan, args = hopper_matmul.matmul(256, 256, 256, block=(128, 128, 64))
+    plan.bindings = {u: g for u, g in plan.bindings.items() if u.level != "warpgroup"}
+    ii = plan.schedule.order[2]
+    plan.bind({ii: acc.GridUnit.WARP_X})
+    with pytest.raises(PlanError, match=r"M64xN128xK16_B1 is a warpgroup's tile: bind the loops over tiles to "
+                                        r"WARPGROUP_X/WARPGROUP_Y, not WARP_X \(ii\)"):
+        _lower(plan, args)
+
+
+def test_warpgroups_need_a_warpgroup_shape():
+    import tilus_matmul
+
+    plan, args = tilus_matmul.matmul(256, 256, 256, 1)
+    plan.bindings = {u: g for u, g in plan.bindings.items() if u.level != "warp"}
+    ii = plan.schedule.order[2]
+    plan.bind({ii: acc.GridUnit.WARPGROUP_Y})
+    with pytest.raises(PlanError, match=r"WARPGROUP_Y binds warpgroups, which issue wgmma tiles"):
+        _lower(plan, args)

@@ -155,11 +155,16 @@ class Plan:
         free) and ``mma.sync.aligned.m16n8k16`` (fp16, bf16) or ``m16n8k8`` (tf32), sm_80+,
         shapes M16xN16xK16_B1 and M32xN8xK16_B1 (M16xN16xK8_B1 for tf32), each lane holding
         the elements the PTX ISA assigns it; ``Instruction.WMMA``: ``wmma.load/mma/store``
-        (sm_70+, also int8 and M8xN32xK16_B1). A family that cannot multiply the operands is
-        refused with what it can.
+        (sm_70+, also int8 and M8xN32xK16_B1); ``Instruction.WGMMA`` (sm_90a, the shapes
+        ``M64xN{n}xK16_B1`` for fp16 and bf16 and ``M64xN{n}xK8_B1`` for tf32, n = 8 .. 256 by
+        8): one ``wgmma.mma_async`` per warpgroup tile of 64 x n, A and B read from shared memory
+        through matrix descriptors (they must be cached SHARED; their caches become TMA tiles in
+        an mbarrier ring, warp-specialized unless ``plan.warp_specialize(False)``), C in
+        registers across the k loop; bind the loops over warpgroup tiles to WARPGROUP_X/Y. A
+        family that cannot multiply the operands is refused with what it can.
 
         *Hardware:* fp16 on sm_70+, int8 on sm_72+, bf16 and tf32 on sm_80+; AUTO picks
-        mma.sync on sm_80+ for fp16, bf16 and tf32, wmma otherwise.
+        mma.sync on sm_80+ for fp16, bf16 and tf32, wmma otherwise, and wgmma for its shapes.
 
         Before → after::
 
@@ -277,6 +282,13 @@ class Plan:
         tensorized plan with partial tiles needs its operands cached this way (tensor cores
         compute whole tiles). MMA_FRAGMENT: a tensorized plan whose accumulator is ``source``.
         PRIVATE: a SIMT plan; each thread's tile takes at most 128 registers.
+
+        ``engine``: what fills a SHARED cache. ``CopyEngine.TMA`` (sm_90; AUTO picks it for the
+        operands of a wgmma plan): one thread issues ``cp.async.bulk.tensor`` for the block's
+        whole tile (a tensor map the loader encodes at each call, rows swizzled by 128, 64 or 32
+        bytes, zeros past the array), completed on the stage's mbarrier; needs rows 16-byte
+        aligned in global memory and tiles of at most 256 rows. ``CopyEngine.THREADS``: the
+        block's threads (cp.async on sm_80+).
 
         *Hardware:* shared memory and ``bar.sync``; ``cp.async`` with ``commit_group`` and
         ``wait_group`` (a sequential cache too, on sm_80+ where the tile moves 4-byte vectors:

@@ -83,6 +83,12 @@ def _check_unrolled(model) -> None:
 
 
 def _check_warps(model) -> None:
+    groups = [b for b in model.bindings if b.unit.level == "warpgroup"]
+    if groups and (model.tensorize is None or model.tensorize.mma_shape.mnk[0] != 64
+                   or model.tensorize.mma_shape.blocks != 1):
+        raise PlanError(render_bindings(model), f"{groups[0].unit.name} binds warpgroups, which issue wgmma tiles: "
+                                                "tensorize with a warpgroup shape (MMAShape.M64xN{n}xK16_B1), or bind "
+                                                "WARP_* or THREAD_*", loops=groups[0].loops)
     warp = [b for b in model.bindings if b.unit.level == "warp"]
     if warp and model.tensorize is None:
         raise PlanError(

@@ -106,6 +106,12 @@ def is_warpgroup_plan(tiles: tensor.TensorMatch | None) -> bool:
 
 def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
     """Check the SHARED caches of a wgmma plan and describe their TMA tiles."""
+    for binding in model.bindings:
+        if binding.unit.level in ("warp", "thread"):
+            raise PlanError(tensor.where(model), f"{model.tensorize.mma_shape.name} is a warpgroup's tile: bind the "
+                                                 f"loops over tiles to WARPGROUP_X/WARPGROUP_Y, not "
+                                                 f"{binding.unit.name} ({', '.join(binding.loops)})",
+                            loops=binding.loops)
     specs = [spec for spec in model.caches if spec.location is MemorySpace.SHARED]
     operands = {tiles.a.buffer: "A", tiles.b.buffer: "B"}
     for role, operand in (("A", tiles.a), ("B", tiles.b)):
