@@ -137,7 +137,7 @@ TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), _WMMA_16, "fp16", 70),
     TensorCoreMode(ScalarType.bfloat16, (_F32,), _WMMA_16, "bf16", 80),
     TensorCoreMode(ScalarType.float32, (_F32,), (MMAShape.M16xN16xK8_B1,), "tf32", 80),
-    TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), WGMMA_16, "fp16", 90),
+    TensorCoreMode(ScalarType.float16, (_F32,), WGMMA_16, "fp16", 90),
     TensorCoreMode(ScalarType.bfloat16, (_F32,), WGMMA_16, "bf16", 90),
     TensorCoreMode(ScalarType.float32, (_F32,), WGMMA_TF32, "tf32", 90),
     TensorCoreMode(ScalarType.int8, (ScalarType.int32,), _WMMA_16, "s8", 72),

@@ -82,6 +82,8 @@ PLANS = {
     "more_tiles_than_stages": ((128, 128, 512), {"block": (128, 128, 64), "stages": 3, "specialize": False}),
     "k_tile_of_two_chunks": ((128, 256, 256), {"block": (128, 256, 128), "stages": 2}),
     "column_major_b_fp16": ((128, 256, 128), {"block": (128, 128, 64), "b_layout": COL}),
+    "one_stage": ((128, 128, 256), {"block": (128, 128, 64), "stages": 1}),
+    "one_stage_one_thread_issues": ((128, 128, 256), {"block": (128, 128, 64), "stages": 1, "specialize": False}),
 }
 
 

@@ -461,10 +461,17 @@ def _consumer_body(model, facts, tiles, shape: _Shape, ring: _Ring, products, ca
             *((release_previous,) if shape.pipelined else ()))
     if producer is not None and shape.pipelined:
         step = (*step, *producer(model, facts, shape, ring, caches, as_expr, ring.stages - 1))
-    pipelined = _nest(model, facts, shape.pipelined, step)
     finish = (WarpgroupWait(0), *_release_last(ring))
-    before, after = products.accumulators(facts)
     prologue = _prologue(model, facts, shape, ring, caches, as_expr) if producer is not None else ()
+    if ring.stages == 1:  # one stage: the tile's products finish before its stage is refilled
+        head = producer(model, facts, shape, ring, caches, as_expr, 0) if producer is not None else ()
+        step = (*ring.lets(), *head,
+                MbarrierWait("full", stage, Var("parity"), "this tile's copies have landed"),
+                WarpgroupFence(), *products.statements(stage), WarpgroupCommit(), WarpgroupWait(0),
+                MbarrierArrive("empty", stage, 0, "this tile's products are done: its stage is free"))
+        finish, prologue = (), ()
+    pipelined = _nest(model, facts, shape.pipelined, step)
+    before, after = products.accumulators(facts)
     per_tile = (*before, *prologue, *pipelined, *finish, *after)
     return _nest(model, facts, shape.outer, per_tile)
 

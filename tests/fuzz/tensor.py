@@ -1,5 +1,6 @@
 """Random tensor-core programs: ``C[i, j] += A[i, k] * B[k, j]`` in Accera's tensorized
-schedule (blocks of C on BLOCK_*, warps on WARP_*, the MMA tile innermost), with random
+schedule (blocks of C on BLOCK_*, warps on WARP_* or, for wgmma shapes, warpgroups on WARPGROUP_*,
+the MMA tile innermost), with random
 operand and accumulator types from schedc's table, shapes, passes, layouts, partial tiles,
 prologue/epilogue ops, shared caches of A and B with pipelines and C kept in fragments."""
 
@@ -35,18 +36,19 @@ def tensor_program(rng: random.Random, target: str) -> Program:
     mode = rng.choice([m for m in TENSOR_CORE_MODES if sm >= m.min_sm])
     shape = rng.choice(mode.shapes)
     m, n, k = shape.mnk
+    warpgroup = mode.min_sm >= 90  # a wgmma shape: warpgroups, TMA tiles of A and B
     passes = choose(rng, {1: 60, 2: 30, 4: 10})
-    warps = rng.choice((1, 2)), rng.choice((1, 2))
+    warps = rng.choice((1, 2)), (1 if warpgroup else rng.choice((1, 2)))
     block = m * warps[0], n * warps[1]
     k_step = k * passes
-    k_split = k_step * rng.randint(1, 2) if rng.random() < 0.55 else None
+    k_split = k_step * rng.randint(1, 2) if warpgroup or rng.random() < 0.55 else None
     sizes = (_size(rng, block[0], 0.3), _size(rng, block[1], 0.15), _size(rng, k_split or k_step, 0.15))
     arrays = _arrays(rng, sizes, mode.operand.value, rng.choice(mode.accumulators).value)
     steps = [Split("i", block[0]), Split("j", block[1])] + ([Split("k", k_split)] if k_split else [])
     steps.append(Tile((("ii", m), ("jj", n), ("kk" if k_split else "k", k_step))))
     program = Program(target, arrays, sizes, (_statement(),), tuple(steps))
     partial = any(size % step for size, step in zip(sizes, (*block, k_split or k_step)))
-    return _plan(rng, program, shape.name, passes, partial, arrays[2].role)
+    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup)
 
 
 def _size(rng: random.Random, tile: int, partial: float) -> int:
@@ -70,7 +72,8 @@ def _statement() -> Statement:
     return Statement(Ref("C", (i, j)), Bin("*", Ref("A", (i, k)), Ref("B", (k, j))), accumulate=True)
 
 
-def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str) -> Program:
+def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str,
+          warpgroup: bool = False) -> Program:
     _, _, created = simulate_steps(program)
     tile = created[-1]
     k_loops = ("k", created[2][0]) if len(created) == 4 else ("k",)
@@ -78,10 +81,11 @@ def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: 
     if rng.random() < 0.1:
         order = _shuffled(rng, order, tile)
     y, x = ("Y", "X") if rng.random() < 0.8 else ("X", "Y")
+    unit = "WARPGROUP" if warpgroup else "WARP"
     bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
-                Binding(("ii",), f"WARP_{y}"), Binding(("jj",), f"WARP_{x}"))
-    tensorize = _tensorize(rng, tile, mma, passes, c_role)
-    caches = _caches(rng, k_loops, partial)
+                Binding(("ii",), f"{unit}_{y}"), Binding(("jj",), f"{unit}_{x}"))
+    tensorize = _tensorize(rng, tile, mma, passes, c_role, warpgroup)
+    caches = _caches(rng, k_loops, partial or warpgroup)
     return replace(program, order=order, bindings=bindings, tensorize=tensorize, caches=caches)
 
 
@@ -96,11 +100,11 @@ def _shuffled(rng: random.Random, order: tuple[str, ...], tile: tuple[str, ...])
     return (*outer, *tile)
 
 
-def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str) -> Tensorize:
+def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str, warpgroup: bool = False) -> Tensorize:
     fused = rng.choice([None, *[f for f in (1, 2, 4) if passes % f == 0]])
     prologue = "SET" if c_role == "OUTPUT" else choose(rng, {"NONE": 55, "SET": 15, "SCALE": 15, "ReLU": 15})
     epilogue = choose(rng, {"NONE": 60, "SCALE": 25, "ReLU": 15})
-    instruction = choose(rng, {"AUTO": 50, "WMMA": 25, "MMA_SYNC": 25})
+    instruction = choose(rng, {"AUTO": 50, "WGMMA": 50} if warpgroup else {"AUTO": 50, "WMMA": 25, "MMA_SYNC": 25})
     return Tensorize(tuple(tile), mma, passes, fused, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
                      epilogue, rng.choice((0.5, 2.0, -1.0)), instruction)
 
