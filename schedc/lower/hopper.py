@@ -319,10 +319,10 @@ class _Ring:
     shape: _Shape
     stages: int
 
-    def counter(self) -> Expr:
-        """t at the current values of the outer and pipelined loops (mixed radix)."""
+    def counter(self, names: tuple[str, ...] | None = None) -> Expr:
+        """t at the current values of the outer and pipelined loops (or of ``names``), mixed radix."""
         t: Expr = Const(0)
-        for name in (*self.shape.outer, *self.shape.pipelined):
+        for name in (*self.shape.outer, *self.shape.pipelined) if names is None else names:
             lf, spec = self.facts.loop(name), self.model.loop(name)
             step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))
             if spec.step != 1:
@@ -390,15 +390,7 @@ def _issue_ahead(model, facts, shape: _Shape, ring: _Ring, caches, as_expr, dist
     one (in the same pass of the pipelined loops), after its stage is free."""
     names = shape.pipelined
     trips = ring.trips()
-    local: Expr = Const(0)
-    for name in names:
-        lf, spec = facts.loop(name), model.loop(name)
-        step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))
-        if spec.step != 1:
-            step = Binary("/", step, Const(spec.step))
-        local = step if isinstance(local, Const) and local.value == 0 else \
-            Binary("+", Binary("*", local, Const(lf.extent)), step)
-    ahead = Binary("+", local, Const(distance))
+    ahead = Binary("+", ring.counter(names), Const(distance))
     values: dict[str, Expr] = {}
     rest: Expr = Var("ahead")
     for name in reversed(names):  # decode the tile ahead into loop values, innermost fastest
