@@ -572,9 +572,7 @@ class _Products:
         origin = (stage, chunk, self.as_expr(outer_rows), Const(col))
         layout = "row_major" if (k_major == (role == "A")) else "col_major"
         use = "matrix_a" if role == "A" else "matrix_b"
-        size = c.buffer.dtype.size
         row_stride, col_stride = (c.chunk, 1) if layout == "row_major" else (1, c.chunk)
-        del size
         return [Fragment(name, use, m, n, k, tm.operand_type, tm.precision, layout, tm.family),
                 FragmentLoad(name, c.buffer.name, origin, row_stride, col_stride, path="descriptor")]
 
@@ -586,12 +584,10 @@ class _Products:
     def accumulators(self, facts) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
         """C's fragments set up before the pipelined loops and stored after them."""
         model, tm = self.model, self.tiles
-        names = [lp.name for lp in model.loops]
         outer = set(self.shape.outer)
         reductions = tuple(r for r in tm.reductions if r in outer)
         first = tensor._condition(facts, reductions, last=False)
         last = tensor._condition(facts, reductions, last=True)
-        del names
         blocking = tensor.Blocking(model, self.shape.blocked)
         before: list[Stmt] = []
         after: list[Stmt] = []
