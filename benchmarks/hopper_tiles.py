@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Other tiles of the Hopper plan (samples/hopper_matmul.py), so that one device run times them
-side by side: ``fp16_<M>_b<m>x<n>x<k>_wn<n>_s<stages>[_nows]`` (``_nows``: without warp
-specialization).
+"""Variants of the Hopper plan (samples/hopper_matmul.py) that one device run times side by
+side: tiles, stages, warp specialization, C's type and the persistent grid.
 
-Usage: python benchmarks/hopper_tiles.py [OUTPUT_DIR]   (hat_packages unless given), then on the GPU
+A variant is named ``<operand>_<M>_b<m>x<n>x<k>_wn<n>_s<stages>[_nows][_c<type>][_p<group>]``:
+``_nows`` without warp specialization, ``_c<type>`` C's type when it is not float32 (float32
+fragments either way), ``_p<group>`` a persistent grid with tiles in groups of ``group`` rows.
+
+Usage: python benchmarks/hopper_tiles.py [OUTPUT_DIR] [--only SUBSTRING]   (hat_packages unless
+given), then on the GPU
     schedc bench hat_packages/hopper_tiles/hopper_tiles.hat --compare cublas --time-in-ms
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -19,21 +24,54 @@ import hopper_matmul  # noqa: E402
 
 import schedc as acc  # noqa: E402
 
-# (block m, n, k), warpgroup n, stages, warp-specialized
-TILES = [((128, 256, 64), 256, 3, True), ((128, 256, 64), 256, 4, False), ((128, 128, 64), 128, 4, True),
-         ((128, 128, 64), 128, 6, True), ((256, 128, 64), 128, 4, True), ((128, 256, 32), 256, 6, True)]
+F16, BF16, F32 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType.float32
+SHORT = {F16: "fp16", BF16: "bf16", F32: "tf32"}
+
+# (operand, size (M, N, K), block (m, n, k), warpgroup n, stages, warp-specialized, C's type, group or 0)
+VARIANTS = [
+    (F16, (4096,) * 3, (128, 256, 64), 256, 4, True, F32, 0),
+    (F16, (4096,) * 3, (128, 256, 64), 256, 4, True, F16, 0),
+    (F16, (4096,) * 3, (128, 256, 64), 256, 4, True, F32, 8),
+    (F16, (4096,) * 3, (128, 256, 64), 256, 4, True, F16, 8),
+    (F16, (4096,) * 3, (128, 256, 64), 256, 4, True, F16, 16),
+    (F16, (4096,) * 3, (128, 256, 64), 256, 3, True, F16, 8),
+    (F16, (4096,) * 3, (128, 128, 64), 128, 6, True, F16, 8),
+    (F16, (4096,) * 3, (256, 128, 64), 128, 4, True, F16, 8),
+    (BF16, (4096,) * 3, (128, 256, 64), 256, 4, True, BF16, 8),
+    (F32, (4096,) * 3, (128, 128, 32), 128, 4, True, F32, 8),
+    (F16, (2048, 1024, 2048), (128, 128, 64), 128, 4, True, F16, 8),
+    (F16, (2048, 1024, 2048), (128, 256, 64), 256, 4, True, F16, 8),
+    (F16, (8192,) * 3, (128, 256, 64), 256, 4, True, F16, 0),
+    (F16, (8192,) * 3, (128, 256, 64), 256, 4, True, F16, 8),
+    (BF16, (8192,) * 3, (128, 256, 64), 256, 4, True, BF16, 8),
+]
+
+
+def name_of(operand, size, block, wn, stages, specialize, output, group) -> str:
+    dims = "x".join(map(str, size)) if len(set(size)) > 1 else str(size[0])
+    name = f"{SHORT[operand]}_{dims}_b{'x'.join(map(str, block))}_wn{wn}_s{stages}"
+    name += "" if specialize else "_nows"
+    name += "" if output is F32 else f"_c{SHORT[output]}"
+    return name + (f"_p{group}" if group else "")
 
 
 def main() -> None:
-    output = sys.argv[1] if len(sys.argv) > 1 else "hat_packages"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", nargs="?", default="hat_packages")
+    parser.add_argument("--only", default="", help="build only the variants whose name contains this")
+    options = parser.parse_args()
     package = acc.Package()
-    for size in (4096, 8192):
-        for block, wn, stages, ws in TILES:
-            name = f"fp16_{size}_b{'x'.join(map(str, block))}_wn{wn}_s{stages}{'' if ws else '_nows'}"
-            plan, args = hopper_matmul.matmul(size, size, size, block=block, stages=stages, specialize=ws,
-                                              warpgroup_n=wn)
-            package.add(plan, args, base_name=name)
-    package.build("hopper_tiles", format=acc.Package.Format.HAT_SOURCE, output_dir=output)
+    for variant in VARIANTS:
+        operand, size, block, wn, stages, specialize, output, group = variant
+        name = name_of(*variant)
+        if options.only not in name:
+            continue
+        layout = acc.Array.Layout.LAST_MAJOR if operand is F32 else acc.Array.Layout.FIRST_MAJOR
+        plan, args = hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, specialize=specialize,
+                                          warpgroup_n=wn, output=output, b_layout=layout,
+                                          persistent={"group": group} if group else None)
+        package.add(plan, args, base_name=name)
+    package.build("hopper_tiles", format=acc.Package.Format.HAT_SOURCE, output_dir=options.output)
 
 
 if __name__ == "__main__":

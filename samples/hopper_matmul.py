@@ -7,14 +7,17 @@ C = A @ B with 128 x 256 block tiles (fp16, bf16) or 128 x 128 (tf32) and 64 val
 (``M64xN256xK16_B1``: one wgmma per 16 values of k) while a producer warpgroup issues the TMA
 copies of A's 128 x 64 and B's 64 x 256 tiles, ``stages`` tiles ahead.
 
-- ``matmul_<type>_<M>``: float16 / bfloat16 operands, float32 C, at 4096^3 and 8192^3;
+- ``matmul_<type>_<M>``: float16 / bfloat16 operands and C of the same type, accumulated in
+  float32 fragments (``plan.cache(C, ..., location=MMA_FRAGMENT, element_type=float32)`` as
+  Accera writes it), at 4096^3 and 8192^3; ``matmul_<type>_<M>_f32c``: float32 C;
 - ``matmul_tf32_4096``: float32 operands (tf32 tensor cores, ``M64xN128xK8_B1``) with a
   column-major B (tf32 wgmma reads k-contiguous operands);
-- ``matmul_fp16_2048x1024x2048``: Accera's tutorial shape.
+- ``matmul_fp16_2048x1024x2048``: Accera's tutorial shape (128 x 128 tiles, float16 C).
 
-``matmul`` takes the sizes, the operand type, the tile, the stages, whether the plan is
-warp-specialized, and the output type (C of the operands' type with a float32 accumulator:
-``plan.cache(C, ..., location=MMA_FRAGMENT, element_type=float32)`` as Accera writes it).
+Every function runs on a persistent grid (``plan.persistent(group=8)``): one block per
+multiprocessor loops over the tiles, so that the producer copies the next tile's operands while
+the consumers store C. ``matmul`` takes the sizes, the operand type, the tile, the stages,
+whether the plan is warp-specialized, C's type and the persistent grid's arguments.
 """
 
 import schedc as acc
@@ -25,15 +28,18 @@ SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M
 
 
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
-           specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None):
+           specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None,
+           output=acc.ScalarType.float32, persistent: dict | None = None):
     """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
-    warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns."""
+    warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns; C has
+    the type ``output`` and is accumulated in float32 fragments; ``persistent``: the arguments of
+    ``plan.persistent`` (resident blocks looping over the tiles), or None for one block a tile."""
     bm, bn, bk = block
     wn = warpgroup_n or bn
     shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=output, shape=(M, N))
 
     nest = acc.Nest(shape=(M, N, K))
     i, j, k = nest.get_indices()
@@ -55,17 +61,23 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
-    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT)
+    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
     plan.warp_specialize(specialize)
+    if persistent is not None:
+        plan.persistent(**persistent)
     return plan, (A, B, C)
 
 
 if __name__ == "__main__":
     package = acc.Package()
+    grouped = {"group": 8}  # persistent blocks, tiles in groups of 8 rows of blocks
     for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
         for size in (4096, 8192):
-            package.add(*matmul(size, size, size, operand), base_name=f"matmul_{name}_{size}")
+            package.add(*matmul(size, size, size, operand, output=operand, persistent=grouped),
+                        base_name=f"matmul_{name}_{size}")
+            package.add(*matmul(size, size, size, operand, persistent=grouped), base_name=f"matmul_{name}_{size}_f32c")
     package.add(*matmul(4096, 4096, 4096, acc.ScalarType.float32, block=(128, 128, 32),
-                        b_layout=acc.Array.Layout.LAST_MAJOR), base_name="matmul_tf32_4096")
-    package.add(*matmul(2048, 1024, 2048, block=(128, 128, 64)), base_name="matmul_fp16_2048x1024x2048")
+                        b_layout=acc.Array.Layout.LAST_MAJOR, persistent=grouped), base_name="matmul_tf32_4096")
+    package.add(*matmul(2048, 1024, 2048, block=(128, 128, 64), output=acc.ScalarType.float16, persistent=grouped),
+                base_name="matmul_fp16_2048x1024x2048")
     package.build("hopper_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")

@@ -80,9 +80,10 @@ def simt_register_tile(M, N, K, block=(64, 64), per_thread=(4, 4), k_split=16, s
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
                   c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, shared_ab=False,
-                  strategy=None, pipeline=None, **ops):
+                  strategy=None, pipeline=None, fragment_type=None, **ops):
     """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*.
-    ``pipeline``: extra arguments of the A and B caches (double_buffer, stages, ...)."""
+    ``pipeline``: extra arguments of the A and B caches (double_buffer, stages, ...);
+    ``fragment_type``: the MMA_FRAGMENT cache's element_type (with ``cache_c``)."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
@@ -99,7 +100,8 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
     plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma, num_total_passes=passes,
                    num_fused_passes=fused, **ops)
     if cache_c is not None:  # keep C's tile in a fragment across the outer (0) or inner (-1) k loop
-        plan.cache(args[2], index=outer_k[cache_c], location=acc.MemorySpace.MMA_FRAGMENT)
+        plan.cache(args[2], index=outer_k[cache_c], location=acc.MemorySpace.MMA_FRAGMENT,
+                   element_type=fragment_type)
     if shared_ab:  # Accera's input caching: A and B tiles in shared memory for the inner k loop
         for array in args[:2]:
             plan.cache(array, index=outer_k[-1], location=acc.MemorySpace.SHARED, strategy=strategy,

@@ -196,24 +196,35 @@ class MmaSync(Emitter):
         pointer = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, row, col, getattr(s, "row_phase", None))
         memory = f"*({pointer})"
         mine = f"{name}[elem]"
-        if s.vector > 1:
-            vector = f"schedc::vector_type<{s.vector * p.buffers[s.buffer].dtype.size}>::type"
+        memory_type = p.buffers[s.buffer].dtype
+        converts = frag.use == "accumulator" and memory_type is not frag.dtype
+        if converts and s.vector > 1:
+            move = (f"schedc::store_converted<{s.vector}>({pointer}, &{name}[elem]);" if store
+                    else f"schedc::load_converted<{s.vector}>(&{name}[elem], {pointer});")
+        elif converts:
+            target = memory_type if store else frag.dtype
+            move = f"{memory if store else mine} = schedc::convert<{target.c_type}>({mine if store else memory});"
+        elif s.vector > 1:
+            vector = f"schedc::vector_type<{s.vector * memory_type.size}>::type"
             memory = f"*reinterpret_cast<{'' if store else 'const '}{vector}*>({pointer})"
             mine = f"*reinterpret_cast<{vector}*>(&{name}[elem])"
+            move = f"{memory} = {mine};" if store else f"{mine} = {memory};"
+        else:
+            move = f"{memory} = {mine};" if store else f"{mine} = {memory};"
         inside = None
         if s.edge is not None:
             inside = (f"{p.expr(_as_expr(row), _LESS)} < {p.expr(s.edge.rows, _LESS + 1)} && "
                       f"{p.expr(_as_expr(col), _LESS)} < {p.expr(s.edge.cols, _LESS + 1)}")
-        if store:
-            body = f"{memory} = {mine};"
-            body = f"if ({inside}) {body}" if inside else body
-        elif inside:
-            zero = "{}" if s.vector > 1 else p.constant(0, frag.dtype if frag.use == "accumulator"
-                                                          else p.buffers[s.buffer].dtype)
-            body = f"{mine} = {inside} ? {memory} : {zero};" if s.vector == 1 else \
-                f"if ({inside}) {mine} = {memory}; else {mine} = {{}};"
+        if store or not inside:
+            body = f"if ({inside}) {move}" if inside else move
+        elif s.vector == 1:
+            zero = p.constant(0, frag.dtype if frag.use == "accumulator" else memory_type)
+            value = f"schedc::convert<{frag.dtype.c_type}>({memory})" if converts else memory
+            body = f"{mine} = {inside} ? {value} : {zero};"
         else:
-            body = f"{mine} = {memory};"
+            clear = (f"schedc::fill_n<{s.vector}>(&{name}[elem], {p.constant(0, frag.dtype)});" if converts
+                     else f"{mine} = {{}};")
+            body = f"if ({inside}) {move} else {clear}"
         step = f"elem += {s.vector}"
         return ["#pragma unroll", f"for (int elem = 0; elem < {layout.elements}; {step}) {{", f"    {body}", "}"]
 

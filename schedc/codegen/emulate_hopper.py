@@ -146,7 +146,7 @@ class Hopper:
                                    f"{_name(agent)} may still read: nothing orders that read before this write "
                                    "(free the stage after wgmma.wait_group has finished its products)",
                                    [0], buffer, int(elements[n]))
-        self._ordered_after_write(buffer, elements, known, f"{what} overwrites", who)
+        self._ordered_after_write(buffer, elements, known, "overwrites", who)
 
     def check_read(self, who: str, buffer: str, elements: np.ndarray, known: Clock) -> None:
         self._ordered_after_write(buffer, elements, known, "reads", who)

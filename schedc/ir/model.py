@@ -19,6 +19,7 @@ from . import convert
 from . import kernel as k
 from .array import Array, Role
 from .plan import Plan
+from .types import ScalarType
 
 
 @k.register
@@ -79,6 +80,7 @@ class CacheSpec:
     stages: int = 1  # async: a ring of ``stages`` shared buffers filled with cp.async
     automatic: bool = False  # async chosen by AUTO: a register double buffer where cp.async cannot copy
     engine: CopyEngine = CopyEngine.AUTO  # what fills the tile: threads, TMA, or AUTO
+    element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, if not the array's
 
 
 @k.register
@@ -98,6 +100,7 @@ class Model:
     blocks_per_sm: int = 0  # create_plan(_blocks_per_SM=): blocks a multiprocessor should hold (0: any)
     # plan.warp_specialize(enabled, producer registers, consumer registers); None: AUTO
     specialization: tuple[bool, int, int] | None = None
+    persistence: tuple[int, int] | None = None  # plan.persistent: (group, blocks; 0 = one per multiprocessor)
 
     @property
     def gpu(self) -> GPUModel:
@@ -174,11 +177,12 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         unrolled=tuple(i.name for i in plan.unrolled),
         caches=tuple(
             CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages, c.automatic,
-                      c.engine)
+                      c.engine, c.element_type)
             for c in plan.caches
         ),
         blocks_per_sm=plan.blocks_per_sm,
         specialization=plan.specialization,
+        persistence=plan.persistence,
     )
 
 

@@ -16,6 +16,7 @@ from ..errors import CacheError, PlanError
 from ..instructions import Instruction, check_instruction
 from ..targets import CacheStrategy, CopyEngine, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
 from .expr import Index
+from .types import ScalarType
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class CacheRequest:
     stages: int = 1  # shared buffers in the ring (async)
     automatic: bool = False  # double_buffer=True with AUTO location: registers where cp.async cannot copy
     engine: CopyEngine = CopyEngine.AUTO
+    element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, when not the array's
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Plan:
         self.unrolled: list[Index] = []
         self.caches: list[CacheRequest] = []
         self.specialization: tuple[bool, int, int] | None = None  # warp_specialize (None: AUTO)
+        self.persistence: tuple[int, int] | None = None  # persistent: (group, blocks; 0 = one per SM)
         schedule._plan_created = True
 
     # -- bind --------------------------------------------------------------------------------
@@ -230,6 +233,7 @@ class Plan:
         stages: int | None = None,
         vectorize=None,
         engine: CopyEngine = CopyEngine.AUTO,
+        element_type: ScalarType | None = None,
     ) -> None:
         """Keep the part of ``source`` the loops at and inside ``index`` touch in faster memory.
 
@@ -283,6 +287,12 @@ class Plan:
         compute whole tiles). MMA_FRAGMENT: a tensorized plan whose accumulator is ``source``.
         PRIVATE: a SIMT plan; each thread's tile takes at most 128 registers.
 
+        ``element_type`` (MMA_FRAGMENT): the fragments' type when it is not the array's, e.g.
+        float16 C accumulated in float32 fragments (``element_type=ScalarType.float32``): C's
+        tiles are converted to it when loaded and rounded back to C's type when stored. The
+        tensor cores must accumulate in it (``tensor_core_info``). Other caches keep the array's
+        type (``element_type`` may only repeat it).
+
         ``engine``: what fills a SHARED cache. ``CopyEngine.TMA`` (sm_90; AUTO picks it for the
         operands of a wgmma plan): one thread issues ``cp.async.bulk.tensor`` for the block's
         whole tile (a tensor map the loader encodes at each call, rows swizzled by 128, 64 or 32
@@ -326,6 +336,7 @@ class Plan:
         if trigger_index is not None and trigger_index is not index:
             raise CacheError(where, "a trigger_index other than index is not supported yet")
         _check_layout(where, source, location, layout)
+        element_type = _check_element_type(where, source, location, element_type)
         if vectorize not in (None, True, "AUTO"):
             raise CacheError(where, "vectorize: copies are vectorized automatically (AUTO)")
         if strategy is not None and not isinstance(strategy, CacheStrategy):
@@ -341,7 +352,8 @@ class Plan:
         if any(c.source is source for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
-            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine)
+            CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
+                         element_type)
         )
 
     # -- warp specialization ---------------------------------------------------------------------
@@ -381,6 +393,36 @@ class Plan:
             raise PlanError(where, f"warp specialization with TMA producers needs sm_90; {self.target.name} is "
                                    f"sm_{self.target.spec.sm}")
         self.specialization = (enabled, int(producer_registers or 0), int(consumer_registers or 0))
+
+    # -- persistent grid ----------------------------------------------------------------------
+
+    def persistent(self, group: int = 8, blocks: int | None = None) -> None:
+        """Launch only as many blocks as the multiprocessors hold at once and let each loop over
+        the output tiles the grid's blocks would compute: block ``b`` takes tiles ``b``,
+        ``b + blocks``, ``b + 2 * blocks``, ... (``blocks``: by default the target's
+        multiprocessors times ``create_plan(_blocks_per_SM=)``, or one each; never more than
+        there are tiles). Tiles are numbered in groups of ``group`` rows of blocks (BLOCK_Y),
+        column (BLOCK_X) by column within a group, so that the blocks running at one time read
+        the same rows of A and columns of B from L2. With a TMA pipeline the ring of stages runs
+        on from one tile to the next: the producer copies the next tile's operands while the
+        consumers store this one's C.
+
+        **Requires:** ``group`` and ``blocks`` positive integers. The result is the same for
+        every value (only the order of the tiles changes).
+
+        Before → after (grid of 32 x 16 blocks, 132 blocks resident)::
+
+            blockIdx = (x, y)                    for (work = blockIdx.x; work < 512; work += 132)
+            ... tile (x, y) ...             →      (x, y) = the work-th tile in grouped order
+                                                   ... tile (x, y) ...
+        """
+        where = f"persistent(group={group!r}, blocks={blocks!r})"
+        for name, value in (("group", group), ("blocks", blocks)):
+            if value is None and name == "blocks":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 1 <= value <= 2**31 - 1:
+                raise PlanError(where, f"{name} must be a positive integer, not {value!r}")
+        self.persistence = (int(group), int(blocks or 0))
 
     def _pipeline(self, where, location, double_buffer, buffer_location, stages) -> tuple[str, int]:
         """(pipeline, stages) from the double-buffer arguments, AUTO resolved for the target."""
@@ -460,6 +502,21 @@ def _render_binding(mapping: object) -> str:
         left = f"({_names(key)})" if isinstance(key, tuple) else _names((key,))
         parts.append(f"{left}: {_enum_name(unit)}")
     return "{" + ", ".join(parts) + "}"
+
+
+def _check_element_type(where: str, source, location: MemorySpace, element_type) -> ScalarType | None:
+    """The fragments' type of an MMA_FRAGMENT cache, or None when it is the array's own."""
+    if element_type is None or element_type is source.element_type:
+        return None
+    if not isinstance(element_type, ScalarType):
+        raise CacheError(where, f"element_type must be a ScalarType, not {element_type!r}")
+    if location is not MemorySpace.MMA_FRAGMENT:
+        raise CacheError(where, f"element_type {element_type.value}: only MMA_FRAGMENT caches convert "
+                                f"({source.display_name} is {source.element_type.value}); leave it unset")
+    if not (element_type.is_float and source.element_type.is_float):
+        raise CacheError(where, f"element_type {element_type.value} for {source.element_type.value} "
+                                f"{source.display_name}: fragments convert between floating-point types only")
+    return element_type
 
 
 def _check_layout(where: str, source, location: MemorySpace, layout) -> None:

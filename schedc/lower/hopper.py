@@ -60,7 +60,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..targets import CopyEngine, MemorySpace
 from . import cache, tensor
-from .launch import WARPGROUP, Launch
+from .launch import WARPGROUP, Launch, Persistent, persistent_loop, split_coordinates
 
 TMA_BOX_LIMIT = 256  # elements per box dimension
 SWIZZLES = (128, 64, 32)  # bytes of a swizzled row, widest first
@@ -243,28 +243,28 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     stages = caches[0].stages
     consumers = launch.threads
     full, empty = _barriers(stages)
-    block_lets = tuple(let for let in launch.coordinates if model.binding_of(let.name).level == "block")
-    group_lets = tuple(let for let in launch.coordinates if model.binding_of(let.name).level != "block")
-    ring = _Ring(model, facts, shape, stages)
+    block_lets, group_lets = split_coordinates(model, launch)
+    ring = _Ring(model, facts, shape, stages, launch.persistent)
     products = _Products(model, tiles, caches, as_expr).bind(shape)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), consumers) for s in range(stages)),
         Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
         Barrier("the barriers are set up"))
-    consumer = (*group_lets, *_consumer_body(model, facts, tiles, shape, ring, products, caches, as_expr,
-                                             producer=None if enabled else _issue_ahead))
+    consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
+        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead))))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
-                       _producer_body(model, facts, shape, ring, caches, as_expr),
+                       persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,
+                                                                             as_expr))),
                        "one thread of the producer warpgroup issues every copy"),)
-        body: tuple[Stmt, ...] = (*block_lets, *setup, Roles((
+        body: tuple[Stmt, ...] = (*setup, Roles((
             Role("producer", consumers, PRODUCER_THREADS, producer_regs, producer),
             Role("consumers", 0, consumers, consumer_regs, consumer))))
         threads = consumers + PRODUCER_THREADS
         _check_registers(model, tiles, shape, threads, producer_regs, consumer_regs, consumers)
     else:
-        body = (*block_lets, *setup, *consumer)
+        body = (*setup, *consumer)
         threads = consumers
     buffers = (*(c.buffer for c in caches), full, empty)
     big = any(b.size > 2**31 - 1 for b in model.buffers)
@@ -318,10 +318,15 @@ class _Ring:
     facts: object
     shape: _Shape
     stages: int
+    persistent: Persistent | None = None
 
     def counter(self, names: tuple[str, ...] | None = None) -> Expr:
-        """t at the current values of the outer and pipelined loops (or of ``names``), mixed radix."""
+        """t at the current values of the outer and pipelined loops (or of ``names``), mixed radix;
+        in a persistent kernel the block's earlier tiles come first (``work / blocks`` of them, as
+        ``work = blockIdx.x + round * blocks`` with ``blockIdx.x < blocks``)."""
         t: Expr = Const(0)
+        if names is None and self.persistent is not None:
+            t = Binary("/", Var("work"), Const(self.persistent.blocks))
         for name in (*self.shape.outer, *self.shape.pipelined) if names is None else names:
             lf, spec = self.facts.loop(name), self.model.loop(name)
             step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))

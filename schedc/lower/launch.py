@@ -5,6 +5,10 @@ loops bound to one axis enumerates their combinations, the last loop fastest. Wi
 bound (or a tensorized plan) the block is ``(warp_x * 32, warp_y, 1)`` threads; with
 WARPGROUP_* bound it is ``(warpgroup_x * warpgroup_y * 128, 1, 1)``, warpgroup ``w = threadIdx.x / 128``
 at (w % warpgroup_x, w / warpgroup_x).
+
+A persistent plan (``plan.persistent``) launches ``blocks`` blocks that loop over the grid's
+tiles (``persistent_loop``): the block coordinates are then ``tile_x``, ``tile_y``, ``tile_z``,
+the work item's tile in grouped order, instead of ``blockIdx``.
 """
 
 from __future__ import annotations
@@ -12,9 +16,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..ir.kernel import Binary, Const, Expr, Let, Var
+from ..ir.kernel import Binary, Const, Expr, Let, Loop, Stmt, Var, substitute
 from ..poly import PolyFacts
 from ..targets import GridUnit
+
+
+@dataclass(frozen=True)
+class Persistent:
+    """Resident blocks looping over a grid of tiles in grouped order."""
+
+    tiles: tuple[int, int, int]  # the grid the plan's block bindings describe
+    blocks: int  # blocks launched (at most the number of tiles)
+    group: int  # rows of tiles (y) swept column by column
+
+    @property
+    def count(self) -> int:
+        return self.tiles[0] * self.tiles[1] * self.tiles[2]
 
 
 @dataclass(frozen=True)
@@ -22,6 +39,7 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     coordinates: tuple[Let, ...]  # one per bound loop, outermost binding first
+    persistent: Persistent | None = None
 
     @property
     def threads(self) -> int:
@@ -57,7 +75,46 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
         lets.extend(_decompose(model, facts, binding, extents, coordinate))
     rank = {lp.name: n for n, lp in enumerate(model.loops)}
     lets.sort(key=lambda let: rank[let.name])
-    return Launch(tuple(grid), tuple(block), tuple(lets))
+    if model.persistence is None:
+        return Launch(tuple(grid), tuple(block), tuple(lets))
+    group, blocks = model.persistence
+    tiles = math.prod(grid)
+    blocks = min(tiles, blocks or model.gpu.sm_count * max(1, model.blocks_per_sm))
+    tile = {f"blockIdx.{a}": Var(f"tile_{a}") for a in _AXES}
+    lets = [Let(let.name, substitute(let.value, tile), let.comment) for let in lets]
+    return Launch((blocks, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group))
+
+
+def split_coordinates(model, launch: Launch) -> tuple[tuple[Let, ...], tuple[Let, ...]]:
+    """The coordinates of block-bound loops, and of the others (warps, threads)."""
+    lets = launch.coordinates
+    block = tuple(let for let in lets if model.binding_of(let.name).level == "block")
+    return block, tuple(let for let in lets if let not in block)
+
+
+def persistent_loop(launch: Launch, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """``body`` (which reads ``tile_x/y/z``) once per tile of a persistent launch: work item
+    ``w`` of ``blockIdx.x``, ``blockIdx.x + blocks``, ... is the tile in grouped order (``group``
+    rows of tiles, column by column). The loop is one more serial loop around the body: shared
+    caches already wait for every thread before refilling a buffer inside an outer loop, and
+    TMA rings wait on their empty barriers."""
+    p = launch.persistent
+    if p is None:
+        return body
+    gx, gy, gz = p.tiles
+    work = Var("work")
+    plane: Expr = Binary("%", work, Const(gx * gy)) if gz > 1 else work
+    band = gx * p.group  # tiles in a band of `group` rows
+    first_row = Binary("*", Binary("/", plane, Const(band)), Const(p.group))
+    rows: Expr = Const(p.group) if gy % p.group == 0 else \
+        Binary("min", Binary("-", Const(gy), first_row), Const(p.group))
+    within = Binary("%", plane, Const(band))
+    lets = (Let("tile_y", Binary("+", first_row, Binary("%", within, rows)), f"grouped order: {p.group} rows of tiles"),
+            Let("tile_x", Binary("/", within, rows), "column by column"))
+    if gz > 1:
+        lets = (Let("tile_z", Binary("/", work, Const(gx * gy)), "planes of tiles one after another"), *lets)
+    return (Loop("work", Var("blockIdx.x"), Const(p.count), p.blocks, (*lets, *body), False,
+                 f"persistent: {p.blocks} resident blocks take the {p.count} tiles in turn"),)
 
 
 def _rank(unit: GridUnit) -> int:

@@ -25,7 +25,7 @@ from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
 from . import cache, private, tensor
 from .guards import guard_levels
-from .launch import Launch
+from .launch import Launch, persistent_loop, split_coordinates
 
 INT32_MAX = 2**31 - 1
 
@@ -72,9 +72,13 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
         return body
 
-    body = (*launch.coordinates, *level(0))
     big = any(b.size > INT32_MAX for b in model.buffers)
     buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ())
+    if launch.persistent is None:
+        body = (*launch.coordinates, *level(0))
+    else:
+        block_lets, group_lets = split_coordinates(model, launch)
+        body = (*group_lets, *persistent_loop(launch, (*block_lets, *level(0))))
     return Kernel(
         name=f"{model.function}__gpu__",
         buffers=model.buffers,

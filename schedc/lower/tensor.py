@@ -120,7 +120,7 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
             here,
             f"A is {operand_type.value} but B is {b_load.dtype.value}; the operands must have one type",
         )
-    accumulator = model.buffer(c_buffer).dtype
+    accumulator = fragment_type(model, c_buffer)
     try:
         target.tensor_core_info.mode_for(operand_type, accumulator, t.mma_shape)
         family = family_for(target, operand_type, accumulator, t.mma_shape, t.instruction)
@@ -133,6 +133,9 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
     c = _operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
     reductions = tuple(name for name in model.serial_loops if not _uses(c_sub, name))
     staged = global_problem(model, "C", c, family) if family.edge_scratch else None
+    if family.edge_scratch and accumulator is not model.buffer(c_buffer).dtype and staged is None:
+        staged = (f"{c_buffer} is {model.buffer(c_buffer).dtype.value} and its fragments {accumulator.value} "
+                  f"(element_type): {family.name} converts no tile in place")
     tm = TensorMatch(a, b, c, precision, operand_type, accumulator, reductions, c_staged=staged,
                      family=family.name)
     return _edges(here, model, facts, tm)
@@ -159,6 +162,14 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
                                   f"through one dimension of {tm.c.buffer} by 1")
         axes.append(dims[0])
     return dataclasses.replace(tm, c_axes=tuple(axes))
+
+
+def fragment_type(model, c_buffer: str) -> ScalarType:
+    """The accumulator's type: an MMA_FRAGMENT cache's ``element_type``, else C's own."""
+    for cache in model.caches:
+        if cache.location is MemorySpace.MMA_FRAGMENT and cache.array == c_buffer and cache.element_type:
+            return cache.element_type
+    return model.buffer(c_buffer).dtype
 
 
 def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:

@@ -340,7 +340,7 @@ class _Checker:
         self.fragment(s.fragment, scope, s.op, ("accumulator",))
 
     def _FragmentLoad(self, s: FragmentLoad, scope: _Scope) -> None:
-        frag = self.tile(s.fragment, s.buffer, s.origin, scope, "load")
+        frag = self.tile(s.fragment, s.buffer, s.origin, scope, "load", s.edge)
         if frag is None or frag.family not in FAMILIES:
             return
         family = FAMILIES[frag.family]
@@ -354,7 +354,7 @@ class _Checker:
         self.vector(s, frag)
 
     def _FragmentStore(self, s: FragmentStore, scope: _Scope) -> None:
-        frag = self.tile(s.fragment, s.buffer, s.origin, scope, "store")
+        frag = self.tile(s.fragment, s.buffer, s.origin, scope, "store", s.edge)
         if frag is not None and frag.use != "accumulator":
             self.report("fragments", f"store of {s.fragment}: a {frag.use} fragment is not stored")
         if isinstance(scope.arrays.get(s.buffer), SharedBuffer) and scope.arrays[s.buffer].swizzle:
@@ -480,15 +480,25 @@ class _Checker:
             self.report("fragments", f"{what}: {name} is a {frag.use} fragment, not {' or '.join(uses)}")
         return frag
 
-    def tile(self, fragment: str, buffer: str, origin, scope: _Scope, what: str) -> Fragment | None:
+    def tile(self, fragment: str, buffer: str, origin, scope: _Scope, what: str, edge=None) -> Fragment | None:
         frag = self.fragment(fragment, scope, what, ("matrix_a", "matrix_b", "accumulator"))
         spec = self.array(buffer, scope, f"{what} of {fragment}")
         for e in origin:
             self.expr(e, scope, f"{what} of {fragment}")
-        if frag is not None and spec is not None and spec.dtype != frag.dtype:
+        if frag is not None and spec is not None and spec.dtype != frag.dtype and not self.converts(frag, spec, edge):
             self.report("fragments", f"{what} of {fragment}: {frag.dtype.value} tiles from {buffer}'s "
                                      f"{spec.dtype.value} elements")
         return frag
+
+    @staticmethod
+    def converts(frag: Fragment, spec, edge) -> bool:
+        """An accumulator of another floating-point type than its array (element_type) moves
+        element by element (families with lane layouts) or through the staging scratch (wmma)."""
+        if frag.use != "accumulator" or not (frag.dtype.is_float and spec.dtype.is_float):
+            return False
+        family = FAMILIES.get(frag.family)
+        by_elements = family is not None and (family.layouts is not None or family.issued_by == "warpgroup")
+        return by_elements or (edge is not None and edge.staged)
 
     def unswizzled(self, name: str, buffer, where: str) -> None:
         if getattr(buffer, "swizzle", 0):

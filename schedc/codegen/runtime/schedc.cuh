@@ -98,6 +98,27 @@ template <> struct vector_type<4> { using type = unsigned int; };
 template <> struct vector_type<8> { using type = uint2; };
 template <> struct vector_type<16> { using type = uint4; };
 
+// N elements of one aligned vector in memory to and from registers of another type (an
+// accumulator of float32 for a C of float16, say), each converted.
+template <int N, typename To, typename From>
+__device__ __forceinline__ void load_converted(To* dst, const From* src) {
+    using V = typename vector_type<N * sizeof(From)>::type;
+    const V v = *reinterpret_cast<const V*>(src);
+    const From* e = reinterpret_cast<const From*>(&v);
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = convert<To>(e[i]);
+}
+
+template <int N, typename To, typename From>
+__device__ __forceinline__ void store_converted(To* dst, const From* src) {
+    using V = typename vector_type<N * sizeof(To)>::type;
+    V v;
+    To* e = reinterpret_cast<To*>(&v);
+#pragma unroll
+    for (int i = 0; i < N; ++i) e[i] = convert<To>(src[i]);
+    *reinterpret_cast<V*>(dst) = v;
+}
+
 template <int ROWS, int COLS, int VEC, int THREADS> struct box_split {
     static_assert(COLS % VEC == 0, "a row holds whole vectors");
     static constexpr int per_row = COLS / VEC;
@@ -223,7 +244,8 @@ struct staged {
 // A whole M x N tile (rows_in >= M and cols_in >= N) moves with one wmma operation; a partial
 // one goes through the warp's M x N slice of scratch (shared memory), element by element, so
 // that nothing outside the array is read or written. rows_in / cols_in are warp-uniform.
-// STAGED sends every tile through the scratch: C's rows are not aligned for wmma in place.
+// STAGED sends every tile through the scratch: C's rows are not aligned for wmma in place, or C's
+// type is not the fragments' (the scratch has the fragments' type; elements convert on the way).
 
 template <int M, int N, typename T>
 __device__ __forceinline__ int edge_offset(int e, int ld, nvcuda::wmma::layout_t layout) {
@@ -231,33 +253,37 @@ __device__ __forceinline__ int edge_offset(int e, int ld, nvcuda::wmma::layout_t
     return layout == nvcuda::wmma::mem_row_major ? row * ld + col : col * ld + row;
 }
 
-template <int M, int N, bool STAGED = false, typename T, typename Fragment>
+template <int M, int N, bool STAGED = false, typename T, typename S, typename Fragment>
 __device__ __forceinline__ void store_edge(T* dst, const Fragment& f, int ld, nvcuda::wmma::layout_t layout,
-                                           int rows_in, int cols_in, T* scratch, int thread) {
-    if (!STAGED && rows_in >= M && cols_in >= N) {
-        nvcuda::wmma::store_matrix_sync(dst, f, ld, layout);
-        return;
+                                           int rows_in, int cols_in, S* scratch, int thread) {
+    if constexpr (!STAGED) {
+        if (rows_in >= M && cols_in >= N) {
+            nvcuda::wmma::store_matrix_sync(dst, f, ld, layout);
+            return;
+        }
     }
-    T* mine = scratch + (thread / 32) * (M * N);
+    S* mine = scratch + (thread / 32) * (M * N);
     nvcuda::wmma::store_matrix_sync(mine, f, N, nvcuda::wmma::mem_row_major);
     __syncwarp();
     for (int e = thread % 32; e < M * N; e += 32) {
-        if (e / N < rows_in && e % N < cols_in) dst[edge_offset<M, N, T>(e, ld, layout)] = mine[e];
+        if (e / N < rows_in && e % N < cols_in) dst[edge_offset<M, N, T>(e, ld, layout)] = convert<T>(mine[e]);
     }
     __syncwarp();
 }
 
-template <int M, int N, bool STAGED = false, typename T, typename Fragment>
+template <int M, int N, bool STAGED = false, typename T, typename S, typename Fragment>
 __device__ __forceinline__ void load_edge(Fragment& f, const T* src, int ld, nvcuda::wmma::layout_t layout,
-                                          int rows_in, int cols_in, T* scratch, int thread) {
-    if (!STAGED && rows_in >= M && cols_in >= N) {
-        nvcuda::wmma::load_matrix_sync(f, src, ld, layout);
-        return;
+                                          int rows_in, int cols_in, S* scratch, int thread) {
+    if constexpr (!STAGED) {
+        if (rows_in >= M && cols_in >= N) {
+            nvcuda::wmma::load_matrix_sync(f, src, ld, layout);
+            return;
+        }
     }
-    T* mine = scratch + (thread / 32) * (M * N);
+    S* mine = scratch + (thread / 32) * (M * N);
     for (int e = thread % 32; e < M * N; e += 32) {
         const bool inside = e / N < rows_in && e % N < cols_in;
-        mine[e] = inside ? src[edge_offset<M, N, T>(e, ld, layout)] : convert<T>(0.0f);
+        mine[e] = inside ? convert<S>(src[edge_offset<M, N, T>(e, ld, layout)]) : convert<S>(0.0f);
     }
     __syncwarp();
     nvcuda::wmma::load_matrix_sync(f, mine, N, nvcuda::wmma::mem_row_major);
@@ -278,6 +304,12 @@ template <typename T, int N>
 __device__ __forceinline__ void scale(T (&f)[N], float factor) {
 #pragma unroll
     for (int e = 0; e < N; ++e) f[e] = convert<T>(convert<float>(f[e]) * factor);
+}
+
+template <int N, typename T>
+__device__ __forceinline__ void fill_n(T* f, T value) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) f[e] = value;
 }
 
 template <typename T, int N>
