@@ -12,7 +12,9 @@ def features(p: Program) -> list[str]:
     if p.tensorize is not None:
         found.append(f"tensorize {p.tensorize.mma} ({p.tensorize.instruction})")
     found += [f"{c.location} cache of {c.array} at {c.index}" + (f" ({c.pipeline})" if c.pipeline != "sync" else "")
-              for c in p.caches]
+              + (f" in {c.element_type}" if c.element_type else "") for c in p.caches]
+    if p.persistent is not None:
+        found.append(f"persistent (group {p.persistent[0]}, blocks {p.persistent[1] or 'default'})")
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
@@ -35,6 +37,8 @@ def coverage_features(p: Program) -> set[str]:
     found |= {f"{c.location} cache" + (f" ({c.pipeline})" if c.pipeline != "sync" else "") for c in p.caches}
     found |= {f"bind {b.unit.split('_')[0]}" + (" (tuple)" if len(b.indices) > 1 else "") for b in p.bindings}
     found |= {"unroll"} if p.unrolls else set()
+    found |= {"persistent"} if p.persistent is not None else set()
+    found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()
     found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()

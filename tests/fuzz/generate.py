@@ -34,6 +34,13 @@ def generate(seed: int, index: int) -> Program:
 
 
 def _attempt(rng: random.Random) -> Program:
+    program = _program(rng)
+    if rng.random() < 0.15:  # resident blocks over the tiles: a few, or one per multiprocessor
+        program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
+    return program
+
+
+def _program(rng: random.Random) -> Program:
     target = choose(rng, TARGETS)
     kind = choose(rng, PROGRAM_KINDS)
     if kind == "tensor":

@@ -134,6 +134,7 @@ class CacheDirective:
     location: str  # SHARED, PRIVATE, MMA_FRAGMENT
     pipeline: str = "sync"
     stages: int = 0
+    element_type: str = ""  # MMA_FRAGMENT: the fragments' ScalarType when not the array's
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class Program:
     caches: tuple[CacheDirective, ...] = ()
     tensorize: Tensorize | None = None
     name: str = "fuzz"
+    persistent: tuple[int, int] | None = None  # plan.persistent(group=, blocks=); blocks 0: the default
 
     @property
     def nest_indices(self) -> tuple[str, ...]:

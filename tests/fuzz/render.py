@@ -128,6 +128,9 @@ def _plan(program: Program) -> str:
     if program.tensorize is not None:
         lines.append(_tensorize(program.tensorize))
     lines += [_cache(c) for c in program.caches]
+    if program.persistent is not None:
+        group, blocks = program.persistent
+        lines.append(f"plan.persistent(group={group}" + (f", blocks={blocks})" if blocks else ")"))
     return "\n".join(lines) + "\n"
 
 
@@ -153,6 +156,8 @@ def _cache(c) -> str:
     extra = {"sync": "", "double_buffer": ", double_buffer=True",
              "registers": ", double_buffer=True, double_buffer_location=target.MemorySpace.PRIVATE",
              "stages": f", stages={c.stages}"}[c.pipeline]
+    if c.element_type:
+        extra += f", element_type=acc.ScalarType.{c.element_type}"
     return f"plan.cache({c.array}, index={c.index}, location=target.MemorySpace.{c.location}{extra})"
 
 

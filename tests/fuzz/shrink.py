@@ -127,6 +127,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, unrolls=_without(p.unrolls, n))
     if p.order is not None:
         yield replace(p, order=None)
+    if p.persistent is not None:
+        yield replace(p, persistent=None)
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])

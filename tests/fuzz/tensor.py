@@ -43,12 +43,16 @@ def tensor_program(rng: random.Random, target: str) -> Program:
     k_step = k * passes
     k_split = k_step * rng.randint(1, 2) if warpgroup or rng.random() < 0.55 else None
     sizes = (_size(rng, block[0], 0.3), _size(rng, block[1], 0.15), _size(rng, k_split or k_step, 0.15))
-    arrays = _arrays(rng, sizes, mode.operand.value, rng.choice(mode.accumulators).value)
+    accumulator = rng.choice(mode.accumulators).value
+    fragments = ""  # C of a 16-bit type accumulated in float32 fragments (an MMA_FRAGMENT element_type)
+    if accumulator == "float32" and rng.random() < 0.25:
+        fragments, accumulator = "float32", rng.choice(("float16", "bfloat16"))
+    arrays = _arrays(rng, sizes, mode.operand.value, accumulator)
     steps = [Split("i", block[0]), Split("j", block[1])] + ([Split("k", k_split)] if k_split else [])
     steps.append(Tile((("ii", m), ("jj", n), ("kk" if k_split else "k", k_step))))
     program = Program(target, arrays, sizes, (_statement(),), tuple(steps))
     partial = any(size % step for size, step in zip(sizes, (*block, k_split or k_step)))
-    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup)
+    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup, fragments)
 
 
 def _size(rng: random.Random, tile: int, partial: float) -> int:
@@ -73,7 +77,7 @@ def _statement() -> Statement:
 
 
 def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str,
-          warpgroup: bool = False) -> Program:
+          warpgroup: bool = False, fragments: str = "") -> Program:
     _, _, created = simulate_steps(program)
     tile = created[-1]
     k_loops = ("k", created[2][0]) if len(created) == 4 else ("k",)
@@ -85,7 +89,7 @@ def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: 
     bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
                 Binding(("ii",), f"{unit}_{y}"), Binding(("jj",), f"{unit}_{x}"))
     tensorize = _tensorize(rng, tile, mma, passes, c_role, warpgroup)
-    caches = _caches(rng, k_loops, partial or warpgroup)
+    caches = _caches(rng, k_loops, partial or warpgroup, fragments)
     return replace(program, order=order, bindings=bindings, tensorize=tensorize, caches=caches)
 
 
@@ -109,13 +113,13 @@ def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str, war
                      epilogue, rng.choice((0.5, 2.0, -1.0)), instruction)
 
 
-def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool) -> tuple[CacheDirective, ...]:
+def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool, fragments: str = "") -> tuple[CacheDirective, ...]:
     caches = []
     if len(k_loops) == 2 and rng.random() < (0.85 if partial else 0.55):
         kind = choose(rng, PIPELINES)
         stages = rng.randint(1, 4) if kind == "stages" else 0
         for array in ("A", "B") if rng.random() < 0.9 else ("A",):
             caches.append(CacheDirective(array, k_loops[-1], "SHARED", kind, stages))
-    if rng.random() < 0.4:
-        caches.append(CacheDirective("C", rng.choice(k_loops), "MMA_FRAGMENT"))
+    if fragments or rng.random() < 0.4:
+        caches.append(CacheDirective("C", rng.choice(k_loops), "MMA_FRAGMENT", element_type=fragments))
     return tuple(caches)
