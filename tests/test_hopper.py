@@ -425,3 +425,27 @@ def test_warpgroups_need_a_warpgroup_shape():
     plan.bind({ii: acc.GridUnit.WARPGROUP_Y})
     with pytest.raises(PlanError, match=r"WARPGROUP_Y binds warpgroups, which issue wgmma tiles"):
         _lower(plan, args)
+
+
+def _generic_store_into_a_stage(fence: bool):
+    """One consumer thread zeroes an element of the stage it is about to multiply, through the
+    generic proxy (a plain store), with or without fence.proxy.async after it."""
+    from schedc.ir.kernel import Binary, Const, Fence, Store, Var
+
+    def change(s):
+        if not (isinstance(s, MbarrierWait) and s.barrier == "full"):
+            return (s,)
+        store = Store("A_shared", (Var("stage"), Const(0), Const(0), Const(0)), Const(0.0))
+        body = (store, Fence("proxy_async")) if fence else (store,)
+        return (s, If(Binary("==", Var("threadIdx.x"), Const(0)), body))
+    return _broken(change)
+
+
+def test_generic_write_read_by_wgmma_without_the_proxy_fence():
+    with pytest.raises(EmulationError, match=r"a wgmma \(the async proxy\) touches an element thread 0 wrote "
+                                             r"through the generic proxy with no fence.proxy.async between"):
+        _emulate_broken(_generic_store_into_a_stage(fence=False))
+
+
+def test_generic_write_then_proxy_fence_is_visible_to_wgmma():
+    _emulate_broken(_generic_store_into_a_stage(fence=True))

@@ -17,7 +17,9 @@ element and loop iteration:
   was released before ``wait_group`` finished them, or not released at all);
 - an accumulator read, written or stored while a wgmma on it is still in flight, or a wgmma on
   an accumulator written since the warpgroup's last ``wgmma.fence``;
-- an mbarrier used before it is set up, or arrived on by more threads than its phase expects.
+- an mbarrier used before it is set up, or arrived on by more threads than its phase expects;
+- a wgmma read or TMA copy (the async proxy) of an element a thread wrote with a plain store
+  (the generic proxy) and did not follow with ``fence.proxy.async`` (``SharedMemory``).
 
 Addresses are the hardware's: a TMA box lands at the shared address of its target swizzled by
 the address bits (16-byte chunk ^= the 128-byte line, as the tensor map says), and wgmma finds
@@ -269,11 +271,18 @@ def register(executors) -> None:
     executors.handlers[MbarrierArrive] = _arrive
     executors.handlers[MbarrierWait] = _wait
     executors.handlers[TmaLoad] = _tma
-    executors.handlers[Fence] = lambda b, s, mask: None
+    executors.handlers[Fence] = _proxy_fence
     executors.handlers[WarpgroupFence] = _fence
     executors.handlers[WarpgroupCommit] = _commit
     executors.handlers[WarpgroupWait] = _wgmma_wait
     executors.handlers[Roles] = _roles
+
+
+def _proxy_fence(b, s: Fence, mask) -> None:
+    """fence.proxy.async: the threads' generic writes become visible to TMA and wgmma.
+    (fence.mbarrier_init orders barrier set-up, which the barriers' own checks cover.)"""
+    if s.kind == "proxy_async":
+        b.shared.proxy_fence(b.thread_ids[mask])
 
 
 def _init(b, s: MbarrierInit, mask) -> None:
@@ -343,6 +352,7 @@ def _tma(b, s: TmaLoad, mask) -> None:
         h.tma_time += 1
         # ordered after what its issuer knows, not after other copies (they are not ordered)
         h.check_write("tma", buffer, elements, h.clock(agent), "a TMA copy")
+        b.shared.check_async_proxy(buffer, elements, "a TMA copy")
         clock = _join(h.clock(agent), {"tma": h.tma_time})
         b.shared.values[buffer][elements] = values
         h.record_write("tma", buffer, elements, h.tma_time)
@@ -471,6 +481,7 @@ class Wgmma:
             addresses = self.addresses(spec, starts, b.buffers[buffer])
             buffer, elements = h.locate(addresses.ravel())
             h.check_read(wg_agent, buffer, elements, clock)
+            b.shared.check_async_proxy(buffer, elements, "a wgmma")
             h.record_read(wg_agent, buffer, elements, time)
             values = b.shared.values[buffer][elements].reshape(addresses.shape).astype(np.float32)
             if spec.precision == "tf32":  # the tensor cores read a float32's top 19 bits

@@ -49,6 +49,9 @@ class SharedMemory:
     open_group: list[_Pending] = field(default_factory=list)
     groups: list[tuple[int, list[_Pending]]] = field(default_factory=list)  # committed, oldest first
     next_group: int = 0
+    # the thread whose generic-proxy write of an element no fence.proxy.async of it has followed
+    # yet (the async proxy, wgmma and TMA, must not touch the element until one has), or NONE
+    unfenced: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, b in self.buffers.items():
@@ -57,6 +60,7 @@ class SharedMemory:
             self.writer[name] = np.full(b.size, NONE, dtype=np.int64)
             self.reader[name] = np.full(b.size, NONE, dtype=np.int64)
             self.pending[name] = np.full(b.size, NONE, dtype=np.int64)
+            self.unfenced[name] = np.full(b.size, NONE, dtype=np.int64)
 
     # -- accesses ------------------------------------------------------------------------------
 
@@ -84,6 +88,24 @@ class SharedMemory:
         self._no_other(buffer, elements, threads, same, "writes")
         self.values[buffer][elements] = values
         self.writer[buffer][elements] = threads
+        self.unfenced[buffer][elements] = threads
+
+    def proxy_fence(self, threads: np.ndarray) -> None:
+        """``fence.proxy.async`` by ``threads``: their generic writes so far are visible to the
+        async proxy."""
+        for unfenced in self.unfenced.values():
+            unfenced[np.isin(unfenced, threads)] = NONE
+
+    def check_async_proxy(self, buffer: str, elements: np.ndarray, what: str) -> None:
+        """The async proxy (``what``: a wgmma read, a TMA copy) touches ``elements``: refused
+        where a generic write of them was not followed by its thread's fence.proxy.async."""
+        writer = self.unfenced[buffer][elements]
+        late = writer != NONE
+        if late.any():
+            n = int(np.argmax(late))
+            raise SharedError("race", f"{what} (the async proxy) touches an element thread {int(writer[n])} wrote "
+                              "through the generic proxy with no fence.proxy.async between: the write may not "
+                              "be visible to it", [int(writer[n])], buffer, int(elements[n]))
 
     def copy_async(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray) -> None:
         """An asynchronous copy issued by ``threads`` into ``elements``."""
@@ -96,6 +118,7 @@ class SharedMemory:
             raise SharedError("race", f"an asynchronous copy by thread {int(threads[n])} overwrites an "
                               f"element {who} read since the last barrier", [int(threads[n])], buffer,
                               int(elements[n]))
+        self.unfenced[buffer][elements] = threads  # cp.async writes through the generic proxy
         self.pending[buffer][elements] = self.next_group
         self.open_group.append(_Pending(buffer, elements.copy(), values.copy(), threads.copy()))
 
