@@ -67,11 +67,16 @@ class _NestPrinter(Printer):
 
 def launch(model, kernel: Kernel) -> str:
     shape = launch_shape(model, poly.analyze(model))
-    threads = shape.threads
+    threads = kernel.block[0] * kernel.block[1] * kernel.block[2]  # with a producer warpgroup, if any
     warps = -(-threads // model.gpu.warp_size)
-    grid = shape.grid[0] * shape.grid[1] * shape.grid[2]
+    grid = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    persistent = ""
+    if shape.persistent is not None:
+        p = shape.persistent
+        persistent = (f" (persistent: they take the {p.count} tiles of a {p.tiles} grid in turn, "
+                      f"in groups of {p.group} rows)")
     return (
-        f"grid {shape.grid} x block {shape.block}: {grid} blocks of {threads} threads "
+        f"grid {kernel.grid} x block {kernel.block}: {grid} blocks{persistent} of {threads} threads "
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "
         f"{kernel.index_type.c_type} indexing"
     )

@@ -166,3 +166,13 @@ def test_fragments_the_tensor_cores_cannot_accumulate_in_are_refused():
                                instruction=MMA_SYNC, shared_ab=True)
     with pytest.raises(PlanError, match="bfloat16"):
         compile_plan(plan, args)
+
+
+def test_check_shows_the_persistent_launch():
+    from schedc.show import launch
+
+    plan, args = simt_matmul(256, 256, 64, block=(32, 32))
+    plan.persistent(group=4, blocks=10)
+    model, k = compile_plan(plan, args)
+    assert launch(model, k).startswith("grid (10, 1, 1) x block (32, 32, 1): 10 blocks (persistent: they take the "
+                                       "64 tiles of a (8, 8, 1) grid in turn, in groups of 4 rows) of 1024 threads")
