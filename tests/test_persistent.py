@@ -176,3 +176,30 @@ def test_check_shows_the_persistent_launch():
     model, k = compile_plan(plan, args)
     assert launch(model, k).startswith("grid (10, 1, 1) x block (32, 32, 1): 10 blocks (persistent: they take the "
                                        "64 tiles of a (8, 8, 1) grid in turn, in groups of 4 rows) of 1024 threads")
+
+
+@pytest.mark.parametrize("planes", [1, 3])
+def test_block_z_planes(planes):
+    """BLOCK_Z bound (one plane or several: tiles then go plane by plane), found by the random
+    tester: a single plane has no tile_z."""
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(planes, 6, 8))
+    nest = acc.Nest(shape=(planes, 6, 8))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i, j, k] = A[i, j, k] * 2.0
+
+    schedule = nest.create_schedule()
+    jj, kk = schedule.split(j, 2), schedule.split(k, 4)
+    schedule.reorder(i, j, k, jj, kk)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = schedule.create_plan(target)
+    g = target.GridUnit
+    plan.bind({i: g.BLOCK_Z, j: g.BLOCK_Y, k: g.BLOCK_X, jj: g.THREAD_Y, kk: g.THREAD_X})
+    plan.persistent(group=2, blocks=4)
+    _, kernel = compile_plan(plan, (A,))
+    storage = {"A": np.arange(A.shape[0] * 48, dtype=np.float32)}
+    result = emulate(kernel, dict(storage))
+    assert np.array_equal(result.storage["A"], storage["A"] * 2)
+    assert ("tile_z" in emit_source([kernel], "//")) == (planes > 1)

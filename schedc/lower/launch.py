@@ -81,6 +81,8 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
     tiles = math.prod(grid)
     blocks = min(tiles, blocks or model.gpu.sm_count * max(1, model.blocks_per_sm))
     tile = {f"blockIdx.{a}": Var(f"tile_{a}") for a in _AXES}
+    if grid[2] == 1:  # persistent_loop defines tile_z for planes of tiles only
+        tile["blockIdx.z"] = Const(0)
     lets = [Let(let.name, substitute(let.value, tile), let.comment) for let in lets]
     return Launch((blocks, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group))
 
