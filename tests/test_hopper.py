@@ -360,14 +360,14 @@ def _walk(body):
 
 
 def test_sample_functions_emulate_on_corner_blocks(tmp_path):
-    """samples/hopper_matmul.py at full size: two blocks of every function."""
+    """samples/hopper_matmul.py at full size: the first tile of two blocks of every function."""
     from tests.conftest import show_sample
 
     for _package, model, k, _source in show_sample("hopper_matmul"):
         last = tuple(n - 1 for n in k.grid)
         rng = np.random.default_rng(1)
         storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
-        result = emulate(k, storage, blocks=[(0, 0, 0), last])
+        result = emulate(k, storage, blocks=[(0, 0, 0), last], tiles=1)
         c = next(b for b in k.params if b.name == "C")
         A, B = (next(b for b in k.params if b.name == n) for n in "AB")
         rows = slice(0, 64)
@@ -375,7 +375,10 @@ def test_sample_functions_emulate_on_corner_blocks(tmp_path):
         b = np.lib.stride_tricks.as_strided(storage["B"].astype(np.float64), B.shape, [s * 8 for s in B.strides])
         expected = storage["C"].reshape(c.shape)[rows, :64] + a[rows] @ b[:, :64]
         got = result.storage["C"].reshape(c.shape)[rows, :64]
-        assert np.abs(got - expected).max() < (2.0 if A.dtype is F32 else 0.05), model.function
+        tolerance = 2.0 if A.dtype is F32 else 0.05
+        if c.dtype is not F32:  # C rounded to its 16-bit type: half a unit in the last place
+            tolerance += np.abs(expected).max() * 2.0 ** -{F16: 11, BF16: 8}[c.dtype]
+        assert np.abs(got - expected).max() < tolerance, model.function
 
 
 @pytest.mark.gpu

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import SchedcError
 from ..instructions import swizzled
 from ..ir.kernel import (
+    WORK,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -125,16 +126,19 @@ def _coordinates(grid: tuple[int, int, int], b: int) -> Block:
 
 
 def emulate(kernel: Kernel, storage: dict[str, np.ndarray], blocks: int | list[Block] | None = None,
-            progress: Progress | None = None, scalars: dict[str, object] | None = None) -> Emulation:
+            progress: Progress | None = None, scalars: dict[str, object] | None = None,
+            tiles: int | None = None) -> Emulation:
     """Run ``kernel`` over copies of ``storage`` (flat arrays per parameter), on all blocks,
     a sample of ``blocks`` of them, or the listed blocks; ``progress(done, total)`` after each.
-    ``scalars`` gives each scalar parameter its value (checked as a launch checks it)."""
-    return emulate_sequence(HostFunction.single(kernel), storage, blocks, progress, scalars)
+    ``scalars`` gives each scalar parameter its value (checked as a launch checks it).
+    ``tiles``: in a persistent kernel, each block runs only its first ``tiles`` tiles (a sample,
+    as ``blocks`` is; stopping early keeps the state of the ones run exact)."""
+    return emulate_sequence(HostFunction.single(kernel), storage, blocks, progress, scalars, tiles)
 
 
 def emulate_sequence(function: HostFunction, storage: dict[str, np.ndarray],
                      blocks: int | list[Block] | None = None, progress: Progress | None = None,
-                     scalars: dict[str, object] | None = None) -> Emulation:
+                     scalars: dict[str, object] | None = None, tiles: int | None = None) -> Emulation:
     """Run a function's kernels in order over one memory (copies of ``storage``; temporary
     arrays of one name are one array), as its launcher runs them on one stream.
 
@@ -155,7 +159,8 @@ def emulate_sequence(function: HostFunction, storage: dict[str, np.ndarray],
     for kernel, chosen in plan:
         scalars_of_kernel = {v.name: values[v.name] for v in kernel.values if isinstance(v, ScalarParam)}
         for block in chosen:
-            _Block(kernel, memory, written, block, env=dict(scalars_of_kernel)).run()
+            _Block(kernel, memory, written, block, env=dict(scalars_of_kernel),
+                   tiles=tiles if kernel is plan[-1][0] else None).run()
             done += 1
             if progress is not None:
                 progress(done, total)
@@ -219,6 +224,7 @@ class _Block:
     iteration: dict[str, int] = field(default_factory=dict)
     staged: dict[str, tuple[Staging, np.ndarray | None]] = field(default_factory=dict)
     private: dict[str, np.ndarray] = field(default_factory=dict)  # per thread: (threads, size)
+    tiles: int | None = None  # persistent kernels: the tiles each block runs (None: all)
 
     def run(self) -> None:
         bx, by, bz = self.kernel.block
@@ -276,7 +282,10 @@ class _Block:
     def loop(self, s: Loop, mask: np.ndarray) -> None:
         start, stop = self.expr(s.start), self.expr(s.stop)
         if np.ndim(start) == 0 and np.ndim(stop) == 0:
-            for value in range(int(start), int(stop), s.step):
+            values = range(int(start), int(stop), s.step)
+            if s.var == WORK and self.tiles is not None:
+                values = values[:self.tiles]
+            for value in values:
                 self.env[s.var] = np.int64(value)
                 self.iteration[s.var] = value
                 self.body(s.body, mask)

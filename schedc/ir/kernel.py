@@ -91,6 +91,9 @@ class Let:
     comment: str = ""
 
 
+WORK = "work"  # the variable of a persistent kernel's loop over tiles (plan.persistent)
+
+
 @dataclass(frozen=True)
 class Loop:
     var: str

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..errors import CacheError, PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
+    WORK,
     Barrier,
     Binary,
     Const,
@@ -326,7 +327,7 @@ class _Ring:
         ``work = blockIdx.x + round * blocks`` with ``blockIdx.x < blocks``)."""
         t: Expr = Const(0)
         if names is None and self.persistent is not None:
-            t = Binary("/", Var("work"), Const(self.persistent.blocks))
+            t = Binary("/", Var(WORK), Const(self.persistent.blocks))
         for name in (*self.shape.outer, *self.shape.pipelined) if names is None else names:
             lf, spec = self.facts.loop(name), self.model.loop(name)
             step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..ir.kernel import Binary, Const, Expr, Let, Loop, Stmt, Var, substitute
+from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Stmt, Var, substitute
 from ..poly import PolyFacts
 from ..targets import GridUnit
 
@@ -104,7 +104,7 @@ def persistent_loop(launch: Launch, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     if p is None:
         return body
     gx, gy, gz = p.tiles
-    work = Var("work")
+    work = Var(WORK)
     plane: Expr = Binary("%", work, Const(gx * gy)) if gz > 1 else work
     band = gx * p.group  # tiles in a band of `group` rows
     first_row = Binary("*", Binary("/", plane, Const(band)), Const(p.group))
@@ -115,7 +115,7 @@ def persistent_loop(launch: Launch, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
             Let("tile_x", Binary("/", within, rows), "column by column"))
     if gz > 1:
         lets = (Let("tile_z", Binary("/", work, Const(gx * gy)), "planes of tiles one after another"), *lets)
-    return (Loop("work", Var("blockIdx.x"), Const(p.count), p.blocks, (*lets, *body), False,
+    return (Loop(WORK, Var("blockIdx.x"), Const(p.count), p.blocks, (*lets, *body), False,
                  f"persistent: {p.blocks} resident blocks take the {p.count} tiles in turn"),)
 
 
