@@ -200,7 +200,11 @@ def test_register_budget_of_the_roles():
     plan, args = hopper_matmul.matmul(256, 256, 256, block=(128, 256, 64), warpgroup_n=128)
     plan.warp_specialize(True, producer_registers=40, consumer_registers=232)
     with pytest.raises(PlanError, match=r"128 producer threads x 40 \+ 512 consumer threads x 232 = 123904 "
-                                        "registers; a NVIDIA H100 multiprocessor has 65536"):
+                                        r"registers; the block's 640 threads hold 96 each at launch \(61440 in all\)"
+                                        r".*consumers may take at most 104"):
+        _lower(plan, args)
+    plan.warp_specialize(True, producer_registers=40, consumer_registers=112)  # fits the SM, not the block
+    with pytest.raises(PlanError, match="consumers may take at most 104"):
         _lower(plan, args)
     plan.warp_specialize(True, producer_registers=24, consumer_registers=56)
     with pytest.raises(PlanError, match="each consumer thread holds 64 accumulator registers"):
@@ -326,6 +330,13 @@ def test_barrier_used_before_it_is_set_up():
         _emulate_broken(k)
 
 
+def test_default_register_budget_is_what_the_producer_releases():
+    """setmaxnreg.inc only takes what setmaxnreg.dec released in the block: 4 consumer warpgroups
+    (640 threads, 96 registers each at launch) rise to 104, not to the SM's share of 112."""
+    roles = next(s for s in kernel(256, 256, 256, block=(128, 256, 64), warpgroup_n=128).body if isinstance(s, Roles))
+    assert [(r.name, r.threads, r.registers) for r in roles.roles] == [("producer", 128, 40), ("consumers", 512, 104)]
+
+
 def test_roles_are_checked_by_the_ir_verifier():
     from schedc.lower import wellformed
 
@@ -336,6 +347,11 @@ def test_roles_are_checked_by_the_ir_verifier():
     assert any("are not whole warpgroups" in p for p in problems)
     assert any("setmaxnreg takes multiples of 8" in p for p in problems)
     assert wellformed.problems(k) == []
+    greedy = _rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, registers=240 if r.name == "consumers"
+                                                                             else r.registers) for r in s.roles)),)
+                      if isinstance(s, Roles) else (s,))
+    assert any("exceed the 384 threads x 168 registers the block holds at launch" in p
+               for p in wellformed.problems(dataclasses.replace(k, body=greedy)))
 
 
 def test_descriptor_loads_read_shared_memory():

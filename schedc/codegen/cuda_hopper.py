@@ -20,13 +20,12 @@ from ..ir.kernel import (
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
+    launch_registers,
     walk_statements,
 )
 from .cuda import EMITTERS, INDENT
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
 from .cuda_tensor import MmaSync
-
-REGISTERS_PER_SM = 65536
 
 
 def _barrier(p, name: str, index) -> str:
@@ -83,7 +82,7 @@ def _wgmma_sync(p, s: Stmt, pad: str, depth: int) -> list[str]:
 @EMITTERS.handles(Roles)
 def _roles(p, s: Roles, pad: str, depth: int) -> list[str]:
     """One branch per role on the thread's warpgroup; each first moves its register budget."""
-    default = REGISTERS_PER_SM // p.kernel.threads_per_block // 8 * 8
+    default = launch_registers(p.kernel.threads_per_block)
     lines = [f"{pad}// warp specialization: " + "; ".join(
         f"{r.name} = threads {r.first}..{r.first + r.threads - 1}" for r in s.roles)]
     for n, role in enumerate(s.roles):

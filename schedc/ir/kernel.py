@@ -401,6 +401,28 @@ class Role:
     body: tuple[Stmt, ...]
 
 
+REGISTERS_PER_SM = 65536  # every sm_90 multiprocessor
+
+
+def launch_registers(threads_per_block: int) -> int:
+    """The registers each thread holds at launch when a kernel's roles move them with
+    ``setmaxnreg`` (``__launch_bounds__(threads)``: the file's share, in the allocation's units
+    of 8). ``setmaxnreg.inc`` takes registers only from what other roles of the block released
+    with ``setmaxnreg.dec``, so the roles' new budgets must fit ``threads_per_block`` times this.
+
+    >>> launch_registers(384), launch_registers(640)
+    (168, 96)
+    """
+    return REGISTERS_PER_SM // threads_per_block // 8 * 8
+
+
+def roles_fit(roles: tuple[Role, ...], threads_per_block: int) -> bool:
+    """Whether the roles' ``setmaxnreg`` budgets fit the block's registers at launch (an
+    ``inc`` beyond what the others released waits for ever)."""
+    held = launch_registers(threads_per_block)
+    return sum(r.threads * ((r.registers or held) - held) for r in roles) <= 0
+
+
 @dataclass(frozen=True)
 class Roles:
     """Warp specialization: the block's threads split into roles that run concurrently and

@@ -365,9 +365,11 @@ class Plan:
         mbarrier per stage of the ring (sm_90, a plan tensorized with a wgmma shape whose
         operand caches use TMA). ``setmaxnreg`` moves registers from the producer (which needs
         few) to the consumers' accumulators: each producer thread gets ``producer_registers``,
-        each consumer thread ``consumer_registers`` (multiples of 8 from 24 to 256, within the
-        multiprocessor's 65536 registers; by default 40 for the producer and for the consumers
-        an equal share of the rest, at most 232). Without a call, AUTO: on for TMA pipelines.
+        each consumer thread ``consumer_registers`` (multiples of 8 from 24 to 256; ``setmaxnreg`` only moves the
+        registers the block holds at launch, 65536 / threads per thread in units of 8, between
+        its roles: 384 threads hold 168 each, so a producer at 40 lets two consumer warpgroups
+        rise to 232; by default 40 for the producer and for the consumers an equal share of what
+        it releases, at most 232). Without a call, AUTO: on for TMA pipelines.
         ``enabled=False``: every warpgroup computes and one thread issues the copies.
 
         Before → after (2 consumer warpgroups)::

@@ -56,6 +56,7 @@ from ..ir.kernel import (
     WarpgroupFence,
     WarpgroupWait,
     all_of,
+    launch_registers,
     shared_layout,
 )
 from ..ir.types import ScalarType
@@ -230,10 +231,10 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     """The kernel of a wgmma plan (module docstring)."""
     shape = _loops(model, tiles, caches[0])
     enabled, producer_regs, consumer_regs = model.specialization or (True, 0, 0)
-    if not producer_regs:  # AUTO: the producer keeps 40, the consumers share the rest (at most 232)
+    if not producer_regs:  # AUTO: the producer keeps 40, the consumers share what it releases (at most 232)
         producer_regs = 40
-        consumer_regs = min(232, (model.gpu.registers_per_sm - PRODUCER_THREADS * producer_regs)
-                            // launch.threads // 8 * 8)
+        held = launch_registers(launch.threads + PRODUCER_THREADS)
+        consumer_regs = min(232, held + PRODUCER_THREADS * (held - producer_regs) // launch.threads // 8 * 8)
     order = [lp.name for lp in model.loops]
 
     def as_expr(a: Affine) -> Expr:
@@ -613,13 +614,15 @@ def _check_registers(model, tiles, shape: _Shape, threads: int, producer: int, c
                      consumers: int) -> None:
     """setmaxnreg: the roles' registers fit the multiprocessor, and the consumers' accumulators
     fit theirs."""
-    gpu = model.gpu
     where = f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})"
     total = producer * PRODUCER_THREADS + consumer * consumers
-    if total > gpu.registers_per_sm:
+    held = launch_registers(threads)
+    if total > held * threads:
         raise PlanError(where, f"{PRODUCER_THREADS} producer threads x {producer} + {consumers} consumer threads x "
-                               f"{consumer} = {total} registers; a {gpu.name} multiprocessor has "
-                               f"{gpu.registers_per_sm}")
+                               f"{consumer} = {total} registers; the block's {threads} threads hold {held} each at "
+                               f"launch ({held * threads} in all), and setmaxnreg only moves them between roles "
+                               f"(consumers may take at most "
+                               f"{held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8})")
     m, n, _ = model.tensorize.mma_shape.mnk
     tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
     accumulators = tiles_per_group * m * n * tiles.accumulator_type.size // (4 * WARPGROUP)

@@ -85,6 +85,8 @@ from ..ir.kernel import (
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
+    launch_registers,
+    roles_fit,
 )
 from ..ir.types import ScalarType, converts_implicitly
 
@@ -459,6 +461,10 @@ class _Checker:
                 self.report("hopper", f"role {role.name}: setmaxnreg takes multiples of 8 from 24 to 256, not "
                                       f"{role.registers}")
             self.body(role.body, scope.inner(f"only the {role.name} role runs it"))
+        if not roles_fit(s.roles, self.threads):
+            self.report("hopper", "the roles' setmaxnreg budgets (" + ", ".join(
+                f"{r.threads} x {r.registers}" for r in s.roles) + f") exceed the {self.threads} threads x "
+                f"{launch_registers(self.threads)} registers the block holds at launch: an increase would wait forever")
 
     # -- names, tiles, bounds -----------------------------------------------------------------
 
