@@ -90,7 +90,7 @@ def main() -> None:
         for step in (2, 3):
             package.add(*ladder(step, TYPES["tf32"], instruction, k_block=128),
                         base_name=f"ladder{step}_tf32_k128_{family_name}")
-    print(package.build("families", format=acc.Package.Format.HAT_SOURCE, output_dir=output))
+    print(package.build("families", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{output}/families"))
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def main() -> None:
                                           warpgroup_n=wn, output=output, b_layout=layout,
                                           persistent={"group": group} if group else None)
         package.add(plan, args, base_name=name)
-    package.build("hopper_tiles", format=acc.Package.Format.HAT_SOURCE, output_dir=options.output)
+    package.build("hopper_tiles", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{options.output}/hopper_tiles")
 
 
 if __name__ == "__main__":

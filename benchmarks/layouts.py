@@ -26,7 +26,7 @@ def main() -> None:
     package = acc.Package()
     for layout, suffix in ((acc.Array.Layout.FIRST_MAJOR, "nn"), (acc.Array.Layout.LAST_MAJOR, "nt")):
         package.add(*tilus_matmul.matmul(4096, 4096, 4096, 3, b_layout=layout), base_name=f"matmul_v4_s3_{suffix}")
-    print(package.build("layouts", format=acc.Package.Format.HAT_SOURCE, output_dir=output))
+    print(package.build("layouts", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{output}/layouts"))
 
 
 if __name__ == "__main__":

@@ -47,4 +47,4 @@ if __name__ == "__main__":
     package = acc.Package()
     for name, stages in PLANS.items():
         package.add(*add(stages), base_name=name)
-    package.build("gluon_add", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("gluon_add", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/gluon_add")

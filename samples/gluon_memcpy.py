@@ -35,4 +35,4 @@ def memcpy(N: int = N):
 if __name__ == "__main__":
     package = acc.Package()
     package.add(*memcpy(), base_name="gluon_memcpy")
-    package.build("gluon_memcpy", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("gluon_memcpy", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/gluon_memcpy")

@@ -39,4 +39,4 @@ plan.bind({
 
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="hello_matmul")
-package.build("hello_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("hello_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/hello_matmul")

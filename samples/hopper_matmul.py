@@ -80,4 +80,4 @@ if __name__ == "__main__":
                         b_layout=acc.Array.Layout.LAST_MAJOR, persistent=grouped), base_name="matmul_tf32_4096")
     package.add(*matmul(2048, 1024, 2048, block=(128, 128, 64), output=acc.ScalarType.float16, persistent=grouped),
                 base_name="matmul_fp16_2048x1024x2048")
-    package.build("hopper_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("hopper_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/hopper_matmul")

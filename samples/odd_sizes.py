@@ -21,4 +21,4 @@ if __name__ == "__main__":
     for name, operand in (("fp16", acc.ScalarType.float16), ("tf32", acc.ScalarType.float32)):
         plan, args = matmul(1000, 1000, 1000, stages=3, operand=operand)
         package.add(plan, args=args, base_name=f"matmul_1000_{name}")
-    package.build("odd_sizes", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("odd_sizes", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/odd_sizes")

@@ -49,4 +49,5 @@ def register_tile(M: int = 2048, N: int = 1024, K: int = 2048):
 if __name__ == "__main__":
     package = acc.Package()
     package.add(*register_tile(), base_name="simt_register_tile")
-    package.build("simt_register_tile", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("simt_register_tile", format=acc.Package.Format.HAT_SOURCE,
+                  output_dir="hat_packages/simt_register_tile")

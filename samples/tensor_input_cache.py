@@ -48,4 +48,4 @@ plan.cache(B, index=kk, location=target.MemorySpace.SHARED)
 
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="tensor_input_cache")
-package.build("tensor_input_cache", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("tensor_input_cache", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tensor_input_cache")

@@ -48,4 +48,5 @@ plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT)
 
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="tensor_input_output_cache")
-package.build("tensor_input_output_cache", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("tensor_input_output_cache", format=acc.Package.Format.HAT_SOURCE,
+              output_dir="hat_packages/tensor_input_output_cache")

@@ -60,4 +60,4 @@ package.add(*step(input_cache=True), base_name="tensor_input_cache_tf32")
 package.add(*step(input_cache=True, double_buffer=True), base_name="tensor_input_double_buffer_cache_tf32")
 package.add(*step(input_cache=True, double_buffer=True, output_cache=True),
             base_name="tensor_input_output_cache_tf32")
-package.build("tensor_ladder_tf32", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("tensor_ladder_tf32", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tensor_ladder_tf32")

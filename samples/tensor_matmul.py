@@ -45,4 +45,4 @@ plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma_shape)
 
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="tensor_matmul")
-package.build("tensor_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("tensor_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tensor_matmul")

@@ -47,4 +47,5 @@ plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT)
 
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="tensor_matmul_output_cache")
-package.build("tensor_matmul_output_cache", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("tensor_matmul_output_cache", format=acc.Package.Format.HAT_SOURCE,
+              output_dir="hat_packages/tensor_matmul_output_cache")

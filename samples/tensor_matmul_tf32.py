@@ -44,4 +44,4 @@ plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma_shape)
 
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="tensor_matmul_tf32")
-package.build("tensor_matmul_tf32", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+package.build("tensor_matmul_tf32", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tensor_matmul_tf32")

@@ -42,4 +42,4 @@ def tiled_copy(M: int = M, N: int = N):
 if __name__ == "__main__":
     package = acc.Package()
     package.add(*tiled_copy(), base_name="tiled_copy")
-    package.build("tiled_copy", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("tiled_copy", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tiled_copy")

@@ -71,4 +71,4 @@ if __name__ == "__main__":
         for stages in (3, 4, 5):
             plan, args = matmul(M, N, K, stages)
             package.add(plan, args=args, base_name=f"matmul_v4_s{stages}{suffix}")
-    package.build("tilus_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages")
+    package.build("tilus_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tilus_matmul")

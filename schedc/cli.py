@@ -96,7 +96,7 @@ _VERIFY_IR = click.option("--verify-ir", is_flag=True,
 @main.command()
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.option("--output-dir", default=None, type=click.Path(file_okay=False),
-              help="Write packages here instead of the script's output_dir.")
+              help="Write each package into its own folder DIR/<name>/ instead of the script's output_dir.")
 @_VERIFY_IR
 def build(script: str, output_dir: str | None, verify_ir: bool) -> None:
     """Run SCRIPT, which builds its packages (Package.build), and list the files written."""

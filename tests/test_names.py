@@ -51,7 +51,7 @@ package.add(plan, args=(In, W, Out), base_name="batched")
 package.build("batched", output_dir="unused")
 '''
 
-BAD_CACHE = "plan.cache(In, index=ii, location=acc.MemorySpace.SHARED)  # ii runs on threads"
+BAD_CACHE = "plan.cache(In, index=i, location=acc.MemorySpace.SHARED)  # i runs on blocks"
 
 
 def write(tmp_path: Path, extra: str = "", rename: dict[str, str] | None = None, text: str = SCRIPT) -> Path:
@@ -90,13 +90,13 @@ def test_script_names_reach_the_model_and_the_cuda(tmp_path):
 
 def test_bad_cache_index_names_the_script_variables(tmp_path):
     path = write(tmp_path, BAD_CACHE)
-    message = r"^cache\(In, index=ii, location=SHARED\): ii is bound to THREAD_Y; cache at a loop"
+    message = r"^cache\(In, index=i, location=SHARED\): i is bound to BLOCK_Y: a block sees one of its values"
     with pytest.raises(acc.CacheError, match=message):
         show(path)
     result = CliRunner().invoke(main, ["check", str(path)])
     assert result.exit_code == 1
-    assert "error: cache(In, index=ii, location=SHARED): ii is bound to THREAD_Y" in result.output
-    assert re.search(r"for ii in range\(0, 16, 1\): +# THREAD_Y, 16 iterations +<-- here", result.output)
+    assert "error: cache(In, index=i, location=SHARED): i is bound to BLOCK_Y" in result.output
+    assert re.search(r"for i in range\(0, 64, 16\): +# BLOCK_Y, 4 iterations +<-- here", result.output)
     assert "Out[b, i + ii, j + jj] = Out[b, i + ii, j + jj] + In[b, i + ii, k] * W[k, j + jj]" in result.output
 
 
@@ -112,8 +112,9 @@ def test_split_variables_name_the_split_loops(tmp_path):
     model, _, source = show(write(tmp_path, rename={"ii": "rows", "jj": "cols"}))
     assert loop_names(model) == ["b", "i", "j", "rows", "cols", "k"]
     assert "const int rows = threadIdx.y;" in source and "const int cols = threadIdx.x;" in source
-    path = write(tmp_path, BAD_CACHE, rename={"ii": "rows", "jj": "cols"})
-    with pytest.raises(acc.CacheError, match=r"^cache\(In, index=rows, location=SHARED\): rows is bound"):
+    private = "plan.cache(Out, index=ii, location=acc.MemorySpace.PRIVATE)"
+    path = write(tmp_path, private, rename={"ii": "rows", "jj": "cols"})
+    with pytest.raises(acc.CacheError, match=r"^cache\(Out, index=rows, location=PRIVATE\): rows is bound"):
         show(path)
 
 

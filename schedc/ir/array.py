@@ -47,6 +47,7 @@ class Array:
     """
 
     Layout = Layout
+    Role = Role  # Accera: acc.Array.Role.INPUT
 
     def __init__(
         self,

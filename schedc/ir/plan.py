@@ -74,7 +74,8 @@ class Plan:
 
     # -- bind --------------------------------------------------------------------------------
 
-    def bind(self, mapping: Mapping[Index | tuple[Index, ...], GridUnit]) -> None:
+    def bind(self, mapping: Mapping[Index | tuple[Index, ...], GridUnit] | tuple[Index, ...],
+             grid: tuple[GridUnit, ...] | None = None) -> None:
         """Run loops on the grid: each index (or tuple of indices) becomes a block, warpgroup, warp
         or thread coordinate instead of a loop.
 
@@ -86,12 +87,19 @@ class Plan:
         together: the block is ``(warpgroup_x * warpgroup_y * 128, 1, 1)`` threads (plus a producer
         warpgroup when the plan is warp-specialized).
 
+        Accera's older form ``bind((i, ii), grid=(BLOCK_Y, THREAD_Y))`` pairs the two tuples.
+
         Before → after for ``bind({i: BLOCK_Y, ii: THREAD_Y})``::
 
             for i in range(0, 2048, 32):        i = blockIdx.y * 32
               for ii in range(0, 32, 1):   →    ii = threadIdx.y
                 ...                             ...
         """
+        if grid is not None:  # Accera's older form: bind((i, j), grid=(BLOCK_X, BLOCK_Y))
+            if not isinstance(mapping, tuple | list) or not isinstance(grid, tuple | list) or len(mapping) != len(grid):
+                raise PlanError(f"bind({mapping!r}, grid={grid!r})",
+                                "bind(indices, grid=units) takes two tuples of the same length")
+            mapping = dict(zip(mapping, grid, strict=True))
         where = f"bind({_render_binding(mapping)})"
         if not isinstance(mapping, Mapping) or not mapping:
             raise PlanError(where, "mapping must be a non-empty dict of index: GridUnit")

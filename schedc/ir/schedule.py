@@ -134,14 +134,21 @@ class Schedule:
         self.order.insert(self.order.index(index) + 1, inner)
         return inner
 
-    def tile(self, shape: Mapping[Index, int]) -> tuple[Index, ...]:
+    def tile(self, shape: Mapping[Index, int] | tuple[Index, ...],
+             sizes: tuple[int, ...] | None = None) -> tuple[Index, ...]:
         """Split each index of ``shape`` by its size; outer indices keep their places and the
-        new inner indices follow the last of them, in the mapping's order.
+        new inner indices follow the last of them, in the mapping's order. Accera's older form
+        ``tile((i, j), (8, 4))`` (indices, then sizes) is the same as ``tile({i: 8, j: 4})``.
 
         Returns the inner indices. Before → after for ``tile({i: 8, j: 4})``::
 
             for i: for j: ...    →    for i (step 8): for j (step 4): for ii: for jj: ...
         """
+        if sizes is not None:
+            where = f"tile({shape!r}, {sizes!r})"
+            if not isinstance(shape, tuple | list) or not isinstance(sizes, tuple | list) or len(shape) != len(sizes):
+                raise ScheduleError(where, "tile(indices, sizes) takes two tuples of the same length")
+            shape = dict(zip(shape, sizes, strict=True))
         where = f"tile({_render_mapping(shape)})"
         if not isinstance(shape, Mapping) or not shape:
             raise ScheduleError(where, "shape must be a non-empty dict of index: size")

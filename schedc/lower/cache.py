@@ -66,6 +66,10 @@ class SharedCache:
     # a sequential cache whose copies use cp.async (sm_80+, 4-byte vectors): every vector of
     # the tile in flight at once, then a wait for all of them, instead of one per thread at a time
     copy_async: bool = False
+    # where the copy runs: before this serial loop, or (None) at the innermost level, just
+    # inside the serial loops around ``index`` (an index bound to threads or warps, or
+    # tensorized, has no loop of its own: the block fills the cache where its loop would be)
+    at: str | None = None
 
     @property
     def ring(self) -> int:
@@ -87,11 +91,11 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
     caches = [_plan(model, spec, guards, threads, tiles) for spec in specs]
     # double_buffer=True (AUTO) where cp.async cannot copy a tile: every AUTO cache at that
     # index takes the register double buffer instead, so that they share one pipeline
-    narrow = {c.index for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
+    narrow = {c.at for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
     if narrow:
-        specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and s.index in narrow
-                 else s for s in specs]
-        caches = [_plan(model, spec, guards, threads, tiles) if spec.index in narrow else c
+        specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and c.at in narrow
+                 else s for c, s in zip(caches, specs)]
+        caches = [_plan(model, spec, guards, threads, tiles) if c.at in narrow else c
                   for c, spec in zip(caches, specs)]
     for c in caches:
         _check_async(c)
@@ -114,12 +118,7 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
 
 def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = None) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
-    tile = set(model.tensorize.loops) if model.tensorize else set()
-    unit = model.binding_of(spec.index)
-    if unit is not None or spec.index in tile:
-        role = f"bound to {unit.name}" if unit is not None else "tensorized"
-        raise CacheError(here, f"{spec.index} is {role}; cache at a loop that runs in every thread",
-                         loops=(spec.index,))
+    at = placement(model, spec.index, here)
     if any(s.buffer == spec.array for s in model.statements):
         raise CacheError(here, f"the nest writes {spec.array}; shared caches of written arrays are not "
                                "built yet (cache the accumulator in MMA_FRAGMENT)", loops=(spec.index,))
@@ -172,7 +171,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
                                f"{why}: cache at a loop further in (a tile of rank 2), or use stages=N",
                          loops=(spec.index,))
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
-                       spec.pipeline, spec.stages, carrier, limits, axes)
+                       spec.pipeline, spec.stages, carrier, limits, axes, at=at)
 
 
 def _swizzle(tiles: tensor.TensorMatch | None, array: str, plain: SharedBuffer) -> int:
@@ -225,22 +224,42 @@ def _check_async(c: SharedCache) -> None:
                      f"{size} bytes along its contiguous dimension {inner})", loops=(c.index,))
 
 
+def placement(model, index: str, here: str) -> str | None:
+    """Where the block fills a cache kept across ``index``: before ``index``'s loop when each
+    thread runs it; for an index bound to threads or warps, or tensorized (Accera's caching at
+    such an index: the block's footprint over the loops at and inside it, filled cooperatively
+    just inside the serial loops around it), before the first serial loop after it, or at the
+    innermost level (None) when none follows. An index bound to blocks is refused."""
+    unit = model.binding_of(index)
+    if unit is not None and unit.level == "block":
+        raise CacheError(here, f"{index} is bound to {unit.name}: a block sees one of its values, so there is no "
+                               f"tile of the loops at and inside it to share; cache at a loop inside the block's "
+                               "loops", loops=(index,))
+    serial = model.serial_loops
+    if index in serial:
+        return index
+    names = [lp.name for lp in model.loops]
+    after = [n for n in serial if names.index(n) > names.index(index)]
+    return after[0] if after else None
+
+
 def _carrier(model, spec, here: str) -> str:
     """The serial loop that directly encloses the cache index: the loop a pipeline runs along."""
     serial = model.serial_loops
-    position = serial.index(spec.index)
-    if position == 0:
+    names = [lp.name for lp in model.loops]
+    around = [n for n in serial if names.index(n) < names.index(spec.index)]
+    if not around:
         raise CacheError(here, f"no serial loop encloses {spec.index}, so there is no next tile to "
                                f"copy while computing; cache at a loop inside another serial loop "
-                               f"(the serial loops are {', '.join(serial)})", loops=(spec.index,))
-    return serial[position - 1]
+                               f"(the serial loops are {', '.join(serial) or 'none'})", loops=(spec.index,))
+    return around[-1]
 
 
 def _check_pipelines(caches: list[SharedCache]) -> None:
     """Caches kept across one loop share its pipeline."""
     for c in caches:
         for other in caches:
-            if other.index == c.index and (other.pipeline, other.stages) != (c.pipeline, c.stages):
+            if other.at == c.at and (other.pipeline, other.stages) != (c.pipeline, c.stages):
                 raise CacheError(
                     f"cache({other.array}, index={other.index}, location=SHARED)",
                     f"{c.array} and {other.array} are cached at {c.index} with different pipelines "
@@ -267,12 +286,12 @@ def _sequential_async(model, caches: list[SharedCache]) -> list[SharedCache]:
     together (a thread's synchronous copy waits for each vector's load before the next)."""
     if not Target(model.target).has_async_copy:
         return caches
-    by_index: dict[str, list[SharedCache]] = {}
+    by_place: dict[str | None, list[SharedCache]] = {}
     for c in caches:
-        by_index.setdefault(c.index, []).append(c)
-    fits = {index for index, group in by_index.items()
+        by_place.setdefault(c.at, []).append(c)
+    fits = {at for at, group in by_place.items()
             if all(c.pipeline == "sync" and (c.vector * c.buffer.dtype.size) % 4 == 0 for c in group)}
-    return [dataclasses.replace(c, copy_async=True) if c.index in fits else c for c in caches]
+    return [dataclasses.replace(c, copy_async=True) if c.at in fits else c for c in caches]
 
 
 def _describe(c: SharedCache) -> str:
@@ -338,10 +357,11 @@ def _vector(model, global_buffer, fp, shared_strides, bounded: bool, inner: int)
 # -- using the caches ----------------------------------------------------------------------------
 
 
-def fill(caches: tuple[SharedCache, ...], index: str, as_expr) -> tuple[Stmt, ...]:
-    """Before ``index``'s loop, for its caches without a carrier: barrier, the copies, barrier
-    (cp.async copies with one stage: commit and wait for all before the second barrier)."""
-    here = [c for c in caches if c.index == index and c.carrier is None]
+def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt, ...]:
+    """Before the serial loop ``at`` (None: at the innermost level), for the caches placed there
+    without a carrier: barrier, the copies, barrier (cp.async copies with one stage: commit and
+    wait for all before the second barrier)."""
+    here = [c for c in caches if c.at == at and c.carrier is None]
     if not here:
         return ()
     asynchronous = here[0].pipeline == "async" or here[0].copy_async

@@ -54,6 +54,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
             for s in (in_loops(model, st) for st in model.statements)
         )
     unrolled = private.unrolled(registers)
+    # a cache placed before a loop that is unrolled into fragments is filled at the innermost level
+    shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
 
     def level(n: int) -> tuple[Stmt, ...]:
         if n == len(serial):
@@ -70,6 +72,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         guards = guards_at.get(n, [])
         if guards:
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
+        if n == len(serial):  # caches filled at the innermost level: every thread reaches the barriers
+            body = (*cache.fill(shared, None, lambda a: affine_expr(a, order)), *body)
         return body
 
     big = any(b.size > INT32_MAX for b in model.buffers)

@@ -190,9 +190,17 @@ class Package:
 
     def build(self, name: str, format: Format = Format.HAT_SOURCE, mode: Mode = Mode.RELEASE,
               platform: Platform = Platform.HOST, tolerance: float | None = None,
-              output_dir: str | Path = "hat_packages") -> Path | None:
-        """Compile every function and write the package to ``output_dir/name``; returns its
-        .hat path. Under ``schedc show`` nothing is written."""
+              output_dir: str | Path | None = None, config_file: object = None, _quiet: bool = True,
+              fail_on_error: bool = False) -> Path | None:
+        """Compile every function and write the package into ``output_dir`` (by default the
+        current directory) as Accera does: ``<output_dir>/<name>.hat`` beside ``<name>.cu``,
+        ``<name>.cubin``, ``lib<name>.so`` and ``<name>.schedc.json``; returns the .hat path.
+        ``schedc build --output-dir D`` puts each package in its own folder ``D/<name>/``
+        instead. Under ``schedc show`` nothing is written.
+
+        Accera's other arguments: ``fail_on_error`` and ``_quiet`` change nothing (every error is
+        raised; schedc prints only what it must say), ``config_file`` must be None (schedc reads
+        no configuration file)."""
         where = f"Package.build({name!r})"
         if not isinstance(name, str) or not name.isidentifier():
             raise PackageError(where, "the package name must be a C identifier")
@@ -211,9 +219,13 @@ class Package:
                 if f.model is not None:
                     current.shown.append((name, f.model, fn.kernels[0], source))
             return None
+        if config_file is not None:
+            raise PackageError(where, f"config_file={config_file!r}: schedc reads no configuration file; pass None")
         if current is not None and current.output_dir is not None:
-            output_dir = current.output_dir
-        path = _write(name, Path(output_dir) / name, self._target, self._functions, functions, source,
+            directory = Path(current.output_dir) / name  # schedc build --output-dir: a folder per package
+        else:
+            directory = Path(output_dir) if output_dir is not None else Path.cwd()
+        path = _write(name, directory, self._target, self._functions, functions, source,
                       format, mode, tolerance)
         if record is not None:
             record.write(path.parent / f"{name}.ir", format)

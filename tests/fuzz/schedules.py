@@ -192,21 +192,26 @@ class ScheduleBuilder:
                 return
 
     def cache(self, program: _Program) -> None:
-        """SHARED caches of read-only arrays at serial loops (one pipeline per index), sometimes
-        a PRIVATE cache, rarely a request schedc must refuse."""
-        serial = [n for n in self.order if n not in self.bound()]
+        """SHARED caches of read-only arrays at serial loops, or at loops bound to threads
+        (Accera's: filled where the first serial loop after them starts; one pipeline per such
+        place), sometimes a PRIVATE cache, rarely a request schedc must refuse."""
+        bound = self.bound()
+        serial = [n for n in self.order if n not in bound]
         if not serial:
             return
         read_only = sorted(arrays_read(program) - arrays_written(program))
-        pipelines: dict[str, tuple[str, int]] = {}
+        pipelines: dict[str | None, tuple[str, int]] = {}
         # with few threads each copies much: register pipelines of hundreds of elements per
         # thread take NVRTC many seconds, so such plans are rare
         chance = 0.3 if self.threads() >= 32 else 0.06
+        threaded = [n for n in self.order if bound.get(n, "").startswith("THREAD")]
         for array in read_only:
             if self.rng.random() < chance and len(self.plan.caches) < 3:
-                index = self.rng.choice(serial)
-                carried = serial.index(index) > 0 or self.rng.random() < 0.1  # a pipeline runs along a serial loop
-                pipeline = pipelines.setdefault(index, self._pipeline() if carried else ("sync", 0))
+                index = self.rng.choice(threaded if threaded and self.rng.random() < 0.25 else serial)
+                at = self.order.index(index)
+                place = next((n for n in self.order[at:] if n in serial), None)
+                carried = any(n in serial for n in self.order[:at]) or self.rng.random() < 0.1
+                pipeline = pipelines.setdefault(place, self._pipeline() if carried else ("sync", 0))
                 self.plan.caches.append(CacheDirective(array, index, "SHARED", *pipeline))
         if self.rng.random() < 0.25:
             self._private(program, serial)
