@@ -23,13 +23,24 @@ from .ir.nest import Nest
 from .ir.plan import Plan
 from .ir.schedule import Schedule
 from .ir.types import ScalarType
-from .targets import CacheStrategy, CopyEngine, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
+from .targets import (
+    CacheStrategy,
+    Constants,
+    CopyEngine,
+    GridUnit,
+    MemorySpace,
+    MMAFragmentOp,
+    MMASchedulingPolicy,
+    MMAShape,
+    Target,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CacheError", "CacheStrategy", "GridUnit", "Index", "Instruction", "InternalError", "LaunchError",
-    "MMAFragmentOp",
+    "Array", "CacheError", "CacheStrategy", "Constants", "GridUnit", "Index", "Instruction", "InternalError",
+    "LaunchError",
+    "MMAFragmentOp", "MMASchedulingPolicy",
     "CopyEngine", "MMAShape", "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min",

@@ -106,6 +106,30 @@ MMAShape = _Shape("MMAShape", [(name, name) for name in _ACCERA_SHAPES + _WGMMA_
 MMAShape.__doc__ = _Shape.__doc__
 
 
+class _Auto:
+    """Accera's ``Constants.AUTO``: let schedc choose (where an argument's default does)."""
+
+    def __repr__(self) -> str:
+        return "AUTO"
+
+
+class Constants:
+    """Accera's ``acc.Constants``: ``AUTO`` stands for an argument's default choice."""
+
+    AUTO = _Auto()
+
+
+class MMASchedulingPolicy(enum.Enum):
+    """The order of a warp's tensor-core products when a tile takes several passes and the warp
+    holds several accumulator tiles (register blocking): ``PASS_ORDER`` (default) issues each
+    pass for every tile before the next pass; ``BLOCK_ORDER`` issues every pass of a pass group
+    for one tile before the next tile. The results are the same (each tile sums its passes in
+    order); the order changes which products are in flight together."""
+
+    PASS_ORDER = "PASS_ORDER"
+    BLOCK_ORDER = "BLOCK_ORDER"
+
+
 class MMAFragmentOp(enum.Enum):
     """Element-wise operations on the accumulator fragment around a tensorized product.
 
@@ -225,6 +249,21 @@ class TensorCoreInfo:
             raise TargetError(f"mma_shape_to_tuple({mma_shape!r})", "mma_shape must be an MMAShape")
         return mma_shape.mnk
 
+    def supports(self, input_type: ScalarType, output_type: ScalarType, shape: MMAShape,
+                 num_total_passes: int = 1, num_fused_passes: int | None = None) -> bool:
+        """Whether the tensor cores multiply ``input_type`` into ``output_type`` with ``shape``
+        (Accera's name); the passes must be positive, the fused ones dividing the total."""
+        fused = num_total_passes if num_fused_passes is None else num_fused_passes
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (num_total_passes, fused)):
+            return False
+        if num_total_passes % fused:
+            return False
+        try:
+            self.mode_for(input_type, output_type, shape)
+        except LookupError:
+            return False
+        return True
+
     def missing(self, mma_shape: MMAShape) -> str:
         """Why this target has no ``mma_shape``, with the nearest shape it has."""
         nearest = min(self.supported_shapes, key=lambda s: (_distance(s, mma_shape), s.value))
@@ -290,23 +329,70 @@ def _distance(a: MMAShape, b: MMAShape) -> float:
     return sum(abs(math.log2(x / y)) for x, y in zip(a.mnk, b.mnk))
 
 
+def _check_buildable(spec: GPUModel) -> None:
+    """The installed NVRTC must compile for the model's architecture."""
+    from .package.compile import nvrtc_version, supported_archs
+
+    archs = supported_archs()
+    if spec.sm not in archs:
+        raise TargetError(f"Target({spec.name})",
+                          f"NVRTC {nvrtc_version()} compiles for sm_{min(archs)} to sm_{max(archs)}; the "
+                          f"{spec.name} is sm_{spec.sm}, which needs a CUDA toolkit whose NVRTC still builds it "
+                          f"(CUDA 12: the nvidia-cuda-nvrtc-cu12 wheel in place of the CUDA 13 one)")
+
+
 def _name(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
+
+
+class Category(enum.Enum):
+    """Accera's ``Target.Category``: schedc builds for GPU targets only."""
+
+    CPU = "CPU"
+    GPU = "GPU"
+
+
+class Runtime(enum.Enum):
+    """Accera's ``Target.Runtime``: schedc's kernels run on CUDA (NONE and DEFAULT mean CUDA)."""
+
+    NONE = "NONE"
+    DEFAULT = "DEFAULT"
+    CUDA = "CUDA"
+    ROCM = "ROCM"
+    VULKAN = "VULKAN"
+    OPENMP = "OPENMP"
 
 
 class Target:
     """A GPU to compile for: ``Target(Target.Model.NVIDIA_H100)``.
 
     Its attributes are the model's row of the target table (``sm``, ``arch``,
-    ``shared_memory_static``, ...), plus Accera's enumerations ``GridUnit`` and ``MemorySpace``
-    and ``tensor_core_info``.
+    ``shared_memory_static``, ...), plus Accera's enumerations ``GridUnit``, ``MemorySpace``,
+    ``Category`` and ``Runtime`` and ``tensor_core_info``. Accera's keywords: ``known_name``
+    (the model or its name), ``category`` (GPU; CPU is refused), ``runtime`` (CUDA, or NONE /
+    DEFAULT; ROCM, VULKAN and OPENMP are refused); ``Target(category=GPU, runtime=CUDA)`` alone
+    is the default model. A model whose architecture the installed NVRTC cannot compile for (the
+    V100's sm_70 with NVRTC 13) is refused here, with the range it can.
     """
 
     Model = Model
     GridUnit = GridUnit
     MemorySpace = MemorySpace
+    Category = Category
+    Runtime = Runtime
 
-    def __init__(self, model: Model | str = Model.NVIDIA_H100) -> None:
+    def __init__(self, model: Model | str | None = None, category: Category | None = None,
+                 runtime: Runtime | None = None, known_name: Model | str | None = None, **others) -> None:
+        if model is None:
+            model = known_name if known_name is not None else Model.NVIDIA_H100
+        where = f"Target({_name(model)})"
+        if others:
+            raise TargetError(where, f"{', '.join(sorted(others))}: schedc describes a GPU by its model only "
+                                     f"(known: {', '.join(m.name for m in Model)})")
+        if category is not None and category is not Category.GPU:
+            raise TargetError(where, f"category={_name(category)}: schedc builds for NVIDIA GPUs only (Category.GPU)")
+        if runtime is not None and runtime not in (Runtime.CUDA, Runtime.NONE, Runtime.DEFAULT):
+            raise TargetError(where, f"runtime={_name(runtime)}: schedc's kernels run on CUDA (Runtime.CUDA)")
         if isinstance(model, str):
             by_name = {m.value.lower(): m for m in Model} | {m.name.lower(): m for m in Model}
             if model.lower() not in by_name:
@@ -315,9 +401,33 @@ class Target:
             model = by_name[model.lower()]
         if not isinstance(model, Model):
             raise TargetError(f"Target({model!r})", "model must be a Target.Model")
+        _check_buildable(MODELS[model])
+        self._set(model)
+
+    @classmethod
+    def known(cls, model: Model) -> Target:
+        """The Target of a model a plan was already made for (no second NVRTC check)."""
+        target = cls.__new__(cls)
+        target._set(model)
+        return target
+
+    def _set(self, model: Model) -> None:
         self.model = model
         self.spec = MODELS[model]
         self.tensor_core_info = TensorCoreInfo(self.spec)
+
+    @property
+    def category(self) -> Category:
+        return Category.GPU
+
+    @property
+    def runtime(self) -> Runtime:
+        return Runtime.CUDA
+
+    @property
+    def num_cores(self) -> int:
+        """The multiprocessors (Accera's name for a GPU's cores)."""
+        return self.spec.sm_count
 
     def __getattr__(self, name: str):  # the table row's fields
         spec = self.__dict__.get("spec")

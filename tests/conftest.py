@@ -78,3 +78,16 @@ def build_sample(name: str, output_dir: Path) -> Path:
 def show_sample(name: str):
     """The (package, model, kernel, source) tuples of a sample, without writing anything."""
     return run_sample(name, show_only=True).shown
+
+
+@pytest.fixture
+def v100(monkeypatch):
+    """The NVIDIA V100 Target as an NVRTC that still builds sm_70 would give it (the installed
+    NVRTC 13 refuses the model when it is made): for checks that stop before compiling."""
+    from schedc.package import compile as compilers
+
+    archs = compilers.supported_archs()
+    monkeypatch.setattr(compilers, "supported_archs", lambda: tuple(sorted({70, *archs})))
+    import schedc as acc
+
+    return acc.Target(acc.Target.Model.NVIDIA_V100)

@@ -39,8 +39,8 @@ def test_amd_shapes_are_refused_with_the_nearest_nvidia_shape(shape):
         plan.tensorize(indices=(ii, jj, kk), mma_shape=mma)
 
 
-def test_the_nearest_shape_is_the_closest_in_m_n_and_k():
-    info = acc.Target(acc.Target.Model.NVIDIA_V100).tensor_core_info  # no tf32 shape before sm_80
+def test_the_nearest_shape_is_the_closest_in_m_n_and_k(v100):
+    info = v100.tensor_core_info  # no tf32 shape before sm_80
     assert info.missing(acc.MMAShape.M16xN16xK8_B1).endswith("the nearest shape they have is M16xN16xK16_B1")
     assert H100.tensor_core_info.missing(acc.MMAShape.M16xN16xK4_B1).endswith("M16xN16xK8_B1")
 
@@ -55,3 +55,117 @@ def test_shared_memory_limits_per_block():
     assert (H100.max_shared_memory_per_block, H100.max_static_shared_memory_per_block) == (232448, 49152)
     a100 = acc.Target(acc.Target.Model.NVIDIA_A100)
     assert a100.max_shared_memory_per_block == 166912
+
+
+# -- Target's keywords, Constants.AUTO, tensor_core_info.supports ---------------------------------
+
+def test_target_category_runtime_and_cores():
+    t = acc.Target(category=acc.Target.Category.GPU, runtime=acc.Target.Runtime.CUDA)
+    assert (t.model, t.category, t.runtime, t.num_cores) == (acc.Target.Model.NVIDIA_H100, acc.Target.Category.GPU,
+                                                             acc.Target.Runtime.CUDA, 132)
+    assert acc.Target(known_name="NVIDIA A100").num_cores == 108
+    with pytest.raises(TargetError, match="category=CPU: schedc builds for NVIDIA GPUs only"):
+        acc.Target(category=acc.Target.Category.CPU)
+    with pytest.raises(TargetError, match=r"runtime=ROCM: schedc's kernels run on CUDA \(Runtime.CUDA\)"):
+        acc.Target(acc.Target.Model.NVIDIA_H100, runtime=acc.Target.Runtime.ROCM)
+    with pytest.raises(TargetError, match="frequency_GHz, num_threads: schedc describes a GPU by its model only"):
+        acc.Target(num_threads=8, frequency_GHz=2.0)
+
+
+def test_tensor_core_info_supports():
+    info, f16, f32 = H100.tensor_core_info, acc.ScalarType.float16, acc.ScalarType.float32
+    assert info.supports(f16, f32, acc.MMAShape.M16xN16xK16_B1)
+    assert info.supports(f16, f32, acc.MMAShape.M16xN16xK16_B1, num_total_passes=4, num_fused_passes=2)
+    assert not info.supports(f16, f32, acc.MMAShape.M16xN16xK16_B1, num_total_passes=4, num_fused_passes=3)
+    assert not info.supports(f16, f32, acc.MMAShape.M16xN16xK4_B1)  # an AMD shape
+    assert not info.supports(f16, acc.ScalarType.float64, acc.MMAShape.M16xN16xK16_B1)
+    assert not acc.Target(acc.Target.Model.NVIDIA_A100).tensor_core_info.supports(
+        f16, f32, acc.MMAShape.M64xN128xK16_B1)  # wgmma needs sm_90
+
+
+def _walk(body):
+    from schedc.ir.kernel import walk_statements
+
+    return list(walk_statements(body))
+
+
+def _simt_plan(target=H100, **plan_options):
+    nest, args = matmul_arrays(64, 64, 64)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.tile({i: 16, j: 16})
+    kk = s.split(k, 16)
+    s.reorder(i, j, k, ii, jj, kk)
+    plan = s.create_plan(target, **plan_options)
+    g = target.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    return plan, args, (i, j, k, ii, jj, kk)
+
+
+def test_cache_level_and_max_elements_name_the_index():
+    from .plans import compile_plan
+
+    plan, (A, B, C), (i, j, k, ii, jj, kk) = _simt_plan()
+    plan.cache(A, level=3, location=acc.MemorySpace.SHARED, layout=acc.Constants.AUTO)  # order[6 - 3] = ii
+    plan.cache(B, max_elements=256, location=acc.MemorySpace.SHARED, double_buffer_location=acc.Constants.AUTO)
+    assert plan.caches[0].index is ii and plan.caches[1].index is None
+    from schedc.lower.cache import choose_indices
+
+    model, kernel = compile_plan(plan, (A, B, C))
+    chosen = choose_indices(model).caches
+    assert [(c.array, c.index) for c in chosen] == [("A", "ii"), ("B", "ii")]  # B at k: 64 x 16 > 256
+    assert sum(type(s).__name__ == "BlockCopy" for s in _walk(kernel.body)) >= 2
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"index": "kk", "level": 1}, "give one of index=, level= and max_elements=, not index and level"),
+    ({"level": 7}, "level must be an integer from 1 .the innermost loop. to 6, not 7"),
+    ({"max_elements": 0}, "max_elements must be a positive integer, not 0"),
+    ({"index": "kk", "thrifty": True}, "thrifty=True .* is a CPU cache option in Accera"),
+    ({"index": "kk", "_shared_memory_offset": 512}, "_shared_memory_offset=512: schedc places every shared buffer"),
+    ({}, "needs index= .the loop the cached data is kept across., level= or max_elements="),
+])
+def test_cache_index_arguments_are_checked(options, message):
+    plan, (A, _, _), indices = _simt_plan()
+    if options.get("index") == "kk":
+        options = {**options, "index": indices[-1]}
+    with pytest.raises(acc.CacheError, match=message):
+        plan.cache(A, location=acc.MemorySpace.SHARED, **options)
+
+
+def test_max_elements_that_no_loop_fits_is_refused():
+    from .plans import compile_plan
+
+    plan, args, _ = _simt_plan()
+    plan.cache(args[0], max_elements=8, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match=r"cache\(A, max_elements=8, location=SHARED\): no loop's footprint of A "
+                                             r"has at most 8 elements \(k: 1024, ii: 256, jj: 256, kk: 256\)"):
+        compile_plan(plan, args)
+
+
+def test_dynamic_shared_memory_size():
+    from .plans import compile_plan
+
+    plan, args, _ = _simt_plan(_dynamic_shared_memory_size=6000)
+    plan.cache(args[0], level=3, location=acc.MemorySpace.SHARED)
+    _, kernel = compile_plan(plan, args)
+    assert kernel.dynamic_shared_bytes == 6000
+    plan, args, _ = _simt_plan(_dynamic_shared_memory_size=512)
+    plan.cache(args[0], level=3, location=acc.MemorySpace.SHARED)
+    with pytest.raises(PlanError, match=r"create_plan\(_dynamic_shared_memory_size=512\): the kernel's shared memory "
+                                        "needs 1024 bytes per block, more than 512"):
+        compile_plan(plan, args)
+    with pytest.raises(PlanError, match="NVIDIA H100 allows 232448 bytes of shared memory per block"):
+        _simt_plan(_dynamic_shared_memory_size=300000)
+
+
+def test_build_takes_accera_keywords(tmp_path):
+    from .plans import compile_plan  # noqa: F401 - the plan compiles in build
+
+    plan, args, _ = _simt_plan()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="keywords")
+    path = package.build("keywords", output_dir=tmp_path, fail_on_error=True, _quiet=False)
+    assert path == tmp_path / "keywords.hat" and (tmp_path / "keywords.cu").exists()  # Accera's layout
+    with pytest.raises(acc.PackageError, match="config_file='x.yml': schedc reads no configuration file"):
+        package.build("keywords", output_dir=tmp_path, config_file="x.yml")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import schedc as acc
-from schedc import PackageError, PlanError
+from schedc import PackageError, PlanError, TargetError
 from schedc.ir.kernel import FragmentLoad, walk_statements
 from schedc.verify import emulate_function
 
@@ -214,14 +214,13 @@ def test_tensorize_wrong_roles():
         compile_plan(plan, args)
 
 
-def test_tensorize_type_support():
+def test_tensorize_type_support(v100):
     plan, args = tensorized(operand=T.float64, result=T.float64)
     with pytest.raises(PlanError, match="tensor cores do not multiply float64 operands"):
         compile_plan(plan, args)
     plan, args = tensorized(result=T.float64)
     with pytest.raises(PlanError, match="float16 operands accumulate into float32, float16, not float64"):
         compile_plan(plan, args)
-    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)
     plan, args = tensorized(operand=T.bfloat16, target=v100)
     with pytest.raises(PlanError, match=r"NVIDIA V100 \(sm_70\) tensor cores do not support bfloat16 operands \(needs sm_80"):
         compile_plan(plan, args)
@@ -300,14 +299,24 @@ def test_package_add_errors(tmp_path):
         p.build("bad name", output_dir=tmp_path)
 
 
-def test_unsupported_arch_for_nvrtc(tmp_path):
-    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)
+def test_unsupported_arch_is_refused_when_the_target_is_made():
+    with pytest.raises(TargetError, match=r"Target\(NVIDIA V100\): NVRTC [\d.]+ compiles for sm_75 to sm_\d+; "
+                                          r"the NVIDIA V100 is sm_70, which needs a CUDA toolkit"):
+        acc.Target(acc.Target.Model.NVIDIA_V100)
+
+
+def test_unsupported_arch_for_nvrtc(tmp_path, v100, monkeypatch):
+    """Past the Target (an NVRTC that claims sm_70), the compiler still names the range."""
+    from schedc.package import compile as compilers
+
     nest, args = matmul_arrays(32, 32, 32)
     i, j, k = nest.get_indices()
     plan = nest.create_schedule().create_plan(v100)
     plan.bind({i: v100.GridUnit.BLOCK_X, j: v100.GridUnit.THREAD_X})
     p = acc.Package()
     p.add(plan, args=args, base_name="old")
+    claimed = compilers.supported_archs()
+    monkeypatch.setattr(compilers, "supported_archs", lambda: tuple(a for a in claimed if a != 70))
     with pytest.raises(PackageError, match=r"compiles for sm_75 to sm_\d+ only; sm_70 needs another CUDA toolkit"):
         p.build("old", output_dir=tmp_path)
 

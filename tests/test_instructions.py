@@ -157,8 +157,8 @@ def test_swizzle_applies_to_rows_of_32_64_or_a_multiple_of_128_bytes():
     ("NVIDIA_V100", F16, F32, acc.MMAShape.M16xN16xK16_B1, Instruction.AUTO, "wmma"),
     ("NVIDIA_H100", F16, F32, acc.MMAShape.M16xN16xK16_B1, Instruction.WMMA, "wmma"),
 ])
-def test_auto_picks_the_fastest_family_that_can(model, operand, accumulator, shape, requested, want):
-    target = acc.Target(getattr(acc.Target.Model, model))
+def test_auto_picks_the_fastest_family_that_can(model, operand, accumulator, shape, requested, want, request):
+    target = request.getfixturevalue("v100") if model == "NVIDIA_V100" else acc.Target(getattr(acc.Target.Model, model))
     assert family_for(target, operand, accumulator, shape, requested).name == want
 
 
@@ -168,8 +168,8 @@ def test_auto_picks_the_fastest_family_that_can(model, operand, accumulator, sha
      "MMA_SYNC multiplies float16 into float32/float16 with M16xN16xK16_B1, M32xN8xK16_B1; .* not int8"),
     ("NVIDIA_H100", F16, acc.MMAShape.M8xN32xK16_B1, "not float16 into float32 with M8xN32xK16_B1"),
 ])
-def test_an_instruction_that_cannot_is_refused_with_the_reason(model, operand, shape, message):
-    target = acc.Target(getattr(acc.Target.Model, model))
+def test_an_instruction_that_cannot_is_refused_with_the_reason(model, operand, shape, message, request):
+    target = request.getfixturevalue("v100") if model == "NVIDIA_V100" else acc.Target(getattr(acc.Target.Model, model))
     result = ScalarType.int32 if operand is ScalarType.int8 else F32
     plan, args = tensor_matmul(64, 64, 64, operand=operand, result=result, mma=shape, target=target,
                                block=(16, 64) if shape is acc.MMAShape.M8xN32xK16_B1 else (32, 32),

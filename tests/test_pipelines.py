@@ -175,8 +175,7 @@ def test_pipeline_argument_checks(kwargs, message):
         _cache(**kwargs)
 
 
-def test_no_cp_async_before_sm80():
-    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)
+def test_no_cp_async_before_sm80(v100):
     plan, (A, B, C) = tensor_matmul(64, 64, 256, k_split=64, target=v100)
     kk = next(i for i in plan.schedule.pieces if i.name == "kk")
     with pytest.raises(CacheError, match=r"NVIDIA V100 \(sm_70\) has no cp.async \(sm_80\+\); use "
@@ -229,7 +228,7 @@ def _copies(kernel):
     return [s for s in walk_statements(kernel.body) if isinstance(s, BlockCopy)]
 
 
-def test_sequential_caches_copy_with_cp_async_where_they_can():
+def test_sequential_caches_copy_with_cp_async_where_they_can(v100):
     """Accera's sequential cache (barrier, copy, barrier) keeps its meaning; on sm_80+ the copy
     is cp.async with a wait for all of it, so every vector is in flight at once."""
     model, kernel = kernel_of("fp16_shared_ab")
@@ -237,7 +236,7 @@ def test_sequential_caches_copy_with_cp_async_where_they_can():
     waits = [s for s in _walk(kernel) if isinstance(s, AsyncWait | AsyncCommit)]
     assert waits == [AsyncCommit(), AsyncWait(0)]
     assert emulates(model, kernel)
-    v100 = acc.Target(acc.Target.Model.NVIDIA_V100)  # no cp.async: the copies stay synchronous
+    # the V100 has no cp.async: the copies stay synchronous
     _, kernel = compile_plan(*tensor_matmul(64, 64, 256, k_split=64, shared_ab=True, target=v100))
     assert _copies(kernel) and not any(c.asynchronous for c in _copies(kernel))
     # 2-byte vectors (a tile one fp16 wide): cp.async moves 4 bytes at least; the caches at that

@@ -67,6 +67,7 @@ class TensorizeSpec:
     epilogue_op: MMAFragmentOp
     epilogue_arg: float
     instruction: Instruction = Instruction.AUTO
+    block_order: bool = False  # MMASchedulingPolicy.BLOCK_ORDER: a tile's passes together
 
 
 @k.register
@@ -81,6 +82,7 @@ class CacheSpec:
     automatic: bool = False  # async chosen by AUTO: a register double buffer where cp.async cannot copy
     engine: CopyEngine = CopyEngine.AUTO  # what fills the tile: threads, TMA, or AUTO
     element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, if not the array's
+    max_elements: int = 0  # index "": the outermost loop whose footprint has at most this many elements
 
 
 @k.register
@@ -98,6 +100,7 @@ class Model:
     unrolled: tuple[str, ...]
     caches: tuple[CacheSpec, ...] = ()
     blocks_per_sm: int = 0  # create_plan(_blocks_per_SM=): blocks a multiprocessor should hold (0: any)
+    dynamic_shared: int = 0  # create_plan(_dynamic_shared_memory_size=): bytes per block (0: what caches need)
     # plan.warp_specialize(enabled, producer registers, consumer registers); None: AUTO
     specialization: tuple[bool, int, int] | None = None
     persistence: tuple[int, int] | None = None  # plan.persistent: (group, blocks; 0 = one per multiprocessor)
@@ -162,7 +165,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         tensorize = TensorizeSpec(
             tuple(i.name for i in t.indices), t.mma_shape, t.num_total_passes,
             t.num_fused_passes, t.prologue_op, t.prologue_arg, t.epilogue_op, t.epilogue_arg,
-            t.instruction,
+            t.instruction, t.block_order,
         )
     return Model(
         function=function,
@@ -176,11 +179,12 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         tensorize=tensorize,
         unrolled=tuple(i.name for i in plan.unrolled),
         caches=tuple(
-            CacheSpec(c.source.name, c.index.name, c.location, c.strategy, c.pipeline, c.stages, c.automatic,
-                      c.engine, c.element_type)
+            CacheSpec(c.source.name, c.index.name if c.index is not None else "", c.location, c.strategy,
+                      c.pipeline, c.stages, c.automatic, c.engine, c.element_type, c.max_elements)
             for c in plan.caches
         ),
         blocks_per_sm=plan.blocks_per_sm,
+        dynamic_shared=plan.dynamic_shared,
         specialization=plan.specialization,
         persistence=plan.persistence,
     )

@@ -14,7 +14,17 @@ import numpy as np
 
 from ..errors import CacheError, PlanError
 from ..instructions import Instruction, check_instruction
-from ..targets import CacheStrategy, CopyEngine, GridUnit, MemorySpace, MMAFragmentOp, MMAShape, Target
+from ..targets import (
+    CacheStrategy,
+    Constants,
+    CopyEngine,
+    GridUnit,
+    MemorySpace,
+    MMAFragmentOp,
+    MMASchedulingPolicy,
+    MMAShape,
+    Target,
+)
 from .expr import Index
 from .types import ScalarType
 
@@ -32,6 +42,7 @@ class CacheRequest:
     automatic: bool = False  # double_buffer=True with AUTO location: registers where cp.async cannot copy
     engine: CopyEngine = CopyEngine.AUTO
     element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, when not the array's
+    max_elements: int = 0  # index None: the outermost loop whose footprint has at most this many elements
 
 
 @dataclass(frozen=True)
@@ -47,14 +58,23 @@ class Tensorization:
     epilogue_op: MMAFragmentOp
     epilogue_arg: float
     instruction: Instruction = Instruction.AUTO
+    block_order: bool = False  # MMASchedulingPolicy.BLOCK_ORDER
 
 
 class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
-    def __init__(self, schedule, target: Target, blocks_per_sm: int | None = None) -> None:
+    def __init__(self, schedule, target: Target, blocks_per_sm: int | None = None,
+                 dynamic_shared: int | None = None) -> None:
         if not isinstance(target, Target):
             raise PlanError(f"create_plan({target!r})", "target must be a schedc.Target")
+        self.dynamic_shared = 0
+        if dynamic_shared is not None:
+            where = f"create_plan({target!r}, _dynamic_shared_memory_size={dynamic_shared!r})"
+            self.dynamic_shared = _positive(where, "_dynamic_shared_memory_size", dynamic_shared)
+            if dynamic_shared > target.shared_memory_max:
+                raise PlanError(where, f"{target.name} allows {target.shared_memory_max} bytes of shared memory per "
+                                       "block")
         if blocks_per_sm is not None:
             where = f"create_plan({target!r}, _blocks_per_SM={blocks_per_sm!r})"
             _positive(where, "_blocks_per_SM", blocks_per_sm)
@@ -138,7 +158,7 @@ class Plan:
         use_static_offsets: bool = False,
         num_total_passes: int = 1,
         num_fused_passes: int | None = None,
-        scheduling_policy: object = None,
+        scheduling_policy: MMASchedulingPolicy | None = None,
         prologue_op: MMAFragmentOp = MMAFragmentOp.NONE,
         prologue_arg: float = 0.0,
         epilogue_op: MMAFragmentOp = MMAFragmentOp.NONE,
@@ -157,8 +177,10 @@ class Plan:
         together (default: all). ``prologue_op`` applies to C's tile before its first product
         (SET: C = arg, giving C = A @ B for arg 0; SCALE: C = arg * C; ReLU) and
         ``epilogue_op`` after its last (SCALE: alpha scaling; ReLU). float32 operands multiply
-        in tf32 (M16xN16xK8_B1). Accera's AMD-only ``use_static_offsets`` and
-        ``scheduling_policy`` are refused rather than ignored.
+        in tf32 (M16xN16xK8_B1). Accera's AMD-only ``use_static_offsets`` is refused rather
+        than ignored. ``scheduling_policy`` (``MMASchedulingPolicy``) orders the products of a
+        warp's tiles over a pass group: PASS_ORDER (default) each pass for every tile, then the
+        next pass; BLOCK_ORDER every pass for one tile, then the next tile.
 
         ``instruction`` picks the tensor-core instruction family (``schedc.instructions``):
         ``Instruction.AUTO`` (default) the fastest the target has for the operand types and
@@ -195,8 +217,9 @@ class Plan:
             raise PlanError(
                 where, "use_static_offsets is an AMD optimization in Accera; NVIDIA tiles compute offsets inline"
             )
-        if scheduling_policy is not None:
-            raise PlanError(where, "scheduling_policy applies to AMD multi-block MMA shapes only")
+        if scheduling_policy is not None and not isinstance(scheduling_policy, MMASchedulingPolicy):
+            raise PlanError(where, f"scheduling_policy must be an MMASchedulingPolicy (PASS_ORDER, BLOCK_ORDER), "
+                                   f"not {scheduling_policy!r}")
         if not isinstance(indices, tuple | list) or len(indices) != 3:
             raise PlanError(where, "indices must be a tuple of three indices (m, n, k)")
         for index in indices:
@@ -224,6 +247,7 @@ class Plan:
         self.tensorization = Tensorization(
             tuple(indices), mma_shape, total, fused, prologue_op, float(prologue_arg),
             epilogue_op, float(epilogue_arg), check_instruction(where, instruction),
+            scheduling_policy is MMASchedulingPolicy.BLOCK_ORDER,
         )
 
     # -- cache -------------------------------------------------------------------------------
@@ -242,6 +266,10 @@ class Plan:
         vectorize=None,
         engine: CopyEngine = CopyEngine.AUTO,
         element_type: ScalarType | None = None,
+        level: int | None = None,
+        max_elements: int | None = None,
+        thrifty: bool | None = None,
+        _shared_memory_offset: int | None = None,
     ) -> None:
         """Keep the part of ``source`` the loops at and inside ``index`` touch in faster memory.
 
@@ -322,9 +350,21 @@ class Plan:
         """
         from .array import Array
 
+        auto = Constants.AUTO
+        layout, strategy, element_type = (None if v is auto else v for v in (layout, strategy, element_type))
+        double_buffer_location = None if double_buffer_location is auto else double_buffer_location
+        vectorize = None if vectorize is auto else vectorize
         name = getattr(source, "display_name", repr(source))
         shown = index.name if isinstance(index, Index) else repr(index)
         where = f"cache({name}, index={shown}, location={_enum_name(location)})"
+        index, max_elements = self._cache_index(where, index, level, max_elements, location)
+        if thrifty:
+            raise CacheError(where, "thrifty=True (skip the copy where the tile already lies as the cache would) "
+                                    "is a CPU cache option in Accera; a GPU cache is what the block's threads share: "
+                                    "leave thrifty unset")
+        if _shared_memory_offset not in (None, 0):
+            raise CacheError(where, f"_shared_memory_offset={_shared_memory_offset!r}: schedc places every shared "
+                                    "buffer itself (aligned, without overlap); leave it unset")
         if not isinstance(source, Array):
             raise CacheError(where, f"{source!r} is not an Array")
         if not isinstance(location, MemorySpace):
@@ -352,17 +392,40 @@ class Plan:
         if location in (MemorySpace.MMA_FRAGMENT, MemorySpace.PRIVATE) and strategy is not None:
             raise CacheError(where, f"strategy does not apply to an {location.name} cache (each thread or "
                                     "warp copies its own tile)")
-        if index is None:
-            raise CacheError(where, "needs index= (the loop the cached data is kept across)")
-        self._check_index(where, index)
+        if index is None and not max_elements:
+            raise CacheError(where, "needs index= (the loop the cached data is kept across), level= or max_elements=")
+        if index is not None:
+            self._check_index(where, index)
         if all(source is not a for a in self.schedule.nest.arrays()):
             raise CacheError(where, f"the nest does not access {name}: there is nothing to cache")
         if any(c.source is source for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
-                         element_type)
+                         element_type, max_elements or 0)
         )
+
+    def _cache_index(self, where: str, index, level, max_elements, location: MemorySpace):
+        """Accera's three ways to name a cache's loop: ``index``; ``level`` (the loop ``level``
+        places from the innermost in the schedule's order: level 1 is the innermost loop);
+        ``max_elements`` (the outermost loop whose footprint has at most that many elements,
+        chosen when the plan is compiled). Exactly one of them."""
+        given = [n for n, v in (("index", index), ("level", level), ("max_elements", max_elements)) if v is not None]
+        if len(given) > 1:
+            raise CacheError(where, f"give one of index=, level= and max_elements=, not {' and '.join(given)}")
+        if level is not None:
+            order = self.schedule.order
+            if isinstance(level, bool) or not isinstance(level, int | np.integer) or not 1 <= level <= len(order):
+                raise CacheError(where, f"level must be an integer from 1 (the innermost loop) to {len(order)}, "
+                                        f"not {level!r}")
+            return order[len(order) - int(level)], None
+        if max_elements is not None:
+            if isinstance(max_elements, bool) or not isinstance(max_elements, int | np.integer) or max_elements < 1:
+                raise CacheError(where, f"max_elements must be a positive integer, not {max_elements!r}")
+            if location is MemorySpace.MMA_FRAGMENT:
+                raise CacheError(where, "an MMA_FRAGMENT cache holds C's tiles at a loop given by index=")
+            return None, int(max_elements)
+        return index, None
 
     # -- warp specialization ---------------------------------------------------------------------
 

@@ -184,17 +184,22 @@ class Schedule:
         self._check_open(where)
         self.order = list(indices)
 
-    def create_plan(self, target=None, _blocks_per_SM: int | None = None):  # noqa: N803 - Accera's name
+    def create_plan(self, target=None, _blocks_per_SM: int | None = None,  # noqa: N803 - Accera's name
+                    _dynamic_shared_memory_size: int | None = None):
         """A plan for running this schedule on ``target`` (default: NVIDIA H100).
 
         ``_blocks_per_SM`` (Accera's name): the blocks each multiprocessor should hold at once;
         the compiler then keeps each thread's registers within the share that allows
         (``__launch_bounds__(threads, blocks)``). The plan is refused if the blocks' threads or
-        shared memory cannot fit on one multiprocessor."""
+        shared memory cannot fit on one multiprocessor. ``_dynamic_shared_memory_size`` (Accera's
+        name): the bytes of dynamic shared memory each block is launched with, at least what the
+        caches need (refused, with both numbers, when they need more) and at most the target's
+        opt-in limit; by default exactly what they need."""
         from ..targets import Target
         from .plan import Plan
 
-        return Plan(self, target if target is not None else Target(), blocks_per_sm=_blocks_per_SM)
+        return Plan(self, target if target is not None else Target(), blocks_per_sm=_blocks_per_SM,
+                    dynamic_shared=_dynamic_shared_memory_size)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -122,13 +122,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     if any(s.buffer == spec.array for s in model.statements):
         raise CacheError(here, f"the nest writes {spec.array}; shared caches of written arrays are not "
                                "built yet (cache the accumulator in MMA_FRAGMENT)", loops=(spec.index,))
-    names = [lp.name for lp in model.loops]
-    position = names.index(spec.index)
-    fixed = tuple(
-        n for i, n in enumerate(names)
-        if (i < position and (model.binding_of(n) is None or model.binding_of(n).level == "block"))
-        or (model.binding_of(n) is not None and model.binding_of(n).level == "block")
-    )
+    fixed = block_fixed(model, spec.index)
     fp = footprint(model, spec, here, fixed, guards)
     global_buffer = model.buffer(spec.array)
     # the copies run wherever the loops around them run, also where a partial tile's guard
@@ -224,6 +218,49 @@ def _check_async(c: SharedCache) -> None:
                      f"{size} bytes along its contiguous dimension {inner})", loops=(c.index,))
 
 
+def block_fixed(model, index: str) -> tuple[str, ...]:
+    """The loops a block's cache at ``index`` holds fixed: the block's coordinates and the
+    serial loops outside ``index`` (thread and warp coordinates vary: the block shares it)."""
+    names = [lp.name for lp in model.loops]
+    position = names.index(index)
+
+    def unit(n: str) -> str | None:
+        u = model.binding_of(n)
+        return u.level if u is not None else None
+
+    return tuple(n for i, n in enumerate(names) if unit(n) == "block" or (i < position and unit(n) is None))
+
+
+def choose_indices(model):
+    """``plan.cache(..., max_elements=N)``: the outermost loop whose footprint (the block's, for
+    SHARED; the thread's, for PRIVATE) has at most N elements."""
+    if not any(c.max_elements for c in model.caches):
+        return model
+    return dataclasses.replace(model, caches=tuple(_choose(model, c) if c.max_elements else c for c in model.caches))
+
+
+def _choose(model, spec):
+    here = f"cache({spec.array}, max_elements={spec.max_elements}, location={spec.location.name})"
+    sizes = []
+    for lp in model.loops:
+        unit = model.binding_of(lp.name)
+        if unit is not None and (unit.level == "block" or spec.location is not MemorySpace.SHARED):
+            continue
+        names = [p.name for p in model.loops]
+        fixed = block_fixed(model, lp.name) if spec.location is MemorySpace.SHARED else tuple(
+            n for n in names if names.index(n) < names.index(lp.name) or model.binding_of(n) is not None)
+        try:
+            fp = poly.footprint(model, spec.array, lp.name, fixed)
+        except poly.FootprintError:
+            continue
+        elements = math.prod(fp.extents)
+        if elements <= spec.max_elements:
+            return dataclasses.replace(spec, index=lp.name, max_elements=0)
+        sizes.append(f"{lp.name}: {elements}")
+    raise CacheError(here, f"no loop's footprint of {spec.array} has at most {spec.max_elements} elements "
+                           f"({', '.join(sizes) or 'no loop can hold the cache'})")
+
+
 def placement(model, index: str, here: str) -> str | None:
     """Where the block fills a cache kept across ``index``: before ``index``'s loop when each
     thread runs it; for an index bound to threads or warps, or tensorized (Accera's caching at
@@ -284,7 +321,7 @@ def _sequential_async(model, caches: list[SharedCache]) -> list[SharedCache]:
     """Sequential caches copy with cp.async where the target has it and every tile filled at
     the index moves 4-byte vectors: the same barrier, copy, barrier, with the copies in flight
     together (a thread's synchronous copy waits for each vector's load before the next)."""
-    if not Target(model.target).has_async_copy:
+    if not Target.known(model.target).has_async_copy:
         return caches
     by_place: dict[str | None, list[SharedCache]] = {}
     for c in caches:

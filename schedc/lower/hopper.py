@@ -513,19 +513,20 @@ class _Products:
         steps = [tensor._values(model, name) for name in self.shape.steps]
         for s_n, values in enumerate(itertools.product(*steps)):
             fixed = dict(zip(self.shape.steps, values))
-            for p in range(model.tensorize.passes):
+            passes = range(model.tensorize.passes)
+            names = {}
+            for p in passes:
                 tag = f"{s_n}_{p}" if model.tensorize.passes > 1 else f"{s_n}"
-                names = {}
                 for prefix, role, operand, loops in (("a", "A", tm.a, a_loops), ("b", "B", tm.b, b_loops)):
                     for combo in blocking.combos(loops):
                         name = blocking.name(f"{prefix}{tag}", loops, combo)
-                        names[prefix, tuple(sorted(combo.items()))] = name
+                        names[prefix, p, tuple(sorted(combo.items()))] = name
                         out += self.descriptor(name, role, operand, p, {**fixed, **combo}, stage)
-                for combo in blocking.combos(blocking.loops):
-                    a = names["a", tuple(sorted((n_, v) for n_, v in combo.items() if n_ in a_loops))]
-                    b = names["b", tuple(sorted((n_, v) for n_, v in combo.items() if n_ in b_loops))]
-                    c = blocking.name("c", blocking.loops, combo)
-                    out.append(FragmentMma(c, a, b, c))
+            for p, combo in tensor._product_order(model.tensorize, passes, blocking.combos(blocking.loops)):
+                a = names["a", p, tuple(sorted((n_, v) for n_, v in combo.items() if n_ in a_loops))]
+                b = names["b", p, tuple(sorted((n_, v) for n_, v in combo.items() if n_ in b_loops))]
+                c = blocking.name("c", blocking.loops, combo)
+                out.append(FragmentMma(c, a, b, c))
         return out
 
     def descriptor(self, name: str, role: str, operand: tensor.Operand, p: int, values: dict[str, int],

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import poly
+from ..errors import PlanError
 from ..ir.kernel import Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
@@ -51,7 +52,8 @@ class Pass:
 
 def analyze(ir: Lowering) -> Lowering:
     """Polyhedral facts: loop ranges, the guards of partial tiles, access relations."""
-    return dataclasses.replace(ir, facts=poly.analyze(ir.model))
+    model = cache.choose_indices(ir.model)
+    return dataclasses.replace(ir, model=model, facts=poly.analyze(model))
 
 
 def launch_shape(ir: Lowering) -> Lowering:
@@ -69,7 +71,7 @@ def tensorize(ir: Lowering) -> Lowering:
     """Tensor-core tiles (operands, accumulator, partial edges) and C's edge scratch."""
     if ir.model.tensorize is None:
         return ir
-    tiles = tensor.match(ir.model, ir.facts, Target(ir.model.target))
+    tiles = tensor.match(ir.model, ir.facts, Target.known(ir.model.target))
     return dataclasses.replace(ir, tiles=tiles, scratch=tensor.edge_scratch(ir.model, tiles, ir.launch.threads))
 
 
@@ -95,6 +97,19 @@ def lower(ir: Lowering) -> Lowering:
     return dataclasses.replace(ir, kernel=kernel)
 
 
+def reserve_shared(ir: Lowering) -> Lowering:
+    """create_plan(_dynamic_shared_memory_size=N): the block is launched with N bytes, which
+    must hold what the kernel needs."""
+    wanted = ir.model.dynamic_shared
+    if not wanted:
+        return ir
+    need = ir.kernel.dynamic_shared_bytes
+    if need > wanted:
+        raise PlanError(f"create_plan(_dynamic_shared_memory_size={wanted})",
+                        f"the kernel's shared memory needs {need} bytes per block, more than {wanted}")
+    return dataclasses.replace(ir, kernel=dataclasses.replace(ir.kernel, dynamic_shared_bytes=wanted))
+
+
 def fold(ir: Lowering) -> Lowering:
     """Constant folding of index arithmetic and of guards that always hold."""
     return dataclasses.replace(ir, kernel=simplify.simplify(ir.kernel))
@@ -108,5 +123,6 @@ PASSES: tuple[Pass, ...] = (
     Pass("shared", shared_caches, "shared"),
     Pass("private", private_caches, "registers"),
     Pass("lower", lower, "kernel"),
+    Pass("reserve shared", reserve_shared, "kernel"),
     Pass("simplify", fold, "kernel"),
 )

@@ -555,13 +555,21 @@ def _products(model, tm: TensorMatch, as_expr, tiles: Blocking) -> list[Stmt]:
                     out.append(FragmentLoad(name, operand.buffer, _origin(operand, p, as_expr, combo),
                                             operand.row_stride, operand.col_stride, path=_path(tm, operand),
                                             vector=vectors[prefix], row_phase=operand.row_phase))
-        for p in passes:
-            for combo in tiles.combos(tiles.loops):
-                out.append(FragmentMma(tiles.name("c", tiles.loops, combo),
-                                       tiles.name(f"a{p % fused}", a_loops, combo),
-                                       tiles.name(f"b{p % fused}", b_loops, combo),
-                                       tiles.name("c", tiles.loops, combo)))
+        for p, combo in _product_order(t, passes, tiles.combos(tiles.loops)):
+            out.append(FragmentMma(tiles.name("c", tiles.loops, combo),
+                                   tiles.name(f"a{p % fused}", a_loops, combo),
+                                   tiles.name(f"b{p % fused}", b_loops, combo),
+                                   tiles.name("c", tiles.loops, combo)))
     return out
+
+
+def _product_order(t, passes, combos) -> list[tuple[int, dict]]:
+    """(pass, tile) pairs in the plan's MMASchedulingPolicy: pass by pass (PASS_ORDER) or
+    tile by tile (BLOCK_ORDER)."""
+    combos = list(combos)
+    if t.block_order:
+        return [(p, combo) for combo in combos for p in passes]
+    return [(p, combo) for p in passes for combo in combos]
 
 
 def _vector(model, tm: TensorMatch, operand: Operand, use: str, edge: TileEdge | None = None) -> int:

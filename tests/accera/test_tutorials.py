@@ -1,0 +1,93 @@
+"""Accera-style scripts (tests/accera/*.py: the GPU tutorial ladder and the patterns of Accera's
+GPU tests) run as written: each builds its package where it says (``build/<name>.hat``, Accera's
+layout), its CUDA compiles (the .cubin), and its kernel emulates correctly against numpy."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from schedc.cli import main
+
+from ..conftest import require_gpu
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in ("__init__", "matmul_generator")
+                 and not p.stem.startswith("test_"))
+
+
+def run_script(name: str, directory: Path, folder: Path = HERE) -> Path:
+    """Run <folder>/<name>.py in ``directory`` (tests/accera's modules importable, as when Accera's
+    scripts run from their folder); the .hat it wrote."""
+    before = os.getcwd()
+    sys.path.insert(0, str(HERE))
+    try:
+        os.chdir(directory)
+        runpy.run_path(str(folder / f"{name}.py"), run_name="__main__")
+    finally:
+        os.chdir(before)
+        sys.path.remove(str(HERE))
+    hat = directory / "build" / f"{name}.hat"
+    assert hat.exists(), sorted(p.name for p in (directory / "build").iterdir())
+    return hat
+
+
+def test_every_rung_of_the_ladder_is_here():
+    assert {"hello_matmul_gpu", "tensor_matmul_gpu", "zero_init", "alpha_scaling", "multi_pass",
+            "scheduling_policy", "input_cache", "double_buffer", "output_cache"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_builds_and_emulates(name, tmp_path):
+    hat = run_script(name, tmp_path)
+    for suffix in (".cu", ".cubin", ".schedc.json"):
+        assert hat.with_suffix(suffix).exists() or (hat.parent / f"{name}{suffix}").exists(), suffix
+    result = CliRunner().invoke(main, ["emulate", str(hat), "--blocks", "2"])
+    assert result.exit_code == 0, result.output
+    assert ": ok:" in result.output
+
+
+def test_caches_at_bound_indices_fill_inside_k(tmp_path):
+    """The caches at ii (threads) and at the warp-bound ii are filled at each step of k, before the
+    loops inside it, and pipelined along k."""
+    for name, pipelined in (("thread_bound_cache", "k_stage"), ("warp_bound_cache", "k_stage")):
+        source = (run_script(name, tmp_path).parent / f"{name}.cu").read_text()
+        body = source[source.index("for (int k = 0;"):]
+        assert pipelined in body and "A_shared" in body and "B_shared" in body, name
+
+
+def test_block_order_changes_only_the_order_of_products(tmp_path):
+    """BLOCK_ORDER: each tile's two passes one after the other; PASS_ORDER: each pass over
+    every tile. Both emulate correctly (test_script_builds_and_emulates for BLOCK_ORDER)."""
+    import re
+
+    script = HERE / "scheduling_policy.py"
+    orders = {}
+    for policy in ("BLOCK_ORDER", "PASS_ORDER"):
+        (tmp_path / policy).mkdir()
+        text = script.read_text().replace("MMASchedulingPolicy.BLOCK_ORDER", f"MMASchedulingPolicy.{policy}")
+        (tmp_path / policy / "scheduling_policy.py").write_text(text)
+        source = run_script("scheduling_policy", tmp_path / policy, tmp_path / policy).with_suffix(".cu").read_text()
+        calls = re.findall(r"mma_m16n8k16\(&(c_\d_\d)\[0\], &a(\d)_", source)
+        orders[policy] = [(tile, int(p)) for tile, p in calls]
+    assert orders["BLOCK_ORDER"][:4] == [("c_0_0", 0), ("c_0_0", 1), ("c_0_1", 0), ("c_0_1", 1)]
+    assert orders["PASS_ORDER"][:4] == [("c_0_0", 0), ("c_0_1", 0), ("c_1_0", 0), ("c_1_1", 0)]
+    assert sorted(orders["BLOCK_ORDER"]) == sorted(orders["PASS_ORDER"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["thread_bound_cache", "warp_bound_cache", "scheduling_policy"])
+def test_script_on_the_gpu(name, tmp_path):
+    import schedc
+    from schedc.verify import run_function
+
+    hat = run_script(name, tmp_path)
+    require_gpu()
+    for fn in schedc.load(hat).functions.values():
+        reports = run_function(fn, seed=5)
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
