@@ -169,3 +169,15 @@ def test_build_takes_accera_keywords(tmp_path):
     assert path == tmp_path / "keywords.hat" and (tmp_path / "keywords.cu").exists()  # Accera's layout
     with pytest.raises(acc.PackageError, match="config_file='x.yml': schedc reads no configuration file"):
         package.build("keywords", output_dir=tmp_path, config_file="x.yml")
+
+
+def test_cache_handles_trigger_index_and_caches_of_caches():
+    plan, (A, B, _), (i, j, k, ii, jj, kk) = _simt_plan()
+    handle = plan.cache(A, index=ii, location=acc.MemorySpace.SHARED)
+    assert (handle.array, handle.index, handle.location) == (A, ii, acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match=r"caches of caches \(a cache filled from the cache of .* at ii\) are "
+                                             "not built yet"):
+        plan.cache(handle, index=kk, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match="trigger_index=k other than index=kk .* is not built yet"):
+        plan.cache(B, index=kk, trigger_index=k, location=acc.MemorySpace.SHARED)
+    plan.cache(B, index=kk, trigger_index=kk, location=acc.MemorySpace.SHARED)  # the same loop: accepted

@@ -61,6 +61,15 @@ class Tensorization:
     block_order: bool = False  # MMASchedulingPolicy.BLOCK_ORDER
 
 
+@dataclass(frozen=True)
+class Cache:
+    """What ``plan.cache`` returns (Accera's cache handle): the array, its index and location."""
+
+    array: object
+    index: Index | None
+    location: MemorySpace
+
+
 class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
@@ -270,7 +279,7 @@ class Plan:
         max_elements: int | None = None,
         thrifty: bool | None = None,
         _shared_memory_offset: int | None = None,
-    ) -> None:
+    ) -> Cache:
         """Keep the part of ``source`` the loops at and inside ``index`` touch in faster memory.
 
         ``location=SHARED`` (sequential caching): before ``index``'s loop the block's threads
@@ -354,7 +363,8 @@ class Plan:
         layout, strategy, element_type = (None if v is auto else v for v in (layout, strategy, element_type))
         double_buffer_location = None if double_buffer_location is auto else double_buffer_location
         vectorize = None if vectorize is auto else vectorize
-        name = getattr(source, "display_name", repr(source))
+        name = f"<cache of {source.array.display_name}>" if isinstance(source, Cache) else \
+            getattr(source, "display_name", repr(source))
         shown = index.name if isinstance(index, Index) else repr(index)
         where = f"cache({name}, index={shown}, location={_enum_name(location)})"
         index, max_elements = self._cache_index(where, index, level, max_elements, location)
@@ -365,6 +375,10 @@ class Plan:
         if _shared_memory_offset not in (None, 0):
             raise CacheError(where, f"_shared_memory_offset={_shared_memory_offset!r}: schedc places every shared "
                                     "buffer itself (aligned, without overlap); leave it unset")
+        if isinstance(source, Cache):
+            raise CacheError(where, f"caches of caches (a cache filled from the cache of {source.array.display_name} "
+                                    "at " + (source.index.name if source.index is not None else "its loop")
+                                    + ") are not built yet: cache the array itself at the inner index")
         if not isinstance(source, Array):
             raise CacheError(where, f"{source!r} is not an Array")
         if not isinstance(location, MemorySpace):
@@ -382,7 +396,9 @@ class Plan:
         pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
         automatic = pipeline == "async" and stages is None and double_buffer_location in (None, MemorySpace.NONE)
         if trigger_index is not None and trigger_index is not index:
-            raise CacheError(where, "a trigger_index other than index is not supported yet")
+            trigger = trigger_index.name if isinstance(trigger_index, Index) else repr(trigger_index)
+            raise CacheError(where, f"trigger_index={trigger} other than index={shown} (a copy issued at another loop "
+                                    "than the one its data is kept across) is not built yet: leave trigger_index unset")
         _check_layout(where, source, location, layout)
         element_type = _check_element_type(where, source, location, element_type)
         if vectorize not in (None, True, "AUTO"):
@@ -404,6 +420,7 @@ class Plan:
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
                          element_type, max_elements or 0)
         )
+        return Cache(source, index, location)
 
     def _cache_index(self, where: str, index, level, max_elements, location: MemorySpace):
         """Accera's three ways to name a cache's loop: ``index``; ``level`` (the loop ``level``
