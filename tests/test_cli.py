@@ -50,7 +50,7 @@ def test_show_after_a_pass_prints_what_it_attached(after, expected):
 def test_show_after_names_the_passes():
     result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", "nowhere"])
     assert result.exit_code == 2
-    assert "'analyze', 'launch', 'check', 'tensorize', 'shared', 'private', 'lower', 'simplify'" in result.output
+    assert "'analyze', 'launch', 'check', 'tensorize', 'shared', 'private', 'lower', 'reserve', 'simplify'" in result.output
 
 
 def test_verify_ir_names_the_pass_that_broke_the_kernel(monkeypatch):

@@ -123,6 +123,6 @@ PASSES: tuple[Pass, ...] = (
     Pass("shared", shared_caches, "shared"),
     Pass("private", private_caches, "registers"),
     Pass("lower", lower, "kernel"),
-    Pass("reserve shared", reserve_shared, "kernel"),
+    Pass("reserve", reserve_shared, "kernel"),
     Pass("simplify", fold, "kernel"),
 )
