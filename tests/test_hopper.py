@@ -22,6 +22,7 @@ from schedc.errors import CacheError, PlanError
 from schedc.instructions import swizzle_column
 from schedc.ir.kernel import (
     Fragment,
+    FragmentAdd,
     FragmentLoad,
     If,
     Loop,
@@ -31,6 +32,7 @@ from schedc.ir.kernel import (
     Roles,
     WarpgroupFence,
     WarpgroupWait,
+    walk_statements,
 )
 from schedc.ir.model import freeze
 from schedc.lower import compile_model, verifying
@@ -352,6 +354,48 @@ def test_roles_are_checked_by_the_ir_verifier():
                       if isinstance(s, Roles) else (s,))
     assert any("exceed the 384 threads x 168 registers the block holds at launch" in p
                for p in wellformed.problems(dataclasses.replace(k, body=greedy)))
+
+
+def _adds(k) -> list[FragmentAdd]:
+    return [s for s in walk_statements(k.body) if isinstance(s, FragmentAdd)]
+
+
+def test_c_is_loaded_before_the_products_when_registers_allow():
+    """A 64x256 fp32 accumulator (128 registers) and C's tile in float16 (64) fit the consumers'
+    232: C is loaded before the k loop, added after it. In float32 C's tile would need 128 more:
+    it is loaded into the accumulator as before."""
+    early = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16)
+    assert [(s.fragment, s.source) for s in _adds(early)] == [("c_0_0", "c_0_0_early")]
+    source = emit_source([early], "// hopper")
+    source = source[source.index("// consumers"):]
+    assert source.index("c_0_0_early[elem]) = ") < source.index("for (int k = 0;") \
+        < source.index("c_0_0[elem] += schedc::convert<float>(c_0_0_early[elem]);")
+    assert _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=2)) == []
+    assert len(_adds(kernel(128, 256, 128, block=(128, 128, 64), stages=2))) == 1
+
+
+def test_c_added_while_a_wgmma_is_in_flight():
+    def change(s):
+        return () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,)
+
+    k = kernel(128, 256, 256, block=(128, 256, 64), stages=2, output=F16)
+    with pytest.raises(EmulationError, match="FragmentAdd of the accumulator c_0_0 while a wgmma on it is in flight"):
+        _emulate_broken(dataclasses.replace(k, body=_rewrite(k.body, change)))
+
+
+def test_fragment_add_is_checked_by_the_ir_verifier():
+    from schedc.lower import wellformed
+
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16)
+    assert wellformed.problems(k) == []
+    bad = _rewrite(k.body, lambda s: (dataclasses.replace(s, source="c_0_0_late"),) if isinstance(s, FragmentAdd)
+                   else (s,))
+    assert any("fragment c_0_0_late is used before it is declared" in p
+               for p in wellformed.problems(dataclasses.replace(k, body=bad)))
+    narrow = _rewrite(k.body, lambda s: (dataclasses.replace(s, n=128),) if isinstance(s, Fragment)
+                      and s.name == "c_0_0_early" else (s,))
+    assert any("a wgmma 64x128 tile to a wgmma 64x256 one" in p
+               for p in wellformed.problems(dataclasses.replace(k, body=narrow)))
 
 
 def test_descriptor_loads_read_shared_memory():

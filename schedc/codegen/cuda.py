@@ -23,6 +23,7 @@ from ..ir.kernel import (
     Const,
     Expr,
     Fragment,
+    FragmentAdd,
     FragmentApply,
     FragmentFill,
     FragmentLoad,
@@ -297,7 +298,7 @@ class Printer:
         return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
                 f"{s.dtype.value}{list(s.shape)}, in registers"]
 
-    @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply)
+    @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd)
     def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:
         """Tile statements: the emitter of the fragment's instruction family writes them."""
         emitter = TENSOR_EMITTERS[family_of(self, s)](self)

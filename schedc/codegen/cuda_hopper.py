@@ -116,8 +116,8 @@ class Wgmma(MmaSync):
         if s.use != "accumulator":
             return []  # a descriptor, made where the tile is loaded
         layout = self.layout(s)
-        return [f"alignas(16) {s.dtype.c_type} {s.name}[{layout.elements}];  // accumulator 64x{s.n}: "
-                f"{layout.elements} element(s) per thread (wgmma layout)"]
+        return [f"alignas(16) {s.dtype.c_type} {s.name}[{layout.elements}];  // 64x{s.n} tile: "
+                f"{layout.elements} element(s) per thread (wgmma accumulator layout)"]
 
     def load(self, s) -> list[str]:
         frag = self.p.fragments[s.fragment]

@@ -13,6 +13,7 @@ from ..ir.kernel import (
     Const,
     Expr,
     Fragment,
+    FragmentAdd,
     FragmentApply,
     FragmentFill,
     FragmentLoad,
@@ -59,7 +60,12 @@ class Emitter:
             return self.store(s)
         if isinstance(s, FragmentMma):
             return self.mma(s)
+        if isinstance(s, FragmentAdd):
+            return self.add(s)
         return apply(self.p, s, self)
+
+    def add(self, s: FragmentAdd) -> list[str]:
+        raise ValueError(f"{type(self).__name__} tiles are opaque: {s.source} cannot be added to {s.fragment}")
 
 
 class Wmma(Emitter):
@@ -227,6 +233,12 @@ class MmaSync(Emitter):
             body = f"if ({inside}) {move} else {clear}"
         step = f"elem += {s.vector}"
         return ["#pragma unroll", f"for (int elem = 0; elem < {layout.elements}; {step}) {{", f"    {body}", "}"]
+
+    def add(self, s: FragmentAdd) -> list[str]:
+        frag = self.p.fragments[s.fragment]
+        count = self.layout(frag).elements
+        value = f"schedc::convert<{frag.dtype.c_type}>({s.source}[elem])"
+        return ["#pragma unroll", f"for (int elem = 0; elem < {count}; elem += 1) {s.fragment}[elem] += {value};"]
 
     def mma(self, s: FragmentMma) -> list[str]:
         p = self.p

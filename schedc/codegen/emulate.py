@@ -29,6 +29,7 @@ from ..ir.kernel import (
     Const,
     Expr,
     Fragment,
+    FragmentAdd,
     FragmentApply,
     FragmentFill,
     FragmentLoad,
@@ -322,7 +323,8 @@ class _Block:
 
     # -- warp tiles ----------------------------------------------------------------------------
 
-    @EXECUTORS.handles(Fragment, FragmentFill, FragmentApply, FragmentMma, FragmentLoad, FragmentStore)
+    @EXECUTORS.handles(Fragment, FragmentFill, FragmentApply, FragmentAdd, FragmentMma, FragmentLoad,
+                      FragmentStore)
     def tile(self, s: Stmt, mask: np.ndarray) -> None:
         warps = mask.reshape(-1, WARP)
         partial = warps.any(axis=1) & ~warps.all(axis=1)
@@ -415,6 +417,11 @@ class _Block:
         """The first thread of the warp that touches each element of a tile operation."""
         warps = np.flatnonzero(active) * WARP
         return np.repeat(warps, index[0].size)
+
+    def add(self, s: FragmentAdd, active) -> None:
+        """``fragment += source`` on the active warps' (or warpgroups') tiles, in the fragment's type."""
+        frag = self.fragments[s.fragment]
+        frag[active] = frag[active] + self.fragments[s.source][active].astype(frag.dtype)
 
     def apply(self, s: FragmentApply, active) -> None:
         frag = self.fragments[s.fragment]

@@ -40,6 +40,7 @@ from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumul
 from ..ir.kernel import (
     Fence,
     Fragment,
+    FragmentAdd,
     FragmentApply,
     FragmentFill,
     FragmentLoad,
@@ -425,6 +426,8 @@ class Wgmma:
             frag[groups] = frag.dtype.type(s.value)
         elif isinstance(s, FragmentApply):
             b.apply(s, groups)
+        elif isinstance(s, FragmentAdd):
+            b.add(s, groups)
         elif isinstance(s, FragmentMma):
             self.mma(s, mask, groups)
         elif isinstance(s, FragmentLoad) and spec.use != "accumulator":

@@ -13,7 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..instructions import MMA_SYNC, LaneLayout, ldmatrix_plan, swizzled
-from ..ir.kernel import Fragment, FragmentApply, FragmentFill, FragmentLoad, FragmentMma, FragmentStore, Stmt
+from ..ir.kernel import (
+    Fragment,
+    FragmentAdd,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMma,
+    FragmentStore,
+    Stmt,
+)
 
 WARP = 32
 LANES = np.arange(WARP)
@@ -37,6 +46,8 @@ class Executor:
             frag[active] = frag.dtype.type(s.value)
         elif isinstance(s, FragmentApply):
             b.apply(s, active)
+        elif isinstance(s, FragmentAdd):
+            b.add(s, active)
         elif isinstance(s, FragmentMma):
             self.mma(s, active)
         elif isinstance(s, FragmentLoad):

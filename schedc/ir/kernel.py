@@ -204,6 +204,17 @@ class FragmentApply:
 
 
 @dataclass(frozen=True)
+class FragmentAdd:
+    """``fragment += source`` element by element, the source converted to the fragment's type.
+
+    The source is C's tile in C's own type, loaded into registers before the products and added
+    after them (the fragment starts at zero), so the load's latency hides behind the products."""
+
+    fragment: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Barrier:
     """``__syncthreads()``: every thread of the block arrives before any continues."""
 
@@ -433,7 +444,7 @@ class Roles:
 
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
+    | FragmentApply | FragmentAdd | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
     | WarpgroupCommit | WarpgroupWait | Roles
 )
@@ -716,7 +727,7 @@ _NODES = {
     cls.__name__: cls
     for cls in (
         Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
-        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, Buffer, Kernel, SharedBuffer,
+        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, Buffer, Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,

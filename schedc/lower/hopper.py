@@ -247,7 +247,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     full, empty = _barriers(stages)
     block_lets, group_lets = split_coordinates(model, launch)
     ring = _Ring(model, facts, shape, stages, launch.persistent)
-    products = _Products(model, tiles, caches, as_expr).bind(shape)
+    budget = consumer_regs if enabled else min(255, launch_registers(consumers))
+    products = _Products(model, tiles, caches, as_expr, budget).bind(shape)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), consumers) for s in range(stages)),
@@ -495,8 +496,10 @@ class _Products:
     """The wgmma products of one tile (every step of the cache index and the loops inside it,
     every pass, every register-blocked accumulator) and C's accumulators around the passes."""
 
-    def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr) -> None:
+    def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr,
+                 registers: int = 0) -> None:
         self.model, self.tiles, self.as_expr = model, tiles, as_expr
+        self.registers = registers  # what each consumer thread may hold
         self.caches = {c.array: c for c in caches}
         self.shape = None
 
@@ -599,12 +602,30 @@ class _Products:
         blocking = tensor.Blocking(model, self.shape.blocked)
         before: list[Stmt] = []
         after: list[Stmt] = []
-        for combo in blocking.combos(self.shape.blocked):
+        combos = blocking.combos(self.shape.blocked)
+        early = _early_fits(model, tm, len(combos), self.registers)
+        for combo in combos:
             c = blocking.name("c", self.shape.blocked, combo)
-            b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last)
+            b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last, early)
             before += b
             after += a
         return tuple(before), tuple(after)
+
+
+# registers a consumer thread needs besides its tiles of C: descriptors, addresses, counters
+REGISTER_MARGIN = 40
+
+
+def _early_fits(model, tiles: tensor.TensorMatch, count: int, registers: int) -> bool:
+    """Whether C can be loaded before the products (tensor._accumulator's ``early``): the
+    thread's ``count`` accumulators and as many tiles of C in its own type fit ``registers``."""
+    if tiles.c.buffer not in {b.name for b in model.buffers}:
+        return False
+    m, n, _ = model.tensorize.mma_shape.mnk
+    per_tile = m * n // WARPGROUP
+    stored = model.buffer(tiles.c.buffer).dtype
+    needed = count * per_tile * (tiles.accumulator_type.size + stored.size) // 4
+    return needed + REGISTER_MARGIN <= registers
 
 
 def _render(a: Affine) -> str:

@@ -22,6 +22,7 @@ from ..ir.kernel import (
     Const,
     Expr,
     Fragment,
+    FragmentAdd,
     FragmentApply,
     FragmentFill,
     FragmentLoad,
@@ -475,7 +476,10 @@ class Blocking:
         return tuple(n for n in self.loops if _uses(operand.subscripts, n))
 
 
-def _accumulator(model, tm, as_expr, c: str, combo, first, last):
+def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = False):
+    """C's fragment ``c`` set up before the products and stored after them. ``early``: C is
+    loaded before the products into a fragment of its own type and added after them (the
+    fragment starts at zero), so the load's latency hides behind the products."""
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
     acc = tm.accumulator_type
@@ -483,9 +487,17 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last):
     c_origin = _origin(tm.c, 0, as_expr, combo)
     edge = _edge(model, tm, as_expr, combo)
     vector = _vector(model, tm, tm.c, "accumulator", edge)
+    op, arg = t.prologue_op, t.prologue_arg
+    if early and first is None and op is MMAFragmentOp.NONE:
+        stored = model.buffer(tm.c.buffer).dtype
+        before += [Fragment(f"{c}_early", "accumulator", m, n, k, stored, stored.value, family=tm.family),
+                   FragmentLoad(f"{c}_early", tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge,
+                                path=_path(tm, tm.c), vector=vector),
+                   FragmentFill(c, 0.0)]
+        after: list[Stmt] = [FragmentAdd(c, f"{c}_early")]
+        return before, after + _epilogue(t, tm, c, c_origin, edge, vector, last)
     load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge,
                           path=_path(tm, tm.c), vector=vector)
-    op, arg = t.prologue_op, t.prologue_arg
     if op is MMAFragmentOp.SET:
         fill = FragmentFill(c, arg)
         before.append(
@@ -499,12 +511,16 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last):
             before.append(
                 apply if first is None else If(first, (apply,), "prologue: the tile's first product")
             )
+    return before, _epilogue(t, tm, c, c_origin, edge, vector, last)
+
+
+def _epilogue(t, tm, c: str, c_origin, edge, vector: int, last) -> list[Stmt]:
     after: list[Stmt] = []
     if t.epilogue_op is not MMAFragmentOp.NONE:
         apply = FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg)
         after.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
     after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
-    return before, after
+    return after
 
 
 def edge_scratch(model, tm: TensorMatch | None, threads: int) -> SharedBuffer | None:

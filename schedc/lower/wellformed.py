@@ -55,6 +55,7 @@ from ..ir.kernel import (
     Expr,
     Fence,
     Fragment,
+    FragmentAdd,
     FragmentApply,
     FragmentFill,
     FragmentLoad,
@@ -340,6 +341,18 @@ class _Checker:
 
     def _FragmentApply(self, s: FragmentApply, scope: _Scope) -> None:
         self.fragment(s.fragment, scope, s.op, ("accumulator",))
+
+    def _FragmentAdd(self, s: FragmentAdd, scope: _Scope) -> None:
+        frag = self.fragment(s.fragment, scope, "add", ("accumulator",))
+        source = self.fragment(s.source, scope, f"add to {s.fragment}", ("accumulator",))
+        if frag is None or source is None:
+            return
+        if (frag.family, frag.m, frag.n) != (source.family, source.m, source.n):
+            self.report("fragments", f"add of {s.source} to {s.fragment}: a {source.family} {source.m}x{source.n} "
+                                     f"tile to a {frag.family} {frag.m}x{frag.n} one")
+        elif frag.family in FAMILIES and FAMILIES[frag.family].layouts is None \
+                and FAMILIES[frag.family].issued_by != "warpgroup":
+            self.report("fragments", f"add of {s.source} to {s.fragment}: {frag.family} tiles are opaque")
 
     def _FragmentLoad(self, s: FragmentLoad, scope: _Scope) -> None:
         frag = self.tile(s.fragment, s.buffer, s.origin, scope, "load", s.edge)
