@@ -20,6 +20,7 @@ from .ir.expr import Index, cast
 from .ir.expr import maximum as max  # noqa: A001 - Accera's acc.max
 from .ir.expr import minimum as min  # noqa: A001 - Accera's acc.min
 from .ir.nest import Nest
+from .ir.parameters import Parameter, create_parameter_grid, create_parameters
 from .ir.plan import Plan
 from .ir.schedule import Schedule
 from .ir.types import ScalarType
@@ -43,7 +44,7 @@ __all__ = [
     "MMAFragmentOp", "MMASchedulingPolicy",
     "CopyEngine", "MMAShape", "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
-    "__version__", "cast", "max", "min",
+    "__version__", "cast", "max", "min", "Parameter", "create_parameter_grid", "create_parameters",
 ]
 
 from .package.build import Package  # noqa: E402

@@ -17,6 +17,7 @@ from ..errors import NestError
 from . import capture
 from .expr import Access, Assign, affine_terms, as_expr, render
 from .names import unusable
+from .parameters import Call, Recording, has_parameter
 from .types import ScalarType, converts_implicitly, from_numpy
 
 
@@ -59,6 +60,12 @@ class Array:
         name: str | None = None,
     ) -> None:
         where = "Array(" + (f"name={name!r}, " if name else "") + f"role={role!r})"
+        arguments = {"role": role, "element_type": element_type, "shape": shape, "layout": layout, "data": data,
+                     "name": name}
+        self._recording = Recording(Call("__init__", (), arguments), deferred=has_parameter(arguments))
+        if self._recording.deferred:  # made at Package.add, with the parameters' values
+            self._placeholder(where, role, element_type, shape, layout, name)
+            return
         if not isinstance(role, Role):
             raise NestError(where, "role must be a Role (INPUT, INPUT_OUTPUT, OUTPUT, CONST, TEMP)")
         self.role = role
@@ -81,6 +88,20 @@ class Array:
         self.name = name
         if self.data is not None:
             self.data = np.ascontiguousarray(self.data.astype(self.element_type.numpy))
+
+    def _placeholder(self, where, role, element_type, shape, layout, name) -> None:
+        """An array whose shape, type or layout is a parameter: its rank is known now (the
+        iteration logic may subscript it); the rest when the parameters have values."""
+        if shape is None or not isinstance(shape, tuple | list) or not shape:
+            raise NestError(where, "a shape given by parameters is a tuple of them (and numbers): "
+                                   "shape=(m, k)")
+        self.role, self.element_type, self.data = role, element_type or ScalarType.float32, None
+        self.shape, self.strides, self.layout = tuple(shape), None, layout
+        self.explicit_name = self.name = name
+
+    @classmethod
+    def _replayed(cls, replay, **arguments) -> Array:
+        return cls(**arguments)
 
     def _const_data(self, where, data, element_type, shape):
         if data is None:

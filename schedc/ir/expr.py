@@ -169,6 +169,10 @@ def as_expr(value: object) -> Expr:
         return value
     if isinstance(value, bool | int | float):
         return Const(value)
+    from .parameters import Parameter
+
+    if isinstance(value, Parameter):  # a number known at Package.add (the nest is deferred)
+        return Const(value)
     raise NestError(repr(value), f"cannot use a {type(value).__name__} in iteration logic")
 
 

@@ -20,8 +20,9 @@ import numpy as np
 
 from ..errors import NestError
 from . import capture
-from .expr import Access, Assign, Index, affine_terms, walk
+from .expr import Access, Assign, Const, Index, affine_terms, walk
 from .names import name_indices
+from .parameters import Call, Parameter, Recording, deferred, has_parameter, recorded
 
 INDEX_NAMES = "ijklmnpqrstuvw"
 
@@ -30,13 +31,15 @@ class Nest:
     """A perfectly nested loop over ``shape``: ``Nest(shape=(M, N, K))`` or ``Nest(M, N, K)``."""
 
     def __init__(self, shape: tuple[int, ...] | int | None = None, *more: int) -> None:
-        dims = (shape, *more) if isinstance(shape, int | np.integer) else shape
+        dims = (shape, *more) if isinstance(shape, int | np.integer | Parameter) else shape
         where = f"Nest(shape={dims!r})"
         if dims is None or isinstance(dims, str) or not hasattr(dims, "__len__") or not dims:
             raise NestError(where, "shape must be a non-empty tuple of positive integers")
-        if any(isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1 for n in dims):
+        self._recording = Recording(Call("__init__", (tuple(dims),), {}), deferred=has_parameter(dims))
+        if any(isinstance(n, bool) or not isinstance(n, int | np.integer | Parameter)
+               or (not isinstance(n, Parameter) and n < 1) for n in dims):
             raise NestError(where, "shape must be a non-empty tuple of positive integers")
-        self.shape = tuple(int(n) for n in dims)
+        self.shape = tuple(n if isinstance(n, Parameter) else int(n) for n in dims)
         names = [
             INDEX_NAMES[d] if d < len(INDEX_NAMES) else f"i{d}" for d in range(len(self.shape))
         ]
@@ -59,14 +62,34 @@ class Nest:
         name_indices(list(self.indices), [*self.logic, logic])
         with capture.recording() as statements:
             logic()
+        nodes = [node for s in statements for node in [*walk(s.target), *walk(s.value)]]
+        if any(isinstance(n, Access) and deferred(n.array) or isinstance(n, Const) and has_parameter(n.value)
+               for n in nodes):
+            self._recording.deferred = True  # parameters in shapes or values: checked at Package.add
+        self._add_statements(tuple(statements), logic)
+        return logic
+
+    def _add_placeholder(self, statements: tuple[Assign, ...], logic: Callable[[], object]) -> None:
+        self.statements.extend(statements)
+        self.logic.append(logic)
+
+    @recorded(_add_placeholder)
+    def _add_statements(self, statements: tuple[Assign, ...], logic: Callable[[], object]) -> None:
         where = f"@iteration_logic {getattr(logic, '__name__', 'logic')}"
         if not statements:
             raise NestError(where, "the logic assigned no array element")
         for statement in statements:
             self._check_statement(statement)
-        self.statements.extend(statements)
-        self.logic.append(logic)
-        return logic
+        self._add_placeholder(statements, logic)
+
+    @classmethod
+    def _replayed(cls, replay, shape: tuple[int, ...]) -> Nest:
+        return cls(shape)
+
+    def _replay_made(self, replay, concrete: Nest) -> None:
+        """A replayed nest's indices stand for this one's and keep their names."""
+        for mine, its in zip(self.indices, concrete.indices):
+            replay.remember(mine, its)
 
     def _check_statement(self, statement: Assign) -> None:
         for node in [*walk(statement.target), *walk(statement.value)]:
@@ -92,7 +115,9 @@ class Nest:
 
         if not self.statements:
             raise NestError("create_schedule()", "the nest has no iteration logic yet")
-        return Schedule(self)
+        schedule = Schedule(self)
+        schedule._recording = Recording(Call("create_schedule", (), {}), self, deferred=deferred(self))
+        return schedule
 
     def create_plan(self, target=None):
         """Shorthand for ``create_schedule().create_plan(target)``."""

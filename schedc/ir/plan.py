@@ -26,6 +26,7 @@ from ..targets import (
     Target,
 )
 from .expr import Index
+from .parameters import recorded
 from .types import ScalarType
 
 
@@ -70,6 +71,16 @@ class Cache:
     location: MemorySpace
 
 
+def _later(plan, *args, **kwargs) -> None:
+    """A call on a plan that parameters reach: checked and applied at Package.add."""
+
+
+def _cache_later(plan, source, index=None, *args, location=MemorySpace.SHARED, **kwargs) -> Cache:
+    if len(args) >= 2:
+        location = args[1]
+    return Cache(source, index, location)
+
+
 class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
@@ -103,6 +114,7 @@ class Plan:
 
     # -- bind --------------------------------------------------------------------------------
 
+    @recorded(_later)
     def bind(self, mapping: Mapping[Index | tuple[Index, ...], GridUnit] | tuple[Index, ...],
              grid: tuple[GridUnit, ...] | None = None) -> None:
         """Run loops on the grid: each index (or tuple of indices) becomes a block, warpgroup, warp
@@ -160,6 +172,7 @@ class Plan:
 
     # -- tensorize ---------------------------------------------------------------------------
 
+    @recorded(_later)
     def tensorize(
         self,
         indices: tuple[Index, Index, Index],
@@ -261,6 +274,7 @@ class Plan:
 
     # -- cache -------------------------------------------------------------------------------
 
+    @recorded(_cache_later)
     def cache(
         self,
         source,
@@ -446,6 +460,7 @@ class Plan:
 
     # -- warp specialization ---------------------------------------------------------------------
 
+    @recorded(_later)
     def warp_specialize(self, enabled: bool = True, producer_registers: int | None = None,
                         consumer_registers: int | None = None) -> None:
         """Split the block into a producer warpgroup that only issues the TMA copies of the
@@ -486,6 +501,7 @@ class Plan:
 
     # -- persistent grid ----------------------------------------------------------------------
 
+    @recorded(_later)
     def persistent(self, group: int = 8, blocks: int | None = None) -> None:
         """Launch only as many blocks as the multiprocessors hold at once and let each loop over
         the output tiles the grid's blocks would compute: block ``b`` takes tiles ``b``,
@@ -549,6 +565,7 @@ class Plan:
 
     # -- unroll ------------------------------------------------------------------------------
 
+    @recorded(_later)
     def unroll(self, index: Index) -> None:
         """Unroll the loop of ``index`` completely (``#pragma unroll``).
 

@@ -33,6 +33,7 @@ from ..errors import ScheduleError
 from .expr import Index
 from .names import unusable
 from .nest import Nest
+from .parameters import Call, Recording, deferred, has_parameter, recorded
 
 
 @dataclass
@@ -80,6 +81,9 @@ class Schedule:
 
     def get_indices(self) -> tuple[Index, ...]:
         """The schedule's indices in loop order, outermost first."""
+        if getattr(self, "_order_is_parameter", False):
+            raise ScheduleError("get_indices()", "the loop order is a parameter (reorder(order=...)); it has a "
+                                                 "value only at Package.add")
         return tuple(self.order)
 
     def piece(self, index: Index) -> Piece:
@@ -94,6 +98,21 @@ class Schedule:
 
     # -- transformations ---------------------------------------------------------------------
 
+    def _split_placeholder(self, index: Index, size: int) -> Index:
+        """A split whose factor is a parameter (or of a deferred schedule): the new index, in
+        place; the factor is checked when the parameters have values."""
+        where = f"split({_name(index)}, {size!r})"
+        piece = self._resolve(where, index)
+        if not has_parameter(size) and (isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1):
+            raise ScheduleError(where, "factor must be a positive integer")
+        self._check_open(where)
+        inner = Index(self._fresh_name(index), self.nest)
+        self.pieces[inner] = Piece(inner, piece.dim, 0, size, piece.step)
+        self.splits.append((index, inner))
+        self.order.insert(self.order.index(index) + 1, inner)
+        return inner
+
+    @recorded(_split_placeholder)
     def split(self, index: Index, size: int) -> Index:
         """Split ``index`` into an outer loop stepping by ``size`` and a new inner loop.
 
@@ -134,6 +153,7 @@ class Schedule:
         self.order.insert(self.order.index(index) + 1, inner)
         return inner
 
+    @recorded()
     def tile(self, shape: Mapping[Index, int] | tuple[Index, ...],
              sizes: tuple[int, ...] | None = None) -> tuple[Index, ...]:
         """Split each index of ``shape`` by its size; outer indices keep their places and the
@@ -160,6 +180,13 @@ class Schedule:
         self.order = rest[:cut] + inners + rest[cut:]
         return tuple(inners)
 
+    def _reorder_placeholder(self, order, *more) -> None:
+        if has_parameter((order, more)):
+            self._order_is_parameter = True  # known at Package.add
+        else:
+            Schedule.reorder.__wrapped__(self, order, *more)
+
+    @recorded(_reorder_placeholder)
     def reorder(self, order: Index | tuple[Index, ...] | list[Index], *more: Index) -> None:
         """Set the loop order: ``reorder(k, i, j)`` or ``reorder((k, i, j))``.
 
@@ -198,8 +225,15 @@ class Schedule:
         from ..targets import Target
         from .plan import Plan
 
-        return Plan(self, target if target is not None else Target(), blocks_per_sm=_blocks_per_SM,
-                    dynamic_shared=_dynamic_shared_memory_size)
+        options = {"_blocks_per_SM": _blocks_per_SM, "_dynamic_shared_memory_size": _dynamic_shared_memory_size}
+        later = deferred(self) or has_parameter((target, options))
+        if later:  # checked when the parameters have values
+            plan = Plan(self, target if isinstance(target, Target) else Target())
+        else:
+            plan = Plan(self, target if target is not None else Target(), blocks_per_sm=_blocks_per_SM,
+                        dynamic_shared=_dynamic_shared_memory_size)
+        plan._recording = Recording(Call("create_plan", (target,), options), self, deferred=later)
+        return plan
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import enum
+import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -36,6 +38,7 @@ from ..ir.kernel import (
     walk_statements,
 )
 from ..ir.model import Model, freeze
+from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in
 from ..ir.plan import Plan
 from ..lower import compile_model, verifying, wellformed
 from ..targets import Target
@@ -121,10 +124,43 @@ class _Added:
     model: Model | None  # None: a function given as kernel IR (Package.add_function)
     description: str
     function: HostFunction | None = None  # given as kernel IR; else compiled from the model
+    parameters: dict[str, str] = field(default_factory=dict)  # the values it was added with
+    compiled: HostFunction | None = None  # a grid point's kernels, compiled when it was added
 
     @property
     def name(self) -> str:
         return self.model.function if self.model is not None else self.function.name
+
+
+class Function(str):
+    """What ``Package.add`` returns: the function's name (a ``str``), with Accera's ``.name``
+    and the ``.parameters`` it was added with (parameter name: value, as the .hat lists them)."""
+
+    def __new__(cls, name: str, parameters: dict[str, str]) -> Function:
+        made = super().__new__(cls, name)
+        made.parameters = dict(parameters)
+        return made
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, tuple | list):
+        return "(" + ", ".join(_value_text(v) for v in value) + ")"
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else repr(value)
+
+
+def _digest(base_name: str, target: Target, values: dict[str, str], args: tuple) -> str:
+    """Accera's function-name suffix: 16 hex digits of a stable hash of what makes the function."""
+    signature = [(a.role.value, a.element_type.value, list(a.shape), list(a.strides)) for a in args
+                 if isinstance(a, Array)]
+    text = json.dumps([base_name, target.name, sorted(values.items()), signature])
+    return hashlib.md5(text.encode()).hexdigest()[:16]
 
 
 class Package:
@@ -138,36 +174,73 @@ class Package:
         self._functions: list[_Added] = []
         self._target: Target | None = None
 
-    def add(self, source: Plan, args: tuple[Array, ...], base_name: str = "", parameters=None) -> str:
+    def add(self, source: Plan, args: tuple[Array, ...], base_name: str = "",
+            parameters: dict | list[dict] | None = None) -> Function | list[Function]:
         """Add a function named ``base_name`` running ``source`` (a Plan) on ``args``.
 
         Arrays and loops take the names of the script's variables for them (``name_arrays``);
         unnamed arrays are otherwise named by their position in ``args``: A, B, C, ...
-        """
+
+        ``parameters`` (Accera's): a dict giving each parameter the plan uses a value, or a list
+        of such dicts (``create_parameter_grid``), one function per dict. The plan's recorded
+        calls are replayed with the values and every check runs on the result; a point the
+        checks refuse raises PackageError with its values. Such a function is named as Accera
+        names it, ``<base_name>_<16 hex digits>`` (a hash of the name, the target, the values and
+        the arguments), and the .hat lists its values (``auxiliary.accera.parameters``).
+
+        Returns the function (a ``str``, its name, with ``.name`` and ``.parameters``), or a list
+        of them for a list of dicts."""
         where = f"Package.add({base_name or '...'})"
         if not isinstance(source, Plan):
             raise PackageError(
                 where, "schedc builds GPU plans: pass schedule.create_plan(Target(...)), "
                 f"not a {type(source).__name__}"
             )
-        if parameters:
-            raise PackageError(where, "parameters are not supported; build each variant with its own base_name")
         if not base_name or not base_name.isidentifier():
             raise PackageError(where, f"base_name must be a C identifier, not {base_name!r}")
-        if any(f.name == base_name for f in self._functions):
-            raise PackageError(where, f"the package already has a function {base_name}")
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
+        if isinstance(parameters, list | tuple):
+            return [self._add_point(where, source, args, base_name, point) for point in parameters]
+        if parameters:
+            return self._add_point(where, source, args, base_name, parameters)
+        if deferred(source) or any(deferred(a) for a in args):
+            missing = ", ".join(p.name for p in parameters_in(source, args))
+            raise PackageError(where, f"the plan uses parameters ({missing}) and no values are given: "
+                                      "Package.add(..., parameters={...})")
+        return self._add_concrete(where, source, args, base_name, {})
+
+    def _add_point(self, where: str, source: Plan, args: tuple, base_name: str, point: object) -> Function:
+        if not isinstance(point, dict) or not all(isinstance(p, Parameter) and not p.op for p in point):
+            raise PackageError(where, "parameters must be a dict of parameter: value (or a list of them), with "
+                                      "parameters made by create_parameters()")
+        shown = describe(point)
+        name_arrays(where, source, args, base_name)  # the script's names, which replayed objects keep
+        try:
+            replay = Replay(point)
+            plan, concrete = replay.resolve(source), replay.resolve(args)
+            values = {p.name: _value_text(replay.resolve(v)) for p, v in point.items()}
+            name = f"{base_name}_{_digest(base_name, plan.target, values, concrete)}"
+            return self._add_concrete(f"{where} at {shown}", plan, concrete, name, values)
+        except SchedcError as e:
+            raise _located(e, f"{where} at {shown}") from None
+
+    def _add_concrete(self, where: str, source: Plan, args: tuple, name: str, values: dict[str, str]) -> Function:
+        if any(f.name == name for f in self._functions):
+            raise PackageError(where, f"the package already has a function {name}")
         _check_args(where, args)
-        name_arrays(where, source, args, base_name)
+        name_arrays(where, source, args, name)
         if self._target is not None and self._target.model != source.target.model:
             raise PackageError(where, f"the package targets {self._target.name}, this plan {source.target.name}")
         self._target = source.target
-        model = freeze(source, base_name, args)
+        model = freeze(source, name, args)
         description = "; ".join(str(s) for s in source.schedule.nest.statements)
-        self._functions.append(_Added(model, description))
+        added = _Added(model, description, parameters=values)
+        if values:  # a point of a grid: the analysis refuses it here, with its values
+            added = dataclasses.replace(added, compiled=_function(added, None))
+        self._functions.append(added)
         if (current := _SESSION.get()) is not None:
             current.added.append(model)
-        return base_name
+        return Function(name, values)
 
     def add_function(self, function: HostFunction, target: Target, description: str = "") -> str:
         """Add a function given as kernel IR: its kernels, launched in order (a workspace clear,
@@ -247,12 +320,33 @@ def _compile(functions: list[_Added], current: BuildSession | None,
     observe = every if observers else None
     if current is not None and current.verify_ir:
         with verifying():
-            return [_function(f, observe) for f in functions]
+            return [_function(f, observe, reuse=False) for f in functions]
     return [_function(f, observe) for f in functions]
 
 
-def _function(added: _Added, observe: Callable | None) -> HostFunction:
-    return added.function or HostFunction.single(compile_model(added.model, observe))
+def _function(added: _Added, observe: Callable | None, reuse: bool = True) -> HostFunction:
+    """The function's kernels: as given, compiled when it was added (unless the build observes or
+    verifies the passes), or compiled now."""
+    if added.function is not None:
+        return added.function
+    if added.compiled is not None and observe is None and reuse:
+        return added.compiled
+    try:
+        return HostFunction.single(compile_model(added.model, observe))
+    except SchedcError as e:
+        if added.parameters and added.compiled is None and reuse:  # a grid point being added: add says which
+            raise
+        if added.parameters:  # the analysis refused one point of a grid: say which
+            values = ", ".join(f"{k}={v}" for k, v in added.parameters.items())
+            raise _located(e, f"{added.name} (parameters {values})") from None
+        raise
+
+
+def _located(e: SchedcError, prefix: str) -> SchedcError:
+    """``e`` (its type and loops kept) with ``prefix`` before where it happened."""
+    e.where = f"{prefix}: {e.where}" if e.where else prefix
+    e.args = (f"{e.where}: {e.what}",)
+    return e
 
 
 class _IRRecord:
@@ -391,7 +485,8 @@ def _write(name, directory: Path, target: Target, added, functions, source, form
     (directory / f"{name}.schedc.json").write_text(json.dumps(ir, sort_keys=True, indent=1) + "\n")
     info = hat.BuildInfo(name, target.name, arch, target.sm_count, compiled.compiler,
                          compiled.flags, library, __version__)
-    entries = [hat.HatFunction(f, a.description, function_alignments(f)) for a, f in zip(added, functions)]
+    entries = [hat.HatFunction(f, a.description, function_alignments(f), a.parameters)
+               for a, f in zip(added, functions)]
     path = directory / f"{name}.hat"
     path.write_text(hat.render(entries, info))
     return path

@@ -8,7 +8,7 @@ on the functions, so the same script gives a byte-identical file.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tomli_w
 
@@ -26,6 +26,7 @@ class HatFunction:
     function: HostFunction
     description: str
     alignments: dict[str, int]  # bytes each array parameter's base address must be aligned to
+    parameters: dict[str, str] = field(default_factory=dict)  # Package.add's parameter values, if any
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
             "arguments": [_argument(p) for p in fn.params],
             "launches": fn.kernels[0].name,
             "return": _status(),
-            "auxiliary": {"schedc": auxiliary},
+            "auxiliary": {"schedc": auxiliary, **({"accera": {"parameters": f.parameters}} if f.parameters else {})},
         }
         for n, k in enumerate(fn.kernels):
             devices[k.name] = {
