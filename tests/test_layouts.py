@@ -143,9 +143,15 @@ def test_other_layouts_are_refused(layout, b_layout, message):
 
 
 @pytest.mark.parametrize("location", [acc.MemorySpace.PRIVATE, acc.MemorySpace.MMA_FRAGMENT])
-def test_layout_applies_to_shared_caches_only(location):
+def test_register_caches_take_the_arrays_own_layout(location):
+    """Accera's scripts name the layout of register caches too: the array's own is accepted (the
+    tile is the same), another refused."""
     plan, (A, B, C) = simt_register_tile(64, 64, 32, shared=False)
     k = next(index for index in plan.schedule.get_indices() if index.name == "k")
-    with pytest.raises(acc.CacheError, match=rf"cache\(.*, index=k, location={location.name}\): layout applies to "
-                                             rf"SHARED caches, not {location.name} \(registers have no layout to choose\)"):
-        plan.cache(C, index=k, location=location, layout=FIRST)
+    with pytest.raises(acc.CacheError, match=rf"cache\(.*, index=k, location={location.name}\): layout LAST_MAJOR: "
+                                             rf"the array has strides \[64, 1\] \(dimension 1 contiguous\); a cached "
+                                             rf"tile keeps its array's layout, and a {location.name} tile is held in it"):
+        plan.cache(C, index=k, location=location, layout=LAST)
+    if location is acc.MemorySpace.PRIVATE:
+        plan.cache(A, index=k, location=location, layout=FIRST)
+        assert plan.caches[-1].source is A and plan.caches[-1].location is location

@@ -627,15 +627,13 @@ def _check_element_type(where: str, source, location: MemorySpace, element_type)
 
 
 def _check_layout(where: str, source, location: MemorySpace, layout) -> None:
-    """A shared tile keeps its array's dimension order (copies move vectors along the contiguous
-    dimension on both sides); ``layout`` may name that order, not another."""
+    """A cached tile keeps its array's dimension order (shared copies move vectors along the
+    contiguous dimension on both sides; register tiles are the array's elements in its order);
+    ``layout`` may name that order, not another."""
     from .array import Array, dimension_order
 
     if layout is None:
         return
-    if location is not MemorySpace.SHARED:
-        raise CacheError(where, f"layout applies to SHARED caches, not {location.name} (registers "
-                                "have no layout to choose)")
     if not isinstance(layout, Array.Layout):
         raise CacheError(where, f"layout must be an Array.Layout (or None: the array's own), not {layout!r}")
     order = dimension_order(source.strides)
@@ -643,6 +641,8 @@ def _check_layout(where: str, source, location: MemorySpace, layout) -> None:
     wanted = natural if layout is Array.Layout.FIRST_MAJOR else natural[::-1]
     if order != wanted:
         contiguous = order[-1]
+        why = ("since copies that transpose are not built" if location is MemorySpace.SHARED
+               else f"and a {location.name} tile is held in it")
         raise CacheError(where, f"layout {layout.name}: the array has strides {list(source.strides)} "
                                 f"(dimension {contiguous} contiguous); a cached tile keeps its array's layout, "
-                                f"since copies that transpose are not built: leave layout unset")
+                                f"{why}: leave layout unset")
