@@ -10,13 +10,7 @@
 # PROFILE ("PACKAGE:FUNCTION ..." profiled with ncu after the timing).
 # Writes $OUT/compare.csv (round, package, function, schedc ms, cuBLAS ms, ratio) and the logs.
 set -uo pipefail
-OUT=${OUT:-device_out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  [ -d /tmp/site/islpy ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 set -- ${PACKAGES:?PACKAGES names the .hat files to compare}
 FUNCTIONS=${FUNCTIONS:-$(python3 -c "import json,sys; print(*json.load(open(sys.argv[1]))['functions'])" "${1%.hat}.schedc.json")}
 ROW='import csv, sys

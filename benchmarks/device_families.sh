@@ -5,13 +5,7 @@
 # Usage (on the device machine, from the repository root): bash benchmarks/device_families.sh
 # Writes build.log, bench.log, bench.csv, triton.log and ncu_<function>.txt to $OUT (./device_out).
 set -uo pipefail
-OUT=${OUT:-device_out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  [ -d /tmp/site/islpy ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 python3 benchmarks/families.py hat_packages > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; exit 1; }
 python3 -m schedc bench hat_packages/families/families.hat --compare cublas --time-in-ms --min-time "${MIN_TIME:-0.3}" \
   ${FUNCTION:+--function $FUNCTION} --csv "$OUT/bench.csv" > "$OUT/bench.log" 2>&1

@@ -8,13 +8,7 @@
 # (SCRIPT_ARGS its arguments), VERIFY_EXCLUDE a regex of functions not verified (their float64
 # reference on the CPU takes minutes at 8192^3).
 set -uo pipefail
-OUT=${OUT:-device_out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  [ -d /tmp/site/islpy ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 SCRIPT=${SCRIPT:-samples/hopper_matmul.py}
 NAME=$(basename "$SCRIPT" .py)
 HAT=hat_packages/$NAME/$NAME.hat
