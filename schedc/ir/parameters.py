@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import dis
+import enum
 import functools
 import inspect
 import itertools
@@ -338,12 +339,16 @@ def _is_tree(value: object) -> bool:
 
 def describe(point: Mapping[Parameter, object]) -> str:
     """``m=64, tile=16``: a point's values as a message shows them."""
-    return ", ".join(f"{p.name}={_show(v)}" for p, v in point.items())
+    return ", ".join(f"{p.name}={show_value(v)}" for p, v in point.items())
 
 
-def _show(value: object) -> str:
+def show_value(value: object) -> str:
+    """A parameter's value as messages and the .hat show it: ``16``, ``(i, j, k)``,
+    ``MMAShape.M16xN16xK16_B1``."""
     if isinstance(value, tuple | list):
-        return "(" + ", ".join(_show(v) for v in value) + ")"
+        return "(" + ", ".join(show_value(v) for v in value) + ")"
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
     name = getattr(value, "name", None)
     return name if isinstance(name, str) else repr(value)
 

@@ -38,7 +38,7 @@ from ..ir.kernel import (
     walk_statements,
 )
 from ..ir.model import Model, freeze
-from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in
+from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
 from ..ir.plan import Plan
 from ..lower import compile_model, verifying, wellformed
 from ..targets import Target
@@ -146,15 +146,6 @@ class Function(str):
         return str(self)
 
 
-def _value_text(value: object) -> str:
-    if isinstance(value, tuple | list):
-        return "(" + ", ".join(_value_text(v) for v in value) + ")"
-    if isinstance(value, enum.Enum):
-        return f"{type(value).__name__}.{value.name}"
-    name = getattr(value, "name", None)
-    return name if isinstance(name, str) else repr(value)
-
-
 def _digest(base_name: str, target: Target, values: dict[str, str], args: tuple) -> str:
     """Accera's function-name suffix: 16 hex digits of a stable hash of what makes the function."""
     signature = [(a.role.value, a.element_type.value, list(a.shape), list(a.strides)) for a in args
@@ -218,7 +209,7 @@ class Package:
         try:
             replay = Replay(point)
             plan, concrete = replay.resolve(source), replay.resolve(args)
-            values = {p.name: _value_text(replay.resolve(v)) for p, v in point.items()}
+            values = {p.name: show_value(replay.resolve(v)) for p, v in point.items()}
             name = f"{base_name}_{_digest(base_name, plan.target, values, concrete)}"
             return self._add_concrete(f"{where} at {shown}", plan, concrete, name, values)
         except SchedcError as e:
