@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from . import data, poly
@@ -26,14 +27,17 @@ class Report:
     max_abs_error: float
     worst: tuple[int, ...]  # index of the largest difference
     tolerance: float
-    unwritten: int  # elements the reference wrote that the run left alone (or NaN)
+    unwritten: int  # elements the reference wrote that the run left alone (NaN, when not known)
     extra: int  # elements the run wrote that the reference did not
+    nonfinite: int = 0  # written elements NaN or infinite where the reference is finite
+    overflow: int = 0  # elements whose reference overflows the element type: compared as infinities
 
     @property
     def passed(self) -> bool:
         return (
             self.unwritten == 0
             and self.extra == 0
+            and self.nonfinite == 0
             and np.isfinite(self.relative_error)
             and self.relative_error <= self.tolerance
         )
@@ -47,6 +51,10 @@ class Report:
         )
         if self.unwritten:
             text += f"; {self.unwritten} elements never written"
+        if self.nonfinite:
+            text += f"; {self.nonfinite} elements NaN or infinite where the reference is finite"
+        if self.overflow:
+            text += f"; {self.overflow} elements overflow the element type in the reference (compared as infinities)"
         if self.extra:
             text += f"; {self.extra} elements written outside the nest"
         return text
@@ -128,8 +136,10 @@ def compare(model, outputs, expected, touched, written=None, tolerance=None) -> 
         was_written = None if written is None else written[name]
         t = _tally(outputs[name], expected[name], mask, was_written)
         relative = float("nan") if t.bad else (t.err2 ** 0.5 / t.ref2 ** 0.5 if t.ref2 else t.err2 ** 0.5)
+        unwritten = t.unwritten if was_written is not None else t.unwritten + t.bad  # NaN: the poison
+        nonfinite = t.bad if was_written is not None else 0
         reports.append(Report(model.function, name, t.compared, relative, t.worst_abs, t.worst, tol,
-                              t.bad + t.unwritten, t.extra))
+                              unwritten, t.extra, nonfinite, t.overflow))
     return reports
 
 
@@ -139,7 +149,8 @@ _CHUNK = 1 << 22  # elements compared at a time: the comparison holds a few chun
 @dataclass
 class _Tally:
     compared: int = 0
-    bad: int = 0  # compared elements that are NaN or infinite in the output
+    bad: int = 0  # compared elements NaN or infinite in the output where the reference is not
+    overflow: int = 0  # compared elements whose reference is beyond the output type's range
     unwritten: int = 0  # compared elements the run did not write
     extra: int = 0  # elements the run wrote outside the reference's
     ref2: float = 0.0  # sum of squares of the reference
@@ -157,19 +168,26 @@ def _tally(out, ref, mask, written) -> _Tally:
         written = np.asarray(written).reshape(mask.shape)
     t = _Tally(worst=(0,) * mask.ndim)
     rows = max(1, _CHUNK // max(1, int(np.prod(mask.shape[1:]))))
+    limit = _largest(out.dtype)
     for start in range(0, mask.shape[0], rows):
         part = slice(start, start + rows)
         m, o = mask[part], np.asarray(out[part], dtype=np.float64)
         r = np.asarray(ref[part], dtype=np.float64)
-        finite = np.isfinite(o)
-        diff = np.where(m, o - r, 0.0)
+        beyond = ~(np.abs(r) <= limit)  # the reference overflows the type (or is itself NaN)
+        r = np.where(beyond & ~np.isnan(r), np.copysign(np.inf, r), r)  # as the type would hold it
+        agree = beyond & ((o == r) | (np.isnan(o) & np.isnan(r)))
+        finite = np.isfinite(o) | agree
+        with np.errstate(invalid="ignore"):  # inf - inf where they agree: masked out
+            diff = np.where(m & ~agree, o - r, 0.0)
         t.compared += int(m.sum())
+        t.overflow += int((m & beyond).sum())
         t.bad += int((m & ~finite).sum())
         if written is not None:
             w = written[part]
             t.unwritten += int((m & ~w).sum())
             t.extra += int((w & ~m).sum())
-        t.ref2 += float(np.dot(r[m], r[m]))
+        kept = r[m & ~beyond]
+        t.ref2 += float(np.dot(kept, kept))
         good = diff[m & finite]
         t.err2 += float(np.dot(good, good))
         absolute = np.abs(np.where(np.isfinite(diff), diff, np.inf))
@@ -181,3 +199,10 @@ def _tally(out, ref, mask, written) -> _Tally:
     if scalar:
         t.worst = ()
     return t
+
+
+def _largest(dtype: np.dtype) -> float:
+    """The largest finite value of a floating-point type (infinity for others)."""
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return float(ml_dtypes.finfo(dtype).max)
+    return np.inf

@@ -48,6 +48,33 @@ def test_nan_outputs_count_as_unwritten():
     assert report.max_abs_error == np.inf and not report.passed
 
 
+def test_overflow_of_the_element_type_compares_as_infinity():
+    model, expected, touched = _case()
+    expected = {"C": expected["C"].copy()}
+    expected["C"][2, 3], expected["C"][4, 5] = 1e60, -1e60  # beyond float32: the type holds +-inf
+    expected["C"][6, 7] = 1e60
+    with np.errstate(over="ignore"):
+        out = expected["C"].astype(np.float32)
+    assert np.isinf(out[2, 3]) and np.isinf(out[4, 5])
+    written = np.ones(out.shape, dtype=bool)
+    report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    assert report.passed and report.overflow == 3 and report.unwritten == report.nonfinite == 0
+    assert "3 elements overflow the element type" in str(report)
+    out[6, 7] = 3e38  # finite where the type overflows: wrong
+    report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    assert not report.passed and report.relative_error == np.inf
+
+
+def test_written_infinities_are_not_reported_as_unwritten():
+    model, expected, touched = _case()
+    out = expected["C"].astype(np.float32)
+    out[9, 9], out[10, 10] = np.inf, np.nan
+    written = np.ones(out.shape, dtype=bool)
+    report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    assert (report.unwritten, report.nonfinite) == (0, 2) and not report.passed
+    assert "2 elements NaN or infinite where the reference is finite" in str(report)
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 96, 97 * 5])
 def test_blocks_of_rows_give_the_whole_arrays_answer(monkeypatch, chunk):
     model, expected, touched = _case()

@@ -160,8 +160,9 @@ def _emulate(model, kernel) -> Outcome | None:
     bad = [r for r in reports if not r.passed]
     if not bad:
         return None
-    cause = "never-written elements" if bad[0].unwritten else "writes outside the nest" if bad[0].extra \
-        else "values differ"
+    first = bad[0]
+    cause = "never-written elements" if first.unwritten else "writes outside the nest" if first.extra \
+        else "NaN or infinite results" if first.nonfinite else "values differ"
     return Outcome("wrong", f"wrong: {cause}", "\n".join(str(r) for r in reports))
 
 
