@@ -29,11 +29,12 @@ SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M
 
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
            specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None,
-           output=acc.ScalarType.float32, persistent: dict | None = None):
+           output=acc.ScalarType.float32, persistent: dict | None = None, cluster: int = 1):
     """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
     warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns; C has
     the type ``output`` and is accumulated in float32 fragments; ``persistent``: the arguments of
-    ``plan.persistent`` (resident blocks looping over the tiles), or None for one block a tile."""
+    ``plan.persistent`` (resident blocks looping over the tiles), or None for one block a tile;
+    ``cluster``: blocks of a column of tiles (BLOCK_Y) that share B's tile by TMA multicast."""
     bm, bn, bk = block
     wn = warpgroup_n or bn
     shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
@@ -65,6 +66,8 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     plan.warp_specialize(specialize)
     if persistent is not None:
         plan.persistent(**persistent)
+    if cluster > 1:
+        plan.cluster(cluster, target.GridUnit.BLOCK_Y)
     return plan, (A, B, C)
 
 

@@ -92,6 +92,12 @@ PLANS = {
     "persistent_one_thread_issues": ((256, 512, 256), {"specialize": False, "persistent": {"blocks": 3}}),
     "persistent_one_stage": ((384, 384, 192), {"block": (128, 128, 64), "stages": 1,
                                                "persistent": {"blocks": 2, "group": 3}}),
+    # clusters of blocks along BLOCK_Y share B's tile by TMA multicast (B's boxes, or rows of them)
+    "cluster": ((256, 512, 256), {"cluster": 2}),
+    "cluster_one_thread_issues": ((256, 512, 256), {"cluster": 2, "specialize": False}),
+    "cluster_persistent": ((512, 512, 192), {"block": (128, 128, 64), "stages": 3, "output": F16, "cluster": 2,
+                                             "persistent": {"blocks": 4, "group": 2}}),
+    "cluster_of_four_rows_partial_k": ((512, 256, 200), {"block": (128, 128, 64), "cluster": 4}),
 }
 
 
@@ -456,7 +462,8 @@ def test_sample_on_the_gpu(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["partial_tiles", "four_warpgroups", "fp16_one_thread_issues",
                                   "column_major_b_fp16", "k_tile_of_two_chunks", "bf16_output_partial_tiles",
-                                  "persistent", "persistent_one_thread_issues"])
+                                  "persistent", "persistent_one_thread_issues", "cluster", "cluster_persistent",
+                                  "cluster_of_four_rows_partial_k"])
 def test_plans_on_the_gpu(name, tmp_path):
     from schedc.verify import run_function
 

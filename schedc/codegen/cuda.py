@@ -139,7 +139,8 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     the kernel IR (text_check), so a printer bug is an InternalError, not a wrong kernel."""
     lines = [
         f'extern "C" __global__ void __launch_bounds__({kernel.threads_per_block}'
-        f'{f", {kernel.min_blocks}" if kernel.min_blocks else ""})',
+        f'{f", {kernel.min_blocks}" if kernel.min_blocks else ""})'
+        + (f" __cluster_dims__({', '.join(map(str, kernel.cluster))})" if kernel.cluster != (1, 1, 1) else ""),
         f"{kernel.name}({parameter_list(kernel, restrict=True)})",
         "{",
     ]
@@ -147,6 +148,8 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     printer = Printer(kernel)
     lines.extend(shared_declarations(kernel))
     lines.extend(INDENT + line for line in tensor_prelude(kernel))
+    if kernel.cluster != (1, 1, 1):
+        lines.append(f"{INDENT}const int cluster_rank = schedc::cluster_rank();  // this block's rank in its cluster")
     for buffer in kernel.buffers:
         if buffer.kind == "const":
             lines.append(f"{INDENT}const {buffer.dtype.c_type}* {buffer.name} = "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
 from ..ir.kernel import (
+    ClusterSync,
     Fence,
     Fragment,
     FragmentMma,
@@ -43,13 +44,16 @@ def _arrive(p, s: MbarrierArrive, pad: str, depth: int) -> list[str]:
     if s.transaction_bytes:
         return [f"{pad}schedc::mbarrier_arrive_expect_tx({_barrier(p, s.barrier, s.index)}, "
                 f"{s.transaction_bytes});{comment}"]
+    if s.cluster:
+        return [f"{pad}schedc::mbarrier_arrive_cluster({_barrier(p, s.barrier, s.index)}, {s.cluster});{comment}"]
     return [f"{pad}schedc::mbarrier_arrive({_barrier(p, s.barrier, s.index)});{comment}"]
 
 
 @EMITTERS.handles(MbarrierWait)
 def _wait(p, s: MbarrierWait, pad: str, depth: int) -> list[str]:
     comment = f"  // {s.comment}" if s.comment else ""
-    return [f"{pad}schedc::mbarrier_wait({_barrier(p, s.barrier, s.index)}, {p.expr(s.parity)});{comment}"]
+    scope = "_cluster" if p.kernel.cluster != (1, 1, 1) else ""  # peers' arrivals release at cluster scope
+    return [f"{pad}schedc::mbarrier_wait{scope}({_barrier(p, s.barrier, s.index)}, {p.expr(s.parity)});{comment}"]
 
 
 @EMITTERS.handles(TmaLoad)
@@ -61,8 +65,16 @@ def _tma(p, s: TmaLoad, pad: str, depth: int) -> list[str]:
         raise ValueError(f"TMA copies of {len(order)}-D arrays are not emitted")
     coords = ", ".join(p.expr(s.coords[d]) for d in order)
     comment = [f"{pad}// TMA: {s.comment}"] if s.comment else []
-    return [*comment, f"{pad}schedc::tma_load_2d(&{s.target}[{p.offset(s.target, s.target_origin)}], &{s.tensor_map}, "
-                      f"{coords}, {_barrier(p, s.barrier, s.index)});"]
+    multicast = "_multicast" if s.multicast else ""
+    mask = f", {s.multicast:#x}" if s.multicast else ""
+    return [*comment, f"{pad}schedc::tma_load_2d{multicast}(&{s.target}[{p.offset(s.target, s.target_origin)}], "
+                      f"&{s.tensor_map}, {coords}, {_barrier(p, s.barrier, s.index)}{mask});"]
+
+
+@EMITTERS.handles(ClusterSync)
+def _cluster_sync(p, s: ClusterSync, pad: str, depth: int) -> list[str]:
+    comment = f"  // {s.comment}" if s.comment else ""
+    return [f"{pad}schedc::cluster_sync();{comment}"]
 
 
 @EMITTERS.handles(Fence)

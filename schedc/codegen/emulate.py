@@ -155,17 +155,38 @@ def emulate_sequence(function: HostFunction, storage: dict[str, np.ndarray],
             memory[b.name] = _initial(b, storage)
     written = {name: np.zeros(len(array), dtype=bool) for name, array in memory.items()}
     last = len(function.kernels) - 1
-    plan = [(k, _chosen(k.grid, blocks if n == last else None)) for n, k in enumerate(function.kernels)]
-    total, done = sum(len(chosen) for _, chosen in plan), 0
+    plan = [(k, clusters_of(k, _chosen(k.grid, blocks if n == last else None))) for n, k in enumerate(function.kernels)]
+    total, done = sum(len(group) for _, chosen in plan for group in chosen), 0
     for kernel, chosen in plan:
         scalars_of_kernel = {v.name: values[v.name] for v in kernel.values if isinstance(v, ScalarParam)}
-        for block in chosen:
-            _Block(kernel, memory, written, block, env=dict(scalars_of_kernel),
-                   tiles=tiles if kernel is plan[-1][0] else None).run()
-            done += 1
+        for group in chosen:
+            runs = [_Block(kernel, memory, written, block, env=dict(scalars_of_kernel),
+                           tiles=tiles if kernel is plan[-1][0] else None) for block in group]
+            if len(runs) == 1:
+                runs[0].run()
+            else:  # a cluster's blocks run together
+                for rank, run in enumerate(runs):
+                    run.env["cluster_rank"] = np.int64(rank)
+                emulate_hopper.run_cluster(runs, len(runs))
+            done += len(runs)
             if progress is not None:
                 progress(done, total)
-    return Emulation(memory, written, plan[-1][1])
+    return Emulation(memory, written, [block for group in plan[-1][1] for block in group])
+
+
+def clusters_of(kernel: Kernel, blocks: list[Block]) -> list[list[Block]]:
+    """The blocks to run, in groups that run together: each block alone, or (a kernel launched
+    in clusters) the whole cluster of every chosen block, its blocks in rank order."""
+    cx, cy, cz = kernel.cluster
+    if (cx, cy, cz) == (1, 1, 1):
+        return [[b] for b in blocks]
+    groups: dict[Block, list[Block]] = {}
+    for x, y, z in blocks:
+        origin = (x - x % cx, y - y % cy, z - z % cz)
+        if origin not in groups:
+            groups[origin] = [(origin[0] + r % cx, origin[1] + r // cx % cy, origin[2] + r // (cx * cy))
+                              for r in range(cx * cy * cz)]
+    return list(groups.values())
 
 
 def _scalar_values(function: HostFunction, scalars: dict[str, object]) -> dict[str, np.generic]:

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
 from ..ir.kernel import (
+    ClusterSync,
     Fence,
     Fragment,
     FragmentAdd,
@@ -95,14 +96,38 @@ class _Group:
     fragments: set[str]
 
 
+class Cluster:
+    """What the blocks of a thread block cluster share in the emulator: the agents' clocks (a
+    lone block is a cluster of one), the turns of their coroutines, and the cluster barrier."""
+
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+        self.members: list[Hopper | None] = [None] * size  # by rank
+        self.clocks: dict[str, Clock] = {}
+        self.agents: list[str] = []
+        self.tma_time = 0
+        self.turns: _Turns | None = None
+        self.arrivals: list[set[int]] = []  # per use of the cluster barrier: the ranks arrived
+        self.released: list[Clock] = []  # per use: what the arrivals knew
+        self.uses: dict[int, int] = {}  # rank -> uses of the cluster barrier so far
+
+    def member(self, rank: int, b) -> Hopper:
+        if not 0 <= rank < self.size or self.members[rank] is None:
+            raise b.error("cluster", f"rank {rank} is not a block of this cluster of {self.size}", [0], "-", rank)
+        return self.members[rank]
+
+
 class Hopper:
     """A block's mbarriers, async agents and shared-memory history (shared by its roles)."""
 
-    def __init__(self, block) -> None:
+    def __init__(self, block, cluster: Cluster | None = None, rank: int = 0) -> None:
         self.b = block
-        self.clocks: dict[str, Clock] = {"block": {"block": 0}}
+        self.cluster = cluster or Cluster()
+        self.rank = rank
+        self.cluster.members[rank] = self
+        self.main = f"{rank}/block" if self.cluster.size > 1 else "block"
+        self.clocks.setdefault(self.main, {self.main: 0})
         self.barriers: dict[tuple[str, int], _Mbarrier] = {}
-        self.tma_time = 0
         self.wgmma_time: dict[str, int] = {}
         self.open: dict[str, _Group] = {}  # per role: the products since its last commit
         self.groups: dict[str, list[_Group]] = {}  # per role: committed, oldest first
@@ -110,11 +135,35 @@ class Hopper:
         self.dirty: dict[str, set[str]] = {}  # per role: accumulators written since its wgmma.fence
         self.writes: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # buffer -> (agent id, time)
         self.reads: dict[str, dict[str, np.ndarray]] = {}  # buffer -> agent -> last read time
-        self.agents: list[str] = []
-        self.turns: _Turns | None = None
         kernel = block.kernel
         self.base = dict(zip((s.name for s in kernel.shared), kernel.shared_offsets()))
         self.maps = {v.name: v.spec for v in kernel.values if isinstance(v, StructParam)}
+
+    # -- what the cluster shares --
+
+    @property
+    def clocks(self) -> dict[str, Clock]:
+        return self.cluster.clocks
+
+    @property
+    def agents(self) -> list[str]:
+        return self.cluster.agents
+
+    @property
+    def turns(self) -> _Turns | None:
+        return self.cluster.turns
+
+    @turns.setter
+    def turns(self, value: _Turns | None) -> None:
+        self.cluster.turns = value
+
+    @property
+    def tma_time(self) -> int:
+        return self.cluster.tma_time
+
+    @tma_time.setter
+    def tma_time(self, value: int) -> None:
+        self.cluster.tma_time = value
 
     # -- clocks --
 
@@ -207,7 +256,8 @@ class Hopper:
     def barrier(self, name: str, index: int, what: str) -> _Mbarrier:
         bar = self.barriers.get((name, index))
         if bar is None:
-            raise self.b.error("mbarrier", f"{what} on {name}[{index}] before it is set up (mbarrier.init)",
+            where = f" of the cluster's block {self.rank}" if self.cluster.size > 1 else ""
+            raise self.b.error("mbarrier", f"{what} on {name}[{index}]{where} before it is set up (mbarrier.init)",
                                [0], name, index)
         return bar
 
@@ -243,7 +293,10 @@ def _name(agent: str) -> str:
     if agent == "tma":
         return "a TMA copy"
     if agent.startswith("wgmma:"):
-        return f"a wgmma of the {agent[6:]} role"
+        return f"a wgmma of {_name(agent[6:])}"
+    if "/" in agent:  # a block of a cluster: rank/role
+        rank, role = agent.split("/", 1)
+        return f"the cluster's block {rank}" if role == "block" else f"{_name(role)} of the cluster's block {rank}"
     return f"the {agent} role" if agent != "block" else "the block"
 
 
@@ -254,7 +307,7 @@ def _hopper(b) -> Hopper:
 
 
 def _agent(b) -> str:
-    return getattr(b, "agent", "block")
+    return getattr(b, "agent", None) or _hopper(b).main
 
 
 def _uniform_index(b, expr, mask, what: str) -> int:
@@ -277,6 +330,7 @@ def register(executors) -> None:
     executors.handlers[WarpgroupCommit] = _commit
     executors.handlers[WarpgroupWait] = _wgmma_wait
     executors.handlers[Roles] = _roles
+    executors.handlers[ClusterSync] = _cluster_sync
 
 
 def _proxy_fence(b, s: Fence, mask) -> None:
@@ -295,10 +349,12 @@ def _init(b, s: MbarrierInit, mask) -> None:
 def _arrive(b, s: MbarrierArrive, mask) -> None:
     h = _hopper(b)
     values = np.broadcast_to(b.expr(s.index), mask.shape)[mask]
+    targets = [h.cluster.member(rank, b) for rank in range(s.cluster)] if s.cluster else [h]
     for index in np.unique(values):
         count = int((values == index).sum())
-        bar = h.barrier(s.barrier, int(index), "arrive")
-        h.arrive(_agent(b), bar, s.barrier, int(index), count, count * s.transaction_bytes)
+        for t in targets:
+            bar = t.barrier(s.barrier, int(index), "arrive")
+            t.arrive(_agent(b), bar, s.barrier, int(index), count, count * s.transaction_bytes)
 
 
 def _wait(b, s: MbarrierWait, mask) -> None:
@@ -331,7 +387,6 @@ def _tma(b, s: TmaLoad, mask) -> None:
     box = [spec.box[d] for d in order]
     grid = np.indices(box).reshape(len(box), -1)
     bar_index = _uniform_index(b, s.index, mask, f"the index of {s.barrier}")
-    bar = h.barrier(s.barrier, bar_index, "a TMA copy completing")
     for thread in np.flatnonzero(mask):
         coords = [int(np.broadcast_to(b.expr(c), mask.shape)[thread]) for c in s.coords]
         index = [coords[d] + grid[n] for n, d in enumerate(order)]
@@ -351,13 +406,17 @@ def _tma(b, s: TmaLoad, mask) -> None:
         buffer, elements = h.locate(physical)
         agent = _agent(b)
         h.tma_time += 1
-        # ordered after what its issuer knows, not after other copies (they are not ordered)
-        h.check_write("tma", buffer, elements, h.clock(agent), "a TMA copy")
-        b.shared.check_async_proxy(buffer, elements, "a TMA copy")
         clock = _join(h.clock(agent), {"tma": h.tma_time})
-        b.shared.values[buffer][elements] = values
-        h.record_write("tma", buffer, elements, h.tma_time)
-        h.complete_tx(bar, grid.shape[1] * size, clock)
+        ranks = [r for r in range(h.cluster.size) if s.multicast >> r & 1] if s.multicast else [h.rank]
+        for rank in ranks:  # multicast: the same box at the same offset in each block it names
+            t = h.cluster.member(rank, b)
+            bar = t.barrier(s.barrier, bar_index, "a TMA copy completing")
+            # ordered after what its issuer knows, not after other copies (they are not ordered)
+            t.check_write("tma", buffer, elements, h.clock(agent), "a TMA copy")
+            t.b.shared.check_async_proxy(buffer, elements, "a TMA copy")
+            t.b.shared.values[buffer][elements] = values
+            t.record_write("tma", buffer, elements, h.tma_time)
+            t.complete_tx(bar, grid.shape[1] * size, clock)
 
 
 # -- wgmma ---------------------------------------------------------------------------------------
@@ -559,6 +618,12 @@ class _Turns:
         self.finished: set[str] = set()
         self.failure: BaseException | None = None
 
+    def add(self, after: str, names: list[str]) -> None:
+        """More coroutines (a block's roles), next in turn after ``after``."""
+        with self.cond:
+            at = self.names.index(after) + 1
+            self.names[at:at] = names
+
     def start(self, me: str) -> None:
         with self.cond:
             self.cond.wait_for(lambda: self.current == me or self.failure is not None)
@@ -593,7 +658,7 @@ class _Turns:
                 self.current = name
                 self.cond.notify_all()
                 return
-        waits = "; ".join(f"the {name} role waits for {what}" for name, (_, what) in self.blocked.items())
+        waits = "; ".join(f"{_name(name)} waits for {what}" for name, (_, what) in self.blocked.items())
         self.failure = b.error("deadlock", f"no role can go on: {waits}", [0], "-", "-")
         self.cond.notify_all()
 
@@ -603,37 +668,105 @@ def _roles(b, s: Roles, mask) -> None:
         raise b.error("divergence", "warp roles need every thread of the block", np.flatnonzero(~mask)[:4].tolist(),
                       "-", "-")
     h = _hopper(b)
-    turns = _Turns([role.name for role in s.roles])
-    h.turns = turns
-    base = h.clock(_agent(b))
+    prefix = f"{h.rank}/" if h.cluster.size > 1 else ""
+    names = [prefix + role.name for role in s.roles]
+    lone = h.turns is None  # a block on its own: its roles take turns among themselves
+    turns = _Turns(names) if lone else h.turns
+    if lone:
+        h.turns = turns
+    else:
+        turns.add(_agent(b), names)
+    main = _agent(b)
+    base = h.clock(main)
     forks = []
-    for role in s.roles:
+    for role, name in zip(s.roles, names):
         fork = copy.copy(b)
-        fork.env, fork.iteration, fork.agent = dict(b.env), dict(b.iteration), role.name
-        h.clocks[role.name] = _join(base, {role.name: 0})
+        fork.env, fork.iteration, fork.agent = dict(b.env), dict(b.iteration), name
+        h.clocks[name] = _join(base, {name: 0})
         threads = np.zeros(b.threads, dtype=bool)
         threads[role.first:role.first + role.threads] = True
-        forks.append((role, fork, threads))
+        forks.append((name, role, fork, threads))
 
-    def run(role, fork, threads) -> None:
+    def run(name, role, fork, threads) -> None:
         failure = None
         try:
-            turns.start(role.name)
+            turns.start(name)
             fork.body(role.body, threads)
         except _Stop:
             pass
         except BaseException as error:  # noqa: BLE001 - handed to the block's thread
             failure = error
-        turns.finish(role.name, fork, failure)
+        turns.finish(name, fork, failure)
 
     workers = [threading.Thread(target=run, args=f, daemon=True) for f in forks]
     for w in workers:
         w.start()
+    if not lone:  # the block's own coroutine waits for its roles while the cluster's others run
+        turns.block(main, lambda: all(n in turns.finished for n in names), "its roles to finish", b)
     for w in workers:
         w.join()
-    h.turns = None
+    if lone:
+        h.turns = None
     if turns.failure is not None:
         raise turns.failure
-    agent = _agent(b)
-    for role in s.roles:
-        h.clocks[agent] = _join(h.clock(agent), h.clock(role.name))
+    for name in names:
+        h.clocks[main] = _join(h.clock(main), h.clock(name))
+
+
+def _cluster_sync(b, s: ClusterSync, mask) -> None:
+    """barrier.cluster: every block of the cluster arrives before any goes on; each then knows
+    what all of them did before arriving."""
+    if not mask.all():
+        raise b.error("divergence", "a cluster barrier needs every thread of the block",
+                      np.flatnonzero(~mask)[:4].tolist(), "-", "-")
+    b.shared.barrier()
+    h = _hopper(b)
+    c = h.cluster
+    use = c.uses.get(h.rank, 0)
+    c.uses[h.rank] = use + 1
+    while len(c.arrivals) <= use:
+        c.arrivals.append(set())
+        c.released.append({})
+    main = _agent(b)
+    c.arrivals[use].add(h.rank)
+    c.released[use] = _join(c.released[use], h.clock(main))
+    h.tick(main)
+    done = lambda: len(c.arrivals[use]) == c.size  # noqa: E731
+    if not done():
+        if c.turns is None:
+            raise b.error("deadlock", "a cluster barrier in a block that runs alone", [0], "-", "-")
+        c.turns.block(main, done, f"the cluster barrier ({len(c.arrivals[use])} of {c.size} blocks arrived)", b)
+    h.clocks[main] = _join(h.clock(main), c.released[use])
+
+
+def run_cluster(blocks: list, size: int) -> None:
+    """Run the blocks of one cluster together (``blocks[r]`` is rank ``r``, a ``_Block`` not yet
+    run): each block is a coroutine, and so are its roles; one runs at a time, handing the turn
+    on where it waits (an mbarrier phase, the cluster barrier, its roles)."""
+    cluster = Cluster(size)
+    names = []
+    for rank, block in enumerate(blocks):
+        block.hopper = Hopper(block, cluster, rank)
+        block.agent = None
+        names.append(block.hopper.main)
+    turns = _Turns(list(names))
+    cluster.turns = turns
+
+    def run(name, block) -> None:
+        failure = None
+        try:
+            turns.start(name)
+            block.run()
+        except _Stop:
+            pass
+        except BaseException as error:  # noqa: BLE001 - handed to the caller
+            failure = error
+        turns.finish(name, block, failure)
+
+    workers = [threading.Thread(target=run, args=(n, b), daemon=True) for n, b in zip(names, blocks)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if turns.failure is not None:
+        raise turns.failure

@@ -341,6 +341,7 @@ class MbarrierArrive:
     index: Expr
     transaction_bytes: int = 0
     comment: str = ""
+    cluster: int = 0  # > 0: arrive on barrier[index] of each of the cluster's first ``cluster`` blocks
 
 
 @dataclass(frozen=True)
@@ -368,6 +369,17 @@ class TmaLoad:
     coords: tuple[Expr, ...]
     barrier: str
     index: Expr
+    comment: str = ""
+    multicast: int = 0  # a mask of cluster ranks: the box lands in each of their ``target``s, at the
+    # same offset, and its bytes complete on each one's barrier[index] (0: this block only)
+
+
+@dataclass(frozen=True)
+class ClusterSync:
+    """``barrier.cluster`` arrive (release) and wait (acquire): every thread of every block of
+    the cluster arrives before any continues; what each did before is visible after (mbarrier
+    set-ups before peers arrive on them, the last remote arrivals before a block exits)."""
+
     comment: str = ""
 
 
@@ -446,7 +458,7 @@ Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
     | FragmentApply | FragmentAdd | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
-    | WarpgroupCommit | WarpgroupWait | Roles
+    | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -610,6 +622,7 @@ class Kernel:
     shared: tuple[SharedBuffer, ...] = ()  # carved out of the dynamic shared memory, in order
     values: tuple[ValueParam, ...] = ()  # scalars and structs passed by value, after the pointers
     min_blocks: int = 0  # blocks per multiprocessor the register budget must allow (0: any)
+    cluster: tuple[int, int, int] = (1, 1, 1)  # blocks of a thread block cluster (``cluster_rank`` in it)
 
     @property
     def params(self) -> tuple[Buffer, ...]:
@@ -731,6 +744,7 @@ _NODES = {
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,
+        ClusterSync,
     )
 }
 

@@ -104,6 +104,7 @@ class Model:
     # plan.warp_specialize(enabled, producer registers, consumer registers); None: AUTO
     specialization: tuple[bool, int, int] | None = None
     persistence: tuple[int, int] | None = None  # plan.persistent: (group, blocks; 0 = one per multiprocessor)
+    clustering: tuple[GridUnit, int] | None = None  # plan.cluster: (the block unit, blocks along it)
 
     @property
     def gpu(self) -> GPUModel:
@@ -187,6 +188,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         dynamic_shared=plan.dynamic_shared,
         specialization=plan.specialization,
         persistence=plan.persistence,
+        clustering=plan.clustering,
     )
 
 

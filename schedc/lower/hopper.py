@@ -21,6 +21,7 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from ..ir.kernel import (
     WORK,
     Barrier,
     Binary,
+    ClusterSync,
     Const,
     Expr,
     Fence,
@@ -81,6 +83,8 @@ class TmaCache:
     inner: int  # the array dimension that is contiguous (the boxes' rows run along it)
     map: StructParam
     stages: int
+    multicast: int = 1  # blocks of the cluster that share the tile; each copies 1/multicast of it
+    split: str = ""  # how the tile is shared out: "chunks" (whole boxes) or "rows" (of every box)
 
     @property
     def chunks(self) -> int:
@@ -128,6 +132,8 @@ def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
                                                       f"{caches[0].stages} stage(s) and {c.array} at {c.index} with "
                                                       f"{c.stages}: the operands of wgmma share one pipeline",
                              loops=(c.index,))
+    if model.clustering is not None:
+        caches = _share(model, caches)
     _check_budget(model, caches)
     return tuple(caches)
 
@@ -195,6 +201,49 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
     return TmaCache(spec.array, spec.index, buffer, fp.origin, inner, tmap, stages)
 
 
+def cluster_where(model) -> str:
+    unit, size = model.clustering
+    return f"cluster(size={size}, unit={unit.name})"
+
+
+def _share(model, caches: list[TmaCache]) -> list[TmaCache]:
+    """plan.cluster: the tiles the cluster's blocks have in common (their origin does not move
+    along the clustered unit's loops), each split into ``size`` parts that the blocks multicast.
+    (The cluster's shape against the grid is checked with the launch: ``launch.cluster_shape``.)"""
+    unit, size = model.clustering
+    where = cluster_where(model)
+    binding = next(b for b in model.bindings if b.unit is unit)  # launch.cluster_shape checked it exists
+    shared = [c for c in caches if not any(o.coeff(n) for o in c.origin for n in binding.loops)]
+    if not shared:
+        moving = ", ".join(f"{c.array}'s moves with " + ", ".join(n for n in binding.loops
+                                                                   if any(o.coeff(n) for o in c.origin))
+                           for c in caches)
+        raise PlanError(where, f"no operand tile is the same for neighbouring blocks along {unit.name} ({moving}): "
+                               "there is nothing to multicast; cluster along the other block unit",
+                        loops=binding.loops)
+    out = []
+    for c in caches:
+        if c not in shared:
+            out.append(c)
+            continue
+        rows = c.outer_extent // size
+        atom = 1024 // (c.chunk * c.buffer.dtype.size)  # rows of one 1024-byte swizzle atom
+        if c.chunks % size == 0:
+            out.append(dataclasses.replace(c, multicast=size, split="chunks"))
+        elif c.outer_extent % size == 0 and rows % atom == 0:
+            spec = c.map.spec
+            box = (rows, spec.box[1]) if c.inner == 1 else (spec.box[0], rows)
+            tmap = dataclasses.replace(c.map, spec=dataclasses.replace(spec, box=box))
+            out.append(dataclasses.replace(c, multicast=size, split="rows", map=tmap))
+        else:
+            raise CacheError(_here(c.array, c.index), f"{where}: {c.array}'s tile is {c.chunks} box(es) of "
+                                                      f"{c.outer_extent} rows; {size} blocks share it out by whole "
+                                                      f"boxes or by groups of {atom} rows (1024-byte swizzle atoms) "
+                                                      f"of each box, and neither divides by {size}",
+                             loops=(c.index,))
+    return out
+
+
 def _check_budget(model, caches: list[TmaCache]) -> None:
     buffers = [c.buffer for c in caches] + list(_barriers(caches[0].stages))
     _, total = shared_layout(buffers)
@@ -246,13 +295,15 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     consumers = launch.threads
     full, empty = _barriers(stages)
     block_lets, group_lets = split_coordinates(model, launch)
-    ring = _Ring(model, facts, shape, stages, launch.persistent)
+    cluster = math.prod(launch.cluster)
+    ring = _Ring(model, facts, shape, stages, launch.persistent, cluster)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers))
     products = _Products(model, tiles, caches, as_expr, budget).bind(shape)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
-        *(MbarrierInit("empty", Const(s), consumers) for s in range(stages)),
+        *(MbarrierInit("empty", Const(s), consumers * cluster) for s in range(stages)),
         Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
+        ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
         model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead))))
@@ -269,6 +320,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     else:
         body = (*setup, *consumer)
         threads = consumers
+    if cluster > 1:
+        body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
     buffers = (*(c.buffer for c in caches), full, empty)
     big = any(b.size > 2**31 - 1 for b in model.buffers)
     return Kernel(
@@ -282,6 +335,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
         shared=buffers,
         values=tuple(c.map for c in caches),
         min_blocks=model.blocks_per_sm,
+        cluster=launch.cluster,
     )
 
 
@@ -322,6 +376,12 @@ class _Ring:
     shape: _Shape
     stages: int
     persistent: Persistent | None = None
+    cluster: int = 1  # blocks of the cluster: each stage is freed by the consumers of all of them
+
+    def free(self, index: Expr, comment: str) -> MbarrierArrive:
+        """The consumers are done with a stage: arrive on its empty barrier (in every block of
+        the cluster, whose producers multicast into it)."""
+        return MbarrierArrive("empty", index, 0, comment, self.cluster if self.cluster > 1 else 0)
 
     def counter(self, names: tuple[str, ...] | None = None) -> Expr:
         """t at the current values of the outer and pipelined loops (or of ``names``), mixed radix;
@@ -370,12 +430,47 @@ def _copies(caches: tuple[TmaCache, ...], stage: Expr, as_expr, values: dict[str
             from ..ir.kernel import substitute
 
             origin = [substitute(o, values) for o in origin]
+        if c.multicast > 1:
+            out += _multicast_copies(c, stage, origin)
+            continue
         for chunk in range(c.chunks):
             coords = list(origin)
             if chunk:
                 coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
             out.append(TmaLoad(c.map.name, c.buffer.name, (stage, Const(chunk), Const(0), Const(0)), tuple(coords),
                                "full", stage, f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
+    return out
+
+
+CLUSTER_RANK = Var("cluster_rank")  # the block's rank in its cluster (%cluster_ctarank)
+
+
+def _multicast_copies(c: TmaCache, stage: Expr, origin: list[Expr]) -> list[Stmt]:
+    """This block's part of a tile the cluster shares: its boxes (split by chunks) or its rows
+    of every box (split by rows), each landing in every block of the cluster."""
+    mask = (1 << c.multicast) - 1
+    out: list[Stmt] = []
+    if c.split == "chunks":
+        per = c.chunks // c.multicast
+        for n in range(per):
+            chunk = Binary("+", Binary("*", CLUSTER_RANK, Const(per)), Const(n)) if n else \
+                Binary("*", CLUSTER_RANK, Const(per))
+            coords = list(origin)
+            coords[c.inner] = Binary("+", coords[c.inner], Binary("*", chunk, Const(c.chunk)))
+            out.append(TmaLoad(c.map.name, c.buffer.name, (stage, chunk, Const(0), Const(0)), tuple(coords), "full",
+                               stage, f"{c.array}: this block's box {n + 1} of {per}, to the {c.multicast} blocks of "
+                                      "the cluster", mask))
+        return out
+    rows = c.outer_extent // c.multicast
+    first = Binary("*", CLUSTER_RANK, Const(rows))
+    for chunk in range(c.chunks):
+        coords = list(origin)
+        if chunk:
+            coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
+        coords[1 - c.inner] = Binary("+", coords[1 - c.inner], first)
+        out.append(TmaLoad(c.map.name, c.buffer.name, (stage, Const(chunk), first, Const(0)), tuple(coords), "full",
+                           stage, f"{c.array}: this block's {rows} rows of box {chunk + 1} of {c.chunks}, to the "
+                                  f"{c.multicast} blocks of the cluster", mask))
     return out
 
 
@@ -448,8 +543,7 @@ def _consumer_body(model, facts, tiles, shape: _Shape, ring: _Ring, products, ca
     stage = Var("stage")
     released = Binary("%", Binary("+", Binary("-", Var("tile"), Const(1)), Const(ring.stages)), Const(ring.stages))
     first = ring.first_pipelined()
-    release_previous: Stmt = MbarrierArrive("empty", released, 0, "the previous tile's products are done: "
-                                                                   "its stage is free")
+    release_previous: Stmt = ring.free(released, "the previous tile's products are done: its stage is free")
     if first is not None:
         release_previous = If(_not(first), (release_previous,))
     step = (*ring.lets(),
@@ -468,7 +562,7 @@ def _consumer_body(model, facts, tiles, shape: _Shape, ring: _Ring, products, ca
         step = (*ring.lets(), *head,
                 MbarrierWait("full", stage, Var("parity"), "this tile's copies have landed"),
                 WarpgroupFence(), *products.statements(stage), WarpgroupCommit(), WarpgroupWait(0),
-                MbarrierArrive("empty", stage, 0, "this tile's products are done: its stage is free"))
+                ring.free(stage, "this tile's products are done: its stage is free"))
         finish, prologue = (), ()
     pipelined = _nest(model, facts, shape.pipelined, step)
     before, after = products.accumulators(facts)
@@ -489,7 +583,7 @@ def _release_last(ring: _Ring) -> tuple[Stmt, ...]:
     from ..ir.kernel import substitute
 
     t = substitute(ring.counter(), last)
-    return (MbarrierArrive("empty", Binary("%", t, Const(ring.stages)), 0, "the pass's last stage is free"),)
+    return (ring.free(Binary("%", t, Const(ring.stages)), "the pass's last stage is free"),)
 
 
 class _Products:

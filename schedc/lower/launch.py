@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import PlanError
 from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Stmt, Var, substitute
 from ..poly import PolyFacts
 from ..targets import GridUnit
@@ -40,6 +41,7 @@ class Launch:
     block: tuple[int, int, int]
     coordinates: tuple[Let, ...]  # one per bound loop, outermost binding first
     persistent: Persistent | None = None
+    cluster: tuple[int, int, int] = (1, 1, 1)  # blocks of a thread block cluster (plan.cluster)
 
     @property
     def threads(self) -> int:
@@ -75,16 +77,54 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
         lets.extend(_decompose(model, facts, binding, extents, coordinate))
     rank = {lp.name: n for n, lp in enumerate(model.loops)}
     lets.sort(key=lambda let: rank[let.name])
+    cluster = cluster_shape(model, grid)
     if model.persistence is None:
-        return Launch(tuple(grid), tuple(block), tuple(lets))
+        return Launch(tuple(grid), tuple(block), tuple(lets), cluster=cluster)
     group, blocks = model.persistence
     tiles = math.prod(grid)
-    blocks = min(tiles, blocks or model.gpu.sm_count * max(1, model.blocks_per_sm))
+    size = math.prod(cluster)
+    if blocks and blocks % size:
+        raise PlanError(f"persistent(group={group}, blocks={blocks})", f"{blocks} blocks do not make whole clusters "
+                                                                       f"of {size}: use a multiple of {size}")
+    blocks = min(tiles, blocks or model.gpu.sm_count * max(1, model.blocks_per_sm) // size * size)
     tile = {f"blockIdx.{a}": Var(f"tile_{a}") for a in _AXES}
     if grid[2] == 1:  # persistent_loop defines tile_z for planes of tiles only
         tile["blockIdx.z"] = Const(0)
     lets = [Let(let.name, substitute(let.value, tile), let.comment) for let in lets]
-    return Launch((blocks, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group))
+    return Launch((blocks, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group),
+                  (size, 1, 1))
+
+
+def cluster_shape(model, grid: list[int]) -> tuple[int, int, int]:
+    """plan.cluster's blocks as a cluster shape of the grid (refused, with the numbers, where
+    the blocks along the unit do not make whole clusters). A persistent grid is one row of
+    blocks: its clusters are consecutive blocks, which take consecutive tiles of the grouped
+    order, neighbours along BLOCK_Y."""
+    if model.clustering is None:
+        return (1, 1, 1)
+    unit, size = model.clustering
+    where = f"cluster(size={size}, unit={unit.name})"
+    binding = next((b for b in model.bindings if b.unit is unit), None)
+    if binding is None:
+        raise PlanError(where, f"no loop is bound to {unit.name}: bind the loop over the tiles that should share "
+                               "operands to it")
+    axis = _AXES.index(unit.axis)
+    if grid[axis] % size:
+        raise PlanError(where, f"{unit.name} has {grid[axis]} blocks ({', '.join(binding.loops)}), not a multiple of "
+                               f"{size}: the last cluster would be partial", loops=binding.loops)
+    if model.persistence is not None:
+        group = model.persistence[0]
+        if unit is not GridUnit.BLOCK_Y:
+            raise PlanError(where, "a persistent grid's consecutive blocks take tiles that are neighbours along "
+                                   "BLOCK_Y (its grouped order walks the rows of tiles): cluster along BLOCK_Y",
+                            loops=binding.loops)
+        if group % size:
+            raise PlanError(where, f"persistent(group={group}): clusters of {size} blocks need groups of a multiple "
+                                   f"of {size} rows of tiles, so that a cluster's tiles share their column",
+                            loops=binding.loops)
+    shape = [1, 1, 1]
+    shape[axis] = size
+    return tuple(shape)
 
 
 def split_coordinates(model, launch: Launch) -> tuple[tuple[Let, ...], tuple[Let, ...]]:

@@ -79,6 +79,10 @@ def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
     if hopper.is_warpgroup_plan(ir.tiles):
         return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.tiles))
+    if ir.model.clustering is not None:
+        raise PlanError(hopper.cluster_where(ir.model), "the blocks of a cluster share operand tiles through TMA "
+                                                        "multicast: tensorize with a wgmma shape (M64xN*xK16_B1, "
+                                                        "M64xN*xK8_B1) and cache A and B in SHARED with TMA")
     shared = cache.plan_shared(ir.model, ir.launch.threads, ir.tiles, ir.scratch)
     tiles = cache.rebase_tiles(ir.model, ir.tiles, shared) if ir.tiles is not None else None
     return dataclasses.replace(ir, shared=shared, tiles=tiles)

@@ -41,6 +41,7 @@ every kernel parameter declared alike by the function, and each kernel's own pro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..instructions import FAMILIES, WARPGROUP, wgmma_accumulator
@@ -51,6 +52,7 @@ from ..ir.kernel import (
     Binary,
     BlockCopy,
     Cast,
+    ClusterSync,
     Const,
     Expr,
     Fence,
@@ -92,7 +94,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType, converts_implicitly
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
-BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles)
+BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles, ClusterSync)
 _COMPARISONS = {"<", "<=", ">", ">=", "==", "!=", "&&", "||"}
 
 
@@ -118,13 +120,18 @@ def problems(kernel: Kernel) -> list[str]:
     checker = _Checker(kernel.index_type)
     arrays = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
     scalars = {v.name: v.dtype for v in kernel.values if isinstance(v, ScalarParam)}
-    scope = _Scope(arrays, set(SPECIAL) | set(scalars), {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
+    clustered = {"cluster_rank"} if kernel.cluster != (1, 1, 1) else set()
+    scope = _Scope(arrays, set(SPECIAL) | set(scalars) | clustered, {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
                    scalars=scalars)
     checker.params(kernel)
+    checker.cluster = math.prod(kernel.cluster)
     checker.structs = {v.name: v for v in kernel.values if isinstance(v, StructParam)}
     checker.threads = kernel.threads_per_block
     checker.body(kernel.body, scope)
     checker.finish()
+    if kernel.cluster != (1, 1, 1) and not (kernel.body and isinstance(kernel.body[-1], ClusterSync)):
+        checker.report("hopper", "a kernel launched in clusters ends without a cluster barrier: a block could leave "
+                                 "while its peers still copy into it or arrive on its barriers")
     return checker.found
 
 
@@ -160,6 +167,7 @@ class _Checker:
         self.found: list[str] = []
         self.structs: dict[str, StructParam] = {}
         self.threads = 0
+        self.cluster = 1  # blocks of the kernel's cluster
         self.uncommitted = 0  # cp.async copies since the last commit
         self.in_flight = 0  # committed groups not yet waited for (upper bound)
         self.commits = 0
@@ -415,6 +423,13 @@ class _Checker:
 
     def _MbarrierArrive(self, s: MbarrierArrive, scope: _Scope) -> None:
         self.mbarrier(s.barrier, s.index, scope, "mbarrier arrive")
+        if s.cluster and (s.cluster > self.cluster or s.transaction_bytes):
+            self.report("hopper", f"mbarrier arrive on {s.barrier} in {s.cluster} blocks of a cluster of {self.cluster}"
+                        + (" with transaction bytes" if s.transaction_bytes else ""))
+
+    def _ClusterSync(self, s: ClusterSync, scope: _Scope) -> None:
+        if self.cluster == 1:
+            self.report("hopper", "a cluster barrier in a kernel launched without clusters")
 
     def _MbarrierWait(self, s: MbarrierWait, scope: _Scope) -> None:
         self.mbarrier(s.barrier, s.index, scope, "mbarrier wait")
@@ -438,12 +453,23 @@ class _Checker:
         box = tuple(spec.box)
         if array is not None and 1 in array.strides and array.strides.index(1) == 0:
             box = box[::-1]  # the map's box in storage order, contiguous dimension last
-        if tuple(target.shape[-len(box):]) != box or target.swizzle != spec.swizzle:
-            self.report("hopper", f"{what}: tiles {tuple(target.shape[-2:])} swizzled {target.swizzle} do not take "
+        tile = tuple(target.shape[-len(box):])
+        rows = tile[0] // box[0] if box[0] and tile[0] % box[0] == 0 else 0  # a multicast part: rows of a tile
+        if tile[1:] != box[1:] or not rows or (rows > 1 and not s.multicast) or target.swizzle != spec.swizzle:
+            self.report("hopper", f"{what}: tiles {tile} swizzled {target.swizzle} do not take "
                                   f"{spec.array}'s boxes {box} swizzled {spec.swizzle}")
         if array is not None and len(s.coords) != len(array.shape):
             self.report("hopper", f"{what}: {len(s.coords)} coordinate(s) for the {len(array.shape)}-D {spec.array}")
-        self.whole_tile(s.target, target, s.target_origin, what)
+        if s.multicast and (s.multicast >= 1 << self.cluster):
+            self.report("hopper", f"{what}: multicast to ranks {s.multicast:#x} of a cluster of {self.cluster}")
+        if rows > 1:  # the part starts at a multiple of its rows, whole 1024-byte swizzle atoms
+            start = s.target_origin[-2]
+            step = start.rhs if isinstance(start, Binary) and start.op == "*" else start
+            if not isinstance(step, Const) or step.value % box[0] or (box[0] * target.swizzle) % 1024:
+                self.report("swizzle", f"{what}: a part of {box[0]} rows starts at row {start} of the swizzled tile")
+            self.whole_tile(s.target, target, (*s.target_origin[:-2], Const(0), s.target_origin[-1]), what)
+        else:
+            self.whole_tile(s.target, target, s.target_origin, what)
 
     def _Fence(self, s: Fence, scope: _Scope) -> None:
         if s.kind not in ("mbarrier_init", "proxy_async"):

@@ -15,6 +15,8 @@ def features(p: Program) -> list[str]:
               + (f" in {c.element_type}" if c.element_type else "") for c in p.caches]
     if p.persistent is not None:
         found.append(f"persistent (group {p.persistent[0]}, blocks {p.persistent[1] or 'default'})")
+    if p.cluster is not None:
+        found.append(f"cluster of {p.cluster[0]} along {p.cluster[1]}")
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
@@ -38,6 +40,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {f"bind {b.unit.split('_')[0]}" + (" (tuple)" if len(b.indices) > 1 else "") for b in p.bindings}
     found |= {"unroll"} if p.unrolls else set()
     found |= {"persistent"} if p.persistent is not None else set()
+    found |= {"cluster"} if p.cluster is not None else set()
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()

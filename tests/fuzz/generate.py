@@ -38,6 +38,8 @@ def _attempt(rng: random.Random) -> Program:
     program = _program(rng)
     if rng.random() < 0.15:  # resident blocks over the tiles: a few, or one per multiprocessor
         program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
+    if rng.random() < (0.3 if program.tensorize is not None else 0.03):  # blocks sharing tiles by TMA multicast
+        program = replace(program, cluster=(rng.choice((2, 2, 4)), rng.choice(("BLOCK_Y", "BLOCK_Y", "BLOCK_X"))))
     return program
 
 

@@ -168,6 +168,7 @@ class Program:
     tensorize: Tensorize | None = None
     name: str = "fuzz"
     persistent: tuple[int, int] | None = None  # plan.persistent(group=, blocks=); blocks 0: the default
+    cluster: tuple[int, str] | None = None  # plan.cluster(size, unit)
 
     @property
     def nest_indices(self) -> tuple[str, ...]:

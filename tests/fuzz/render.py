@@ -131,6 +131,9 @@ def _plan(program: Program) -> str:
     if program.persistent is not None:
         group, blocks = program.persistent
         lines.append(f"plan.persistent(group={group}" + (f", blocks={blocks})" if blocks else ")"))
+    if program.cluster is not None:
+        size, unit = program.cluster
+        lines.append(f"plan.cluster({size}, target.GridUnit.{unit})")
     return "\n".join(lines) + "\n"
 
 

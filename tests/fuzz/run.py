@@ -139,7 +139,8 @@ def build_into(text: str, directory: str) -> list:
 
 
 def _check_bare_nest(program: Program, refused: Outcome) -> Outcome:
-    bare = replace(program, steps=(), order=None, bindings=(), unrolls=(), caches=(), tensorize=None)
+    bare = replace(program, steps=(), order=None, bindings=(), unrolls=(), caches=(), tensorize=None, persistent=None,
+                   cluster=None)
     try:
         build(render(bare))
     except SchedcError as error:

@@ -129,6 +129,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, order=None)
     if p.persistent is not None:
         yield replace(p, persistent=None)
+    if p.cluster is not None:
+        yield replace(p, cluster=None)
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])

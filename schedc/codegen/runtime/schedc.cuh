@@ -447,6 +447,57 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
 #endif
 }
 
+// the same, acquiring at cluster scope: what the cluster's other blocks did before arriving
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar, unsigned parity) {
+#if SCHEDC_SM90A
+    const unsigned address = shared_address(bar);
+    unsigned done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(address), "r"(parity) : "memory");
+    } while (!done);
+#else
+    __trap();
+#endif
+}
+
+// ---- thread block clusters (sm_90a) ----
+
+// this block's rank in its cluster
+__device__ __forceinline__ int cluster_rank() {
+#if SCHEDC_SM90A
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return static_cast<int>(rank);
+#else
+    __trap();
+    return 0;
+#endif
+}
+
+// arrive once on BAR (the same shared offset) in each of the cluster's blocks 0 .. BLOCKS-1
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned long long* bar, unsigned blocks) {
+#if SCHEDC_SM90A
+    const unsigned local = shared_address(bar);
+    for (unsigned rank = 0; rank < blocks; ++rank) {
+        unsigned remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+    }
+#else
+    __trap();
+#endif
+}
+
+// every thread of the cluster's blocks arrives (release) and waits (acquire)
+__device__ __forceinline__ void cluster_sync() {
+#if SCHEDC_SM90A
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
 __device__ __forceinline__ void fence_mbarrier_init() {
 #if SCHEDC_SM90A
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -466,6 +517,20 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int inne
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(shared_address(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer),
                     "r"(shared_address(bar)) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// the same box, landing at DST and completing on BAR in every block of the cluster whose rank
+// is set in MASK
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* map, int inner, int outer,
+                                                      unsigned long long* bar, unsigned short mask) {
+#if SCHEDC_SM90A
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(shared_address(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer),
+                    "r"(shared_address(bar)), "h"(mask) : "memory");
 #else
     __trap();
 #endif
