@@ -4,6 +4,9 @@
 Each block owns a 64x128 tile. Its 512 threads request the tile with cp.async, 16 bytes per
 thread per copy, wait for it, and then each thread writes 16 rows of one column of B from
 shared memory (a warp writes 64 contiguous bytes per row).
+
+``tiled_copy_tma``: the same, but one thread asks the tensor memory accelerator for the whole
+tile (``engine=CopyEngine.TMA``, sm_90) and every thread waits on the tile's mbarrier.
 """
 
 import schedc as acc
@@ -12,7 +15,7 @@ M = N = 8192
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
-def tiled_copy(M: int = M, N: int = N):
+def tiled_copy(M: int = M, N: int = N, engine=acc.CopyEngine.AUTO):
     A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(M, N))
     B = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float16, shape=(M, N))
 
@@ -35,11 +38,12 @@ def tiled_copy(M: int = M, N: int = N):
         ii: target.GridUnit.THREAD_Y,
         jj: target.GridUnit.THREAD_X,
     })
-    plan.cache(A, index=iii, location=target.MemorySpace.SHARED, stages=1)  # cp.async, then wait
+    plan.cache(A, index=iii, location=target.MemorySpace.SHARED, stages=1, engine=engine)  # copy, then wait
     return plan, (A, B)
 
 
 if __name__ == "__main__":
     package = acc.Package()
     package.add(*tiled_copy(), base_name="tiled_copy")
+    package.add(*tiled_copy(engine=acc.CopyEngine.TMA), base_name="tiled_copy_tma")
     package.build("tiled_copy", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tiled_copy")

@@ -258,7 +258,7 @@ class _Block:
             "blockIdx.z": np.int64(self.block[2]),
         })
         self.buffers = {b.name: b for b in (*self.kernel.buffers, *self.kernel.shared)}
-        self.shared = SharedMemory({b.name: b for b in self.kernel.shared})
+        self.shared = SharedMemory({b.name: b for b in self.kernel.shared}, threads=len(t))
         self.thread_ids = t
         try:
             self.body(self.kernel.body, np.ones(len(t), dtype=bool))

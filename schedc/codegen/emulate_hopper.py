@@ -375,6 +375,7 @@ def _wait(b, s: MbarrierWait, mask) -> None:
         last = bar.phase - 1  # the completed phase of this parity
         agent = _agent(b)
         h.clocks[agent] = _join(h.clock(agent), bar.completed[last])
+        b.shared.observe((s.barrier, index), last + 1, b.thread_ids[mask])
 
 
 def _tma(b, s: TmaLoad, mask) -> None:
@@ -414,7 +415,7 @@ def _tma(b, s: TmaLoad, mask) -> None:
             # ordered after what its issuer knows, not after other copies (they are not ordered)
             t.check_write("tma", buffer, elements, h.clock(agent), "a TMA copy")
             t.b.shared.check_async_proxy(buffer, elements, "a TMA copy")
-            t.b.shared.values[buffer][elements] = values
+            t.b.shared.tma_write(buffer, elements, values, int(thread), (s.barrier, bar_index), bar.phase)
             t.record_write("tma", buffer, elements, h.tma_time)
             t.complete_tx(bar, grid.shape[1] * size, clock)
 

@@ -52,6 +52,13 @@ class SharedMemory:
     # the thread whose generic-proxy write of an element no fence.proxy.async of it has followed
     # yet (the async proxy, wgmma and TMA, must not touch the element until one has), or NONE
     unfenced: dict[str, np.ndarray] = field(default_factory=dict)
+    # TMA copies read by the block's threads: the copy that brought an element (an index into
+    # ``landings``: its mbarrier and the phase it completes), or NONE; and per mbarrier the phases
+    # each thread has seen complete (by waiting on them)
+    landed: dict[str, np.ndarray] = field(default_factory=dict)
+    landings: list[tuple[tuple[str, int], int]] = field(default_factory=list)
+    seen: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    threads: int = 0
 
     def __post_init__(self) -> None:
         for name, b in self.buffers.items():
@@ -61,12 +68,14 @@ class SharedMemory:
             self.reader[name] = np.full(b.size, NONE, dtype=np.int64)
             self.pending[name] = np.full(b.size, NONE, dtype=np.int64)
             self.unfenced[name] = np.full(b.size, NONE, dtype=np.int64)
+            self.landed[name] = np.full(b.size, NONE, dtype=np.int64)
 
     # -- accesses ------------------------------------------------------------------------------
 
     def read(self, buffer: str, elements: np.ndarray, threads: np.ndarray, same=None) -> np.ndarray:
         """Values of ``elements`` read by ``threads`` (equal-length arrays)."""
         self._not_pending(buffer, elements, threads, "reads")
+        self._landed(buffer, elements, threads)
         writer = self.writer[buffer][elements]
         other = (writer != NONE) & ~_same(writer, threads, same)
         if other.any():
@@ -89,6 +98,41 @@ class SharedMemory:
         self.values[buffer][elements] = values
         self.writer[buffer][elements] = threads
         self.unfenced[buffer][elements] = threads
+
+    def tma_write(self, buffer: str, elements: np.ndarray, values: np.ndarray, issuer: int,
+                  barrier: tuple[str, int], phase: int) -> None:
+        """A TMA copy issued by thread ``issuer`` lands in ``elements``, completing ``phase`` of
+        ``barrier``: refused where another thread read them since the last barrier; a thread
+        that reads them later must have seen that phase complete."""
+        reader = self.reader[buffer][elements]
+        other = (reader != NONE) & (reader != issuer)
+        if other.any():
+            n = int(np.argmax(other))
+            who = "several threads" if reader[n] == MANY else f"thread {int(reader[n])}"
+            raise SharedError("race", f"a TMA copy issued by thread {issuer} overwrites an element {who} read "
+                              "since the last barrier", [issuer], buffer, int(elements[n]))
+        self.values[buffer][elements] = values
+        self.landings.append((barrier, phase))
+        self.landed[buffer][elements] = len(self.landings) - 1
+
+    def observe(self, barrier: tuple[str, int], phases: int, threads: np.ndarray) -> None:
+        """``threads`` waited on ``barrier`` and know its first ``phases`` phases completed."""
+        seen = self.seen.setdefault(barrier, np.zeros(max(self.threads, int(threads.max(initial=0)) + 1), np.int64))
+        seen[threads] = np.maximum(seen[threads], phases)
+
+    def _landed(self, buffer: str, elements: np.ndarray, threads: np.ndarray) -> None:
+        tokens = self.landed[buffer][elements]
+        for token in np.unique(tokens[tokens != NONE]):
+            barrier, phase = self.landings[int(token)]
+            seen = self.seen.get(barrier)
+            mine = tokens == token
+            known = seen[threads[mine]] if seen is not None else np.zeros(int(mine.sum()), np.int64)
+            late = known <= phase
+            if late.any():
+                n = int(np.flatnonzero(mine)[int(np.argmax(late))])
+                raise SharedError("race", f"thread {int(threads[n])} reads an element a TMA copy brings before it "
+                                  f"has waited for the phase of {barrier[0]}[{barrier[1]}] that the copy completes",
+                                  [int(threads[n])], buffer, int(elements[n]))
 
     def proxy_fence(self, threads: np.ndarray) -> None:
         """``fence.proxy.async`` by ``threads``: their generic writes so far are visible to the

@@ -34,19 +34,29 @@ from ..ir.kernel import (
     BlockCopy,
     Const,
     Expr,
+    Fence,
     If,
     Let,
     Load,
     Loop,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    PrivateArray,
     SharedBuffer,
     StageLoad,
     StageStore,
     Staging,
     Stmt,
+    Store,
+    StructParam,
+    TensorMap,
+    TmaLoad,
     Var,
     shared_layout,
 )
-from ..targets import CacheStrategy, MemorySpace, Target
+from ..ir.types import ScalarType
+from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
 from . import tensor
 
 
@@ -70,6 +80,17 @@ class SharedCache:
     # inside the serial loops around ``index`` (an index bound to threads or warps, or
     # tensorized, has no loop of its own: the block fills the cache where its loop would be)
     at: str | None = None
+    tma: StructParam | None = None  # engine=TMA: the tensor map of the one box the tile is
+
+    @property
+    def barrier(self) -> str:
+        """engine=TMA: the mbarrier the tile's bytes complete on."""
+        return f"{self.array}_full"
+
+    @property
+    def phase(self) -> str:
+        """engine=TMA: each thread's count (mod 2) of the fills it has waited for."""
+        return f"{self.array}_phase"
 
     @property
     def ring(self) -> int:
@@ -158,6 +179,11 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         buffer = SharedBuffer(name, dtype, (spec.stages, *fp.extents), (slot, *buffer.strides), buffer.swizzle)
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
     axes = order if order != tuple(range(len(order))) else ()
+    if spec.engine is CopyEngine.TMA:
+        tmap = _tma_box(model, spec, here, fp.extents, global_buffer)
+        buffer = dataclasses.replace(plain, align=128)
+        return SharedCache(spec.array, spec.index, buffer, fp.origin, 1, strategy, spec.pipeline, spec.stages,
+                           None, (), axes, at=at, tma=tmap)
     if len(fp.extents) > 2 and (axes or spec.pipeline == "registers"):
         why = ("its array is not row-major" if axes else "a register double buffer stages whole tiles of "
                "rank 1 or 2")
@@ -166,6 +192,43 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
                          loops=(spec.index,))
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at)
+
+
+TMA_BOX_LIMIT = 256  # elements per box dimension
+
+
+def _tma_box(model, spec, here: str, extents: tuple[int, ...], array) -> StructParam:
+    """engine=TMA for a tile the block's threads read: the whole tile is one TMA box (2-D, dense,
+    zeros past the array), refused with the reason where TMA cannot copy it."""
+    here = here.replace("location=SHARED)", "location=SHARED, engine=TMA)")
+    if model.tensorize is not None:
+        raise CacheError(here, "wmma and mma.sync read padded or XOR-swizzled tiles, which TMA does not write: "
+                               "engine=THREADS, or tensorize with a wgmma shape (its tiles are TMA's)",
+                         loops=(spec.index,))
+    if spec.pipeline == "registers" or spec.stages > 1:
+        raise CacheError(here, "TMA fills the tile of the block's threads one tile at a time (stages=1, or no "
+                               "double buffer); rings of TMA stages feed wgmma plans", loops=(spec.index,))
+    if len(extents) != 2:
+        raise CacheError(here, f"TMA copies 2-D tiles here; the footprint {'x'.join(map(str, extents))} has rank "
+                               f"{len(extents)}", loops=(spec.index,))
+    size = array.dtype.size
+    if 1 not in array.strides:
+        raise CacheError(here, f"{spec.array} has strides {list(array.strides)}; TMA needs one contiguous "
+                               "dimension", loops=(spec.index,))
+    inner = array.strides.index(1)
+    pitch = array.strides[1 - inner] * size
+    if pitch % 16:
+        raise CacheError(here, f"{spec.array}'s rows are {pitch} bytes apart; TMA needs a multiple of 16 bytes "
+                               f"(pad the leading dimension to a multiple of {16 // math.gcd(16, size)} elements)",
+                         loops=(spec.index,))
+    if extents[inner] * size % 16:
+        raise CacheError(here, f"the tile's rows are {extents[inner]} element(s) ({extents[inner] * size} bytes) "
+                               f"along {spec.array}'s contiguous dimension {inner}; a TMA box's rows are a "
+                               "multiple of 16 bytes", loops=(spec.index,))
+    if max(extents) > TMA_BOX_LIMIT:
+        raise CacheError(here, f"the tile is {'x'.join(map(str, extents))}; a TMA box has at most {TMA_BOX_LIMIT} "
+                               "elements along each dimension: cache at a loop further in", loops=(spec.index,))
+    return StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, tuple(extents), array.dtype, 0))
 
 
 def _swizzle(tiles: tensor.TensorMatch | None, array: str, plain: SharedBuffer) -> int:
@@ -205,7 +268,7 @@ def _check_staging(spec, here: str, extents: tuple[int, ...], dtype, threads: in
 
 def _async_fits(c: SharedCache) -> bool:
     """cp.async moves 4, 8 or 16 bytes: the tile's vectors must be that wide."""
-    return c.pipeline != "async" or (c.vector * c.buffer.dtype.size) % 4 == 0
+    return c.pipeline != "async" or c.tma is not None or (c.vector * c.buffer.dtype.size) % 4 == 0
 
 
 def _check_async(c: SharedCache) -> None:
@@ -327,7 +390,7 @@ def _sequential_async(model, caches: list[SharedCache]) -> list[SharedCache]:
     for c in caches:
         by_place.setdefault(c.at, []).append(c)
     fits = {at for at, group in by_place.items()
-            if all(c.pipeline == "sync" and (c.vector * c.buffer.dtype.size) % 4 == 0 for c in group)}
+            if all(c.pipeline == "sync" and (c.vector * c.buffer.dtype.size) % 4 == 0 for c in group if not c.tma)}
     return [dataclasses.replace(c, copy_async=True) if c.at in fits else c for c in caches]
 
 
@@ -401,11 +464,62 @@ def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt
     here = [c for c in caches if c.at == at and c.carrier is None]
     if not here:
         return ()
-    asynchronous = here[0].pipeline == "async" or here[0].copy_async
+    tma = [c for c in here if c.tma is not None]
+    here = [c for c in here if c.tma is None]
+    asynchronous = bool(here) and (here[0].pipeline == "async" or here[0].copy_async)
     copies = [_copy(c, c.origin, as_expr, asynchronous) for c in here]
     wait = (AsyncCommit(), AsyncWait(0)) if asynchronous else ()
-    return (Barrier("the previous tiles are no longer read"), *copies, *wait,
-            Barrier(f"the cached tiles of {_names(here)} are in shared memory"))
+    landed = (Barrier(f"the cached tiles of {_names(here)} are in shared memory"),) if here else ()
+    return (Barrier("the previous tiles are no longer read"), *_tma_issue(tma, as_expr), *copies, *wait,
+            *_tma_wait(tma), *landed)
+
+
+def first_thread() -> Expr:
+    """The block's thread (0, 0, 0)."""
+    return Binary("&&", Binary("==", Var("threadIdx.x"), Const(0)),
+                  Binary("&&", Binary("==", Var("threadIdx.y"), Const(0)), Binary("==", Var("threadIdx.z"), Const(0))))
+
+
+def _tma_issue(caches: list[SharedCache], as_expr) -> tuple[Stmt, ...]:
+    """One thread asks TMA for each tile (the bytes its barrier's phase then waits for)."""
+    if not caches:
+        return ()
+    issue: list[Stmt] = []
+    for c in caches:
+        issue += [MbarrierArrive(c.barrier, Const(0), c.buffer.nbytes, f"the bytes of {c.array}'s tile"),
+                  TmaLoad(c.tma.name, c.buffer.name, tuple(Const(0) for _ in c.origin),
+                          tuple(as_expr(o) for o in c.origin), c.barrier, Const(0),
+                          f"cache of {c.array} for the loops at and inside {c.index}")]
+    return (If(first_thread(), tuple(issue), "one thread issues the TMA copies"),)
+
+
+def _tma_wait(caches: list[SharedCache]) -> tuple[Stmt, ...]:
+    """Every thread waits for the tiles' phases, then counts them."""
+    out: list[Stmt] = []
+    for c in caches:
+        phase = Load(c.phase, (Const(0),), ScalarType.int32)
+        out += [MbarrierWait(c.barrier, Const(0), phase, f"the tile of {c.array} has landed"),
+                Store(c.phase, (Const(0),), Binary("-", Const(1, ScalarType.int32), phase, ScalarType.int32))]
+    return tuple(out)
+
+
+def tma_setup(caches: tuple[SharedCache, ...]) -> tuple[Stmt, ...]:
+    """At the kernel's start, for the caches TMA fills: their barriers (one arrival and the
+    tile's bytes per phase) and each thread's phase counter."""
+    tma = [c for c in caches if c.tma is not None]
+    if not tma:
+        return ()
+    init = tuple(MbarrierInit(c.barrier, Const(0), 1) for c in tma)
+    counters: list[Stmt] = []
+    for c in tma:
+        counters += [PrivateArray(c.phase, ScalarType.int32, (1,)),
+                     Store(c.phase, (Const(0),), Const(0, ScalarType.int32))]
+    return (If(first_thread(), (*init, Fence("mbarrier_init")), "one thread sets up the TMA barriers"),
+            *counters, Barrier("the TMA barriers are set up"))
+
+
+def tma_buffers(caches: tuple[SharedCache, ...]) -> tuple[SharedBuffer, ...]:
+    return tuple(SharedBuffer(c.barrier, ScalarType.uint64, (1,), (1,)) for c in caches if c.tma is not None)
 
 
 def _copy(c: SharedCache, origin, as_expr, asynchronous: bool, slot: Expr | None = None,

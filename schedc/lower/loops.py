@@ -77,12 +77,13 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         return body
 
     big = any(b.size > INT32_MAX for b in model.buffers)
-    buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ())
+    buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) + cache.tma_buffers(shared)
     if launch.persistent is None:
         body = (*launch.coordinates, *level(0))
     else:
         block_lets, group_lets = split_coordinates(model, launch)
         body = (*group_lets, *persistent_loop(launch, (*block_lets, *level(0))))
+    body = (*cache.tma_setup(shared), *body)
     return Kernel(
         name=f"{model.function}__gpu__",
         buffers=model.buffers,
@@ -92,6 +93,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         index_type=ScalarType.int64 if big else ScalarType.int32,
         dynamic_shared_bytes=shared_layout(buffers)[1],
         shared=buffers,
+        values=tuple(c.tma for c in shared if c.tma is not None),
         min_blocks=model.blocks_per_sm,
     )
 

@@ -453,7 +453,8 @@ class _Checker:
         box = tuple(spec.box)
         if array is not None and 1 in array.strides and array.strides.index(1) == 0:
             box = box[::-1]  # the map's box in storage order, contiguous dimension last
-        tile = tuple(target.shape[-len(box):])
+        dims = sorted(range(len(target.shape)), key=lambda d: -target.strides[d])[-len(box):]
+        tile = tuple(target.shape[d] for d in dims)  # the tile in storage order, as the box
         rows = tile[0] // box[0] if box[0] and tile[0] % box[0] == 0 else 0  # a multicast part: rows of a tile
         if tile[1:] != box[1:] or not rows or (rows > 1 and not s.multicast) or target.swizzle != spec.swizzle:
             self.report("hopper", f"{what}: tiles {tile} swizzled {target.swizzle} do not take "
