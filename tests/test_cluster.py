@@ -16,7 +16,7 @@ import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import EmulationError, emulate
 from schedc.errors import CacheError, PlanError
-from schedc.ir.kernel import Barrier, ClusterSync, MbarrierArrive, MbarrierInit, TmaLoad, walk_statements
+from schedc.ir.kernel import Barrier, ClusterSync, If, MbarrierArrive, MbarrierInit, TmaLoad, walk_statements
 from schedc.lower import wellformed
 from schedc.package.compile import nvrtc_compile
 
@@ -24,6 +24,12 @@ from .plans import tensor_matmul
 from .test_hopper import F16, _lower, _rewrite, hopper_matmul, kernel, run
 
 Y, X = acc.GridUnit.BLOCK_Y, acc.GridUnit.BLOCK_X
+
+
+def _guards(k) -> list:
+    """The statements that hold an arrival on an empty barrier."""
+    return [s for s in walk_statements(k.body) if isinstance(s, If) and len(s.body) == 1
+            and isinstance(s.body[0], MbarrierArrive) and s.body[0].barrier == "empty"]
 
 
 def _copies(k) -> list[TmaLoad]:
@@ -37,9 +43,10 @@ def test_kernel_shape_boxes_of_b_shared_out():
     assert {s.tensor_map: s.multicast for s in copies} == {"A_map": 0, "B_map": 0b11}
     assert sum(s.tensor_map == "B_map" for s in copies) == 2  # 2 of B's 4 boxes per block
     inits = {s.barrier: s.count for s in walk_statements(k.body) if isinstance(s, MbarrierInit)}
-    assert inits == {"full": 1, "empty": 256 * 2}  # the consumers of both blocks free a stage
+    assert inits == {"full": 1, "empty": 8 * 2}  # a thread of each consumer warp of both blocks frees a stage
     frees = [s for s in walk_statements(k.body) if isinstance(s, MbarrierArrive) and s.barrier == "empty"]
     assert frees and all(s.cluster == 2 for s in frees)
+    assert all(isinstance(s, If) and s.body == (f,) for s, f in zip(_guards(k), frees))
     syncs = [s for s in k.body if isinstance(s, ClusterSync)]
     assert len(syncs) == 2 and k.body[-1] is syncs[-1]
     assert not any(isinstance(s, Barrier) for s in k.body)
@@ -66,7 +73,7 @@ def test_ptx_has_multicast_copies_and_cluster_barriers():
     source = emit_source([k], "// cluster")
     assert "__cluster_dims__(1, 2, 1)" in source
     ptx = nvrtc_compile(source, "cluster", "sm_90a").ptx
-    for instruction in ("multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.release.cluster",
+    for instruction in ("multicast::cluster", "mapa.shared::cluster", "mbarrier.arrive.shared::cluster",
                         "barrier.cluster.arrive", "barrier.cluster.wait", "%cluster_ctarank", ".reqnctapercluster"):
         assert instruction in ptx, instruction
     assert emit_source([kernel(256, 512, 256, cluster=2)], "// cluster") == source  # deterministic

@@ -52,8 +52,7 @@ def _arrive(p, s: MbarrierArrive, pad: str, depth: int) -> list[str]:
 @EMITTERS.handles(MbarrierWait)
 def _wait(p, s: MbarrierWait, pad: str, depth: int) -> list[str]:
     comment = f"  // {s.comment}" if s.comment else ""
-    scope = "_cluster" if p.kernel.cluster != (1, 1, 1) else ""  # peers' arrivals release at cluster scope
-    return [f"{pad}schedc::mbarrier_wait{scope}({_barrier(p, s.barrier, s.index)}, {p.expr(s.parity)});{comment}"]
+    return [f"{pad}schedc::mbarrier_wait({_barrier(p, s.barrier, s.index)}, {p.expr(s.parity)});{comment}"]
 
 
 @EMITTERS.handles(TmaLoad)

@@ -69,6 +69,7 @@ from .launch import WARPGROUP, Launch, Persistent, persistent_loop, split_coordi
 TMA_BOX_LIMIT = 256  # elements per box dimension
 SWIZZLES = (128, 64, 32)  # bytes of a swizzled row, widest first
 PRODUCER_THREADS = WARPGROUP
+WARP = 32
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     products = _Products(model, tiles, caches, as_expr, budget).bind(shape)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
-        *(MbarrierInit("empty", Const(s), consumers * cluster) for s in range(stages)),
+        *(MbarrierInit("empty", Const(s), consumers if cluster == 1 else consumers // WARP * cluster)
+          for s in range(stages)),
         Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
@@ -378,10 +380,15 @@ class _Ring:
     persistent: Persistent | None = None
     cluster: int = 1  # blocks of the cluster: each stage is freed by the consumers of all of them
 
-    def free(self, index: Expr, comment: str) -> MbarrierArrive:
-        """The consumers are done with a stage: arrive on its empty barrier (in every block of
-        the cluster, whose producers multicast into it)."""
-        return MbarrierArrive("empty", index, 0, comment, self.cluster if self.cluster > 1 else 0)
+    def free(self, index: Expr, comment: str) -> Stmt:
+        """The consumers are done with a stage: arrive on its empty barrier. In a cluster, one
+        thread of each consumer warp arrives on it in every block of the cluster (whose
+        producers multicast into it), after its warpgroup's wgmma.wait_group."""
+        if self.cluster == 1:
+            return MbarrierArrive("empty", index, 0, comment)
+        lane0 = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARP)), Const(0))
+        return If(lane0, (MbarrierArrive("empty", index, 0, comment, self.cluster),),
+                  "one thread per warp frees the stage in each block of the cluster")
 
     def counter(self, names: tuple[str, ...] | None = None) -> Expr:
         """t at the current values of the outer and pipelined loops (or of ``names``), mixed radix;

@@ -447,20 +447,6 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
 #endif
 }
 
-// the same, acquiring at cluster scope: what the cluster's other blocks did before arriving
-__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar, unsigned parity) {
-#if SCHEDC_SM90A
-    const unsigned address = shared_address(bar);
-    unsigned done = 0;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(address), "r"(parity) : "memory");
-    } while (!done);
-#else
-    __trap();
-#endif
-}
-
 // ---- thread block clusters (sm_90a) ----
 
 // this block's rank in its cluster
@@ -475,14 +461,16 @@ __device__ __forceinline__ int cluster_rank() {
 #endif
 }
 
-// arrive once on BAR (the same shared offset) in each of the cluster's blocks 0 .. BLOCKS-1
+// arrive once on BAR (the same shared offset) in each of the cluster's blocks 0 .. BLOCKS-1 (the
+// default .release.cta semantics: what is released is the caller's wgmma reads of the stage,
+// finished by wgmma.wait_group before, not generic writes, so no cluster-scope fence is paid)
 __device__ __forceinline__ void mbarrier_arrive_cluster(unsigned long long* bar, unsigned blocks) {
 #if SCHEDC_SM90A
     const unsigned local = shared_address(bar);
     for (unsigned rank = 0; rank < blocks; ++rank) {
         unsigned remote;
         asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
     }
 #else
     __trap();
