@@ -21,7 +21,7 @@ from schedc.lower import wellformed
 from schedc.package.compile import nvrtc_compile
 
 from .plans import tensor_matmul
-from .test_hopper import F16, _lower, _rewrite, hopper_matmul, kernel, run
+from .test_hopper import F16, _emulate_broken, _lower, _rewrite, hopper_matmul, kernel, run
 
 Y, X = acc.GridUnit.BLOCK_Y, acc.GridUnit.BLOCK_X
 
@@ -144,12 +144,6 @@ def _broken(change, **options):
     return dataclasses.replace(k, body=_rewrite(k.body, change))
 
 
-def _emulate(k):
-    rng = np.random.default_rng(0)
-    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
-    emulate(k, storage)
-
-
 def test_peer_copies_into_a_block_before_its_barriers_are_set_up():
     first = []
 
@@ -162,7 +156,7 @@ def test_peer_copies_into_a_block_before_its_barriers_are_set_up():
     k = _broken(change)
     with pytest.raises(EmulationError, match=r"a TMA copy completing on full\[0\] of the cluster's block 1 before it "
                                              r"is set up"):
-        _emulate(k)
+        _emulate_broken(k)
 
 
 def test_stage_refilled_while_a_peer_block_still_reads_it():
@@ -175,7 +169,7 @@ def test_stage_refilled_while_a_peer_block_still_reads_it():
 
     with pytest.raises(EmulationError, match=r"a TMA copy overwrites B_shared\[\d+\] \(stage \d\), which a wgmma of "
                                              "the consumers role of the cluster's block 1 may still read"):
-        _emulate(_broken(change))
+        _emulate_broken(_broken(change))
 
 
 def test_copy_sent_to_one_block_only_leaves_the_other_waiting():
@@ -187,7 +181,7 @@ def test_copy_sent_to_one_block_only_leaves_the_other_waiting():
     with pytest.raises(EmulationError, match=r"no role can go on: .*the consumers role of the cluster's block 1 waits "
                                              r"for full\[0\] to complete its phase of parity 0 \(0 phase\(s\) completed, 0 "
                                              r"arrival\(s\) and 16384 byte\(s\) outstanding\)"):
-        _emulate(_broken(change))
+        _emulate_broken(_broken(change))
 
 
 def test_ir_verifier_rules():

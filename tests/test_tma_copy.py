@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import runpy
 
-import numpy as np
 import pytest
 
 import schedc as acc
@@ -21,7 +20,7 @@ from schedc.verify import emulate_function
 
 from .conftest import ROOT, require_gpu
 from .plans import compile_plan, tensor_matmul
-from .test_hopper import _rewrite
+from .test_hopper import _emulate_broken, _rewrite
 
 H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
 F16, F32 = acc.ScalarType.float16, acc.ScalarType.float32
@@ -127,26 +126,18 @@ def _broken(change):
     return dataclasses.replace(kernel, body=_rewrite(kernel.body, change))
 
 
-def _emulate(kernel):
-    from schedc.codegen.emulate import emulate
-
-    rng = np.random.default_rng(0)
-    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in kernel.params}
-    emulate(kernel, storage)
-
-
 def test_reading_before_waiting_for_the_tile():
     kernel = _broken(lambda s: () if isinstance(s, MbarrierWait) else (s,))
     with pytest.raises(EmulationError, match=r"reads an element a TMA copy brings before it has waited for the "
                                              r"phase of A_full\[0\]"):
-        _emulate(kernel)
+        _emulate_broken(kernel)
 
 
 def test_refilling_while_threads_still_read_the_previous_tile():
     kernel = _broken(lambda s: () if isinstance(s, Barrier) and "no longer read" in s.comment else (s,))
     with pytest.raises(EmulationError, match="a TMA copy issued by thread 0 overwrites an element .* read since the "
                                              "last barrier"):
-        _emulate(kernel)
+        _emulate_broken(kernel)
 
 
 @pytest.mark.gpu

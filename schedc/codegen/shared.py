@@ -104,13 +104,7 @@ class SharedMemory:
         """A TMA copy issued by thread ``issuer`` lands in ``elements``, completing ``phase`` of
         ``barrier``: refused where another thread read them since the last barrier; a thread
         that reads them later must have seen that phase complete."""
-        reader = self.reader[buffer][elements]
-        other = (reader != NONE) & (reader != issuer)
-        if other.any():
-            n = int(np.argmax(other))
-            who = "several threads" if reader[n] == MANY else f"thread {int(reader[n])}"
-            raise SharedError("race", f"a TMA copy issued by thread {issuer} overwrites an element {who} read "
-                              "since the last barrier", [issuer], buffer, int(elements[n]))
+        self._unread(buffer, elements, np.full(len(elements), issuer), f"a TMA copy issued by thread {issuer}")
         self.values[buffer][elements] = values
         self.landings.append((barrier, phase))
         self.landed[buffer][elements] = len(self.landings) - 1
@@ -154,14 +148,7 @@ class SharedMemory:
     def copy_async(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray) -> None:
         """An asynchronous copy issued by ``threads`` into ``elements``."""
         self._not_pending(buffer, elements, threads, "copies asynchronously into")
-        reader = self.reader[buffer][elements]
-        other = (reader != NONE) & (reader != threads)
-        if other.any():
-            n = int(np.argmax(other))
-            who = "several threads" if reader[n] == MANY else f"thread {int(reader[n])}"
-            raise SharedError("race", f"an asynchronous copy by thread {int(threads[n])} overwrites an "
-                              f"element {who} read since the last barrier", [int(threads[n])], buffer,
-                              int(elements[n]))
+        self._unread(buffer, elements, threads, "an asynchronous copy by thread {}")
         self.unfenced[buffer][elements] = threads  # cp.async writes through the generic proxy
         self.pending[buffer][elements] = self.next_group
         self.open_group.append(_Pending(buffer, elements.copy(), values.copy(), threads.copy()))
@@ -187,6 +174,17 @@ class SharedMemory:
             self.reader[name][:] = NONE
 
     # -- checks --------------------------------------------------------------------------------
+
+    def _unread(self, buffer: str, elements: np.ndarray, threads: np.ndarray, what: str) -> None:
+        """An asynchronous write by ``threads`` (``what``, ``{}`` for the thread) must not
+        overwrite an element another thread read since the last barrier."""
+        reader = self.reader[buffer][elements]
+        other = (reader != NONE) & (reader != threads)
+        if other.any():
+            n = int(np.argmax(other))
+            who = "several threads" if reader[n] == MANY else f"thread {int(reader[n])}"
+            raise SharedError("race", f"{what.format(int(threads[n]))} overwrites an element {who} read since the "
+                              "last barrier", [int(threads[n])], buffer, int(elements[n]))
 
     def _not_pending(self, buffer, elements, threads, verb) -> None:
         pending = self.pending[buffer][elements]

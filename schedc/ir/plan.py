@@ -355,10 +355,13 @@ class Plan:
 
         ``engine``: what fills a SHARED cache. ``CopyEngine.TMA`` (sm_90; AUTO picks it for the
         operands of a wgmma plan): one thread issues ``cp.async.bulk.tensor`` for the block's
-        whole tile (a tensor map the loader encodes at each call, rows swizzled by 128, 64 or 32
-        bytes, zeros past the array), completed on the stage's mbarrier; needs rows 16-byte
-        aligned in global memory and tiles of at most 256 rows. ``CopyEngine.THREADS``: the
-        block's threads (cp.async on sm_80+).
+        whole tile (a tensor map the loader encodes at each call, zeros past the array),
+        completed on an mbarrier; needs rows 16-byte aligned in global memory and tiles of at
+        most 256 rows. For wgmma the tiles are a ring of ``stages`` swizzled by 128, 64 or 32
+        bytes; for a tile the block's threads read (a plan without tensor cores) it is one dense
+        2-D box, filled one tile at a time (``stages=1``), every thread waiting on its
+        mbarrier before reading it. ``CopyEngine.THREADS``: the block's threads (cp.async on
+        sm_80+).
 
         *Hardware:* shared memory and ``bar.sync``; ``cp.async`` with ``commit_group`` and
         ``wait_group`` (a sequential cache too, on sm_80+ where the tile moves 4-byte vectors:
