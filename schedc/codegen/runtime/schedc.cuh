@@ -139,8 +139,11 @@ __device__ __forceinline__ void vector_position(int thread, int n, bool& valid, 
 // for copies that keep every vector in flight, cp.async and register staging).
 template <int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, typename F>
 __device__ __forceinline__ void for_each_vector(int thread, F&& f) {
-#pragma unroll
-    for (int n = 0; n < box_split<ROWS, COLS, VEC, THREADS>::per_thread; ++n) {
+    constexpr int count = box_split<ROWS, COLS, VEC, THREADS>::per_thread;
+    // whole when a thread has a few vectors; in steps of 8 when it has many (a tile copied by a
+    // handful of threads), whose full unrolling takes the compiler minutes
+#pragma unroll (count <= 32 ? count : 8)
+    for (int n = 0; n < count; ++n) {
         bool valid; int row, col;
         vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, n, valid, row, col);
         if (valid) f(n, row, col);
