@@ -32,10 +32,10 @@ def tiled_copy_tma(M, N):
         M, N, engine=TMA)
 
 
-def row_blocks(M, N, tile=(32, 64), dtype=F32, serial=True, **cache):
-    """B = A + A: blocks own columns of tiles; with ``serial`` each block walks its column's row
-    tiles in a loop, refilling the cache (the phase counter toggles). Threads: 2 rows of one per
-    column of the tile, each over half the tile's rows."""
+def row_blocks(M, N, tile=(32, 64), dtype=F32, **cache):
+    """B = A + A: blocks own columns of tiles, each walks its column's row tiles in a loop,
+    refilling the cache (the phase counter toggles). Threads: 2 rows of one per column of the
+    tile, each over half the tile's rows."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     B = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
     nest = acc.Nest(shape=(M, N))
@@ -50,10 +50,7 @@ def row_blocks(M, N, tile=(32, 64), dtype=F32, serial=True, **cache):
     iii = schedule.split(ii, max(tile[0] // 2, 1))
     schedule.reorder(j, i, ii, jj, iii)
     plan = schedule.create_plan(H100)
-    units = {j: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_Y, jj: acc.GridUnit.THREAD_X}
-    if not serial:
-        units[i] = acc.GridUnit.BLOCK_Y
-    plan.bind(units)
+    plan.bind({j: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_Y, jj: acc.GridUnit.THREAD_X})
     plan.cache(A, index=iii, location=acc.MemorySpace.SHARED, engine=TMA, **cache)
     return plan, (A, B)
 
