@@ -16,7 +16,10 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
   tile's stage (arrive on its empty barrier);
 - warp-specialized (``plan.warp_specialize``; AUTO: on): one extra producer warpgroup issues
   every copy while the others compute, registers moved to the consumers by ``setmaxnreg``;
-  otherwise thread 0 issues the copy ``stages - 1`` tiles ahead inside the consumers' loop.
+  otherwise thread 0 issues the copy ``stages - 1`` tiles ahead inside the consumers' loop;
+- clustered (``plan.cluster``): a tile the cluster's blocks share is copied in parts, each block
+  multicasting its part into every block's stage; one thread per consumer warp frees a stage in
+  every block of the cluster; cluster barriers follow the set-up and end the kernel.
 """
 
 from __future__ import annotations
