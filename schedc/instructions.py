@@ -68,6 +68,24 @@ class LaneLayout:
         return self.elements // self.per_register
 
 
+def column_elements(layout: LaneLayout, lanes: int, first: int, last: int) -> tuple[int, int]:
+    """The elements ``e0 .. e1 - 1`` that hold a tile's columns ``first .. last - 1`` in every
+    lane; ValueError when those columns are not one such run of elements.
+
+    >>> column_elements(wgmma_accumulator(256), 128, 64, 128)
+    (32, 64)
+    """
+    import numpy as np
+
+    lane, e = np.arange(lanes)[:, None], np.arange(layout.elements)[None, :]
+    inside = (layout.col(lane, e) >= first) & (layout.col(lane, e) < last)
+    runs = {tuple(np.flatnonzero(row)) for row in inside}
+    run = runs.pop() if len(runs) == 1 else ()
+    if not run or list(run) != list(range(run[0], run[-1] + 1)):
+        raise ValueError(f"columns {first}..{last - 1} are not one run of every lane's elements")
+    return int(run[0]), int(run[-1]) + 1
+
+
 def _a16(lane, e):
     return lane // 4 + 8 * ((e // 2) % 2), 2 * (lane % 4) + e % 2 + 8 * (e // 4)
 
@@ -300,6 +318,9 @@ class Sym:
 
     def __radd__(self, other):
         return self if _is(other, 0) else self._join("+", other, swap=True)
+
+    def __sub__(self, other):
+        return self if _is(other, 0) else self._join("-", other)
 
     def __mul__(self, other):
         return other if _is(other, 0) else self if _is(other, 1) else self._join("*", other)

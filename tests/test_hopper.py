@@ -133,8 +133,10 @@ def test_kernel_shape():
     roles = next(s for s in k.body if isinstance(s, Roles))
     assert [(r.name, r.first, r.threads, r.registers) for r in roles.roles] == [
         ("producer", 256, 128, 40), ("consumers", 0, 256, 232)]
-    assert [v.spec.box for v in k.values] == [(128, 64), (64, 64)]  # A 128x64, B in 64-column boxes
-    assert {b.name: b.swizzle for b in k.shared} == {"A_shared": 128, "B_shared": 128, "full": 0, "empty": 0}
+    # A 128x64, B in 64-column boxes, C stored in 64x32 boxes (float32: 128-byte rows)
+    assert [v.spec.box for v in k.values] == [(128, 64), (64, 64), (64, 32)]
+    assert {b.name: b.swizzle for b in k.shared} == {"A_shared": 128, "B_shared": 128, "full": 0, "empty": 0,
+                                                     "C_out": 128}
 
 
 @pytest.mark.parametrize("pitch", [32, 64, 128])

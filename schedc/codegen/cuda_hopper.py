@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
 from ..ir.kernel import (
+    BulkCommit,
+    BulkWait,
     ClusterSync,
     Fence,
     Fragment,
@@ -14,9 +16,11 @@ from ..ir.kernel import (
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    NamedBarrier,
     Roles,
     Stmt,
     TmaLoad,
+    TmaStore,
     Var,
     WarpgroupCommit,
     WarpgroupFence,
@@ -55,19 +59,45 @@ def _wait(p, s: MbarrierWait, pad: str, depth: int) -> list[str]:
     return [f"{pad}schedc::mbarrier_wait({_barrier(p, s.barrier, s.index)}, {p.expr(s.parity)});{comment}"]
 
 
-@EMITTERS.handles(TmaLoad)
-def _tma(p, s: TmaLoad, pad: str, depth: int) -> list[str]:
+def _coords(p, s: TmaLoad | TmaStore) -> str:
+    """A TMA copy's coordinates, innermost first (the tensor map's order)."""
     spec = next(v.spec for v in p.kernel.values if v.name == s.tensor_map)
     array = p.buffers[spec.array]
     order = sorted(range(len(array.shape)), key=lambda d: array.strides[d])  # innermost first
     if len(order) != 2:
         raise ValueError(f"TMA copies of {len(order)}-D arrays are not emitted")
-    coords = ", ".join(p.expr(s.coords[d]) for d in order)
+    return ", ".join(p.expr(s.coords[d]) for d in order)
+
+
+@EMITTERS.handles(TmaLoad)
+def _tma(p, s: TmaLoad, pad: str, depth: int) -> list[str]:
+    coords = _coords(p, s)
     comment = [f"{pad}// TMA: {s.comment}"] if s.comment else []
     multicast = "_multicast" if s.multicast else ""
     mask = f", {s.multicast:#x}" if s.multicast else ""
     return [*comment, f"{pad}schedc::tma_load_2d{multicast}(&{s.target}[{p.offset(s.target, s.target_origin)}], "
                       f"&{s.tensor_map}, {coords}, {_barrier(p, s.barrier, s.index)}{mask});"]
+
+
+@EMITTERS.handles(TmaStore)
+def _tma_store(p, s: TmaStore, pad: str, depth: int) -> list[str]:
+    comment = [f"{pad}// TMA store: {s.comment}"] if s.comment else []
+    return [*comment, f"{pad}schedc::tma_store_2d(&{s.tensor_map}, {_coords(p, s)}, "
+                      f"&{s.source}[{p.offset(s.source, s.source_origin)}]);"]
+
+
+@EMITTERS.handles(BulkCommit, BulkWait)
+def _bulk(p, s: BulkCommit | BulkWait, pad: str, depth: int) -> list[str]:
+    if isinstance(s, BulkCommit):
+        return [f"{pad}schedc::bulk_commit();"]
+    comment = f"  // {s.comment}" if s.comment else ""
+    return [f"{pad}schedc::bulk_wait{'_read' if s.read else ''}<{s.pending}>();{comment}"]
+
+
+@EMITTERS.handles(NamedBarrier)
+def _named_barrier(p, s: NamedBarrier, pad: str, depth: int) -> list[str]:
+    comment = f"  // {s.comment}" if s.comment else ""
+    return [f"{pad}schedc::named_barrier({p.expr(s.id)}, {s.threads});{comment}"]
 
 
 @EMITTERS.handles(ClusterSync)
@@ -115,6 +145,7 @@ class Wgmma(MmaSync):
     element by element (vectors of two where aligned), guarded at C's edges."""
 
     lane = Var("wg_lane")
+    lanes = WARPGROUP
 
     @staticmethod
     def prelude() -> list[str]:

@@ -7,7 +7,7 @@ returns the statement's lines; it reads the family's table entry for shapes and 
 
 from __future__ import annotations
 
-from ..instructions import MMA_SYNC, LaneLayout, Sym, ldmatrix_plan
+from ..instructions import MMA_SYNC, LaneLayout, Sym, column_elements, ldmatrix_plan
 from ..ir.kernel import (
     Binary,
     Const,
@@ -127,6 +127,7 @@ class MmaSync(Emitter):
     operands in global memory element by element, guarded per element at the array's edge."""
 
     lane = Var("lane")  # the variable the prelude defines: the thread's lane
+    lanes = 32  # the threads that hold a tile
 
     @staticmethod
     def prelude() -> list[str]:
@@ -199,6 +200,10 @@ class MmaSync(Emitter):
         layout = self.layout(frag)
         lane = Sym(self.lane)
         row, col = layout.row(lane, ELEMENT), layout.col(lane, ELEMENT)
+        first, end = 0, layout.elements
+        if getattr(s, "columns", None):  # a window of the tile's columns, from the target's column 0
+            first, end = column_elements(layout, self.lanes, *s.columns)
+            col = col - s.columns[0]
         pointer = self.pointer(s.buffer, s.origin, s.row_stride, s.col_stride, row, col, getattr(s, "row_phase", None))
         memory = f"*({pointer})"
         mine = f"{name}[elem]"
@@ -232,7 +237,7 @@ class MmaSync(Emitter):
                      else f"{mine} = {{}};")
             body = f"if ({inside}) {move} else {clear}"
         step = f"elem += {s.vector}"
-        return ["#pragma unroll", f"for (int elem = 0; elem < {layout.elements}; {step}) {{", f"    {body}", "}"]
+        return ["#pragma unroll", f"for (int elem = {first}; elem < {end}; {step}) {{", f"    {body}", "}"]
 
     def add(self, s: FragmentAdd) -> list[str]:
         frag = self.p.fragments[s.fragment]

@@ -262,6 +262,7 @@ class _Block:
         self.thread_ids = t
         try:
             self.body(self.kernel.body, np.ones(len(t), dtype=bool))
+            emulate_hopper.finish(self)
         except SharedError as e:
             raise self.error(e.kind, e.what, e.threads, e.buffer, e.element) from None
 

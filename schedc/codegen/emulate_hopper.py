@@ -19,7 +19,10 @@ element and loop iteration:
   an accumulator written since the warpgroup's last ``wgmma.fence``;
 - an mbarrier used before it is set up, or arrived on by more threads than its phase expects;
 - a wgmma read or TMA copy (the async proxy) of an element a thread wrote with a plain store
-  (the generic proxy) and did not follow with ``fence.proxy.async`` (``SharedMemory``).
+  (the generic proxy) and did not follow with ``fence.proxy.async`` (``SharedMemory``);
+- a TMA store of a tile other threads wrote with no barrier between, a write of a tile a TMA
+  store may still be reading (its bulk group not waited for with ``.read``), and a block that
+  ends with TMA stores unfinished.
 
 Addresses are the hardware's: a TMA box lands at the shared address of its target swizzled by
 the address bits (16-byte chunk ^= the 128-byte line, as the tensor map says), and wgmma finds
@@ -36,8 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
+from ..instructions import WARPGROUP, column_elements, descriptor, operand_k_major, swizzled, wgmma_accumulator
 from ..ir.kernel import (
+    BulkCommit,
+    BulkWait,
     ClusterSync,
     Fence,
     Fragment,
@@ -50,9 +55,11 @@ from ..ir.kernel import (
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    NamedBarrier,
     Roles,
     StructParam,
     TmaLoad,
+    TmaStore,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
@@ -136,6 +143,10 @@ class Hopper:
         self.writes: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # buffer -> (agent id, time)
         self.reads: dict[str, dict[str, np.ndarray]] = {}  # buffer -> agent -> last read time
         kernel = block.kernel
+        self.bulk_open: dict[int, list[int]] = {}  # per thread: its TMA stores not yet committed
+        self.bulk_reading: dict[int, list[list[int]]] = {}  # per thread: groups maybe still reading, oldest first
+        self.bulk_writing: dict[int, list[list[int]]] = {}  # per thread: groups maybe still writing
+        self.bulk_next = 0
         self.base = dict(zip((s.name for s in kernel.shared), kernel.shared_offsets()))
         self.maps = {v.name: v.spec for v in kernel.values if isinstance(v, StructParam)}
 
@@ -331,6 +342,10 @@ def register(executors) -> None:
     executors.handlers[WarpgroupWait] = _wgmma_wait
     executors.handlers[Roles] = _roles
     executors.handlers[ClusterSync] = _cluster_sync
+    executors.handlers[TmaStore] = _tma_store
+    executors.handlers[BulkCommit] = _bulk_commit
+    executors.handlers[BulkWait] = _bulk_wait
+    executors.handlers[NamedBarrier] = _named_barrier
 
 
 def _proxy_fence(b, s: Fence, mask) -> None:
@@ -418,6 +433,91 @@ def _tma(b, s: TmaLoad, mask) -> None:
             t.b.shared.tma_write(buffer, elements, values, int(thread), (s.barrier, bar_index), bar.phase)
             t.record_write("tma", buffer, elements, h.tma_time)
             t.complete_tx(bar, grid.shape[1] * size, clock)
+
+
+def _box(spec, array) -> tuple[list[int], np.ndarray]:
+    """A tensor map's array dimensions, slowest first, and its box's elements in that order."""
+    order = sorted(range(len(array.shape)), key=lambda d: -array.strides[d])
+    box = [spec.box[d] for d in order]
+    return order, np.indices(box).reshape(len(box), -1)
+
+
+def _tma_store(b, s: TmaStore, mask) -> None:
+    """Each thread that runs it stores a box: its shared tile is read now (checked: written by
+    other threads before a barrier, fenced for the async proxy) and counts as being read until
+    the thread waits for the store's bulk group; elements past the array are not written."""
+    h = _hopper(b)
+    spec = h.maps[s.tensor_map]
+    array = b.buffers[spec.array]
+    size = b.buffers[s.source].dtype.size
+    order, grid = _box(spec, array)
+    for thread in np.flatnonzero(mask):
+        start = int(np.broadcast_to(b.offset(s.source, s.source_origin, mask), mask.shape)[thread])
+        address = h.base[s.source] + start * size
+        if address % 128:
+            raise b.error("misaligned TMA", f"a TMA store reads shared address {address}, not 128-byte aligned",
+                          [int(thread)], s.source, start)
+        buffer, elements = h.locate(hardware_swizzle(address + np.arange(grid.shape[1], dtype=np.int64) * size,
+                                                     spec.swizzle))
+        b.shared.check_async_proxy(buffer, elements, "a TMA store")
+        token = h.bulk_next
+        h.bulk_next += 1
+        values = b.shared.async_read(buffer, elements, int(thread), token)
+        coords = [int(np.broadcast_to(b.expr(c), mask.shape)[thread]) for c in s.coords]
+        inside = np.ones(grid.shape[1], dtype=bool)
+        offset = np.zeros(grid.shape[1], dtype=np.int64)
+        for n, d in enumerate(order):
+            index = coords[d] + grid[n]
+            inside &= (index >= 0) & (index < array.shape[d])
+            offset += index * array.strides[d]
+        memory = b.memory[spec.array]
+        memory[offset[inside]] = values[inside].astype(memory.dtype)
+        b.written[spec.array][offset[inside]] = True
+        h.bulk_open.setdefault(int(thread), []).append(token)
+
+
+def _bulk_commit(b, s: BulkCommit, mask) -> None:
+    h = _hopper(b)
+    for thread in np.flatnonzero(mask).tolist():
+        group = h.bulk_open.pop(thread, [])
+        h.bulk_reading.setdefault(thread, []).append(group)
+        h.bulk_writing.setdefault(thread, []).append(group)
+
+
+def _bulk_wait(b, s: BulkWait, mask) -> None:
+    h = _hopper(b)
+    for thread in np.flatnonzero(mask).tolist():
+        lists = (h.bulk_reading,) if s.read else (h.bulk_reading, h.bulk_writing)
+        for groups in lists:
+            mine = groups.setdefault(thread, [])
+            done = mine[:max(len(mine) - s.pending, 0)]
+            del mine[:len(done)]
+            b.shared.release([t for group in done for t in group], thread)
+
+
+def _named_barrier(b, s: NamedBarrier, mask) -> None:
+    """bar.sync id, threads: the threads that run it meet by id; each id needs its count."""
+    ids = np.broadcast_to(b.expr(s.id), mask.shape)
+    for value in np.unique(ids[mask]).tolist():
+        threads = b.thread_ids[mask & (ids == value)]
+        if not 1 <= value <= 15:
+            raise b.error("barrier", f"named barrier {value}: ids are 1..15 (0 is __syncthreads)",
+                          threads[:4].tolist(), "-", "-")
+        if len(threads) != s.threads:
+            raise b.error("deadlock", f"named barrier {value} waits for {s.threads} threads and {len(threads)} "
+                          "arrive", threads[:4].tolist(), "-", "-")
+        b.shared.barrier_among(threads)
+
+
+def finish(b) -> None:
+    """The block ends: no TMA store of it may still be reading its shared memory or writing."""
+    h = getattr(b, "hopper", None)
+    if h is None:
+        return
+    for thread in sorted(set(h.bulk_open) | set(h.bulk_writing)):
+        if h.bulk_open.get(thread) or h.bulk_writing.get(thread):
+            raise b.error("race", f"the block ends while TMA stores issued by thread {thread} may be unfinished "
+                          "(cp.async.bulk.wait_group 0 before the block exits)", [thread], "-", "-")
 
 
 # -- wgmma ---------------------------------------------------------------------------------------
@@ -564,7 +664,8 @@ class Wgmma:
         h.in_flight[s.d] = time
 
     def elements(self, s, mask, groups) -> None:
-        """An accumulator from or to global memory, element by element (zeros past C's edge)."""
+        """An accumulator from or to global memory, element by element (zeros past C's edge),
+        or (some of its columns) into a shared tile."""
         b = self.b
         frag = b.fragments[s.fragment]
         spec = b.specs[s.fragment]
@@ -575,9 +676,14 @@ class Wgmma:
         start = start.reshape(-1, WARPGROUP)[groups]
         if (start != start[:, :1]).any():
             raise b.error("non-uniform tile", "threads of a warpgroup disagree on a tile's origin", [0], s.buffer, "-")
-        lanes, e = np.arange(WARPGROUP)[:, None], np.arange(layout.elements)[None, :]
-        rows, cols = layout.row(lanes, e), layout.col(lanes, e)
+        columns = getattr(s, "columns", None)
+        first, end = column_elements(layout, WARPGROUP, *columns) if columns else (0, layout.elements)
+        lanes, e = np.arange(WARPGROUP)[:, None], np.arange(first, end)[None, :]
+        rows, cols = layout.row(lanes, e), layout.col(lanes, e) - (columns[0] if columns else 0)
         offsets = start[:, :1, None] + rows[None] * s.row_stride + cols[None] * s.col_stride
+        if s.buffer in b.shared.buffers:
+            self.to_shared(s, offsets, frag[groups][:, :, first:end], groups)
+            return
         inside = np.ones(offsets.shape, dtype=bool)
         if s.edge is not None:
             edge_rows = np.broadcast_to(b.expr(s.edge.rows), mask.shape).reshape(-1, WARPGROUP)[groups][:, :1, None]
@@ -595,6 +701,22 @@ class Wgmma:
             memory = b.memory[s.buffer]
             memory[offsets[inside]] = frag[groups][inside].astype(memory.dtype)
             b.written[s.buffer][offsets[inside]] = True
+
+
+    def to_shared(self, s: FragmentStore, offsets: np.ndarray, values: np.ndarray, groups) -> None:
+        """Accumulator elements into a (swizzled) shared tile, each written by its own thread."""
+        b = self.b
+        target = b.buffers[s.buffer]
+        if not isinstance(s, FragmentStore):
+            raise b.error("unsupported", f"an accumulator loaded from shared {s.buffer}", [0], s.buffer, "-")
+        if (offsets < 0).any() or (offsets >= target.size).any():
+            bad = offsets[(offsets < 0) | (offsets >= target.size)]
+            raise b.error("out of bounds", f"an accumulator tile reaches outside {s.buffer} (size {target.size})",
+                          [0], s.buffer, int(bad[0]))
+        threads = np.flatnonzero(groups)[:, None, None] * WARPGROUP + np.arange(WARPGROUP)[None, :, None]
+        threads = np.broadcast_to(threads, offsets.shape)
+        b.shared.write(s.buffer, swizzled(offsets, target).ravel(), values.astype(target.dtype.numpy).ravel(),
+                       threads.ravel())
 
 
 TENSOR_EXECUTORS["wgmma"] = Wgmma

@@ -8,7 +8,9 @@ It reports (as ``SharedError``, turned into EmulationError by the emulator):
 - a write of an element another thread read or wrote since the last barrier;
 - a read of, or write to, an element whose cp.async has not been waited for;
 - an asynchronous copy into an element another thread read since the last barrier (the
-  buffer is overwritten while still being read).
+  buffer is overwritten while still being read);
+- a TMA store of elements another thread wrote with no barrier between, and a write of an
+  element a TMA store may still be reading (its bulk group not waited for with ``.read``).
 
 Asynchronous copies land when an AsyncWait completes their commit group; the landing thread
 counts as the element's writer, so other threads need a barrier before they read it.
@@ -58,6 +60,8 @@ class SharedMemory:
     landed: dict[str, np.ndarray] = field(default_factory=dict)
     landings: list[tuple[tuple[str, int], int]] = field(default_factory=list)
     seen: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    # the TMA store (a token) that may still be reading an element, or NONE
+    reading: dict[str, np.ndarray] = field(default_factory=dict)
     threads: int = 0
 
     def __post_init__(self) -> None:
@@ -69,6 +73,7 @@ class SharedMemory:
             self.pending[name] = np.full(b.size, NONE, dtype=np.int64)
             self.unfenced[name] = np.full(b.size, NONE, dtype=np.int64)
             self.landed[name] = np.full(b.size, NONE, dtype=np.int64)
+            self.reading[name] = np.full(b.size, NONE, dtype=np.int64)
 
     # -- accesses ------------------------------------------------------------------------------
 
@@ -94,6 +99,7 @@ class SharedMemory:
 
     def write(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray, same=None) -> None:
         self._not_pending(buffer, elements, threads, "writes")
+        self._not_being_read(buffer, elements, threads)
         self._no_other(buffer, elements, threads, same, "writes")
         self.values[buffer][elements] = values
         self.writer[buffer][elements] = threads
@@ -105,6 +111,7 @@ class SharedMemory:
         ``barrier``: refused where another thread read them since the last barrier; a thread
         that reads them later must have seen that phase complete."""
         self._unread(buffer, elements, np.full(len(elements), issuer), f"a TMA copy issued by thread {issuer}")
+        self._not_being_read(buffer, elements, np.full(len(elements), issuer))
         self.values[buffer][elements] = values
         self.landings.append((barrier, phase))
         self.landed[buffer][elements] = len(self.landings) - 1
@@ -128,6 +135,43 @@ class SharedMemory:
                                   f"has waited for the phase of {barrier[0]}[{barrier[1]}] that the copy completes",
                                   [int(threads[n])], buffer, int(elements[n]))
 
+    def async_read(self, buffer: str, elements: np.ndarray, issuer: int, token: int) -> np.ndarray:
+        """A TMA store issued by thread ``issuer`` (``token``) reads ``elements``: refused where
+        another thread wrote them since the last barrier; they count as being read until the
+        store's bulk group is waited for (``release``)."""
+        writer = self.writer[buffer][elements]
+        other = (writer != NONE) & (writer != issuer)
+        if other.any():
+            n = int(np.argmax(other))
+            raise SharedError("race", f"a TMA store issued by thread {issuer} reads what thread {int(writer[n])} "
+                              "wrote without a barrier between", [int(writer[n]), issuer], buffer, int(elements[n]))
+        self.reading[buffer][elements] = token
+        return self.values[buffer][elements]
+
+    def release(self, tokens: list[int], issuer: int) -> None:
+        """The TMA stores ``tokens`` issued by ``issuer`` have finished reading: their elements
+        count as read by the issuer (other threads need a barrier after its wait to rewrite them)."""
+        for name, reading in self.reading.items():
+            done = np.isin(reading, tokens)
+            if done.any():
+                reading[done] = NONE
+                reader = self.reader[name]
+                reader[done] = np.where((reader[done] == NONE) | (reader[done] == issuer), issuer, MANY)
+
+    def still_read(self) -> tuple[str, int] | None:
+        """An element a TMA store may still be reading (buffer, element), or None."""
+        for name, reading in self.reading.items():
+            if (reading != NONE).any():
+                return name, int(np.argmax(reading != NONE))
+        return None
+
+    def barrier_among(self, threads: np.ndarray) -> None:
+        """A named barrier of ``threads``: what they wrote and read before is ordered before
+        what they do after (accesses by other threads are not)."""
+        for name in self.buffers:
+            for track in (self.writer[name], self.reader[name]):
+                track[np.isin(track, threads)] = NONE
+
     def proxy_fence(self, threads: np.ndarray) -> None:
         """``fence.proxy.async`` by ``threads``: their generic writes so far are visible to the
         async proxy."""
@@ -148,6 +192,7 @@ class SharedMemory:
     def copy_async(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray) -> None:
         """An asynchronous copy issued by ``threads`` into ``elements``."""
         self._not_pending(buffer, elements, threads, "copies asynchronously into")
+        self._not_being_read(buffer, elements, threads)
         self._unread(buffer, elements, threads, "an asynchronous copy by thread {}")
         self.unfenced[buffer][elements] = threads  # cp.async writes through the generic proxy
         self.pending[buffer][elements] = self.next_group
@@ -185,6 +230,15 @@ class SharedMemory:
             who = "several threads" if reader[n] == MANY else f"thread {int(reader[n])}"
             raise SharedError("race", f"{what.format(int(threads[n]))} overwrites an element {who} read since the "
                               "last barrier", [int(threads[n])], buffer, int(elements[n]))
+
+    def _not_being_read(self, buffer: str, elements: np.ndarray, threads: np.ndarray) -> None:
+        reading = self.reading[buffer][elements]
+        busy = reading != NONE
+        if busy.any():
+            n = int(np.argmax(busy))
+            raise SharedError("race", f"thread {int(threads[n])} overwrites an element a TMA store may still be "
+                              "reading (wait for its bulk group with cp.async.bulk.wait_group.read, then a barrier)",
+                              [int(threads[n])], buffer, int(elements[n]))
 
     def _not_pending(self, buffer, elements, threads, verb) -> None:
         pending = self.pending[buffer][elements]

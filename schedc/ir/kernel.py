@@ -182,6 +182,8 @@ class FragmentStore:
     col_stride: int
     edge: TileEdge | None = None
     vector: int = 1  # as in FragmentLoad
+    # only the tile's columns first..last-1, stored from the target's column 0 (None: every column)
+    columns: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -375,6 +377,49 @@ class TmaLoad:
 
 
 @dataclass(frozen=True)
+class TmaStore:
+    """The thread that runs it asks the tensor memory accelerator to copy one box from
+    ``source`` at ``source_origin`` (a shared tile swizzled as the ``tensor_map`` says) to the
+    array the map describes, at element ``coords`` (slowest dimension first); elements past the
+    array are not written. The copy joins the thread's open bulk group (``BulkCommit``); it reads
+    the shared tile until a ``BulkWait`` with ``read`` has finished its group, and its global
+    writes are done after a ``BulkWait`` without."""
+
+    tensor_map: str
+    source: str
+    source_origin: tuple[Expr, ...]
+    coords: tuple[Expr, ...]
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class BulkCommit:
+    """``cp.async.bulk.commit_group``: the thread's TMA stores since its last commit form a group."""
+
+
+@dataclass(frozen=True)
+class BulkWait:
+    """``cp.async.bulk.wait_group[.read] pending``: wait until at most ``pending`` of the thread's
+    bulk groups are unfinished: with ``read``, until their reads of shared memory are done (the
+    tiles may be rewritten), otherwise until their writes are done too."""
+
+    pending: int
+    read: bool = True
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class NamedBarrier:
+    """``bar.sync id, threads``: the ``threads`` threads (whole warps) that run it with the same
+    ``id`` (1..15; 0 is ``__syncthreads``) arrive before any of them continues; what each wrote
+    to shared memory before is visible to the others after."""
+
+    id: Expr
+    threads: int
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class ClusterSync:
     """``barrier.cluster`` arrive (release) and wait (acquire): every thread of every block of
     the cluster arrives before any continues; what each did before is visible after (mbarrier
@@ -458,7 +503,7 @@ Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
     | FragmentApply | FragmentAdd | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
-    | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync
+    | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync | TmaStore | BulkCommit | BulkWait | NamedBarrier
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -744,7 +789,7 @@ _NODES = {
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,
-        ClusterSync,
+        ClusterSync, TmaStore, BulkCommit, BulkWait, NamedBarrier,
     )
 }
 

@@ -35,6 +35,8 @@ from ..ir.kernel import (
     WORK,
     Barrier,
     Binary,
+    BulkCommit,
+    BulkWait,
     ClusterSync,
     Const,
     Expr,
@@ -42,6 +44,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentLoad,
     FragmentMma,
+    FragmentStore,
     If,
     Kernel,
     Let,
@@ -49,6 +52,7 @@ from ..ir.kernel import (
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    NamedBarrier,
     Role,
     Roles,
     SharedBuffer,
@@ -56,6 +60,7 @@ from ..ir.kernel import (
     StructParam,
     TensorMap,
     TmaLoad,
+    TmaStore,
     Var,
     WarpgroupCommit,
     WarpgroupFence,
@@ -266,6 +271,91 @@ def _barriers(stages: int) -> tuple[SharedBuffer, SharedBuffer]:
             SharedBuffer("empty", ScalarType.uint64, (stages,), (1,)))
 
 
+# -- C's tiles stored by TMA -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TmaOutput:
+    """C's tiles leave through shared memory: each consumer warpgroup writes ``chunk`` columns
+    of its accumulator at a time into one of its two slots of ``buffer`` (64 rows of
+    ``swizzle``-byte rows), and one of its threads stores the slot as a TMA box, asynchronously,
+    while the warpgroup goes on (to the next chunk, or the next tile's products)."""
+
+    array: str
+    buffer: SharedBuffer  # (warpgroups, 2 slots, 64 rows, chunk)
+    map: StructParam
+    chunk: int
+
+
+def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, caches: tuple[TmaCache, ...]) -> TmaOutput | None:
+    """C's TMA store, where its tiles can take it: C a 2-D array of rows contiguous along the
+    tile's columns, 16-byte row pitch, tile columns in whole 32-, 64- or 128-byte swizzle rows,
+    each tile stored once (no reduction loop outside the pipelined ones), the staging slots
+    within the shared memory the ring leaves. Otherwise (None) the threads store C directly."""
+    c = tiles.c
+    if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
+        return None
+    array = model.buffer(c.buffer)
+    size = array.dtype.size
+    if len(array.shape) != 2 or array.strides[1] != 1 or (array.strides[0] * size) % 16:
+        return None
+    shape = _loops(model, tiles, caches[0])
+    if any(r in shape.outer for r in tiles.reductions):
+        return None  # C's tile is stored more than once: a later load must not race the TMA store
+    m, n, _ = model.tensorize.mma_shape.mnk
+    row_bytes = n * size
+    swizzle = 128 if row_bytes % 128 == 0 else row_bytes if row_bytes in (32, 64) else 0
+    groups = launch.threads // WARPGROUP
+    if not swizzle or groups > 15:
+        return None
+    chunk = swizzle // size
+    buffer = SharedBuffer(f"{c.buffer}_out", array.dtype, (groups, 2, m, chunk), (2 * m * chunk, m * chunk, chunk, 1),
+                          swizzle, align=1024)
+    _, total = shared_layout([*(x.buffer for x in caches), *_barriers(caches[0].stages), buffer])
+    if total > model.gpu.shared_memory_max:
+        return None
+    box = (m, chunk)
+    tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, box, array.dtype, swizzle))
+    return TmaOutput(c.buffer, buffer, tmap, chunk)
+
+
+def _stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:
+    """The tile's stores of C as chunks through the warpgroup's two slots: the slot is free
+    once the store before last has read it, the warpgroup writes it and fences it for the
+    async proxy, its issuing thread stores it."""
+    group = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))
+    issuer = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))
+    barrier = Binary("+", group, Const(1))
+    result: list[Stmt] = []
+    j = 0
+    for s in after:
+        if not (isinstance(s, FragmentStore) and s.buffer == out.array):
+            result.append(s)
+            continue
+        for first in range(0, n, out.chunk):
+            slot = (group, Const(j % 2), Const(0), Const(0))
+            coords = (s.origin[0], Binary("+", s.origin[1], Const(first)) if first else s.origin[1])
+            result += [
+                If(issuer, (BulkWait(0 if j == 0 else 1, True,
+                                     "the slot is free: the store before last has read it"),)),
+                NamedBarrier(barrier, WARPGROUP, "the warpgroup's slot is free"),
+                FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector,
+                              columns=(first, first + out.chunk)),
+                Fence("proxy_async"),
+                NamedBarrier(barrier, WARPGROUP, "the warpgroup's chunk is written"),
+                If(issuer, (TmaStore(out.map.name, out.buffer.name, slot, coords,
+                                     f"{out.array}: columns {first}..{first + out.chunk - 1} of the warpgroup's tile"),
+                            BulkCommit()), "one thread of the warpgroup stores the chunk"),
+            ]
+            j += 1
+    return tuple(result)
+
+
+def _stores_done() -> Stmt:
+    issuer = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))
+    return If(issuer, (BulkWait(0, False, "the tile stores are done before the block exits"),))
+
+
 # -- the kernel --------------------------------------------------------------------------------
 
 
@@ -302,7 +392,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     cluster = math.prod(launch.cluster)
     ring = _Ring(model, facts, shape, stages, launch.persistent, cluster)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers))
-    products = _Products(model, tiles, caches, as_expr, budget).bind(shape)
+    output = plan_output(model, tiles, launch, caches)
+    products = _Products(model, tiles, caches, as_expr, budget, output).bind(shape)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), consumers if cluster == 1 else consumers // WARP * cluster)
@@ -311,7 +402,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
-        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead))))
+        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead))),
+        *((_stores_done(),) if output is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
                        persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,
@@ -327,7 +419,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
         threads = consumers
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
-    buffers = (*(c.buffer for c in caches), full, empty)
+    buffers = (*(c.buffer for c in caches), full, empty, *((output.buffer,) if output is not None else ()))
     big = any(b.size > 2**31 - 1 for b in model.buffers)
     return Kernel(
         name=f"{model.function}__gpu__",
@@ -338,7 +430,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
         index_type=ScalarType.int64 if big else ScalarType.int32,
         dynamic_shared_bytes=shared_layout(buffers)[1],
         shared=buffers,
-        values=tuple(c.map for c in caches),
+        values=(*(c.map for c in caches), *((output.map,) if output is not None else ())),
         min_blocks=model.blocks_per_sm,
         cluster=launch.cluster,
     )
@@ -601,9 +693,10 @@ class _Products:
     every pass, every register-blocked accumulator) and C's accumulators around the passes."""
 
     def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr,
-                 registers: int = 0) -> None:
+                 registers: int = 0, output: TmaOutput | None = None) -> None:
         self.model, self.tiles, self.as_expr = model, tiles, as_expr
         self.registers = registers  # what each consumer thread may hold
+        self.output = output  # C stored by TMA (None: by the threads)
         self.caches = {c.array: c for c in caches}
         self.shape = None
 
@@ -713,6 +806,8 @@ class _Products:
             b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last, early)
             before += b
             after += a
+        if self.output is not None:
+            return tuple(before), _stored_by_tma(tuple(after), self.output, model.tensorize.mma_shape.mnk[1])
         return tuple(before), tuple(after)
 
 

@@ -44,13 +44,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..instructions import FAMILIES, WARPGROUP, wgmma_accumulator
+from ..instructions import FAMILIES, WARPGROUP, column_elements, wgmma_accumulator
 from ..ir.kernel import (
     AsyncCommit,
     AsyncWait,
     Barrier,
     Binary,
     BlockCopy,
+    BulkCommit,
+    BulkWait,
     Cast,
     ClusterSync,
     Const,
@@ -72,6 +74,7 @@ from ..ir.kernel import (
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    NamedBarrier,
     PrivateArray,
     Roles,
     ScalarParam,
@@ -83,6 +86,7 @@ from ..ir.kernel import (
     Store,
     StructParam,
     TmaLoad,
+    TmaStore,
     Unary,
     Var,
     WarpgroupCommit,
@@ -380,8 +384,20 @@ class _Checker:
         frag = self.tile(s.fragment, s.buffer, s.origin, scope, "store", s.edge)
         if frag is not None and frag.use != "accumulator":
             self.report("fragments", f"store of {s.fragment}: a {frag.use} fragment is not stored")
-        if isinstance(scope.arrays.get(s.buffer), SharedBuffer) and scope.arrays[s.buffer].swizzle:
-            self.report("swizzle", f"store of {s.fragment} into the swizzled {s.buffer}")
+        target = scope.arrays.get(s.buffer)
+        wgmma = frag is not None and frag.family in FAMILIES and FAMILIES[frag.family].issued_by == "warpgroup"
+        if isinstance(target, SharedBuffer) and target.swizzle:
+            if not wgmma or s.row_stride != target.swizzle // target.dtype.size or s.col_stride != 1:
+                self.report("swizzle", f"store of {s.fragment} into the swizzled {s.buffer}")
+            self.whole_tile(s.buffer, target, s.origin, f"store of {s.fragment}")
+        if s.columns is not None and frag is not None:
+            first, last = s.columns
+            try:
+                if not wgmma or not 0 <= first < last <= frag.n:
+                    raise ValueError(f"columns {first}..{last - 1} of a {frag.n}-column tile")
+                column_elements(wgmma_accumulator(frag.n, frag.dtype), WARPGROUP, first, last)
+            except ValueError as error:
+                self.report("fragments", f"store of {s.fragment}: {error}")
         if frag is not None and frag.family in FAMILIES:
             self.vector(s, frag)
 
@@ -471,6 +487,46 @@ class _Checker:
             self.whole_tile(s.target, target, (*s.target_origin[:-2], Const(0), s.target_origin[-1]), what)
         else:
             self.whole_tile(s.target, target, s.target_origin, what)
+
+    def _TmaStore(self, s: TmaStore, scope: _Scope) -> None:
+        what = f"TMA store from {s.source}"
+        source = self.array(s.source, scope, what)
+        for e in (*s.source_origin, *s.coords):
+            self.expr(e, scope, what)
+        param = self.structs.get(s.tensor_map)
+        if param is None or param.builder != "tensor_map":
+            self.report("hopper", f"{what}: {s.tensor_map} is not a tensor map parameter")
+            return
+        if not isinstance(source, SharedBuffer):
+            self.report("hopper", f"{what}: {s.source} is not a shared buffer")
+            return
+        spec = param.spec
+        array = scope.arrays.get(spec.array)
+        if array is not None and (len(s.coords) != len(array.shape) or array.dtype is not source.dtype):
+            self.report("hopper", f"{what}: {len(s.coords)} coordinate(s) of {source.dtype.value} for the "
+                                  f"{len(array.shape)}-D {array.dtype.value} {spec.array}")
+        box = tuple(spec.box)
+        if array is not None and 1 in array.strides and array.strides.index(1) == 0:
+            box = box[::-1]
+        tile = tuple(source.shape[-len(box):])
+        if tile != box or source.swizzle != spec.swizzle:
+            self.report("hopper", f"{what}: tiles {tile} swizzled {source.swizzle} are not {spec.array}'s boxes "
+                                  f"{box} swizzled {spec.swizzle}")
+        self.whole_tile(s.source, source, s.source_origin, what)
+
+    def _BulkCommit(self, s: BulkCommit, scope: _Scope) -> None:
+        pass
+
+    def _BulkWait(self, s: BulkWait, scope: _Scope) -> None:
+        if s.pending < 0:
+            self.report("hopper", f"bulk wait_group {s.pending}")
+
+    def _NamedBarrier(self, s: NamedBarrier, scope: _Scope) -> None:
+        self.expr(s.id, scope, "named barrier")
+        if isinstance(s.id, Const) and not 1 <= s.id.value <= 15:
+            self.report("hopper", f"named barrier {s.id.value}: ids are 1..15")
+        if s.threads % 32 or not 0 < s.threads <= self.threads:
+            self.report("hopper", f"named barrier of {s.threads} threads in a block of {self.threads}")
 
     def _Fence(self, s: Fence, scope: _Scope) -> None:
         if s.kind not in ("mbarrier_init", "proxy_async"):

@@ -527,6 +527,46 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* map
 #endif
 }
 
+// one 2-D box from shared memory at SRC (swizzled as MAP says) to the array MAP describes, at
+// (inner, outer) elements; elements past the array are not written. Joins the thread's bulk group.
+__device__ __forceinline__ void tma_store_2d(const void* map, int inner, int outer, const void* src) {
+#if SCHEDC_SM90A
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                 :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(shared_address(src))
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+// the thread's TMA stores since its last commit form a bulk group
+__device__ __forceinline__ void bulk_commit() {
+#if SCHEDC_SM90A
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+// wait until at most PENDING of the thread's bulk groups have not finished reading shared memory
+template <int PENDING>
+__device__ __forceinline__ void bulk_wait_read() {
+#if SCHEDC_SM90A
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(PENDING) : "memory");
+#endif
+}
+
+// wait until at most PENDING of the thread's bulk groups are unfinished (their writes included)
+template <int PENDING>
+__device__ __forceinline__ void bulk_wait() {
+#if SCHEDC_SM90A
+    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(PENDING) : "memory");
+#endif
+}
+
+// bar.sync ID, THREADS: the THREADS threads (whole warps) that run it with this ID meet
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
 // a wgmma matrix descriptor: the tile's start, leading and stride byte offsets, swizzle mode
 // (1: 128-byte, 2: 64-byte, 3: 32-byte rows)
 __device__ __forceinline__ unsigned long long wgmma_descriptor(const void* p, unsigned lbo, unsigned sbo, unsigned mode) {
