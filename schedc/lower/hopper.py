@@ -19,7 +19,11 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
   otherwise thread 0 issues the copy ``stages - 1`` tiles ahead inside the consumers' loop;
 - clustered (``plan.cluster``): a tile the cluster's blocks share is copied in parts, each block
   multicasting its part into every block's stage; one thread per consumer warp frees a stage in
-  every block of the cluster; cluster barriers follow the set-up and end the kernel.
+  every block of the cluster; cluster barriers follow the set-up and end the kernel;
+- C's tiles leave by TMA store where they can (``plan_output``): a consumer warpgroup writes a
+  column chunk of its accumulator into one of its two swizzled slots, fences it for the async
+  proxy, meets at its named barrier, and one of its threads stores the slot as a box; the slot
+  is rewritten once the store before last has read it (``cp.async.bulk.wait_group.read 1``).
 """
 
 from __future__ import annotations
