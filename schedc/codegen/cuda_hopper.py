@@ -91,7 +91,7 @@ def _bulk(p, s: BulkCommit | BulkWait, pad: str, depth: int) -> list[str]:
     if isinstance(s, BulkCommit):
         return [f"{pad}schedc::bulk_commit();"]
     comment = f"  // {s.comment}" if s.comment else ""
-    return [f"{pad}schedc::bulk_wait{'_read' if s.read else ''}<{s.pending}>();{comment}"]
+    return [f"{pad}schedc::bulk_wait<{s.pending}, {'true' if s.read else 'false'}>();{comment}"]
 
 
 @EMITTERS.handles(NamedBarrier)

@@ -451,24 +451,34 @@ class _Checker:
         self.mbarrier(s.barrier, s.index, scope, "mbarrier wait")
         self.expr(s.parity, scope, "mbarrier wait parity")
 
-    def _TmaLoad(self, s: TmaLoad, scope: _Scope) -> None:
-        what = f"TMA copy into {s.target}"
-        self.mbarrier(s.barrier, s.index, scope, what)
-        target = self.array(s.target, scope, what)
-        for e in (*s.target_origin, *s.coords):
+    def tma_copy(self, s: TmaLoad | TmaStore, tile: str, origin, scope: _Scope, what: str):
+        """What a TMA copy and its shared tile ``tile`` agree on: declared names, a tensor map, a
+        shared tile; returns (tile's buffer, map spec, array or None, the map's box in storage
+        order, contiguous dimension last), or None where one of them is wrong."""
+        target = self.array(tile, scope, what)
+        for e in (*origin, *s.coords):
             self.expr(e, scope, what)
         param = self.structs.get(s.tensor_map)
         if param is None or param.builder != "tensor_map":
             self.report("hopper", f"{what}: {s.tensor_map} is not a tensor map parameter")
-            return
+            return None
         if not isinstance(target, SharedBuffer):
-            self.report("hopper", f"{what}: {s.target} is not a shared buffer")
-            return
+            self.report("hopper", f"{what}: {tile} is not a shared buffer")
+            return None
         spec = param.spec
         array = scope.arrays.get(spec.array)
         box = tuple(spec.box)
         if array is not None and 1 in array.strides and array.strides.index(1) == 0:
-            box = box[::-1]  # the map's box in storage order, contiguous dimension last
+            box = box[::-1]
+        return target, spec, array, box
+
+    def _TmaLoad(self, s: TmaLoad, scope: _Scope) -> None:
+        what = f"TMA copy into {s.target}"
+        self.mbarrier(s.barrier, s.index, scope, what)
+        found = self.tma_copy(s, s.target, s.target_origin, scope, what)
+        if found is None:
+            return
+        target, spec, array, box = found
         dims = sorted(range(len(target.shape)), key=lambda d: -target.strides[d])[-len(box):]
         tile = tuple(target.shape[d] for d in dims)  # the tile in storage order, as the box
         rows = tile[0] // box[0] if box[0] and tile[0] % box[0] == 0 else 0  # a multicast part: rows of a tile
@@ -490,24 +500,13 @@ class _Checker:
 
     def _TmaStore(self, s: TmaStore, scope: _Scope) -> None:
         what = f"TMA store from {s.source}"
-        source = self.array(s.source, scope, what)
-        for e in (*s.source_origin, *s.coords):
-            self.expr(e, scope, what)
-        param = self.structs.get(s.tensor_map)
-        if param is None or param.builder != "tensor_map":
-            self.report("hopper", f"{what}: {s.tensor_map} is not a tensor map parameter")
+        found = self.tma_copy(s, s.source, s.source_origin, scope, what)
+        if found is None:
             return
-        if not isinstance(source, SharedBuffer):
-            self.report("hopper", f"{what}: {s.source} is not a shared buffer")
-            return
-        spec = param.spec
-        array = scope.arrays.get(spec.array)
+        source, spec, array, box = found
         if array is not None and (len(s.coords) != len(array.shape) or array.dtype is not source.dtype):
             self.report("hopper", f"{what}: {len(s.coords)} coordinate(s) of {source.dtype.value} for the "
                                   f"{len(array.shape)}-D {array.dtype.value} {spec.array}")
-        box = tuple(spec.box)
-        if array is not None and 1 in array.strides and array.strides.index(1) == 0:
-            box = box[::-1]
         tile = tuple(source.shape[-len(box):])
         if tile != box or source.swizzle != spec.swizzle:
             self.report("hopper", f"{what}: tiles {tile} swizzled {source.swizzle} are not {spec.array}'s boxes "

@@ -546,19 +546,16 @@ __device__ __forceinline__ void bulk_commit() {
 #endif
 }
 
-// wait until at most PENDING of the thread's bulk groups have not finished reading shared memory
-template <int PENDING>
-__device__ __forceinline__ void bulk_wait_read() {
-#if SCHEDC_SM90A
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(PENDING) : "memory");
-#endif
-}
-
-// wait until at most PENDING of the thread's bulk groups are unfinished (their writes included)
-template <int PENDING>
+// wait until at most PENDING of the thread's bulk groups are unfinished: with READ, only until
+// the others have finished reading shared memory; without, their writes included
+template <int PENDING, bool READ>
 __device__ __forceinline__ void bulk_wait() {
 #if SCHEDC_SM90A
-    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(PENDING) : "memory");
+    if constexpr (READ) {
+        asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(PENDING) : "memory");
+    } else {
+        asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(PENDING) : "memory");
+    }
 #endif
 }
 

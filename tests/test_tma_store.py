@@ -1,0 +1,184 @@
+"""C's tiles stored by TMA in wgmma plans: each consumer warpgroup writes a column chunk of its
+accumulator into one of its two swizzled slots, fences it for the async proxy, meets at its named
+barrier, and one thread stores the slot as a box. Emulated against numpy (partial tiles clipped
+by the box), compiled for sm_90a, the direct stores kept where the slots do not fit or C's rows
+are not contiguous, and hand-broken kernels caught by the emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.codegen.cuda import emit_source
+from schedc.codegen.emulate import EmulationError
+from schedc.ir.kernel import (
+    BulkWait,
+    Const,
+    Fence,
+    FragmentStore,
+    If,
+    NamedBarrier,
+    TmaStore,
+    walk_statements,
+)
+from schedc.lower.wellformed import problems
+from schedc.package.compile import nvrtc_compile
+
+from .conftest import require_gpu
+from .test_hopper import F16, F32, _emulate_broken, _rewrite, kernel, run
+
+COL = acc.Array.Layout.LAST_MAJOR
+
+
+def _of(k, kind):
+    return [s for s in walk_statements(k.body) if isinstance(s, kind)]
+
+
+@pytest.mark.parametrize("output, chunk", [(F32, 32), (F16, 64)])
+def test_chunks_of_128_byte_rows_through_two_slots_per_warpgroup(output, chunk):
+    k = kernel(256, 512, 256, output=output)  # 128x256 blocks: two 64x256 consumer warpgroups
+    out = next(b for b in k.shared if b.name == "C_out")
+    assert (out.shape, out.swizzle, out.align) == ((2, 2, 64, chunk), 128, 1024)
+    assert next(v.spec for v in k.values if v.name == "C_map").box == (64, chunk)
+    stores = _of(k, TmaStore)
+    assert len(stores) == 256 // chunk  # every chunk of the warpgroup's 256 columns
+    assert [s.source_origin[1] for s in stores] == [Const(n % 2) for n in range(len(stores))]
+    windows = [s.columns for s in _of(k, FragmentStore)]
+    assert windows == [(c, c + chunk) for c in range(0, 256, chunk)]
+    waits = [(s.pending, s.read) for s in _of(k, BulkWait)]
+    assert waits == [(0, True)] + [(1, True)] * (len(stores) - 1) + [(0, False)]  # last: before the exit
+
+
+def test_ptx_stores_by_tma_and_the_source_is_deterministic():
+    k = kernel(256, 512, 256, output=F16)
+    source = emit_source([k], "// store")
+    ptx = nvrtc_compile(source, "store", "sm_90a").ptx
+    for instruction in ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group", "cp.async.bulk.commit_group",
+                        "cp.async.bulk.wait_group.read", "fence.proxy.async.shared::cta", "bar.sync"):
+        assert instruction in ptx, instruction
+    assert emit_source([kernel(256, 512, 256, output=F16)], "// store") == source
+
+
+SHAPES = [
+    ((200, 304, 136), {"block": (128, 128, 64), "output": F16}),  # boxes clipped at C's edges
+    ((136, 200, 64), {"block": (128, 128, 64)}),  # float32 C, partial along both
+    ((128, 96, 64), {"block": (128, 96, 64), "output": F16, "b_layout": COL}),  # 192-byte rows: stored directly
+    ((128, 32, 64), {"block": (128, 32, 64), "output": F16}),  # 32 columns of fp16: one 64-byte box
+]
+
+
+@pytest.mark.parametrize("shape, options", SHAPES)
+def test_emulated_results_match_numpy(shape, options):
+    k = kernel(*shape, **options)
+    got, expected, written = run(k)
+    tolerance = 1e-3 + (np.abs(expected).max() * 2.0 ** -11 if options.get("output") is F16 else 0)
+    assert written.all()
+    assert np.abs(got - expected).max() < tolerance
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, options", SHAPES)
+def test_on_the_gpu(shape, options, tmp_path):
+    from schedc.verify import run_function
+
+    from .test_hopper import hopper_matmul
+    package = acc.Package()
+    package.add(*hopper_matmul.matmul(*shape, **options), base_name="store")
+    path = package.build("store", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    reports = run_function(acc.load(path).functions["store"], seed=3)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_a_tile_of_96_fp16_columns_is_stored_directly():
+    """192-byte rows are neither whole 128-byte rows nor one 32/64-byte row: direct stores."""
+    k = kernel(128, 96, 64, block=(128, 96, 64), output=F16, b_layout=COL)
+    assert not _of(k, TmaStore) and _of(k, FragmentStore)
+
+
+def test_a_tile_of_32_fp16_columns_is_one_64_byte_box():
+    k = kernel(128, 32, 64, block=(128, 32, 64), output=F16)
+    out = next(b for b in k.shared if b.name == "C_out")
+    assert (out.shape[-1], out.swizzle) == (32, 64)
+
+
+def test_direct_stores_where_the_slots_do_not_fit():
+    """Four consumer warpgroups (64x128 tiles of a 128x256 block) need 4 x 16 KB of slots: beside
+    4 stages of 48 KB they do not fit the 227 KB, beside 3 they do."""
+    k = kernel(256, 512, 256, block=(128, 256, 64), warpgroup_n=128, stages=4)
+    fits = kernel(256, 512, 256, block=(128, 256, 64), warpgroup_n=128, stages=3)
+    assert not _of(k, TmaStore) and len(_of(fits, TmaStore)) == 128 // 32
+    got, expected, _ = run(k)
+    assert np.abs(got - expected).max() < 1e-3
+
+
+# -- the race detector on hand-broken kernels ---------------------------------------------------
+
+
+def _broken(change, **options):
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16, **options)
+    return dataclasses.replace(k, body=_rewrite(k.body, change))
+
+
+def test_store_of_a_slot_without_the_proxy_fence():
+    k = _broken(lambda s: () if isinstance(s, Fence) and s.kind == "proxy_async" else (s,))
+    with pytest.raises(EmulationError, match=r"a TMA store \(the async proxy\) touches an element thread \d+ wrote "
+                                             r"through the generic proxy with no fence.proxy.async"):
+        _emulate_broken(k)
+
+
+def test_store_of_a_slot_before_the_warpgroup_met():
+    k = _broken(lambda s: () if isinstance(s, NamedBarrier) and "written" in s.comment else (s,))
+    with pytest.raises(EmulationError, match=r"a TMA store issued by thread 0 reads what thread \d+ wrote without "
+                                             "a barrier between"):
+        _emulate_broken(k)
+
+
+def test_slot_rewritten_while_its_store_may_still_read_it():
+    k = _broken(lambda s: (dataclasses.replace(s, pending=2),) if isinstance(s, BulkWait) and s.pending == 1
+                else (s,))
+    with pytest.raises(EmulationError, match=r"overwrites an element a TMA store may still be reading"):
+        _emulate_broken(k)
+
+
+def test_slot_rewritten_before_the_issuer_told_the_warpgroup():
+    k = _broken(lambda s: () if isinstance(s, NamedBarrier) and "free" in s.comment else (s,))
+    with pytest.raises(EmulationError, match=r"thread \d+ writes an element thread 0 read without a barrier"):
+        _emulate_broken(k)
+
+
+def test_block_ending_with_stores_unfinished():
+    def change(s):
+        if isinstance(s, If) and any(isinstance(b, BulkWait) and not b.read for b in s.body):
+            return ()
+        return (s,)
+    with pytest.raises(EmulationError, match=r"the block ends while TMA stores issued by thread 0 may be "
+                                             "unfinished"):
+        _emulate_broken(_broken(change))
+
+
+def test_named_barrier_with_too_few_threads_is_a_deadlock():
+    k = _broken(lambda s: (dataclasses.replace(s, threads=256),) if isinstance(s, NamedBarrier) else (s,))
+    with pytest.raises(EmulationError, match=r"named barrier 1 waits for 256 threads and 128 arrive"):
+        _emulate_broken(k)
+
+
+def test_the_ir_verifier_checks_tma_stores_and_named_barriers():
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16)
+    assert problems(k) == []
+
+    def change(s):
+        if isinstance(s, TmaStore):
+            return (dataclasses.replace(s, source="C_out2"),)
+        if isinstance(s, NamedBarrier):
+            return (dataclasses.replace(s, id=Const(0), threads=48),)
+        if isinstance(s, FragmentStore) and s.columns:
+            return (dataclasses.replace(s, columns=(4, 12)),)
+        return (s,)
+    found = " ".join(problems(dataclasses.replace(k, body=_rewrite(k.body, change))))
+    for text in ("C_out2", "named barrier 0: ids are 1..15", "named barrier of 48 threads",
+                 "columns 4..11 are not one run"):
+        assert text in found, text
