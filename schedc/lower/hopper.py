@@ -301,7 +301,8 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, caches: tuple[
         return None
     array = model.buffer(c.buffer)
     size = array.dtype.size
-    if len(array.shape) != 2 or array.strides[1] != 1 or (array.strides[0] * size) % 16:
+    if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
+            or (array.strides[0] * size) % 16:
         return None
     shape = _loops(model, tiles, caches[0])
     if any(r in shape.outer for r in tiles.reductions):
@@ -328,7 +329,7 @@ def _stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stm
     once the store before last has read it, the warpgroup writes it and fences it for the
     async proxy, its issuing thread stores it."""
     group = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))
-    issuer = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))
+    issuer = _ISSUER
     barrier = Binary("+", group, Const(1))
     result: list[Stmt] = []
     j = 0
@@ -356,8 +357,10 @@ def _stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stm
 
 
 def _stores_done() -> Stmt:
-    issuer = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))
-    return If(issuer, (BulkWait(0, False, "the tile stores are done before the block exits"),))
+    return If(_ISSUER, (BulkWait(0, False, "the tile stores are done before the block exits"),))
+
+
+_ISSUER = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))  # a warpgroup's first thread
 
 
 # -- the kernel --------------------------------------------------------------------------------
