@@ -130,28 +130,99 @@ def test_layout_may_name_the_arrays_own():
         assert all(c.axes == ((1, 0) if a_layout is LAST else ()) for c in statements(kernel, BlockCopy))
 
 
-@pytest.mark.parametrize("layout, b_layout, message", [
-    (LAST, FIRST, r"cache\(.*, index=kk, location=SHARED\): layout LAST_MAJOR: the array has strides \[128, 1\] "
-                  r"\(dimension 1 contiguous\); a cached tile keeps its array's layout, since copies that transpose "
-                  r"are not built: leave layout unset"),
-    (FIRST, LAST, r"layout FIRST_MAJOR: the array has strides \[1, 128\] \(dimension 0 contiguous\)"),
-    ("FIRST_MAJOR", FIRST, r"layout must be an Array.Layout \(or None: the array's own\), not 'FIRST_MAJOR'"),
+TRANSPOSING = [None, REGISTERS, {"double_buffer": True}]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(16, 40).map(lambda m: 2 * m), st.integers(4, 8).map(lambda n: 8 * n),
+       st.integers(4, 10).map(lambda k: 8 * k), st.sampled_from([FIRST, LAST]), st.sampled_from([FIRST, LAST]),
+       st.sampled_from([FIRST, LAST]), st.sampled_from(range(len(TRANSPOSING))))
+def test_transposed_tiles_match_numpy(M, N, K, a_layout, b_layout, layout, pipeline):
+    """layout= other than the array's (Accera's cache_layouts): the tile is stored in the order
+    asked for, the copy reads vectors along the array's rows and writes them down the tile's
+    columns, and the tensor cores read the tile in its own layout. Sequential caches and both
+    double buffers (AUTO takes the register one: cp.async cannot transpose)."""
+    extra = {"layout": layout, **(TRANSPOSING[pipeline] or {})}
+    plan, args = tensor_matmul(M, N, K, k_split=32 if K >= 32 else 16, shared_ab=True, cache_c=0,
+                               a_layout=a_layout, b_layout=b_layout, pipeline=extra)
+    model, kernel = compile_plan(plan, args)
+    wanted = (0, 1) if layout is FIRST else (1, 0)
+    for b in kernel.shared[:2]:
+        assert tuple(sorted(range(2), key=lambda d: -b.strides[-2:][d])) == wanted, (b.name, b.strides)
+    assert not any(c.asynchronous for c in statements(kernel, BlockCopy) if c.target in
+                   {b.name for b in kernel.shared[:2]} and _transposes(kernel, c))
+    reports = emulate_function(model, kernel, blocks=None, seed=M + N + K)
+    assert all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def _transposes(kernel, copy) -> bool:
+    shared = {b.name: b for b in kernel.shared}[copy.target]
+    axes = copy.axes or (0, 1)
+    return shared.strides[len(shared.strides) - 2 + axes[-1]] != 1
+
+
+def test_transposing_copies_in_cuda():
+    """The copy into a transposed tile says so (TRANSPOSE), with the tile's column pitch; so does
+    the register double buffer's store. The SIMT tile is padded (16 bytes a column) so that the
+    elements of a vector land in different banks."""
+    plan, args = simt_matmul(64, 64, 96, block=(16, 16), shared_k=16, b_layout=FIRST, pipeline={"layout": LAST})
+    model, kernel = compile_plan(plan, args)
+    source = emit_source([kernel], "// t")
+    assert re.search(r"schedc::block_copy<float, 16, 16, 4, true, 256, false, 0, true>\(&B_shared\[0\], 20, ", source)
+    plan, args = tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, a_layout=LAST,
+                               pipeline={"layout": LAST, **REGISTERS})
+    source = emit_source([compile_plan(plan, args)[1]], "// t")
+    assert re.search(r"B_staged\.store<\d+, true>\(&B_shared\[0\], ", source)
+    assert re.search(r"A_staged\.store<\d+>\(&A_shared\[0\], ", source)  # A's array is column-major already
+    nvrtc_compile(source, "t", "sm_80")
+
+
+@pytest.mark.parametrize("options, b_layout, message", [
+    ({"layout": LAST, "stages": 2}, FIRST,
+     r"cache\(.*, index=kk, location=SHARED\): cp.async copies vectors into the same layout, but A's tile is "
+     r"transposed \(layout= other than the array's\): use double_buffer=True with double_buffer_location=PRIVATE"),
+    ({"layout": "FIRST_MAJOR"}, FIRST, r"layout must be an Array.Layout \(or None: the array's own\), not 'FIRST_MAJOR'"),
 ])
-def test_other_layouts_are_refused(layout, b_layout, message):
+def test_transposing_refusals(options, b_layout, message):
     with pytest.raises(acc.CacheError, match=message):
-        tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, b_layout=b_layout, pipeline={"layout": layout})
+        plan, args = tensor_matmul(64, 64, 128, k_split=32, shared_ab=True, b_layout=b_layout, pipeline=options)
+        compile_plan(plan, args)
+
+
+def test_tma_and_rank_3_tiles_are_not_transposed():
+    plan, args = simt_matmul(64, 64, 96, block=(16, 16), shared_k=16)
+    kk = next(x for x in plan.schedule.get_indices() if x.name == "kk")
+    with pytest.raises(acc.CacheError, match=r"layout LAST_MAJOR: the array has strides \[96, 1\] \(dimension 1 "
+                                             r"contiguous\) and a TMA box keeps the array's layout: leave layout unset"):
+        plan.cache(args[0], index=kk, location=acc.MemorySpace.SHARED, layout=LAST, engine=acc.CopyEngine.TMA)
+    X = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(4, 8, 8))
+    Y = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(4, 8, 8))
+    nest = acc.Nest(shape=(4, 8, 8))
+    a, b, c = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[a, b, c] += X[a, b, c]
+
+    plan = nest.create_schedule().create_plan(acc.Target(acc.Target.Model.NVIDIA_H100))
+    with pytest.raises(acc.CacheError, match=r"only 2-D tiles are transposed, this array has 3 dimensions"):
+        plan.cache(X, index=a, location=acc.MemorySpace.SHARED, layout=LAST)
 
 
 @pytest.mark.parametrize("location", [acc.MemorySpace.PRIVATE, acc.MemorySpace.MMA_FRAGMENT])
-def test_register_caches_take_the_arrays_own_layout(location):
-    """Accera's scripts name the layout of register caches too: the array's own is accepted (the
-    tile is the same), another refused."""
-    plan, (A, B, C) = simt_register_tile(64, 64, 32, shared=False)
-    k = next(index for index in plan.schedule.get_indices() if index.name == "k")
-    with pytest.raises(acc.CacheError, match=rf"cache\(.*, index=k, location={location.name}\): layout LAST_MAJOR: "
-                                             rf"the array has strides \[64, 1\] \(dimension 1 contiguous\); a cached "
-                                             rf"tile keeps its array's layout, and a {location.name} tile is held in it"):
-        plan.cache(C, index=k, location=location, layout=LAST)
-    if location is acc.MemorySpace.PRIVATE:
-        plan.cache(A, index=k, location=location, layout=FIRST)
-        assert plan.caches[-1].source is A and plan.caches[-1].location is location
+def test_register_caches_take_any_layout(location):
+    """Accera's scripts name the layout of register caches too: registers have none, so any is
+    accepted and the kernel is the same."""
+    kernels = []
+    for layout in (None, FIRST, LAST):
+        plan, args = tensor_matmul(64, 64, 128, k_split=32, shared_ab=True) if location is \
+            acc.MemorySpace.MMA_FRAGMENT else simt_register_tile(64, 64, 32, shared=False)[:2]
+        if location is acc.MemorySpace.PRIVATE:
+            plan, args = simt_register_tile(64, 64, 32, shared=False)
+            plan.caches.pop()  # the C cache the helper made: made again with a layout
+        k = next(index for index in plan.schedule.get_indices() if index.name == "k")
+        plan.cache(args[2], index=k, location=location, layout=layout)
+        kernels.append(emit_source([compile_plan(plan, args)[1]], "// t"))
+    assert kernels[0] == kernels[1] == kernels[2]
+
+

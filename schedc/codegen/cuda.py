@@ -314,8 +314,11 @@ class Printer:
         comment = [f"// {s.comment}"] if s.comment else []
         bounded, bounds = self.bounds(s.valid, s.axes)
         swizzle = self.swizzle(s.target, s.target_origin)
-        if swizzle:  # the target's rows are XOR-swizzled: the copy addresses them from its first row
-            bounded = f"{bounded or ', false'}, {swizzle}"
+        transposed = self.transposed(s.shape, s.axes, s.target)
+        if transposed and s.asynchronous:
+            raise ValueError(f"cp.async cannot transpose into {s.target}")
+        if swizzle or transposed:  # rows XOR-swizzled (addressed from the tile's first row), or the box transposed
+            bounded = f"{bounded or ', false'}, {swizzle}" + (", true" if transposed else "")
         return [*comment,
                 f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
                 f"{self.kernel.threads_per_block}{bounded}>("
@@ -340,13 +343,26 @@ class Printer:
         if len(box) != 2:
             raise ValueError(f"block copies of rank {len(shape)} are not emitted (rank 1 or 2)")
         lds = []
-        for name in buffers:
+        for n, name in enumerate(buffers):
             b = self.buffers[name]
             dims = [len(b.strides) - len(shape) + a for a in axes]
+            if n == 0 and self.transposed(shape, axes, name):  # the target's columns are the box's rows
+                lds.append(b.strides[dims[-1]])
+                continue
             if b.strides[dims[-1]] != 1:
                 raise ValueError(f"block copy: {name}'s dimension {dims[-1]} is not contiguous")
             lds.append(b.strides[dims[-2]] if len(dims) > 1 else 0)
         return box, lds
+
+    def transposed(self, shape: tuple[int, ...], axes: tuple[int, ...], target: str) -> bool:
+        """Whether a 2-D copy's target holds the box transposed: contiguous along the box's
+        rows instead of its columns."""
+        axes = axes or tuple(range(len(shape)))
+        b = self.buffers.get(target)
+        if b is None or len(axes) != 2:
+            return False
+        dims = [len(b.strides) - len(shape) + a for a in axes]
+        return b.strides[dims[-1]] != 1 and b.strides[dims[-2]] == 1
 
     def staging(self, s: Stmt) -> list[str]:
         if isinstance(s, Staging):
@@ -365,6 +381,8 @@ class Printer:
         _, (ld,) = self.box(spec.shape, spec.axes, (s.target,))
         pointer = f"&{s.target}[{self.offset(s.target, s.target_origin)}]"
         swizzle = self.swizzle(s.target, s.target_origin)
+        if self.transposed(spec.shape, spec.axes, s.target):
+            return [f"{s.staging}.store<{swizzle}, true>({pointer}, {ld}, thread);"]
         if swizzle:
             return [f"{s.staging}.store<{swizzle}>({pointer}, {ld}, thread);"]
         return [f"{s.staging}.store({pointer}, {ld}, thread);"]

@@ -44,6 +44,7 @@ class CacheRequest:
     engine: CopyEngine = CopyEngine.AUTO
     element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, when not the array's
     max_elements: int = 0  # index None: the outermost loop whose footprint has at most this many elements
+    order: tuple[int, ...] = ()  # SHARED: the tile's dimensions slowest first, when not the array's (transposed)
 
 
 @dataclass(frozen=True)
@@ -302,11 +303,17 @@ class Plan:
         the block) into shared memory, between two barriers, and those loops read it from there.
         Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
         splits them STRIPED (coalesced, the default) or BLOCKED among the threads. The tile keeps
-        the array's layout (``layout``, if given, must name it): a column-major array gives
+        the array's layout unless ``layout`` names another: a column-major array gives
         column-major tiles, copied in vectors along its columns, from which tensor cores load
-        col_major fragments. Tiles that feed tensor cores get rows (columns) padded by 16 bytes
-        where that avoids bank conflicts (always in pipelines; in sequential caches where it
-        adds at most 1/16 to the tile).
+        col_major fragments. A 2-D tile in the other layout (``layout=LAST_MAJOR`` for a row-major
+        array, Accera's cache layouts) is transposed by its copy: vectors read along the array's
+        rows, their elements written down the tile's columns (by the threads, sequentially or
+        through the register double buffer; cp.async and TMA copy only into the array's layout);
+        tensor cores read it in its own layout (``ldmatrix``/``.trans``, wmma col_major). Tiles
+        that feed tensor cores get rows (columns) padded by 16 bytes where that avoids bank
+        conflicts (always in pipelines; in sequential caches where it adds at most 1/16 to the
+        tile), transposed tiles always. ``layout`` on PRIVATE and MMA_FRAGMENT caches is accepted
+        and changes nothing: registers have no layout.
 
         Pipelines overlap the copy of the next tile with the work on this one; the loop that
         encloses ``index`` is the one pipelined:
@@ -417,7 +424,7 @@ class Plan:
             trigger = trigger_index.name if isinstance(trigger_index, Index) else repr(trigger_index)
             raise CacheError(where, f"trigger_index={trigger} other than index={shown} (a copy issued at another loop "
                                     "than the one its data is kept across) is not built yet: leave trigger_index unset")
-        _check_layout(where, source, location, layout)
+        order = _check_layout(where, source, location, layout, engine)
         element_type = _check_element_type(where, source, location, element_type)
         if vectorize not in (None, True, "AUTO"):
             raise CacheError(where, "vectorize: copies are vectorized automatically (AUTO)")
@@ -436,7 +443,7 @@ class Plan:
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
-                         element_type, max_elements or 0)
+                         element_type, max_elements or 0, order)
         )
         return Cache(source, index, location)
 
@@ -663,23 +670,25 @@ def _check_element_type(where: str, source, location: MemorySpace, element_type)
     return element_type
 
 
-def _check_layout(where: str, source, location: MemorySpace, layout) -> None:
-    """A cached tile keeps its array's dimension order (shared copies move vectors along the
-    contiguous dimension on both sides; register tiles are the array's elements in its order);
-    ``layout`` may name that order, not another."""
+def _check_layout(where: str, source, location: MemorySpace, layout, engine: CopyEngine) -> tuple[int, ...]:
+    """The dimension order (slowest first) of a SHARED tile whose ``layout`` differs from its
+    array's, () otherwise. A 2-D shared tile may be transposed (the block's threads read the
+    array along its rows and write the tile along its columns); register tiles (PRIVATE) and
+    fragments (MMA_FRAGMENT) are registers, which have no layout: any is accepted there."""
     from .array import Array, dimension_order
 
     if layout is None:
-        return
+        return ()
     if not isinstance(layout, Array.Layout):
         raise CacheError(where, f"layout must be an Array.Layout (or None: the array's own), not {layout!r}")
     order = dimension_order(source.strides)
     natural = tuple(range(len(order)))
     wanted = natural if layout is Array.Layout.FIRST_MAJOR else natural[::-1]
-    if order != wanted:
-        contiguous = order[-1]
-        why = ("since copies that transpose are not built" if location is MemorySpace.SHARED
-               else f"and a {location.name} tile is held in it")
-        raise CacheError(where, f"layout {layout.name}: the array has strides {list(source.strides)} "
-                                f"(dimension {contiguous} contiguous); a cached tile keeps its array's layout, "
-                                f"{why}: leave layout unset")
+    if order == wanted or location is not MemorySpace.SHARED:
+        return ()
+    why = ("a TMA box keeps the array's layout" if engine is CopyEngine.TMA
+           else None if len(order) == 2 else f"only 2-D tiles are transposed, this array has {len(order)} dimensions")
+    if why:
+        raise CacheError(where, f"layout {layout.name}: the array has strides {list(source.strides)} (dimension "
+                                f"{order[-1]} contiguous) and {why}: leave layout unset")
+    return wanted

@@ -81,6 +81,9 @@ class SharedCache:
     # tensorized, has no loop of its own: the block fills the cache where its loop would be)
     at: str | None = None
     tma: StructParam | None = None  # engine=TMA: the tensor map of the one box the tile is
+    # layout= other than the array's: the tile's contiguous dimension is not the array's (the
+    # copy reads vectors along the array's, and writes their elements one by one)
+    transposed: bool = False
 
     @property
     def barrier(self) -> str:
@@ -161,16 +164,20 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     inside = fp.inside and whole.inside
     limits = () if inside else global_buffer.shape
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
-    order = dimension_order(global_buffer.strides)  # kept by the tile: vectors contiguous on both sides
-    plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, order, dtype.size, pad))
+    order = dimension_order(global_buffer.strides)  # the copy's order: vectors along the array's rows
+    tile_order = spec.order or order  # the tile's: the array's, or another layout= asks for
+    transposed = tile_order != order
+    plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, tile_order, dtype.size, pad))
                      for pad in (False, True))
-    # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16
-    pad = model.tensorize is not None and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size)
+    # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16;
+    # a transposed tile always (its copy writes the elements of a vector into consecutive rows)
+    pad = transposed or (model.tensorize is not None
+                         and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size))
     buffer = padded if pad else plain
     swizzle = _swizzle(tiles, spec.array, plain)
     if swizzle:
         buffer = dataclasses.replace(plain, swizzle=swizzle)
-    vector = _vector(model, global_buffer, fp, buffer.strides, bool(limits), order[-1])
+    vector = _vector(model, global_buffer, fp, None if transposed else buffer.strides, bool(limits), order[-1])
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "registers":
         _check_staging(spec, here, fp.extents, dtype, threads)
@@ -180,6 +187,9 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     strategy = "blocked" if spec.strategy is CacheStrategy.BLOCKED else "striped"
     axes = order if order != tuple(range(len(order))) else ()
     if spec.engine is CopyEngine.TMA:
+        if transposed:
+            raise CacheError(here, "layout= other than the array's: a TMA box keeps the array's layout; leave layout "
+                                   "unset or copy with the threads (engine=THREADS)", loops=(spec.index,))
         tmap = _tma_box(model, spec, here, fp.extents, global_buffer)
         buffer = dataclasses.replace(plain, align=128)
         return SharedCache(spec.array, spec.index, buffer, fp.origin, 1, strategy, spec.pipeline, spec.stages,
@@ -191,7 +201,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
                                f"{why}: cache at a loop further in (a tile of rank 2), or use stages=N",
                          loops=(spec.index,))
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
-                       spec.pipeline, spec.stages, carrier, limits, axes, at=at)
+                       spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed)
 
 
 TMA_BOX_LIMIT = 256  # elements per box dimension
@@ -267,13 +277,20 @@ def _check_staging(spec, here: str, extents: tuple[int, ...], dtype, threads: in
 
 
 def _async_fits(c: SharedCache) -> bool:
-    """cp.async moves 4, 8 or 16 bytes: the tile's vectors must be that wide."""
-    return c.pipeline != "async" or c.tma is not None or (c.vector * c.buffer.dtype.size) % 4 == 0
+    """cp.async moves 4, 8 or 16 bytes, the same on both sides: the tile's vectors must be that
+    wide, and the tile in the array's layout."""
+    return c.pipeline != "async" or c.tma is not None or (
+        not c.transposed and (c.vector * c.buffer.dtype.size) % 4 == 0)
 
 
 def _check_async(c: SharedCache) -> None:
     if _async_fits(c):
         return
+    if c.transposed:
+        raise CacheError(f"cache({c.array}, index={c.index}, location=SHARED)",
+                         f"cp.async copies vectors into the same layout, but {c.array}'s tile is transposed (layout= "
+                         "other than the array's): use double_buffer=True with double_buffer_location=PRIVATE "
+                         "(the register double buffer) or a sequential cache", loops=(c.index,))
     size, inner = c.buffer.dtype.size, (c.axes or range(len(c.tile_shape)))[-1]
     raise CacheError(f"cache({c.array}, index={c.index}, location=SHARED)",
                      f"cp.async moves 4, 8 or 16 bytes, but {c.array}'s tile allows only "
@@ -390,7 +407,8 @@ def _sequential_async(model, caches: list[SharedCache]) -> list[SharedCache]:
     for c in caches:
         by_place.setdefault(c.at, []).append(c)
     fits = {at for at, group in by_place.items()
-            if all(c.pipeline == "sync" and (c.vector * c.buffer.dtype.size) % 4 == 0 for c in group if not c.tma)}
+            if all(c.pipeline == "sync" and not c.transposed and (c.vector * c.buffer.dtype.size) % 4 == 0
+                   for c in group if not c.tma)}
     return [dataclasses.replace(c, copy_async=True) if c.at in fits else c for c in caches]
 
 
@@ -435,17 +453,18 @@ def _ordered(shape: tuple[int, ...], order: tuple[int, ...], size: int, padded: 
 def _vector(model, global_buffer, fp, shared_strides, bounded: bool, inner: int) -> int:
     """Elements per copy vector along the contiguous dimension ``inner``: up to 16 bytes, when
     every vector is aligned on both sides (and, for a tile that reaches past its array, lies
-    wholly inside or wholly outside it)."""
+    wholly inside or wholly outside it). ``shared_strides`` None: a transposed tile, whose
+    elements are written one by one (vectors aligned in the array alone)."""
     size = global_buffer.dtype.size
-    if global_buffer.strides[inner] != 1 or shared_strides[inner] != 1:
+    if global_buffer.strides[inner] != 1 or (shared_strides is not None and shared_strides[inner] != 1):
         return 1
     linear = Affine((), 0)
     for stride, origin in zip(global_buffer.strides, fp.origin):
         linear = linear.plus(origin.scale(stride))
     moves = [c * model.loop(n).step for n, c in linear.terms]
     moves.append(linear.const + sum(c * model.loop(n).begin for n, c in linear.terms))
-    outer = [d for d in range(len(shared_strides)) if d != inner]
-    rows = [*(global_buffer.strides[d] for d in outer), *(shared_strides[d] for d in outer)]
+    outer = [d for d in range(len(fp.extents)) if d != inner]
+    rows = [*(global_buffer.strides[d] for d in outer), *(shared_strides[d] for d in outer if shared_strides)]
     for candidate in (16 // size, 8 // size, 4 // size, 1):
         if candidate < 1 or fp.extents[inner] % candidate or (bounded and global_buffer.shape[inner] % candidate):
             continue

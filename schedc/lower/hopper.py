@@ -164,6 +164,10 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
         raise CacheError(here.replace("engine=TMA", "engine=THREADS"),
                          "wgmma reads its operands in the swizzled layout TMA writes; copies by the block's "
                          "threads into it are not built: use engine=TMA (or AUTO)", loops=(spec.index,))
+    if spec.order:
+        raise CacheError(here, "layout= other than the array's: wgmma reads the tile as TMA copies it, in the "
+                               "array's layout (a k-major or mn-major descriptor each way): leave layout unset",
+                         loops=(spec.index,))
     if spec.pipeline == "registers":
         raise CacheError(here, "a register double buffer is filled by the block's threads; TMA fills a ring "
                                "of shared buffers: use stages=N", loops=(spec.index,))

@@ -135,6 +135,7 @@ class CacheDirective:
     pipeline: str = "sync"
     stages: int = 0
     element_type: str = ""  # MMA_FRAGMENT: the fragments' ScalarType when not the array's
+    layout: str = ""  # layout=acc.Array.Layout.<layout> (SHARED: transposed where not the array's)
 
 
 @dataclass(frozen=True)

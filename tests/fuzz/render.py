@@ -161,6 +161,8 @@ def _cache(c) -> str:
              "stages": f", stages={c.stages}"}[c.pipeline]
     if c.element_type:
         extra += f", element_type=acc.ScalarType.{c.element_type}"
+    if c.layout:
+        extra += f", layout=acc.Array.Layout.{c.layout}"
     return f"plan.cache({c.array}, index={c.index}, location=target.MemorySpace.{c.location}{extra})"
 
 

@@ -212,7 +212,7 @@ class ScheduleBuilder:
                 place = next((n for n in self.order[at:] if n in serial), None)
                 carried = any(n in serial for n in self.order[:at]) or self.rng.random() < 0.1
                 pipeline = pipelines.setdefault(place, self._pipeline() if carried else ("sync", 0))
-                self.plan.caches.append(CacheDirective(array, index, "SHARED", *pipeline))
+                self.plan.caches.append(CacheDirective(array, index, "SHARED", *pipeline, layout=layout(self.rng)))
         if self.rng.random() < 0.25:
             self._private(program, serial)
         if self.rng.random() < 0.05:
@@ -246,3 +246,8 @@ class ScheduleBuilder:
 
     def iterations(self) -> int:
         return math.prod(p.extent for p in self.pieces.values())
+
+
+def layout(rng) -> str:
+    """Mostly none; sometimes a layout= (a transposed tile where it is not the array's)."""
+    return rng.choice(("FIRST_MAJOR", "LAST_MAJOR")) if rng.random() < 0.15 else ""

@@ -134,6 +134,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])
+        if c.layout:
+            yield replace(p, caches=p.caches[:n] + (replace(c, layout=""),) + p.caches[n + 1:])
     for n, b in enumerate(p.bindings):
         if len(b.indices) > 1:
             yield replace(p, bindings=p.bindings[:n] + (replace(b, indices=b.indices[:1]),) + p.bindings[n + 1:])

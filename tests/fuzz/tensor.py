@@ -27,7 +27,7 @@ from .program import (
     Tile,
     simulate_steps,
 )
-from .schedules import PIPELINES
+from .schedules import PIPELINES, layout
 
 
 def tensor_program(rng: random.Random, target: str) -> Program:
@@ -119,7 +119,7 @@ def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool, fragmen
         kind = choose(rng, PIPELINES)
         stages = rng.randint(1, 4) if kind == "stages" else 0
         for array in ("A", "B") if rng.random() < 0.9 else ("A",):
-            caches.append(CacheDirective(array, k_loops[-1], "SHARED", kind, stages))
+            caches.append(CacheDirective(array, k_loops[-1], "SHARED", kind, stages, layout=layout(rng)))
     if fragments or rng.random() < 0.4:
         caches.append(CacheDirective("C", rng.choice(k_loops), "MMA_FRAGMENT", element_type=fragments))
     return tuple(caches)

@@ -86,6 +86,19 @@ __device__ __forceinline__ int box_offset(int row, int col, int ld) {
     }
 }
 
+// A vector of VEC elements read at (row, col) of a box written to dst: whole, or, TRANSPOSE, its
+// elements one by one down the target's column `row` (a tile whose layout is not the source's).
+template <int PITCH, typename T, bool TRANSPOSE, int VEC, typename V>
+__device__ __forceinline__ void put_vector(T* dst, int row, int col, int ld, const V& v) {
+    if constexpr (!TRANSPOSE) {
+        *reinterpret_cast<V*>(dst + box_offset<PITCH, T>(row, col, ld)) = v;
+    } else {
+        const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) dst[box_offset<PITCH, T>(col + i, row, ld)] = e[i];
+    }
+}
+
 // ---- block copies: all THREADS threads of a block copy a ROWS x COLS box --------------------
 // Rows are cut into vectors of VEC elements; STRIPED gives vector v to thread v % THREADS,
 // otherwise each thread copies one contiguous run of vectors. ld: elements between rows.
@@ -155,9 +168,11 @@ __device__ __forceinline__ void for_each_vector(int thread, F&& f) {
 // occupancy). BOUNDED copies take a tile at the edge of its array: only the first rows_in rows
 // and cols_in columns of the source lie inside it (cols_in a multiple of VEC); the rest of the
 // box gets zeros. SWIZZLE: the target is a swizzled tile (rows of SWIZZLE bytes), dst its first element.
+// TRANSPOSE: the target holds the box transposed (element (r, c) at c * dst_ld + r).
 constexpr int COPY_BATCH = 4;
 
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0>
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0,
+          bool TRANSPOSE = false>
 __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread,
                                            int rows_in = ROWS, int cols_in = COLS) {
     using V = typename vector_type<VEC * sizeof(T)>::type;
@@ -178,9 +193,7 @@ __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int
         for (int b = 0; b < COPY_BATCH; ++b) {
             bool valid; int row, col;
             vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, first + b, valid, row, col);
-            if (first + b < per_thread && valid) {
-                *reinterpret_cast<V*>(dst + box_offset<SWIZZLE, T>(row, col, dst_ld)) = held[b];
-            }
+            if (first + b < per_thread && valid) put_vector<SWIZZLE, T, TRANSPOSE, VEC>(dst, row, col, dst_ld, held[b]);
         }
     }
 }
@@ -235,10 +248,10 @@ struct staged {
         });
     }
 
-    template <int SWIZZLE = 0>
+    template <int SWIZZLE = 0, bool TRANSPOSE = false>
     __device__ __forceinline__ void store(T* dst, int dst_ld, int thread) const {
         for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int n, int row, int col) {
-            *reinterpret_cast<V*>(dst + box_offset<SWIZZLE, T>(row, col, dst_ld)) = v[n];
+            put_vector<SWIZZLE, T, TRANSPOSE, VEC>(dst, row, col, dst_ld, v[n]);
         });
     }
 };
