@@ -171,13 +171,37 @@ def test_build_takes_accera_keywords(tmp_path):
         package.build("keywords", output_dir=tmp_path, config_file="x.yml")
 
 
-def test_cache_handles_trigger_index_and_caches_of_caches():
-    plan, (A, B, _), (i, j, k, ii, jj, kk) = _simt_plan()
+def test_caches_of_caches():
+    """A PRIVATE register tile filled from a SHARED tile (tests/accera/hierarchical_cache.py builds
+    and emulates one); the other kinds, and a register tile the block's fill would come after,
+    are refused with the reason."""
+    from .plans import compile_plan
+
+    plan, (A, B, C), (i, j, k, ii, jj, kk) = _simt_plan()
     handle = plan.cache(A, index=ii, location=acc.MemorySpace.SHARED)
     assert (handle.array, handle.index, handle.location) == (A, ii, acc.MemorySpace.SHARED)
-    with pytest.raises(acc.CacheError, match=r"caches of caches \(a cache filled from the cache of .* at ii\) are "
-                                             "not built yet"):
+    with pytest.raises(acc.CacheError, match=r"cache\(<cache of .*>, index=kk, location=SHARED\): a SHARED cache "
+                                             r"of .*'s SHARED cache: caches of caches are built as PRIVATE register tiles "
+                                             r"filled from a SHARED tile"):
+        plan.cache(handle, index=kk, location=acc.MemorySpace.SHARED)
+    other, _, _ = _simt_plan()
+    with pytest.raises(acc.CacheError, match="the cache handle of .* is not one of this plan's caches"):
+        other.cache(handle, index=kk, location=acc.MemorySpace.PRIVATE)
+    registers = plan.cache(handle, index=kk, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match=".* already has a PRIVATE cache"):
         plan.cache(handle, index=kk, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match="a PRIVATE cache of .*'s PRIVATE cache"):
+        plan.cache(registers, index=kk, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=kk, location=PRIVATE\): the register tile is filled "
+                                             r"from A's shared tile, which the block fills before kk's loop \(kept "
+                                             r"across ii\): cache at a serial loop inside kk \(the schedule's order "
+                                             r"is i, j, k, ii, jj, kk\)"):
+        compile_plan(plan, (A, B, C))
+
+
+def test_cache_handles_and_trigger_index():
+    plan, (A, B, _), (i, j, k, ii, jj, kk) = _simt_plan()
+    plan.cache(A, index=ii, location=acc.MemorySpace.SHARED)
     with pytest.raises(acc.CacheError, match="trigger_index=k other than index=kk .* is not built yet"):
         plan.cache(B, index=kk, trigger_index=k, location=acc.MemorySpace.SHARED)
     plan.cache(B, index=kk, trigger_index=kk, location=acc.MemorySpace.SHARED)  # the same loop: accepted

@@ -84,6 +84,7 @@ class CacheSpec:
     element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, if not the array's
     max_elements: int = 0  # index "": the outermost loop whose footprint has at most this many elements
     order: tuple[int, ...] = ()  # SHARED: the tile's dimensions slowest first, when not the array's (transposed)
+    from_shared: bool = False  # PRIVATE: filled from the array's SHARED cache (a cache of a cache)
 
 
 @k.register
@@ -182,7 +183,8 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         unrolled=tuple(i.name for i in plan.unrolled),
         caches=tuple(
             CacheSpec(c.source.name, c.index.name if c.index is not None else "", c.location, c.strategy,
-                      c.pipeline, c.stages, c.automatic, c.engine, c.element_type, c.max_elements, c.order)
+                      c.pipeline, c.stages, c.automatic, c.engine, c.element_type, c.max_elements, c.order,
+                      c.from_shared)
             for c in plan.caches
         ),
         blocks_per_sm=plan.blocks_per_sm,

@@ -45,6 +45,7 @@ class CacheRequest:
     element_type: ScalarType | None = None  # MMA_FRAGMENT: the fragments' type, when not the array's
     max_elements: int = 0  # index None: the outermost loop whose footprint has at most this many elements
     order: tuple[int, ...] = ()  # SHARED: the tile's dimensions slowest first, when not the array's (transposed)
+    from_shared: bool = False  # PRIVATE: filled from the array's SHARED cache (a cache of a cache)
 
 
 @dataclass(frozen=True)
@@ -330,6 +331,11 @@ class Plan:
         - ``double_buffer=True`` with ``double_buffer_location`` AUTO (None or NONE) picks
           SHARED (``cp.async``) on targets that have it (sm_80 and newer), PRIVATE otherwise.
 
+        ``source`` may be what an earlier ``plan.cache`` returned (Accera's hierarchical caching):
+        a PRIVATE cache of a SHARED cache fills each thread's register tile from the block's
+        shared tile instead of global memory, at a serial loop inside the one before which the
+        block fills the shared tile.
+
         ``location=PRIVATE`` in a SIMT plan: a register tile. Each thread keeps its own copy of
         the elements of ``source`` that the loops at and inside ``index`` touch (for fixed outer
         loops and grid coordinates), loaded before ``index``'s loop when the nest reads
@@ -400,10 +406,9 @@ class Plan:
         if _shared_memory_offset not in (None, 0):
             raise CacheError(where, f"_shared_memory_offset={_shared_memory_offset!r}: schedc places every shared "
                                     "buffer itself (aligned, without overlap); leave it unset")
-        if isinstance(source, Cache):
-            raise CacheError(where, f"caches of caches (a cache filled from the cache of {source.array.display_name} "
-                                    "at " + (source.index.name if source.index is not None else "its loop")
-                                    + ") are not built yet: cache the array itself at the inner index")
+        parent = source if isinstance(source, Cache) else None
+        if parent is not None:
+            source = self._cache_of_cache(where, parent, location)
         if not isinstance(source, Array):
             raise CacheError(where, f"{source!r} is not an Array")
         if not isinstance(location, MemorySpace):
@@ -439,13 +444,29 @@ class Plan:
             self._check_index(where, index)
         if all(source is not a for a in self.schedule.nest.arrays()):
             raise CacheError(where, f"the nest does not access {name}: there is nothing to cache")
-        if any(c.source is source for c in self.caches):
+        if any(c.source is source and not (parent is not None and c.location is MemorySpace.SHARED)
+               for c in self.caches):
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
-                         element_type, max_elements or 0, order)
+                         element_type, max_elements or 0, order, parent is not None)
         )
         return Cache(source, index, location)
+
+    def _cache_of_cache(self, where: str, parent: Cache, location: MemorySpace):
+        """Accera's hierarchical caching: ``plan.cache(AA, ...)`` where ``AA`` is what an earlier
+        ``plan.cache`` returned. Built: a PRIVATE register tile filled from a SHARED tile (each
+        thread's part of the block's tile, at a loop inside the shared cache's). The array."""
+        name = parent.array.display_name
+        if not any(c.source is parent.array and c.location is parent.location for c in self.caches):
+            raise CacheError(where, f"the cache handle of {name} is not one of this plan's caches")
+        if parent.location is not MemorySpace.SHARED or location is not MemorySpace.PRIVATE:
+            raise CacheError(where, f"a {_enum_name(location)} cache of {name}'s {_enum_name(parent.location)} cache: "
+                                    "caches of caches are built as PRIVATE register tiles filled from a SHARED "
+                                    "tile (Accera's hierarchical caching of SIMT GEMMs)")
+        if any(c.source is parent.array and c.location is MemorySpace.PRIVATE for c in self.caches):
+            raise CacheError(where, f"{name} already has a PRIVATE cache")
+        return parent.array
 
     def _cache_index(self, where: str, index, level, max_elements, location: MemorySpace):
         """Accera's three ways to name a cache's loop: ``index``; ``level`` (the loop ``level``

@@ -48,10 +48,10 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         around = (before, after)
     else:
         as_expr = lambda a: affine_expr(a, order)  # noqa: E731
+        # register tiles first: a register tile filled from a shared one is read in its place
         innermost = tuple(
-            private.redirect(dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr)), registers,
-                             as_expr)
-            for s in (in_loops(model, st) for st in model.statements)
+            dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr))
+            for s in (private.redirect(in_loops(model, st), registers, as_expr) for st in model.statements)
         )
     unrolled = private.unrolled(registers)
     # a cache placed before a loop that is unrolled into fragments is filled at the innermost level
@@ -67,7 +67,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
             fill = cache.fill(shared, serial[n].name, as_expr)
             # C's fragment kept across the cached loop: set up before it, stored after it
             before, after = around if serial[n].name == cached_at else ((), ())
-            tile_in, tile_out = private.around(registers, serial[n].name, as_expr)
+            tile_in, tile_out = private.around(registers, serial[n].name, as_expr, shared)
             body = (*before, *tile_in, *fill, *pipe.before, loop, *pipe.after, *tile_out, *after)
         guards = guards_at.get(n, [])
         if guards:

@@ -10,6 +10,7 @@ subscript of the copy is a constant and the compiler keeps it in registers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,7 +20,8 @@ from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
-from .cache import MAX_TILE_REGISTERS, footprint, map_expr, relative
+from .cache import MAX_TILE_REGISTERS, footprint, map_expr, placement, relative
+from .cache import redirect as redirect_shared
 from .guards import guard_levels
 
 
@@ -34,6 +36,7 @@ class PrivateCache:
     limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (copies guarded)
     unrolled: tuple[str, ...] = ()  # loops inside ``index`` that index the tile
     before_start: bool = False  # the tile may also start before the array (reversed accesses): guard that end too
+    from_shared: bool = False  # filled from the array's SHARED tile (a cache of a cache), not from global memory
 
 
 def plan_private(model, facts: poly.PolyFacts, barriers: bool) -> tuple[PrivateCache, ...]:
@@ -80,16 +83,35 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
                                "threads own: cache at a loop inside which each thread writes a whole box",
                          loops=(spec.index,))
     limits = () if fp.inside else model.buffer(spec.array).shape
+    if spec.from_shared:
+        _check_inside_shared(model, spec, here)
     return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled,
-                        not fp.starts_inside)
+                        not fp.starts_inside, spec.from_shared)
+
+
+def _check_inside_shared(model, spec, here: str) -> None:
+    """A register tile filled from a shared tile: the shared cache is kept across a loop outside
+    the register tile's (then each register tile is part of the block's shared one: it ranges
+    over fewer loops, with more of them fixed)."""
+    shared = next(c for c in model.caches if c.array == spec.array and c.location is MemorySpace.SHARED)
+    names = [lp.name for lp in model.loops]
+    at = placement(model, shared.index, here)
+    if at is None or names.index(spec.index) <= names.index(at):
+        where = (f"before {at}'s loop" if at is not None else "at the innermost level, inside every loop")
+        raise CacheError(here, f"the register tile is filled from {spec.array}'s shared tile, which the block fills "
+                               f"{where} (kept across {shared.index}): cache at a serial loop inside "
+                               f"{at or shared.index} (the schedule's order is {', '.join(names)})",
+                         loops=(spec.index, shared.index))
 
 
 def unrolled(caches: tuple[PrivateCache, ...]) -> set[str]:
     return {n for c in caches for n in c.unrolled}
 
 
-def around(caches: tuple[PrivateCache, ...], index: str, as_expr) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
-    """(before, after) ``index``'s loop: each tile declared and loaded, then stored."""
+def around(caches: tuple[PrivateCache, ...], index: str, as_expr,
+           shared: tuple = ()) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """(before, after) ``index``'s loop: each tile declared and loaded (from its shared tile,
+    for a cache of a cache: ``shared`` are the kernel's SharedCaches), then stored."""
     before: list[Stmt] = []
     after: list[Stmt] = []
     for c in caches:
@@ -97,7 +119,10 @@ def around(caches: tuple[PrivateCache, ...], index: str, as_expr) -> tuple[tuple
             continue
         before.append(c.buffer)
         if c.load:
-            before.append(_copy(c, as_expr, inward=True))
+            copy = _copy(c, as_expr, inward=True)
+            if c.from_shared:
+                copy = map_loads(copy, lambda e: redirect_shared(e, shared, as_expr))
+            before.append(copy)
         if c.store:
             after.append(_copy(c, as_expr, inward=False))
     return tuple(before), tuple(after)
@@ -141,3 +166,14 @@ def redirect(store: Store, caches: tuple[PrivateCache, ...], as_expr) -> Store:
         c = by_array[store.buffer]
         return Store(c.buffer.name, relative(store.index, c.origin, as_expr), value)
     return Store(store.buffer, store.index, value)
+
+
+def map_loads(s: Stmt, visit) -> Stmt:
+    """``visit`` applied to the value of every Store in a nest of loops and conditions."""
+    if isinstance(s, Loop):
+        return dataclasses.replace(s, body=tuple(map_loads(b, visit) for b in s.body))
+    if isinstance(s, If):
+        return dataclasses.replace(s, body=tuple(map_loads(b, visit) for b in s.body))
+    if isinstance(s, Store):
+        return dataclasses.replace(s, value=visit(s.value))
+    return s

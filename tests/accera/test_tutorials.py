@@ -81,7 +81,8 @@ def test_block_order_changes_only_the_order_of_products(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["thread_bound_cache", "warp_bound_cache", "scheduling_policy", "cache_layouts"])
+@pytest.mark.parametrize("name", ["thread_bound_cache", "warp_bound_cache", "scheduling_policy", "cache_layouts",
+                                  "hierarchical_cache"])
 def test_script_on_the_gpu(name, tmp_path):
     import schedc
     from schedc.verify import run_function
@@ -91,3 +92,17 @@ def test_script_on_the_gpu(name, tmp_path):
     for fn in schedc.load(hat).functions.values():
         reports = run_function(fn, seed=5)
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_register_tiles_are_filled_from_the_shared_tiles(tmp_path):
+    """hierarchical_cache: each thread's tiles of A and B come from the shared tiles (the ring's
+    current buffer), and the products read the registers."""
+    import re
+
+    source = (run_script("hierarchical_cache", tmp_path).parent / "hierarchical_cache.cu").read_text()
+    body = source[source.index("for (int kk = 0;"):]
+    for array in ("A", "B"):
+        assert re.search(rf"{array}_private\[[^]]+\] = {array}_shared\[k_stage \* \d+ \+ ", body), array
+    product = body[body.index("for (int iii = 0;"):]
+    assert "A_private[" in product and "B_private[" in product and "_shared[" not in product
+    assert "C_private[" in product and "C[" not in product.split("// C's tile: back")[0]
