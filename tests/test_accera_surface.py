@@ -3,6 +3,7 @@ the refusal of an AMD one, ``mma_shape_to_tuple``, the target's shared-memory li
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import schedc as acc
@@ -199,9 +200,60 @@ def test_caches_of_caches():
         compile_plan(plan, (A, B, C))
 
 
-def test_cache_handles_and_trigger_index():
-    plan, (A, B, _), (i, j, k, ii, jj, kk) = _simt_plan()
-    plan.cache(A, index=ii, location=acc.MemorySpace.SHARED)
-    with pytest.raises(acc.CacheError, match="trigger_index=k other than index=kk .* is not built yet"):
-        plan.cache(B, index=kk, trigger_index=k, location=acc.MemorySpace.SHARED)
-    plan.cache(B, index=kk, trigger_index=kk, location=acc.MemorySpace.SHARED)  # the same loop: accepted
+def _triggered_plan():
+    """Order (i, j, k, ii, jj, kk, kkk): i/j on blocks, ii/jj on threads, k, kk and kkk serial."""
+    nest, args = matmul_arrays(64, 64, 96)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.tile({i: 16, j: 16})
+    kk = s.split(k, 32)
+    kkk = s.split(kk, 8)
+    s.reorder(i, j, k, ii, jj, kk, kkk)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    return plan, args, (k, kk, kkk)
+
+
+def test_trigger_index_fills_the_cache_at_an_outer_loop():
+    """trigger_index=kk on a cache at kkk: filled at kk with what kkk's loops read over every
+    step of kk (the tile of kk's footprint, 32 columns of A instead of 8), double-buffered along
+    k (the loop around the trigger); trigger_level names the same loop by level. Emulated."""
+    from schedc.codegen.emulate import emulate
+
+    from .plans import compile_plan
+
+    plan, (A, B, C), (k, kk, kkk) = _triggered_plan()
+    plan.cache(A, index=kkk, trigger_index=kk, location=acc.MemorySpace.SHARED, double_buffer=True)
+    plan.cache(B, level=1, trigger_level=2, location=acc.MemorySpace.SHARED, double_buffer=True)  # kkk, kk
+    plan.cache(C, index=kkk, trigger_index=k, location=acc.MemorySpace.PRIVATE)
+    model, kernel = compile_plan(plan, (A, B, C))
+    assert [(b.name, b.shape) for b in kernel.shared] == [("A_shared", (2, 16, 32)), ("B_shared", (2, 32, 16))]
+    rng = np.random.default_rng(3)
+    storage = {b.name: rng.standard_normal(b.size).astype(np.float32) for b in kernel.params}
+    result = emulate(kernel, storage)
+    a, b, c = (storage[n].reshape(shape) for n, shape in (("A", (64, 96)), ("B", (96, 64)), ("C", (64, 64))))
+    np.testing.assert_allclose(result.storage["C"].reshape(64, 64), c + a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_trigger_index_refusals():
+    plan, (A, B, C), (k, kk, kkk) = _triggered_plan()
+    with pytest.raises(acc.CacheError, match=r"trigger_index=kkk comes after index=kk in the schedule's order "
+                                             r"\(i, j, k, ii, jj, kk, kkk\); the cache is filled at its index or "
+                                             "outside it"):
+        plan.cache(A, index=kk, trigger_index=kkk, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match="give at most one of trigger_index= and trigger_level="):
+        plan.cache(A, index=kk, trigger_index=k, trigger_level=3, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match="trigger_level=1 is smaller than level=2"):
+        plan.cache(A, level=2, trigger_level=1, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match=r"trigger_level must be an integer from 1 \(the innermost loop\) to 7"):
+        plan.cache(A, level=2, trigger_level=9, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.CacheError, match="an MMA_FRAGMENT cache is loaded and stored at its index"):
+        plan.cache(C, index=kk, trigger_index=k, location=acc.MemorySpace.MMA_FRAGMENT)
+    plan.cache(B, index=kk, trigger_index=kk, location=acc.MemorySpace.SHARED)  # the same loop: a plain cache
+    plan.cache(A, max_elements=512, trigger_index=kk, location=acc.MemorySpace.SHARED)  # chosen later: ii
+    from .plans import compile_plan
+
+    with pytest.raises(acc.CacheError, match=r"cache\(A, max_elements=512, location=SHARED\): trigger_index=kk "
+                                             r"comes after the chosen index ii"):
+        compile_plan(plan, (A, B, C))

@@ -46,6 +46,7 @@ class CacheRequest:
     max_elements: int = 0  # index None: the outermost loop whose footprint has at most this many elements
     order: tuple[int, ...] = ()  # SHARED: the tile's dimensions slowest first, when not the array's (transposed)
     from_shared: bool = False  # PRIVATE: filled from the array's SHARED cache (a cache of a cache)
+    trigger: Index | None = None  # trigger_index other than index: the loop the cache is filled at
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,7 @@ class Plan:
         source,
         index: Index | None = None,
         trigger_index: Index | None = None,
+        trigger_level: int | None = None,
         location: MemorySpace = MemorySpace.SHARED,
         layout=None,
         strategy: CacheStrategy | None = None,
@@ -335,6 +337,12 @@ class Plan:
         a PRIVATE cache of a SHARED cache fills each thread's register tile from the block's
         shared tile instead of global memory, at a serial loop inside the one before which the
         block fills the shared tile.
+
+        ``trigger_index`` (or ``trigger_level``, counted as ``level``), Accera's: the loop at which
+        the cache is filled, ``index`` or one outside it. The fill at the trigger copies what the
+        loops at and inside ``index`` read over every iteration of the loops from the trigger to
+        ``index`` (one box: the trigger loop's footprint), and a pipeline runs along the loop
+        around the trigger.
 
         ``location=PRIVATE`` in a SIMT plan: a register tile. Each thread keeps its own copy of
         the elements of ``source`` that the loops at and inside ``index`` touch (for fixed outer
@@ -425,10 +433,7 @@ class Plan:
                                         f"{self.target.name} is sm_{self.target.spec.sm}")
         pipeline, count = self._pipeline(where, location, double_buffer, double_buffer_location, stages)
         automatic = pipeline == "async" and stages is None and double_buffer_location in (None, MemorySpace.NONE)
-        if trigger_index is not None and trigger_index is not index:
-            trigger = trigger_index.name if isinstance(trigger_index, Index) else repr(trigger_index)
-            raise CacheError(where, f"trigger_index={trigger} other than index={shown} (a copy issued at another loop "
-                                    "than the one its data is kept across) is not built yet: leave trigger_index unset")
+        trigger = self._trigger(where, index, trigger_index, trigger_level, level, location)
         order = _check_layout(where, source, location, layout, engine)
         element_type = _check_element_type(where, source, location, element_type)
         if vectorize not in (None, True, "AUTO"):
@@ -449,9 +454,38 @@ class Plan:
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
-                         element_type, max_elements or 0, order, parent is not None)
+                         element_type, max_elements or 0, order, parent is not None, trigger)
         )
         return Cache(source, index, location)
+
+    def _trigger(self, where: str, index, trigger_index, trigger_level, level, location: MemorySpace):
+        """Accera's trigger_index (or trigger_level, counted as level is): the loop at which the
+        cache is filled, not after ``index`` in the schedule's order. None when it is ``index``."""
+        if trigger_index is not None and trigger_level is not None:
+            raise CacheError(where, "give at most one of trigger_index= and trigger_level=")
+        if trigger_level is not None:
+            order = self.schedule.order
+            if isinstance(trigger_level, bool) or not isinstance(trigger_level, int | np.integer) \
+                    or not 1 <= trigger_level <= len(order):
+                raise CacheError(where, f"trigger_level must be an integer from 1 (the innermost loop) to "
+                                        f"{len(order)}, not {trigger_level!r}")
+            if level is not None and trigger_level < level:
+                raise CacheError(where, f"trigger_level={trigger_level} is smaller than level={level}: the cache "
+                                        "is filled at its level or outside it")
+            trigger_index = order[len(order) - int(trigger_level)]
+        if trigger_index is None or trigger_index is index:
+            return None
+        self._check_index(where, trigger_index)
+        if location is MemorySpace.MMA_FRAGMENT:
+            raise CacheError(where, "an MMA_FRAGMENT cache is loaded and stored at its index: "
+                                    "leave trigger_index unset")
+        if index is not None:
+            order = self.schedule.order
+            if order.index(trigger_index) > order.index(index):
+                raise CacheError(where, f"trigger_index={trigger_index.name} comes after index={index.name} in the "
+                                        f"schedule's order ({_names(order)}); the cache is filled at its index or "
+                                        "outside it")
+        return trigger_index
 
     def _cache_of_cache(self, where: str, parent: Cache, location: MemorySpace):
         """Accera's hierarchical caching: ``plan.cache(AA, ...)`` where ``AA`` is what an earlier

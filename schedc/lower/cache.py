@@ -313,10 +313,26 @@ def block_fixed(model, index: str) -> tuple[str, ...]:
 
 def choose_indices(model):
     """``plan.cache(..., max_elements=N)``: the outermost loop whose footprint (the block's, for
-    SHARED; the thread's, for PRIVATE) has at most N elements."""
-    if not any(c.max_elements for c in model.caches):
+    SHARED; the thread's, for PRIVATE) has at most N elements. Then ``trigger_index=T``: the
+    cache is filled at T with what the loops at and inside its index read over every iteration
+    of the loops from T to the index (one box, the footprint of the loops at and inside T), so
+    it is kept across T (a pipeline runs along the loop around T)."""
+    if not any(c.max_elements or c.trigger for c in model.caches):
         return model
-    return dataclasses.replace(model, caches=tuple(_choose(model, c) if c.max_elements else c for c in model.caches))
+    return dataclasses.replace(model, caches=tuple(_resolve(model, c) for c in model.caches))
+
+
+def _resolve(model, asked):
+    spec = _choose(model, asked) if asked.max_elements else asked
+    if not spec.trigger:
+        return spec
+    names = [lp.name for lp in model.loops]
+    if names.index(spec.trigger) > names.index(spec.index):
+        raise CacheError(f"cache({spec.array}, max_elements={asked.max_elements}, location={spec.location.name})",
+                         f"trigger_index={spec.trigger} comes after the chosen index {spec.index} in the schedule's "
+                         f"order ({', '.join(names)}); the cache is filled at its index or outside it",
+                         loops=(spec.trigger, spec.index))
+    return dataclasses.replace(spec, index=spec.trigger, trigger="")
 
 
 def _choose(model, spec):
