@@ -1,5 +1,6 @@
 """Shared tiles of column-major arrays keep the array's layout: copies move 16-byte vectors
-along the contiguous dimension (cp.async included) and tensor cores load col_major fragments."""
+along the contiguous dimension (cp.async included) and tensor cores load col_major fragments.
+A tile asked for in the other layout (``layout=``) is transposed by its copy."""
 
 from __future__ import annotations
 
