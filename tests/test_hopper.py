@@ -274,7 +274,7 @@ def _rewrite(body, change):
 
 
 def _broken(change, **options):
-    k = kernel(128, 256, 512, block=(128, 256, 64), stages=2, **options)
+    k = kernel(128, 256, 512, block=(128, 256, 64), **{"stages": 2, **options})
     return dataclasses.replace(k, body=_rewrite(k.body, change))
 
 
@@ -303,7 +303,7 @@ def test_stage_released_before_wait_group_finishes_its_products():
 
 
 def test_accumulator_stored_while_a_wgmma_is_in_flight():
-    k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,))
+    k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,), stages=4)  # stored as is
     with pytest.raises(EmulationError, match="FragmentStore of the accumulator c_0_0 while a wgmma on it is in flight"):
         _emulate_broken(k)
 
@@ -372,21 +372,21 @@ def test_c_is_loaded_before_the_products_when_registers_allow():
     """A 64x256 fp32 accumulator (128 registers) and C's tile in float16 (64) fit the consumers'
     232: C is loaded before the k loop, added after it. In float32 C's tile would need 128 more:
     it is loaded into the accumulator as before."""
-    early = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16)
+    early = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16)  # no room for C's tile
     assert [(s.fragment, s.source) for s in _adds(early)] == [("c_0_0", "c_0_0_early")]
     source = emit_source([early], "// hopper")
     source = source[source.index("// consumers"):]
     assert source.index("c_0_0_early[elem]) = ") < source.index("for (int k = 0;") \
         < source.index("c_0_0[elem] += schedc::convert<float>(c_0_0_early[elem]);")
-    assert _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=2)) == []
-    assert len(_adds(kernel(128, 256, 128, block=(128, 128, 64), stages=2))) == 1
+    assert _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=4)) == []
+    assert len(_adds(kernel(128, 256, 128, block=(128, 128, 64), stages=6))) == 1
 
 
 def test_c_added_while_a_wgmma_is_in_flight():
     def change(s):
         return () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,)
 
-    k = kernel(128, 256, 256, block=(128, 256, 64), stages=2, output=F16)
+    k = kernel(128, 256, 256, block=(128, 256, 64), stages=4, output=F16)
     with pytest.raises(EmulationError, match="FragmentAdd of the accumulator c_0_0 while a wgmma on it is in flight"):
         _emulate_broken(dataclasses.replace(k, body=_rewrite(k.body, change)))
 
@@ -394,7 +394,7 @@ def test_c_added_while_a_wgmma_is_in_flight():
 def test_fragment_add_is_checked_by_the_ir_verifier():
     from schedc.lower import wellformed
 
-    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16)
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16)
     assert wellformed.problems(k) == []
     bad = _rewrite(k.body, lambda s: (dataclasses.replace(s, source="c_0_0_late"),) if isinstance(s, FragmentAdd)
                    else (s,))

@@ -2,7 +2,8 @@
 accumulator into one of its two swizzled slots, fences it for the async proxy, meets at its named
 barrier, and one thread stores the slot as a box. Emulated against numpy (partial tiles clipped
 by the box), compiled for sm_90a, the direct stores kept where the slots do not fit or C's rows
-are not contiguous, and hand-broken kernels caught by the emulator."""
+are not contiguous, and hand-broken kernels caught by the emulator. Where the warpgroups' whole
+tiles of C fit, C comes in by TMA too, into a slot per chunk, and is added after the products."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from schedc.ir.kernel import (
     BulkWait,
     Const,
     Fence,
+    FragmentAdd,
+    FragmentLoad,
     FragmentStore,
     If,
+    MbarrierWait,
     NamedBarrier,
+    TmaLoad,
     TmaStore,
     walk_statements,
 )
@@ -28,7 +33,7 @@ from schedc.lower.wellformed import problems
 from schedc.package.compile import nvrtc_compile
 
 from .conftest import require_gpu
-from .test_hopper import F16, F32, _emulate_broken, _rewrite, kernel, run
+from .test_hopper import BF16, F16, F32, _emulate_broken, _rewrite, kernel, run
 
 COL = acc.Array.Layout.LAST_MAJOR
 
@@ -119,7 +124,8 @@ def test_direct_stores_where_the_slots_do_not_fit():
 
 
 def _broken(change, **options):
-    k = kernel(128, 256, 128, block=(128, 256, 64), stages=2, output=F16, **options)
+    """The two-slot store path (4 stages leave no room for C's whole tile), hand-broken."""
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16, **options)
     return dataclasses.replace(k, body=_rewrite(k.body, change))
 
 
@@ -181,4 +187,132 @@ def test_the_ir_verifier_checks_tma_stores_and_named_barriers():
     found = " ".join(problems(dataclasses.replace(k, body=_rewrite(k.body, change))))
     for text in ("C_out2", "named barrier 0: ids are 1..15", "named barrier of 48 threads",
                  "columns 4..11 are not one run"):
+        assert text in found, text
+
+
+# -- C's tiles loaded by TMA into the slots they leave from ----------------------------------------
+
+
+def test_c_is_copied_into_a_slot_per_chunk_when_the_whole_tile_fits():
+    """fp16 C, 128x256 blocks: beside 3 stages of 48 KB the two warpgroups' 64x256 tiles (32 KB
+    each) fit; one thread per warpgroup copies its four 64x64 chunks at the tile's start, and the
+    products start from zero. Beside 4 stages they do not: two slots, C loaded by the threads."""
+    k = kernel(256, 512, 256, output=F16, stages=3)
+    out = next(b for b in k.shared if b.name == "C_out")
+    assert out.shape == (2, 4, 64, 64)
+    assert next(b for b in k.shared if b.name == "C_full").shape == (2,)
+    loads = [s for s in _of(k, TmaLoad) if s.tensor_map == "C_map"]
+    assert [s.target_origin[1] for s in loads] == [Const(n) for n in range(4)]
+    assert [s.columns for s in _of(k, FragmentAdd)] == [(c, c + 64) for c in range(0, 256, 64)]
+    assert [s.columns for s in _of(k, FragmentLoad) if s.buffer == "C_out"] == [(c, c + 64) for c in range(0, 256, 64)]
+    assert not any(s.buffer == "C" for s in _of(k, FragmentLoad))  # no thread reads C from global memory
+    assert [(s.pending, s.read) for s in _of(k, BulkWait)] == [(0, True), (0, False)]
+    four = kernel(256, 512, 256, output=F16, stages=4)
+    assert next(b for b in four.shared if b.name == "C_out").shape == (2, 2, 64, 64)
+    assert not [s for s in _of(four, TmaLoad) if s.tensor_map == "C_map"]
+
+
+def test_ptx_copies_c_by_tma():
+    """The 3-stage kernel copies C by TMA (more bulk tensor copies than the 4-stage one, whose
+    threads load C from global memory) and reads C's pairs of fp16 from the slots."""
+    def ptx(stages):
+        return nvrtc_compile(emit_source([kernel(256, 512, 256, output=F16, stages=stages)], "// c"), "c",
+                             "sm_90a").ptx
+    copy = "cp.async.bulk.tensor.2d.shared::cluster.global"
+    loaded, threads = ptx(3), ptx(4)
+    assert loaded.count(copy) > threads.count(copy)
+    assert "ld.shared.v2.u16" in loaded and "ld.global" not in loaded
+    assert "ld.global" in threads
+
+
+LOADED = [
+    ((200, 304, 136), {"block": (128, 128, 64), "output": F16}),  # boxes zero-filled and clipped at C's edges
+    ((136, 200, 64), {"block": (128, 128, 64), "stages": 2}),  # float32 C, partial along both
+    ((384, 512, 192), {"block": (128, 128, 64), "stages": 3, "output": BF16, "operand": BF16,
+                       "persistent": {"blocks": 5, "group": 2}}),  # a block's later tiles: the barrier's parity
+    ((256, 256, 128), {"block": (128, 256, 64), "warpgroup_n": 128, "stages": 2, "output": F16}),  # 4 warpgroups
+    ((256, 512, 256), {"output": F16, "stages": 3, "specialize": False}),  # thread 0 copies the ring too
+    ((512, 512, 192), {"block": (128, 128, 64), "stages": 3, "output": F16, "cluster": 2,
+                       "persistent": {"blocks": 4, "group": 2}}),
+    ((256, 256, 128), {"block": (128, 128, 64), "output": F16, "epilogue": (acc.MMAFragmentOp.SCALE, -0.5)}),
+    ((256, 256, 128), {"block": (128, 128, 64), "epilogue": (acc.MMAFragmentOp.ReLU, 0.0)}),
+    ((256, 256, 128), {"operand": F32, "block": (128, 128, 32), "b_layout": COL, "stages": 3}),  # tf32
+]
+
+
+def _expected(options, c):
+    op, arg = options.get("epilogue") or (acc.MMAFragmentOp.NONE, 0.0)
+    if op is acc.MMAFragmentOp.SCALE:
+        return c * arg
+    if op is acc.MMAFragmentOp.ReLU:
+        return np.maximum(c, 0)
+    return c
+
+
+@pytest.mark.parametrize("shape, options", LOADED)
+def test_c_loaded_by_tma_matches_numpy(shape, options):
+    k = kernel(*shape, **options)
+    assert [s for s in _of(k, TmaLoad) if s.tensor_map == "C_map"], "C is loaded by TMA"
+    got, expected, written = run(k)
+    expected = _expected(options, expected)
+    tolerance = 2e-2 * np.sqrt(shape[2]) if options.get("operand") is F32 else 1e-3
+    if options.get("output") in (F16, BF16):
+        tolerance += np.abs(expected).max() * 2.0 ** -{F16: 11, BF16: 8}[options["output"]]
+    assert written.all()
+    assert np.abs(got - expected).max() < tolerance
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, options", LOADED)
+def test_c_loaded_by_tma_on_the_gpu(shape, options, tmp_path):
+    from schedc.verify import run_function
+
+    from .test_hopper import hopper_matmul
+    package = acc.Package()
+    package.add(*hopper_matmul.matmul(*shape, **options), base_name="load_c")
+    path = package.build("load_c", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    reports = run_function(acc.load(path).functions["load_c"], seed=4)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def _broken_load(change, **options):
+    k = kernel(384, 512, 128, **{"block": (128, 128, 64), "stages": 3, "output": F16,
+                                  "persistent": {"blocks": 2}, **options})
+    return dataclasses.replace(k, body=_rewrite(k.body, change))
+
+
+def test_c_read_before_its_copy_landed():
+    k = _broken_load(lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "C_full" else (s,))
+    with pytest.raises(EmulationError, match=r"reads an element a TMA copy brings before it has waited for the "
+                                             r"phase of C_full\[\d\]"):
+        _emulate_broken(k)
+
+
+def test_c_copied_while_the_tile_befores_store_may_read_its_slot():
+    k = _broken_load(lambda s: () if isinstance(s, BulkWait) and s.read else (s,))
+    with pytest.raises(EmulationError, match=r"overwrites an element a TMA store may still be reading"):
+        _emulate_broken(k)
+
+
+def test_c_waited_for_with_the_wrong_parity_deadlocks():
+    k = _broken_load(lambda s: (dataclasses.replace(s, parity=Const(1)),)
+                     if isinstance(s, MbarrierWait) and s.barrier == "C_full" else (s,))
+    with pytest.raises(EmulationError, match=r"C_full\[\d\] to complete its phase of parity 1"):
+        _emulate_broken(k)
+
+
+def test_windows_are_checked_by_the_ir_verifier():
+    k = kernel(256, 512, 256, output=F16, stages=3)
+    assert problems(k) == []
+
+    def change(s):
+        if isinstance(s, FragmentAdd):
+            return (dataclasses.replace(s, columns=(0, 300)),)
+        if isinstance(s, FragmentLoad) and s.buffer == "C_out":
+            return (dataclasses.replace(s, row_stride=256, columns=(4, 12)),)
+        return (s,)
+    found = " ".join(problems(dataclasses.replace(k, body=_rewrite(k.body, change))))
+    for text in ("add of c_0_0: columns 0..299 of a wgmma accumulator 256-column tile",
+                 "load of C_in from the swizzled C_out", "load of C_in: columns 4..11 are not one run"):
         assert text in found, text

@@ -241,9 +241,14 @@ class MmaSync(Emitter):
 
     def add(self, s: FragmentAdd) -> list[str]:
         frag = self.p.fragments[s.fragment]
-        count = self.layout(frag).elements
+        first, end = self.window(frag, s.columns)
         value = f"schedc::convert<{frag.dtype.c_type}>({s.source}[elem])"
-        return ["#pragma unroll", f"for (int elem = 0; elem < {count}; elem += 1) {s.fragment}[elem] += {value};"]
+        return ["#pragma unroll", f"for (int elem = {first}; elem < {end}; elem += 1) {s.fragment}[elem] += {value};"]
+
+    def window(self, frag: Fragment, columns: tuple[int, int] | None) -> tuple[int, int]:
+        """The lane's elements that hold the tile's ``columns`` (all of them: None)."""
+        layout = self.layout(frag)
+        return column_elements(layout, self.lanes, *columns) if columns else (0, layout.elements)
 
     def mma(self, s: FragmentMma) -> list[str]:
         p = self.p
@@ -297,6 +302,15 @@ _LESS = 4
 def apply(p, s: FragmentApply, emitter: Emitter) -> list[str]:
     """Prologue and epilogue operations on an accumulator, for every family (the runtime's
     helpers take a wmma fragment or a lane's array)."""
+    if s.columns is not None:  # a window of a lane layout's elements
+        first, end = emitter.window(p.fragments[s.fragment], s.columns)
+        x = f"{s.fragment}[elem]"
+        ctype = p.fragments[s.fragment].dtype.c_type
+        body = {"scale": f"{x} = schedc::convert<{ctype}>(schedc::convert<float>({x}) * "
+                         f"{p.constant(s.arg, ScalarType.float32)});",
+                "relu": f"{x} = {x} > {ctype}(0) ? {x} : {ctype}(0);",
+                "set": f"{x} = {p.constant(s.arg, p.fragments[s.fragment].dtype)};"}[s.op]
+        return ["#pragma unroll", f"for (int elem = {first}; elem < {end}; elem += 1) {body}"]
     if s.op == "scale":
         return [f"schedc::scale({s.fragment}, {p.constant(s.arg, ScalarType.float32)});"]
     if s.op == "relu":

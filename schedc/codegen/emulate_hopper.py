@@ -373,8 +373,14 @@ def _arrive(b, s: MbarrierArrive, mask) -> None:
 
 
 def _wait(b, s: MbarrierWait, mask) -> None:
-    if not mask.any():
-        return
+    """Threads wait for a phase of their barrier; threads that name different barriers of the
+    array (each warpgroup its own) wait for each in turn, each with its own parity."""
+    indexes = np.broadcast_to(b.expr(s.index), mask.shape)
+    for value in np.unique(indexes[mask]).tolist():
+        _wait_one(b, s, mask & (indexes == value))
+
+
+def _wait_one(b, s: MbarrierWait, mask) -> None:
     h = _hopper(b)
     index = _uniform_index(b, s.index, mask, f"the index of {s.barrier}")
     parity = _uniform_index(b, s.parity, mask, f"the parity of {s.barrier}[{index}]")
@@ -402,8 +408,8 @@ def _tma(b, s: TmaLoad, mask) -> None:
     order = sorted(range(len(array.shape)), key=lambda d: -array.strides[d])  # slowest first
     box = [spec.box[d] for d in order]
     grid = np.indices(box).reshape(len(box), -1)
-    bar_index = _uniform_index(b, s.index, mask, f"the index of {s.barrier}")
     for thread in np.flatnonzero(mask):
+        bar_index = int(np.broadcast_to(b.expr(s.index), mask.shape)[thread])
         coords = [int(np.broadcast_to(b.expr(c), mask.shape)[thread]) for c in s.coords]
         index = [coords[d] + grid[n] for n, d in enumerate(order)]
         inside = np.ones(grid.shape[1], dtype=bool)
@@ -584,6 +590,8 @@ class Wgmma:
         if isinstance(s, FragmentFill):
             frag = b.fragments[s.fragment]
             frag[groups] = frag.dtype.type(s.value)
+        elif isinstance(s, FragmentApply | FragmentAdd) and s.columns is not None:
+            self.window(s, groups)
         elif isinstance(s, FragmentApply):
             b.apply(s, groups)
         elif isinstance(s, FragmentAdd):
@@ -594,6 +602,21 @@ class Wgmma:
             self.descriptor(s, mask, groups)
         else:
             self.elements(s, mask, groups)
+
+    def window(self, s: FragmentApply | FragmentAdd, groups) -> None:
+        """An add or element-wise op on the elements that hold the tile's ``columns``: the
+        block's own executor on a view of them."""
+        b = self.b
+        spec = b.specs[s.fragment]
+        first, end = column_elements(wgmma_accumulator(spec.n, spec.dtype), WARPGROUP, *s.columns)
+        names = (s.fragment, s.source) if isinstance(s, FragmentAdd) else (s.fragment,)
+        whole = {name: b.fragments[name] for name in names}
+        try:
+            for name in names:
+                b.fragments[name] = whole[name][:, :, first:end]
+            b.add(s, groups) if isinstance(s, FragmentAdd) else b.apply(s, groups)
+        finally:
+            b.fragments.update(whole)
 
     def idle(self, h: Hopper, name: str, what: str) -> None:
         if name in h.in_flight:
@@ -682,7 +705,10 @@ class Wgmma:
         rows, cols = layout.row(lanes, e), layout.col(lanes, e) - (columns[0] if columns else 0)
         offsets = start[:, :1, None] + rows[None] * s.row_stride + cols[None] * s.col_stride
         if s.buffer in b.shared.buffers:
-            self.to_shared(s, offsets, frag[groups][:, :, first:end], groups)
+            if isinstance(s, FragmentLoad):
+                self.from_shared(s, offsets, groups, first, end)
+            else:
+                self.to_shared(s, offsets, frag[groups][:, :, first:end], groups)
             return
         inside = np.ones(offsets.shape, dtype=bool)
         if s.edge is not None:
@@ -707,16 +733,33 @@ class Wgmma:
         """Accumulator elements into a (swizzled) shared tile, each written by its own thread."""
         b = self.b
         target = b.buffers[s.buffer]
-        if not isinstance(s, FragmentStore):
-            raise b.error("unsupported", f"an accumulator loaded from shared {s.buffer}", [0], s.buffer, "-")
+        elements, threads = self.shared_elements(s, offsets, groups)
+        b.shared.write(s.buffer, elements, values.astype(target.dtype.numpy).ravel(), threads)
+
+    def from_shared(self, s: FragmentLoad, offsets: np.ndarray, groups, first: int, end: int) -> None:
+        """Accumulator elements (some columns of them) from a (swizzled) shared tile, each read
+        by its own thread: checked like any shared read (written by another thread without a
+        barrier, brought by a TMA copy whose phase the thread has not waited for)."""
+        b = self.b
+        elements, threads = self.shared_elements(s, offsets, groups)
+        values = b.shared.read(s.buffer, elements, threads).reshape(offsets.shape)
+        frag = b.fragments[s.fragment]
+        window = frag[groups]
+        window[:, :, first:end] = values.astype(frag.dtype)
+        frag[groups] = window
+
+    def shared_elements(self, s, offsets: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
+        """The stored elements of a tile's (swizzled) offsets in a shared buffer, and the thread
+        that moves each one."""
+        b = self.b
+        target = b.buffers[s.buffer]
         if (offsets < 0).any() or (offsets >= target.size).any():
             bad = offsets[(offsets < 0) | (offsets >= target.size)]
             raise b.error("out of bounds", f"an accumulator tile reaches outside {s.buffer} (size {target.size})",
                           [0], s.buffer, int(bad[0]))
         threads = np.flatnonzero(groups)[:, None, None] * WARPGROUP + np.arange(WARPGROUP)[None, :, None]
         threads = np.broadcast_to(threads, offsets.shape)
-        b.shared.write(s.buffer, swizzled(offsets, target).ravel(), values.astype(target.dtype.numpy).ravel(),
-                       threads.ravel())
+        return swizzled(offsets, target).ravel(), threads.ravel()
 
 
 TENSOR_EXECUTORS["wgmma"] = Wgmma

@@ -113,6 +113,8 @@ class SharedMemory:
         self._unread(buffer, elements, np.full(len(elements), issuer), f"a TMA copy issued by thread {issuer}")
         self._not_being_read(buffer, elements, np.full(len(elements), issuer))
         self.values[buffer][elements] = values
+        self.reader[buffer][elements] = NONE  # earlier reads are ordered before the copy (checked above)
+        self.writer[buffer][elements] = NONE  # its readers wait for the phase instead
         self.landings.append((barrier, phase))
         self.landed[buffer][elements] = len(self.landings) - 1
 

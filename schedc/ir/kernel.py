@@ -168,6 +168,8 @@ class FragmentLoad:
     # in a swizzled buffer: the tile origin's stored row modulo the swizzle's period (8) when the
     # lowering proved it the same for every tile, else None (the whole row is swizzled)
     row_phase: int | None = None
+    # only the tile's columns first..last-1, loaded from the source's column 0 (None: every column)
+    columns: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,17 +205,20 @@ class FragmentApply:
     fragment: str
     op: str
     arg: float = 0.0
+    columns: tuple[int, int] | None = None  # only the tile's columns first..last-1 (None: every column)
 
 
 @dataclass(frozen=True)
 class FragmentAdd:
     """``fragment += source`` element by element, the source converted to the fragment's type.
 
-    The source is C's tile in C's own type, loaded into registers before the products and added
-    after them (the fragment starts at zero), so the load's latency hides behind the products."""
+    The source is C's tile in C's own type, loaded into registers before the products (or from
+    shared memory, a window of ``columns`` at a time) and added after them (the fragment starts at
+    zero), so the load's latency hides behind the products."""
 
     fragment: str
     source: str
+    columns: tuple[int, int] | None = None  # only the tile's columns first..last-1 (None: every column)
 
 
 @dataclass(frozen=True)

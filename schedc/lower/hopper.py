@@ -20,10 +20,8 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
 - clustered (``plan.cluster``): a tile the cluster's blocks share is copied in parts, each block
   multicasting its part into every block's stage; one thread per consumer warp frees a stage in
   every block of the cluster; cluster barriers follow the set-up and end the kernel;
-- C's tiles leave by TMA store where they can (``plan_output``): a consumer warpgroup writes a
-  column chunk of its accumulator into one of its two swizzled slots, fences it for the async
-  proxy, meets at its named barrier, and one of its threads stores the slot as a box; the slot
-  is rewritten once the store before last has read it (``cp.async.bulk.wait_group.read 1``).
+- C's tiles leave by TMA store where they can, and come in by TMA where the warpgroups' whole
+  tiles fit beside the ring (``epilogue``: swizzled slots in shared memory, chunks of columns).
 """
 
 from __future__ import annotations
@@ -39,8 +37,6 @@ from ..ir.kernel import (
     WORK,
     Barrier,
     Binary,
-    BulkCommit,
-    BulkWait,
     ClusterSync,
     Const,
     Expr,
@@ -48,7 +44,6 @@ from ..ir.kernel import (
     Fragment,
     FragmentLoad,
     FragmentMma,
-    FragmentStore,
     If,
     Kernel,
     Let,
@@ -56,7 +51,6 @@ from ..ir.kernel import (
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
-    NamedBarrier,
     Role,
     Roles,
     SharedBuffer,
@@ -64,7 +58,6 @@ from ..ir.kernel import (
     StructParam,
     TensorMap,
     TmaLoad,
-    TmaStore,
     Var,
     WarpgroupCommit,
     WarpgroupFence,
@@ -75,7 +68,7 @@ from ..ir.kernel import (
 )
 from ..ir.types import ScalarType
 from ..targets import CopyEngine, MemorySpace
-from . import cache, tensor
+from . import cache, epilogue, tensor
 from .launch import WARPGROUP, Launch, Persistent, persistent_loop, split_coordinates
 
 TMA_BOX_LIMIT = 256  # elements per box dimension
@@ -279,94 +272,6 @@ def _barriers(stages: int) -> tuple[SharedBuffer, SharedBuffer]:
             SharedBuffer("empty", ScalarType.uint64, (stages,), (1,)))
 
 
-# -- C's tiles stored by TMA -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TmaOutput:
-    """C's tiles leave through shared memory: each consumer warpgroup writes ``chunk`` columns
-    of its accumulator at a time into one of its two slots of ``buffer`` (64 rows of
-    ``swizzle``-byte rows), and one of its threads stores the slot as a TMA box, asynchronously,
-    while the warpgroup goes on (to the next chunk, or the next tile's products)."""
-
-    array: str
-    buffer: SharedBuffer  # (warpgroups, 2 slots, 64 rows, chunk)
-    map: StructParam
-    chunk: int
-
-
-def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, caches: tuple[TmaCache, ...]) -> TmaOutput | None:
-    """C's TMA store, where its tiles can take it: C a 2-D array of rows contiguous along the
-    tile's columns, 16-byte row pitch, tile columns in whole 32-, 64- or 128-byte swizzle rows,
-    each tile stored once (no reduction loop outside the pipelined ones), the staging slots
-    within the shared memory the ring leaves. Otherwise (None) the threads store C directly."""
-    c = tiles.c
-    if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
-        return None
-    array = model.buffer(c.buffer)
-    size = array.dtype.size
-    if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
-            or (array.strides[0] * size) % 16:
-        return None
-    shape = _loops(model, tiles, caches[0])
-    if any(r in shape.outer for r in tiles.reductions):
-        return None  # C's tile is stored more than once: a later load must not race the TMA store
-    m, n, _ = model.tensorize.mma_shape.mnk
-    row_bytes = n * size
-    swizzle = 128 if row_bytes % 128 == 0 else row_bytes if row_bytes in (32, 64) else 0
-    groups = launch.threads // WARPGROUP
-    if not swizzle or groups > 15:
-        return None
-    chunk = swizzle // size
-    buffer = SharedBuffer(f"{c.buffer}_out", array.dtype, (groups, 2, m, chunk), (2 * m * chunk, m * chunk, chunk, 1),
-                          swizzle, align=1024)
-    _, total = shared_layout([*(x.buffer for x in caches), *_barriers(caches[0].stages), buffer])
-    if total > model.gpu.shared_memory_max:
-        return None
-    box = (m, chunk)
-    tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, box, array.dtype, swizzle))
-    return TmaOutput(c.buffer, buffer, tmap, chunk)
-
-
-def _stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:
-    """The tile's stores of C as chunks through the warpgroup's two slots: the slot is free
-    once the store before last has read it, the warpgroup writes it and fences it for the
-    async proxy, its issuing thread stores it."""
-    group = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))
-    issuer = _ISSUER
-    barrier = Binary("+", group, Const(1))
-    result: list[Stmt] = []
-    j = 0
-    for s in after:
-        if not (isinstance(s, FragmentStore) and s.buffer == out.array):
-            result.append(s)
-            continue
-        for first in range(0, n, out.chunk):
-            slot = (group, Const(j % 2), Const(0), Const(0))
-            coords = (s.origin[0], Binary("+", s.origin[1], Const(first)) if first else s.origin[1])
-            result += [
-                If(issuer, (BulkWait(0 if j == 0 else 1, True,
-                                     "the slot is free: the store before last has read it"),)),
-                NamedBarrier(barrier, WARPGROUP, "the warpgroup's slot is free"),
-                FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector,
-                              columns=(first, first + out.chunk)),
-                Fence("proxy_async"),
-                NamedBarrier(barrier, WARPGROUP, "the warpgroup's chunk is written"),
-                If(issuer, (TmaStore(out.map.name, out.buffer.name, slot, coords,
-                                     f"{out.array}: columns {first}..{first + out.chunk - 1} of the warpgroup's tile"),
-                            BulkCommit()), "one thread of the warpgroup stores the chunk"),
-            ]
-            j += 1
-    return tuple(result)
-
-
-def _stores_done() -> Stmt:
-    return If(_ISSUER, (BulkWait(0, False, "the tile stores are done before the block exits"),))
-
-
-_ISSUER = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))  # a warpgroup's first thread
-
-
 # -- the kernel --------------------------------------------------------------------------------
 
 
@@ -403,18 +308,21 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     cluster = math.prod(launch.cluster)
     ring = _Ring(model, facts, shape, stages, launch.persistent, cluster)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers))
-    output = plan_output(model, tiles, launch, caches)
-    products = _Products(model, tiles, caches, as_expr, budget, output).bind(shape)
+    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
+    output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty), shape.outer,
+                                  tiles_per_group)
+    products = _Products(model, tiles, caches, as_expr, budget, output).bind(shape, ring)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), consumers if cluster == 1 else consumers // WARP * cluster)
           for s in range(stages)),
+        *(output.setup() if output is not None else ()),
         Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
         model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead))),
-        *((_stores_done(),) if output is not None else ()))
+        *((epilogue.stores_done(),) if output is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
                        persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,
@@ -430,7 +338,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
         threads = consumers
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
-    buffers = (*(c.buffer for c in caches), full, empty, *((output.buffer,) if output is not None else ()))
+    buffers = (*(c.buffer for c in caches), full, empty, *(output.shared if output is not None else ()))
     big = any(b.size > 2**31 - 1 for b in model.buffers)
     return Kernel(
         name=f"{model.function}__gpu__",
@@ -500,10 +408,19 @@ class _Ring:
         """t at the current values of the outer and pipelined loops (or of ``names``), mixed radix;
         in a persistent kernel the block's earlier tiles come first (``work / blocks`` of them, as
         ``work = blockIdx.x + round * blocks`` with ``blockIdx.x < blocks``)."""
+        if names is None:
+            return self._mixed((*self.shape.outer, *self.shape.pipelined), True)
+        return self._mixed(names, False)
+
+    def c_tiles(self) -> Expr:
+        """The block's tiles of C so far: the persistent rounds and the outer loops, mixed radix."""
+        return self._mixed(self.shape.outer, True)
+
+    def _mixed(self, names: tuple[str, ...], rounds: bool) -> Expr:
         t: Expr = Const(0)
-        if names is None and self.persistent is not None:
+        if rounds and self.persistent is not None:
             t = Binary("/", Var(WORK), Const(self.persistent.blocks))
-        for name in (*self.shape.outer, *self.shape.pipelined) if names is None else names:
+        for name in names:
             lf, spec = self.facts.loop(name), self.model.loop(name)
             step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))
             if spec.step != 1:
@@ -704,15 +621,15 @@ class _Products:
     every pass, every register-blocked accumulator) and C's accumulators around the passes."""
 
     def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr,
-                 registers: int = 0, output: TmaOutput | None = None) -> None:
+                 registers: int = 0, output: epilogue.TmaOutput | None = None) -> None:
         self.model, self.tiles, self.as_expr = model, tiles, as_expr
         self.registers = registers  # what each consumer thread may hold
         self.output = output  # C stored by TMA (None: by the threads)
         self.caches = {c.array: c for c in caches}
         self.shape = None
 
-    def bind(self, shape: _Shape) -> _Products:
-        self.shape = shape
+    def bind(self, shape: _Shape, ring: _Ring) -> _Products:
+        self.shape, self.ring = shape, ring
         return self
 
     def statements(self, stage: Expr) -> list[Stmt]:
@@ -811,14 +728,18 @@ class _Products:
         before: list[Stmt] = []
         after: list[Stmt] = []
         combos = blocking.combos(self.shape.blocked)
-        early = _early_fits(model, tm, len(combos), self.registers)
+        out = self.output
+        early = _early_fits(model, tm, len(combos), self.registers) and not (out is not None and out.loads)
         for combo in combos:
             c = blocking.name("c", self.shape.blocked, combo)
             b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last, early)
             before += b
             after += a
-        if self.output is not None:
-            return tuple(before), _stored_by_tma(tuple(after), self.output, model.tensorize.mma_shape.mnk[1])
+        n = model.tensorize.mma_shape.mnk[1]
+        if out is not None and out.loads:
+            return epilogue.loaded_by_tma(tuple(before), tuple(after), out, n, self.ring.c_tiles())
+        if out is not None:
+            return tuple(before), epilogue.stored_by_tma(tuple(after), out, n)
         return tuple(before), tuple(after)
 
 

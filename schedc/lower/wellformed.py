@@ -352,13 +352,14 @@ class _Checker:
         self.fragment(s.fragment, scope, "fill", ("accumulator",))
 
     def _FragmentApply(self, s: FragmentApply, scope: _Scope) -> None:
-        self.fragment(s.fragment, scope, s.op, ("accumulator",))
+        self.columns(s, self.fragment(s.fragment, scope, s.op, ("accumulator",)), s.op)
 
     def _FragmentAdd(self, s: FragmentAdd, scope: _Scope) -> None:
         frag = self.fragment(s.fragment, scope, "add", ("accumulator",))
         source = self.fragment(s.source, scope, f"add to {s.fragment}", ("accumulator",))
         if frag is None or source is None:
             return
+        self.columns(s, frag, "add")
         if (frag.family, frag.m, frag.n) != (source.family, source.m, source.n):
             self.report("fragments", f"add of {s.source} to {s.fragment}: a {source.family} {source.m}x{source.n} "
                                      f"tile to a {frag.family} {frag.m}x{frag.n} one")
@@ -378,6 +379,13 @@ class _Checker:
             self.report("fragments", f"load of {s.fragment}: {family.name} moves tiles by {ways}, not {s.path!r}")
         elif s.path in ("ldmatrix", "descriptor") and not isinstance(scope.arrays.get(s.buffer), SharedBuffer):
             self.report("fragments", f"load of {s.fragment}: {s.path} reads shared memory, {s.buffer} is not shared")
+        source = scope.arrays.get(s.buffer)
+        if frag.use == "accumulator" and isinstance(source, SharedBuffer) and source.swizzle:
+            if family.issued_by != "warpgroup" or s.row_stride != source.swizzle // source.dtype.size \
+                    or s.col_stride != 1:
+                self.report("swizzle", f"load of {s.fragment} from the swizzled {s.buffer}")
+            self.whole_tile(s.buffer, source, s.origin, f"load of {s.fragment}")
+        self.columns(s, frag, "load")
         self.vector(s, frag)
 
     def _FragmentStore(self, s: FragmentStore, scope: _Scope) -> None:
@@ -390,16 +398,22 @@ class _Checker:
             if not wgmma or s.row_stride != target.swizzle // target.dtype.size or s.col_stride != 1:
                 self.report("swizzle", f"store of {s.fragment} into the swizzled {s.buffer}")
             self.whole_tile(s.buffer, target, s.origin, f"store of {s.fragment}")
-        if s.columns is not None and frag is not None:
-            first, last = s.columns
-            try:
-                if not wgmma or not 0 <= first < last <= frag.n:
-                    raise ValueError(f"columns {first}..{last - 1} of a {frag.n}-column tile")
-                column_elements(wgmma_accumulator(frag.n, frag.dtype), WARPGROUP, first, last)
-            except ValueError as error:
-                self.report("fragments", f"store of {s.fragment}: {error}")
+        self.columns(s, frag, "store")
         if frag is not None and frag.family in FAMILIES:
             self.vector(s, frag)
+
+    def columns(self, s, frag: Fragment | None, what: str) -> None:
+        """A window of a warpgroup accumulator's columns: one run of every lane's elements."""
+        if s.columns is None or frag is None:
+            return
+        first, last = s.columns
+        wgmma = frag.family in FAMILIES and FAMILIES[frag.family].issued_by == "warpgroup"
+        try:
+            if not wgmma or frag.use != "accumulator" or not 0 <= first < last <= frag.n:
+                raise ValueError(f"columns {first}..{last - 1} of a {frag.family} {frag.use} {frag.n}-column tile")
+            column_elements(wgmma_accumulator(frag.n, frag.dtype), WARPGROUP, first, last)
+        except ValueError as error:
+            self.report("fragments", f"{what} of {s.fragment}: {error}")
 
     def vector(self, s, frag: Fragment) -> None:
         family = FAMILIES[frag.family]

@@ -1,0 +1,216 @@
+"""C's tiles of a wgmma plan through shared memory: stored by TMA, and loaded by TMA where the
+block's whole tile of C fits beside the operand ring.
+
+Stored (``TmaOutput.loads`` false): each consumer warpgroup writes ``chunk`` columns of its
+accumulator at a time into one of its two swizzled slots, fences them for the async proxy, meets
+at its named barrier, and one of its threads stores the slot as a TMA box while the warpgroup
+goes on; a slot is rewritten once the store before last has read it. C, where the plan reads it,
+is then loaded by the threads from global memory before the products.
+
+Loaded too (``loads``): the staging tile holds the warpgroup's whole tile of C, a slot per
+chunk. At a tile's start one thread of each warpgroup waits until its stores of the tile before
+have read the slots, and copies C's tile into them by TMA (completing on the warpgroup's
+``<C>_full`` mbarrier), so the copy lands while the products run. The accumulators start at
+zero; after the products the warpgroup waits for the barrier's phase and, chunk by chunk, reads
+C from its slot, adds it to the accumulator's columns (then the epilogue op), writes the result
+back into the same slot (each thread the elements it read) and stores the slot by TMA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.kernel import (
+    Binary,
+    BulkCommit,
+    BulkWait,
+    Const,
+    Expr,
+    Fence,
+    Fragment,
+    FragmentAdd,
+    FragmentApply,
+    FragmentFill,
+    FragmentLoad,
+    FragmentStore,
+    If,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    NamedBarrier,
+    SharedBuffer,
+    Stmt,
+    StructParam,
+    TensorMap,
+    TmaLoad,
+    TmaStore,
+    Var,
+    shared_layout,
+)
+from ..ir.types import ScalarType
+from ..targets import MMAFragmentOp
+from . import tensor
+from .launch import WARPGROUP, Launch
+
+GROUP = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))  # the thread's warpgroup
+ISSUER = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))  # a warpgroup's first thread
+
+
+@dataclass(frozen=True)
+class TmaOutput:
+    """How C's tiles pass through shared memory (module docstring): ``buffer`` is
+    (warpgroups, slots, 64 rows, chunk) of ``swizzle``-byte rows, two slots a warpgroup, or
+    with ``loads`` one per chunk of its tile, C's copies completing on ``barrier``."""
+
+    array: str
+    buffer: SharedBuffer
+    map: StructParam
+    chunk: int
+    loads: bool = False
+    barrier: SharedBuffer | None = None  # loads: one mbarrier per consumer warpgroup
+
+    @property
+    def shared(self) -> tuple[SharedBuffer, ...]:
+        return (self.buffer, *((self.barrier,) if self.barrier is not None else ()))
+
+    @property
+    def box_bytes(self) -> int:
+        return self.buffer.shape[2] * self.chunk * self.buffer.dtype.size
+
+    def setup(self) -> tuple[Stmt, ...]:
+        """The barriers' set-up (by one thread, with the ring's): one arrival, the issuer's."""
+        if self.barrier is None:
+            return ()
+        return tuple(MbarrierInit(self.barrier.name, Const(g), 1) for g in range(self.barrier.shape[0]))
+
+
+def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[SharedBuffer, ...],
+                outer: tuple[str, ...], tiles_per_group: int) -> TmaOutput | None:
+    """C's TMA store, where its tiles can take it: C a 2-D array of rows contiguous along the
+    tile's columns, 16-byte row pitch, tile columns in whole 32-, 64- or 128-byte swizzle rows,
+    each tile stored once (no reduction loop among the ``outer`` ones), the staging slots within
+    the shared memory the operand ``ring`` leaves. Otherwise (None) the threads store C directly.
+    C is loaded by TMA too where the plan reads it before the products (no prologue op) and the
+    warpgroups' whole tiles (``tiles_per_group`` accumulators each) fit."""
+    c = tiles.c
+    if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
+        return None
+    array = model.buffer(c.buffer)
+    size = array.dtype.size
+    if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
+            or (array.strides[0] * size) % 16:
+        return None
+    if any(r in outer for r in tiles.reductions):
+        return None  # C's tile is stored more than once: a later load must not race the TMA store
+    m, n, _ = model.tensorize.mma_shape.mnk
+    row_bytes = n * size
+    swizzle = 128 if row_bytes % 128 == 0 else row_bytes if row_bytes in (32, 64) else 0
+    groups = launch.threads // WARPGROUP
+    if not swizzle or groups > 15:
+        return None
+    chunk = swizzle // size
+    tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, (m, chunk), array.dtype, swizzle))
+
+    def staging(slots: int) -> SharedBuffer:
+        return SharedBuffer(f"{c.buffer}_out", array.dtype, (groups, slots, m, chunk),
+                            (slots * m * chunk, m * chunk, chunk, 1), swizzle, align=1024)
+
+    def fits(*buffers: SharedBuffer) -> bool:
+        return shared_layout([*ring, *buffers])[1] <= model.gpu.shared_memory_max
+
+    if model.tensorize.prologue_op is MMAFragmentOp.NONE:
+        whole = staging(tiles_per_group * n // chunk)
+        barrier = SharedBuffer(f"{c.buffer}_full", ScalarType.uint64, (groups,), (1,))
+        if fits(whole, barrier):
+            return TmaOutput(c.buffer, whole, tmap, chunk, True, barrier)
+    two = staging(2)
+    return TmaOutput(c.buffer, two, tmap, chunk) if fits(two) else None
+
+
+def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:
+    """The tile's stores of C as chunks through the warpgroup's two slots: the slot is free
+    once the store before last has read it, the warpgroup writes it and fences it for the
+    async proxy, its issuing thread stores it."""
+    result: list[Stmt] = []
+    j = 0
+    for s in after:
+        if not (isinstance(s, FragmentStore) and s.buffer == out.array):
+            result.append(s)
+            continue
+        for first in range(0, n, out.chunk):
+            slot = (GROUP, Const(j % 2), Const(0), Const(0))
+            result += [
+                If(ISSUER, (BulkWait(0 if j == 0 else 1, True,
+                                     "the slot is free: the store before last has read it"),)),
+                NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's slot is free"),
+                FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector,
+                              columns=(first, first + out.chunk)),
+                *_store_chunk(out, s, slot, first),
+            ]
+            j += 1
+    return tuple(result)
+
+
+def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOutput, n: int,
+                  tile: Expr) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """C's tiles copied into the warpgroup's slots at the tile's start and added after the
+    products, chunk by chunk, in the slots the results leave from (module docstring). ``before``
+    and ``after`` are the accumulators' set-up and stores when C is loaded from global memory;
+    ``tile`` counts the block's tiles of C (the barrier's phase parity is ``tile % 2``)."""
+    stores = [s for s in after if isinstance(s, FragmentStore) and s.buffer == out.array]
+    applies = {s.fragment: s for s in after if isinstance(s, FragmentApply)}
+    source = f"{out.array}_in"
+    first_fragment = next(s for s in before if isinstance(s, Fragment))
+    dtype = out.buffer.dtype
+    setup: list[Stmt] = [Fragment(source, "accumulator", first_fragment.m, first_fragment.n, first_fragment.k,
+                                  dtype, dtype.value, family=first_fragment.family)]
+    for s in before:
+        loads_c = isinstance(s, FragmentLoad) and s.buffer == out.array
+        setup.append(FragmentFill(s.fragment, 0.0) if loads_c else s)
+    copies: list[Stmt] = [BulkWait(0, True, "the tile before's stores have read the slots"),
+                          MbarrierArrive(out.barrier.name, GROUP, out.box_bytes * len(stores) * n // out.chunk,
+                                         f"the bytes of the warpgroup's tile of {out.array}")]
+    epilogue: list[Stmt] = [MbarrierWait(out.barrier.name, GROUP, Binary("%", tile, Const(2)),
+                                         f"the warpgroup's tile of {out.array} has landed")]
+    j = 0
+    for s in stores:
+        for first in range(0, n, out.chunk):
+            slot = (GROUP, Const(j), Const(0), Const(0))
+            columns = (first, first + out.chunk)
+            copies.append(TmaLoad(out.map.name, out.buffer.name, slot, _coords(s, first), out.barrier.name, GROUP,
+                                  f"{out.array}: columns {first}..{first + out.chunk - 1} of a warpgroup's tile"))
+            apply = applies.get(s.fragment)
+            epilogue += [
+                FragmentLoad(source, out.buffer.name, slot, out.chunk, 1, path="elements", vector=s.vector,
+                             columns=columns),
+                FragmentAdd(s.fragment, source, columns),
+                *((FragmentApply(apply.fragment, apply.op, apply.arg, columns),) if apply is not None else ()),
+                FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector, columns=columns),
+                *_store_chunk(out, s, slot, first),
+            ]
+            j += 1
+    setup.append(If(ISSUER, tuple(copies), f"one thread of the warpgroup copies its tile of {out.array}"))
+    return tuple(setup), tuple(epilogue)
+
+
+def stores_done() -> Stmt:
+    return If(ISSUER, (BulkWait(0, False, "the tile stores are done before the block exits"),))
+
+
+def _barrier_id() -> Expr:
+    return Binary("+", GROUP, Const(1))
+
+
+def _coords(s: FragmentStore, first: int) -> tuple[Expr, ...]:
+    return (s.origin[0], Binary("+", s.origin[1], Const(first)) if first else s.origin[1])
+
+
+def _store_chunk(out: TmaOutput, s: FragmentStore, slot: tuple[Expr, ...], first: int) -> list[Stmt]:
+    """The written slot fenced for the async proxy, the warpgroup met, one thread storing it."""
+    return [
+        Fence("proxy_async"),
+        NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's chunk is written"),
+        If(ISSUER, (TmaStore(out.map.name, out.buffer.name, slot, _coords(s, first),
+                             f"{out.array}: columns {first}..{first + out.chunk - 1} of the warpgroup's tile"),
+                    BulkCommit()), "one thread of the warpgroup stores the chunk"),
+    ]
