@@ -75,27 +75,38 @@ SHAPES = [
 ]
 
 
+def _close(shape, options, got, expected) -> bool:
+    """Emulated C against numpy's, within the operands' and C's rounding."""
+    tolerance = 2e-2 * np.sqrt(shape[2]) if options.get("operand") is F32 else 1e-3
+    if options.get("output") in (F16, BF16):
+        tolerance += np.abs(expected).max() * 2.0 ** -{F16: 11, BF16: 8}[options["output"]]
+    return np.abs(got - expected).max() < tolerance
+
+
+def _on_the_gpu(shape, options, tmp_path, seed: int) -> None:
+    from schedc.verify import run_function
+
+    from .test_hopper import hopper_matmul
+    package = acc.Package()
+    package.add(*hopper_matmul.matmul(*shape, **options), base_name="mm")
+    path = package.build("mm", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    reports = run_function(acc.load(path).functions["mm"], seed=seed)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
 @pytest.mark.parametrize("shape, options", SHAPES)
 def test_emulated_results_match_numpy(shape, options):
     k = kernel(*shape, **options)
     got, expected, written = run(k)
-    tolerance = 1e-3 + (np.abs(expected).max() * 2.0 ** -11 if options.get("output") is F16 else 0)
     assert written.all()
-    assert np.abs(got - expected).max() < tolerance
+    assert _close(shape, options, got, expected)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape, options", SHAPES)
 def test_on_the_gpu(shape, options, tmp_path):
-    from schedc.verify import run_function
-
-    from .test_hopper import hopper_matmul
-    package = acc.Package()
-    package.add(*hopper_matmul.matmul(*shape, **options), base_name="store")
-    path = package.build("store", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
-    require_gpu()
-    reports = run_function(acc.load(path).functions["store"], seed=3)
-    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    _on_the_gpu(shape, options, tmp_path, seed=3)
 
 
 def test_a_tile_of_96_fp16_columns_is_stored_directly():
@@ -254,26 +265,14 @@ def test_c_loaded_by_tma_matches_numpy(shape, options):
     k = kernel(*shape, **options)
     assert [s for s in _of(k, TmaLoad) if s.tensor_map == "C_map"], "C is loaded by TMA"
     got, expected, written = run(k)
-    expected = _expected(options, expected)
-    tolerance = 2e-2 * np.sqrt(shape[2]) if options.get("operand") is F32 else 1e-3
-    if options.get("output") in (F16, BF16):
-        tolerance += np.abs(expected).max() * 2.0 ** -{F16: 11, BF16: 8}[options["output"]]
     assert written.all()
-    assert np.abs(got - expected).max() < tolerance
+    assert _close(shape, options, got, _expected(options, expected))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape, options", LOADED)
 def test_c_loaded_by_tma_on_the_gpu(shape, options, tmp_path):
-    from schedc.verify import run_function
-
-    from .test_hopper import hopper_matmul
-    package = acc.Package()
-    package.add(*hopper_matmul.matmul(*shape, **options), base_name="load_c")
-    path = package.build("load_c", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
-    require_gpu()
-    reports = run_function(acc.load(path).functions["load_c"], seed=4)
-    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    _on_the_gpu(shape, options, tmp_path, seed=4)
 
 
 def _broken_load(change, **options):
