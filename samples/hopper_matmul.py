@@ -16,10 +16,10 @@ copies of A's 128 x 64 and B's 64 x 256 tiles, ``stages`` tiles ahead.
 
 Every function runs on a persistent grid (``plan.persistent(group=8)``): one block per
 multiprocessor loops over the tiles, so that the producer copies the next tile's operands while
-the consumers store C. The 16-bit-C functions pair the blocks of a column of tiles in clusters
-(``plan.cluster(2, BLOCK_Y)``) that read B's tile once and multicast it to both, and keep 3
-stages: beside them the two warpgroups' whole 64 x 256 tiles of C fit in shared memory, so C
-comes in by TMA while the products run and leaves by TMA from the same slots. ``matmul``
+the consumers store C. The 16-bit-C functions keep 3 stages: beside them the two warpgroups'
+whole 64 x 256 tiles of C fit in shared memory, so C comes in by TMA while the products run and
+leaves by TMA from the same slots. (Clusters of two blocks sharing B's tile by multicast,
+``cluster=2``, are slower on these plans: BENCHMARKS.md.) ``matmul``
 takes the sizes, the operand type, the tile, the stages, whether the plan is warp-specialized,
 C's type, the persistent grid's arguments and the cluster size.
 """
@@ -83,7 +83,7 @@ if __name__ == "__main__":
     grouped = {"group": 8}  # persistent blocks, tiles in groups of 8 rows of blocks
     for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
         for size in (4096, 8192):
-            package.add(*matmul(size, size, size, operand, output=operand, stages=3, persistent=grouped, cluster=2),
+            package.add(*matmul(size, size, size, operand, output=operand, stages=3, persistent=grouped),
                         base_name=f"matmul_{name}_{size}")
             package.add(*matmul(size, size, size, operand, persistent=grouped), base_name=f"matmul_{name}_{size}_f32c")
     package.add(*matmul(4096, 4096, 4096, acc.ScalarType.float32, block=(128, 128, 32),
