@@ -70,7 +70,8 @@ def simt_register_tile(M, N, K, block=(64, 64), per_thread=(4, 4), k_split=16, s
     plan = s.create_plan(target)
     g = target.GridUnit
     plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
-    plan.cache(args[2], index={"k": k, "kk": kk, "iii": iii}[index], location=acc.MemorySpace.PRIVATE)
+    loops = {"ii": ii, "jj": jj, "k": k, "kk": kk, "iii": iii}  # ii, jj: bound to threads
+    plan.cache(args[2], index=loops[index], location=acc.MemorySpace.PRIVATE)
     if shared:
         for array in args[:2]:
             plan.cache(array, index=kk, location=acc.MemorySpace.SHARED, **(pipeline or {}))

@@ -112,9 +112,9 @@ def test_split_variables_name_the_split_loops(tmp_path):
     model, _, source = show(write(tmp_path, rename={"ii": "rows", "jj": "cols"}))
     assert loop_names(model) == ["b", "i", "j", "rows", "cols", "k"]
     assert "const int rows = threadIdx.y;" in source and "const int cols = threadIdx.x;" in source
-    private = "plan.cache(Out, index=ii, location=acc.MemorySpace.PRIVATE)"
-    path = write(tmp_path, private, rename={"ii": "rows", "jj": "cols"})
-    with pytest.raises(acc.CacheError, match=r"^cache\(Out, index=rows, location=PRIVATE\): rows is bound"):
+    shared = "plan.cache(Out, index=ii, location=acc.MemorySpace.SHARED)"
+    path = write(tmp_path, shared, rename={"ii": "rows", "jj": "cols"})
+    with pytest.raises(acc.CacheError, match=r"^cache\(Out, index=rows, location=SHARED\): the nest writes Out"):
         show(path)
 
 

@@ -183,18 +183,56 @@ def test_a_tile_over_the_register_budget():
         compile_plan(plan, args)
 
 
-def test_a_bound_index_is_refused():
+def test_a_thread_bound_index_places_the_tile_at_the_next_serial_loop():
+    """Accera's caching at a thread-bound loop: each thread's tile over the loops at and inside
+    it that the thread runs, copied around the first of them (here k): the kernel of index=k."""
+    sources = {}
+    for index in ("ii", "jj", "k"):
+        model, kernel = compile_plan(*simt_register_tile(64, 64, 32, index=index))
+        assert emulates(model, kernel), index
+        sources[index] = emit_kernel(kernel)
+    assert sources["ii"] == sources["jj"] == sources["k"]
+
+
+def _bound_outside(order: str, index: str):
+    """C[32, 32] += A @ B with i split by 16 into a block-bound i and a thread-bound ii, loops in
+    ``order`` (letters), C cached PRIVATE at ``index``."""
     nest, args = matmul_arrays(32, 32, 32)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
     ii = s.split(i, 16)
-    s.reorder(i, ii, j, k)
+    loops = {"i": i, "ii": ii, "j": j, "k": k}
+    s.reorder(*(loops[n] for n in order.split()))
     target = acc.Target(acc.Target.Model.NVIDIA_H100)
     plan = s.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
-    plan.cache(args[2], index=ii, location=PRIVATE)
-    with pytest.raises(acc.CacheError, match="ii is bound to THREAD_X; cache at a loop that runs in every thread"):
-        compile_plan(plan, args)
+    plan.cache(args[2], index=loops[index], location=PRIVATE)
+    return compile_plan(plan, args)
+
+
+def test_a_bound_index_with_no_serial_loop_after_it():
+    """No loop the thread runs follows ii: the tile (one element) is copied around the statement."""
+    model, kernel = _bound_outside("i j k ii", "ii")
+    (tile,) = statements(kernel, PrivateArray)
+    assert tile.shape == (1, 1)
+    k_loop = next(s for s in statements(kernel, Loop) if s.var == "k")
+    kinds = [type(s).__name__ for s in k_loop.body]
+    assert kinds == ["PrivateArray", "Loop", "Store", "Loop"], "declared, loaded, updated, stored inside k"
+    inward, outward = copies(kernel, "C")
+    assert len(inward) == len(outward) == 1
+    assert emulates(model, kernel)
+
+
+@pytest.mark.parametrize("order, index, shape", [
+    ("i ii j k", "i", (1, 32)),  # bound to blocks: the thread's row of C over j and k
+    ("i ii j k", "ii", (1, 32)),
+    ("i j ii k", "ii", (1, 1)),
+])
+def test_a_bound_index_tile_is_the_threads_footprint(order, index, shape):
+    model, kernel = _bound_outside(order, index)
+    (tile,) = statements(kernel, PrivateArray)
+    assert tile.shape == shape
+    assert emulates(model, kernel)
 
 
 # -- property: random sizes against numpy ------------------------------------------------------------
@@ -202,7 +240,7 @@ def test_a_bound_index_is_refused():
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(8, 40), st.integers(8, 40), st.integers(2, 24), st.sampled_from([(2, 2), (4, 1), (1, 4)]),
-       st.sampled_from(["k", "kk", "iii"]), st.booleans())
+       st.sampled_from(["ii", "jj", "k", "kk", "iii"]), st.booleans())
 def test_register_tiles_match_numpy(M, N, K, per_thread, index, shared):
     block = (8, 8)
     plan, args = simt_register_tile(M, N, K, block=block, per_thread=per_thread, k_split=min(4, K),

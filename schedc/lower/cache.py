@@ -368,6 +368,12 @@ def placement(model, index: str, here: str) -> str | None:
         raise CacheError(here, f"{index} is bound to {unit.name}: a block sees one of its values, so there is no "
                                f"tile of the loops at and inside it to share; cache at a loop inside the block's "
                                "loops", loops=(index,))
+    return first_serial(model, index)
+
+
+def first_serial(model, index: str) -> str | None:
+    """``index`` if each thread runs its loop, else the first such loop after it in the
+    schedule's order (None: none follows)."""
     serial = model.serial_loops
     if index in serial:
         return index

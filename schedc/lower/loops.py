@@ -59,7 +59,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
 
     def level(n: int) -> tuple[Stmt, ...]:
         if n == len(serial):
-            body = innermost
+            tile_in, tile_out = private.around(registers, None, lambda a: affine_expr(a, order), shared)
+            body = (*tile_in, *innermost, *tile_out)
         else:
             as_expr = lambda a: affine_expr(a, order)  # noqa: E731
             pipe = cache.pipeline(shared, serial[n], facts, as_expr)

@@ -6,6 +6,11 @@ poly, like a shared cache's footprint but per thread). The copy is loaded before
 (when the nest reads C), the loops inside read and write it, and it is stored after the loop
 (when the nest writes C). The loops inside ``k`` that index the tile are unrolled, so that every
 subscript of the copy is a constant and the compiler keeps it in registers.
+
+At an index bound to the grid (Accera's caching at a thread-bound loop), each thread sees one
+value of every bound loop, so its tile is its footprint over the loops at and inside the index
+that it runs itself: the copies go before the first of those loops after the index, or around
+the statements when none follows.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
-from .cache import MAX_TILE_REGISTERS, footprint, map_expr, placement, relative
+from .cache import MAX_TILE_REGISTERS, first_serial, footprint, map_expr, placement, relative
 from .cache import redirect as redirect_shared
 from .guards import guard_levels
 
@@ -37,6 +42,7 @@ class PrivateCache:
     unrolled: tuple[str, ...] = ()  # loops inside ``index`` that index the tile
     before_start: bool = False  # the tile may also start before the array (reversed accesses): guard that end too
     from_shared: bool = False  # filled from the array's SHARED tile (a cache of a cache), not from global memory
+    at: str | None = None  # the serial loop the copies surround: ``index`` or the first after it (None: the statements)
 
 
 def plan_private(model, facts: poly.PolyFacts, barriers: bool) -> tuple[PrivateCache, ...]:
@@ -51,10 +57,7 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
     if model.tensorize is not None:
         raise CacheError(here, "PRIVATE caches are register tiles of SIMT nests; a tensorized plan keeps "
                                "its accumulator in MMA_FRAGMENT", loops=(spec.index,))
-    unit = model.binding_of(spec.index)
-    if unit is not None:
-        raise CacheError(here, f"{spec.index} is bound to {unit.name}; cache at a loop that runs in every "
-                               "thread", loops=(spec.index,))
+    at = first_serial(model, spec.index)
     names = [lp.name for lp in model.loops]
     position = names.index(spec.index)
     fixed = tuple(n for i, n in enumerate(names) if i < position or model.binding_of(n) is not None)
@@ -73,7 +76,7 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
     writes = any(s.buffer == spec.array for s in model.statements)
     # the guards lowering places around the copies (at the cache index's depth or outside)
     serial = [model.loop(n) for n in model.serial_loops]
-    depth = model.serial_loops.index(spec.index)
+    depth = len(serial) if at is None else model.serial_loops.index(at)
     levels = guard_levels(model, facts.guards, serial, barriers)
     enclosing = tuple(g for level, guards in levels.items() if level <= depth for g in guards)
     if writes and not poly.writes_whole_box(model, fp, enclosing):
@@ -84,19 +87,20 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
                          loops=(spec.index,))
     limits = () if fp.inside else model.buffer(spec.array).shape
     if spec.from_shared:
-        _check_inside_shared(model, spec, here)
+        _check_inside_shared(model, spec, at, here)
     return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled,
-                        not fp.starts_inside, spec.from_shared)
+                        not fp.starts_inside, spec.from_shared, at)
 
 
-def _check_inside_shared(model, spec, here: str) -> None:
+def _check_inside_shared(model, spec, placed: str | None, here: str) -> None:
     """A register tile filled from a shared tile: the shared cache is kept across a loop outside
     the register tile's (then each register tile is part of the block's shared one: it ranges
     over fewer loops, with more of them fixed)."""
     shared = next(c for c in model.caches if c.array == spec.array and c.location is MemorySpace.SHARED)
     names = [lp.name for lp in model.loops]
     at = placement(model, shared.index, here)
-    if at is None or names.index(spec.index) <= names.index(at):
+    inner = len(names) if placed is None else names.index(placed)
+    if at is None or inner <= names.index(at):
         where = (f"before {at}'s loop" if at is not None else "at the innermost level, inside every loop")
         raise CacheError(here, f"the register tile is filled from {spec.array}'s shared tile, which the block fills "
                                f"{where} (kept across {shared.index}): cache at a serial loop inside "
@@ -108,14 +112,15 @@ def unrolled(caches: tuple[PrivateCache, ...]) -> set[str]:
     return {n for c in caches for n in c.unrolled}
 
 
-def around(caches: tuple[PrivateCache, ...], index: str, as_expr,
+def around(caches: tuple[PrivateCache, ...], index: str | None, as_expr,
            shared: tuple = ()) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
-    """(before, after) ``index``'s loop: each tile declared and loaded (from its shared tile,
-    for a cache of a cache: ``shared`` are the kernel's SharedCaches), then stored."""
+    """(before, after) ``index``'s loop (None: the statements): each tile placed there declared
+    and loaded (from its shared tile, for a cache of a cache: ``shared`` are the kernel's
+    SharedCaches), then stored."""
     before: list[Stmt] = []
     after: list[Stmt] = []
     for c in caches:
-        if c.index != index:
+        if c.at != index:
             continue
         before.append(c.buffer)
         if c.load:

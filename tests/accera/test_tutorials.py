@@ -59,6 +59,10 @@ def test_caches_at_bound_indices_fill_inside_k(tmp_path):
         source = (run_script(name, tmp_path).parent / f"{name}.cu").read_text()
         body = source[source.index("for (int k = 0;"):]
         assert pipelined in body and "A_shared" in body and "B_shared" in body, name
+        if name == "thread_bound_cache":  # C cached PRIVATE at the thread-bound jj: around kk's loop
+            inner = body[body.index("C_private"):]
+            assert inner.index("C's tile: into registers") < inner.index("for (int kk = 0;") \
+                < inner.index("C's tile: back to global memory")
 
 
 def test_block_order_changes_only_the_order_of_products(tmp_path):

@@ -1,6 +1,7 @@
 """Accera's test-suite pattern: caches at indices bound to threads (the block's tile of A and B
-for each step of k, filled just inside k and double-buffered along it), named by index, level
-and max_elements; the older tile(indices, sizes) and bind(indices, grid=) forms."""
+for each step of k, filled just inside k and double-buffered along it; each thread's element of
+C in a register across kk), named by index, level and max_elements; the older
+tile(indices, sizes) and bind(indices, grid=) forms."""
 import matmul_generator as gen
 
 import schedc as acc
@@ -15,4 +16,5 @@ plan.bind((i, j, ii, jj), grid=(target.GridUnit.BLOCK_Y, target.GridUnit.BLOCK_X
                                 target.GridUnit.THREAD_Y, target.GridUnit.THREAD_X))
 plan.cache(A, index=ii, location=target.MemorySpace.SHARED, double_buffer=True)
 plan.cache(B, max_elements=256, location=target.MemorySpace.SHARED, double_buffer=True)
+plan.cache(C, index=jj, location=target.MemorySpace.PRIVATE)
 gen.build(plan, A, B, C, "thread_bound_cache")

@@ -194,7 +194,8 @@ class ScheduleBuilder:
     def cache(self, program: _Program) -> None:
         """SHARED caches of read-only arrays at serial loops, or at loops bound to threads
         (Accera's: filled where the first serial loop after them starts; one pipeline per such
-        place), sometimes a PRIVATE cache, rarely a request schedc must refuse."""
+        place), sometimes a PRIVATE cache (at a serial or a bound loop), rarely a request schedc must
+        refuse."""
         bound = self.bound()
         serial = [n for n in self.order if n not in bound]
         if not serial:
@@ -227,7 +228,10 @@ class ScheduleBuilder:
         pool = written if written and self.rng.random() < 0.6 else sorted(arrays_read(program) | set(written))
         free = [a for a in pool if all(c.array != a for c in self.plan.caches)]
         if free:
-            self.plan.caches.append(CacheDirective(self.rng.choice(free), self.rng.choice(serial), "PRIVATE"))
+            # sometimes at a loop bound to the grid (the thread's tile over the serial loops inside it)
+            bound = sorted(self.bound())
+            index = self.rng.choice(bound if bound and self.rng.random() < 0.3 else serial)
+            self.plan.caches.append(CacheDirective(self.rng.choice(free), index, "PRIVATE"))
 
     def _odd_cache(self, program: _Program, serial: list[str]) -> None:
         """Requests schedc must refuse: a register cache of a SIMT nest, a shared cache of a
