@@ -133,6 +133,41 @@ def test_parameter_arithmetic_and_values_in_the_logic():
     assert f.parameters == {"half": "16", "alpha": "0.5"}
 
 
+def test_parameters_in_subscripts():
+    """A parameter in a subscript (a shift, a stride): each point's subscripts are checked and
+    bounded with its values, and every function computes its own shift."""
+    off, stride = acc.create_parameters()
+    A = acc.Array(role=acc.Role.INPUT, shape=(72, 64))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64, 32))
+    nest = acc.Nest(shape=(64, 32))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i + off, stride * j + 1]
+
+    schedule = nest.create_schedule()
+    jj = schedule.split(j, 16)
+    plan = schedule.create_plan()
+    plan.bind({i: acc.GridUnit.BLOCK_Y, j: acc.GridUnit.BLOCK_X, jj: acc.GridUnit.THREAD_X})
+    package = acc.Package()
+    points = ((0, 1), (8, 2), (3, 1))
+    for o, st in points:
+        package.add(plan, (A, C), base_name="shift", parameters={off: o, stride: st})
+    rng = np.random.default_rng(0)
+    for added, (o, st) in zip(package._functions, points):
+        kernel = compile_model(added.model)
+        storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in kernel.params}
+        a, c = storage["A"].reshape(72, 64), storage["C"].reshape(64, 32)
+        expected = c + a[np.arange(64)[:, None] + o, st * np.arange(32)[None, :] + 1]
+        result = emulate(kernel, {n: v.copy() for n, v in storage.items()})
+        np.testing.assert_allclose(result.storage["C"].reshape(64, 32), expected)
+    with pytest.raises(acc.NestError, match=r"at off=9, stride=2: .*reads A\[72, 1\] outside its shape"):
+        package.add(plan, (A, C), base_name="shift", parameters={off: 9, stride: 2})
+    with pytest.raises(acc.NestError, match=r"at off=0.5, stride=1: .*a subscript must be an affine expression"):
+        package.add(plan, (A, C), base_name="shift", parameters={off: 0.5, stride: 1})
+
+
 def test_a_refused_point_names_its_values():
     M, tile = acc.create_parameters()
     plan, args = simt_plan((M, 64, 32), tile)

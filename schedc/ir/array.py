@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import NestError
 from . import capture
-from .expr import Access, Assign, affine_terms, as_expr, render
+from .expr import Access, Assign, affine_terms, as_expr, holds_parameter, render
 from .names import unusable
 from .parameters import Call, Recording, has_parameter
 from .types import ScalarType, converts_implicitly, from_numpy
@@ -137,7 +137,8 @@ class Array:
         if len(exprs) != len(self.shape):
             raise NestError(where, f"{len(exprs)} subscripts for an array of rank {len(self.shape)}")
         for e in exprs:
-            affine_terms(e)  # raises unless affine in the indices
+            if not holds_parameter(e):  # with a parameter: checked once its value is known (Package.add)
+                affine_terms(e)  # raises unless affine in the indices
         return Access(self, exprs)
 
     def __setitem__(self, key: object, value: object) -> None:

@@ -255,6 +255,13 @@ def affine_terms(expr: Expr) -> tuple[dict[str, int], int]:
     )
 
 
+def holds_parameter(expr: Expr) -> bool:
+    """Whether a number of ``expr`` is a parameter (known at Package.add)."""
+    from .parameters import has_parameter
+
+    return any(isinstance(n, Const) and has_parameter(n.value) for n in walk(expr))
+
+
 def render(expr: Expr, parent: int = 0) -> str:
     """Readable infix text with the fewest parentheses."""
     if isinstance(expr, Index):
