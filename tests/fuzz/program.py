@@ -136,6 +136,7 @@ class CacheDirective:
     stages: int = 0
     element_type: str = ""  # MMA_FRAGMENT: the fragments' ScalarType when not the array's
     layout: str = ""  # layout=acc.Array.Layout.<layout> (SHARED: transposed where not the array's)
+    of_shared: bool = False  # a cache of the array's SHARED cache (its handle), not of the array
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,9 @@ def _plan(program: Program) -> str:
     lines += [f"plan.unroll({name})" for name in program.unrolls]
     if program.tensorize is not None:
         lines.append(_tensorize(program.tensorize))
-    lines += [_cache(c) for c in program.caches]
+    handles = {c.array for c in program.caches if c.of_shared}  # SHARED caches other caches are of
+    lines += [(f"{c.array}_cache = " if c.location == "SHARED" and c.array in handles else "") + _cache(c)
+              for c in program.caches]
     if program.persistent is not None:
         group, blocks = program.persistent
         lines.append(f"plan.persistent(group={group}" + (f", blocks={blocks})" if blocks else ")"))
@@ -163,7 +165,8 @@ def _cache(c) -> str:
         extra += f", element_type=acc.ScalarType.{c.element_type}"
     if c.layout:
         extra += f", layout=acc.Array.Layout.{c.layout}"
-    return f"plan.cache({c.array}, index={c.index}, location=target.MemorySpace.{c.location}{extra})"
+    source = f"{c.array}_cache" if c.of_shared else c.array
+    return f"plan.cache({source}, index={c.index}, location=target.MemorySpace.{c.location}{extra})"
 
 
 def _package(program: Program) -> str:

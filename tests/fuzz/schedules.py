@@ -214,7 +214,10 @@ class ScheduleBuilder:
                 carried = any(n in serial for n in self.order[:at]) or self.rng.random() < 0.1
                 pipeline = pipelines.setdefault(place, self._pipeline() if carried else ("sync", 0))
                 self.plan.caches.append(CacheDirective(array, index, "SHARED", *pipeline, layout=layout(self.rng)))
-        if self.rng.random() < 0.25:
+        shared = [c for c in self.plan.caches if c.location == "SHARED"]
+        if shared and self.rng.random() < 0.3:
+            self._register_tile_of(self.rng.choice(shared), serial)
+        elif self.rng.random() < 0.25:
             self._private(program, serial)
         if self.rng.random() < 0.05:
             self._odd_cache(program, serial)
@@ -232,6 +235,16 @@ class ScheduleBuilder:
             bound = sorted(self.bound())
             index = self.rng.choice(bound if bound and self.rng.random() < 0.3 else serial)
             self.plan.caches.append(CacheDirective(self.rng.choice(free), index, "PRIVATE"))
+
+    def _register_tile_of(self, cache: CacheDirective, serial: list[str]) -> None:
+        """A cache of a cache (Accera's hierarchical caching): each thread's register tile filled
+        from the block's SHARED tile, at a serial loop inside the one where the block fills it
+        (rarely at one outside: schedc must refuse that)."""
+        at = self.order.index(cache.index)
+        place = next((n for n in self.order[at:] if n in serial), None)
+        inside = [n for n in serial if place is not None and self.order.index(n) > self.order.index(place)]
+        choices = inside if inside and self.rng.random() < 0.9 else serial
+        self.plan.caches.append(CacheDirective(cache.array, self.rng.choice(choices), "PRIVATE", of_shared=True))
 
     def _odd_cache(self, program: _Program, serial: list[str]) -> None:
         """Requests schedc must refuse: a register cache of a SIMT nest, a shared cache of a
