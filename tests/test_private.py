@@ -248,3 +248,31 @@ def test_register_tiles_match_numpy(M, N, K, per_thread, index, shared):
     model, kernel = compile_plan(plan, args)
     reports = emulate_function(model, kernel, blocks=None, seed=M * N + K)
     assert all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_a_register_tile_past_a_partial_shared_tile():
+    """B's shared tile at jj covers j's 10 values; the register tile at jjj (8 a step of jj)
+    reaches past it at jj = 8: only the part inside the shared tile is copied (found by the
+    random tester: reading past it was out of bounds)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(22, 14))
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(14, 6))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(22, 6))
+    nest = acc.Nest(shape=(6, 14, 22))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[k, i] += A[k, j] * B[j, i]
+
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 2), s.split(j, 10), s.split(k, 2)
+    jjj = s.split(jj, 8)
+    s.reorder(k, i, ii, kk, j, jj, jjj)
+    target = acc.Target(acc.Target.Model.NVIDIA_A100)
+    plan = s.create_plan(target)
+    plan.bind({ii: target.GridUnit.THREAD_Y, k: target.GridUnit.BLOCK_Z, i: target.GridUnit.BLOCK_X})
+    shared = plan.cache(B, index=jj, location=acc.MemorySpace.SHARED)
+    plan.cache(shared, index=jjj, location=PRIVATE)
+    model, kernel = compile_plan(plan, (A, B, C))
+    assert "the part of the tile inside B's shared tile" in [s.comment for s in statements(kernel, If)]
+    assert emulates(model, kernel)

@@ -124,8 +124,9 @@ def around(caches: tuple[PrivateCache, ...], index: str | None, as_expr,
             continue
         before.append(c.buffer)
         if c.load:
-            copy = _copy(c, as_expr, inward=True)
-            if c.from_shared:
+            source = next((s for s in shared if s.array == c.array), None) if c.from_shared else None
+            copy = _copy(c, as_expr, inward=True, within=source)
+            if source is not None:
                 copy = map_loads(copy, lambda e: redirect_shared(e, shared, as_expr))
             before.append(copy)
         if c.store:
@@ -133,9 +134,11 @@ def around(caches: tuple[PrivateCache, ...], index: str | None, as_expr,
     return tuple(before), tuple(after)
 
 
-def _copy(c: PrivateCache, as_expr, inward: bool) -> Stmt:
+def _copy(c: PrivateCache, as_expr, inward: bool, within=None) -> Stmt:
     """Unrolled loops over the tile: global → tile (``inward``) or tile → global, each element
-    guarded where the tile may reach past the array."""
+    guarded where the tile may reach past the array; filled from a shared tile (``within``,
+    a SharedCache), only the elements inside that tile (a register tile over a loop's whole
+    range reaches past a partial shared tile; what lies past it is never read)."""
     points = tuple(Var(f"{c.array}_p{d}") for d in range(len(c.buffer.shape)))
     element = tuple(Binary("+", as_expr(o), p) for o, p in zip(c.origin, points))
     dtype = c.buffer.dtype
@@ -143,12 +146,19 @@ def _copy(c: PrivateCache, as_expr, inward: bool) -> Stmt:
         body: Stmt = Store(c.buffer.name, points, Load(c.array, element, dtype))
     else:
         body = Store(c.array, element, Load(c.buffer.name, points, dtype))
+    tests: list[Expr] = []
     if c.limits:
         tests = [Binary("<", e, Const(n)) for e, n in zip(element, c.limits)]
         if c.before_start:
             tests = [*(Binary("<=", Const(0), e) for e in element), *tests]
+    if within is not None:
+        extents = within.buffer.shape[-len(points):]
+        offsets = [Binary("+", as_expr(o.plus(w.scale(-1))), p) for o, w, p in zip(c.origin, within.origin, points)]
+        tests += [Binary("<", e, Const(n)) for e, n in zip(offsets, extents)]
+    if tests:
         inside = all_of(tests)
-        body = If(inside, (body,), f"the part of the tile inside {c.array}")
+        body = If(inside, (body,), f"the part of the tile inside {c.array}"
+                  + ("'s shared tile" if within is not None else ""))
     for d in reversed(range(len(points))):
         comment = "" if d else (f"{c.array}'s tile: into registers" if inward else f"{c.array}'s tile: back to "
                                                                                     "global memory")
