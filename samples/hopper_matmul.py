@@ -16,10 +16,11 @@ copies of A's 128 x 64 and B's 64 x 256 tiles, ``stages`` tiles ahead.
 
 Every function runs on a persistent grid (``plan.persistent(group=8)``): one block per
 multiprocessor loops over the tiles, so that the producer copies the next tile's operands while
-the consumers store C. The 16-bit-C functions keep 3 stages: beside them the two warpgroups'
-whole 64 x 256 tiles of C fit in shared memory, so C comes in by TMA while the products run and
-leaves by TMA from the same slots. (Clusters of two blocks sharing B's tile by multicast,
-``cluster=2``, are slower on these plans: BENCHMARKS.md.) ``matmul``
+the consumers store C. The 128 x 256 functions keep 3 stages: beside them the two warpgroups'
+whole 64 x 256 tiles of 16-bit C fit in shared memory (of float32 C, four of each tile's eight
+64 x 32 chunks, a slot refilled once its chunk has left), so C comes in by TMA while the products
+run and leaves by TMA from the same slots; the 128 x 128 ones keep 4. (Clusters of two blocks
+sharing B's tile by multicast, ``cluster=2``, are slower on these plans: BENCHMARKS.md.) ``matmul``
 takes the sizes, the operand type, the tile, the stages, whether the plan is warp-specialized,
 C's type, the persistent grid's arguments and the cluster size.
 """
@@ -34,13 +35,15 @@ SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
            specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None,
            output=acc.ScalarType.float32, persistent: dict | None = None, cluster: int = 1,
-           epilogue: tuple | None = None):
+           epilogue: tuple | None = None, prologue: tuple | None = None):
     """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
     warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns; C has
     the type ``output`` and is accumulated in float32 fragments; ``persistent``: the arguments of
     ``plan.persistent`` (resident blocks looping over the tiles), or None for one block a tile;
     ``cluster``: blocks of a column of tiles (BLOCK_Y) that share B's tile by TMA multicast;
-    ``epilogue``: an ``(MMAFragmentOp, argument)`` applied to each result before it is stored."""
+    ``epilogue``: an ``(MMAFragmentOp, argument)`` applied to each result before it is stored;
+    ``prologue``: one applied to C's fragments before the products (``SET``: they start from the
+    argument and C is not read)."""
     bm, bn, bk = block
     wn = warpgroup_n or bn
     shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
@@ -66,7 +69,9 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
                ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X})
     op, arg = epilogue or (acc.MMAFragmentOp.NONE, 0.0)
-    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape, epilogue_op=op, epilogue_arg=arg)
+    first_op, first_arg = prologue or (acc.MMAFragmentOp.NONE, 0.0)
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape, prologue_op=first_op, prologue_arg=first_arg,
+                   epilogue_op=op, epilogue_arg=arg)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
@@ -85,7 +90,8 @@ if __name__ == "__main__":
         for size in (4096, 8192):
             package.add(*matmul(size, size, size, operand, output=operand, stages=3, persistent=grouped),
                         base_name=f"matmul_{name}_{size}")
-            package.add(*matmul(size, size, size, operand, persistent=grouped), base_name=f"matmul_{name}_{size}_f32c")
+            package.add(*matmul(size, size, size, operand, stages=3, persistent=grouped),
+                        base_name=f"matmul_{name}_{size}_f32c")
     package.add(*matmul(4096, 4096, 4096, acc.ScalarType.float32, block=(128, 128, 32),
                         b_layout=acc.Array.Layout.LAST_MAJOR, persistent=grouped), base_name="matmul_tf32_4096")
     package.add(*matmul(2048, 1024, 2048, block=(128, 128, 64), output=acc.ScalarType.float16, persistent=grouped),

@@ -40,10 +40,10 @@ def test_kernel_shape_boxes_of_b_shared_out():
     k = kernel(256, 512, 256, cluster=2)
     assert (k.grid, k.cluster) == ((2, 2, 1), (1, 2, 1))
     copies = _copies(k)
-    assert {s.tensor_map: s.multicast for s in copies} == {"A_map": 0, "B_map": 0b11}
+    assert {s.tensor_map: s.multicast for s in copies} == {"A_map": 0, "B_map": 0b11, "C_map": 0}
     assert sum(s.tensor_map == "B_map" for s in copies) == 2  # 2 of B's 4 boxes per block
     inits = {s.barrier: s.count for s in walk_statements(k.body) if isinstance(s, MbarrierInit)}
-    assert inits == {"full": 1, "empty": 8 * 2}  # a thread of each consumer warp of both blocks frees a stage
+    assert inits == {"full": 1, "empty": 8 * 2, "C_full": 1}  # a thread of each consumer warp of both blocks frees a stage
     frees = [s for s in walk_statements(k.body) if isinstance(s, MbarrierArrive) and s.barrier == "empty"]
     assert frees and all(s.cluster == 2 for s in frees)
     assert all(isinstance(s, If) and s.body == (f,) for s, f in zip(_guards(k), frees))

@@ -136,7 +136,7 @@ def test_kernel_shape():
     # A 128x64, B in 64-column boxes, C stored in 64x32 boxes (float32: 128-byte rows)
     assert [v.spec.box for v in k.values] == [(128, 64), (64, 64), (64, 32)]
     assert {b.name: b.swizzle for b in k.shared} == {"A_shared": 128, "B_shared": 128, "full": 0, "empty": 0,
-                                                     "C_out": 128}
+                                                     "C_out": 128, "C_full": 0}
 
 
 @pytest.mark.parametrize("pitch", [32, 64, 128])
@@ -303,7 +303,8 @@ def test_stage_released_before_wait_group_finishes_its_products():
 
 
 def test_accumulator_stored_while_a_wgmma_is_in_flight():
-    k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,), stages=4)  # stored as is
+    k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,),
+                prologue=(acc.MMAFragmentOp.SET, 0.0))  # C not read: the accumulator is stored as is
     with pytest.raises(EmulationError, match="FragmentStore of the accumulator c_0_0 while a wgmma on it is in flight"):
         _emulate_broken(k)
 
@@ -368,18 +369,22 @@ def _adds(k) -> list[FragmentAdd]:
     return [s for s in walk_statements(k.body) if isinstance(s, FragmentAdd)]
 
 
+DIRECT = {"block": (128, 96, 64), "output": F16, "b_layout": acc.Array.Layout.LAST_MAJOR}  # 192-byte rows of C
+
+
 def test_c_is_loaded_before_the_products_when_registers_allow():
-    """A 64x256 fp32 accumulator (128 registers) and C's tile in float16 (64) fit the consumers'
-    232: C is loaded before the k loop, added after it. In float32 C's tile would need 128 more:
-    it is loaded into the accumulator as before."""
-    early = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16)  # no room for C's tile
+    """C stored by the threads (192-byte rows take no TMA box): a 64x96 fp32 accumulator (48
+    registers) and C's tile in float16 (24) fit the consumers' 232: C is loaded before the k
+    loop, added after it. Where C's tiles pass through shared memory it comes in by TMA instead;
+    with a prologue op it is loaded into the accumulator as before."""
+    early = kernel(128, 96, 128, **DIRECT)
     assert [(s.fragment, s.source) for s in _adds(early)] == [("c_0_0", "c_0_0_early")]
     source = emit_source([early], "// hopper")
     source = source[source.index("// consumers"):]
     assert source.index("c_0_0_early[elem]) = ") < source.index("for (int k = 0;") \
         < source.index("c_0_0[elem] += schedc::convert<float>(c_0_0_early[elem]);")
-    assert _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=4)) == []
-    assert len(_adds(kernel(128, 256, 128, block=(128, 128, 64), stages=6))) == 1
+    assert _adds(kernel(128, 96, 128, **DIRECT, prologue=(acc.MMAFragmentOp.SCALE, 2.0))) == []
+    assert {s.source for s in _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=4))} == {"C_in"}
 
 
 def test_c_added_while_a_wgmma_is_in_flight():
@@ -394,7 +399,7 @@ def test_c_added_while_a_wgmma_is_in_flight():
 def test_fragment_add_is_checked_by_the_ir_verifier():
     from schedc.lower import wellformed
 
-    k = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16)
+    k = kernel(128, 96, 128, **DIRECT)
     assert wellformed.problems(k) == []
     bad = _rewrite(k.body, lambda s: (dataclasses.replace(s, source="c_0_0_late"),) if isinstance(s, FragmentAdd)
                    else (s,))
@@ -402,7 +407,7 @@ def test_fragment_add_is_checked_by_the_ir_verifier():
                for p in wellformed.problems(dataclasses.replace(k, body=bad)))
     narrow = _rewrite(k.body, lambda s: (dataclasses.replace(s, n=128),) if isinstance(s, Fragment)
                       and s.name == "c_0_0_early" else (s,))
-    assert any("a wgmma 64x128 tile to a wgmma 64x256 one" in p
+    assert any("a wgmma 64x128 tile to a wgmma 64x96 one" in p
                for p in wellformed.problems(dataclasses.replace(k, body=narrow)))
 
 
@@ -456,7 +461,7 @@ def test_sample_on_the_gpu(tmp_path):
     path = build_sample("hopper_matmul", tmp_path)
     require_gpu()
     package = acc.load(path)
-    for name in ("matmul_fp16_2048x1024x2048", "matmul_tf32_4096", "matmul_bf16_4096"):
+    for name in ("matmul_fp16_2048x1024x2048", "matmul_tf32_4096", "matmul_bf16_4096", "matmul_fp16_4096_f32c"):
         reports = run_function(package.functions[name], seed=3)
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
 

@@ -2,8 +2,9 @@
 accumulator into one of its two swizzled slots, fences it for the async proxy, meets at its named
 barrier, and one thread stores the slot as a box. Emulated against numpy (partial tiles clipped
 by the box), compiled for sm_90a, the direct stores kept where the slots do not fit or C's rows
-are not contiguous, and hand-broken kernels caught by the emulator. Where the warpgroups' whole
-tiles of C fit, C comes in by TMA too, into a slot per chunk, and is added after the products."""
+are not contiguous, and hand-broken kernels caught by the emulator. Where two slots a warpgroup
+fit, C comes in by TMA too, a chunk per slot (refilled once its store has read it), and is added
+after the products."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import EmulationError
 from schedc.ir.kernel import (
+    Binary,
     BulkWait,
     Const,
     Fence,
@@ -36,6 +38,7 @@ from .conftest import require_gpu
 from .test_hopper import BF16, F16, F32, _emulate_broken, _rewrite, kernel, run
 
 COL = acc.Array.Layout.LAST_MAJOR
+SET = (acc.MMAFragmentOp.SET, 0.0)  # the products start from zero: C is not read, only stored
 
 
 def _of(k, kind):
@@ -44,7 +47,7 @@ def _of(k, kind):
 
 @pytest.mark.parametrize("output, chunk", [(F32, 32), (F16, 64)])
 def test_chunks_of_128_byte_rows_through_two_slots_per_warpgroup(output, chunk):
-    k = kernel(256, 512, 256, output=output)  # 128x256 blocks: two 64x256 consumer warpgroups
+    k = kernel(256, 512, 256, output=output, prologue=SET)  # 128x256 blocks: two 64x256 consumer warpgroups
     out = next(b for b in k.shared if b.name == "C_out")
     assert (out.shape, out.swizzle, out.align) == ((2, 2, 64, chunk), 128, 1024)
     assert next(v.spec for v in k.values if v.name == "C_map").box == (64, chunk)
@@ -135,8 +138,8 @@ def test_direct_stores_where_the_slots_do_not_fit():
 
 
 def _broken(change, **options):
-    """The two-slot store path (4 stages leave no room for C's whole tile), hand-broken."""
-    k = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16, **options)
+    """The two-slot store path (C not read), hand-broken."""
+    k = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16, prologue=SET, **options)
     return dataclasses.replace(k, body=_rewrite(k.body, change))
 
 
@@ -206,33 +209,44 @@ def test_the_ir_verifier_checks_tma_stores_and_named_barriers():
 
 def test_c_is_copied_into_a_slot_per_chunk_when_the_whole_tile_fits():
     """fp16 C, 128x256 blocks: beside 3 stages of 48 KB the two warpgroups' 64x256 tiles (32 KB
-    each) fit; one thread per warpgroup copies its four 64x64 chunks at the tile's start, and the
-    products start from zero. Beside 4 stages they do not: two slots, C loaded by the threads."""
+    each) fit; one thread per warpgroup copies its four 64x64 chunks at the tile's start, each
+    into its slot with its own barrier, and the products start from zero."""
     k = kernel(256, 512, 256, output=F16, stages=3)
     out = next(b for b in k.shared if b.name == "C_out")
     assert out.shape == (2, 4, 64, 64)
-    assert next(b for b in k.shared if b.name == "C_full").shape == (2,)
+    assert next(b for b in k.shared if b.name == "C_full").shape == (8,)
     loads = [s for s in _of(k, TmaLoad) if s.tensor_map == "C_map"]
     assert [s.target_origin[1] for s in loads] == [Const(n) for n in range(4)]
     assert [s.columns for s in _of(k, FragmentAdd)] == [(c, c + 64) for c in range(0, 256, 64)]
     assert [s.columns for s in _of(k, FragmentLoad) if s.buffer == "C_out"] == [(c, c + 64) for c in range(0, 256, 64)]
     assert not any(s.buffer == "C" for s in _of(k, FragmentLoad))  # no thread reads C from global memory
     assert [(s.pending, s.read) for s in _of(k, BulkWait)] == [(0, True), (0, False)]
-    four = kernel(256, 512, 256, output=F16, stages=4)
-    assert next(b for b in four.shared if b.name == "C_out").shape == (2, 2, 64, 64)
-    assert not [s for s in _of(four, TmaLoad) if s.tensor_map == "C_map"]
+
+
+def test_c_is_refilled_through_two_slots_beside_four_stages():
+    """Beside 4 stages only two 64x64 slots a warpgroup fit: chunks 0 and 1 are copied at the
+    tile's start; once chunk j's store has read its slot, chunk j + 2 is copied into it."""
+    k = kernel(256, 512, 256, output=F16, stages=4)
+    assert next(b for b in k.shared if b.name == "C_out").shape == (2, 2, 64, 64)
+    loads = [s for s in _of(k, TmaLoad) if s.tensor_map == "C_map"]
+    assert [s.target_origin[1] for s in loads] == [Const(n % 2) for n in range(4)]
+    assert [s.coords[1] for s in loads[1:]] == [Binary("+", loads[0].coords[1], Const(64 * n)) for n in (1, 2, 3)]
+    assert [(s.pending, s.read) for s in _of(k, BulkWait)] == [(0, True)] * 3 + [(0, False)]
+    assert [s.parity for s in _of(k, MbarrierWait) if s.barrier == "C_full"] == [Const(n // 2) for n in range(4)]
+    assert not any(s.buffer == "C" for s in _of(k, FragmentLoad))
 
 
 def test_ptx_copies_c_by_tma():
-    """The 3-stage kernel copies C by TMA (more bulk tensor copies than the 4-stage one, whose
-    threads load C from global memory) and reads C's pairs of fp16 from the slots."""
-    def ptx(stages):
-        return nvrtc_compile(emit_source([kernel(256, 512, 256, output=F16, stages=stages)], "// c"), "c",
+    """Beside 3 or 4 stages C comes in by TMA and its pairs of fp16 are read from the slots; with
+    a prologue op the threads load it from global memory."""
+    def ptx(**options):
+        return nvrtc_compile(emit_source([kernel(256, 512, 256, output=F16, **options)], "// c"), "c",
                              "sm_90a").ptx
     copy = "cp.async.bulk.tensor.2d.shared::cluster.global"
-    loaded, threads = ptx(3), ptx(4)
-    assert loaded.count(copy) > threads.count(copy)
-    assert "ld.shared.v2.u16" in loaded and "ld.global" not in loaded
+    threads = ptx(stages=4, prologue=(acc.MMAFragmentOp.SCALE, 2.0))
+    for loaded in (ptx(stages=3), ptx(stages=4)):
+        assert loaded.count(copy) > threads.count(copy)
+        assert "ld.shared.v2.u16" in loaded and "ld.global" not in loaded
     assert "ld.global" in threads
 
 
@@ -248,6 +262,8 @@ LOADED = [
     ((256, 256, 128), {"block": (128, 128, 64), "output": F16, "epilogue": (acc.MMAFragmentOp.SCALE, -0.5)}),
     ((256, 256, 128), {"block": (128, 128, 64), "epilogue": (acc.MMAFragmentOp.ReLU, 0.0)}),
     ((256, 256, 128), {"operand": F32, "block": (128, 128, 32), "b_layout": COL, "stages": 3}),  # tf32
+    ((384, 512, 128), {"output": F16, "stages": 4, "persistent": {"blocks": 2}}),  # two slots refilled, 3 tiles
+    ((256, 512, 128), {"stages": 3, "persistent": {"blocks": 1}}),  # float32 C: 4 slots of its 8 chunks
 ]
 
 

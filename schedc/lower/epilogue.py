@@ -1,5 +1,5 @@
-"""C's tiles of a wgmma plan through shared memory: stored by TMA, and loaded by TMA where the
-block's whole tile of C fits beside the operand ring.
+"""C's tiles of a wgmma plan through shared memory: stored by TMA, and loaded by TMA where at
+least two slots a warpgroup fit beside the operand ring.
 
 Stored (``TmaOutput.loads`` false): each consumer warpgroup writes ``chunk`` columns of its
 accumulator at a time into one of its two swizzled slots, fences them for the async proxy, meets
@@ -7,13 +7,15 @@ at its named barrier, and one of its threads stores the slot as a TMA box while 
 goes on; a slot is rewritten once the store before last has read it. C, where the plan reads it,
 is then loaded by the threads from global memory before the products.
 
-Loaded too (``loads``): the staging tile holds the warpgroup's whole tile of C, a slot per
-chunk. At a tile's start one thread of each warpgroup waits until its stores of the tile before
-have read the slots, and copies C's tile into them by TMA (completing on the warpgroup's
-``<C>_full`` mbarrier), so the copy lands while the products run. The accumulators start at
-zero; after the products the warpgroup waits for the barrier's phase and, chunk by chunk, reads
-C from its slot, adds it to the accumulator's columns (then the epilogue op), writes the result
-back into the same slot (each thread the elements it read) and stores the slot by TMA.
+Loaded too (``loads``): the warpgroup's tile of C passes in chunks through ``slots`` slots (its
+whole tile where it fits, else the most that divide its chunks), chunk ``j`` in slot
+``j % slots``, each slot with its own ``<C>_full`` mbarrier. At a tile's start one thread of each
+warpgroup waits until its stores of the tile before have read the slots, copies the first
+``slots`` chunks into them by TMA (landing while the products run).
+The accumulators start at zero; after the products the warpgroup, chunk by chunk, waits for the
+chunk's slot, reads C, adds it to the accumulator's columns (then the epilogue op), writes the
+result back into the same slot (each thread the elements it read) and stores the slot by TMA;
+once that store has read the slot, the issuing thread refills it with the chunk ``slots`` later.
 """
 
 from __future__ import annotations
@@ -60,14 +62,18 @@ ISSUER = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0
 class TmaOutput:
     """How C's tiles pass through shared memory (module docstring): ``buffer`` is
     (warpgroups, slots, 64 rows, chunk) of ``swizzle``-byte rows, two slots a warpgroup, or
-    with ``loads`` one per chunk of its tile, C's copies completing on ``barrier``."""
+    with ``loads`` as many as fit, C's copies completing on ``barrier`` (one per slot)."""
 
     array: str
     buffer: SharedBuffer
     map: StructParam
     chunk: int
     loads: bool = False
-    barrier: SharedBuffer | None = None  # loads: one mbarrier per consumer warpgroup
+    barrier: SharedBuffer | None = None  # loads: one mbarrier per slot of each consumer warpgroup
+
+    @property
+    def slots(self) -> int:
+        return self.buffer.shape[1]
 
     @property
     def shared(self) -> tuple[SharedBuffer, ...]:
@@ -90,8 +96,8 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     tile's columns, 16-byte row pitch, tile columns in whole 32-, 64- or 128-byte swizzle rows,
     each tile stored once (no reduction loop among the ``outer`` ones), the staging slots within
     the shared memory the operand ``ring`` leaves. Otherwise (None) the threads store C directly.
-    C is loaded by TMA too where the plan reads it before the products (no prologue op) and the
-    warpgroups' whole tiles (``tiles_per_group`` accumulators each) fit."""
+    C is loaded by TMA too where the plan reads it before the products (no prologue op) and two
+    slots a warpgroup (or its whole tile, ``tiles_per_group`` accumulators) fit."""
     c = tiles.c
     if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
         return None
@@ -119,10 +125,12 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
         return shared_layout([*ring, *buffers])[1] <= model.gpu.shared_memory_max
 
     if model.tensorize.prologue_op is MMAFragmentOp.NONE:
-        whole = staging(tiles_per_group * n // chunk)
-        barrier = SharedBuffer(f"{c.buffer}_full", ScalarType.uint64, (groups,), (1,))
-        if fits(whole, barrier):
-            return TmaOutput(c.buffer, whole, tmap, chunk, True, barrier)
+        chunks = tiles_per_group * n // chunk
+        for slots in sorted((d for d in range(min(2, chunks), chunks + 1) if chunks % d == 0), reverse=True):
+            staged = staging(slots)
+            barrier = SharedBuffer(f"{c.buffer}_full", ScalarType.uint64, (groups * slots,), (1,))
+            if fits(staged, barrier):
+                return TmaOutput(c.buffer, staged, tmap, chunk, True, barrier)
     two = staging(2)
     return TmaOutput(c.buffer, two, tmap, chunk) if fits(two) else None
 
@@ -153,12 +161,14 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
 
 def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOutput, n: int,
                   tile: Expr) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
-    """C's tiles copied into the warpgroup's slots at the tile's start and added after the
-    products, chunk by chunk, in the slots the results leave from (module docstring). ``before``
-    and ``after`` are the accumulators' set-up and stores when C is loaded from global memory;
-    ``tile`` counts the block's tiles of C (the barrier's phase parity is ``tile % 2``)."""
+    """C's tiles copied into the warpgroup's slots and added after the products, chunk by chunk,
+    in the slots the results leave from (module docstring). ``before`` and ``after`` are the
+    accumulators' set-up and stores when C is loaded from global memory; ``tile`` counts the
+    block's tiles of C (with the refills per tile, it gives each slot barrier's phase parity)."""
     stores = [s for s in after if isinstance(s, FragmentStore) and s.buffer == out.array]
     applies = {s.fragment: s for s in after if isinstance(s, FragmentApply)}
+    parts = [(s, first) for s in stores for first in range(0, n, out.chunk)]  # chunk j: parts[j]
+    slots, fills = out.slots, len(parts) // out.slots  # each slot is filled ``fills`` times a tile
     source = f"{out.array}_in"
     first_fragment = next(s for s in before if isinstance(s, Fragment))
     dtype = out.buffer.dtype
@@ -167,30 +177,47 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
     for s in before:
         loads_c = isinstance(s, FragmentLoad) and s.buffer == out.array
         setup.append(FragmentFill(s.fragment, 0.0) if loads_c else s)
-    copies: list[Stmt] = [BulkWait(0, True, "the tile before's stores have read the slots"),
-                          MbarrierArrive(out.barrier.name, GROUP, out.box_bytes * len(stores) * n // out.chunk,
-                                         f"the bytes of the warpgroup's tile of {out.array}")]
-    epilogue: list[Stmt] = [MbarrierWait(out.barrier.name, GROUP, Binary("%", tile, Const(2)),
-                                         f"the warpgroup's tile of {out.array} has landed")]
-    j = 0
-    for s in stores:
-        for first in range(0, n, out.chunk):
-            slot = (GROUP, Const(j), Const(0), Const(0))
-            columns = (first, first + out.chunk)
-            copies.append(TmaLoad(out.map.name, out.buffer.name, slot, _coords(s, first), out.barrier.name, GROUP,
-                                  f"{out.array}: columns {first}..{first + out.chunk - 1} of a warpgroup's tile"))
-            apply = applies.get(s.fragment)
-            epilogue += [
-                FragmentLoad(source, out.buffer.name, slot, out.chunk, 1, path="elements", vector=s.vector,
-                             columns=columns),
-                FragmentAdd(s.fragment, source, columns),
-                *((FragmentApply(apply.fragment, apply.op, apply.arg, columns),) if apply is not None else ()),
-                FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector, columns=columns),
-                *_store_chunk(out, s, slot, first),
-            ]
-            j += 1
+
+    def fill(j: int) -> list[Stmt]:
+        s, first = parts[j]
+        return [MbarrierArrive(out.barrier.name, _slot_barrier(out, j), out.box_bytes,
+                               f"the bytes of chunk {j} of the warpgroup's tile of {out.array}"),
+                TmaLoad(out.map.name, out.buffer.name, _slot(out, j), _coords(s, first), out.barrier.name,
+                        _slot_barrier(out, j), f"{out.array}: columns {first}..{first + out.chunk - 1} of a "
+                                               "warpgroup's tile")]
+
+    copies: list[Stmt] = [BulkWait(0, True, "the tile before's stores have read the slots")]
+    for j in range(slots):
+        copies += fill(j)
+    epilogue: list[Stmt] = []
+    for j, (s, first) in enumerate(parts):
+        slot, columns, apply = _slot(out, j), (first, first + out.chunk), applies.get(s.fragment)
+        turn = Binary("+", tile, Const(j // slots)) if j // slots else tile  # odd fills: the tile's parity moves
+        parity = Const(j // slots % 2) if fills % 2 == 0 else Binary("%", turn, Const(2))
+        refill = [BulkWait(0, True, "the chunk's store has read the slot"), *fill(j + slots)] \
+            if j + slots < len(parts) else []
+        epilogue += [
+            MbarrierWait(out.barrier.name, _slot_barrier(out, j), parity,
+                         f"chunk {j} of the warpgroup's tile of {out.array} has landed"),
+            FragmentLoad(source, out.buffer.name, slot, out.chunk, 1, path="elements", vector=s.vector,
+                         columns=columns),
+            FragmentAdd(s.fragment, source, columns),
+            *((FragmentApply(apply.fragment, apply.op, apply.arg, columns),) if apply is not None else ()),
+            FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector, columns=columns),
+            *_store_chunk(out, s, slot, first, refill),
+        ]
     setup.append(If(ISSUER, tuple(copies), f"one thread of the warpgroup copies its tile of {out.array}"))
     return tuple(setup), tuple(epilogue)
+
+
+def _slot(out: TmaOutput, j: int) -> tuple[Expr, ...]:
+    return GROUP, Const(j % out.slots), Const(0), Const(0)
+
+
+def _slot_barrier(out: TmaOutput, j: int) -> Expr:
+    """The mbarrier of chunk ``j``'s slot in the warpgroup's row of barriers."""
+    row = GROUP if out.slots == 1 else Binary("*", GROUP, Const(out.slots))
+    return Binary("+", row, Const(j % out.slots)) if j % out.slots else row
 
 
 def stores_done() -> Stmt:
@@ -205,12 +232,14 @@ def _coords(s: FragmentStore, first: int) -> tuple[Expr, ...]:
     return (s.origin[0], Binary("+", s.origin[1], Const(first)) if first else s.origin[1])
 
 
-def _store_chunk(out: TmaOutput, s: FragmentStore, slot: tuple[Expr, ...], first: int) -> list[Stmt]:
-    """The written slot fenced for the async proxy, the warpgroup met, one thread storing it."""
+def _store_chunk(out: TmaOutput, s: FragmentStore, slot: tuple[Expr, ...], first: int,
+                 then: list[Stmt] | None = None) -> list[Stmt]:
+    """The written slot fenced for the async proxy, the warpgroup met, one thread storing it
+    (and doing ``then`` after)."""
     return [
         Fence("proxy_async"),
         NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's chunk is written"),
         If(ISSUER, (TmaStore(out.map.name, out.buffer.name, slot, _coords(s, first),
                              f"{out.array}: columns {first}..{first + out.chunk - 1} of the warpgroup's tile"),
-                    BulkCommit()), "one thread of the warpgroup stores the chunk"),
+                    BulkCommit(), *(then or ())), "one thread of the warpgroup stores the chunk"),
     ]
