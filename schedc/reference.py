@@ -1,7 +1,10 @@
 """The float64 numpy reference of a nest: what the statements mean, independent of any plan.
 
 Values are computed in float64 (int64 for integer arrays); explicit casts to integer types
-truncate as in C, casts between float types are exact. A statement ``C[p] += X`` whose other
+truncate as in C, casts between float types are exact, except that in a nest without tensor
+cores an operation or cast whose type is float16 or bfloat16 rounds to that type, as the
+kernel's arithmetic does (its error can exceed the type's tolerance relative to a result much
+smaller than the operands, as in ``i - (A[i] + i)``). A statement ``C[p] += X`` whose other
 loops only sum is evaluated as one contraction (einsum, BLAS for products of two arrays);
 other statements run vectorised over the written dimensions and sequentially over the rest,
 in nest order. A tensorized plan's prologue/epilogue ops are part of its meaning:
@@ -106,15 +109,22 @@ class _State:
             return self.gather(e.buffer, e.index, dims)
         if isinstance(e, Cast):
             inner = self.evaluate(e.operand, dims)
-            return Tensor(_cast(inner.data, e.dtype), inner.dims)
+            return Tensor(self.narrow(_cast(inner.data, e.dtype), e.dtype), inner.dims)
         if isinstance(e, Unary):
             inner = self.evaluate(e.operand, dims)
             return Tensor(_wrap(-inner.data, e.dtype), inner.dims)
         if isinstance(e, Binary):
             lhs, rhs = self.evaluate(e.lhs, dims), self.evaluate(e.rhs, dims)
             out = tuple(d for d in self.order if d in lhs.dims or d in rhs.dims)
-            return Tensor(_wrap(binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), e.dtype), out)
+            value = _wrap(binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), e.dtype)
+            return Tensor(self.narrow(value, e.dtype), out)
         raise TypeError(f"unknown expression {e!r}")
+
+    def narrow(self, data, dtype: ScalarType | None):
+        """``data`` rounded to a 16-bit float ``dtype`` (module docstring), else as it is."""
+        if dtype not in (ScalarType.float16, ScalarType.bfloat16) or self.model.tensorize is not None:
+            return data
+        return np.asarray(data).astype(dtype.numpy).astype(np.float64)
 
     def subscripts(self, index: tuple[Expr, ...], dims: dict[str, np.ndarray]):
         """Subscripts of ``index`` over ``dims`` and the dimensions their result spans, in its

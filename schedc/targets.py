@@ -133,13 +133,18 @@ class MMASchedulingPolicy(enum.Enum):
 class MMAFragmentOp(enum.Enum):
     """Element-wise operations on the accumulator fragment around a tensorized product.
 
-    ``NONE``: f(x) = x; ``SET``: f(x) = arg; ``SCALE``: f(x) = arg * x; ``ReLU``: f(x) = max(0, x).
+    ``NONE``: f(x) = x; ``SET``: f(x) = arg; ``SCALE``: f(x) = arg * x; ``ReLU``: f(x) = max(0, x),
+    compiled to a select, so Accera's branch-free ``ReLU_NoConditional`` is the same member.
+
+    >>> MMAFragmentOp.ReLU_NoConditional is MMAFragmentOp.ReLU
+    True
     """
 
     NONE = "NONE"
     SET = "SET"
     SCALE = "SCALE"
     ReLU = "ReLU"
+    ReLU_NoConditional = "ReLU"  # Accera's branch-free ReLU (x * (x > 0)): the same select on NVIDIA, no branch
 
 
 @dataclass(frozen=True)
@@ -217,6 +222,10 @@ MODELS: dict[Model, GPUModel] = {
 }
 
 
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 class TensorCoreInfo:
     """What the target's tensor cores can do (Accera's ``target.tensor_core_info``)."""
 
@@ -265,11 +274,23 @@ class TensorCoreInfo:
         return True
 
     def missing(self, mma_shape: MMAShape) -> str:
-        """Why this target has no ``mma_shape``, with the nearest shape it has."""
-        nearest = min(self.supported_shapes, key=lambda s: (_distance(s, mma_shape), s.value))
+        """Why this target has no ``mma_shape``, with the nearest shape it has for each operand
+        type (the shapes differ: k16 for 16-bit operands, k8 for tf32, k32 for 8-bit integers).
+
+        >>> info = Target(Target.Model.NVIDIA_A100).tensor_core_info
+        >>> info.missing(MMAShape.M16xN16xK4_B1).split("has: ")[1].split("; ")
+        ['M16xN16xK16_B1 for float16, bfloat16, int8 and uint8', 'M16xN16xK8_B1 for float32 (tf32)']
+        """
         kind = "" if mma_shape in NVIDIA_SHAPES else " (an AMD MFMA shape)"
-        return (f"{self._model.name} tensor cores have no {mma_shape.value}{kind}; the nearest shape they "
-                f"have is {nearest.value}")
+        shapes: dict[str, list[MMAShape]] = {}  # by operand type
+        for mode in self.modes:
+            name = mode.operand.value + (" (tf32)" if mode.precision == "tf32" else "")
+            shapes.setdefault(name, []).extend(mode.shapes)
+        nearest: dict[MMAShape, list[str]] = {}
+        for name, offered in shapes.items():
+            nearest.setdefault(min(offered, key=lambda s: (_distance(s, mma_shape), s.value)), []).append(name)
+        offers = "; ".join(f"{shape.value} for {_listed(names)}" for shape, names in nearest.items())
+        return f"{self._model.name} tensor cores have no {mma_shape.value}{kind}; the nearest shapes it has: {offers}"
 
     def mode_for(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> str:
         """The mode's precision name, or the reason this combination is not supported."""
@@ -448,6 +469,11 @@ class Target:
     def max_static_shared_memory_per_block(self) -> int:
         """Bytes of statically declared shared memory a block may have (Accera's name)."""
         return self.spec.shared_memory_static
+
+    @property
+    def max_block_size(self) -> tuple[int, int, int]:
+        """The most threads a block may have along x, y and z (Accera's name)."""
+        return self.spec.max_block_dims
 
     @property
     def arch(self) -> str:

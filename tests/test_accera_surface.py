@@ -28,7 +28,7 @@ def test_every_accera_mma_shape_is_a_member():
                                    H100.tensor_core_info.supported_shapes])
 def test_amd_shapes_are_refused_with_the_nearest_nvidia_shape(shape):
     mma = getattr(acc.MMAShape, shape)
-    message = rf"NVIDIA H100 tensor cores have no {shape} \(an AMD MFMA shape\); the nearest shape they have is M"
+    message = rf"NVIDIA H100 tensor cores have no {shape} \(an AMD MFMA shape\); the nearest shapes it has: M\w+ for float16"
     with pytest.raises(TargetError, match=message):
         H100.tensor_core_info.compute_tensor_splits(mma)
     nest, _ = matmul_arrays(64, 64, 64, acc.ScalarType.float16, acc.ScalarType.float32)
@@ -40,10 +40,11 @@ def test_amd_shapes_are_refused_with_the_nearest_nvidia_shape(shape):
         plan.tensorize(indices=(ii, jj, kk), mma_shape=mma)
 
 
-def test_the_nearest_shape_is_the_closest_in_m_n_and_k(v100):
+def test_the_nearest_shape_is_the_closest_in_m_n_and_k_for_each_operand_type(v100):
     info = v100.tensor_core_info  # no tf32 shape before sm_80
-    assert info.missing(acc.MMAShape.M16xN16xK8_B1).endswith("the nearest shape they have is M16xN16xK16_B1")
-    assert H100.tensor_core_info.missing(acc.MMAShape.M16xN16xK4_B1).endswith("M16xN16xK8_B1")
+    assert info.missing(acc.MMAShape.M16xN16xK8_B1).endswith("the nearest shapes it has: M16xN16xK16_B1 for float16")
+    assert H100.tensor_core_info.missing(acc.MMAShape.M16xN16xK4_B1).endswith(
+        "M16xN16xK16_B1 for float16, bfloat16, int8 and uint8; M16xN16xK8_B1 for float32 (tf32)")
 
 
 def test_mma_shape_to_tuple():
@@ -123,7 +124,7 @@ def test_cache_level_and_max_elements_name_the_index():
     ({"level": 7}, "level must be an integer from 1 .the innermost loop. to 6, not 7"),
     ({"max_elements": 0}, "max_elements must be a positive integer, not 0"),
     ({"index": "kk", "thrifty": True}, "thrifty=True .* is a CPU cache option in Accera"),
-    ({"index": "kk", "_shared_memory_offset": 512}, "_shared_memory_offset=512: schedc places every shared buffer"),
+    ({"index": "kk", "_shared_memory_offset": -512}, "_shared_memory_offset must be a non-negative integer, not -512"),
     ({}, "needs index= .the loop the cached data is kept across., level= or max_elements="),
 ])
 def test_cache_index_arguments_are_checked(options, message):
@@ -257,3 +258,125 @@ def test_trigger_index_refusals():
     with pytest.raises(acc.CacheError, match=r"cache\(A, max_elements=512, location=SHARED\): trigger_index=kk "
                                              r"comes after the chosen index ii"):
         compile_plan(plan, (A, B, C))
+
+
+def test_zero_sizes_leave_create_plan_options_unset():
+    """Accera passes 0 for an unset dynamic shared memory size and blocks per multiprocessor."""
+    from .plans import compile_plan
+
+    plan, args, _ = _simt_plan(_dynamic_shared_memory_size=0, _blocks_per_SM=0)
+    plan.cache(args[0], level=3, location=acc.MemorySpace.SHARED)
+    model, kernel = compile_plan(plan, args)
+    assert (model.dynamic_shared, model.blocks_per_sm) == (0, 0) and kernel.dynamic_shared_bytes in (0, 1024)
+
+
+def test_shared_memory_offset_is_accepted_and_said_once(capsys):
+    from schedc.ir import plan as plan_module
+
+    plan_module._OFFSET_SAID.clear()
+    plan, (A, B, _), indices = _simt_plan()
+    plan.cache(A, index=indices[-1], location=acc.MemorySpace.SHARED, _shared_memory_offset=0)
+    assert capsys.readouterr().err == ""
+    plan.cache(B, index=indices[-1], location=acc.MemorySpace.SHARED, _shared_memory_offset=8192)
+    plan, (A, _, _), indices = _simt_plan()
+    plan.cache(A, index=indices[-1], location=acc.MemorySpace.SHARED, _shared_memory_offset=4096)
+    err = capsys.readouterr().err
+    assert err.count("note:") == 1 and "_shared_memory_offset=8192: schedc places every shared buffer itself" in err
+
+
+def test_vectorize_false_copies_element_by_element():
+    from schedc.ir.kernel import BlockCopy
+
+    from .plans import compile_plan
+
+    def vectors(vectorize):
+        plan, args, indices = _simt_plan()
+        plan.cache(args[0], index=indices[3], location=acc.MemorySpace.SHARED, vectorize=vectorize)
+        return {s.vector for s in _walk(compile_plan(plan, args)[1].body) if isinstance(s, BlockCopy)}
+    assert vectors(acc.Constants.AUTO) == vectors(True) == {4} and vectors(False) == {1}
+    plan, args, indices = _simt_plan()
+    with pytest.raises(acc.CacheError, match="vectorize must be True, False or AUTO, not 2"):
+        plan.cache(args[0], index=indices[3], location=acc.MemorySpace.SHARED, vectorize=2)
+
+
+def test_fragment_cache_of_one_tile_is_the_plan_without_it():
+    """Accera's MMA_FRAGMENT cache at a tensorized index holds one product's tile of C: the kernel
+    is the one without the cache (C's fragment kept across the serial loop around the tile only
+    where nothing else in it touches global memory)."""
+    from .plans import compile_plan, tensor_matmul
+
+    def body(cached):
+        plan, args = tensor_matmul(64, 64, 64, k_split=32, shared_ab=True)
+        if cached:
+            tile = plan.tensorization.indices[0]
+            plan.cache(args[2], index=tile, location=acc.MemorySpace.MMA_FRAGMENT)
+        model, kernel = compile_plan(plan, args)
+        return model, kernel
+    (model, kernel), (_, bare) = body(True), body(False)
+    assert kernel.body == bare.body
+    from schedc.verify import emulate_function
+
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=2, seed=3))
+
+
+def test_split_past_the_range_is_one_partial_tile():
+    """Accera's boundary test: split(i, 512) of 128 values: one block of the 128 threads that
+    have something to do."""
+    from schedc.verify import emulate_function
+
+    from .plans import compile_plan
+
+    A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(128,))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(128,))
+    nest = acc.Nest(shape=(128,))
+    i, = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i] += A[i]
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 512)
+    plan = schedule.create_plan(H100)
+    plan.bind({i: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_X})
+    model, kernel = compile_plan(plan, (A, B))
+    assert (kernel.grid, kernel.block) == ((1, 1, 1), (128, 1, 1))
+    assert plan._calc_block_grid_dim() == ([128, 1, 1], [1, 1, 1])
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=1))
+
+
+def test_launch_helpers_of_accera_benchmarker():
+    plan, _, _ = _simt_plan()
+    assert plan._calc_block_grid_dim() == ([16, 16, 1], [4, 4, 1])
+    assert plan._is_valid_block_dim([1024, 1, 1]) and not plan._is_valid_block_dim([1, 1, 65])
+    assert plan._is_valid_block_size([32, 32, 1]) and not plan._is_valid_block_size([64, 32, 1])
+
+
+def test_tensorize_without_a_shape_says_it_is_required():
+    nest, _ = matmul_arrays(32, 32, 32, acc.ScalarType.float16)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(H100)
+    with pytest.raises(PlanError, match=r"tensorize\(indices=\(i, j, k\), mma_shape=None\): mma_shape= is required: "
+                                        r"the tensor-core shape of one product \(M16xN16xK16_B1, "):
+        plan.tensorize(indices=(i, j, k))
+
+
+def test_a_dynamic_shared_memory_size_of_the_dense_tiles_drops_the_padding():
+    """Accera sizes ``_dynamic_shared_memory_size`` for dense tiles: a transposed tile, padded
+    against bank conflicts otherwise, is then dense, and the kernel the same otherwise."""
+    from schedc.ir.kernel import SharedBuffer
+    from schedc.verify import emulate_function
+
+    from .plans import compile_plan
+
+    def kernel(size):
+        plan, args, indices = _simt_plan(_dynamic_shared_memory_size=size)
+        plan.cache(args[0], index=indices[3], location=acc.MemorySpace.SHARED, layout=acc.Array.Layout.LAST_MAJOR)
+        return compile_plan(plan, args)
+    _, padded = kernel(None)
+    model, dense = kernel(1024)  # A's 16 x 16 floats at ii, transposed
+    [tile] = [b for b in dense.shared if isinstance(b, SharedBuffer)]
+    assert padded.dynamic_shared_bytes > 1024 and dense.dynamic_shared_bytes == 1024 and tile.nbytes == 1024
+    assert all(r.passed for r in emulate_function(model, dense, blocks=2, seed=5))
+    with pytest.raises(PlanError, match=r"_dynamic_shared_memory_size=1000\): the kernel's shared memory needs 1024 "):
+        kernel(1000)

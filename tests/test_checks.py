@@ -401,8 +401,15 @@ def test_register_blocking_keeps_one_fragment_per_tile():
     assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=4))
 
 
-def test_register_blocking_loops_must_be_innermost():
+def test_register_blocking_loops_move_innermost():
+    """(i, k, j, kk) as Accera's benchmarker orders it runs as (i, k, kk, j): the same kernel.
+    Where a cache sits at a loop that would move, the order stays and is refused."""
+    model, kernel = compile_plan(*_blocked_plan(inner_k=False))
+    assert kernel.body == compile_plan(*_blocked_plan(inner_k=True))[1].body
+    assert [lp.name for lp in model.loops][:4] == ["i", "k", "j", "kk"]  # the model as written; lowering moves j
     plan, args = _blocked_plan(inner_k=False)
+    kk = next(x for x in plan.schedule.order if x.name == "kk")
+    plan.cache(args[0], index=kk, location=acc.MemorySpace.SHARED)
     with pytest.raises(acc.CacheError, match=r"cache\(C, index=k, location=MMA_FRAGMENT\): j \(inside k\) "
                                              r"index C: each warp keeps one fragment per tile of C, and the loops "
                                              r"that choose the tile must be the innermost serial loops, but kk "
@@ -483,7 +490,7 @@ def test_blocks_per_sm_bounds_the_registers():
 
 
 @pytest.mark.parametrize("kw, error, message", [
-    ({"blocks_per_sm": 0}, PlanError, r"_blocks_per_SM must be a positive integer"),
+    ({"blocks_per_sm": -1}, PlanError, r"_blocks_per_SM must be a positive integer"),
     ({"blocks_per_sm": 2.5}, PlanError, r"_blocks_per_SM must be a positive integer"),
     ({"blocks_per_sm": 33}, PlanError, r"NVIDIA H100 holds at most 32 blocks per multiprocessor"),
     ({"blocks_per_sm": 9}, PlanError, r"create_plan\(_blocks_per_SM=9\): 9 blocks of 256 threads are 2304 threads; "

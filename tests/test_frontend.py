@@ -127,8 +127,6 @@ def test_split_factor_must_be_positive_integer(factor):
 def test_split_factor_limits():
     nest, s, _ = matmul_schedule(M=64)
     i = nest.get_indices()[0]
-    with pytest.raises(ScheduleError, match="factor 65 is larger than i's range 0..64 \\(64 values\\)"):
-        s.split(i, 65)
     ii = s.split(i, 16)
     assert s.split(i, 64) is not None  # the outer index steps by 16: 64 is a multiple
     with pytest.raises(ScheduleError, match="factor must be a multiple of i's step 64"):

@@ -299,7 +299,7 @@ class Printer:
     def _private(self, s: PrivateArray, pad: str, depth: int) -> list[str]:
         self.buffers[s.name] = s
         return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
-                f"{s.dtype.value}{list(s.shape)}, in registers"]
+                f"{s.dtype.value}{list(s.shape)}, in {'local memory' if s.local else 'registers'}"]
 
     @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd)
     def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:

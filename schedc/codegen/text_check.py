@@ -805,8 +805,18 @@ def _terms(e: Expr, index: str) -> dict:
         if all(k == () for k, c in factor.items() if c):
             scale = factor.get((), 0)
             return {k: c * scale for k, c in other.items()}
-    parts = sorted((frozenset((k, c) for k, c in t.items() if c) for t in (lhs, rhs)), key=repr)
+    parts = sorted((frozenset((k, c) for k, c in t.items() if c) for t in (lhs, rhs)), key=_canonical)
     return {("product", *parts): 1}
+
+
+def _canonical(x) -> str:
+    """A text for ordering keys that equal keys share: a frozenset's repr follows its hash table
+    (string hashes differ between processes), so its elements are sorted first, at any depth."""
+    if isinstance(x, frozenset):
+        return "{" + ", ".join(sorted(_canonical(e) for e in x)) + "}"
+    if isinstance(x, tuple):
+        return "(" + ", ".join(_canonical(e) for e in x) + ")"
+    return repr(x)
 
 
 def _linearised(e: Expr, strides: dict[str, tuple[int, ...]]) -> Expr:

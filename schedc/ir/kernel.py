@@ -282,11 +282,13 @@ class Staging:
 @dataclass(frozen=True)
 class PrivateArray:
     """A thread's own array (a register tile: registers when every subscript is a constant
-    after unrolling), row-major. Declared where it appears; read and written with Load/Store."""
+    after unrolling), row-major. Declared where it appears; read and written with Load/Store.
+    ``local``: too large for registers, kept in the thread's local memory (its loops stay loops)."""
 
     name: str
     dtype: ScalarType
     shape: tuple[int, ...]
+    local: bool = False
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -300,8 +302,8 @@ class PrivateArray:
 
     @property
     def registers(self) -> int:
-        """32-bit registers the tile takes (a narrower element still takes one)."""
-        return self.size * max(self.dtype.size, 4) // 4
+        """32-bit registers the tile takes (a narrower element still takes one; none in local memory)."""
+        return 0 if self.local else self.size * max(self.dtype.size, 4) // 4
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,7 @@ class CacheSpec:
     order: tuple[int, ...] = ()  # SHARED: the tile's dimensions slowest first, when not the array's (transposed)
     from_shared: bool = False  # PRIVATE: filled from the array's SHARED cache (a cache of a cache)
     trigger: str = ""  # trigger_index other than index: the loop the cache is filled at
+    vectorize: bool = True  # SHARED: copies in vectors where alignment allows (False: element by element)
 
 
 @k.register
@@ -185,7 +186,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         caches=tuple(
             CacheSpec(c.source.name, c.index.name if c.index is not None else "", c.location, c.strategy,
                       c.pipeline, c.stages, c.automatic, c.engine, c.element_type, c.max_elements, c.order,
-                      c.from_shared, c.trigger.name if c.trigger is not None else "")
+                      c.from_shared, c.trigger.name if c.trigger is not None else "", c.vectorize)
             for c in plan.caches
         ),
         blocks_per_sm=plan.blocks_per_sm,

@@ -7,6 +7,8 @@ Arguments are checked here, when the primitive is called; checks that need the w
 from __future__ import annotations
 
 import enum
+import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -47,6 +49,7 @@ class CacheRequest:
     order: tuple[int, ...] = ()  # SHARED: the tile's dimensions slowest first, when not the array's (transposed)
     from_shared: bool = False  # PRIVATE: filled from the array's SHARED cache (a cache of a cache)
     trigger: Index | None = None  # trigger_index other than index: the loop the cache is filled at
+    vectorize: bool = True  # SHARED: copies in vectors where alignment allows (False: element by element)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class Plan:
         if not isinstance(target, Target):
             raise PlanError(f"create_plan({target!r})", "target must be a schedc.Target")
         self.dynamic_shared = 0
+        dynamic_shared, blocks_per_sm = (None if _zero(v) else v for v in (dynamic_shared, blocks_per_sm))
         if dynamic_shared is not None:
             where = f"create_plan({target!r}, _dynamic_shared_memory_size={dynamic_shared!r})"
             self.dynamic_shared = _positive(where, "_dynamic_shared_memory_size", dynamic_shared)
@@ -180,7 +184,7 @@ class Plan:
     def tensorize(
         self,
         indices: tuple[Index, Index, Index],
-        mma_shape: MMAShape,
+        mma_shape: MMAShape | None = None,
         use_static_offsets: bool = False,
         num_total_passes: int = 1,
         num_fused_passes: int | None = None,
@@ -252,6 +256,9 @@ class Plan:
             self._check_index(where, index)
         if len(set(indices)) != 3:
             raise PlanError(where, "the three indices must be distinct")
+        if mma_shape is None:
+            shapes = ", ".join(s.name for s in self.target.tensor_core_info.supported_shapes[:4])
+            raise PlanError(where, f"mma_shape= is required: the tensor-core shape of one product ({shapes}, ...)")
         if not isinstance(mma_shape, MMAShape):
             raise PlanError(where, f"mma_shape must be an MMAShape, not {mma_shape!r}")
         if mma_shape not in self.target.tensor_core_info.supported_shapes:
@@ -354,9 +361,11 @@ class Plan:
         tiles of C in tensor-core fragments across the loops at and inside ``index``, loaded (or
         filled by the SET prologue) once before ``index``'s loop and stored once after it
         (Accera's output caching). Serial loops inside ``index`` that index C (a warp's several
-        tiles: register blocking) must be the innermost loops around the tensorized ones; they
-        are unrolled, each tile getting its own fragment, and each operand fragment is loaded
-        once per step and used for every tile that needs it.
+        tiles: register blocking) become the innermost loops around the tensorized ones (serial
+        loops between that do not index C, such as Accera's ``kk`` after ``iii, jjj``, move
+        outside them: each element of C gets the same products in the same order); they are
+        unrolled, each tile getting its own fragment, and each operand fragment is loaded once per
+        step and used for every tile that needs it.
 
         **Requires:** ``index`` is a loop that is neither bound nor tensorized. SHARED: the nest
         only reads ``source``; its footprint fits the target's shared memory (over 48 KiB the
@@ -373,6 +382,11 @@ class Plan:
         tiles are converted to it when loaded and rounded back to C's type when stored. The
         tensor cores must accumulate in it (``tensor_core_info``). Other caches keep the array's
         type (``element_type`` may only repeat it).
+
+        ``vectorize=False`` (Accera's): a SHARED cache's copies move one element at a time
+        (AUTO, True: vectors of up to 16 bytes where alignment allows). ``_shared_memory_offset``
+        (Accera's place for the tile in dynamic shared memory) is accepted and not used: schedc
+        places every shared buffer itself, aligned and without overlap (the build says so once).
 
         ``engine``: what fills a SHARED cache. ``CopyEngine.TMA`` (sm_90; AUTO picks it for the
         operands of a wgmma plan): one thread issues ``cp.async.bulk.tensor`` for the block's
@@ -411,9 +425,7 @@ class Plan:
             raise CacheError(where, "thrifty=True (skip the copy where the tile already lies as the cache would) "
                                     "is a CPU cache option in Accera; a GPU cache is what the block's threads share: "
                                     "leave thrifty unset")
-        if _shared_memory_offset not in (None, 0):
-            raise CacheError(where, f"_shared_memory_offset={_shared_memory_offset!r}: schedc places every shared "
-                                    "buffer itself (aligned, without overlap); leave it unset")
+        _check_offset(where, _shared_memory_offset)
         parent = source if isinstance(source, Cache) else None
         if parent is not None:
             source = self._cache_of_cache(where, parent, location)
@@ -436,8 +448,8 @@ class Plan:
         trigger = self._trigger(where, index, trigger_index, trigger_level, level, location)
         order = _check_layout(where, source, location, layout, engine)
         element_type = _check_element_type(where, source, location, element_type)
-        if vectorize not in (None, True, "AUTO"):
-            raise CacheError(where, "vectorize: copies are vectorized automatically (AUTO)")
+        if vectorize not in (None, True, False, "AUTO"):
+            raise CacheError(where, f"vectorize must be True, False or AUTO, not {vectorize!r}")
         if strategy is not None and not isinstance(strategy, CacheStrategy):
             raise CacheError(where, f"strategy must be a CacheStrategy, not {strategy!r}")
         if location in (MemorySpace.MMA_FRAGMENT, MemorySpace.PRIVATE) and strategy is not None:
@@ -454,7 +466,7 @@ class Plan:
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
-                         element_type, max_elements or 0, order, parent is not None, trigger)
+                         element_type, max_elements or 0, order, parent is not None, trigger, vectorize is not False)
         )
         return Cache(source, index, location)
 
@@ -629,6 +641,61 @@ class Plan:
             raise PlanError(where, f"thread block clusters need sm_90; {self.target.name} is sm_{self.target.spec.sm}")
         self.clustering = (unit, int(size))
 
+    # -- Accera's launch helpers (its GEMM benchmarker checks variants with them) -----------------
+
+    def _calc_block_grid_dim(self) -> tuple[list[int], list[int]]:
+        """([x, y, z] threads of a block, [x, y, z] blocks of the grid) as the bindings give
+        them: a loop's iterations per unit (the product for a tuple of loops), a warp 32 threads
+        along x, a warpgroup 128 (a warp-specialized plan adds its producer warpgroup when built).
+
+        >>> import schedc as acc
+        >>> A = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(256, 128))
+        >>> nest = acc.Nest((256, 128)); i, j = nest.get_indices()
+        >>> @nest.iteration_logic
+        ... def _():
+        ...     A[i, j] += 1.0
+        >>> s = nest.create_schedule(); ii, jj = s.tile({i: 16, j: 32})
+        >>> plan = s.create_plan(acc.Target(acc.Target.Model.NVIDIA_A100))
+        >>> plan.bind({i: acc.GridUnit.BLOCK_Y, j: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_Y,
+        ...            jj: acc.GridUnit.THREAD_X})
+        >>> plan._calc_block_grid_dim()
+        ([32, 16, 1], [4, 16, 1])
+        """
+        schedule = self.schedule
+
+        def extent(index: Index) -> int:  # a split past its range has the range's values only
+            p = schedule.pieces[index]
+            span = min([p.end - p.begin, *(schedule.groups[g].end - schedule.groups[g].begin for g in p.groups)])
+            return -(-span // p.step)
+
+        def iterations(unit: GridUnit) -> int:
+            return math.prod(extent(x) for x in self.bindings[unit])
+
+        block, grid = [1, 1, 1], [1, 1, 1]
+        units = {u: iterations(u) for u in self.bindings}
+        warps = self.tensorization is not None or any(u.level in ("warp", "warpgroup") for u in units)
+        for unit, count in units.items():
+            axis = "xyz".index(unit.axis)
+            if unit.level == "block":
+                grid[axis] = count
+            elif unit.level == "thread":
+                block[axis] = count
+            elif unit.level == "warp":
+                block[axis] = count * (self.target.warp_size if axis == 0 else 1)
+        if any(u.level == "warpgroup" for u in units):
+            block = [128 * math.prod(c for u, c in units.items() if u.level == "warpgroup"), 1, 1]
+        elif warps and not any(u.level == "warp" and u.axis == "x" for u in units):
+            block[0] = self.target.warp_size
+        return block, grid
+
+    def _is_valid_block_dim(self, block_dims) -> bool:
+        """Whether each of ``block_dims`` is within the target's ``max_block_size``."""
+        return all(d <= m for d, m in zip(block_dims, self.target.max_block_size, strict=True))
+
+    def _is_valid_block_size(self, block_dims) -> bool:
+        """Whether the block's threads are within the target's ``max_threads_per_block``."""
+        return math.prod(block_dims) <= self.target.max_threads_per_block
+
     def _pipeline(self, where, location, double_buffer, buffer_location, stages) -> tuple[str, int]:
         """(pipeline, stages) from the double-buffer arguments, AUTO resolved for the target."""
         if not isinstance(double_buffer, bool):
@@ -684,6 +751,28 @@ class Plan:
         if index not in self.schedule.pieces:
             owner = "another nest" if index.owner is not self.schedule.nest else "another schedule"
             raise PlanError(where, f"index {index.name} belongs to {owner}")
+
+
+def _zero(value: object) -> bool:
+    """Accera's 0 for an unset size (an int 0, not False)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value == 0
+
+
+_OFFSET_SAID = []  # the note about _shared_memory_offset is printed once per process
+
+
+def _check_offset(where: str, offset: object) -> None:
+    """Accera's ``_shared_memory_offset`` (where a cache lies in dynamic shared memory): a
+    non-negative integer, accepted; schedc places every shared buffer itself (aligned, without
+    overlap), which the kernel's results do not depend on, and says so once."""
+    if offset is None:
+        return
+    if isinstance(offset, bool) or not isinstance(offset, int | np.integer) or offset < 0:
+        raise CacheError(where, f"_shared_memory_offset must be a non-negative integer, not {offset!r}")
+    if offset and not _OFFSET_SAID:
+        _OFFSET_SAID.append(True)
+        print(f"note: {where}: _shared_memory_offset={offset}: schedc places every shared buffer itself (aligned, "
+              "without overlap); the offset is not used", file=sys.stderr)
 
 
 def _positive(where: str, name: str, value: object) -> int:

@@ -117,8 +117,8 @@ class Schedule:
         """Split ``index`` into an outer loop stepping by ``size`` and a new inner loop.
 
         **Requires:** ``index`` is an index of this schedule; ``size`` is a positive multiple of
-        the index's step, at most its range (a size that does not divide the range leaves a
-        partial last tile, guarded in the generated code).
+        the index's step (a size that does not divide the range leaves a partial last tile,
+        guarded in the generated code; a size past the range, as Accera allows, one partial tile).
 
         Returns the new inner index, placed right after ``index``. Before → after::
 
@@ -130,16 +130,9 @@ class Schedule:
         if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
             raise ScheduleError(where, "factor must be a positive integer")
         size = int(size)
-        span = piece.end - piece.begin
         if size % piece.step:
             raise ScheduleError(
                 where, f"factor must be a multiple of {index.name}'s step {piece.step}"
-            )
-        if size > span:
-            raise ScheduleError(
-                where,
-                f"factor {size} is larger than {index.name}'s range {piece.begin}..{piece.end} "
-                f"({span} values)",
             )
         self._check_open(where)
         self.groups.append(SplitGroup(piece.begin, piece.end))
@@ -221,7 +214,7 @@ class Schedule:
         shared memory cannot fit on one multiprocessor. ``_dynamic_shared_memory_size`` (Accera's
         name): the bytes of dynamic shared memory each block is launched with, at least what the
         caches need (refused, with both numbers, when they need more) and at most the target's
-        opt-in limit; by default exactly what they need."""
+        opt-in limit; by default exactly what they need. 0 leaves either unset, as in Accera."""
         from ..targets import Target
         from .plan import Plan
 
@@ -234,6 +227,40 @@ class Schedule:
                         dynamic_shared=_dynamic_shared_memory_size)
         plan._recording = Recording(Call("create_plan", (target,), options), self, deferred=later)
         return plan
+
+    def _create_tensorizable_plan(self, target, block_indices, warp_indices, tensor_indices, outer_nest_order,
+                                  dynamic_shared_memory_size: int = 0, blocks_per_SM: int = 0):  # noqa: N803
+        """Accera's helper for a tensorized plan (its GPU tests and GEMM benchmarker use it):
+        the loops in ``outer_nest_order`` then the three ``tensor_indices``; a plan on
+        ``target`` (a size of 0: unset) with ``block_indices`` (i, j) bound to BLOCK_Y,
+        BLOCK_X and ``warp_indices`` (ii, jj) to WARP_Y, WARP_X. Returns the plan and the tensor
+        indices, to pass to ``plan.tensorize``.
+
+        >>> import schedc as acc
+        >>> nest = acc.Nest((64, 64, 64)); i, j, k = nest.get_indices()
+        >>> A, B, C = (acc.Array(role=r, element_type=acc.ScalarType.float16, shape=(64, 64))
+        ...            for r in (acc.Role.INPUT, acc.Role.INPUT, acc.Role.INPUT_OUTPUT))
+        >>> @nest.iteration_logic
+        ... def _():
+        ...     C[i, j] += A[i, k] * B[k, j]
+        >>> s = nest.create_schedule()
+        >>> ii, jj, kk = s.tile({i: 32, j: 32, k: 16})
+        >>> iii, jjj = s.tile({ii: 16, jj: 16})
+        >>> plan, tensor = s._create_tensorizable_plan(acc.Target(acc.Target.Model.NVIDIA_A100), (i, j), (ii, jj),
+        ...                                            (iii, jjj, kk), (i, j, k, ii, jj))
+        >>> [x.name for x in tensor], [x.name for x in s.order]
+        (['iii', 'jjj', 'kk'], ['i', 'j', 'k', 'ii', 'jj', 'iii', 'jjj', 'kk'])
+        """
+        from ..targets import GridUnit
+
+        i, j = block_indices
+        ii, jj = warp_indices
+        iii, jjj, kk = tensor_indices
+        self.reorder(*outer_nest_order, iii, jjj, kk)
+        plan = self.create_plan(target, _dynamic_shared_memory_size=dynamic_shared_memory_size or None,
+                                _blocks_per_SM=blocks_per_SM or None)
+        plan.bind({i: GridUnit.BLOCK_Y, j: GridUnit.BLOCK_X, ii: GridUnit.WARP_Y, jj: GridUnit.WARP_X})
+        return plan, tuple(tensor_indices)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -109,17 +109,28 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
                 scratch: SharedBuffer | None = None) -> tuple[SharedCache, ...]:
     """Check every SHARED cache and describe its buffer and copy. ``tiles``: the tensorized
     plan's partial-tile guards (footprints over whole tiles); ``scratch``: other shared memory
-    the kernel needs (C's edge tiles), counted in the budget."""
+    the kernel needs (C's edge tiles), counted in the budget. Tiles are padded against bank
+    conflicts unless ``create_plan(_dynamic_shared_memory_size=N)`` leaves no room for it: then
+    they are dense (Accera's sizes count the dense tiles)."""
+    caches = _plan_all(model, threads, tiles, scratch, pad=True)
+    wanted = model.dynamic_shared
+    if wanted and shared_layout([c.buffer for c in caches] + ([scratch] if scratch is not None else []))[1] > wanted:
+        caches = _plan_all(model, threads, tiles, scratch, pad=False)
+    return caches
+
+
+def _plan_all(model, threads: int, tiles: tensor.TensorMatch | None, scratch: SharedBuffer | None,
+              pad: bool) -> tuple[SharedCache, ...]:
     guards = tiles.guards if tiles is not None else None
     specs = [spec for spec in model.caches if spec.location is MemorySpace.SHARED]
-    caches = [_plan(model, spec, guards, threads, tiles) for spec in specs]
+    caches = [_plan(model, spec, guards, threads, tiles, pad) for spec in specs]
     # double_buffer=True (AUTO) where cp.async cannot copy a tile: every AUTO cache at that
     # index takes the register double buffer instead, so that they share one pipeline
     narrow = {c.at for c, spec in zip(caches, specs) if spec.automatic and not _async_fits(c)}
     if narrow:
         specs = [dataclasses.replace(s, pipeline="registers", stages=1) if s.automatic and c.at in narrow
                  else s for c, s in zip(caches, specs)]
-        caches = [_plan(model, spec, guards, threads, tiles) if c.at in narrow else c
+        caches = [_plan(model, spec, guards, threads, tiles, pad) if c.at in narrow else c
                   for c, spec in zip(caches, specs)]
     for c in caches:
         _check_async(c)
@@ -140,7 +151,8 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
     return tuple(caches)
 
 
-def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = None) -> SharedCache:
+def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = None,
+          padding: bool = True) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
     at = placement(model, spec.index, here)
     if any(s.buffer == spec.array for s in model.statements):
@@ -170,14 +182,16 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, tile_order, dtype.size, pad))
                      for pad in (False, True))
     # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16;
-    # a transposed tile always (its copy writes the elements of a vector into consecutive rows)
-    pad = transposed or (model.tensorize is not None
-                         and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size))
+    # a transposed tile always (its copy writes the elements of a vector into consecutive rows);
+    # none where the plan's dynamic shared memory size leaves no room (``padding`` false)
+    pad = padding and (transposed or model.tensorize is not None
+                       and (spec.pipeline != "sync" or 16 * padded.size <= 17 * plain.size))
     buffer = padded if pad else plain
     swizzle = _swizzle(tiles, spec.array, plain)
     if swizzle:
         buffer = dataclasses.replace(plain, swizzle=swizzle)
-    vector = _vector(model, global_buffer, fp, None if transposed else buffer.strides, bool(limits), order[-1])
+    vector = _vector(model, global_buffer, fp, None if transposed else buffer.strides, bool(limits), order[-1]) \
+        if spec.vectorize else 1
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "registers":
         _check_staging(spec, here, fp.extents, dtype, threads)

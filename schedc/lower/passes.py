@@ -52,7 +52,7 @@ class Pass:
 
 def analyze(ir: Lowering) -> Lowering:
     """Polyhedral facts: loop ranges, the guards of partial tiles, access relations."""
-    model = cache.choose_indices(ir.model)
+    model = tensor.blocked_innermost(cache.choose_indices(ir.model))
     return dataclasses.replace(ir, model=model, facts=poly.analyze(model))
 
 

@@ -45,6 +45,9 @@ class PrivateCache:
     at: str | None = None  # the serial loop the copies surround: ``index`` or the first after it (None: the statements)
 
 
+MAX_LOCAL_BYTES = 16384  # a tile over the registers' share lives in local memory, up to this per thread
+
+
 def plan_private(model, facts: poly.PolyFacts, barriers: bool) -> tuple[PrivateCache, ...]:
     """Check every PRIVATE cache and describe its register tile (``barriers``: the kernel has
     some, which moves guards on thread coordinates around the statements)."""
@@ -65,13 +68,16 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
     # over every loop's whole range: threads past a partial tile run the copies too (guarded)
     fp = footprint(model, spec, here, fixed, guards=())
     buffer = PrivateArray(f"{spec.array}_private", model.buffer(spec.array).dtype, fp.extents)
-    registers = buffer.registers
-    if registers > MAX_TILE_REGISTERS:
-        raise CacheError(here, f"each thread's tile {fp} is {math.prod(fp.extents)} elements: {registers} "
-                               f"registers per thread, over {MAX_TILE_REGISTERS}; cache at a loop further "
-                               "in, or give each thread fewer elements", loops=(spec.index,))
+    local = buffer.registers > MAX_TILE_REGISTERS  # kept in local memory, as Accera's would be
+    if local and buffer.size * buffer.dtype.size > MAX_LOCAL_BYTES:
+        raise CacheError(here, f"each thread's tile {fp} is {math.prod(fp.extents)} elements: "
+                               f"{buffer.size * buffer.dtype.size} bytes per thread, over the {MAX_LOCAL_BYTES} "
+                               "schedc keeps in a thread's local memory; cache at a loop further in, or give each "
+                               "thread fewer elements", loops=(spec.index,))
+    buffer = dataclasses.replace(buffer, local=local)
     accesses = [a for a in facts.accesses if a.array == spec.array]
-    unrolled = tuple(n for n in inside if any(sub.coeff(n) for a in accesses for sub in a.subscripts))
+    unrolled = () if local else tuple(n for n in inside if any(sub.coeff(n) for a in accesses
+                                                              for sub in a.subscripts))
     reads = any(spec.array in buffers_read(s.value) for s in model.statements)
     writes = any(s.buffer == spec.array for s in model.statements)
     # the guards lowering places around the copies (at the cache index's depth or outside)

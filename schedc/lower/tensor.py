@@ -356,6 +356,48 @@ def _render(a: Affine) -> str:
 # -- emission ----------------------------------------------------------------------------------
 
 
+def blocked_innermost(model):
+    """Accera's order for register blocking, ``(k, ii, jj, iii, jjj, kk)`` with C kept in
+    fragments at ``k``: the serial loops inside the MMA_FRAGMENT cache's index that index C
+    (``iii``, ``jjj``: a warp's several tiles) moved inside those that do not (``kk``), right
+    before the tensorized loops. Each element of C receives the same products in the same order
+    (the moved loops do not index C; the loops they pass choose disjoint tiles of C). Left as
+    is (``accumulator_cache`` explains) where a cache, trigger or unroll names a loop that would
+    move, or the nest has more than one statement."""
+    cache = next((c for c in model.caches if c.location is MemorySpace.MMA_FRAGMENT), None)
+    if model.tensorize is None or cache is None or cache.index not in model.serial_loops \
+            or len(model.statements) != 1:
+        return model
+    names = [name for name, _ in model.dims]
+    c_dims = {names.index(v) for e in model.statements[0].index for v in _variables(e) if v in names}
+    serial = model.serial_loops[model.serial_loops.index(cache.index):]
+    blocked = [n for n in serial if model.loop(n).dim in c_dims]
+    if not blocked:
+        return model
+    moved = [n for n in serial[serial.index(blocked[0]):] if n not in blocked]
+    named = {c.index for c in model.caches if c is not cache} | {c.trigger for c in model.caches} \
+        | set(model.unrolled)
+    if not moved or named & {*blocked, *moved}:
+        return model
+    spots = iter([*moved, *blocked])
+    order = [next(spots) if lp.name in {*moved, *blocked} else lp.name for lp in model.loops]
+    by_name = {lp.name: lp for lp in model.loops}
+    return dataclasses.replace(model, loops=tuple(by_name[n] for n in order))
+
+
+def _variables(e) -> set[str]:
+    """The names of the variables an expression reads."""
+    if isinstance(e, Var):
+        return {e.name}
+    found: set[str] = set()
+    for field in dataclasses.fields(e) if dataclasses.is_dataclass(e) else ():
+        value = getattr(e, field.name)
+        for part in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(part):
+                found |= _variables(part)
+    return found
+
+
 def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ...]]:
     """The loop C's fragments are kept across (``plan.cache(C, index, MMA_FRAGMENT)``), checked,
     and the serial loops inside it that index C (register blocking: one fragment per value);
@@ -369,9 +411,8 @@ def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ..
     if cache.array != tm.c.buffer:
         raise CacheError(here, f"{cache.array} is not the accumulator; the tensorized statement "
                                f"accumulates into {tm.c.buffer}", loops=(cache.index,))
-    if cache.index in tile:
-        raise CacheError(here, f"{cache.index} is tensorized; cache at a loop outside the tile",
-                         loops=(cache.index,))
+    if cache.index in tile:  # Accera's cache of one tile: its fragment around each product
+        return register_promotion(model, tm), ()
     unit = model.binding_of(cache.index)
     if unit is not None:
         raise CacheError(here, f"{cache.index} is bound to {unit.name}; cache at a loop that runs in "

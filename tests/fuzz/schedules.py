@@ -66,10 +66,13 @@ class ScheduleBuilder:
         return inner.name
 
     def split_size(self, span: int, step: int) -> int | None:
-        """A size for splitting range(0, span, step): a power of two, a divisor or anything."""
+        """A size for splitting range(0, span, step): a power of two, a divisor or anything;
+        rarely one past the range (one partial tile, as Accera allows)."""
         choices = [s for s in range(step, span + 1, step)]
         if len(choices) < 2:
             return None
+        if self.rng.random() < 0.03:
+            return self.rng.choice(range(span + step, 2 * span + 1, step))
         r = self.rng.random() + (0.3 if span > 70 else 0.0)  # long ranges: mostly sizes that do not divide
         powers = [s for s in choices if s & (s - 1) == 0 and s < span]
         divisors = [s for s in choices if span % s == 0 and s < span]
