@@ -2,9 +2,10 @@
 
 Values are computed in float64 (int64 for integer arrays); explicit casts to integer types
 truncate as in C, casts between float types are exact, except that in a nest without tensor
-cores an operation or cast whose type is float16 or bfloat16 rounds to that type, as the
-kernel's arithmetic does (its error can exceed the type's tolerance relative to a result much
-smaller than the operands, as in ``i - (A[i] + i)``). A statement ``C[p] += X`` whose other
+cores an element-wise operation or cast whose type is float16 or bfloat16 rounds to that type,
+as the kernel's arithmetic does (up to fused multiply-adds; its error can exceed the type's
+tolerance relative to a result much smaller than the operands, as in ``i - (A[i] + i)``); a
+contraction ``C[p] += X`` sums in float64. A statement ``C[p] += X`` whose other
 loops only sum is evaluated as one contraction (einsum, BLAS for products of two arrays);
 other statements run vectorised over the written dimensions and sequentially over the rest,
 in nest order. A tensorized plan's prologue/epilogue ops are part of its meaning:

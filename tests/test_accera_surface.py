@@ -295,8 +295,10 @@ def test_vectorize_false_copies_element_by_element():
         return {s.vector for s in _walk(compile_plan(plan, args)[1].body) if isinstance(s, BlockCopy)}
     assert vectors(acc.Constants.AUTO) == vectors(True) == {4} and vectors(False) == {1}
     plan, args, indices = _simt_plan()
-    with pytest.raises(acc.CacheError, match="vectorize must be True, False or AUTO, not 2"):
-        plan.cache(args[0], index=indices[3], location=acc.MemorySpace.SHARED, vectorize=2)
+    for wrong in (2, 0):
+        plan, args, indices = _simt_plan()
+        with pytest.raises(acc.CacheError, match=f"vectorize must be True, False or AUTO, not {wrong}"):
+            plan.cache(args[0], index=indices[3], location=acc.MemorySpace.SHARED, vectorize=wrong)
 
 
 def test_fragment_cache_of_one_tile_is_the_plan_without_it():

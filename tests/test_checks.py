@@ -415,6 +415,12 @@ def test_register_blocking_loops_move_innermost():
                                              r"that choose the tile must be the innermost serial loops, but kk "
                                              r"runs inside j"):
         compile_plan(plan, args)
+    plan, args = _blocked_plan(inner_k=False)  # the cache's own index would move: refused as written
+    plan.caches.clear()
+    plan.cache(args[2], index=next(x for x in plan.schedule.order if x.name == "j"),
+               location=acc.MemorySpace.MMA_FRAGMENT)
+    with pytest.raises(acc.CacheError, match=r"cache\(C, index=j, location=MMA_FRAGMENT\): .* but kk runs inside j"):
+        compile_plan(plan, args)
 
 
 def test_register_blocking_fragment_budget():

@@ -331,3 +331,22 @@ def test_windows_are_checked_by_the_ir_verifier():
     for text in ("add of c_0_0: columns 0..299 of a wgmma accumulator 256-column tile",
                  "load of C_in from the swizzled C_out", "load of C_in: columns 4..11 are not one run"):
         assert text in found, text
+
+
+def test_slots_filled_an_odd_number_of_times_a_tile(monkeypatch):
+    """float32 C of a 64x192 warpgroup tile: six chunks; where only two slots a warpgroup fit,
+    each slot is filled three times a tile, so its barrier's parity alternates from one tile to
+    the next (``(tile + j // slots) % 2``): one resident block over four tiles, emulated."""
+    from schedc import targets
+
+    from .test_hopper import hopper_matmul
+
+    small = dataclasses.replace(hopper_matmul.target.spec, shared_memory_max=120000)  # 2 stages and 2 slots
+    monkeypatch.setattr(hopper_matmul.target, "spec", small)
+    monkeypatch.setitem(targets.MODELS, hopper_matmul.target.model, small)
+    k = kernel(256, 384, 128, block=(128, 192, 64), stages=2, persistent={"blocks": 1})
+    assert next(b for b in k.shared if b.name == "C_out").shape == (2, 2, 64, 32)
+    parities = [s.parity for s in _of(k, MbarrierWait) if s.barrier == "C_full"]
+    assert len(parities) == 6 and all(isinstance(p, Binary) for p in parities)
+    got, expected, written = run(k)
+    assert written.all() and np.abs(got - expected).max() < 1e-3

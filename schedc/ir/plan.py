@@ -448,7 +448,7 @@ class Plan:
         trigger = self._trigger(where, index, trigger_index, trigger_level, level, location)
         order = _check_layout(where, source, location, layout, engine)
         element_type = _check_element_type(where, source, location, element_type)
-        if vectorize not in (None, True, False, "AUTO"):
+        if vectorize is not None and not isinstance(vectorize, bool | np.bool_) and vectorize != "AUTO":
             raise CacheError(where, f"vectorize must be True, False or AUTO, not {vectorize!r}")
         if strategy is not None and not isinstance(strategy, CacheStrategy):
             raise CacheError(where, f"strategy must be a CacheStrategy, not {strategy!r}")
@@ -466,7 +466,8 @@ class Plan:
             raise CacheError(where, f"{name} is already cached")
         self.caches.append(
             CacheRequest(source, index, location, strategy or CacheStrategy.AUTO, pipeline, count, automatic, engine,
-                         element_type, max_elements or 0, order, parent is not None, trigger, vectorize is not False)
+                         element_type, max_elements or 0, order, parent is not None, trigger,
+                         vectorize is None or vectorize == "AUTO" or bool(vectorize))
         )
         return Cache(source, index, location)
 

@@ -114,7 +114,8 @@ def plan_shared(model, threads: int, tiles: tensor.TensorMatch | None = None,
     they are dense (Accera's sizes count the dense tiles)."""
     caches = _plan_all(model, threads, tiles, scratch, pad=True)
     wanted = model.dynamic_shared
-    if wanted and shared_layout([c.buffer for c in caches] + ([scratch] if scratch is not None else []))[1] > wanted:
+    extra = ([scratch] if scratch is not None else []) + list(tma_buffers(caches))
+    if wanted and shared_layout([c.buffer for c in caches] + extra)[1] > wanted:
         caches = _plan_all(model, threads, tiles, scratch, pad=False)
     return caches
 

@@ -1,5 +1,5 @@
 """C's tiles of a wgmma plan through shared memory: stored by TMA, and loaded by TMA where at
-least two slots a warpgroup fit beside the operand ring.
+least two slots a warpgroup (a number that divides its chunks) fit beside the operand ring.
 
 Stored (``TmaOutput.loads`` false): each consumer warpgroup writes ``chunk`` columns of its
 accumulator at a time into one of its two swizzled slots, fences them for the async proxy, meets
@@ -96,8 +96,9 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     tile's columns, 16-byte row pitch, tile columns in whole 32-, 64- or 128-byte swizzle rows,
     each tile stored once (no reduction loop among the ``outer`` ones), the staging slots within
     the shared memory the operand ``ring`` leaves. Otherwise (None) the threads store C directly.
-    C is loaded by TMA too where the plan reads it before the products (no prologue op) and two
-    slots a warpgroup (or its whole tile, ``tiles_per_group`` accumulators) fit."""
+    C is loaded by TMA too where the plan reads it before the products (no prologue op) and a
+    number of slots a warpgroup that divides its chunks, at least two (or its whole tile,
+    ``tiles_per_group`` accumulators), fits."""
     c = tiles.c
     if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
         return None

@@ -362,8 +362,8 @@ def blocked_innermost(model):
     (``iii``, ``jjj``: a warp's several tiles) moved inside those that do not (``kk``), right
     before the tensorized loops. Each element of C receives the same products in the same order
     (the moved loops do not index C; the loops they pass choose disjoint tiles of C). Left as
-    is (``accumulator_cache`` explains) where a cache, trigger or unroll names a loop that would
-    move, or the nest has more than one statement."""
+    is (``accumulator_cache`` explains) where a cache (this one included), trigger or unroll
+    names a loop that would move, or the nest has more than one statement."""
     cache = next((c for c in model.caches if c.location is MemorySpace.MMA_FRAGMENT), None)
     if model.tensorize is None or cache is None or cache.index not in model.serial_loops \
             or len(model.statements) != 1:
@@ -377,7 +377,7 @@ def blocked_innermost(model):
     moved = [n for n in serial[serial.index(blocked[0]):] if n not in blocked]
     named = {c.index for c in model.caches if c is not cache} | {c.trigger for c in model.caches} \
         | set(model.unrolled)
-    if not moved or named & {*blocked, *moved}:
+    if not moved or (named | {cache.index}) & {*blocked, *moved}:
         return model
     spots = iter([*moved, *blocked])
     order = [next(spots) if lp.name in {*moved, *blocked} else lp.name for lp in model.loops]
