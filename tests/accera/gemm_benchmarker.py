@@ -8,7 +8,7 @@ import matmul_generator as gen
 
 import schedc as acc
 
-target = acc.Target(acc.Target.Model.NVIDIA_RTX_A6000)
+target = acc.Target(acc.Target.Model.NVIDIA_H100)  # the benchmarker takes the target as an argument
 M, N, K = 256, 256, 128
 A = acc.Array(role=acc.Array.Role.INPUT, element_type=acc.ScalarType.float16, shape=(M, K))
 B = acc.Array(role=acc.Array.Role.INPUT, element_type=acc.ScalarType.float16, shape=(K, N))
