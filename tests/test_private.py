@@ -177,17 +177,17 @@ def test_private_cache_checks():
 
 def test_a_tile_over_the_register_budget_is_kept_in_local_memory():
     """16x16 floats a thread (256 registers, over the 128 a tile may take): the tile lives in the
-    thread's local memory, its loops not unrolled, and the result is the same; 64x64 a thread
-    (32 KiB) is refused."""
+    thread's local memory, its loops not unrolled, and the result is the same; 32x32 a thread
+    (4 KiB, over the 2 KiB kept there) is refused."""
     model, kernel = compile_plan(*simt_register_tile(64, 64, 32, block=(32, 32), per_thread=(16, 16), shared=False))
     tile = next(s for s in walk_statements(kernel.body) if isinstance(s, PrivateArray))
     assert (tile.local, tile.registers) == (True, 0)
     assert "C_private[256];  // this thread's tile float32[16, 16], in local memory" in emit_kernel(kernel)
     assert emulates(model, kernel)
-    plan, args = simt_register_tile(256, 256, 32, block=(128, 128), per_thread=(128, 64), shared=False)
+    plan, args = simt_register_tile(256, 256, 32, block=(64, 64), per_thread=(32, 32), shared=False)
     with pytest.raises(acc.CacheError, match=r"cache\(C, index=k, location=PRIVATE\): each thread's tile "
-                                             r"C\[i, j \+ jj\] \+ \[128 x 64\] is 8192 elements: 32768 bytes "
-                                             r"per thread, over the 16384 schedc keeps"):
+                                             r"C\[i \+ ii, j \+ jj\] \+ \[32 x 32\] is 1024 elements: 4096 bytes "
+                                             r"per thread, over the 2048 schedc keeps"):
         compile_plan(plan, args)
 
 

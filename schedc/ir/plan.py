@@ -355,7 +355,9 @@ class Plan:
         the elements of ``source`` that the loops at and inside ``index`` touch (for fixed outer
         loops and grid coordinates), loaded before ``index``'s loop when the nest reads
         ``source`` and stored after it when the nest writes it. The loops inside ``index`` that
-        index ``source`` are unrolled, so that the copy lives in registers.
+        index ``source`` are unrolled, so that the copy lives in registers; a tile over 128
+        registers (up to 2 KiB a thread, Accera's 16x16 tiles) is kept in the thread's local
+        memory instead, its loops not unrolled.
 
         ``location=MMA_FRAGMENT`` on the accumulator of a tensorized plan: each warp keeps its
         tiles of C in tensor-core fragments across the loops at and inside ``index``, loaded (or
@@ -375,7 +377,7 @@ class Plan:
         the array (a split that does not divide) is copied with zeros beyond the array; a
         tensorized plan with partial tiles needs its operands cached this way (tensor cores
         compute whole tiles). MMA_FRAGMENT: a tensorized plan whose accumulator is ``source``.
-        PRIVATE: a SIMT plan; each thread's tile takes at most 128 registers.
+        PRIVATE: a SIMT plan; each thread's tile takes at most 2 KiB (128 registers in registers).
 
         ``element_type`` (MMA_FRAGMENT): the fragments' type when it is not the array's, e.g.
         float16 C accumulated in float32 fragments (``element_type=ScalarType.float32``): C's

@@ -45,7 +45,9 @@ class PrivateCache:
     at: str | None = None  # the serial loop the copies surround: ``index`` or the first after it (None: the statements)
 
 
-MAX_LOCAL_BYTES = 16384  # a tile over the registers' share lives in local memory, up to this per thread
+# a tile over the registers' share lives in local memory, up to this per thread (Accera's 16x16
+# tiles of float32 or float64); larger ones are refused: their copies dominate the thread's work
+MAX_LOCAL_BYTES = 2048
 
 
 def plan_private(model, facts: poly.PolyFacts, barriers: bool) -> tuple[PrivateCache, ...]:
