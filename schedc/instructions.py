@@ -102,6 +102,14 @@ def _b32(lane, e):
     return lane % 4 + 4 * e, lane // 4
 
 
+def _a8(lane, e):
+    return lane // 4 + 8 * (e // 4), 4 * (lane % 4) + e % 4
+
+
+def _b8(lane, e):
+    return 4 * (lane % 4) + e, lane // 4
+
+
 def _c(lane, e):
     return lane // 4 + 8 * (e // 2), 2 * (lane % 4) + e % 2
 
@@ -118,8 +126,11 @@ def _layout(rows, cols, elements, f, bits) -> LaneLayout:
     return LaneLayout(rows, cols, elements, lambda lane, e: f(lane, e)[0], lambda lane, e: f(lane, e)[1], bits)
 
 
-# one mma.sync instruction's operands (PTX ISA, "Matrix fragments for mma.m16n8k16 / m16n8k8")
+# one mma.sync instruction's operands (PTX ISA, "Matrix fragments for mma.m16n8k16 / m16n8k8";
+# 8-bit integers: "... for mma.m16n8k16 with integer type")
 _MMA_SYNC_LAYOUTS = {
+    ("matrix_a", 8): _layout(16, 16, 8, _a8, 8),
+    ("matrix_b", 8): _layout(16, 8, 4, _b8, 8),
     ("matrix_a", 16): _layout(16, 16, 8, _a16, 16),
     ("matrix_b", 16): _layout(16, 8, 4, _b16, 16),
     ("matrix_a", 32): _layout(16, 8, 4, _a32, 32),
@@ -182,7 +193,7 @@ class Family:
 
     def instruction_layout(self, use: str, precision: str, accumulator: ScalarType | None = None) -> LaneLayout:
         bits = (accumulator.size * 8 if accumulator is not None else 32) if use == "accumulator" \
-            else (32 if precision == "tf32" else 16)
+            else OPERAND_BITS.get(precision, 16)
         return self.layouts[use, bits]
 
     def instruction_shape(self, precision: str, k: int = 0) -> tuple[int, int, int]:
@@ -229,6 +240,7 @@ def _stacked(one: LaneLayout, down: int, across: int) -> LaneLayout:
     return LaneLayout(one.rows * down, one.cols * across, per * down * across, row, col, one.bits)
 
 
+OPERAND_BITS = {"tf32": 32, "s8": 8, "u8": 8}  # bits of an operand element by precision (others: 16)
 _WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
 _MMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1)
 _F32, _F16, _BF16 = ScalarType.float32, ScalarType.float16, ScalarType.bfloat16
@@ -247,7 +259,9 @@ MMA_SYNC = Family(
     "mma_sync", Instruction.MMA_SYNC, "ldmatrix + mma.sync.aligned.m16n8k16 / m16n8k8", "warp", 80,
     (Mode(_F16, (_F32, _F16), "fp16", _MMA_16, (16, 8, 16)),
      Mode(_BF16, (_F32,), "bf16", _MMA_16, (16, 8, 16)),
-     Mode(_F32, (_F32,), "tf32", (MMAShape.M16xN16xK8_B1,), (16, 8, 8))),
+     Mode(_F32, (_F32,), "tf32", (MMAShape.M16xN16xK8_B1,), (16, 8, 8)),
+     Mode(ScalarType.int8, (ScalarType.int32,), "s8", _MMA_16, (16, 8, 16)),
+     Mode(ScalarType.uint8, (ScalarType.int32,), "u8", _MMA_16, (16, 8, 16))),
     speed=2, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
     layouts=_MMA_SYNC_LAYOUTS,
 )

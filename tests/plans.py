@@ -225,6 +225,12 @@ VARIANTS = {
                                           passes=4, fused=2), None),
     # 8-bit and n=8 tiles are 16 bytes wide: column-major B keeps every tile 32-byte aligned
     "int8": (lambda: tensor_matmul(64, 64, 64, operand=T.int8, result=T.int32, passes=2, b_layout=LAST), None),
+    # 8-bit tiles 16 bytes apart in global memory (wmma needs 32): mma.sync's lanes load them
+    "mma_int8_16_byte_tiles": (lambda: tensor_matmul(48, 64, 80, operand=T.int8, result=T.int32, block=(16, 32)),
+                               None),
+    "mma_uint8_m32n8_shared": (lambda: tensor_matmul(64, 48, 128, operand=T.uint8, result=T.int32, block=(64, 16),
+                                                     mma=acc.MMAShape.M32xN8xK16_B1, k_split=32, shared_ab=True,
+                                                     b_layout=LAST), None),
     "m32n8": (lambda: tensor_matmul(64, 32, 64, mma=acc.MMAShape.M32xN8xK16_B1, block=(64, 16), b_layout=LAST), None),
     "m8n32_relu": (lambda: tensor_matmul(32, 64, 64, mma=acc.MMAShape.M8xN32xK16_B1, block=(16, 64),
                                          prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=-1.0,

@@ -243,9 +243,25 @@ def test_tensorize_mixed_operand_types():
 
 
 def test_tensorize_alignment():
-    plan, args = tensorized(operand=T.int8, result=T.int32)
+    """wmma's M8xN32 (mma.sync has no 8-row tiles): 8-bit tiles of A move by 16 bytes along k."""
+    plan, args = tensorized(operand=T.int8, result=T.int32, tile=(8, 32, 16), mma=acc.MMAShape.M8xN32xK16_B1)
     with pytest.raises(PlanError, match="tiles start at element offset .* moves by 16 elements \\(16 bytes\\); tensor-core loads need 32-byte"):
         compile_plan(plan, args)
+
+
+def test_shared_tiles_alignment_names_the_shape_strides_and_a_way_out():
+    """Accera's benchmarker caches a column-major A for M8xN32 (wmma: 8-row tiles 16 bytes
+    apart); the row-major cache it suggests compiles and computes C."""
+    def plan(**layout):
+        return tensor_matmul(32, 64, 64, mma=acc.MMAShape.M8xN32xK16_B1, block=(16, 64), a_layout=LAST, k_split=32,
+                             shared_ab=True, pipeline=layout)
+
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=kk, location=SHARED\): wmma M8xN32xK16_B1: A's tiles "
+                       r"in shared memory \(strides 1, 16\) start at element offset ii \+ 16\*kk, which moves by 8 "
+                       r"elements \(16 bytes\); .* 32-byte aligned tiles; a layout=FIRST_MAJOR cache"):
+        compile_plan(*plan())
+    model, kernel = compile_plan(*plan(layout=FIRST))
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=1))
 
 
 def _strided_a(stride, instruction=acc.Instruction.WMMA):

@@ -88,6 +88,10 @@ def test_instruction_layouts_cover_their_tiles():
     ("matrix_b", (16, 16, 8), "tf32", (16, 1), None),
     ("matrix_b", (16, 16, 8), "tf32", (1, 8), [(0, 4, False)]),
     ("accumulator", (16, 16, 16), "fp16", (16, 1), None),  # pairs, not 8x8 blocks of rows
+    ("matrix_a", (16, 16, 16), "s8", (16, 1), [(0, 2, False)]),  # 8-bit rows: 16 bytes, 4 a lane
+    ("matrix_a", (16, 16, 16), "s8", (1, 16), None),  # 8-bit elements cannot be transposed
+    ("matrix_b", (16, 16, 16), "u8", (1, 16), [(0, 2, False)]),
+    ("matrix_b", (16, 16, 16), "u8", (16, 1), None),
 ])
 def test_ldmatrix_plans(use, mnk, precision, strides, want):
     layout = MMA_SYNC.tile_layout(use, mnk, precision, F32 if use == "accumulator" else None)
@@ -152,7 +156,9 @@ def test_swizzle_applies_to_rows_of_32_64_or_a_multiple_of_128_bytes():
     ("NVIDIA_A100", ScalarType.bfloat16, F32, acc.MMAShape.M32xN8xK16_B1, Instruction.AUTO, "mma_sync"),
     ("NVIDIA_H100", F32, F32, acc.MMAShape.M16xN16xK8_B1, Instruction.AUTO, "mma_sync"),
     ("NVIDIA_H100", F16, F16, acc.MMAShape.M16xN16xK16_B1, Instruction.AUTO, "mma_sync"),
-    ("NVIDIA_H100", ScalarType.int8, ScalarType.int32, acc.MMAShape.M16xN16xK16_B1, Instruction.AUTO, "wmma"),
+    ("NVIDIA_H100", ScalarType.int8, ScalarType.int32, acc.MMAShape.M16xN16xK16_B1, Instruction.AUTO, "mma_sync"),
+    ("NVIDIA_A100", ScalarType.uint8, ScalarType.int32, acc.MMAShape.M32xN8xK16_B1, Instruction.AUTO, "mma_sync"),
+    ("NVIDIA_H100", ScalarType.int8, ScalarType.int32, acc.MMAShape.M8xN32xK16_B1, Instruction.AUTO, "wmma"),
     ("NVIDIA_H100", F16, F32, acc.MMAShape.M8xN32xK16_B1, Instruction.AUTO, "wmma"),
     ("NVIDIA_V100", F16, F32, acc.MMAShape.M16xN16xK16_B1, Instruction.AUTO, "wmma"),
     ("NVIDIA_H100", F16, F32, acc.MMAShape.M16xN16xK16_B1, Instruction.WMMA, "wmma"),
@@ -164,8 +170,9 @@ def test_auto_picks_the_fastest_family_that_can(model, operand, accumulator, sha
 
 @pytest.mark.parametrize("model, operand, shape, message", [
     ("NVIDIA_V100", F16, acc.MMAShape.M16xN16xK16_B1, "MMA_SYNC needs sm_80 or newer; NVIDIA V100 is sm_70"),
-    ("NVIDIA_H100", ScalarType.int8, acc.MMAShape.M16xN16xK16_B1,
-     "MMA_SYNC multiplies float16 into float32/float16 with M16xN16xK16_B1, M32xN8xK16_B1; .* not int8"),
+    ("NVIDIA_H100", ScalarType.int8, acc.MMAShape.M8xN32xK16_B1,
+     "MMA_SYNC multiplies float16 into float32/float16 with M16xN16xK16_B1, M32xN8xK16_B1; .* int8 into int32 "
+     "with M16xN16xK16_B1, M32xN8xK16_B1; .* not int8 into int32 with M8xN32xK16_B1"),
     ("NVIDIA_H100", F16, acc.MMAShape.M8xN32xK16_B1, "not float16 into float32 with M8xN32xK16_B1"),
 ])
 def test_an_instruction_that_cannot_is_refused_with_the_reason(model, operand, shape, message, request):
@@ -222,7 +229,8 @@ def _passes(variant: str) -> bool:
 
 
 @pytest.mark.parametrize("variant", ["fp16_async_3_stages", "mma_fp16_colmajor_a_partial_2_stages",
-                                     "mma_tf32_b_rows_async", "mma_m32n8_acc_fp16_partial"])
+                                     "mma_tf32_b_rows_async", "mma_m32n8_acc_fp16_partial",
+                                     "mma_int8_16_byte_tiles", "mma_uint8_m32n8_shared"])
 def test_mma_sync_plans_emulate_against_the_reference(variant):
     model, kernel = compile_plan(*VARIANTS[variant][0]())
     assert {s.family for s in walk_statements(kernel.body) if isinstance(s, Fragment)} == {"mma_sync"}
@@ -306,7 +314,7 @@ SWIZZLED = SharedBuffer("S", F16, (32, 32), (32, 1), swizzle=64)
 
 @pytest.mark.parametrize("body, shared, problem", [
     ((dataclasses.replace(A_FRAG, family="tcgen05"),), (), "no instruction family 'tcgen05'"),
-    ((dataclasses.replace(A_FRAG, precision="s8"),), (), "mma_sync has no s8 16x16x16 tiles"),
+    ((dataclasses.replace(A_FRAG, precision="e4m3"),), (), "mma_sync has no e4m3 16x16x16 tiles"),
     ((A_FRAG, FragmentLoad("a", "A", (Const(0), Const(0)), 32, 1, path="")), (),
      "mma_sync moves tiles by 'ldmatrix' or 'elements', not ''"),
     ((dataclasses.replace(A_FRAG, family="wmma"), FragmentLoad("a", "A", (Const(0), Const(0)), 32, 1, path="ldmatrix")),

@@ -51,7 +51,7 @@ package.add(plan, args=(In, W, Out), base_name="batched")
 package.build("batched", output_dir="unused")
 '''
 
-BAD_CACHE = "plan.cache(In, index=i, location=acc.MemorySpace.SHARED)  # i runs on blocks"
+BAD_CACHE = "plan.cache(Out, index=i, location=acc.MemorySpace.SHARED)  # Out is written"
 
 
 def write(tmp_path: Path, extra: str = "", rename: dict[str, str] | None = None, text: str = SCRIPT) -> Path:
@@ -90,12 +90,12 @@ def test_script_names_reach_the_model_and_the_cuda(tmp_path):
 
 def test_bad_cache_index_names_the_script_variables(tmp_path):
     path = write(tmp_path, BAD_CACHE)
-    message = r"^cache\(In, index=i, location=SHARED\): i is bound to BLOCK_Y: a block sees one of its values"
+    message = r"^cache\(Out, index=i, location=SHARED\): the nest writes Out; shared caches of written arrays"
     with pytest.raises(acc.CacheError, match=message):
         show(path)
     result = CliRunner().invoke(main, ["check", str(path)])
     assert result.exit_code == 1
-    assert "error: cache(In, index=i, location=SHARED): i is bound to BLOCK_Y" in result.output
+    assert "error: cache(Out, index=i, location=SHARED): the nest writes Out" in result.output
     assert re.search(r"for i in range\(0, 64, 16\): +# BLOCK_Y, 4 iterations +<-- here", result.output)
     assert "Out[b, i + ii, j + jj] = Out[b, i + ii, j + jj] + In[b, i + ii, k] * W[k, j + jj]" in result.output
 

@@ -252,8 +252,11 @@ class _Block:
         bx, by, bz = self.kernel.block
         t = np.arange(bx * by * bz, dtype=np.int64)
         self.threads = len(t)
+        axes = {"threadIdx.x": t % bx, "threadIdx.y": (t // bx) % by, "threadIdx.z": t // (bx * by)}
+        # an axis of one thread is one value for all: a scalar, which keeps what derives from it scalar
+        extents = {"threadIdx.x": bx, "threadIdx.y": by, "threadIdx.z": bz}
+        self.env.update({name: np.int64(0) if extents[name] == 1 else ids for name, ids in axes.items()})
         self.env.update({
-            "threadIdx.x": t % bx, "threadIdx.y": (t // bx) % by, "threadIdx.z": t // (bx * by),
             "blockIdx.x": np.int64(self.block[0]), "blockIdx.y": np.int64(self.block[1]),
             "blockIdx.z": np.int64(self.block[2]),
         })
@@ -465,36 +468,44 @@ class _Block:
         offset = np.int64(0)
         for sub, stride, extent in zip(index, spec.strides, spec.shape):
             value = self.expr(sub)
-            live = np.broadcast_to(value, mask.shape)[mask]
-            if live.size and ((live < 0).any() or (live >= extent).any()):
-                bad = np.flatnonzero(mask & ((np.broadcast_to(value, mask.shape) < 0) |
-                                             (np.broadcast_to(value, mask.shape) >= extent)))
+            if np.ndim(value) == 0 and 0 <= value < extent:  # one value for every thread, inside
+                offset = offset + value * stride
+                continue
+            every = value if np.shape(value) == mask.shape else np.broadcast_to(value, mask.shape)
+            live = every[mask]
+            if live.size and (live.min() < 0 or live.max() >= extent):
+                bad = np.flatnonzero(mask & ((every < 0) | (every >= extent)))
                 raise self.error("out of bounds", f"a subscript leaves 0..{extent - 1}",
-                                 bad[:4].tolist(), buffer,
-                                 int(np.broadcast_to(value, mask.shape)[bad[0]]))
+                                 bad[:4].tolist(), buffer, int(every[bad[0]]))
             offset = offset + value * stride
         return offset
 
     def expr(self, e: Expr):
-        if isinstance(e, Var):
-            return self.env[e.name]
-        if isinstance(e, Const):
-            return np.int64(e.value) if e.dtype is None else e.dtype.numpy.type(e.value)
-        if isinstance(e, Load):
-            return self.load(e)
-        if isinstance(e, Cast):
-            return _cast(self.expr(e.operand), e.dtype)
-        if isinstance(e, Unary):
-            return -self.expr(e.operand)
-        if isinstance(e, Binary):
+        kind = type(e)
+        if kind is Binary:
             return binary(e.op, self.expr(e.lhs), self.expr(e.rhs), e.dtype)
+        if kind is Var:
+            return self.env[e.name]
+        if kind is Const:
+            return np.int64(e.value) if e.dtype is None else e.dtype.numpy.type(e.value)
+        if kind is Load:
+            return self.load(e)
+        if kind is Cast:
+            return _cast(self.expr(e.operand), e.dtype)
+        if kind is Unary:
+            return -self.expr(e.operand)
         raise TypeError(f"unknown expression {e!r}")
 
     def load(self, e: Load):
         offset = self.offset(e.buffer, e.index, self.mask)
+        alone = self.threads == 1 and np.ndim(offset) == 0 and self.mask[0]  # one thread: scalars
         if e.buffer in self.private:
+            if alone:
+                return self.private[e.buffer][0, offset]
             offset = np.where(self.mask, np.broadcast_to(offset, self.mask.shape), 0)
             return self.private[e.buffer][self.thread_ids, offset]
+        if alone and e.buffer in self.shared.buffers:
+            return self.shared.read(e.buffer, np.array([offset]), self.thread_ids)[0]
         if e.buffer in self.shared.buffers:
             offset = np.broadcast_to(offset, self.mask.shape)
             values = np.zeros(self.mask.shape, dtype=self.buffers[e.buffer].dtype.numpy)

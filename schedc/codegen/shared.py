@@ -91,10 +91,8 @@ class SharedMemory:
         reader = self.reader[buffer]
         previous = reader[elements]
         reader[elements] = np.where((previous == NONE) | _same(previous, threads, same), threads, MANY)
-        owners = threads if same is None else same(threads)
-        pairs = np.unique(np.stack([elements, owners]), axis=1)  # distinct (element, reader)
-        unique, counts = np.unique(pairs[0], return_counts=True)
-        reader[unique[counts > 1]] = MANY
+        if len(elements) > 1:
+            reader[_read_by_many(elements, threads if same is None else same(threads))] = MANY
         return self.values[buffer][elements]
 
     def write(self, buffer: str, elements: np.ndarray, values: np.ndarray, threads: np.ndarray, same=None) -> None:
@@ -124,6 +122,8 @@ class SharedMemory:
         seen[threads] = np.maximum(seen[threads], phases)
 
     def _landed(self, buffer: str, elements: np.ndarray, threads: np.ndarray) -> None:
+        if not self.landings:  # no TMA copy has landed in this block
+            return
         tokens = self.landed[buffer][elements]
         for token in np.unique(tokens[tokens != NONE]):
             barrier, phase = self.landings[int(token)]
@@ -267,6 +267,14 @@ class SharedMemory:
             if len(writers) > 1:
                 raise SharedError("race", f"threads {writers} write the same element in one step",
                                   writers, buffer, e)
+
+
+def _read_by_many(elements: np.ndarray, owners: np.ndarray) -> np.ndarray:
+    """The elements that more than one owner reads (each distinct (element, owner) pair once)."""
+    span = int(owners.max()) + 1
+    pairs = np.unique(elements * span + owners)
+    unique, counts = np.unique(pairs // span, return_counts=True)
+    return unique[counts > 1]
 
 
 def _same(previous: np.ndarray, threads: np.ndarray, same) -> np.ndarray:

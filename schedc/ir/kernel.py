@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -290,7 +291,7 @@ class PrivateArray:
     shape: tuple[int, ...]
     local: bool = False
 
-    @property
+    @functools.cached_property
     def strides(self) -> tuple[int, ...]:
         from .array import row_major_strides
 

@@ -215,10 +215,11 @@ class Plan:
         ``instruction`` picks the tensor-core instruction family (``schedc.instructions``):
         ``Instruction.AUTO`` (default) the fastest the target has for the operand types and
         shape; ``Instruction.MMA_SYNC``: ``ldmatrix`` from shared tiles (XOR-swizzled, conflict
-        free) and ``mma.sync.aligned.m16n8k16`` (fp16, bf16) or ``m16n8k8`` (tf32), sm_80+,
-        shapes M16xN16xK16_B1 and M32xN8xK16_B1 (M16xN16xK8_B1 for tf32), each lane holding
-        the elements the PTX ISA assigns it; ``Instruction.WMMA``: ``wmma.load/mma/store``
-        (sm_70+, also int8 and M8xN32xK16_B1); ``Instruction.WGMMA`` (sm_90a, the shapes
+        free) and ``mma.sync.aligned.m16n8k16`` (fp16, bf16, int8, uint8) or ``m16n8k8``
+        (tf32), sm_80+, shapes M16xN16xK16_B1 and M32xN8xK16_B1 (M16xN16xK8_B1 for tf32), each
+        lane holding the elements the PTX ISA assigns it (tiles need no alignment);
+        ``Instruction.WMMA``: ``wmma.load/mma/store`` (sm_70+, also M8xN32xK16_B1; tiles
+        32-byte aligned); ``Instruction.WGMMA`` (sm_90a, the shapes
         ``M64xN{n}xK16_B1`` for fp16 and bf16 and ``M64xN{n}xK8_B1`` for tf32, n = 8 .. 256 by
         8): one ``wgmma.mma_async`` per warpgroup tile of 64 x n, A and B read from shared memory
         through matrix descriptors (they must be cached SHARED; their caches become TMA tiles in
@@ -227,7 +228,7 @@ class Plan:
         family that cannot multiply the operands is refused with what it can.
 
         *Hardware:* fp16 on sm_70+, int8 on sm_72+, bf16 and tf32 on sm_80+; AUTO picks
-        mma.sync on sm_80+ for fp16, bf16 and tf32, wmma otherwise, and wgmma for its shapes.
+        mma.sync on sm_80+ for its types and shapes, wmma otherwise, and wgmma for its shapes.
 
         Before → after::
 
@@ -311,6 +312,8 @@ class Plan:
         ``location=SHARED`` (sequential caching): before ``index``'s loop the block's threads
         copy the footprint of ``source`` (the elements the loops at and inside ``index`` read, for
         the block) into shared memory, between two barriers, and those loops read it from there.
+        At an ``index`` bound to the grid (blocks, warps or threads) the footprint is the block's
+        (its own coordinates fixed), filled before the first serial loop after ``index``.
         Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
         splits them STRIPED (coalesced, the default) or BLOCKED among the threads. The tile keeps
         the array's layout unless ``layout`` names another: a column-major array gives

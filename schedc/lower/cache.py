@@ -374,15 +374,10 @@ def _choose(model, spec):
 
 def placement(model, index: str, here: str) -> str | None:
     """Where the block fills a cache kept across ``index``: before ``index``'s loop when each
-    thread runs it; for an index bound to threads or warps, or tensorized (Accera's caching at
-    such an index: the block's footprint over the loops at and inside it, filled cooperatively
-    just inside the serial loops around it), before the first serial loop after it, or at the
-    innermost level (None) when none follows. An index bound to blocks is refused."""
-    unit = model.binding_of(index)
-    if unit is not None and unit.level == "block":
-        raise CacheError(here, f"{index} is bound to {unit.name}: a block sees one of its values, so there is no "
-                               f"tile of the loops at and inside it to share; cache at a loop inside the block's "
-                               "loops", loops=(index,))
+    thread runs it; for an index bound to the grid, or tensorized (Accera's caching at such an
+    index: the block's footprint over the loops at and inside it, the block's own coordinates
+    held fixed, filled cooperatively just inside the serial loops around it), before the first
+    serial loop after it, or at the innermost level (None) when none follows."""
     return first_serial(model, index)
 
 
@@ -767,9 +762,13 @@ def _rebase(model, role, operand: tensor.Operand, cache: SharedCache, tm: tensor
         raise CacheError(here, f"tiles of {cache.array} in shared memory have strides {row_stride} and "
                                f"{col_stride}; tensor-core loads need one of 1 and the other a multiple of "
                                f"{family.leading_bytes} bytes", loops=(cache.index,))
-    if family.operand_align and tensor.misalignment(model, "", strides, size, origin, family.operand_align):
-        raise CacheError(here, f"tiles of {cache.array} in shared memory start at offsets that are not "
-                               f"{family.operand_align}-byte aligned", loops=(cache.index,))
+    what = (f"{family.name} {model.tensorize.mma_shape.name}: {cache.array}'s tiles in shared memory "
+            f"(strides {row_stride}, {col_stride})")
+    why = family.operand_align and tensor.misalignment(model, what, strides, size, origin, family.operand_align)
+    if why:
+        other = "FIRST_MAJOR" if col_stride != 1 else "LAST_MAJOR"
+        raise CacheError(here, f"{why}; a layout={other} cache or another mma_shape may align them",
+                         loops=(cache.index,))
     ldmatrix = (family.layouts is not None and (ld * size) % LDMATRIX_ROW_BYTES == 0
                 and not tensor.misalignment(model, "", strides, size, origin, LDMATRIX_ROW_BYTES)
                 and ldmatrix_plan(_layout(model, family, tm, role), row_stride, col_stride) is not None)

@@ -328,7 +328,7 @@ def global_problem(model, role: str, operand: Operand, family: Family) -> str | 
                 f"({ld * spec.dtype.size} bytes); tensor-core loads need a multiple of {need} bytes")
     if not family.operand_align:
         return None
-    return misalignment(model, f"{role} ({operand.buffer})", spec.strides, spec.dtype.size, operand.subscripts,
+    return misalignment(model, f"{role} ({operand.buffer}) tiles", spec.strides, spec.dtype.size, operand.subscripts,
                         family.operand_align)
 
 
@@ -343,7 +343,7 @@ def misalignment(model, what: str, strides, size: int, origin, align: int) -> st
     misaligned = [x for x in (*steps, start) if (x * size) % align]
     if not misaligned:
         return None
-    return (f"{what} tiles start at element offset {_render(linear)}, which moves by "
+    return (f"{what} start at element offset {_render(linear)}, which moves by "
             f"{misaligned[0]} elements ({misaligned[0] * size} bytes); tensor-core "
             f"loads need {align}-byte aligned tiles")
 

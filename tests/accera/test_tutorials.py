@@ -65,6 +65,16 @@ def test_caches_at_bound_indices_fill_inside_k(tmp_path):
                 < inner.index("C's tile: back to global memory")
 
 
+def test_caches_at_block_bound_indices_hold_the_blocks_part(tmp_path):
+    """A at the block-bound i: the block's 16 rows over all of k; B at j: its 16 columns; both
+    copied once, before k's loop (each block's threads share them)."""
+    source = (run_script("block_bound_cache", tmp_path).parent / "block_bound_cache.cu").read_text()
+    assert "A_shared: float32[16, 256]" in source and "B_shared: float32[256, 16]" in source
+    body = source[source.index("__global__"):]
+    assert body.index("cache of A") < body.index("cache of B") < body.index("for (int k = 0;")
+    assert "block_copy" not in body[body.index("for (int k = 0;"):]
+
+
 def test_block_order_changes_only_the_order_of_products(tmp_path):
     """BLOCK_ORDER: each tile's two passes one after the other; PASS_ORDER: each pass over
     every tile. Both emulate correctly (test_script_builds_and_emulates for BLOCK_ORDER)."""
@@ -86,7 +96,7 @@ def test_block_order_changes_only_the_order_of_products(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["thread_bound_cache", "warp_bound_cache", "scheduling_policy", "cache_layouts",
-                                  "hierarchical_cache", "gemm_benchmarker"])
+                                  "hierarchical_cache", "gemm_benchmarker", "block_bound_cache"])
 def test_script_on_the_gpu(name, tmp_path):
     import schedc
     from schedc.verify import run_function

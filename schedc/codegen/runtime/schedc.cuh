@@ -397,6 +397,20 @@ __device__ __forceinline__ void mma_m16n8k16(__half* d, const __half* a, const _
                  : "+r"(z[0]), "+r"(z[1]) : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
 }
 
+// d (16x8) += a (16x16, row) * b (16x8, col): 8-bit integers (signed or unsigned) into int32, exact
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(int* d, const T* a, const T* b) {
+    const unsigned* x = reinterpret_cast<const unsigned*>(a);
+    const unsigned* y = reinterpret_cast<const unsigned*>(b);
+    if constexpr (same_type<T, signed char>::value) {
+        asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]) : "r"(x[0]), "r"(x[1]), "r"(y[0]));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]) : "r"(x[0]), "r"(x[1]), "r"(y[0]));
+    }
+}
+
 // d (16x8) += a (16x8, row) * b (8x8, col) in tf32 (operands already rounded by to_tf32)
 __device__ __forceinline__ void mma_m16n8k8(float* d, const float* a, const float* b) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
