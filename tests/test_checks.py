@@ -475,7 +475,7 @@ def test_shared_cache_checks():
     plan, (A, B, C) = tensor_matmul(64, 64, 256, k_split=64)
     k = plan.schedule.order[2]
     plan.cache(C, index=k, location=acc.MemorySpace.SHARED)
-    with pytest.raises(acc.CacheError, match="the nest writes C; shared caches of written arrays are not built yet"):
+    with pytest.raises(acc.CacheError, match="tensor cores write C from fragments: cache it in MMA_FRAGMENT"):
         compile_plan(plan, (A, B, C))
     plan, args = simt_matmul(2048, 2048, 2048, block=(32, 32), shared_k=2048)
     with pytest.raises(acc.CacheError, match=r"the caches need 524288 bytes of shared memory per block \(A 262144, B 262144\); NVIDIA H100 allows 232448 \(with the opt-in attribute; 49152 without\)"):
@@ -524,3 +524,60 @@ def test_blocks_per_sm_bounds_the_registers():
 def test_blocks_per_sm_that_cannot_fit_is_refused(kw, error, message):
     with pytest.raises(error, match=message):
         compile_plan(*_tilus(**kw))
+
+
+def _written_cache(logic, shape=(32, 8), c_shape=(32, 8), **cache):
+    """A 2-D nest over (i, j) with i on blocks of 16 threads and j serial; C cached SHARED at i."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=shape, name="A")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=c_shape, name="C")
+    nest = acc.Nest(shape=shape)
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: logic(A, C, i, j))
+    s = nest.create_schedule()
+    ii = s.split(i, 16)
+    s.reorder(i, ii, j)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, ii: G.THREAD_X})
+    plan.cache(C, index=i, location=acc.MemorySpace.SHARED, **cache)
+    return plan, (A, C)
+
+
+def test_a_written_shared_cache_is_written_back():
+    model, kernel = compile_plan(*_written_cache(lambda A, C, i, j: C.__setitem__((i, j), C[i, j] * 2.0 + A[i, j])))
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=2))
+
+
+@pytest.mark.parametrize("logic, c_shape, cache, message", [
+    (lambda A, C, i, j: C.__setitem__((i, j), C[i, 0] + A[i, j]), (32, 8), {},
+     r"a statement touches C\[i, 0\], C\[i, j\]: a tile written back must hold only the elements the block writes"),
+    (lambda A, C, i, j: C.__setitem__((i, 2 * j), A[i, j]), (32, 16), {},
+     r"the nest writes C and its footprint C\[i, 0\] \+ \[16 x 15\] \(over-approximation.*\) holds elements the "
+     r"block does not touch"),
+    (lambda A, C, i, j: C.__setitem__((i, j), C[i, j] + A[i, j]), (32, 8), {"stages": 2},
+     r"the nest writes C: its tile is filled once and written back after the loops, without a pipeline or TMA"),
+])
+def test_written_shared_caches_that_cannot_be_written_back(logic, c_shape, cache, message):
+    with pytest.raises(acc.CacheError, match=message):
+        compile_plan(*_written_cache(logic, c_shape=c_shape, **cache))
+
+
+def test_a_register_tile_of_a_written_shared_tile_goes_back_through_it():
+    """C in shared memory at j (blocks), each thread's 2x2 part in registers at iii: the
+    registers go back to the shared tile, which the block writes back (partial tiles at the
+    edges: 40 x 24 in 16 x 8 blocks)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(40, 32), name="A")
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(32, 24), name="B")
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(40, 24), name="C")
+    nest = acc.Nest(shape=(40, 24, 32))
+    i, j, k = nest.get_indices()
+    nest.iteration_logic(lambda: C.__setitem__((i, j), C[i, j] + A[i, k] * B[k, j]))
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 16), s.split(j, 8)
+    iii, jjj = s.split(ii, 2), s.split(jj, 2)
+    s.reorder(i, j, ii, jj, k, iii, jjj)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y, j: G.BLOCK_X, ii: G.THREAD_Y, jj: G.THREAD_X})
+    tile = plan.cache(C, index=j, location=acc.MemorySpace.SHARED)
+    plan.cache(tile, index=iii, location=acc.MemorySpace.PRIVATE)
+    model, kernel = compile_plan(plan, (A, B, C))
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=1))

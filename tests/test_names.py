@@ -51,7 +51,7 @@ package.add(plan, args=(In, W, Out), base_name="batched")
 package.build("batched", output_dir="unused")
 '''
 
-BAD_CACHE = "plan.cache(Out, index=i, location=acc.MemorySpace.SHARED)  # Out is written"
+BAD_CACHE = "plan.cache(Out, index=i, location=acc.MemorySpace.SHARED, double_buffer=True)  # Out is written"
 
 
 def write(tmp_path: Path, extra: str = "", rename: dict[str, str] | None = None, text: str = SCRIPT) -> Path:
@@ -90,7 +90,7 @@ def test_script_names_reach_the_model_and_the_cuda(tmp_path):
 
 def test_bad_cache_index_names_the_script_variables(tmp_path):
     path = write(tmp_path, BAD_CACHE)
-    message = r"^cache\(Out, index=i, location=SHARED\): the nest writes Out; shared caches of written arrays"
+    message = r"^cache\(Out, index=i, location=SHARED\): the nest writes Out: its tile is filled once and written back"
     with pytest.raises(acc.CacheError, match=message):
         show(path)
     result = CliRunner().invoke(main, ["check", str(path)])
@@ -112,7 +112,7 @@ def test_split_variables_name_the_split_loops(tmp_path):
     model, _, source = show(write(tmp_path, rename={"ii": "rows", "jj": "cols"}))
     assert loop_names(model) == ["b", "i", "j", "rows", "cols", "k"]
     assert "const int rows = threadIdx.y;" in source and "const int cols = threadIdx.x;" in source
-    shared = "plan.cache(Out, index=ii, location=acc.MemorySpace.SHARED)"
+    shared = "plan.cache(Out, index=ii, location=acc.MemorySpace.SHARED, stages=2)"
     path = write(tmp_path, shared, rename={"ii": "rows", "jj": "cols"})
     with pytest.raises(acc.CacheError, match=r"^cache\(Out, index=rows, location=SHARED\): the nest writes Out"):
         show(path)

@@ -20,6 +20,17 @@ class Affine:
     terms: tuple[tuple[str, int], ...]  # sorted by name, no zero coefficients
     const: int = 0
 
+    def __str__(self) -> str:
+        """Readable text in loop names: ``i + 16*kk - 1``.
+
+        >>> str(Affine.make({"i": 1, "kk": 16, "j": -1}, -1))
+        'i + -j + 16*kk + -1'
+        """
+        terms = [name if c == 1 else f"-{name}" if c == -1 else f"{c}*{name}" for name, c in self.terms]
+        if self.const or not terms:
+            terms.append(str(self.const))
+        return " + ".join(terms)
+
     @staticmethod
     def make(terms: dict[str, int], const: int = 0) -> Affine:
         return Affine(tuple(sorted((k, v) for k, v in terms.items() if v)), int(const))

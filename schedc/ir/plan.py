@@ -313,7 +313,11 @@ class Plan:
         copy the footprint of ``source`` (the elements the loops at and inside ``index`` read, for
         the block) into shared memory, between two barriers, and those loops read it from there.
         At an ``index`` bound to the grid (blocks, warps or threads) the footprint is the block's
-        (its own coordinates fixed), filled before the first serial loop after ``index``.
+        (its own coordinates fixed), filled before the first serial loop after ``index``. A cache
+        of an array the nest writes (Accera's output caching, SIMT plans) is read and written in
+        shared memory and, after a barrier, written back by the block once the loops end; each
+        statement must touch one element of the array (the tile is then exactly what the block
+        writes), and the tile is filled once (no pipeline, no TMA).
         Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
         splits them STRIPED (coalesced, the default) or BLOCKED among the threads. The tile keeps
         the array's layout unless ``layout`` names another: a column-major array gives

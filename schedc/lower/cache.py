@@ -53,8 +53,10 @@ from ..ir.kernel import (
     TensorMap,
     TmaLoad,
     Var,
+    all_of,
     shared_layout,
 )
+from ..ir.patterns import loads
 from ..ir.types import ScalarType
 from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
 from . import tensor
@@ -84,6 +86,8 @@ class SharedCache:
     # layout= other than the array's: the tile's contiguous dimension is not the array's (the
     # copy reads vectors along the array's, and writes their elements one by one)
     transposed: bool = False
+    # the nest writes the array: the tile goes back to it after the loops (an output cache)
+    written: bool = False
 
     @property
     def barrier(self) -> str:
@@ -156,11 +160,15 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
           padding: bool = True) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
     at = placement(model, spec.index, here)
-    if any(s.buffer == spec.array for s in model.statements):
-        raise CacheError(here, f"the nest writes {spec.array}; shared caches of written arrays are not "
-                               "built yet (cache the accumulator in MMA_FRAGMENT)", loops=(spec.index,))
+    written = any(s.buffer == spec.array for s in model.statements)
+    if written:
+        _check_written(model, spec, here)
     fixed = block_fixed(model, spec.index)
     fp = footprint(model, spec, here, fixed, guards)
+    if written and not fp.exact:
+        raise CacheError(here, f"the nest writes {spec.array} and its footprint {fp} holds elements the block does "
+                               "not touch, which the write-back would overwrite; cache at another index",
+                         loops=(spec.index,))
     global_buffer = model.buffer(spec.array)
     # the copies run wherever the loops around them run, also where a partial tile's guard
     # (inside the copy) leaves no iteration, and a pipeline prefetches its carrier's next
@@ -216,7 +224,34 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
                                f"{why}: cache at a loop further in (a tile of rank 2), or use stages=N",
                          loops=(spec.index,))
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
-                       spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed)
+                       spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
+                       written=written)
+
+
+def _check_written(model, spec, here: str) -> None:
+    """A SHARED cache of an array the nest writes (Accera's output caching in shared memory):
+    filled like any cache, the statements read and write the tile, and after the loops the
+    block writes it back. Each statement must touch the array at one element (the one it
+    writes), so that the tile is exactly what the block writes (other blocks write elsewhere:
+    the plan's race check); no pipeline, TMA or tensor cores."""
+    if model.tensorize is not None:
+        raise CacheError(here, f"tensor cores write {spec.array} from fragments: cache it in MMA_FRAGMENT",
+                         loops=(spec.index,))
+    if spec.engine is CopyEngine.TMA or spec.pipeline != "sync" or spec.stages > 1:
+        raise CacheError(here, f"the nest writes {spec.array}: its tile is filled once and written back after the "
+                               "loops, without a pipeline or TMA (leave double_buffer, stages and engine unset)",
+                         loops=(spec.index,))
+    def element(index) -> tuple[str, ...]:
+        return tuple(str(Affine.of(i)) for i in index)
+
+    for st in model.statements:
+        reads = {element(load.index) for load in loads(st.value) if load.buffer == spec.array}
+        touched = reads | ({element(st.index)} if st.buffer == spec.array else set())
+        if len(touched) > 1:
+            elements = ", ".join(f"{spec.array}[{', '.join(t)}]" for t in sorted(touched))
+            raise CacheError(here, f"a statement touches {elements}: a tile written back must hold only the "
+                                   "elements the block writes, each statement reading the one it writes",
+                             loops=(spec.index,))
 
 
 TMA_BOX_LIMIT = 256  # elements per box dimension
@@ -525,6 +560,36 @@ def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt
             *_tma_wait(tma), *landed)
 
 
+def drain(caches: tuple[SharedCache, ...], at: str | None, block: tuple[int, int, int], as_expr) -> tuple[Stmt, ...]:
+    """After the serial loop ``at`` (None: after the innermost statements), for the caches of
+    written arrays placed there: a barrier, then the block writes each tile back (thread t
+    the elements t, t + threads, ...; past the array's end, none)."""
+    stmts: list[Stmt] = []
+    for c in caches:
+        if not (c.written and c.at == at):
+            continue
+        shape = c.tile_shape
+        e = Var(f"{c.array}_element")
+        place = [Binary("%", Binary("/", e, Const(math.prod(shape[d + 1:]))), Const(n)) if d else
+                 Binary("/", e, Const(math.prod(shape[1:]))) for d, n in enumerate(shape)]
+        target = tuple(Binary("+", as_expr(o), p) for o, p in zip(c.origin, place))
+        store: Stmt = Store(c.array, target, Load(c.buffer.name, tuple(place), c.buffer.dtype))
+        if c.limits:
+            store = If(all_of(Binary("<", t, Const(n)) for t, n in zip(target, c.limits)), (store,),
+                       "inside the array")
+        stmts += [Barrier(f"the block's writes to {c.array}'s tile are done"),
+                  Loop(e.name, flat_thread(block), Const(math.prod(shape)), math.prod(block), (store,),
+                       comment=f"{c.array}'s tile back to global memory")]
+    return tuple(stmts)
+
+
+def flat_thread(block: tuple[int, int, int]) -> Expr:
+    """The thread's number in the block (x fastest)."""
+    bx, by, _ = block
+    inner = Binary("+", Var("threadIdx.y"), Binary("*", Const(by), Var("threadIdx.z")))
+    return Binary("+", Var("threadIdx.x"), Binary("*", Const(bx), inner))
+
+
 def first_thread() -> Expr:
     """The block's thread (0, 0, 0)."""
     return Binary("&&", Binary("==", Var("threadIdx.x"), Const(0)),
@@ -713,6 +778,14 @@ def redirect(expr: Expr, caches: tuple[SharedCache, ...], as_expr) -> Expr:
         return e
 
     return map_expr(expr, visit)
+
+
+def redirect_store(store: Store, caches: tuple[SharedCache, ...], as_expr) -> Store:
+    """A write of an array cached in shared memory goes to its tile."""
+    for c in caches:
+        if c.written and store.buffer == c.array:
+            return dataclasses.replace(store, buffer=c.buffer.name, index=relative(store.index, c.origin, as_expr))
+    return store
 
 
 def relative(index: tuple[Expr, ...], origin: tuple[Affine, ...], as_expr) -> tuple[Expr, ...]:

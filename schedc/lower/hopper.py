@@ -681,7 +681,7 @@ class _Products:
         for var, coeff in inner.terms:
             lp = model.loop(var)
             if (coeff * lp.step) % c.chunk or (coeff * lp.begin) % c.chunk:
-                raise CacheError(here, f"{role}'s tiles start at element {_render(inner)} of a {c.chunk}-element "
+                raise CacheError(here, f"{role}'s tiles start at element {str(inner)} of a {c.chunk}-element "
                                        f"row chunk, which {var} moves by {coeff * lp.step}; wgmma tiles must start at "
                                        f"the same column of every chunk", loops=(c.index,))
         col = inner.const % c.chunk
@@ -699,7 +699,7 @@ class _Products:
         for var, coeff in outer_rows.terms:
             lp = model.loop(var)
             if (coeff * lp.step) % 8 or (coeff * lp.begin) % 8:
-                raise CacheError(here, f"{role}'s tiles start at row {_render(outer_rows)} of the TMA tile, "
+                raise CacheError(here, f"{role}'s tiles start at row {str(outer_rows)} of the TMA tile, "
                                        f"which {var} moves by {coeff * lp.step}; wgmma reads rows in groups of 8",
                                  loops=(c.index,))
         if outer_rows.const % 8:
@@ -757,10 +757,6 @@ def _early_fits(model, tiles: tensor.TensorMatch, count: int, registers: int) ->
     stored = model.buffer(tiles.c.buffer).dtype
     needed = count * per_tile * (tiles.accumulator_type.size + stored.size) // 4
     return needed + REGISTER_MARGIN <= registers
-
-
-def _render(a: Affine) -> str:
-    return tensor._render(a)
 
 
 def _check_registers(model, tiles, shape: _Shape, threads: int, producer: int, consumer: int,

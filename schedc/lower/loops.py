@@ -50,7 +50,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         as_expr = lambda a: affine_expr(a, order)  # noqa: E731
         # register tiles first: a register tile filled from a shared one is read in its place
         innermost = tuple(
-            dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr))
+            cache.redirect_store(dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr)), shared,
+                                 as_expr)
             for s in (private.redirect(in_loops(model, st), registers, as_expr) for st in model.statements)
         )
     unrolled = private.unrolled(registers)
@@ -69,12 +70,14 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
             # C's fragment kept across the cached loop: set up before it, stored after it
             before, after = around if serial[n].name == cached_at else ((), ())
             tile_in, tile_out = private.around(registers, serial[n].name, as_expr, shared)
-            body = (*before, *tile_in, *fill, *pipe.before, loop, *pipe.after, *tile_out, *after)
+            drain = cache.drain(shared, serial[n].name, launch.block, as_expr)
+            body = (*before, *tile_in, *fill, *pipe.before, loop, *pipe.after, *drain, *tile_out, *after)
         guards = guards_at.get(n, [])
         if guards:
             body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
         if n == len(serial):  # caches filled at the innermost level: every thread reaches the barriers
-            body = (*cache.fill(shared, None, lambda a: affine_expr(a, order)), *body)
+            as_expr = lambda a: affine_expr(a, order)  # noqa: E731
+            body = (*cache.fill(shared, None, as_expr), *body, *cache.drain(shared, None, launch.block, as_expr))
         return body
 
     big = any(b.size > INT32_MAX for b in model.buffers)

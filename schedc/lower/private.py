@@ -25,7 +25,7 @@ from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..targets import MemorySpace
-from .cache import MAX_TILE_REGISTERS, first_serial, footprint, map_expr, placement, relative
+from .cache import MAX_TILE_REGISTERS, first_serial, footprint, map_expr, placement, redirect_store, relative
 from .cache import redirect as redirect_shared
 from .guards import guard_levels
 
@@ -137,8 +137,12 @@ def around(caches: tuple[PrivateCache, ...], index: str | None, as_expr,
             if source is not None:
                 copy = map_loads(copy, lambda e: redirect_shared(e, shared, as_expr))
             before.append(copy)
-        if c.store:
-            after.append(_copy(c, as_expr, inward=False))
+        if c.store:  # into the array's shared tile, for a cache of a cache (the block writes that back)
+            source = next((s for s in shared if s.array == c.array), None) if c.from_shared else None
+            copy = _copy(c, as_expr, inward=False, within=source)
+            if source is not None:
+                copy = map_stores(copy, lambda st: redirect_store(st, shared, as_expr))
+            after.append(copy)
     return tuple(before), tuple(after)
 
 
@@ -189,6 +193,13 @@ def redirect(store: Store, caches: tuple[PrivateCache, ...], as_expr) -> Store:
         c = by_array[store.buffer]
         return Store(c.buffer.name, relative(store.index, c.origin, as_expr), value)
     return Store(store.buffer, store.index, value)
+
+
+def map_stores(s: Stmt, visit) -> Stmt:
+    """``visit`` applied to every Store in a nest of loops and conditions."""
+    if isinstance(s, Loop | If):
+        return dataclasses.replace(s, body=tuple(map_stores(b, visit) for b in s.body))
+    return visit(s) if isinstance(s, Store) else s
 
 
 def map_loads(s: Stmt, visit) -> Stmt:

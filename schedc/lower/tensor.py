@@ -343,14 +343,9 @@ def misalignment(model, what: str, strides, size: int, origin, align: int) -> st
     misaligned = [x for x in (*steps, start) if (x * size) % align]
     if not misaligned:
         return None
-    return (f"{what} start at element offset {_render(linear)}, which moves by "
+    return (f"{what} start at element offset {str(linear)}, which moves by "
             f"{misaligned[0]} elements ({misaligned[0] * size} bytes); tensor-core "
             f"loads need {align}-byte aligned tiles")
-
-
-def _render(a: Affine) -> str:
-    terms = [f"{c}*{n}" if c != 1 else n for n, c in a.terms]
-    return " + ".join([*terms, str(a.const)] if a.const or not terms else terms)
 
 
 # -- emission ----------------------------------------------------------------------------------

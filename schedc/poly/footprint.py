@@ -38,7 +38,7 @@ class Footprint:
         return math.prod(self.extents)
 
     def __str__(self) -> str:
-        origin = ", ".join(_render(a) for a in self.origin)
+        origin = ", ".join(str(a) for a in self.origin)
         shape = " x ".join(str(e) for e in self.extents)
         note = "" if self.exact else " (over-approximation: not every element is touched)"
         return f"{self.array}[{origin}] + [{shape}]{note}"
@@ -167,7 +167,7 @@ def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, m
         terms = {name: v.to_python() for name, v in zip(outer, values)}
         affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
     if len(affines) != 1:
-        shown = " or ".join(sorted(_render(_shown(model, a)) for a in affines))
+        shown = " or ".join(sorted(str(_shown(model, a)) for a in affines))
         raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} is "
                              f"{shown}, depending on the outer loops: the accesses do not move together "
                              f"(e.g. {array}[i] and {array}[7 - i]), so no one tile shape follows them")
@@ -206,8 +206,3 @@ def _is_inside(model, array, image, outer, origin, extents, low_only: bool = Fal
     return outside.is_empty()
 
 
-def _render(a: Affine) -> str:
-    terms = [name if c == 1 else f"-{name}" if c == -1 else f"{c}*{name}" for name, c in a.terms]
-    if a.const or not terms:
-        terms.append(str(a.const))
-    return " + ".join(terms)

@@ -75,6 +75,17 @@ def test_caches_at_block_bound_indices_hold_the_blocks_part(tmp_path):
     assert "block_copy" not in body[body.index("for (int k = 0;"):]
 
 
+def test_shared_output_cache_is_written_back_after_the_loops(tmp_path):
+    """C's tile in shared memory: filled before k, accumulated there, then a barrier and the
+    block's threads write it back inside C's bounds."""
+    source = (run_script("shared_output_cache", tmp_path).parent / "shared_output_cache.cu").read_text()
+    body = source[source.index("__global__"):]
+    assert "C_shared: float32[16, 16]" in source
+    assert "C_shared[ii * 16 + jj] = C_shared[ii * 16 + jj] + A[" in body
+    after = body[body.index("the block's writes to C's tile are done"):]
+    assert "C's tile back to global memory" in after and "< 72 && " in after and "< 40)" in after
+
+
 def test_block_order_changes_only_the_order_of_products(tmp_path):
     """BLOCK_ORDER: each tile's two passes one after the other; PASS_ORDER: each pass over
     every tile. Both emulate correctly (test_script_builds_and_emulates for BLOCK_ORDER)."""
@@ -96,7 +107,8 @@ def test_block_order_changes_only_the_order_of_products(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["thread_bound_cache", "warp_bound_cache", "scheduling_policy", "cache_layouts",
-                                  "hierarchical_cache", "gemm_benchmarker", "block_bound_cache"])
+                                  "hierarchical_cache", "gemm_benchmarker", "block_bound_cache",
+                                  "shared_output_cache"])
 def test_script_on_the_gpu(name, tmp_path):
     import schedc
     from schedc.verify import run_function

@@ -195,10 +195,10 @@ class ScheduleBuilder:
                 return
 
     def cache(self, program: _Program) -> None:
-        """SHARED caches of read-only arrays at serial loops, or at loops bound to threads
-        (Accera's: filled where the first serial loop after them starts; one pipeline per such
-        place), sometimes a PRIVATE cache (at a serial or a bound loop), rarely a request schedc must
-        refuse."""
+        """SHARED caches of read-only arrays at serial loops, or at loops bound to threads or
+        blocks (Accera's: filled where the first serial loop after them starts; one pipeline per
+        such place), sometimes a SHARED cache of a written array (written back after the loops)
+        or a PRIVATE cache (at a serial or a bound loop), rarely a request schedc must refuse."""
         bound = self.bound()
         serial = [n for n in self.order if n not in bound]
         if not serial:
@@ -209,14 +209,24 @@ class ScheduleBuilder:
         # thread take NVRTC many seconds, so such plans are rare
         chance = 0.3 if self.threads() >= 32 else 0.06
         threaded = [n for n in self.order if bound.get(n, "").startswith("THREAD")]
+        blocks = [n for n in self.order if bound.get(n, "").startswith("BLOCK")]
         for array in read_only:
             if self.rng.random() < chance and len(self.plan.caches) < 3:
-                index = self.rng.choice(threaded if threaded and self.rng.random() < 0.25 else serial)
+                draw = self.rng.random()
+                index = self.rng.choice(threaded if threaded and draw < 0.25 else
+                                        blocks if blocks and draw < 0.35 else serial)
                 at = self.order.index(index)
                 place = next((n for n in self.order[at:] if n in serial), None)
                 carried = any(n in serial for n in self.order[:at]) or self.rng.random() < 0.1
                 pipeline = pipelines.setdefault(place, self._pipeline() if carried else ("sync", 0))
                 self.plan.caches.append(CacheDirective(array, index, "SHARED", *pipeline, layout=layout(self.rng)))
+        written = sorted(arrays_written(program))
+        if written and self.rng.random() < chance / 3 and len(self.plan.caches) < 3:
+            index = self.rng.choice(self.order)
+            place = next((n for n in self.order[self.order.index(index):] if n in serial), None)
+            if pipelines.setdefault(place, ("sync", 0)) == ("sync", 0):
+                self.plan.caches.append(CacheDirective(self.rng.choice(written), index, "SHARED", "sync", 0,
+                                                       layout=layout(self.rng)))
         shared = [c for c in self.plan.caches if c.location == "SHARED"]
         if shared and self.rng.random() < 0.3:
             self._register_tile_of(self.rng.choice(shared), serial)
