@@ -316,8 +316,9 @@ class Plan:
         (its own coordinates fixed), filled before the first serial loop after ``index``. A cache
         of an array the nest writes (Accera's output caching, SIMT plans) is read and written in
         shared memory and, after a barrier, written back by the block once the loops end; each
-        statement must touch one element of the array (the tile is then exactly what the block
-        writes), and the tile is filled once (no pipeline, no TMA).
+        statement must touch one element of the array and the block must write every element of
+        its tile inside the array (so that the write-back overwrites nothing the nest leaves
+        alone or another block writes), and the tile is filled once (no pipeline, no TMA).
         Copies move up to 16 bytes per thread (vectors) where alignment allows; ``strategy``
         splits them STRIPED (coalesced, the default) or BLOCKED among the threads. The tile keeps
         the array's layout unless ``layout`` names another: a column-major array gives

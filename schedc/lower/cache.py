@@ -165,10 +165,11 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         _check_written(model, spec, here)
     fixed = block_fixed(model, spec.index)
     fp = footprint(model, spec, here, fixed, guards)
-    if written and not fp.exact:
-        raise CacheError(here, f"the nest writes {spec.array} and its footprint {fp} holds elements the block does "
-                               "not touch, which the write-back would overwrite; cache at another index",
-                         loops=(spec.index,))
+    if written and not poly.writes_whole_box(model, fp):
+        raise CacheError(here, f"the block's tile {fp} holds elements the block does not write (strided elements, "
+                               f"or the nest covers only part of {spec.array}); writing the tile back would overwrite "
+                               "elements the nest leaves alone or other blocks write: cache at a loop inside which "
+                               "the block writes a whole box", loops=(spec.index,))
     global_buffer = model.buffer(spec.array)
     # the copies run wherever the loops around them run, also where a partial tile's guard
     # (inside the copy) leaves no iteration, and a pipeline prefetches its carrier's next

@@ -37,11 +37,15 @@ class Footprint:
     def elements(self) -> int:
         return math.prod(self.extents)
 
-    def __str__(self) -> str:
+    @property
+    def box(self) -> str:
+        """The box as text: ``A[i, 0] + [16 x 32]``."""
         origin = ", ".join(str(a) for a in self.origin)
-        shape = " x ".join(str(e) for e in self.extents)
+        return f"{self.array}[{origin}] + [{' x '.join(str(e) for e in self.extents)}]"
+
+    def __str__(self) -> str:
         note = "" if self.exact else " (over-approximation: not every element is touched)"
-        return f"{self.array}[{origin}] + [{shape}]{note}"
+        return f"{self.box}{note}"
 
 
 def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = None,
