@@ -110,6 +110,25 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
     return plan, args
 
 
+def narrow_min(target=H100):
+    """B[i] = min(A[i], min(-A[i], A[28 - i] - i)) in int16 (the random tester's GPU seed 4404,
+    #540: selected as shorts, NVRTC 13 returned A[28] - i where -A[i] was the smaller)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.int16, shape=(29,), name="A")
+    B = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(28,), name="B")
+    nest = acc.Nest(28)
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i] = acc.min(A[i], acc.min(-A[i], A[28 - i] - i))
+
+    s = nest.create_schedule()
+    ii = s.split(i, 5)
+    plan = s.create_plan(target)
+    plan.bind({ii: target.GridUnit.THREAD_Z, i: target.GridUnit.BLOCK_X})
+    return plan, (A, B)
+
+
 def elementwise(M, N, dtype=T.float16, target=H100):
     """C = max(2 * A, B) - min(A, 0.25) + cast(i + j, dtype): constants, casts, index values."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
@@ -236,6 +255,7 @@ VARIANTS = {
                                          prologue_op=acc.MMAFragmentOp.SCALE, prologue_arg=-1.0,
                                          epilogue_op=acc.MMAFragmentOp.ReLU, k_split=32), None),
     "elementwise_fp16": (lambda: elementwise(40, 96), None),
+    "int16_min_of_a_negation": (narrow_min, None),
     "fp16_c_cached": (lambda: tensor_matmul(64, 64, 128, cache_c=0, k_split=32), None),
     "fp16_shared_ab": (lambda: tensor_matmul(64, 64, 256, k_split=64, shared_ab=True), None),
     "fp16_shared_ab_c_cached": (lambda: tensor_matmul(64, 96, 256, k_split=128, shared_ab=True, cache_c=0,

@@ -374,7 +374,7 @@ def _tree(c: _Choices, t: ScalarType, depth: int):
 @st.composite
 def trees(draw, types=tuple(TYPES)):
     t = draw(st.sampled_from(types))
-    return t, _tree(_Choices(draw), t, draw(st.integers(0, 4)))
+    return t, _tree(_Choices(draw, types=types), t, draw(st.integers(0, 4)))
 
 
 def _walk(e):
@@ -436,6 +436,17 @@ def test_dropped_parentheses_are_refused(tree):
         if _store_lines_unchecked(kernel) != original:
             with pytest.raises(InternalError, match="cuda text"):
                 check_kernel(kernel)
+
+
+def test_a_load_multiplied_by_zero_still_counts():
+    """``A[(i + 1) * 16 + j] * 0`` printed as ``A[i + 1 * 16 + j] * 0`` reads another element
+    (maybe outside A): the product's zero must not hide the load from the check."""
+    load = Load("A_int32", (Binary("+", Var("i"), Const(1)), Var("j")), S.int32)
+    kernel = _kernel({S.float16: [Cast(Binary("*", load, Const(0, S.int32), S.int32), S.float16)]})
+    check_kernel(kernel)
+    bare = lambda self, n, parent: _binary(self, n, 0)  # noqa: E731
+    with mock.patch.object(Printer, "binary", bare), pytest.raises(InternalError, match="cuda text"):
+        check_kernel(kernel)
 
 
 def _store_lines_unchecked(kernel):

@@ -804,6 +804,9 @@ def _terms(e: Expr, index: str) -> dict:
     for factor, other in ((lhs, rhs), (rhs, lhs)):
         if all(k == () for k, c in factor.items() if c):
             scale = factor.get((), 0)
+            kept = frozenset((k, c) for k, c in other.items() if c and k != ())
+            if scale == 0 and kept:  # what a zero multiplies still counts: its loads read memory
+                return {("times zero", kept): 1}
             return {k: c * scale for k, c in other.items()}
     parts = sorted((frozenset((k, c) for k, c in t.items() if c) for t in (lhs, rhs)), key=_canonical)
     return {("product", *parts): 1}

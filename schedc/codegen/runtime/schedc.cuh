@@ -30,11 +30,26 @@ __device__ __forceinline__ To convert(From x) {
     }
 }
 
-template <typename T>
-__device__ __forceinline__ T max(T a, T b) { return b > a ? b : a; }
+// 8- and 16-bit integers are compared and selected as int: NVRTC 13 (sm_90) picks the wrong one of
+// two shorts selected as shorts where one is a negation (min((short)-3, (short)2) gave 2).
+template <typename T> struct widened { using type = T; };
+template <> struct widened<signed char> { using type = int; };
+template <> struct widened<unsigned char> { using type = int; };
+template <> struct widened<char> { using type = int; };
+template <> struct widened<short> { using type = int; };
+template <> struct widened<unsigned short> { using type = int; };
 
 template <typename T>
-__device__ __forceinline__ T min(T a, T b) { return b < a ? b : a; }
+__device__ __forceinline__ T max(T a, T b) {
+    const typename widened<T>::type x = a, y = b;
+    return T(y > x ? y : x);
+}
+
+template <typename T>
+__device__ __forceinline__ T min(T a, T b) {
+    const typename widened<T>::type x = a, y = b;
+    return T(y < x ? y : x);
+}
 
 // Round a float operand fragment to tf32, as the tensor cores expect (round to nearest).
 template <typename Fragment>
