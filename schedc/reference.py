@@ -25,7 +25,7 @@ import numpy as np
 from .errors import InternalError
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
-from .ir.numeric import binary
+from .ir.numeric import binary, saturate
 from .ir.patterns import accumulated, loads, strip_float_casts
 from .ir.types import ScalarType
 from .targets import MMAFragmentOp
@@ -110,7 +110,9 @@ class _State:
             return self.gather(e.buffer, e.index, dims)
         if isinstance(e, Cast):
             inner = self.evaluate(e.operand, dims)
-            return Tensor(self.narrow(_cast(inner.data, e.dtype), e.dtype), inner.dims)
+            source = getattr(e.operand, "dtype", None)
+            floating = source is not None and source.is_float
+            return Tensor(self.narrow(_cast(inner.data, e.dtype, floating), e.dtype), inner.dims)
         if isinstance(e, Unary):
             inner = self.evaluate(e.operand, dims)
             return Tensor(_wrap(-inner.data, e.dtype), inner.dims)
@@ -295,9 +297,13 @@ def _fragment_op(op: MMAFragmentOp, arg: float, c: np.ndarray, dtype: ScalarType
     return np.where(c > 0, c, 0)
 
 
-def _cast(data: np.ndarray, dtype: ScalarType) -> np.ndarray:
+def _cast(data: np.ndarray, dtype: ScalarType, floating: bool = False) -> np.ndarray:
+    """``data`` (of a floating-point type where ``floating``) converted to ``dtype``: floating
+    point to integers saturates, integers wrap (as the kernels convert)."""
     if dtype is ScalarType.bool:
         return (data != 0).astype(np.int64)
+    if dtype.is_integer and floating:
+        return saturate(data, dtype).astype(np.int64)
     if dtype.is_integer:
         return _wrap(np.trunc(data).astype(np.int64), dtype)
     return data.astype(np.float64)

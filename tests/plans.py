@@ -129,6 +129,32 @@ def narrow_min(target=H100):
     return plan, (A, B)
 
 
+def saturating_casts(target=H100):
+    """Floating point to integers out of range: toward zero, clamped, NaN to 0, in the kernel,
+    the emulator and the reference alike (the random tester's seed 4405 #544 doubled an int32
+    through float64 past its range)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(96,), name="A")
+    I = acc.Array(role=acc.Role.OUTPUT, element_type=T.int32, shape=(96,), name="I")
+    S = acc.Array(role=acc.Role.OUTPUT, element_type=T.int8, shape=(96,), name="S")
+    U = acc.Array(role=acc.Role.OUTPUT, element_type=T.uint16, shape=(96,), name="U")
+    Z = acc.Array(role=acc.Role.OUTPUT, element_type=T.int64, shape=(96,), name="Z")
+    nest = acc.Nest(96)
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        I[i] = acc.cast(acc.cast(A[i], T.float64) * 6.0e9, T.int32)
+        S[i] = acc.cast(A[i] * 500.0, T.int8)
+        U[i] = acc.cast(A[i] * 1.0e5, T.uint16)
+        Z[i] = acc.cast((A[i] - A[i]) / (A[i] - A[i]), T.int64)
+
+    s = nest.create_schedule()
+    ii = s.split(i, 32)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
+    return plan, (A, I, S, U, Z)
+
+
 def elementwise(M, N, dtype=T.float16, target=H100):
     """C = max(2 * A, B) - min(A, 0.25) + cast(i + j, dtype): constants, casts, index values."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
@@ -256,6 +282,7 @@ VARIANTS = {
                                          epilogue_op=acc.MMAFragmentOp.ReLU, k_split=32), None),
     "elementwise_fp16": (lambda: elementwise(40, 96), None),
     "int16_min_of_a_negation": (narrow_min, None),
+    "saturating_casts": (saturating_casts, None),
     "fp16_c_cached": (lambda: tensor_matmul(64, 64, 128, cache_c=0, k_split=32), None),
     "fp16_shared_ab": (lambda: tensor_matmul(64, 64, 256, k_split=64, shared_ab=True), None),
     "fp16_shared_ab_c_cached": (lambda: tensor_matmul(64, 96, 256, k_split=128, shared_ab=True, cache_c=0,

@@ -51,7 +51,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
-from ..ir.numeric import binary
+from ..ir.numeric import binary, saturate
 from ..ir.types import ScalarType
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .registry import Registry
@@ -665,8 +665,7 @@ def _cast(value, dtype: ScalarType):
     if dtype is ScalarType.bool:
         return value != 0
     if dtype.is_integer and value.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            return np.trunc(value.astype(np.float64)).astype(dtype.numpy)
+        return saturate(value, dtype)
     return value.astype(dtype.numpy)
 
 

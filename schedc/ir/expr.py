@@ -203,7 +203,9 @@ def minimum(a: object, b: object) -> Expr:
 
 
 def cast(value: object, element_type: ScalarType) -> Expr:
-    """Convert ``value`` to ``element_type`` (Accera's ``acc.cast``)."""
+    """Convert ``value`` to ``element_type`` (Accera's ``acc.cast``): integers wrap at the
+    type's width; floating point to an integer rounds toward zero and saturates at the type's
+    range, NaN to 0 (as the GPU's cvt.rzi)."""
     if not isinstance(element_type, ScalarType):
         raise NestError(f"cast({value}, {element_type!r})", "the type must be a ScalarType")
     return Cast(as_expr(value), element_type)

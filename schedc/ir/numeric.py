@@ -32,7 +32,8 @@ def binary(op: str, a, b, dtype: ScalarType | None):
         return _SIMPLE[op](a, b)
     if op == "/":
         if dtype is not None and dtype.is_float:
-            return a / b
+            with np.errstate(divide="ignore", invalid="ignore"):  # inf and NaN, as on the GPU
+                return a / b
         quotient = np.floor_divide(a, b)  # no abs(): |MIN| does not fit its type
         inexact = (a - quotient * b) != 0
         return (quotient + (inexact & ((a < 0) != (b < 0)))).astype(np.result_type(a, b))
@@ -41,3 +42,21 @@ def binary(op: str, a, b, dtype: ScalarType | None):
     if op == "min":
         return np.where(b < a, b, a)
     raise TypeError(f"unknown operator {op}")
+
+
+def saturate(x, dtype: ScalarType) -> np.ndarray:
+    """Floating-point values converted to an integer type as the kernels convert them: toward
+    zero, clamped to the type's range, NaN to 0 (cvt.rzi; C++ leaves values out of range
+    undefined).
+
+    >>> saturate(np.array([1e10, -1e10, -2.7, np.nan]), ScalarType.int32).tolist()
+    [2147483647, -2147483648, -2, 0]
+    >>> saturate(np.array([300.0, -1.0]), ScalarType.uint8).tolist()
+    [255, 0]
+    """
+    info = np.iinfo(dtype.numpy)
+    t = np.trunc(np.asarray(x, dtype=np.float64))
+    high, low = t >= float(info.max), t <= float(info.min)
+    inside = np.where(high | low | np.isnan(t), 0.0, t).astype(dtype.numpy)
+    top, bottom = dtype.numpy.type(info.max), dtype.numpy.type(info.min)
+    return np.where(high, top, np.where(low, bottom, inside)).astype(dtype.numpy)

@@ -13,11 +13,39 @@ template <typename T> struct is_16bit_float { static constexpr bool value = fals
 template <> struct is_16bit_float<__half> { static constexpr bool value = true; };
 template <> struct is_16bit_float<__nv_bfloat16> { static constexpr bool value = true; };
 
-// Value conversion with C++ semantics; 16-bit floats convert through float (exact for them),
-// except from double, which rounds once.
+// The range of each integer type (no standard headers under NVRTC).
+template <typename T> struct int_range { static constexpr bool known = false; };
+#define SCHEDC_RANGE(T, LO, HI) \
+    template <> struct int_range<T> { static constexpr bool known = true; static constexpr T lo = LO, hi = HI; };
+SCHEDC_RANGE(signed char, -128, 127)
+SCHEDC_RANGE(unsigned char, 0, 255)
+SCHEDC_RANGE(short, -32768, 32767)
+SCHEDC_RANGE(unsigned short, 0, 65535)
+SCHEDC_RANGE(int, -2147483647 - 1, 2147483647)
+SCHEDC_RANGE(unsigned int, 0u, 4294967295u)
+SCHEDC_RANGE(long long, -9223372036854775807LL - 1, 9223372036854775807LL)
+SCHEDC_RANGE(unsigned long long, 0ull, 18446744073709551615ull)
+#undef SCHEDC_RANGE
+
+// A floating-point value to an integer type: toward zero, clamped to the type's range, NaN to 0
+// (what cvt.rzi does; C++ leaves values out of range undefined, and a compiler may fold them).
+template <typename To>
+__device__ __forceinline__ To saturated(double v) {
+    if (!(v == v)) return To(0);
+    if (v <= static_cast<double>(int_range<To>::lo)) return int_range<To>::lo;
+    if (v >= static_cast<double>(int_range<To>::hi)) return int_range<To>::hi;
+    return static_cast<To>(v);
+}
+
+// Value conversion with C++ semantics, except floating point to integer, which saturates;
+// 16-bit floats convert through float (exact for them), except from double, which rounds once.
 template <typename To, typename From>
 __device__ __forceinline__ To convert(From x) {
-    if constexpr (is_16bit_float<To>::value && !is_16bit_float<From>::value) {
+    if constexpr (int_range<To>::known && is_16bit_float<From>::value) {
+        return saturated<To>(static_cast<double>(static_cast<float>(x)));
+    } else if constexpr (int_range<To>::known && (same_type<From, float>::value || same_type<From, double>::value)) {
+        return saturated<To>(static_cast<double>(x));
+    } else if constexpr (is_16bit_float<To>::value && !is_16bit_float<From>::value) {
         if constexpr (same_type<From, double>::value) {
             return To(static_cast<double>(x));
         } else {
