@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import enum
 import math
 from dataclasses import dataclass
@@ -384,6 +385,17 @@ class Runtime(enum.Enum):
     OPENMP = "OPENMP"
 
 
+# Accera's target fields that its own GPU table leaves at their defaults (CPU notions)
+_ACCERA_GPU_DEFAULTS = {"architecture": None, "cache_lines": [], "cache_sizes": [], "extensions": [],
+                        "num_threads": 0, "turbo_frequency_GHz": {}, "vector_bytes": 0, "vector_registers": 1}
+_NO_VALUE = {
+    "frequency_GHz": "schedc's targets carry no clock frequency: nothing in a GPU plan depends on it",
+    "default_block_size": "Accera's documentation names it without a value (its targets have none); pick a "
+                          "block within max_threads_per_block and max_block_size",
+}
+_FAMILY = {70: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 89: "Ada Lovelace", 90: "Hopper"}
+
+
 class Target:
     """A GPU to compile for: ``Target(Target.Model.NVIDIA_H100)``.
 
@@ -450,11 +462,25 @@ class Target:
         """The multiprocessors (Accera's name for a GPU's cores)."""
         return self.spec.sm_count
 
-    def __getattr__(self, name: str):  # the table row's fields
+    def __getattr__(self, name: str):  # the table row's fields, then Accera's target fields
         spec = self.__dict__.get("spec")
         if spec is not None and hasattr(spec, name):
             return getattr(spec, name)
+        if name in _ACCERA_GPU_DEFAULTS:
+            return copy.copy(_ACCERA_GPU_DEFAULTS[name])
+        if name in _NO_VALUE and spec is not None:
+            raise TargetError(f"{self!r}.{name}", _NO_VALUE[name])
         raise AttributeError(name)
+
+    @property
+    def family(self) -> str:
+        """The architecture family (Accera's field): Volta, Turing, Ampere, Ada Lovelace, Hopper."""
+        return _FAMILY[self.spec.sm]
+
+    @property
+    def max_registers_per_block(self) -> int:
+        """32-bit registers a block may use (Accera's name)."""
+        return self.spec.registers_per_sm
 
     @property
     def name(self) -> str:

@@ -59,6 +59,23 @@ def test_shared_memory_limits_per_block():
     assert a100.max_shared_memory_per_block == 166912
 
 
+def test_accera_target_fields():
+    """Accera's GPU targets fill family and max_registers_per_block and leave its CPU fields at
+    their defaults; what it has no value for is refused with the reason, not an AttributeError."""
+    a100 = acc.Target(acc.Target.Model.NVIDIA_A100)
+    assert (a100.family, H100.family, a100.max_registers_per_block) == ("Ampere", "Hopper", 65536)
+    assert (a100.architecture, a100.cache_sizes, a100.num_threads, a100.vector_bytes, a100.vector_registers) == \
+        (None, [], 0, 0, 1)
+    a100.extensions.append("x")
+    assert a100.extensions == []  # each read a fresh default
+    with pytest.raises(TargetError, match=r"Target\(NVIDIA_A100\).default_block_size: Accera's documentation names"):
+        _ = a100.default_block_size
+    with pytest.raises(TargetError, match="frequency_GHz: schedc's targets carry no clock frequency"):
+        _ = a100.frequency_GHz
+    with pytest.raises(AttributeError):
+        _ = a100.not_a_field
+
+
 # -- Target's keywords, Constants.AUTO, tensor_core_info.supports ---------------------------------
 
 def test_target_category_runtime_and_cores():
