@@ -53,3 +53,31 @@ __all__ += ["Package"]
 from .package.loader import load  # noqa: E402
 
 __all__ += ["load"]
+
+# Accera's other top-level names: the same objects under its names, and a reason for the rest
+from .ir.plan import Cache  # noqa: E402
+from .package.build import Function  # noqa: E402
+
+AUTO = Constants.AUTO
+inf = float("inf")
+DelayedParameter = Parameter
+NativeArray = Array
+LoopIndex = Index
+
+
+def type_size_bytes(element_type: ScalarType) -> int:
+    """Bytes of one element (Accera's ``acc.type_size_bytes``).
+
+    >>> type_size_bytes(ScalarType.float16)
+    2
+    """
+    return element_type.size
+
+
+__all__ += ["AUTO", "Cache", "DelayedParameter", "Function", "LoopIndex", "NativeArray", "inf", "type_size_bytes"]
+
+
+def __getattr__(name: str):
+    from .accera_names import refuse
+
+    return refuse(name)

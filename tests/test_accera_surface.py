@@ -76,6 +76,38 @@ def test_accera_target_fields():
         _ = a100.not_a_field
 
 
+ACCERA_EXPORTS = [  # accera/__init__.py, its Constants and lang at 0319f5a
+    "Target", "KNOWN_DEVICES", "KNOWN_CPUS", "KNOWN_GPUS", "DelayedParameter", "create_parameters",
+    "create_parameter_grid", "Package", "CompilerOptions", "ScalarType", "AllocateFlags", "Role", "abs", "max",
+    "min", "ceil", "floor", "sqrt", "exp", "fast_exp", "fast_exp_mlas", "log", "log10", "log2", "sin", "cos", "tan",
+    "sinh", "cosh", "tanh", "logical_and", "logical_or", "logical_not", "cast", "round", "remainderf",
+    "type_size_bytes", "MMAShape", "MMASchedulingPolicy", "MMAFragmentOp", "CacheStrategy", "NativeArray", "Array",
+    "Nest", "Schedule", "FusedSchedule", "fuse", "Plan", "Cache", "Function", "logic_function", "LogicFunction",
+    "LoopIndex", "create_dimensions", "inf", "AUTO", "k_dynamic_size",
+]
+
+
+@pytest.mark.parametrize("name", ACCERA_EXPORTS)
+def test_every_accera_export_is_here_or_refused_with_the_reason(name):
+    try:
+        value = getattr(acc, name)
+    except acc.SchedcError as e:
+        assert str(e).startswith(f"acc.{name}: ") and "schedc" in str(e), str(e)
+        return
+    assert value is not None
+
+
+def test_accera_aliases_are_schedc_objects():
+    assert (acc.AUTO, acc.NativeArray, acc.LoopIndex, acc.DelayedParameter) == \
+        (acc.Constants.AUTO, acc.Array, acc.Index, acc.Parameter)
+    assert [acc.type_size_bytes(t) for t in (acc.ScalarType.int8, acc.ScalarType.bfloat16, acc.ScalarType.float64)] \
+        == [1, 2, 8]
+    with pytest.raises(acc.NestError, match=r"acc.sqrt: the iteration logic has \+ - \* /.*sqrt is not built"):
+        _ = acc.sqrt
+    with pytest.raises(AttributeError):
+        _ = acc.not_an_accera_name
+
+
 # -- Target's keywords, Constants.AUTO, tensor_core_info.supports ---------------------------------
 
 def test_target_category_runtime_and_cores():
