@@ -10,7 +10,7 @@ schedc.errors.ScheduleError: acc.fuse: fusing schedules is not built in schedc: 
 
 from __future__ import annotations
 
-from .errors import NestError, PackageError, ScheduleError, TargetError
+from .errors import NestError, PackageError, PlanError, ScheduleError, TargetError
 
 _ELEMENTWISE = ("abs", "ceil", "floor", "sqrt", "exp", "fast_exp", "fast_exp_mlas", "log", "log10", "log2", "sin",
                 "cos", "tan", "sinh", "cosh", "tanh", "logical_and", "logical_or", "logical_not", "round",
@@ -40,3 +40,33 @@ def refuse(name: str):
         kind, why = REFUSED[name]
         raise kind(f"acc.{name}", why)
     raise AttributeError(f"module 'schedc' has no attribute {name!r}")
+
+
+_CPU = "a CPU schedule option (vectors, threads, packing on the host); schedc schedules GPU kernels"
+_QUERY = "not built in schedc: the schedule's loops are its indices in order (schedc show prints them)"
+METHODS: dict[str, dict[str, tuple[type, str]]] = {
+    "Plan": {
+        **{name: (PlanError, _CPU) for name in ("vectorize", "parallelize", "kernelize", "pack_and_embed_buffer",
+                                                "emit_runtime_init_pack")},
+        "auto": (PlanError, "automatic plans are not built in schedc: bind, tensorize and cache by hand, or sweep "
+                            "parameters with acc.create_parameter_grid"),
+    },
+    "Schedule": {
+        "skew": (ScheduleError, "skewing loops is not built in schedc"),
+        "pad": (ScheduleError, "padding a loop's range is not built in schedc (splits that do not divide are "
+                               "guarded partial tiles)"),
+        **{name: (ScheduleError, _QUERY) for name in ("interval", "num_iterations", "get_index_range",
+                                                     "get_index_parent", "get_index_transform", "is_valid_loop_order",
+                                                     "get_fusing_index", "get_fused_indices",
+                                                     "get_unfused_indices")},
+    },
+    "Nest": {"get_logic": (NestError, "schedc keeps a nest's statements, not its logic function")},
+}
+
+
+def refuse_method(owner: str, name: str):
+    """Raise the reason ``owner.name`` (an Accera method) is not in schedc, else AttributeError."""
+    if name in METHODS.get(owner, {}):
+        kind, why = METHODS[owner][name]
+        raise kind(f"{owner.lower()}.{name}()", why)
+    raise AttributeError(f"{owner!r} object has no attribute {name!r}")

@@ -431,3 +431,66 @@ def test_a_dynamic_shared_memory_size_of_the_dense_tiles_drops_the_padding():
     assert all(r.passed for r in emulate_function(model, dense, blocks=2, seed=5))
     with pytest.raises(PlanError, match=r"_dynamic_shared_memory_size=1000\): the kernel's shared memory needs 1024 "):
         kernel(1000)
+
+
+# -- Accera's methods: print, get_shape, add_description, and the ones refused with the reason -----
+
+def _bound_plan():
+    nest, (A, B, C) = matmul_arrays(64, 48, 32, acc.ScalarType.float32, acc.ScalarType.float32)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 16), s.split(j, 16)
+    s.reorder(i, j, ii, jj, k)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_Y, j: H100.GridUnit.BLOCK_X, ii: H100.GridUnit.THREAD_Y,
+               jj: H100.GridUnit.THREAD_X})
+    return nest, s, plan, (A, B, C)
+
+
+def test_print_shows_the_loop_nest(capsys):
+    nest, schedule, plan, _ = _bound_plan()
+    assert nest.get_shape() == (64, 48, 32)
+    schedule.print()
+    plan.print()
+    unbound, bound = capsys.readouterr().out.split("for i in range")[1:]
+    assert "for ii in range(0, 16, 1):" in unbound and "THREAD_Y" not in unbound
+    assert "# BLOCK_Y, 4 iterations" in bound and "# THREAD_X, 16 iterations" in bound
+    assert "] = " in bound and "for k in range(0, 32, 1):" in bound
+
+
+@pytest.mark.parametrize("owner, method, error, message", [
+    ("plan", "vectorize", PlanError, "plan.vectorize\\(\\): a CPU schedule option"),
+    ("plan", "parallelize", PlanError, "plan.parallelize\\(\\): a CPU schedule option"),
+    ("plan", "auto", PlanError, "plan.auto\\(\\): automatic plans are not built"),
+    ("schedule", "skew", acc.ScheduleError, "schedule.skew\\(\\): skewing loops is not built"),
+    ("schedule", "pad", acc.ScheduleError, "schedule.pad\\(\\): padding a loop's range is not built"),
+    ("schedule", "get_index_range", acc.ScheduleError, "schedule.get_index_range\\(\\): not built in schedc"),
+    ("nest", "get_logic", acc.NestError, "nest.get_logic\\(\\): schedc keeps a nest's statements"),
+])
+def test_accera_methods_schedc_lacks_are_refused_with_the_reason(owner, method, error, message):
+    nest, schedule, plan, _ = _bound_plan()
+    with pytest.raises(error, match=message):
+        getattr({"plan": plan, "schedule": schedule, "nest": nest}[owner], method)
+    with pytest.raises(AttributeError):
+        _ = plan.no_such_method
+
+
+def test_add_description_writes_the_hat_description(tmp_path):
+    import tomllib
+
+    _, _, plan, args = _bound_plan()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="described")
+    package.add_description(author="Ada", license="https://example.org/license", version="2.1",
+                            other={"team": "kernels", "revision": 7, "draft": True})
+    package.add_description(other={"draft": None})  # None removes a key, as in Accera
+    hat = package.build("described", output_dir=tmp_path)
+    description = tomllib.loads(hat.read_text())["description"]
+    assert (description["author"], description["license_url"], description["version"]) == \
+        ("Ada", "https://example.org/license", "2.1")
+    assert description["auxiliary"] == {"team": "kernels", "revision": 7}
+    assert acc.load(hat).functions  # the loader reads it
+    with pytest.raises(acc.PackageError, match="Package.add_description: version must be a string, not 2"):
+        package.add_description(version=2)
+    with pytest.raises(acc.PackageError, match=r"other\['x'\] = \[1\]: values are strings, numbers or booleans"):
+        package.add_description(other={"x": [1]})

@@ -30,6 +30,13 @@ INDEX_NAMES = "ijklmnpqrstuvw"
 class Nest:
     """A perfectly nested loop over ``shape``: ``Nest(shape=(M, N, K))`` or ``Nest(M, N, K)``."""
 
+
+    def __getattr__(self, name: str):  # Accera's methods schedc does not have: the reason
+        from ..accera_names import refuse_method
+
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return refuse_method("Nest", name)
     def __init__(self, shape: tuple[int, ...] | int | None = None, *more: int) -> None:
         dims = (shape, *more) if isinstance(shape, int | np.integer | Parameter) else shape
         where = f"Nest(shape={dims!r})"
@@ -99,6 +106,10 @@ class Nest:
                 )
             if isinstance(node, Access):
                 _check_in_bounds(statement, node, self)
+
+    def get_shape(self) -> tuple[int, ...]:
+        """The nest's extents, outermost first (Accera's ``nest.get_shape()``)."""
+        return self.shape
 
     def arrays(self) -> list:
         """The arrays the statements use, in order of first appearance."""

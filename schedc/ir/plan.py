@@ -90,6 +90,28 @@ def _cache_later(plan, source, index=None, *args, location=MemorySpace.SHARED, *
 class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
+
+    def print(self) -> None:
+        """Print the scheduled loop nest (Accera's ``plan.print()``): each loop with its range,
+        binding or tensor-core role and iteration count, then the statements."""
+        from ..show import loop_nest
+        from . import names
+        from .model import freeze
+        from .parameters import deferred
+
+        if deferred(self):
+            raise PlanError("plan.print()", "the plan uses parameters: print a plan of values (Package.add with "
+                                            "parameters= builds each point)")
+        arrays = tuple(self.schedule.nest.arrays())  # named as Package.add would with them as args
+        names.name_function(list(arrays), arrays, self.schedule.order, self.schedule.nest.logic, "plan")
+        print(loop_nest(freeze(self, "plan", arrays)))
+
+    def __getattr__(self, name: str):  # Accera's methods schedc does not have: the reason
+        from ..accera_names import refuse_method
+
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return refuse_method("Plan", name)
     def __init__(self, schedule, target: Target, blocks_per_sm: int | None = None,
                  dynamic_shared: int | None = None) -> None:
         if not isinstance(target, Target):

@@ -67,6 +67,18 @@ class SplitGroup:
 class Schedule:
     """The loop order and splits of a nest. Create with ``nest.create_schedule()``."""
 
+
+    def print(self) -> None:
+        """Print the loop nest in the schedule's order (Accera's ``schedule.print()``): each
+        loop with its range and iteration count, then the statements."""
+        self.create_plan().print()
+
+    def __getattr__(self, name: str):  # Accera's methods schedc does not have: the reason
+        from ..accera_names import refuse_method
+
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return refuse_method("Schedule", name)
     def __init__(self, nest: Nest) -> None:
         self.nest = nest
         self.pieces: dict[Index, Piece] = {

@@ -164,6 +164,7 @@ class Package:
     def __init__(self) -> None:
         self._functions: list[_Added] = []
         self._target: Target | None = None
+        self._description: dict = {}
 
     def add(self, source: Plan, args: tuple[Array, ...], base_name: str = "",
             parameters: dict | list[dict] | None = None) -> Function | list[Function]:
@@ -233,6 +234,29 @@ class Package:
             current.added.append(model)
         return Function(name, values)
 
+    def add_description(self, author: str | None = None, license: str | None = None, other: dict | None = None,
+                        version: str | None = None) -> None:
+        """Descriptive metadata for the package's .hat (its ``[description]`` table), as Accera's:
+        ``author``, ``license`` (a URL), ``version``; ``other`` merges into ``auxiliary`` (a
+        key set to None is removed). Values must be strings (``other``'s: TOML strings, numbers
+        or booleans)."""
+        where = "Package.add_description"
+        for key, value in (("author", author), ("license", license), ("version", version)):
+            if value is not None and not isinstance(value, str):
+                raise PackageError(where, f"{key} must be a string, not {value!r}")
+        if other is not None:
+            if not isinstance(other, dict) or not all(isinstance(k, str) for k in other):
+                raise PackageError(where, f"other must be a dict with string keys, not {other!r}")
+            bad = [k for k, v in other.items() if v is not None and not isinstance(v, str | int | float | bool)]
+            if bad:
+                raise PackageError(where, f"other[{bad[0]!r}] = {other[bad[0]]!r}: values are strings, numbers or "
+                                          "booleans")
+            auxiliary = {**self._description.get("auxiliary", {}), **other}
+            self._description["auxiliary"] = {k: v for k, v in auxiliary.items() if v is not None}
+        for key, value in (("author", author), ("license_url", license), ("version", version)):
+            if value is not None:
+                self._description[key] = value
+
     def add_function(self, function: HostFunction, target: Target, description: str = "") -> str:
         """Add a function given as kernel IR: its kernels, launched in order (a workspace clear,
         then a reduction, ...). It is checked by the IR verifier; it has no schedule, so
@@ -290,7 +314,7 @@ class Package:
         else:
             directory = Path(output_dir) if output_dir is not None else Path.cwd()
         path = _write(name, directory, self._target, self._functions, functions, source,
-                      format, mode, tolerance)
+                      format, mode, tolerance, self._description)
         if record is not None:
             record.write(path.parent / f"{name}.ir", format)
         if current is not None:
@@ -460,7 +484,8 @@ def _ir_entry(added: _Added, function: HostFunction) -> dict:
     return {"model": model, "function": to_plain(function)}
 
 
-def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance) -> Path:
+def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance,
+           description: dict | None = None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     debug = mode is Mode.DEBUG
     arch = compilers.arch_for(target.arch, [k for f in functions for k in f.kernels])
@@ -475,7 +500,7 @@ def _write(name, directory: Path, target: Target, added, functions, source, form
     }
     (directory / f"{name}.schedc.json").write_text(json.dumps(ir, sort_keys=True, indent=1) + "\n")
     info = hat.BuildInfo(name, target.name, arch, target.sm_count, compiled.compiler,
-                         compiled.flags, library, __version__)
+                         compiled.flags, library, __version__, dict(description or {}))
     entries = [hat.HatFunction(f, a.description, function_alignments(f), a.parameters)
                for a, f in zip(added, functions)]
     path = directory / f"{name}.hat"

@@ -39,6 +39,7 @@ class BuildInfo:
     flags: str
     library: str  # lib<name>.so, or "" when none was built
     version: str
+    described: dict = field(default_factory=dict)  # Package.add_description: what replaces the defaults
 
 
 def _parameter(b: Buffer) -> dict:
@@ -115,6 +116,7 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
             "author": "schedc",
             "version": info.version,
             "license_url": "",
+            **info.described,
         },
         "functions": hosts,
         "device_functions": devices,
