@@ -61,6 +61,12 @@ METHODS: dict[str, dict[str, tuple[type, str]]] = {
                                                      "get_unfused_indices")},
     },
     "Nest": {"get_logic": (NestError, "schedc keeps a nest's statements, not its logic function")},
+    "Array": {
+        "sub_array": (NestError, "sub-array views are not built in schedc: pass the part as an argument of its own"),
+        "deferred_layout": (NestError, "deferred layouts (a CONST array laid out like a cache) are not built in "
+                                       "schedc: give the layout when the Array is made"),
+        "flags": (NestError, "schedc allocates no arrays of its own: every array is an argument"),
+    },
 }
 
 

@@ -466,11 +466,14 @@ def test_print_shows_the_loop_nest(capsys):
     ("schedule", "pad", acc.ScheduleError, "schedule.pad\\(\\): padding a loop's range is not built"),
     ("schedule", "get_index_range", acc.ScheduleError, "schedule.get_index_range\\(\\): not built in schedc"),
     ("nest", "get_logic", acc.NestError, "nest.get_logic\\(\\): schedc keeps a nest's statements"),
+    ("array", "sub_array", acc.NestError, "array.sub_array\\(\\): sub-array views are not built"),
+    ("array", "flags", acc.NestError, "array.flags\\(\\): schedc allocates no arrays of its own"),
 ])
 def test_accera_methods_schedc_lacks_are_refused_with_the_reason(owner, method, error, message):
-    nest, schedule, plan, _ = _bound_plan()
+    nest, schedule, plan, args = _bound_plan()
     with pytest.raises(error, match=message):
-        getattr({"plan": plan, "schedule": schedule, "nest": nest}[owner], method)
+        getattr({"plan": plan, "schedule": schedule, "nest": nest, "array": args[0]}[owner], method)
+    assert args[1].requested_layout is args[1].layout
     with pytest.raises(AttributeError):
         _ = plan.no_such_method
 

@@ -130,6 +130,18 @@ class Array:
     def __repr__(self) -> str:
         return f"Array({self.display_name}, {self.role.name}, {self.element_type.value})"
 
+    @property
+    def requested_layout(self):
+        """The layout the Array was made with (Accera's name; schedc keeps it as given)."""
+        return self.layout
+
+    def __getattr__(self, name: str):  # Accera's Array methods schedc does not have: the reason
+        from ..accera_names import refuse_method
+
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return refuse_method("Array", name)
+
     def __getitem__(self, key: object) -> Access:
         indices = key if isinstance(key, tuple) else (key,)
         exprs = tuple(as_expr(i) for i in indices)
