@@ -14,7 +14,8 @@ copies of A's 128 x 64 and B's 64 x 256 tiles, ``stages`` tiles ahead.
   column-major B (tf32 wgmma reads k-contiguous operands);
 - ``matmul_fp16_2048x1024x2048``: Accera's tutorial shape (128 x 128 tiles, float16 C).
 
-Every function runs on a persistent grid (``plan.persistent(group=8)``): one block per
+Every function runs on a persistent grid (``plan.persistent(group=8)``; ``GROUPS`` names the
+float16-C functions measured faster with another group): one block per
 multiprocessor loops over the tiles, so that the producer copies the next tile's operands while
 the consumers store C. The 128 x 256 functions keep 3 stages: beside them the two warpgroups'
 whole 64 x 256 tiles of 16-bit C fit in shared memory (of float32 C, four of each tile's eight
@@ -83,12 +84,17 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     return plan, (A, B, C)
 
 
+# rows of blocks per group of the persistent grid, where another than 8 measured faster for
+# float16 C (H200, BENCHMARKS.md 2026-11-24: 4096^3 0.2131 ms with 4 against 0.2184 with 8)
+GROUPS = {("fp16", 4096): 4, ("fp16", 8192): 16}
+
 if __name__ == "__main__":
     package = acc.Package()
     grouped = {"group": 8}  # persistent blocks, tiles in groups of 8 rows of blocks
     for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
         for size in (4096, 8192):
-            package.add(*matmul(size, size, size, operand, output=operand, stages=3, persistent=grouped),
+            package.add(*matmul(size, size, size, operand, output=operand, stages=3,
+                                persistent={"group": GROUPS.get((name, size), 8)}),
                         base_name=f"matmul_{name}_{size}")
             package.add(*matmul(size, size, size, operand, stages=3, persistent=grouped),
                         base_name=f"matmul_{name}_{size}_f32c")
