@@ -435,7 +435,8 @@ def test_register_blocking_loops_move_innermost():
     plan.caches.clear()
     plan.cache(args[2], index=next(x for x in plan.schedule.order if x.name == "j"),
                location=acc.MemorySpace.MMA_FRAGMENT)
-    with pytest.raises(acc.CacheError, match=r"cache\(C, index=j, location=MMA_FRAGMENT\): .* but kk runs inside j"):
+    with pytest.raises(acc.CacheError, match=r"cache\(C, index=j, location=MMA_FRAGMENT\): j \(at and inside j\) "
+                                             r"index C: .* but kk runs inside j"):
         compile_plan(plan, args)
 
 

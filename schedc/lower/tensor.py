@@ -418,7 +418,8 @@ def accumulator_cache(model, tm: TensorMatch) -> tuple[str | None, tuple[str, ..
         inner = next(n for n in serial[serial.index(blocked[0]):] if n not in blocked)
         raise CacheError(
             here,
-            f"{', '.join(blocked)} (inside {cache.index}) index {tm.c.buffer}: each warp keeps one "
+            f"{', '.join(blocked)} ({'at and ' if blocked[0] == cache.index else ''}inside {cache.index}) index "
+            f"{tm.c.buffer}: each warp keeps one "
             f"fragment per tile of {tm.c.buffer}, and the loops that choose the tile must be the "
             f"innermost serial loops, but {inner} runs inside {blocked[0]}; reorder so that "
             f"{', '.join(blocked)} come right before the tensorized loops",
