@@ -284,3 +284,25 @@ def test_a_register_tile_past_a_partial_shared_tile():
     model, kernel = compile_plan(plan, (A, B, C))
     assert "the part of the tile inside B's shared tile" in [s.comment for s in statements(kernel, If)]
     assert emulates(model, kernel)
+
+
+def test_a_register_tile_of_a_shared_tile_read_backwards_stays_inside_it():
+    """B[i, j] = A[5 - j, i], A's shared tile at j, each thread's element in a register at i:
+    in the last, partial tile of j the padded thread's element lies before the shared tile, and
+    its copy must skip it (the random tester's seed 998, #186, read A_shared[-1])."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(6, 1), name="A")
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(1, 5), name="B")
+    nest = acc.Nest(shape=(1, 5))
+    i, j = nest.get_indices()
+    nest.iteration_logic(lambda: B.__setitem__((i, j), A[5 - j, i]))
+    s = nest.create_schedule()
+    jj = s.split(j, 2)
+    s.reorder(j, jj, i)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({jj: target.GridUnit.THREAD_Y})
+    tile = plan.cache(A, index=j, location=target.MemorySpace.SHARED)
+    plan.cache(tile, index=i, location=target.MemorySpace.PRIVATE)
+    model, kernel = compile_plan(plan, (A, B))
+    reports = emulate_function(model, kernel, blocks=None, seed=1)
+    assert all(r.passed for r in reports), "\n".join(map(str, reports))

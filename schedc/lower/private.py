@@ -165,8 +165,12 @@ def _copy(c: PrivateCache, as_expr, inward: bool, within=None) -> Stmt:
             tests = [*(Binary("<=", Const(0), e) for e in element), *tests]
     if within is not None:
         extents = within.buffer.shape[-len(points):]
-        offsets = [Binary("+", as_expr(o.plus(w.scale(-1))), p) for o, w, p in zip(c.origin, within.origin, points)]
+        starts = [o.plus(w.scale(-1)) for o, w in zip(c.origin, within.origin)]
+        offsets = [Binary("+", as_expr(d), p) for d, p in zip(starts, points)]
         tests += [Binary("<", e, Const(n)) for e, n in zip(offsets, extents)]
+        # a padded thread's tile may start before the shared tile (a subscript that runs backwards)
+        tests += [Binary("<=", Const(0), e) for e, d in zip(offsets, starts)
+                  if d.const < 0 or any(coefficient < 0 for _, coefficient in d.terms)]
     if tests:
         inside = all_of(tests)
         body = If(inside, (body,), f"the part of the tile inside {c.array}"
