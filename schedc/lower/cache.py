@@ -159,7 +159,7 @@ def _plan_all(model, threads: int, tiles: tensor.TensorMatch | None, scratch: Sh
 def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = None,
           padding: bool = True) -> SharedCache:
     here = f"cache({spec.array}, index={spec.index}, location=SHARED)"
-    at = placement(model, spec.index, here)
+    at = placement(model, spec.index)
     written = any(s.buffer == spec.array for s in model.statements)
     if written:
         _check_written(model, spec, here)
@@ -242,6 +242,7 @@ def _check_written(model, spec, here: str) -> None:
         raise CacheError(here, f"the nest writes {spec.array}: its tile is filled once and written back after the "
                                "loops, without a pipeline or TMA (leave double_buffer, stages and engine unset)",
                          loops=(spec.index,))
+
     def element(index) -> tuple[str, ...]:
         return tuple(str(Affine.of(i)) for i in index)
 
@@ -408,7 +409,7 @@ def _choose(model, spec):
                            f"({', '.join(sizes) or 'no loop can hold the cache'})")
 
 
-def placement(model, index: str, here: str) -> str | None:
+def placement(model, index: str) -> str | None:
     """Where the block fills a cache kept across ``index``: before ``index``'s loop when each
     thread runs it; for an index bound to the grid, or tensorized (Accera's caching at such an
     index: the block's footprint over the loops at and inside it, the block's own coordinates

@@ -106,7 +106,7 @@ def _check_inside_shared(model, spec, placed: str | None, here: str) -> None:
     over fewer loops, with more of them fixed)."""
     shared = next(c for c in model.caches if c.array == spec.array and c.location is MemorySpace.SHARED)
     names = [lp.name for lp in model.loops]
-    at = placement(model, shared.index, here)
+    at = placement(model, shared.index)
     inner = len(names) if placed is None else names.index(placed)
     if at is None or inner <= names.index(at):
         where = (f"before {at}'s loop" if at is not None else "at the innermost level, inside every loop")
