@@ -405,9 +405,8 @@ def _tma(b, s: TmaLoad, mask) -> None:
     array = b.buffers[spec.array]
     target = b.buffers[s.target]
     size = array.dtype.size
-    order = sorted(range(len(array.shape)), key=lambda d: -array.strides[d])  # slowest first
-    box = [spec.box[d] for d in order]
-    grid = np.indices(box).reshape(len(box), -1)
+    order, grid = _box(spec, array)
+    extent = spec.extent(array.shape)
     for thread in np.flatnonzero(mask):
         bar_index = int(np.broadcast_to(b.expr(s.index), mask.shape)[thread])
         coords = [int(np.broadcast_to(b.expr(c), mask.shape)[thread]) for c in s.coords]
@@ -415,7 +414,7 @@ def _tma(b, s: TmaLoad, mask) -> None:
         inside = np.ones(grid.shape[1], dtype=bool)
         offset = np.zeros(grid.shape[1], dtype=np.int64)
         for n, d in enumerate(order):
-            inside &= (index[n] >= 0) & (index[n] < array.shape[d])
+            inside &= (index[n] >= 0) & (index[n] < extent[d])
             offset += index[n] * array.strides[d]
         values = np.zeros(grid.shape[1], dtype=target.dtype.numpy)
         values[inside] = b.memory[spec.array][offset[inside]]
@@ -457,6 +456,7 @@ def _tma_store(b, s: TmaStore, mask) -> None:
     array = b.buffers[spec.array]
     size = b.buffers[s.source].dtype.size
     order, grid = _box(spec, array)
+    extent = spec.extent(array.shape)
     for thread in np.flatnonzero(mask):
         start = int(np.broadcast_to(b.offset(s.source, s.source_origin, mask), mask.shape)[thread])
         address = h.base[s.source] + start * size
@@ -474,7 +474,7 @@ def _tma_store(b, s: TmaStore, mask) -> None:
         offset = np.zeros(grid.shape[1], dtype=np.int64)
         for n, d in enumerate(order):
             index = coords[d] + grid[n]
-            inside &= (index >= 0) & (index < array.shape[d])
+            inside &= (index >= 0) & (index < extent[d])
             offset += index * array.strides[d]
         memory = b.memory[spec.array]
         memory[offset[inside]] = values[inside].astype(memory.dtype)

@@ -625,12 +625,20 @@ class TensorMap:
     """What the ``tensor_map`` builder encodes (``cuTensorMapEncodeTiled``) for TMA copies of
     the array parameter ``array``: boxes of ``box`` elements along each of the array's dimensions
     (in the array's order; the map lists them innermost first by stride) of ``dtype``, rows (along
-    the contiguous dimension) swizzled by ``swizzle`` bytes (0: none, 32, 64 or 128)."""
+    the contiguous dimension) swizzled by ``swizzle`` bytes (0: none, 32, 64 or 128). The map's
+    global size is ``bounds`` (what the nest reaches of the array, ``poly.reach``; () the whole
+    array): TMA fills zeros past it and stores nothing past it, so tiles padded past the nest's
+    edge read zeros and write nothing there, whether the array ends there or goes on."""
 
     array: str
     box: tuple[int, ...]
     dtype: ScalarType
     swizzle: int = 0
+    bounds: tuple[int, ...] = ()
+
+    def extent(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The map's global size over an array of ``shape``."""
+        return tuple(min(n, b) for n, b in zip(shape, self.bounds)) if self.bounds else tuple(shape)
 
 
 # bytes and alignment of each by-value struct, by the name of the builder that makes it

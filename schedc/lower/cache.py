@@ -73,7 +73,7 @@ class SharedCache:
     pipeline: str = "sync"
     stages: int = 1
     carrier: str | None = None  # the serial loop around ``index`` that a pipeline runs along
-    limits: tuple[int, ...] = ()  # the array's shape when the tile may reach past it (zeros there)
+    limits: tuple[int, ...] = ()  # the nest's reach of the array when the tile may pass it (zeros there)
     axes: tuple[int, ...] = ()  # the tile's dimensions slowest first, as in the array; () in order
     # a sequential cache whose copies use cp.async (sm_80+, 4-byte vectors): every vector of
     # the tile in flight at once, then a wait for all of them, instead of one per thread at a time
@@ -184,7 +184,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         )
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
     inside = fp.inside and whole.inside
-    limits = () if inside else global_buffer.shape
+    limits = () if inside else fp.bounds  # zeros past what the nest reaches of the array
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
     order = dimension_order(global_buffer.strides)  # the copy's order: vectors along the array's rows
     tile_order = spec.order or order  # the tile's: the array's, or another layout= asks for
@@ -200,7 +200,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     swizzle = _swizzle(tiles, spec.array, plain)
     if swizzle:
         buffer = dataclasses.replace(plain, swizzle=swizzle)
-    vector = _vector(model, global_buffer, fp, None if transposed else buffer.strides, bool(limits), order[-1]) \
+    vector = _vector(model, global_buffer, fp, None if transposed else buffer.strides, limits, order[-1]) \
         if spec.vectorize else 1
     carrier = _carrier(model, spec, here) if pipelined else None
     if spec.pipeline == "registers":
@@ -290,7 +290,8 @@ def _tma_box(model, spec, here: str, extents: tuple[int, ...], array) -> StructP
     if max(extents) > TMA_BOX_LIMIT:
         raise CacheError(here, f"the tile is {'x'.join(map(str, extents))}; a TMA box has at most {TMA_BOX_LIMIT} "
                                "elements along each dimension: cache at a loop further in", loops=(spec.index,))
-    return StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, tuple(extents), array.dtype, 0))
+    return StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, tuple(extents), array.dtype, 0,
+                                                                           poly.reach(model, spec.array)))
 
 
 def _swizzle(tiles: tensor.TensorMatch | None, array: str, plain: SharedBuffer) -> int:
@@ -519,10 +520,10 @@ def _ordered(shape: tuple[int, ...], order: tuple[int, ...], size: int, padded: 
     return tuple(strides)
 
 
-def _vector(model, global_buffer, fp, shared_strides, bounded: bool, inner: int) -> int:
+def _vector(model, global_buffer, fp, shared_strides, limits: tuple[int, ...], inner: int) -> int:
     """Elements per copy vector along the contiguous dimension ``inner``: up to 16 bytes, when
-    every vector is aligned on both sides (and, for a tile that reaches past its array, lies
-    wholly inside or wholly outside it). ``shared_strides`` None: a transposed tile, whose
+    every vector is aligned on both sides (and, for a tile that reaches past the ``limits`` of
+    its array, lies wholly inside or wholly outside them). ``shared_strides`` None: a transposed tile, whose
     elements are written one by one (vectors aligned in the array alone)."""
     size = global_buffer.dtype.size
     if global_buffer.strides[inner] != 1 or (shared_strides is not None and shared_strides[inner] != 1):
@@ -535,7 +536,7 @@ def _vector(model, global_buffer, fp, shared_strides, bounded: bool, inner: int)
     outer = [d for d in range(len(fp.extents)) if d != inner]
     rows = [*(global_buffer.strides[d] for d in outer), *(shared_strides[d] for d in outer if shared_strides)]
     for candidate in (16 // size, 8 // size, 4 // size, 1):
-        if candidate < 1 or fp.extents[inner] % candidate or (bounded and global_buffer.shape[inner] % candidate):
+        if candidate < 1 or fp.extents[inner] % candidate or (limits and limits[inner] % candidate):
             continue
         if all(x % candidate == 0 for x in (*moves, *rows)):
             return candidate
@@ -578,7 +579,7 @@ def drain(caches: tuple[SharedCache, ...], at: str | None, block: tuple[int, int
         store: Stmt = Store(c.array, target, Load(c.buffer.name, tuple(place), c.buffer.dtype))
         if c.limits:
             store = If(all_of(Binary("<", t, Const(n)) for t, n in zip(target, c.limits)), (store,),
-                       "inside the array")
+                       "inside what the nest reaches of the array")
         stmts += [Barrier(f"the block's writes to {c.array}'s tile are done"),
                   Loop(e.name, flat_thread(block), Const(math.prod(shape)), math.prod(block), (store,),
                        comment=f"{c.array}'s tile back to global memory")]

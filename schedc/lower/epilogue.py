@@ -116,7 +116,8 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     if not swizzle or groups > 15:
         return None
     chunk = swizzle // size
-    tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, (m, chunk), array.dtype, swizzle))
+    tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, (m, chunk), array.dtype, swizzle,
+                                                                      tiles.c_bounds))
 
     def staging(slots: int) -> SharedBuffer:
         return SharedBuffer(f"{c.buffer}_out", array.dtype, (groups, slots, m, chunk),

@@ -132,6 +132,7 @@ def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
                                                  f"plan.cache({operand.buffer}, index=<the loop inside k>, "
                                                  "location=SHARED)", loops=model.tensorize.loops)
     caches = [_plan_one(model, spec, tiles, operands) for spec in specs]
+    tensor.check_padding(model, tiles, set(operands))  # TMA fills zeros past each operand's reach
     for c in caches[1:]:
         if (c.index, c.stages) != (caches[0].index, caches[0].stages):
             raise CacheError(_here(c.array, c.index), f"{caches[0].array} is cached at {caches[0].index} with "
@@ -172,7 +173,7 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
     fixed = tuple(n for i, n in enumerate(names)
                   if (i < position and model.binding_of(n) is None)
                   or (model.binding_of(n) is not None and model.binding_of(n).level == "block"))
-    fp = cache.footprint(model, spec, here, fixed, None)
+    fp = cache.footprint(model, spec, here, fixed, tiles.guards)  # the whole tiles the wgmmas read
     if not fp.starts_inside:
         raise CacheError(here, f"the footprint {fp} starts before the first element of {spec.array} for some "
                                "tiles", loops=(spec.index,))
@@ -207,7 +208,7 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
     strides = (chunks * fp.extents[outer] * chunk, fp.extents[outer] * chunk, chunk, 1)
     buffer = SharedBuffer(f"{spec.array}_shared", array.dtype, shape, strides, swizzle, align=1024)
     box = (fp.extents[outer], chunk) if inner == 1 else (chunk, fp.extents[outer])
-    tmap = StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, box, array.dtype, swizzle))
+    tmap = StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, box, array.dtype, swizzle, fp.bounds))
     return TmaCache(spec.array, spec.index, buffer, fp.origin, inner, tmap, stages)
 
 

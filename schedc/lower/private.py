@@ -93,7 +93,7 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
                                f"only part of {spec.array}); storing the tile back would overwrite elements other "
                                "threads own: cache at a loop inside which each thread writes a whole box",
                          loops=(spec.index,))
-    limits = () if fp.inside else model.buffer(spec.array).shape
+    limits = () if fp.inside else fp.bounds
     if spec.from_shared:
         _check_inside_shared(model, spec, at, here)
     return PrivateCache(spec.array, spec.index, buffer, fp.origin, reads, writes, limits, unrolled,

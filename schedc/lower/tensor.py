@@ -70,6 +70,7 @@ class TensorMatch:
     # computed, operands padded with zeros in shared memory, C stored inside its bounds only.
     guards: tuple[Guard, ...] | None = None
     c_axes: tuple[int, int] | None = None  # C's dimensions of a tile's rows and columns, at edges
+    c_bounds: tuple[int, ...] = ()  # one past the last element of C the nest writes, per dimension (poly.reach)
     # why C's tiles cannot be loaded and stored by tensor cores in place (then every tile goes
     # through the warp's slice of shared memory, element by element), or None
     c_staged: str | None = None
@@ -151,7 +152,8 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
     kept = tuple(g for g in facts.guards if not g.affine.variables() & padded)
     if len(kept) != len(facts.guards):
         tm = dataclasses.replace(tm, guards=kept)
-    partial = len(kept) != len(facts.guards) and poly.first_outside(model, tm.c.buffer, kept) is not None
+    tm = dataclasses.replace(tm, c_bounds=poly.reach(model, tm.c.buffer))
+    partial = len(kept) != len(facts.guards) and poly.first_outside(model, tm.c.buffer, kept, tm.c_bounds) is not None
     if not partial and tm.c_staged is None:
         return tm
     axes = []
@@ -176,7 +178,7 @@ def fragment_type(model, c_buffer: str) -> ScalarType:
 def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
     """Operands read from global memory: the family's layout rules, and with partial tiles, whole
     tiles that stay inside the array (else the operand must come through shared memory, where
-    the copy pads the tile with zeros)."""
+    the copy pads the tile with zeros); then ``check_padding``."""
     for role, operand in (("A", tm.a), ("B", tm.b)):
         if operand.buffer in cached:
             continue
@@ -201,6 +203,29 @@ def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
                 "location=SHARED)",
                 loops=model.tensorize.loops,
             )
+    check_padding(model, tm, cached)
+
+
+def check_padding(model, tm: TensorMatch, zero_filled: set[str]) -> None:
+    """Whole tiles past the nest's edge add nothing to what is stored: where the nest covers
+    only part of its arrays (a nest smaller than A, B or C), the padded iterations would read
+    elements that are not zeros and write elements the nest leaves alone."""
+    if tm.guards is None:
+        return
+    product = (tm.c.buffer, tm.a.buffer, tm.b.buffer)
+    found = poly.padding_witness(model, tm.guards, product, zero_filled)
+    if found is None:
+        return
+    point, elements = found
+    c, a, b = (f"{x}[{', '.join(map(str, elements[x]))}]" for x in product)
+    iteration = ", ".join(f"{n}={v}" for n, v in point.items())
+    nest = "x".join(str(d) for _, d in model.dims)
+    shapes = ", ".join(f"{x}{list(model.buffer(x).shape)}" for x in product)
+    raise PlanError(where(model), f"tensor cores compute whole {'x'.join(map(str, model.tensorize.mma_shape.mnk))} "
+                                  f"tiles; iteration ({iteration}) of a whole tile lies past the {nest} nest but "
+                                  f"inside the arrays ({shapes}): it would add {a} * {b} to {c}. Cache the "
+                                  "operands in shared memory (their copies fill zeros past the nest's edge), or "
+                                  "split by sizes that divide the nest", loops=model.tensorize.loops)
 
 
 def _check_loops(model, facts: PolyFacts, here: str) -> None:
@@ -219,11 +244,12 @@ def _check_loops(model, facts: PolyFacts, here: str) -> None:
                 here, f"{name} is bound to {unit.name}; tensorized loops run inside one warp"
             )
         got = facts.loop(name).extent
-        if got != want:
+        if got != want and model.loop(name).extent != want:  # a split by ``want`` of fewer values: padded
             raise PlanError(
                 here,
                 f"{name} has {got} iterations; {t.mma_shape.name} with {t.passes} pass(es) needs "
-                f"{want} (use target.tensor_core_info.compute_tensor_splits)",
+                f"{want}: split by the sizes target.tensor_core_info.compute_tensor_splits gives (a dimension "
+                f"smaller than one tile too: split it by {want}, and the tile is padded past the nest's edge)",
             )
     for b in model.bindings:
         if b.unit.level == "thread":
@@ -577,8 +603,7 @@ def _edge(model, tm: TensorMatch, as_expr, combo) -> TileEdge | None:
     subs = tm.c.subscripts
     if combo:
         subs = tuple(sub.substitute({k: Affine((), v) for k, v in combo.items()}) for sub in subs)
-    shape = model.buffer(tm.c.buffer).shape
-    rows, cols = (Binary("-", Const(shape[d]), as_expr(subs[d])) for d in tm.c_axes)
+    rows, cols = (Binary("-", Const(tm.c_bounds[d]), as_expr(subs[d])) for d in tm.c_axes)
     scratch = f"{tm.c.buffer}_edge" if tm.instructions.edge_scratch else ""
     return TileEdge(rows, cols, scratch, tm.c_staged is not None)
 
@@ -646,7 +671,7 @@ def _vector(model, tm: TensorMatch, operand: Operand, use: str, edge: TileEdge |
     width = vector_width(layout, operand.row_stride, operand.col_stride, size, 128 if warpgroup else 32)
     if width == 1 or misalignment(model, "", spec.strides, size, operand.subscripts, width * size):
         return 1
-    if edge is not None and spec.shape[tm.c_axes[1]] % width:
+    if edge is not None and tm.c_bounds[tm.c_axes[1]] % width:
         return 1
     return width
 

@@ -62,7 +62,8 @@ def builder(name: str) -> Callable[[Builder], Builder]:
 @builder("tensor_map")
 def _tensor_map(param: StructParam, array: Buffer, address: int) -> bytes:
     spec = param.spec
-    return driver.encode_tensor_map(address, spec.dtype, array.shape, array.strides, spec.box, spec.swizzle)
+    return driver.encode_tensor_map(address, spec.dtype, spec.extent(array.shape), array.strides, spec.box,
+                                     spec.swizzle)
 
 
 class Function:

@@ -23,7 +23,15 @@ import islpy as isl
 from ..ir.affine import Affine
 from ..ir.kernel import register
 from . import sets
-from .footprint import Footprint, FootprintError, first_outside, footprint, writes_whole_box
+from .footprint import (
+    Footprint,
+    FootprintError,
+    first_outside,
+    footprint,
+    padding_witness,
+    reach,
+    writes_whole_box,
+)
 from .legality import Conflict, find_order_violation, find_race, unwritten_element
 from .sets import Access
 
@@ -151,6 +159,6 @@ def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, .
 
 __all__ = [
     "Access", "Conflict", "DomainFacts", "Footprint", "FootprintError", "Guard", "LoopFacts", "PolyFacts", "analyze",
-    "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint", "unwritten_element",
-    "writes_whole_box",
+    "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint", "padding_witness", "reach",
+    "unwritten_element", "writes_whole_box",
 ]

@@ -30,8 +30,9 @@ class Footprint:
     origin: tuple[Affine, ...]  # first element, per array dimension
     extents: tuple[int, ...]
     exact: bool
-    inside: bool = True  # the box stays inside the array for every value of the fixed loops
+    inside: bool = True  # the box stays inside ``bounds`` for every value of the fixed loops
     starts_inside: bool = True  # the box never starts before the array's first element
+    bounds: tuple[int, ...] = ()  # ``reach``: one past the last element the nest touches, per dimension
 
     @property
     def elements(self) -> int:
@@ -75,10 +76,27 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
         origin.append(_affine(low, outer, array, d, index, model))
         extents.append(high.sub(low).max_val().to_python() + 1)
     exact = _is_exact(model, array, image, outer, origin, extents)
-    inside = _is_inside(model, array, image, outer, origin, extents)
-    starts = inside or _is_inside(model, array, image, outer, origin, extents, low_only=True)
+    bounds = reach(model, array)
+    inside = _is_inside(image, outer, origin, extents, bounds)
+    starts = inside or _is_inside(image, outer, origin, extents, bounds, low_only=True)
     origin = [_loop_values(model, a, array, d, index) for d, a in enumerate(origin)]
-    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside, starts)
+    return Footprint(array, index, tuple(outer), tuple(origin), tuple(extents), exact, inside, starts, bounds)
+
+
+def reach(model, array: str) -> tuple[int, ...]:
+    """Per dimension of ``array``, one past the last element the nest's iterations touch (at
+    most the array's size). Tiles padded past the nest's edge copy zeros beyond it and store
+    nothing beyond it, whether the array ends there or goes on (a nest over part of an array)."""
+    names = [lp.name for lp in model.loops]
+    relations = [a.relation(names) for a in sets.accesses(model) if a.array == array]
+    if not relations:
+        return model.buffer(array).shape
+    relation = relations[0]
+    for r in relations[1:]:
+        relation = relation.union(r)
+    image = sets.domain(model).apply(relation)
+    return tuple(min(size, image.dim_max(d).max_val().to_python() + 1)
+                 for d, size in enumerate(model.buffer(array).shape))
 
 
 def _shown(model, a: Affine) -> Affine:
@@ -138,11 +156,13 @@ def _with_params(domain: isl.Set, relation, outer) -> tuple:
     return domain, relation
 
 
-def first_outside(model, array: str, guards=None) -> tuple[dict[str, int], tuple[int, ...]] | None:
+def first_outside(model, array: str, guards=None, bounds: tuple[int, ...] | None = None
+                  ) -> tuple[dict[str, int], tuple[int, ...]] | None:
     """The first iteration (lexmin) of the (padded) domain whose access to ``array`` falls
-    outside it, with the element; None when every access stays inside."""
+    outside it (or outside ``bounds``, one past the last element per dimension), with the
+    element; None when every access stays inside."""
     names = [lp.name for lp in model.loops]
-    shape = model.buffer(array).shape
+    shape = bounds if bounds is not None else model.buffer(array).shape
     elements = ", ".join(f"e{d}" for d in range(len(shape)))
     bounds = " and ".join(f"0 <= e{d} < {n}" for d, n in enumerate(shape))
     inside = isl.Set(f"{{ {array}[{elements}] : {bounds} }}")
@@ -199,8 +219,7 @@ def _box(model, array, outer, origin, extents) -> isl.Set:
     return isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
 
 
-def _is_inside(model, array, image, outer, origin, extents, low_only: bool = False) -> bool:
-    shape = model.buffer(array).shape
+def _is_inside(image, outer, origin, extents, shape, low_only: bool = False) -> bool:
     params = ", ".join(sets.PREFIX + n for n in outer)
     parts = []
     for a, extent, size in zip(origin, extents, shape):
@@ -210,3 +229,42 @@ def _is_inside(model, array, image, outer, origin, extents, low_only: bool = Fal
     return outside.is_empty()
 
 
+
+
+def padding_witness(model, guards, product: tuple[str, str, str], zero_filled: set[str]
+                    ) -> tuple[dict[str, int], dict[str, tuple[int, ...]]] | None:
+    """Whole tiles compute iterations past the nest (the padded domain of ``guards``): each
+    such iteration of ``C += A * B`` (``product`` names C, A, B) must add nothing to an element
+    that is stored, so where C's element lies inside its ``reach`` (it is stored), A's or B's
+    must lie outside theirs in an operand whose copies fill zeros there (``zero_filled``). The
+    first iteration that breaks this, with its elements; None when none does."""
+    names = [lp.name for lp in model.loops]
+    padded = sets.domain(model, guards).subtract(sets.domain(model))
+    if padded.is_empty():
+        return None
+    c, a, b = product
+
+    def within(array: str) -> isl.Set:
+        """The iterations whose access to ``array`` lies inside its reach."""
+        bounds = reach(model, array)
+        elements = ", ".join(f"e{d}" for d in range(len(bounds)))
+        box = isl.Set(f"{{ {array}[{elements}] : {' and '.join(f'0 <= e{d} < {n}' for d, n in enumerate(bounds))} }}")
+        points = padded
+        for access in sets.accesses(model):
+            if access.array == array:
+                points = points.intersect(access.relation(names).intersect_range(box).domain())
+        return points
+
+    bad = within(c)
+    for operand in (a, b):
+        if operand in zero_filled:
+            bad = bad.intersect(within(operand))
+    if bad.is_empty():
+        return None
+    values = sets.point_values(bad.lexmin().sample_point(), names)
+    point = {n: values[n] for n in names}
+    elements = {}
+    for access in sets.accesses(model):
+        if access.array in product:
+            elements[access.array] = tuple(s.evaluate(point) for s in access.subscripts)
+    return point, elements

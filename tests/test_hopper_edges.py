@@ -1,0 +1,174 @@
+"""Hopper plans at the edges, where the CPU checks and the hardware once disagreed: sizes below
+one stage or one tile, nests over part of their arrays, blocks and register budgets past what
+the launch and ptxas accept.
+
+Each emulated plan is compared with numpy over every block; the same plans run on the GPU
+(``gpu`` mark) and compile for sm_90a on the CPU.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.codegen.emulate import emulate
+from schedc.errors import PlanError
+from schedc.ir.model import freeze
+from schedc.lower import compile_model, verifying
+from schedc.package.build import name_arrays
+
+from .conftest import require_gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+
+import hopper_matmul  # noqa: E402
+
+F16, F32 = acc.ScalarType.float16, acc.ScalarType.float32
+COL = acc.Array.Layout.LAST_MAJOR
+H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
+UNIT, SPACE = H100.GridUnit, H100.MemorySpace
+
+
+def lowered(plan, args):
+    name_arrays("test", plan, args, "mm")
+    with verifying():
+        return compile_model(freeze(plan, "mm", args))
+
+
+def emulated_error(kernel, nest: tuple[int, int, int]) -> tuple[float, np.ndarray]:
+    """Emulate every block on random inputs: the largest error against numpy's C + A @ B over
+    the nest (and C unchanged elsewhere), and which elements of C were written."""
+    M, N, K = nest
+    rng = np.random.default_rng(0)
+    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in kernel.params}
+    arrays = {b.name: np.lib.stride_tricks.as_strided(storage[b.name].astype(np.float64), b.shape,
+                                                      [s * 8 for s in b.strides]) for b in kernel.params}
+    result = emulate(kernel, storage)
+    expected = arrays["C"].copy()
+    expected[:M, :N] += arrays["A"][:M, :K] @ arrays["B"][:K, :N]
+    c = next(b for b in kernel.params if b.name == "C")
+    got = result.storage["C"].reshape(c.shape).astype(np.float64)
+    return float(np.abs(got - expected).max()), result.written["C"].reshape(c.shape)
+
+
+# (M, N, K) below one stage's k or one block's tile, and the sample's options
+EDGES = {
+    "k_below_one_stage": ((128, 128, 32), {"block": (128, 128, 64), "stages": 3}),
+    "k_below_one_stage_one_thread_issues": ((128, 128, 32), {"block": (128, 128, 64), "stages": 1,
+                                                              "specialize": False}),
+    "k_below_one_stage_persistent": ((256, 128, 32), {"block": (128, 128, 64), "persistent": {"blocks": 1}}),
+    "k_of_half_a_two_chunk_stage": ((128, 256, 64), {"block": (128, 256, 128), "stages": 2}),
+    "tf32_k_below_one_stage": ((128, 128, 16), {"operand": F32, "block": (128, 128, 32), "b_layout": COL}),
+    "m_below_one_tile": ((100, 128, 128), {"block": (128, 128, 64)}),
+    "m_below_one_warpgroup": ((40, 128, 128), {"block": (128, 128, 64), "stages": 1}),
+    "m_below_a_256_row_block": ((160, 128, 128), {"block": (256, 128, 64)}),
+    "n_below_a_block_of_two_warpgroup_columns": ((128, 192, 128), {"block": (128, 256, 64), "warpgroup_n": 128}),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGES))
+def test_edges_emulate_correctly(name):
+    """The TMA tile is the whole tile the wgmmas read (the box past the array filled with
+    zeros), so the emulator runs the kernel the GPU runs."""
+    (M, N, K), options = EDGES[name]
+    error, written = emulated_error(lowered(*hopper_matmul.matmul(M, N, K, **options)), (M, N, K))
+    assert written.all()
+    assert error < (2e-2 * np.sqrt(K) if options.get("operand") is F32 else 1e-3)
+
+
+def test_tma_box_covers_the_tile_the_wgmmas_read():
+    """K = 32 below a 64-wide stage: A's box is 128 x 64 and B's 64 x 128 (boxes of 64 columns),
+    the tensor maps' global size the nest's (TMA fills zeros past it)."""
+    kernel = lowered(*hopper_matmul.matmul(128, 128, 32, block=(128, 128, 64)))
+    maps = {v.spec.array: v.spec for v in kernel.values}
+    assert maps["A"].box == (128, 64) and maps["A"].bounds == (128, 32)
+    assert maps["B"].box == (64, 64) and maps["B"].bounds == (32, 128)
+    a_shared = next(b for b in kernel.shared if b.name == "A_shared")
+    assert a_shared.shape[1:] == (1, 128, 64)
+
+
+def part_product(nest: tuple[int, int, int], shapes: tuple[int, int, int], wgmma: bool, cached=("A", "B")):
+    """C[i, j] += A[i, k] * B[k, j] over a nest smaller than its arrays (A is shapes[0] x
+    shapes[1], B shapes[1] x shapes[2]), on wgmma with TMA rings or on mma.sync with
+    shared caches of the arrays in ``cached``."""
+    M, N, K = nest
+    am, ak, bn = shapes
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(am, ak))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(ak, bn))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(am, bn))
+    n = acc.Nest(shape=(M, N, K))
+    i, j, k = n.get_indices()
+
+    @n.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = n.create_schedule()
+    plan = None
+    if wgmma:
+        ii, jj, kk = s.split(i, 128), s.split(j, 128), s.split(k, 64)
+        iii = s.split(ii, 64)
+        iiii, jjj, kkk = s.tile({iii: 64, jj: 128, kk: 16})
+        s.reorder(i, j, ii, jj, k, kk, iii, iiii, jjj, kkk)
+        plan = s.create_plan(H100)
+        plan.bind({i: UNIT.BLOCK_Y, j: UNIT.BLOCK_X, ii: UNIT.WARPGROUP_Y})
+        plan.tensorize(indices=(iiii, jjj, kkk), mma_shape=acc.MMAShape.M64xN128xK16_B1)
+        for array in (A, B):
+            plan.cache(array, index=kk, location=SPACE.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+        plan.cache(C, index=k, location=SPACE.MMA_FRAGMENT)
+    else:
+        ii, jj, kk = s.split(i, 32), s.split(j, 32), s.split(k, 32)
+        iii, jjj, kkk = s.tile({ii: 16, jj: 16, kk: 16})
+        s.reorder(i, j, k, ii, jj, kk, iii, jjj, kkk)
+        plan = s.create_plan(H100)
+        plan.bind({i: UNIT.BLOCK_Y, j: UNIT.BLOCK_X, ii: UNIT.WARP_Y, jj: UNIT.WARP_X})
+        plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+        for array in (A, B):
+            if array.name in cached or {A: "A", B: "B"}[array] in cached:
+                plan.cache(array, index=k, location=SPACE.SHARED)
+    return plan, (A, B, C)
+
+
+@pytest.mark.parametrize("wgmma", [False, True], ids=["mma_sync", "wgmma"])
+@pytest.mark.parametrize("nest, shapes", [((64, 64, 40), (64, 48, 64)), ((40, 64, 64), (64, 64, 64)),
+                                          ((100, 128, 40), (128, 64, 160))], ids=["k", "m", "m_k_n"])
+def test_nest_over_part_of_its_arrays(wgmma, nest, shapes):
+    """Whole tiles past the nest's edge read zeros and write nothing there though the arrays go
+    on: the copies and the TMA maps stop at what the nest reaches, C's edge stores too."""
+    if wgmma:
+        nest = tuple(max(n, 64) if d == 2 else n for d, n in enumerate(nest))
+        shapes = (shapes[0], max(shapes[1], nest[2] + 8), shapes[2])
+    kernel = lowered(*part_product(nest, shapes, wgmma))
+    error, written = emulated_error(kernel, nest)
+    assert error < 1e-3
+    M, N, _ = nest
+    assert written[:M, :N].all() and written.sum() == M * N
+
+
+def test_padding_into_an_uncached_array_is_refused():
+    """mma.sync reading A and B from global memory: whole tiles past K = 40 would add
+    A[0, 40] * B[40, 0] (inside both 64-wide arrays) to C[0, 0]."""
+    plan, args = part_product((64, 64, 40), (64, 64, 64), wgmma=False, cached=())
+    with pytest.raises(PlanError, match=r"iteration \(i=0, j=0, k=32, ii=0, jj=0, kk=0, iii=0, jjj=0, kkk=8\) of a "
+                                        r"whole tile lies past the 64x64x40 nest but inside the arrays \(C\[64, 64\], "
+                                        r"A\[64, 64\], B\[64, 64\]\): it would add A\[0, 40\] \* B\[40, 0\] to "
+                                        r"C\[0, 0\]"):
+        lowered(plan, args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(EDGES))
+def test_edges_on_the_gpu(name, tmp_path):
+    from schedc.verify import run_function
+
+    (M, N, K), options = EDGES[name]
+    package = acc.Package()
+    package.add(*hopper_matmul.matmul(M, N, K, **options), base_name=name)
+    path = package.build(name, format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    reports = run_function(acc.load(path).functions[name], seed=3)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
