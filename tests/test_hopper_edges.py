@@ -172,3 +172,51 @@ def test_edges_on_the_gpu(name, tmp_path):
     require_gpu()
     reports = run_function(acc.load(path).functions[name], seed=3)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+# -- blocks and registers that the launch and ptxas accept ---------------------------------------
+
+
+def block_of(groups: tuple[int, int], n: int, specialize: bool = True, blocks_per_sm: int = 0):
+    """A wgmma plan of ``groups`` (rows, columns) consumer warpgroups of 64 x ``n`` each."""
+    rows, cols = groups
+    block = (64 * rows, n * cols, 64)
+    plan, args = hopper_matmul.matmul(block[0], block[1], 128, block=block, warpgroup_n=n, specialize=specialize,
+                                      stages=2)
+    plan.blocks_per_sm = blocks_per_sm
+    return plan, args
+
+
+@pytest.mark.parametrize("groups, n, specialize, blocks, message", [
+    ((4, 2), 64, True, 0, r"8 consumer warpgroup\(s\) and the producer warpgroup are 1152 threads; a block of NVIDIA "
+                          r"H100 has at most 1024: use fewer warpgroups a block .*, or warp_specialize\(False\)"),
+    ((3, 1), 256, True, 0, r"3 consumer warpgroup\(s\) and the producer warpgroup are 512 threads, 1 block\(s\) a "
+                           r"multiprocessor: ptxas compiles the kernel within 65536 / 512 = 128 registers a thread "
+                           r"\(__launch_bounds__\), and each consumer thread holds 128 accumulator registers"),
+    ((4, 2), 128, False, 0, r"65536 / 1024 = 64 registers a thread .* holds 64 accumulator registers"),
+    ((2, 1), 128, True, 2, r"384 threads, 2 block\(s\) a multiprocessor: .* 65536 / 768 = 80 registers .*, or a lower "
+                           r"create_plan\(_blocks_per_SM=2\)"),
+    ((1, 1), 128, True, 3, r"65536 / 768 = 80 registers"),
+    ((2, 1), 256, False, 2, r"2 consumer warpgroup\(s\) are 256 threads, 2 block\(s\) a multiprocessor: .* = 128 "
+                            r"registers .* 128 accumulator registers .*, or a lower create_plan\(_blocks_per_SM=2\)$"),
+])
+def test_blocks_and_registers_past_the_hardware_are_refused(groups, n, specialize, blocks, message):
+    """Each of these once passed the checks and failed in ptxas ("Insufficient registers") or
+    at the launch (CUDA_ERROR_INVALID_VALUE)."""
+    with pytest.raises(PlanError, match=message):
+        lowered(*block_of(groups, n, specialize, blocks))
+
+
+@pytest.mark.parametrize("groups, n, specialize, blocks", [
+    ((4, 2), 64, False, 0),  # 1024 threads of 64 registers: 32 accumulators
+    ((3, 1), 192, True, 0),  # 512 threads of 128 registers: 96 accumulators
+    ((1, 1), 128, True, 2),  # 256 threads, 2 blocks: 128 registers, the consumers raised from the launch's share
+    ((1, 1), 256, False, 2),  # 128 threads, 2 blocks: 256 registers, 128 accumulators
+])
+def test_accepted_blocks_compile_for_sm90a(groups, n, specialize, blocks):
+    """The neighbours of the refusals above build: ptxas (through NVRTC) accepts their registers."""
+    from schedc.codegen.cuda import emit_source
+    from schedc.package.compile import nvrtc_compile
+
+    kernel = lowered(*block_of(groups, n, specialize, blocks))
+    nvrtc_compile(emit_source([kernel], "// edges"), "edges", "sm_90a")

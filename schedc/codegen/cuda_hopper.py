@@ -25,7 +25,6 @@ from ..ir.kernel import (
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
-    launch_registers,
     walk_statements,
 )
 from .cuda import EMITTERS, INDENT
@@ -123,7 +122,7 @@ def _wgmma_sync(p, s: Stmt, pad: str, depth: int) -> list[str]:
 @EMITTERS.handles(Roles)
 def _roles(p, s: Roles, pad: str, depth: int) -> list[str]:
     """One branch per role on the thread's warpgroup; each first moves its register budget."""
-    default = launch_registers(p.kernel.threads_per_block)
+    default = p.kernel.registers_at_launch
     lines = [f"{pad}// warp specialization: " + "; ".join(
         f"{r.name} = threads {r.first}..{r.first + r.threads - 1}" for r in s.roles)]
     for n, role in enumerate(s.roles):

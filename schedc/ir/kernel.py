@@ -480,22 +480,23 @@ class Role:
 REGISTERS_PER_SM = 65536  # every sm_90 multiprocessor
 
 
-def launch_registers(threads_per_block: int) -> int:
-    """The registers each thread holds at launch when a kernel's roles move them with
-    ``setmaxnreg`` (``__launch_bounds__(threads)``: the file's share, in the allocation's units
-    of 8). ``setmaxnreg.inc`` takes registers only from what other roles of the block released
-    with ``setmaxnreg.dec``, so the roles' new budgets must fit ``threads_per_block`` times this.
+def launch_registers(threads_per_block: int, blocks: int = 1) -> int:
+    """The registers each thread holds at launch (``__launch_bounds__(threads, blocks)``: the
+    file's share of ``blocks`` such blocks, in the allocation's units of 8). ptxas compiles the
+    whole kernel within it, and a kernel's roles move registers between them with
+    ``setmaxnreg``: ``inc`` takes only what other roles of the block released with ``dec``, so
+    the roles' new budgets must fit ``threads_per_block`` times this.
 
-    >>> launch_registers(384), launch_registers(640)
-    (168, 96)
+    >>> launch_registers(384), launch_registers(640), launch_registers(384, blocks=2)
+    (168, 96, 80)
     """
-    return REGISTERS_PER_SM // threads_per_block // 8 * 8
+    return REGISTERS_PER_SM // (threads_per_block * max(1, blocks)) // 8 * 8
 
 
-def roles_fit(roles: tuple[Role, ...], threads_per_block: int) -> bool:
+def roles_fit(roles: tuple[Role, ...], threads_per_block: int, blocks: int = 1) -> bool:
     """Whether the roles' ``setmaxnreg`` budgets fit the block's registers at launch (an
     ``inc`` beyond what the others released waits for ever)."""
-    held = launch_registers(threads_per_block)
+    held = launch_registers(threads_per_block, blocks)
     return sum(r.threads * ((r.registers or held) - held) for r in roles) <= 0
 
 
@@ -698,6 +699,12 @@ class Kernel:
     @property
     def threads_per_block(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def registers_at_launch(self) -> int:
+        """What each thread holds at launch (``launch_registers``), ``min_blocks`` blocks a
+        multiprocessor."""
+        return launch_registers(self.threads_per_block, self.min_blocks)
 
     def shared_offsets(self) -> tuple[int, ...]:
         """Byte offset of each shared buffer in the block's dynamic shared memory."""

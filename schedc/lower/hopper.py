@@ -290,11 +290,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
                      caches: tuple[TmaCache, ...]) -> Kernel:
     """The kernel of a wgmma plan (module docstring)."""
     shape = _loops(model, tiles, caches[0])
-    enabled, producer_regs, consumer_regs = model.specialization or (True, 0, 0)
-    if not producer_regs:  # AUTO: the producer keeps 40, the consumers share what it releases (at most 232)
-        producer_regs = 40
-        held = launch_registers(launch.threads + PRODUCER_THREADS)
-        consumer_regs = min(232, held + PRODUCER_THREADS * (held - producer_regs) // launch.threads // 8 * 8)
+    enabled, producer_regs, consumer_regs = _registers(model, tiles, shape, launch)
     order = [lp.name for lp in model.loops]
 
     def as_expr(a: Affine) -> Expr:
@@ -308,7 +304,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     block_lets, group_lets = split_coordinates(model, launch)
     cluster = math.prod(launch.cluster)
     ring = _Ring(model, facts, shape, stages, launch.persistent, cluster)
-    budget = consumer_regs if enabled else min(255, launch_registers(consumers))
+    budget = consumer_regs if enabled else min(255, launch_registers(consumers, model.blocks_per_sm))
     tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
     output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty), shape.outer,
                                   tiles_per_group)
@@ -333,7 +329,6 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
             Role("producer", consumers, PRODUCER_THREADS, producer_regs, producer),
             Role("consumers", 0, consumers, consumer_regs, consumer))))
         threads = consumers + PRODUCER_THREADS
-        _check_registers(model, tiles, shape, threads, producer_regs, consumer_regs, consumers)
     else:
         body = (*setup, *consumer)
         threads = consumers
@@ -760,23 +755,79 @@ def _early_fits(model, tiles: tensor.TensorMatch, count: int, registers: int) ->
     return needed + REGISTER_MARGIN <= registers
 
 
-def _check_registers(model, tiles, shape: _Shape, threads: int, producer: int, consumer: int,
-                     consumers: int) -> None:
-    """setmaxnreg: the roles' registers fit the multiprocessor, and the consumers' accumulators
-    fit theirs."""
-    where = f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})"
+# registers ptxas needs in a consumer thread besides its accumulators (descriptors, addresses,
+# counters): measured with NVRTC 13.0 for sm_90a, "Insufficient registers" below it at 32, 64
+# and 128 accumulator registers alike
+PTXAS_MARGIN = 26
+
+
+def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, int]:
+    """Warp specialization and the roles' setmaxnreg budgets (AUTO: on, the producer keeps 40
+    and the consumers share what it releases, at most 232), refused where the block or the
+    registers exceed what the launch and ptxas accept."""
+    enabled, producer, consumer = model.specialization or (True, 0, 0)
+    consumers = launch.threads
+    threads = consumers + (PRODUCER_THREADS if enabled else 0)
+    blocks = max(1, model.blocks_per_sm)
+    held = launch_registers(threads, blocks)
+    explicit = bool(producer)
+    if not explicit:
+        producer = 40
+        consumer = min(232, held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8)
+    plan = _plan_words(model, consumers, enabled, blocks)
+    gpu = model.gpu
+    if threads > gpu.max_threads_per_block:
+        raise PlanError(plan.where, f"{plan.block} are {threads} threads; a block of {gpu.name} has at most "
+                                    f"{gpu.max_threads_per_block}: {plan.fewer}"
+                                    + ("" if not enabled else ", or warp_specialize(False) (no producer warpgroup)"))
+    m, n, _ = model.tensorize.mma_shape.mnk
+    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
+    accumulators = tiles_per_group * m * n * tiles.accumulator_type.size // (4 * WARPGROUP)
+    need = accumulators + PTXAS_MARGIN
+    holds = (f"each consumer thread holds {accumulators} accumulator registers ({tiles_per_group} tile(s) of "
+             f"{m}x{n} {tiles.accumulator_type.value} per warpgroup) and ptxas needs about {PTXAS_MARGIN} more")
+    if need > held:
+        raise PlanError(plan.where, f"{plan.block} are {threads} threads, {blocks} block(s) a multiprocessor: ptxas "
+                                    f"compiles the kernel within 65536 / {threads * blocks} = {held} registers a "
+                                    f"thread (__launch_bounds__), and {holds}: {plan.fewer}, a narrower tile per "
+                                    f"warpgroup" + plan.other_ways)
+    if not enabled:
+        return enabled, producer, consumer
+    where = (f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})" if explicit else
+             plan.where)
     total = producer * PRODUCER_THREADS + consumer * consumers
-    held = launch_registers(threads)
     if total > held * threads:
         raise PlanError(where, f"{PRODUCER_THREADS} producer threads x {producer} + {consumers} consumer threads x "
                                f"{consumer} = {total} registers; the block's {threads} threads hold {held} each at "
                                f"launch ({held * threads} in all), and setmaxnreg only moves them between roles "
                                f"(consumers may take at most "
                                f"{held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8})")
-    m, n, _ = model.tensorize.mma_shape.mnk
-    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
-    accumulators = tiles_per_group * m * n * tiles.accumulator_type.size // (4 * WARPGROUP)
-    if accumulators + 24 > consumer:
-        raise PlanError(where, f"each consumer thread holds {accumulators} accumulator registers ({tiles_per_group} "
-                               f"tile(s) of {m}x{n} {tiles.accumulator_type.value} per warpgroup), and needs about 24 "
-                               f"more; consumer_registers={consumer} is too few")
+    if need > consumer:
+        raise PlanError(where, f"{holds}; consumer_registers={consumer} is too few" if explicit else
+                        f"the consumers' share of the registers is {consumer} (setmaxnreg), and {holds}: "
+                        f"{plan.fewer}, a narrower tile per warpgroup" + plan.other_ways)
+    return enabled, producer, consumer
+
+
+@dataclass(frozen=True)
+class _PlanWords:
+    """How a refusal of a wgmma plan's block names the user's calls and the ways out."""
+
+    where: str
+    block: str
+    fewer: str
+    other_ways: str
+
+
+def _plan_words(model, consumers: int, enabled: bool, blocks: int) -> _PlanWords:
+    groups = consumers // WARPGROUP
+    t = model.tensorize
+    where = f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
+    block = f"{groups} consumer warpgroup(s)" + (" and the producer warpgroup" if enabled else "")
+    fewer = "use fewer warpgroups a block (a smaller block tile, or larger tiles per warpgroup)"
+    other = []
+    if blocks > 1:
+        other.append(f"a lower create_plan(_blocks_per_SM={blocks})")
+    if enabled:
+        other.append("warp_specialize(False) (no producer warpgroup)")
+    return _PlanWords(where, block, fewer, "".join(f", or {w}" for w in other))

@@ -131,6 +131,7 @@ def problems(kernel: Kernel) -> list[str]:
     checker.cluster = math.prod(kernel.cluster)
     checker.structs = {v.name: v for v in kernel.values if isinstance(v, StructParam)}
     checker.threads = kernel.threads_per_block
+    checker.min_blocks = kernel.min_blocks
     checker.body(kernel.body, scope)
     checker.finish()
     if kernel.cluster != (1, 1, 1) and not (kernel.body and isinstance(kernel.body[-1], ClusterSync)):
@@ -171,6 +172,7 @@ class _Checker:
         self.found: list[str] = []
         self.structs: dict[str, StructParam] = {}
         self.threads = 0
+        self.min_blocks = 0
         self.cluster = 1  # blocks of the kernel's cluster
         self.uncommitted = 0  # cp.async copies since the last commit
         self.in_flight = 0  # committed groups not yet waited for (upper bound)
@@ -570,10 +572,11 @@ class _Checker:
                 self.report("hopper", f"role {role.name}: setmaxnreg takes multiples of 8 from 24 to 256, not "
                                       f"{role.registers}")
             self.body(role.body, scope.inner(f"only the {role.name} role runs it"))
-        if not roles_fit(s.roles, self.threads):
+        if not roles_fit(s.roles, self.threads, self.min_blocks):
             self.report("hopper", "the roles' setmaxnreg budgets (" + ", ".join(
                 f"{r.threads} x {r.registers}" for r in s.roles) + f") exceed the {self.threads} threads x "
-                f"{launch_registers(self.threads)} registers the block holds at launch: an increase would wait forever")
+                f"{launch_registers(self.threads, self.min_blocks)} registers the block holds at launch: an increase "
+                "would wait forever")
 
     # -- names, tiles, bounds -----------------------------------------------------------------
 
