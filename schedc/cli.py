@@ -246,7 +246,7 @@ class _Blocks:
     why: str
 
 
-def _choose_blocks(grid: tuple[int, int, int], wanted: int | str | None) -> _Blocks:
+def _choose_blocks(grid: tuple[int, int, int], wanted: int | str | None, persistent: bool = False) -> _Blocks:
     from .codegen.emulate import default_blocks, grid_corners, sample_blocks
 
     total = grid[0] * grid[1] * grid[2]
@@ -261,6 +261,10 @@ def _choose_blocks(grid: tuple[int, int, int], wanted: int | str | None) -> _Blo
     if len(chosen) == total:
         return _Blocks(None, total, total, "a grid this small is emulated whole")
     corners = len(grid_corners(grid))
+    if persistent:  # each resident block loops over tiles all over the plan's grid
+        return _Blocks(chosen, len(chosen), total, "the first and last resident block and some between, each with "
+                                                   "every tile it computes; --blocks N for another sample, --blocks "
+                                                   "all for every block")
     return _Blocks(chosen, len(chosen), total,
                    f"the grid's {corners} corners, where partial tiles lie, and {len(chosen) - corners} spread "
                    "over it; --blocks N for another sample, --blocks all for every block")
@@ -324,19 +328,27 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
     ok = True
     for fn in _functions(pkg, function):
         _checkable(fn)
-        chosen = _choose_blocks(fn.function.kernels[-1].grid, blocks)
-        _echo_choice(fn.name, chosen)
+        kernel = fn.function.kernels[-1]
+        chosen = _choose_blocks(kernel.grid, blocks, kernel.persistent is not None)
+        _echo_choice(fn.name, chosen, kernel)
         scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
         ok &= _report(f"emulated {fn.name} ({scope})", lambda fn=fn, chosen=chosen: _emulate_one(
             fn, chosen, seed, tolerance or pkg.tolerance))
     sys.exit(0 if ok else 1)
 
 
-def _echo_choice(name: str, chosen: _Blocks) -> None:
+def _echo_choice(name: str, chosen: _Blocks, kernel) -> None:
+    from .verify import computed_tiles
+
     some = "all" if chosen.count == chosen.total else f"{chosen.count} of"
     click.echo(f"emulating {name} on {some} {_plural(chosen.total, 'block')} ({chosen.why})")
     if chosen.blocks is not None and len(chosen.blocks) <= 16:
         click.echo("  blocks (x, y, z): " + " ".join(f"({x}, {y}, {z})" for x, y, z in chosen.blocks))
+    if chosen.blocks is not None and kernel.persistent is not None:
+        tiles = computed_tiles(kernel, chosen.blocks)
+        shown = " ".join(f"({x}, {y}, {z})" for x, y, z in tiles[:24]) + (" ..." if len(tiles) > 24 else "")
+        click.echo(f"  tiles compared (x, y, z of the plan's {'x'.join(map(str, kernel.persistent.tiles))} grid, "
+                   f"{len(tiles)} of {kernel.persistent.count}, each block's in grouped order): {shown}")
 
 
 @main.command()

@@ -89,7 +89,7 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
     if blocks is None:
         expected, touched = reference(model, arrays)
     else:
-        expected, touched = _sampled_reference(model, arrays, run.blocks)
+        expected, touched = _sampled_reference(model, arrays, computed_tiles(function.kernels[-1], run.blocks))
     return compare(model, outputs, expected, touched, written, tolerance)
 
 
@@ -105,6 +105,15 @@ def run_function(fn, seed: int = 0, tolerance: float | None = None) -> list[Repo
     fn(*(outputs[b.name] for b in params))
     expected, touched = reference(fn.model, arrays)
     return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
+
+
+def computed_tiles(kernel: Kernel, blocks: list[Block], limit: int | None = None) -> list[Block]:
+    """The tiles (coordinates of the plan's block bindings) that ``blocks`` of ``kernel``
+    compute: the blocks themselves, or on a persistent grid each block's tiles in grouped order
+    (its first ``limit``)."""
+    if kernel.persistent is None:
+        return blocks
+    return [tile for block in blocks for tile in kernel.persistent.tiles_of(block[0], limit)]
 
 
 def _sampled_reference(model, arrays, blocks):

@@ -220,3 +220,57 @@ def test_accepted_blocks_compile_for_sm90a(groups, n, specialize, blocks):
 
     kernel = lowered(*block_of(groups, n, specialize, blocks))
     nvrtc_compile(emit_source([kernel], "// edges"), "edges", "sm_90a")
+
+
+# -- sampled emulation of persistent grids ------------------------------------------------------
+
+
+@pytest.mark.parametrize("M, options", [
+    (384, {"persistent": {"blocks": 5, "group": 2}}),  # 3 x 4 tiles: the last band of rows is shorter
+    (512, {"persistent": {"blocks": 4, "group": 2}, "cluster": 2}),
+    (384, {"persistent": {"blocks": 3}, "specialize": False}),
+])
+def test_sampled_blocks_of_a_persistent_grid_compare_the_tiles_they_compute(M, options):
+    """A resident block computes tiles all over the plan's grid in grouped order: the sampled
+    reference follows it (it once compared the blocks' coordinates as tiles: "elements never
+    written", "written outside the nest")."""
+    from schedc.codegen.emulate import clusters_of
+    from schedc.verify import computed_tiles, emulate_function
+
+    plan, args = hopper_matmul.matmul(M, 512, 128, block=(128, 128, 64), stages=2, **options)
+    name_arrays("test", plan, args, "mm")
+    model = freeze(plan, "mm", args)
+    kernel = compile_model(model)
+    blocks = [(0, 0, 0), (kernel.grid[0] - 1, 0, 0)]
+    reports = emulate_function(model, kernel, blocks)
+    tiles = computed_tiles(kernel, [b for group in clusters_of(kernel, blocks) for b in group])  # whole clusters run
+    assert len(tiles) > len(blocks)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    assert reports[0].compared == len(set(tiles)) * 128 * 128
+
+
+def test_persistent_tile_order_is_the_kernels():
+    """Persistent.tile, which the sampled reference reads, gives the tile the kernel's loop
+    computes for every work item (the IR's lets evaluated)."""
+    from schedc.ir.kernel import Binary, Const, Let, Loop, Persistent, Var, walk_statements
+    from schedc.lower.launch import Launch, persistent_loop
+
+    operations = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "/": int.__floordiv__, "%": int.__mod__,
+                  "min": min}
+
+    def value(e, env):
+        if isinstance(e, Const):
+            return e.value
+        if isinstance(e, Var):
+            return env[e.name]
+        assert isinstance(e, Binary)
+        return operations[e.op](value(e.lhs, env), value(e.rhs, env))
+
+    for tiles, group in (((3, 4, 1), 2), ((5, 7, 1), 3), ((2, 3, 2), 2), ((4, 8, 1), 8)):
+        p = Persistent(tiles, 5, group)
+        loop = persistent_loop(Launch((5, 1, 1), (128, 1, 1), (), p), ())[0]
+        assert isinstance(loop, Loop)
+        lets = {s.name: s.value for s in walk_statements(loop.body) if isinstance(s, Let)}
+        for work in range(p.count):
+            got = tuple(value(lets[f"tile_{a}"], {"work": work}) if f"tile_{a}" in lets else 0 for a in "xyz")
+            assert got == p.tile(work)

@@ -670,6 +670,40 @@ Param = Buffer | ScalarParam | StructParam
 
 
 @dataclass(frozen=True)
+class Persistent:
+    """Resident blocks looping over a grid of tiles in grouped order (``plan.persistent``):
+    block ``b`` takes work items ``b``, ``b + blocks``, ...; item ``w`` is the tile ``tile(w)``.
+    The kernel's loop computes the same order (``lower.launch.persistent_loop``)."""
+
+    tiles: tuple[int, int, int]  # the grid the plan's block bindings describe
+    blocks: int  # blocks launched (at most the number of tiles)
+    group: int  # rows of tiles (y) swept column by column
+
+    @property
+    def count(self) -> int:
+        return self.tiles[0] * self.tiles[1] * self.tiles[2]
+
+    def tile(self, work: int) -> tuple[int, int, int]:
+        """The tile of work item ``work``: planes one after another, each in bands of ``group``
+        rows (the last band may be shorter) swept column by column.
+
+        >>> [Persistent((3, 4, 1), 5, 2).tile(w) for w in range(7)]
+        [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0), (2, 0, 0), (2, 1, 0), (0, 2, 0)]
+        """
+        gx, gy, _ = self.tiles
+        plane, z = work % (gx * gy), work // (gx * gy)
+        band = gx * self.group
+        first_row = plane // band * self.group
+        rows = min(gy - first_row, self.group)
+        within = plane % band
+        return within // rows, first_row + within % rows, z
+
+    def tiles_of(self, block: int, limit: int | None = None) -> list[tuple[int, int, int]]:
+        """The tiles block ``block`` computes, in order (its first ``limit``)."""
+        return [self.tile(w) for w in range(block, self.count, self.blocks)][:limit]
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One ``__global__`` function and how to launch it. Its parameters are the param buffers
     (pointers, in order), then ``values`` (passed by value, in order)."""
@@ -685,6 +719,7 @@ class Kernel:
     values: tuple[ValueParam, ...] = ()  # scalars and structs passed by value, after the pointers
     min_blocks: int = 0  # blocks per multiprocessor the register budget must allow (0: any)
     cluster: tuple[int, int, int] = (1, 1, 1)  # blocks of a thread block cluster (``cluster_rank`` in it)
+    persistent: Persistent | None = None  # the tiles each block computes, where it loops over them
 
     @property
     def params(self) -> tuple[Buffer, ...]:
@@ -812,7 +847,7 @@ _NODES = {
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,
-        ClusterSync, TmaStore, BulkCommit, BulkWait, NamedBarrier,
+        ClusterSync, TmaStore, BulkCommit, BulkWait, NamedBarrier, Persistent,
     )
 }
 

@@ -348,6 +348,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
         values=(*(c.map for c in caches), *((output.map,) if output is not None else ())),
         min_blocks=model.blocks_per_sm,
         cluster=launch.cluster,
+        persistent=launch.persistent,
     )
 
 

@@ -17,22 +17,9 @@ import math
 from dataclasses import dataclass
 
 from ..errors import PlanError
-from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Stmt, Var, substitute
+from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Persistent, Stmt, Var, substitute
 from ..poly import PolyFacts
 from ..targets import GridUnit
-
-
-@dataclass(frozen=True)
-class Persistent:
-    """Resident blocks looping over a grid of tiles in grouped order."""
-
-    tiles: tuple[int, int, int]  # the grid the plan's block bindings describe
-    blocks: int  # blocks launched (at most the number of tiles)
-    group: int  # rows of tiles (y) swept column by column
-
-    @property
-    def count(self) -> int:
-        return self.tiles[0] * self.tiles[1] * self.tiles[2]
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         shared=buffers,
         values=tuple(c.tma for c in shared if c.tma is not None),
         min_blocks=model.blocks_per_sm,
+        persistent=launch.persistent,
     )
 
 
