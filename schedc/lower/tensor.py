@@ -145,10 +145,13 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
 
 def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
     """Partial tiles: guards on the tile, on register-blocked loops or on warps are dropped
-    (whole tiles, padded); guards on serial loops and blocks stay."""
+    (whole tiles, padded); guards on serial loops and blocks stay, except in a wgmma plan on
+    the loops at and inside its operands' cache index, whose every value the products unroll."""
     _, blocked = accumulator_cache(model, tm)
     padded = {*model.tensorize.loops, *blocked}
     padded |= {b for binding in model.bindings if binding.unit.level != "block" for b in binding.loops}
+    if tm.instructions.issued_by == "warpgroup":
+        padded |= set(unrolled_steps(model))
     kept = tuple(g for g in facts.guards if not g.affine.variables() & padded)
     if len(kept) != len(facts.guards):
         tm = dataclasses.replace(tm, guards=kept)
@@ -165,6 +168,14 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
                                   f"through one dimension of {tm.c.buffer} by 1")
         axes.append(dims[0])
     return dataclasses.replace(tm, c_axes=tuple(axes))
+
+
+def unrolled_steps(model) -> tuple[str, ...]:
+    """A wgmma plan's serial loops at and inside its operands' SHARED cache index: each tile
+    of the ring is every value of them (the products are unrolled over their whole ranges)."""
+    index = next((c.index for c in model.caches if c.location is MemorySpace.SHARED), None)
+    serial = list(model.serial_loops)
+    return tuple(serial[serial.index(index):]) if index in serial else ()
 
 
 def fragment_type(model, c_buffer: str) -> ScalarType:

@@ -17,6 +17,10 @@ def features(p: Program) -> list[str]:
         found.append(f"persistent (group {p.persistent[0]}, blocks {p.persistent[1] or 'default'})")
     if p.cluster is not None:
         found.append(f"cluster of {p.cluster[0]} along {p.cluster[1]}")
+    if p.blocks_per_sm:
+        found.append(f"_blocks_per_SM={p.blocks_per_sm}")
+    if p.specialize is not None:
+        found.append("warp_specialize" + str(p.specialize))
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
@@ -41,6 +45,8 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"unroll"} if p.unrolls else set()
     found |= {"persistent"} if p.persistent is not None else set()
     found |= {"cluster"} if p.cluster is not None else set()
+    found |= {"_blocks_per_SM"} if p.blocks_per_sm else set()
+    found |= {f"warp_specialize({p.specialize[0]})"} if p.specialize is not None else set()
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()

@@ -15,12 +15,14 @@ from .nest import choose
 from .program import Program, loop_extents, with_array_names
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
+from .hopper import hopper_program
 from .tensor import tensor_program
 
 TARGETS = {"NVIDIA_H100": 55, "NVIDIA_A100": 14, "NVIDIA_H200": 5, "NVIDIA_RTX_A6000": 7, "NVIDIA_L4": 6,
            "NVIDIA_RTX_4090": 4}
 # no NVIDIA_V100: NVRTC 13 cannot build sm_70, so Target refuses it when made (tests/test_checks.py)
-PROGRAM_KINDS = {**KINDS, "tensor": 16}
+PROGRAM_KINDS = {**KINDS, "tensor": 16, "hopper": 10}
+HOPPER_TARGETS = {"NVIDIA_H100": 80, "NVIDIA_H200": 20}  # sm_90: wgmma and TMA
 EMULATED_STEPS = 3000  # block-steps of the emulator (iterations / threads per block), times statements
 REFERENCE_POINTS = 4000  # points of the reference's sequential loop
 
@@ -35,7 +37,11 @@ def generate(seed: int, index: int) -> Program:
 
 
 def _attempt(rng: random.Random) -> Program:
-    program = _program(rng)
+    target = choose(rng, TARGETS)
+    kind = choose(rng, PROGRAM_KINDS)
+    if kind == "hopper":  # draws its own persistent grid, cluster and warp specialization
+        return hopper_program(rng, choose(rng, HOPPER_TARGETS))
+    program = _program(rng, target, kind)
     if rng.random() < 0.15:  # resident blocks over the tiles: a few, or one per multiprocessor
         program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
     if rng.random() < (0.3 if program.tensorize is not None else 0.03):  # blocks sharing tiles by TMA multicast
@@ -43,9 +49,7 @@ def _attempt(rng: random.Random) -> Program:
     return program
 
 
-def _program(rng: random.Random) -> Program:
-    target = choose(rng, TARGETS)
-    kind = choose(rng, PROGRAM_KINDS)
+def _program(rng: random.Random, target: str, kind: str) -> Program:
     if kind == "tensor":
         return tensor_program(rng, target)
     nest = build_nest(rng, kind)

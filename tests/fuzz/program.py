@@ -171,6 +171,8 @@ class Program:
     name: str = "fuzz"
     persistent: tuple[int, int] | None = None  # plan.persistent(group=, blocks=); blocks 0: the default
     cluster: tuple[int, str] | None = None  # plan.cluster(size, unit)
+    blocks_per_sm: int = 0  # schedule.create_plan(target, _blocks_per_SM=); 0: unset
+    specialize: tuple[bool, int, int] | None = None  # plan.warp_specialize(enabled, producer_, consumer_registers)
 
     @property
     def nest_indices(self) -> tuple[str, ...]:

@@ -120,7 +120,8 @@ def _schedule(program: Program) -> str:
 
 
 def _plan(program: Program) -> str:
-    lines = ["plan = schedule.create_plan(target)"]
+    blocks = f", _blocks_per_SM={program.blocks_per_sm}" if program.blocks_per_sm else ""
+    lines = [f"plan = schedule.create_plan(target{blocks})"]
     if program.bindings:
         entries = ", ".join(f"{_key(b.indices)}: target.GridUnit.{b.unit}" for b in program.bindings)
         lines.append(f"plan.bind({{{entries}}})")
@@ -136,6 +137,10 @@ def _plan(program: Program) -> str:
     if program.cluster is not None:
         size, unit = program.cluster
         lines.append(f"plan.cluster({size}, target.GridUnit.{unit})")
+    if program.specialize is not None:
+        enabled, producer, consumer = program.specialize
+        registers = f", producer_registers={producer}, consumer_registers={consumer}" if producer else ""
+        lines.append(f"plan.warp_specialize({enabled}{registers})")
     return "\n".join(lines) + "\n"
 
 

@@ -131,6 +131,10 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, persistent=None)
     if p.cluster is not None:
         yield replace(p, cluster=None)
+    if p.blocks_per_sm:
+        yield replace(p, blocks_per_sm=0)
+    if p.specialize is not None:
+        yield replace(p, specialize=None)
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])

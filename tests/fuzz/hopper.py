@@ -1,0 +1,92 @@
+"""Random Hopper programs: ``C[i, j] += A[i, k] * B[k, j]`` on wgmma, in the plan of
+``samples/hopper_matmul.py`` with every knob drawn: wgmma shapes of 8 to 256 columns a warpgroup,
+1 to 8 consumer warpgroups, 1 to 8 stages of 16 to 128 values of k, sizes below one tile and
+below one stage or ragged, layouts, persistent grids, clusters along either block axis,
+``_blocks_per_SM``, warp specialization on and off with register counts, prologue and epilogue
+ops, C as OUTPUT or INPUT_OUTPUT and of 16-bit types accumulated in float32 fragments.
+
+>>> import random
+>>> p = hopper_program(random.Random(1), "NVIDIA_H100")
+>>> p.tensorize.mma.startswith("M64xN"), p.caches[0].array, p.caches[0].location
+(True, 'A', 'SHARED')
+"""
+
+from __future__ import annotations
+
+import random
+
+from schedc.targets import TENSOR_CORE_MODES
+
+from .nest import choose
+from .program import ArrayDecl, Binding, CacheDirective, Program, Split, Tensorize, Tile
+from .tensor import _statement
+
+# consumer warpgroups (rows, columns): at most 4 rows (a TMA box has at most 256 rows) and 8 in all
+GROUPS = {(1, 1): 30, (2, 1): 30, (1, 2): 10, (2, 2): 8, (3, 1): 5, (4, 1): 6, (4, 2): 4, (2, 4): 3, (1, 4): 4}
+
+
+def hopper_program(rng: random.Random, target: str) -> Program:
+    """A wgmma matrix product for an sm_90 ``target``."""
+    mode = rng.choice([m for m in TENSOR_CORE_MODES if m.min_sm >= 90])
+    rows, cols = choose(rng, GROUPS)
+    widths = [s for s in mode.shapes if s.mnk[1] * cols <= 256]
+    shape = rng.choice(widths) if rng.random() < 0.4 else \
+        rng.choice([s for s in widths if s.mnk[1] in (64, 128, 256)] or widths)
+    m, n, k = shape.mnk
+    k_stage = rng.choice([v for v in (16, 32, 64, 128) if v % k == 0])
+    block = (m * rows, n * cols)
+    operand = mode.operand.value
+    pitch = 1 if rng.random() < 0.1 else 16 // mode.operand.size  # TMA: rows 16 bytes apart (mostly drawn so)
+    sizes = (_size(rng, block[0], pitch), _size(rng, block[1], pitch), _size(rng, k_stage, pitch))
+    output = operand if operand != "float32" and rng.random() < 0.4 else "float32"  # C += A * B in C's type
+    role = "OUTPUT" if rng.random() < 0.25 else "INPUT_OUTPUT"
+    layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(2)]
+    if operand == "float32" and rng.random() < 0.8:  # tf32 reads k-contiguous operands: mostly drawn so
+        layouts = ["FIRST_MAJOR", "LAST_MAJOR"]
+    M, N, K = sizes
+    arrays = (ArrayDecl("A", "INPUT", operand, (M, K), layouts[0]), ArrayDecl("B", "INPUT", operand, (K, N), layouts[1]),
+              ArrayDecl("C", role, output, (M, N)))
+    steps = (Split("i", block[0]), Split("j", block[1]), Split("k", k_stage), Split("ii", m), Split("jj", n),
+             Tile((("iii", m), ("jjj", n), ("kk", k))))
+    order = ("i", "j", "ii", "jj", "k", "kk", "iii", "jjj", "iiii", "jjjj", "kkk")
+    y, x = ("Y", "X") if rng.random() < 0.85 else ("X", "Y")
+    bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
+                Binding(("ii",), f"WARPGROUP_{y}"), Binding(("jj",), f"WARPGROUP_{x}"))
+    prologue = "SET" if role == "OUTPUT" else choose(rng, {"NONE": 60, "SET": 10, "SCALE": 15, "ReLU": 15})
+    epilogue = choose(rng, {"NONE": 60, "SCALE": 25, "ReLU": 15})
+    tensorize = Tensorize(("iiii", "jjjj", "kkk"), shape.name, 1, None, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
+                          epilogue, rng.choice((0.5, 2.0, -1.0)), rng.choice(("AUTO", "WGMMA")))
+    stages = choose(rng, {1: 15, 2: 25, 3: 25, 4: 20, 6: 8, 8: 7})
+    fragments = "float32" if output != "float32" or rng.random() < 0.3 else ""
+    caches = tuple(CacheDirective(a, "kk", "SHARED", "stages" if stages > 1 else "sync", stages if stages > 1 else 0)
+                   for a in ("A", "B")) + (CacheDirective("C", "k", "MMA_FRAGMENT", element_type=fragments),)
+    program = Program(target, arrays, sizes, (_statement(),), steps, order, bindings, (), caches, tensorize)
+    return _extras(rng, program)
+
+
+def _size(rng: random.Random, tile: int, multiple: int) -> int:
+    """Below one tile, one or two whole tiles, or ragged; a multiple of ``multiple``."""
+    kind = choose(rng, {"below": 30, "whole": 35, "ragged": 35})
+    count = rng.randint(1, 2)
+    if kind == "whole" or tile <= multiple:
+        return tile * count
+    part = rng.randint(1, (tile - 1) // multiple) * multiple
+    return part if kind == "below" else tile * count + part
+
+
+def _extras(rng: random.Random, program: Program) -> Program:
+    """Persistent grids, clusters, blocks per multiprocessor and warp specialization."""
+    from dataclasses import replace
+
+    if rng.random() < 0.35:
+        program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
+    if rng.random() < 0.2:
+        program = replace(program, cluster=(rng.choice((2, 2, 4)), rng.choice(("BLOCK_Y", "BLOCK_Y", "BLOCK_X"))))
+    if rng.random() < 0.15:
+        program = replace(program, blocks_per_sm=rng.choice((1, 2, 3)))
+    kind = choose(rng, {"auto": 55, "off": 25, "registers": 20})
+    if kind == "off":
+        program = replace(program, specialize=(False, 0, 0))
+    elif kind == "registers":
+        program = replace(program, specialize=(True, rng.choice((24, 40, 56)), rng.choice((160, 200, 232, 240))))
+    return program
