@@ -80,31 +80,56 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
     each block."""
     function = HostFunction.single(kernel) if isinstance(kernel, Kernel) else kernel
     checkable(function.name, model, function)
+    arrays, outputs, written, blocks_run = _emulated(function, blocks, seed, progress)
+    if blocks is None:
+        expected, touched = reference(model, arrays)
+    else:
+        expected, touched = _sampled_reference(model, arrays, computed_tiles(function.kernels[-1], blocks_run))
+    return compare(model, outputs, expected, touched, written, tolerance)
+
+
+def _emulated(function: HostFunction, blocks, seed: int, progress: Progress | None = None):
+    """The inputs of ``seed``, the emulated outputs and what was written, and the blocks run."""
     params = function.arrays
     arrays = data.inputs(params, seed)
     storage = {b.name: data.to_storage(b, arrays[b.name]) for b in params}
     run = emulate_sequence(function, storage, blocks, progress)
     outputs = {b.name: data.from_storage(b, run.storage[b.name]) for b in params}
     written = {b.name: data.from_storage(b, run.written[b.name]) for b in params}
-    if blocks is None:
-        expected, touched = reference(model, arrays)
-    else:
-        expected, touched = _sampled_reference(model, arrays, computed_tiles(function.kernels[-1], run.blocks))
-    return compare(model, outputs, expected, touched, written, tolerance)
+    return arrays, outputs, written, run.blocks
 
 
 def run_function(fn, seed: int = 0, tolerance: float | None = None) -> list[Report]:
     """Run a loaded function on the GPU on random inputs (numpy arrays in each parameter's
     layout); compare the whole output with the reference."""
     checkable(fn.name, fn.model, fn.function)
+    arrays, outputs = _on_device(fn, seed)
+    expected, touched = reference(fn.model, arrays)
+    return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
+
+
+def compare_with_emulator(fn, seed: int = 0, tolerance: float | None = None) -> list[Report]:
+    """The GPU's outputs against the emulator's (every block), element for element, on the same
+    inputs, over the elements the emulated kernel wrote: where they differ, the emulator and
+    the hardware disagree about the kernel (an emulator error, a race or an out-of-bounds access
+    it catches, propagates)."""
+    checkable(fn.name, fn.model, fn.function)
+    _, device = _on_device(fn, seed)
+    _, emulated, written, _ = _emulated(fn.function, None, seed)
+    stored = {s.buffer for s in fn.model.statements}
+    touched = {name: mask for name, mask in written.items() if name in stored}
+    return compare(fn.model, device, emulated, touched, tolerance=tolerance)
+
+
+def _on_device(fn, seed: int):
+    """The inputs of ``seed`` and the arrays after one call of ``fn`` on them."""
     params = fn.function.arrays
     arrays = data.inputs(params, seed)
     written = {s.buffer for s in fn.model.statements}
     outputs = {b.name: data.copy(b, arrays[b.name]) if b.name in written else arrays[b.name]
                for b in params}  # the same values; the GPU writes the copies
     fn(*(outputs[b.name] for b in params))
-    expected, touched = reference(fn.model, arrays)
-    return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
+    return arrays, outputs
 
 
 def computed_tiles(kernel: Kernel, blocks: list[Block], limit: int | None = None) -> list[Block]:

@@ -162,16 +162,18 @@ def test_padding_into_an_uncached_array_is_refused():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(EDGES))
-def test_edges_on_the_gpu(name, tmp_path):
-    from schedc.verify import run_function
+def test_edges_on_the_gpu_agree_with_the_emulator(name, tmp_path):
+    """The GPU's C matches the reference and, element for element, the emulator's."""
+    from schedc.verify import compare_with_emulator, run_function
 
     (M, N, K), options = EDGES[name]
     package = acc.Package()
     package.add(*hopper_matmul.matmul(M, N, K, **options), base_name=name)
     path = package.build(name, format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
     require_gpu()
-    reports = run_function(acc.load(path).functions[name], seed=3)
-    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    fn = acc.load(path).functions[name]
+    for reports in (run_function(fn, seed=3), compare_with_emulator(fn, seed=3)):
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
 
 
 # -- blocks and registers that the launch and ptxas accept ---------------------------------------

@@ -3,7 +3,7 @@ outcome counts, the time and the failure classes, and write each class's shrunk 
 
 ``--replay FILE ...`` runs schedule scripts (e.g. written by --out) and prints their outcome;
 ``--show N`` prints program N of the seed; ``--gpu`` also runs accepted programs on the GPU
-(retargeted to its model), in a campaign or a replay.
+(retargeted to its model), in a campaign or a replay; ``--kind hopper`` draws Hopper programs only.
 Exit status: 0 when every program ended correct or refused, 1 otherwise.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .campaign import Options, run_campaign
 from .features import coverage_text
-from .generate import generate
+from .generate import PROGRAM_KINDS, generate
 from .render import render
 from .report import summary_text, write_scripts
 from .run import run_script
@@ -33,6 +33,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time for shrinking, all classes")
     parser.add_argument("--shrink-attempts", type=int, default=150, help="variants tried per class (0: none)")
     parser.add_argument("--gpu", action="store_true", help="also run accepted programs on the GPU")
+    parser.add_argument("--kind", choices=sorted(PROGRAM_KINDS), default=None,
+                        help="only programs of this kind (e.g. hopper: wgmma plans with every Hopper knob drawn)")
     parser.add_argument("--replay", type=Path, nargs="+", default=None, help="run these scripts and stop")
     parser.add_argument("--show", type=int, default=None, help="print program N of the seed and stop")
     parser.add_argument("--coverage", action="store_true", help="also print how often each feature was "
@@ -44,11 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status."""
     args = parse(argv)
     if args.show is not None:
-        print(render(generate(args.seed, args.show)), end="")
+        print(render(generate(args.seed, args.show, args.kind)), end="")
         return 0
     if args.replay:
         return replay(args.replay, args.gpu)
-    options = Options(args.count, args.seed, args.jobs, args.timeout, args.shrink_attempts, args.shrink_seconds)
+    options = Options(args.count, args.seed, args.jobs, args.timeout, args.shrink_attempts, args.shrink_seconds,
+                      kind=args.kind)
     if args.gpu:
         options = _gpu_options(options)
     summary = run_campaign(options, _progress(args.count))
@@ -92,10 +95,10 @@ def replay(paths: list[Path], gpu: bool = False) -> int:
     failed = False
     for path in paths:
         outcome = run_script(path.read_text())
-        if gpu and outcome.kind == "correct":
-            from .gpu import compare_on_device
+        if gpu:
+            from .gpu import on_device
 
-            outcome = compare_on_device(path.read_text())
+            outcome = on_device(outcome, path.read_text())
         failed |= outcome.failed
         print(f"{path}: {outcome.signature}\n  " + outcome.message.strip().replace("\n", "\n  "))
     return 1 if failed else 0

@@ -89,6 +89,7 @@ class Options:
     examples: int = 2  # examples shrunk per class (of different plan families)
     batch: int = 16  # programs per task (their NVRTC compiles joined: -30% CPU against one by one)
     task: Callable = run_programs  # a list of programs to a list of outcomes
+    kind: str | None = None  # only programs of this kind (generate.PROGRAM_KINDS), e.g. "hopper"
 
 
 def run_campaign(options: Options, progress: Callable[[int, Result], None] | None = None) -> Summary:
@@ -114,7 +115,7 @@ def run_all(pool: Pool, options: Options, progress=None) -> list[Result]:
     def batches():
         for first in range(0, options.count, options.batch):
             indices = tuple(range(first, min(options.count, first + options.batch)))
-            programs.update((n, generate(options.seed, n)) for n in indices)
+            programs.update((n, generate(options.seed, n, options.kind)) for n in indices)
             yield indices, [programs[n] for n in indices]
 
     results: list[Result] = []

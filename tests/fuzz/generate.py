@@ -11,11 +11,11 @@ import math
 import random
 from dataclasses import replace
 
+from .hopper import hopper_program
 from .nest import choose
 from .program import Program, loop_extents, with_array_names
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
-from .hopper import hopper_program
 from .tensor import tensor_program
 
 TARGETS = {"NVIDIA_H100": 55, "NVIDIA_A100": 14, "NVIDIA_H200": 5, "NVIDIA_RTX_A6000": 7, "NVIDIA_L4": 6,
@@ -27,18 +27,19 @@ EMULATED_STEPS = 3000  # block-steps of the emulator (iterations / threads per b
 REFERENCE_POINTS = 4000  # points of the reference's sequential loop
 
 
-def generate(seed: int, index: int) -> Program:
-    """Program ``index`` of the campaign ``seed``: random, and cheap enough to emulate."""
-    rng = random.Random(f"schedc-fuzz/{seed}/{index}")
+def generate(seed: int, index: int, kind: str | None = None) -> Program:
+    """Program ``index`` of the campaign ``seed``: random, and cheap enough to emulate; with
+    ``kind``, of that kind only (a key of ``PROGRAM_KINDS``)."""
+    rng = random.Random(f"schedc-fuzz/{seed}/{index}" + (f"/{kind}" if kind else ""))
     while True:
-        program = _attempt(rng)
+        program = _attempt(rng, kind)
         if affordable(program):
             return program
 
 
-def _attempt(rng: random.Random) -> Program:
+def _attempt(rng: random.Random, only: str | None = None) -> Program:
     target = choose(rng, TARGETS)
-    kind = choose(rng, PROGRAM_KINDS)
+    kind = only or choose(rng, PROGRAM_KINDS)
     if kind == "hopper":  # draws its own persistent grid, cluster and warp specialization
         return hopper_program(rng, choose(rng, HOPPER_TARGETS))
     program = _program(rng, target, kind)

@@ -14,6 +14,7 @@ ops, C as OUTPUT or INPUT_OUTPUT and of 16-bit types accumulated in float32 frag
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from schedc.targets import TENSOR_CORE_MODES
 
@@ -76,8 +77,6 @@ def _size(rng: random.Random, tile: int, multiple: int) -> int:
 
 def _extras(rng: random.Random, program: Program) -> Program:
     """Persistent grids, clusters, blocks per multiprocessor and warp specialization."""
-    from dataclasses import replace
-
     if rng.random() < 0.35:
         program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
     if rng.random() < 0.2:
