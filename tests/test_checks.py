@@ -598,3 +598,36 @@ def test_a_written_tile_that_reaches_elements_the_nest_leaves_alone_is_refused()
     plan.cache(C, index=i, location=acc.MemorySpace.SHARED)
     with pytest.raises(acc.CacheError, match=r"the block's tile C\[i\] \+ \[8\] .*the nest covers only part of C"):
         compile_plan(plan, (A, C))
+
+
+def _cached_inside_the_tile(index: str, instruction):
+    nest, args = matmul_arrays(64, 64, 64, T.float16, T.float32)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 32), s.split(j, 32), s.split(k, 32)
+    iii, jjj, kkk = s.tile({ii: 16, jj: 16, kk: 16})
+    s.reorder(i, j, k, ii, jj, kk, iii, jjj, kkk)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X})
+    plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape.M16xN16xK16_B1, instruction=instruction)
+    plan.cache(args[0], index={"iii": iii, "jjj": jjj, "kkk": kkk}[index], location=H100.MemorySpace.SHARED)
+    return plan, args
+
+
+@pytest.mark.parametrize("instruction", [acc.Instruction.MMA_SYNC, acc.Instruction.WMMA])
+@pytest.mark.parametrize("index", ["jjj", "kkk"])
+def test_a_cache_inside_the_tensorized_tile_is_refused(index, instruction):
+    """Was an internal error (mma.sync: "a tile of the swizzled A_shared with strides 0, 1") or
+    an NVRTC failure after check passed (wmma: "identifier iii is undefined")."""
+    with pytest.raises(acc.CacheError, match=rf"cache\(A, index={index}, location=SHARED\): {index} is a loop of the "
+                                             r"tensorized tile \(tensorize\(indices=\(iii, jjj, kkk\)\)\): the tile is "
+                                             r"one tensor-core operation, with no loop inside it to cache at; cache at "
+                                             r"iii \(the whole tile\) or a loop outside it \(k, kk\)"):
+        compile_plan(*_cached_inside_the_tile(index, instruction))
+
+
+@pytest.mark.parametrize("instruction", [acc.Instruction.MMA_SYNC, acc.Instruction.WMMA])
+def test_a_cache_of_the_whole_tensorized_tile_runs(instruction):
+    model, kernel = compile_plan(*_cached_inside_the_tile("iii", instruction))
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None))

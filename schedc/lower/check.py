@@ -61,11 +61,21 @@ def _written_before(model, n: int, load) -> bool:
 
 
 def _check_caches(model) -> None:
+    tile = model.tensorize.loops if model.tensorize is not None else ()
     for cache in model.caches:
         if cache.location is MemorySpace.MMA_FRAGMENT and model.tensorize is None:
             raise CacheError(
                 f"cache({cache.array}, index={cache.index}, location=MMA_FRAGMENT)",
                 "MMA_FRAGMENT caches keep a tensor-core accumulator: tensorize the plan",
+                loops=(cache.index,),
+            )
+        if cache.index in tile[1:]:
+            outside = [lp.name for lp in model.loops if lp.name not in tile and model.binding_of(lp.name) is None]
+            way = f"{tile[0]} (the whole tile)" + (f" or a loop outside it ({', '.join(outside)})" if outside else "")
+            raise CacheError(
+                f"cache({cache.array}, index={cache.index}, location={cache.location.name})",
+                f"{cache.index} is a loop of the tensorized tile (tensorize(indices=({', '.join(tile)}))): the tile "
+                f"is one tensor-core operation, with no loop inside it to cache at; cache at {way}",
                 loops=(cache.index,),
             )
 
