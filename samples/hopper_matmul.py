@@ -36,7 +36,7 @@ SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
            specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None,
            output=acc.ScalarType.float32, persistent: dict | None = None, cluster: int = 1,
-           epilogue: tuple | None = None, prologue: tuple | None = None):
+           epilogue: tuple | None = None, prologue: tuple | None = None, a_layout=acc.Array.Layout.FIRST_MAJOR):
     """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
     warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns; C has
     the type ``output`` and is accumulated in float32 fragments; ``persistent``: the arguments of
@@ -44,11 +44,11 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     ``cluster``: blocks of a column of tiles (BLOCK_Y) that share B's tile by TMA multicast;
     ``epilogue``: an ``(MMAFragmentOp, argument)`` applied to each result before it is stored;
     ``prologue``: one applied to C's fragments before the products (``SET``: they start from the
-    argument and C is not read)."""
+    argument and C is not read); ``a_layout``, ``b_layout``: the operands' layouts."""
     bm, bn, bk = block
     wn = warpgroup_n or bn
     shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
-    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K), layout=a_layout)
     B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
     C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=output, shape=(M, N))
 

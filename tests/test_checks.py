@@ -298,8 +298,12 @@ def test_package_add_errors(tmp_path):
     p = acc.Package()
     with pytest.raises(PackageError, match="pass schedule.create_plan"):
         p.add(plan.schedule, args=args, base_name="f")
-    with pytest.raises(PackageError, match="base_name must be a C identifier"):
+    with pytest.raises(PackageError, match=r"base_name: 'my func' is not a C identifier"):
         p.add(plan, args=args, base_name="my func")
+    for name, why in (("int", "int is a C/C\\+\\+ keyword"), ("f__g", "f__g contains __"),
+                      ("schedc", "schedc is a name the generated CUDA uses")):  # passed, then NVRTC failed
+        with pytest.raises(PackageError, match=f"Package.add\\({name}\\): base_name: {why}"):
+            p.add(plan, args=args, base_name=name)
     with pytest.raises(PackageError, match="an array appears twice"):
         p.add(plan, args=(args[0], args[0], args[2]), base_name="f")
     with pytest.raises(PackageError, match="args\\[0\\] is a int, not an Array"):
@@ -374,7 +378,7 @@ def test_cache_arguments():
     with pytest.raises(acc.CacheError, match="is not an Array"):
         plan.cache("C", index=k, location=MF)
     plan.cache(C, index=k, location=MF)
-    with pytest.raises(acc.CacheError, match=r"float32\[64, 64\] array> is already cached"):
+    with pytest.raises(acc.CacheError, match=r"cache\(C, index=k, location=MMA_FRAGMENT\): C is already cached"):
         plan.cache(C, index=k, location=MF)
 
 

@@ -191,22 +191,50 @@ def block_of(groups: tuple[int, int], n: int, specialize: bool = True, blocks_pe
 
 @pytest.mark.parametrize("groups, n, specialize, blocks, message", [
     ((4, 2), 64, True, 0, r"8 consumer warpgroup\(s\) and the producer warpgroup are 1152 threads; a block of NVIDIA "
-                          r"H100 has at most 1024: use fewer warpgroups a block .*, or warp_specialize\(False\)"),
+                          r"H100 has at most 1024: "),
     ((3, 1), 256, True, 0, r"3 consumer warpgroup\(s\) and the producer warpgroup are 512 threads, 1 block\(s\) a "
                            r"multiprocessor: ptxas compiles the kernel within 65536 / 512 = 128 registers a thread "
                            r"\(__launch_bounds__\), and each consumer thread holds 128 accumulator registers"),
     ((4, 2), 128, False, 0, r"65536 / 1024 = 64 registers a thread .* holds 64 accumulator registers"),
-    ((2, 1), 128, True, 2, r"384 threads, 2 block\(s\) a multiprocessor: .* 65536 / 768 = 80 registers .*, or a lower "
-                           r"create_plan\(_blocks_per_SM=2\)"),
+    ((2, 1), 128, True, 2, r"384 threads, 2 block\(s\) a multiprocessor: .* 65536 / 768 = 80 registers"),
     ((1, 1), 128, True, 3, r"65536 / 768 = 80 registers"),
     ((2, 1), 256, False, 2, r"2 consumer warpgroup\(s\) are 256 threads, 2 block\(s\) a multiprocessor: .* = 128 "
-                            r"registers .* 128 accumulator registers .*, or a lower create_plan\(_blocks_per_SM=2\)$"),
+                            r"registers .* 128 accumulator registers"),
 ])
-def test_blocks_and_registers_past_the_hardware_are_refused(groups, n, specialize, blocks, message):
+def test_blocks_and_registers_past_the_hardware_are_refused_with_ways_that_build(groups, n, specialize, blocks,
+                                                                                 message):
     """Each of these once passed the checks and failed in ptxas ("Insufficient registers") or
-    at the launch (CUDA_ERROR_INVALID_VALUE)."""
-    with pytest.raises(PlanError, match=message):
+    at the launch (CUDA_ERROR_INVALID_VALUE). Each change the refusal offers builds: ptxas
+    (through NVRTC) accepts it."""
+    import re
+
+    with pytest.raises(PlanError, match=message) as refused:
         lowered(*block_of(groups, n, specialize, blocks))
+    ways = str(refused.value).split(": ")[-1].split("; or ")
+    changed = []
+    for way in ways:
+        if m := re.match(r"at most (\d+) warpgroup", way):
+            count = int(m[1])
+            rows = min(count, 4)
+            changed.append(((rows, count // rows), n, specialize, blocks))
+        elif m := re.match(r"warpgroup tiles of at most 64 x (\d+)", way):
+            changed.append((groups, int(m[1]), specialize, blocks))
+        elif way.startswith("warp_specialize(False)"):
+            changed.append((groups, n, False, blocks))
+        elif way.startswith("create_plan without _blocks_per_SM"):
+            changed.append((groups, n, specialize, 0))
+        else:
+            raise AssertionError(f"a way out the test does not know: {way}")
+    assert changed
+    for change in changed:
+        compiles(lowered(*block_of(*change)))
+
+
+def compiles(kernel) -> None:
+    from schedc.codegen.cuda import emit_source
+    from schedc.package.compile import nvrtc_compile
+
+    nvrtc_compile(emit_source([kernel], "// edges"), "edges", "sm_90a")
 
 
 @pytest.mark.parametrize("groups, n, specialize, blocks", [
@@ -217,11 +245,7 @@ def test_blocks_and_registers_past_the_hardware_are_refused(groups, n, specializ
 ])
 def test_accepted_blocks_compile_for_sm90a(groups, n, specialize, blocks):
     """The neighbours of the refusals above build: ptxas (through NVRTC) accepts their registers."""
-    from schedc.codegen.cuda import emit_source
-    from schedc.package.compile import nvrtc_compile
-
-    kernel = lowered(*block_of(groups, n, specialize, blocks))
-    nvrtc_compile(emit_source([kernel], "// edges"), "edges", "sm_90a")
+    compiles(lowered(*block_of(groups, n, specialize, blocks)))
 
 
 # -- sampled emulation of persistent grids ------------------------------------------------------
@@ -276,3 +300,44 @@ def test_persistent_tile_order_is_the_kernels():
         for work in range(p.count):
             got = tuple(value(lets[f"tile_{a}"], {"work": work}) if f"tile_{a}" in lets else 0 for a in "xyz")
             assert got == p.tile(work)
+
+
+# -- messages in the user's names, with a change that works --------------------------------------
+
+
+@pytest.mark.parametrize("a_layout, b_layout, message", [
+    (acc.Array.Layout.FIRST_MAJOR, acc.Array.Layout.FIRST_MAJOR,
+     r"cache\(B, index=kk, location=SHARED, engine=TMA\): tf32 wgmma reads operands whose k is contiguous; B is "
+     r"contiguous along its dimension 1, not along k \(its dimension 0\): make B Array.Layout.LAST_MAJOR"),
+    (acc.Array.Layout.LAST_MAJOR, acc.Array.Layout.LAST_MAJOR,
+     r"cache\(A, index=kk, location=SHARED, engine=TMA\): .* A is contiguous along its dimension 0, not along k \(its "
+     r"dimension 1\): make A Array.Layout.FIRST_MAJOR"),
+])
+def test_tf32_layout_refusals_name_the_operand_and_its_layout(a_layout, b_layout, message):
+    """A column-major A was told to store B transposed."""
+    plan = hopper_matmul.matmul(256, 256, 256, operand=F32, block=(128, 128, 32), a_layout=a_layout, b_layout=b_layout)
+    with pytest.raises(acc.CacheError, match=message):
+        lowered(*plan)
+
+
+@pytest.mark.parametrize("tensor_cores", [False, True])
+def test_warp_specialize_without_a_tma_ring_is_refused(tensor_cores):
+    """It was silently ignored on mma.sync and SIMT plans."""
+    from .plans import compile_plan, simt_matmul, tensor_matmul
+
+    plan, args = tensor_matmul(64, 64, 64, shared_ab=True, k_split=32) if tensor_cores else simt_matmul(64, 64, 64)
+    plan.warp_specialize()
+    kind = "mma_sync tiles" if tensor_cores else "a SIMT plan"
+    with pytest.raises(PlanError, match=rf"warp_specialize\(\): a producer warpgroup issues the TMA copies of a wgmma "
+                                        rf"plan's SHARED caches, and this plan \({kind}\) has none"):
+        compile_plan(plan, args)
+    plan.warp_specialize(False)  # the same plan without the call's producer builds
+    compile_plan(plan, args)
+
+
+def test_messages_before_package_add_name_the_arrays_by_their_variables():
+    """``<float16[256, 256] array>`` was printed where the script calls it A."""
+    plan, (A, _, _) = hopper_matmul.matmul(256, 256, 256)
+    with pytest.raises(acc.CacheError, match=r"^cache\(A, index=kk, location=SHARED\): stages must be an integer from 1 "
+                                             r"to 8, not 9"):
+        plan.cache(A, index=plan.schedule.order[5], location=SPACE.SHARED, stages=9)

@@ -167,7 +167,7 @@ def test_private_cache_checks():
                                              "keeps its accumulator in MMA_FRAGMENT"):
         compile_plan(plan, args)
     plan, args = simt_register_tile(64, 64, 32, index="k")
-    with pytest.raises(acc.CacheError, match=r"float32\[64, 64\] array> is already cached"):
+    with pytest.raises(acc.CacheError, match=r"cache\(C, index=k, location=PRIVATE\): C is already cached"):
         plan.cache(args[2], index=plan.schedule.order[4], location=PRIVATE)
     with pytest.raises(acc.CacheError, match="strategy does not apply to an PRIVATE cache"):
         plan.cache(args[0], index=plan.schedule.order[4], location=PRIVATE, strategy=acc.CacheStrategy.STRIPED)

@@ -86,6 +86,7 @@ class Array:
             raise NestError(where, f"name {unusable(name)}")
         self.explicit_name = name  # always the array's name; see schedc.ir.names otherwise
         self.name = name
+        self.variable: str | None = None  # the script's variable for it, in messages before Package.add names it
         if self.data is not None:
             self.data = np.ascontiguousarray(self.data.astype(self.element_type.numpy))
 
@@ -98,6 +99,7 @@ class Array:
         self.role, self.element_type, self.data = role, element_type or ScalarType.float32, None
         self.shape, self.strides, self.layout = tuple(shape), None, layout
         self.explicit_name = self.name = name
+        self.variable = None
 
     @classmethod
     def _replayed(cls, replay, **arguments) -> Array:
@@ -125,7 +127,7 @@ class Array:
     @property
     def display_name(self) -> str:
         shape = ", ".join(str(n) for n in self.shape)
-        return self.name or f"<{self.element_type.value}[{shape}] array>"
+        return self.name or self.variable or f"<{self.element_type.value}[{shape}] array>"
 
     def __repr__(self) -> str:
         return f"Array({self.display_name}, {self.role.name}, {self.element_type.value})"

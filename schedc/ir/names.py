@@ -79,6 +79,24 @@ def unusable(name: object) -> str | None:
     return None
 
 
+def unusable_function(name: object) -> str | None:
+    """Why ``name`` cannot name a function (the C launcher ``name`` and the kernel
+    ``name__gpu__``); None when it can.
+
+    >>> unusable_function("int"), unusable_function("matmul")
+    ('int is a C/C++ keyword', None)
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        return f"{name!r} is not a C identifier (ASCII letters, digits and _, starting with a letter)"
+    if "__" in name:
+        return f"{name} contains __, which C++ reserves (and schedc's kernels end in __gpu__)"
+    if name in C_KEYWORDS:
+        return f"{name} is a C/C++ keyword"
+    if name in GENERATED or name.startswith("cuda"):
+        return f"{name} is a name the generated CUDA uses"
+    return None
+
+
 def variables(logic: Callable) -> Iterator[tuple[str, object]]:
     """The variables ``logic`` sees, as (name, value): its closure cells, then the globals they
     do not shadow. Empty cells (variables not assigned yet) are skipped."""

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import NestError
 from . import capture
 from .expr import Access, Assign, Const, Index, affine_terms, walk
-from .names import name_indices
+from .names import bound_names, name_indices, variables
 from .parameters import Call, Parameter, Recording, deferred, has_parameter, recorded
 
 INDEX_NAMES = "ijklmnpqrstuvw"
@@ -67,6 +67,7 @@ class Nest:
         and closure), so that messages and splits (``ii`` from ``i``) follow the script.
         """
         name_indices(list(self.indices), [*self.logic, logic])
+        _show_array_variables(logic)
         with capture.recording() as statements:
             logic()
         nodes = [node for s in statements for node in [*walk(s.target), *walk(s.value)]]
@@ -159,3 +160,14 @@ def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:
 def _evaluate(subscript, point: dict[str, int]) -> int:
     terms, const = affine_terms(subscript)
     return const + sum(c * point[name] for name, c in terms.items())
+
+
+def _show_array_variables(logic: Callable[[], object]) -> None:
+    """Arrays the logic can see are shown by their variables in messages from now on (the
+    logic's own, the plan's), before ``Package.add`` names them (``schedc.ir.names``)."""
+    from .array import Array
+
+    arrays = [value for _, value in variables(logic) if isinstance(value, Array) and value.name is None]
+    found = bound_names(arrays, [logic])
+    for array in arrays:
+        array.variable = found.get(id(array), array.variable)

@@ -671,9 +671,11 @@ class _Products:
         k_dim = self._k_dim(role, operand)
         k_major = k_dim == c.inner
         if not k_major and tm.precision == "tf32":
-            raise CacheError(here, f"tf32 wgmma reads operands whose k is contiguous; {c.array} is contiguous along "
-                                   f"its dimension {c.inner}, not k: store it transposed (for B[k, n]: "
-                                   "Array.Layout.LAST_MAJOR)", loops=(c.index,))
+            layout = "FIRST_MAJOR" if k_dim == len(operand.subscripts) - 1 else "LAST_MAJOR"
+            raise CacheError(here, f"tf32 wgmma reads operands whose k is contiguous; {c.array}"
+                                   + (f" (operand {role})" if c.array != role else "") + " is contiguous "
+                                   f"along its dimension {c.inner}, not along k (its dimension {k_dim}): make "
+                                   f"{c.array} Array.Layout.{layout}", loops=(c.index,))
         extent = k if k_major else (m if role == "A" else n)
         for var, coeff in inner.terms:
             lp = model.loop(var)
@@ -765,7 +767,7 @@ PTXAS_MARGIN = 26
 def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, int]:
     """Warp specialization and the roles' setmaxnreg budgets (AUTO: on, the producer keeps 40
     and the consumers share what it releases, at most 232), refused where the block or the
-    registers exceed what the launch and ptxas accept."""
+    registers exceed what the launch and ptxas accept, with the changes that fit."""
     enabled, producer, consumer = model.specialization or (True, 0, 0)
     consumers = launch.threads
     threads = consumers + (PRODUCER_THREADS if enabled else 0)
@@ -775,27 +777,27 @@ def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, 
     if not explicit:
         producer = 40
         consumer = min(232, held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8)
-    plan = _plan_words(model, consumers, enabled, blocks)
+    m, n, _ = model.tensorize.mma_shape.mnk
+    per_tile = math.prod(len(tensor._values(model, b)) for b in shape.blocked) * tiles.accumulator_type.size
+    budget = _Budget(model, consumers, enabled, blocks, per_tile * m, tiles.operand_type.size)
+    block = f"{consumers // WARPGROUP} consumer warpgroup(s)" + (" and the producer warpgroup" if enabled else "")
     gpu = model.gpu
     if threads > gpu.max_threads_per_block:
-        raise PlanError(plan.where, f"{plan.block} are {threads} threads; a block of {gpu.name} has at most "
-                                    f"{gpu.max_threads_per_block}: {plan.fewer}"
-                                    + ("" if not enabled else ", or warp_specialize(False) (no producer warpgroup)"))
-    m, n, _ = model.tensorize.mma_shape.mnk
-    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
-    accumulators = tiles_per_group * m * n * tiles.accumulator_type.size // (4 * WARPGROUP)
+        raise PlanError(budget.where, f"{block} are {threads} threads; a block of {gpu.name} has at most "
+                                      f"{gpu.max_threads_per_block}: {budget.ways(n, size=True)}")
+    accumulators = budget.accumulators(n)
     need = accumulators + PTXAS_MARGIN
-    holds = (f"each consumer thread holds {accumulators} accumulator registers ({tiles_per_group} tile(s) of "
-             f"{m}x{n} {tiles.accumulator_type.value} per warpgroup) and ptxas needs about {PTXAS_MARGIN} more")
+    count = per_tile // tiles.accumulator_type.size
+    holds = (f"each consumer thread holds {accumulators} accumulator registers ({count} tile(s) of {m}x{n} "
+             f"{tiles.accumulator_type.value} per warpgroup) and ptxas needs about {PTXAS_MARGIN} more")
     if need > held:
-        raise PlanError(plan.where, f"{plan.block} are {threads} threads, {blocks} block(s) a multiprocessor: ptxas "
-                                    f"compiles the kernel within 65536 / {threads * blocks} = {held} registers a "
-                                    f"thread (__launch_bounds__), and {holds}: {plan.fewer}, a narrower tile per "
-                                    f"warpgroup" + plan.other_ways)
+        raise PlanError(budget.where, f"{block} are {threads} threads, {blocks} block(s) a multiprocessor: ptxas "
+                                      f"compiles the kernel within 65536 / {threads * blocks} = {held} registers a "
+                                      f"thread (__launch_bounds__), and {holds}: {budget.ways(n)}")
     if not enabled:
         return enabled, producer, consumer
     where = (f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})" if explicit else
-             plan.where)
+             budget.where)
     total = producer * PRODUCER_THREADS + consumer * consumers
     if total > held * threads:
         raise PlanError(where, f"{PRODUCER_THREADS} producer threads x {producer} + {consumers} consumer threads x "
@@ -804,31 +806,58 @@ def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, 
                                f"(consumers may take at most "
                                f"{held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8})")
     if need > consumer:
-        raise PlanError(where, f"{holds}; consumer_registers={consumer} is too few" if explicit else
-                        f"the consumers' share of the registers is {consumer} (setmaxnreg), and {holds}: "
-                        f"{plan.fewer}, a narrower tile per warpgroup" + plan.other_ways)
+        raise PlanError(where, f"{holds}; consumer_registers={consumer} is too few (at least {-(-need // 8) * 8})"
+                        if explicit else f"the consumers' share of the registers is {consumer} (setmaxnreg), and "
+                                         f"{holds}: {budget.ways(n)}")
     return enabled, producer, consumer
 
 
 @dataclass(frozen=True)
-class _PlanWords:
-    """How a refusal of a wgmma plan's block names the user's calls and the ways out."""
+class _Budget:
+    """The changes to a wgmma plan's block that fit the registers and the block size, for its
+    refusals, in the user's calls."""
 
-    where: str
-    block: str
-    fewer: str
-    other_ways: str
+    model: object
+    consumers: int  # consumer threads
+    enabled: bool  # warp-specialized
+    blocks: int  # _blocks_per_SM (at least 1)
+    column_bytes: int  # bytes of a column of the warpgroup's accumulator tiles
+    operand_size: int  # bytes of an element of A and B
 
+    def accumulators(self, n: int) -> int:
+        """A consumer thread's accumulator registers for warpgroup tiles ``n`` columns wide."""
+        return self.column_bytes * n // (4 * WARPGROUP)
 
-def _plan_words(model, consumers: int, enabled: bool, blocks: int) -> _PlanWords:
-    groups = consumers // WARPGROUP
-    t = model.tensorize
-    where = f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
-    block = f"{groups} consumer warpgroup(s)" + (" and the producer warpgroup" if enabled else "")
-    fewer = "use fewer warpgroups a block (a smaller block tile, or larger tiles per warpgroup)"
-    other = []
-    if blocks > 1:
-        other.append(f"a lower create_plan(_blocks_per_SM={blocks})")
-    if enabled:
-        other.append("warp_specialize(False) (no producer warpgroup)")
-    return _PlanWords(where, block, fewer, "".join(f", or {w}" for w in other))
+    @property
+    def where(self) -> str:
+        t = self.model.tensorize
+        return f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
+
+    def fits(self, consumers: int, enabled: bool, blocks: int, n: int) -> bool:
+        threads = consumers + (PRODUCER_THREADS if enabled else 0)
+        held = launch_registers(threads, blocks)
+        if enabled:  # the consumers' setmaxnreg share (AUTO) bounds them too
+            held = min(held, 232, held + PRODUCER_THREADS * (held - 40) // consumers // 8 * 8)
+        return threads <= self.model.gpu.max_threads_per_block and self.accumulators(n) + PTXAS_MARGIN <= held
+
+    def ways(self, n: int, size: bool = False) -> str:
+        """The changes that fit, each alone: fewer warpgroups, narrower warpgroup tiles, no
+        producer warpgroup, fewer blocks a multiprocessor."""
+        out = []
+        fewer = next((g for g in range(self.consumers // WARPGROUP - 1, 0, -1)
+                      if self.fits(g * WARPGROUP, self.enabled, self.blocks, n)), 0)
+        if fewer:
+            out.append(f"at most {fewer} warpgroup(s) a block (a smaller block tile)")
+        if not size:
+            size = self.operand_size  # B's tile rows: 32, 64 or a multiple of 128 bytes (plan_tma)
+            swizzled = [w for w in range(n - 8, 0, -8) if w * size % 128 == 0 or w * size in (32, 64)]
+            narrow = next((w for w in swizzled if self.fits(self.consumers, self.enabled, self.blocks, w)), 0)
+            if narrow:
+                out.append(f"warpgroup tiles of at most 64 x {narrow} (mma_shape M64xN{narrow}xK*, a smaller block "
+                           "tile)")
+        if self.enabled and self.fits(self.consumers, False, self.blocks, n):
+            out.append("warp_specialize(False) (no producer warpgroup)")
+        if self.blocks > 1 and self.fits(self.consumers, self.enabled, 1, n):
+            out.append(f"create_plan without _blocks_per_SM={self.blocks}")
+        return "; or ".join(out) if out else "no block of this tile fits: use a smaller block tile"
+

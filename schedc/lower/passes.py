@@ -79,6 +79,14 @@ def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
     if hopper.is_warpgroup_plan(ir.tiles):
         return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.tiles))
+    if ir.model.specialization is not None and ir.model.specialization[0]:
+        enabled, producer, consumer = ir.model.specialization
+        call = "warp_specialize()" if not producer else \
+            f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})"
+        kind = "a SIMT plan" if ir.tiles is None else f"{ir.tiles.family} tiles"
+        raise PlanError(call, f"a producer warpgroup issues the TMA copies of a wgmma plan's SHARED caches, and this "
+                              f"plan ({kind}) has none: tensorize with a wgmma shape (M64xN*xK16_B1) and cache A and B "
+                              "in SHARED with TMA, or leave warp_specialize out")
     if ir.model.clustering is not None:
         raise PlanError(hopper.cluster_where(ir.model), "the blocks of a cluster share operand tiles through TMA "
                                                         "multicast: tensorize with a wgmma shape (M64xN*xK16_B1, "

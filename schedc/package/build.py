@@ -188,8 +188,9 @@ class Package:
                 where, "schedc builds GPU plans: pass schedule.create_plan(Target(...)), "
                 f"not a {type(source).__name__}"
             )
-        if not base_name or not base_name.isidentifier():
-            raise PackageError(where, f"base_name must be a C identifier, not {base_name!r}")
+        why = names.unusable_function(base_name)
+        if why is not None:
+            raise PackageError(where, f"base_name: {why}")
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
         if isinstance(parameters, list | tuple):
             return [self._add_point(where, source, args, base_name, point) for point in parameters]
