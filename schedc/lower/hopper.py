@@ -784,7 +784,8 @@ def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, 
     gpu = model.gpu
     if threads > gpu.max_threads_per_block:
         raise PlanError(budget.where, f"{block} are {threads} threads; a block of {gpu.name} has at most "
-                                      f"{gpu.max_threads_per_block}: {budget.ways(n, size=True)}")
+                                      f"{gpu.max_threads_per_block}: {budget.ways(n, size=True)}",
+                        loops=model.tensorize.loops)
     accumulators = budget.accumulators(n)
     need = accumulators + PTXAS_MARGIN
     count = per_tile // tiles.accumulator_type.size
@@ -793,7 +794,8 @@ def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, 
     if need > held:
         raise PlanError(budget.where, f"{block} are {threads} threads, {blocks} block(s) a multiprocessor: ptxas "
                                       f"compiles the kernel within 65536 / {threads * blocks} = {held} registers a "
-                                      f"thread (__launch_bounds__), and {holds}: {budget.ways(n)}")
+                                      f"thread (__launch_bounds__), and {holds}: {budget.ways(n)}",
+                        loops=model.tensorize.loops)
     if not enabled:
         return enabled, producer, consumer
     where = (f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})" if explicit else
