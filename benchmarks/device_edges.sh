@@ -5,7 +5,8 @@
 # program against the reference and the emulator; every program the emulator refuses run on
 # the GPU all the same).
 # Usage (device machine, repository root, wheels in .whl): bash benchmarks/device_edges.sh
-# Environment: FUZZ_COUNT (800), FUZZ_SEED (4600), FUZZ_JOBS (14), SANITIZE (1). Logs to $OUT.
+# Environment: GPU_TESTS (the Hopper test files; tests/ for all), FUZZ_COUNT (800), FUZZ_SEED (4600),
+# FUZZ_JOBS (14), SANITIZE (1). Logs to $OUT.
 set -uo pipefail
 OUT=${OUT:-device_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -15,8 +16,8 @@ if [ -d .whl ]; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
-python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_edges.py tests/test_hopper.py tests/test_persistent.py \
-  tests/test_cluster.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
+python3 -m pytest -q -p no:cacheprovider -m gpu ${GPU_TESTS:-tests/test_hopper_edges.py tests/test_hopper.py \
+  tests/test_persistent.py tests/test_cluster.py} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
 if [ "${SANITIZE:-1}" = 1 ]; then
   for tool in memcheck racecheck synccheck; do
     echo "== $tool" | tee -a "$OUT/sanitizer.log"
