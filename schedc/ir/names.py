@@ -56,7 +56,7 @@ def unusable(name: object) -> str | None:
     """Why ``name`` cannot name an array or loop in the generated C++; None when it can.
 
     >>> unusable("a-b")
-    'a-b is not a C identifier (ASCII letters, digits and _, starting with a letter)'
+    "'a-b' is not a C identifier (ASCII letters, digits and _, starting with a letter)"
     >>> unusable("int")
     'int is a C/C++ keyword'
     >>> unusable("c"), unusable("b1_0")
@@ -64,14 +64,9 @@ def unusable(name: object) -> str | None:
     >>> unusable("C_p0")
     'C_p0 ends like a name schedc derives (A_shared, k_stage, C_p0, ...)'
     """
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        return f"{name} is not a C identifier (ASCII letters, digits and _, starting with a letter)"
-    if "__" in name:
-        return f"{name} contains __, which C++ reserves"
-    if name in C_KEYWORDS:
-        return f"{name} is a C/C++ keyword"
-    if name in GENERATED or name.startswith("cuda"):
-        return f"{name} is a name the generated CUDA uses"
+    why = unusable_function(name)
+    if why is not None:
+        return why
     if _FRAGMENT.fullmatch(name):
         return f"{name} is the name of a tensor-core fragment"
     if _DERIVED.fullmatch(name):
@@ -81,15 +76,16 @@ def unusable(name: object) -> str | None:
 
 def unusable_function(name: object) -> str | None:
     """Why ``name`` cannot name a function (the C launcher ``name`` and the kernel
-    ``name__gpu__``); None when it can.
+    ``name__gpu__``) nor anything else in the generated C++; None when it can.
 
     >>> unusable_function("int"), unusable_function("matmul")
     ('int is a C/C++ keyword', None)
     """
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        return f"{name!r} is not a C identifier (ASCII letters, digits and _, starting with a letter)"
+        shown = name if isinstance(name, str) and name.isidentifier() else repr(name)
+        return f"{shown} is not a C identifier (ASCII letters, digits and _, starting with a letter)"
     if "__" in name:
-        return f"{name} contains __, which C++ reserves (and schedc's kernels end in __gpu__)"
+        return f"{name} contains __, which C++ reserves"
     if name in C_KEYWORDS:
         return f"{name} is a C/C++ keyword"
     if name in GENERATED or name.startswith("cuda"):
