@@ -63,7 +63,7 @@ def _argument(p: Param) -> dict:
         return {"name": p.name, "description": f"scalar {p.dtype.value}", "logical_type": "element",
                 "declared_type": p.dtype.hat_type, "element_type": p.dtype.hat_type, "usage": "input"}
     return {"name": p.name, "description": f"{p.builder} of {p.spec.array}, passed by value "
-                                           f"({p.size} bytes, built by the loader)",
+                                           f"({p.size} bytes, built by the loader; {_encoding(p.spec)})",
             "logical_type": "element", "declared_type": STRUCT_TYPES[p.builder],
             "element_type": STRUCT_TYPES[p.builder], "usage": "input"}
 
@@ -188,6 +188,13 @@ def _declaration(p: Param) -> str:
     if isinstance(p, StructParam):
         return f"{STRUCT_TYPES[p.builder]} {p.name}"
     return f"{'const ' if p.role == 'input' else ''}{p.dtype.hat_type}* {p.name}"
+
+
+def _encoding(spec) -> str:
+    """How a C caller encodes the tensor map (cuTensorMapEncodeTiled), in the array's order."""
+    size = f"the array's first {' x '.join(map(str, spec.bounds))} elements" if spec.bounds else "the whole array"
+    swizzle = f"{spec.swizzle}-byte swizzle" if spec.swizzle else "no swizzle"
+    return f"{size}, boxes of {' x '.join(map(str, spec.box))}, {swizzle}"
 
 
 def _has_structs(functions: list[HatFunction]) -> bool:
