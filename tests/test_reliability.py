@@ -77,12 +77,34 @@ def test_output_coverage_still_finds_the_first_unwritten_element():
 
 
 def test_races_are_found_over_strided_loops():
+    """Over loops that step by 177 and 140: a sum into one element with its innermost piece on
+    threads is a race (refused with two iterations that write it); the same pieces on threads
+    and blocks of a copy write every element once (accepted, and correct)."""
+    A = acc.Array(role=acc.Role.INPUT, shape=(500,))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(1,))
+    nest = acc.Nest(shape=(500,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[0] += A[i]
+
+    s = nest.create_schedule()
+    ii = s.split(i, 177)
+    iii = s.split(ii, 140)
+    racy = s.create_plan(H100)
+    racy.bind({iii: G.THREAD_X})
+    with pytest.raises(acc.PlanError, match=r"bind\(\{iii: THREAD_X\}\): iterations \(i=0, ii=0, iii=0\) and "
+                                            r"\(i=0, ii=0, iii=1\) run concurrently \(THREAD_X iii=0 vs 1\) and both "
+                                            r"write S\[0\]: a race"):
+        compile_plan(racy, (A, S))
     plan, (A, B) = copy_1d(500, 177, 140)
     s = plan.schedule
     i, ii, iii = s.get_indices()
     plan = s.create_plan(H100)
-    plan.bind({iii: G.THREAD_X, i: G.THREAD_Y})  # fine: every element once
-    compile_plan(plan, (A, B))
+    plan.bind({iii: G.THREAD_X, i: G.THREAD_Y})  # every element once
+    model, kernel = compile_plan(plan, (A, B))
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None))
 
 
 def test_a_failing_pass_is_an_internal_error_naming_it(monkeypatch):

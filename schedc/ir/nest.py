@@ -8,8 +8,8 @@
 >>> @nest.iteration_logic
 ... def _():
 ...     B[i, j] += 2.0 * A[i, j]
->>> print(nest.statements[0])
-<float32[4, 2] array>[i, j] += 2.0 * <float32[4, 2] array>[i, j]
+>>> print(nest.statements[0])  # arrays by the variables the logic sees them as
+B[i, j] += 2.0 * A[i, j]
 """
 
 from __future__ import annotations
