@@ -5,7 +5,7 @@ from __future__ import annotations
 import pprint
 
 from . import poly
-from .codegen.cuda import Printer
+from .codegen.cuda_printer import Printer
 from .ir.kernel import Cast, FragmentStore, Kernel, walk_statements
 from .lower import resources
 from .lower.launch import launch_shape

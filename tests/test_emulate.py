@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import schedc as acc
 from schedc import data
-from schedc.codegen.emulate import EmulationError, emulate, round_tf32, sample_blocks
+from schedc.codegen.emulate import EmulationError, emulate, sample_blocks
 from schedc.ir.kernel import (
     Binary,
     Buffer,
@@ -28,6 +28,7 @@ from schedc.ir.kernel import (
     Store,
     Var,
 )
+from schedc.ir.numeric import round_tf32
 from schedc.ir.types import ScalarType
 from schedc.verify import emulate_function
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedc.codegen.cuda import _PRECEDENCE, Printer, emit_kernel, emit_source, runtime_header
+from schedc.codegen.cuda import emit_kernel, emit_source, runtime_header
+from schedc.codegen.cuda_printer import _PRECEDENCE, Printer
 from schedc.codegen.text_check import check_kernel
 from schedc.errors import InternalError, PackageError
 from schedc.ir.kernel import Binary, Buffer, Cast, Const, If, Kernel, Let, Load, Loop, Store, Unary, Var

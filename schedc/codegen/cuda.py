@@ -6,55 +6,22 @@ gives byte-identical source.
 
 from __future__ import annotations
 
-import math
 from importlib import resources
-
-import numpy as np
 
 from ..ir.kernel import (
     SHARED_ALIGN,
-    AsyncCommit,
-    AsyncWait,
-    Barrier,
-    Binary,
-    BlockCopy,
     Buffer,
-    Cast,
-    Const,
-    Expr,
     Fragment,
-    FragmentAdd,
-    FragmentApply,
-    FragmentFill,
-    FragmentLoad,
-    FragmentMma,
-    FragmentStore,
     HostFunction,
-    If,
     Kernel,
-    Let,
-    Load,
-    Loop,
-    PrivateArray,
     ScalarParam,
-    StageLoad,
-    StageStore,
-    Staging,
-    Stmt,
-    Store,
     StructParam,
-    Unary,
-    Var,
     walk_statements,
 )
-from ..ir.types import ScalarType
+from . import cuda_hopper  # noqa: F401 - registers the Hopper statements' emitters
+from .cuda_printer import EMITTERS, INDENT, Printer
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
-from .cuda_tensor import family_of
-from .registry import Registry
-
-INDENT = "    "
-_PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+from .text_check import check_kernel
 
 
 def runtime_header() -> str:
@@ -158,8 +125,6 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     lines.append("}\n")
     text = "\n".join(lines)
     if check:
-        from .text_check import check_kernel
-
         check_kernel(kernel, text)
     return text
 
@@ -211,10 +176,6 @@ def _launch_lines(kernel: Kernel, n: int, count: int) -> list[str]:
     return lines
 
 
-def _striped(strategy: str) -> str:
-    return "true" if strategy == "striped" else "false"
-
-
 def _global_buffer(buffer: Buffer) -> str:
     if buffer.kind == "temp":
         return (f"// temporary array {buffer.name}: scratch storage, contents undefined on entry\n"
@@ -227,283 +188,3 @@ def _global_buffer(buffer: Buffer) -> str:
     return (f"// constant array {buffer.name}: {buffer.dtype.value}{list(buffer.shape)}, element bit patterns\n"
             f"__device__ const {width} {buffer.name}_bits[{buffer.size}] = {{\n"
             + "\n".join(rows) + "\n};\n")
-
-
-EMITTERS = Registry("CUDA emitter")
-
-
-class Printer:
-    def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
-        self.buffers = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
-        self.fragments: dict[str, Fragment] = {}
-        self.stagings: dict[str, Staging] = {}
-        self.index_type = kernel.index_type.c_type
-
-    def body(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
-        lines: list[str] = []
-        for stmt in body:
-            lines.extend(self.statement(stmt, depth))
-        return lines
-
-    def statement(self, s: Stmt, depth: int) -> list[str]:
-        return EMITTERS.handler(s)(self, s, INDENT * depth, depth)
-
-    @EMITTERS.handles(Let)
-    def _let(self, s: Let, pad: str, depth: int) -> list[str]:
-        comment = [f"{pad}// {s.comment}"] if s.comment else []
-        return [*comment, f"{pad}const {self.index_type} {s.name} = {self.expr(s.value)};"]
-
-    @EMITTERS.handles(Loop)
-    def _loop(self, s: Loop, pad: str, depth: int) -> list[str]:
-        start, stop = self.expr(s.start), self.expr(s.stop)
-        head = f"for ({self.index_type} {s.var} = {start}; {s.var} < {stop}; {s.var} += {s.step}) {{"
-        lines = [f"{pad}// {s.comment}"] if s.comment else []
-        if s.unroll:
-            lines.append(f"{pad}#pragma unroll")
-        return [*lines, pad + head, *self.body(s.body, depth + 1), pad + "}"]
-
-    @EMITTERS.handles(If)
-    def _if(self, s: If, pad: str, depth: int) -> list[str]:
-        lines = [f"{pad}// {s.comment}"] if s.comment else []
-        lines += [f"{pad}if ({self.expr(s.cond)}) {{", *self.body(s.body, depth + 1)]
-        if s.orelse:
-            lines += [f"{pad}}} else {{", *self.body(s.orelse, depth + 1)]
-        return [*lines, pad + "}"]
-
-    @EMITTERS.handles(Store)
-    def _store(self, s: Store, pad: str, depth: int) -> list[str]:
-        return [f"{pad}{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};"]
-
-    @EMITTERS.handles(Barrier)
-    def _barrier(self, s: Barrier, pad: str, depth: int) -> list[str]:
-        return [f"{pad}__syncthreads();" + (f"  // {s.comment}" if s.comment else "")]
-
-    @EMITTERS.handles(AsyncCommit)
-    def _commit(self, s: AsyncCommit, pad: str, depth: int) -> list[str]:
-        return [f"{pad}schedc::async_commit();"]
-
-    @EMITTERS.handles(AsyncWait)
-    def _wait(self, s: AsyncWait, pad: str, depth: int) -> list[str]:
-        return [f"{pad}schedc::async_wait<{s.pending}>();"]
-
-    @EMITTERS.handles(BlockCopy)
-    def _block_copy(self, s: BlockCopy, pad: str, depth: int) -> list[str]:
-        return [pad + line for line in self.block_copy(s)]
-
-    @EMITTERS.handles(Staging, StageLoad, StageStore)
-    def _staging(self, s: Stmt, pad: str, depth: int) -> list[str]:
-        return [pad + line for line in self.staging(s)]
-
-    @EMITTERS.handles(PrivateArray)
-    def _private(self, s: PrivateArray, pad: str, depth: int) -> list[str]:
-        self.buffers[s.name] = s
-        return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
-                f"{s.dtype.value}{list(s.shape)}, in {'local memory' if s.local else 'registers'}"]
-
-    @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd)
-    def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:
-        """Tile statements: the emitter of the fragment's instruction family writes them."""
-        emitter = TENSOR_EMITTERS[family_of(self, s)](self)
-        return [pad + line for line in emitter.statement(s)]
-
-    def block_copy(self, s: BlockCopy) -> list[str]:
-        shape, lds = self.box(s.shape, s.axes, (s.target, s.source))
-        element = self.buffers[s.target].dtype.c_type
-        function = "block_copy_async" if s.asynchronous else "block_copy"
-        comment = [f"// {s.comment}"] if s.comment else []
-        bounded, bounds = self.bounds(s.valid, s.axes)
-        swizzle = self.swizzle(s.target, s.target_origin)
-        transposed = self.transposed(s.shape, s.axes, s.target)
-        if transposed and s.asynchronous:
-            raise ValueError(f"cp.async cannot transpose into {s.target}")
-        if swizzle or transposed:  # rows XOR-swizzled (addressed from the tile's first row), or the box transposed
-            bounded = f"{bounded or ', false'}, {swizzle}" + (", true" if transposed else "")
-        return [*comment,
-                f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
-                f"{self.kernel.threads_per_block}{bounded}>("
-                f"&{s.target}[{self.offset(s.target, s.target_origin)}], {lds[0]}, "
-                f"&{s.source}[{self.offset(s.source, s.source_origin)}], {lds[1]}, thread{bounds});"]
-
-    def bounds(self, valid: tuple[Expr, ...], axes: tuple[int, ...]) -> tuple[str, str]:
-        """The template flag and arguments of a bounded copy: rows and columns inside the array."""
-        if not valid:
-            return "", ""
-        valid = tuple(valid[a] for a in axes) if axes else valid
-        rows, cols = (Const(1), *valid) if len(valid) == 1 else valid
-        return ", true", f", {self.expr(rows)}, {self.expr(cols)}"
-
-    def box(self, shape: tuple[int, ...], axes: tuple[int, ...],
-            buffers: tuple[str, ...]) -> tuple[tuple[int, int], list[int]]:
-        """A copy's box as (rows, columns) in copy order (``axes``: the box's dimensions slowest
-        first; a column-major tile copies its columns as rows) and each buffer's elements
-        between those rows. The box lies in a buffer's last dimensions (a ring's slot first)."""
-        axes = axes or tuple(range(len(shape)))
-        box = (1, shape[0]) if len(shape) == 1 else tuple(shape[a] for a in axes)
-        if len(box) != 2:
-            raise ValueError(f"block copies of rank {len(shape)} are not emitted (rank 1 or 2)")
-        lds = []
-        for n, name in enumerate(buffers):
-            b = self.buffers[name]
-            dims = [len(b.strides) - len(shape) + a for a in axes]
-            if n == 0 and self.transposed(shape, axes, name):  # the target's columns are the box's rows
-                lds.append(b.strides[dims[-1]])
-                continue
-            if b.strides[dims[-1]] != 1:
-                raise ValueError(f"block copy: {name}'s dimension {dims[-1]} is not contiguous")
-            lds.append(b.strides[dims[-2]] if len(dims) > 1 else 0)
-        return box, lds
-
-    def transposed(self, shape: tuple[int, ...], axes: tuple[int, ...], target: str) -> bool:
-        """Whether a 2-D copy's target holds the box transposed: contiguous along the box's
-        rows instead of its columns."""
-        axes = axes or tuple(range(len(shape)))
-        b = self.buffers.get(target)
-        if b is None or len(axes) != 2:
-            return False
-        dims = [len(b.strides) - len(shape) + a for a in axes]
-        return b.strides[dims[-1]] != 1 and b.strides[dims[-2]] == 1
-
-    def staging(self, s: Stmt) -> list[str]:
-        if isinstance(s, Staging):
-            self.stagings[s.name] = s
-            (rows, cols), _ = self.box(s.shape, s.axes, ())
-            return [f"schedc::staged<{s.dtype.c_type}, {rows}, {cols}, {s.vector}, {_striped(s.strategy)}, "
-                    f"{self.kernel.threads_per_block}> {s.name};  // next tiles, in registers"]
-        if isinstance(s, StageLoad):
-            spec = self.stagings[s.staging]
-            _, (ld,) = self.box(spec.shape, spec.axes, (s.source,))
-            pointer = f"&{s.source}[{self.offset(s.source, s.source_origin)}]"
-            bounded, bounds = self.bounds(s.valid, spec.axes)
-            template = "<true>" if bounded else ""
-            return [f"{s.staging}.load{template}({pointer}, {ld}, thread{bounds});"]
-        spec = self.stagings[s.staging]
-        _, (ld,) = self.box(spec.shape, spec.axes, (s.target,))
-        pointer = f"&{s.target}[{self.offset(s.target, s.target_origin)}]"
-        swizzle = self.swizzle(s.target, s.target_origin)
-        if self.transposed(spec.shape, spec.axes, s.target):
-            return [f"{s.staging}.store<{swizzle}, true>({pointer}, {ld}, thread);"]
-        if swizzle:
-            return [f"{s.staging}.store<{swizzle}>({pointer}, {ld}, thread);"]
-        return [f"{s.staging}.store({pointer}, {ld}, thread);"]
-
-    def swizzle(self, buffer: str, origin: tuple[Expr, ...]) -> int:
-        """A copy target's swizzle pitch (0: none); a swizzled tile is copied whole, from its first
-        row (the XOR pattern counts rows from there)."""
-        swizzle = getattr(self.buffers[buffer], "swizzle", 0)
-        if swizzle and any(not (isinstance(sub, Const) and sub.value == 0) for sub in origin[-2:]):
-            raise ValueError(f"a copy into the swizzled {buffer} starts inside the tile")
-        return swizzle
-
-    def offset(self, buffer: str, index: tuple[Expr, ...]) -> str:
-        """Multi-dimensional subscripts, linearised with the buffer's strides."""
-        strides = self.buffers[buffer].strides
-        terms: list[str] = []
-        for sub, stride in zip(index, strides):
-            if isinstance(sub, Const) and sub.value == 0:
-                continue
-            if stride == 1:
-                terms.append(self.expr(sub, _PRECEDENCE["+"]))
-            else:
-                terms.append(f"{self.expr(sub, _PRECEDENCE['*'])} * {stride}")
-        return " + ".join(terms) if terms else "0"
-
-    def expr(self, e: Expr, parent: int = 0) -> str:
-        if isinstance(e, Var):
-            return self.variable(e.name)
-        if isinstance(e, Const):
-            return self.constant(e.value, e.dtype)
-        if isinstance(e, Load):
-            return f"{e.buffer}[{self.offset(e.buffer, e.index)}]"
-        if isinstance(e, Cast):
-            return f"schedc::convert<{e.dtype.c_type}>({self.expr(e.operand)})"
-        if isinstance(e, Unary):
-            operand = self.expr(e.operand, _UNARY)
-            if operand.startswith("-"):  # never `--x` (a decrement) nor `- -5`
-                operand = f"({operand})"
-            return _narrowed(f"-{operand}", e.dtype)
-        if isinstance(e, Binary):
-            if e.op in ("max", "min"):
-                return f"schedc::{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
-            return self.binary(e, parent)
-        raise TypeError(f"unknown expression {e!r}")
-
-    def variable(self, name: str) -> str:
-        """Special registers are unsigned int: with 64-bit indexing they widen first, so that
-        ``blockIdx.x * 4096`` cannot wrap at 2^32."""
-        if name.startswith(_REGISTERS) and self.index_type != "int":
-            return f"({self.index_type}){name}"
-        return name
-
-    def binary(self, e: Binary, parent: int) -> str:
-        prec = _PRECEDENCE[e.op]
-        # C++ groups `a + b + c` as (a + b) + c: a right operand of the same precedence keeps its
-        # parentheses unless regrouping cannot change the value (exact index arithmetic)
-        exact = e.dtype is None and (e.op == "+" or (e.op == "*" and getattr(e.rhs, "op", "") == "*"))
-        right = prec if exact else prec + 1
-        if e.dtype is ScalarType.uint16 and e.op == "*":  # 65535 * 65535 overflows int
-            lhs = f"(unsigned int){self.expr(e.lhs, _UNARY)}"
-        else:
-            lhs = self.expr(e.lhs, prec)
-        text = f"{lhs} {e.op} {self.expr(e.rhs, right)}"
-        if e.dtype in _NARROW and e.op in _ARITHMETIC:
-            return _narrowed(f"({text})", e.dtype)
-        return f"({text})" if prec < parent else text
-
-    def constant(self, value, dtype: ScalarType | None) -> str:
-        if dtype is None:
-            return str(int(value))
-        if dtype is ScalarType.bool:
-            return "true" if value else "false"
-        if dtype.is_integer:
-            value = int(value)
-            if dtype is ScalarType.int32 and -2**31 < value < 2**31:
-                return str(value)  # an int literal
-            literal = str(value) if abs(value) < 2**63 else f"{'-' if value < 0 else ''}{abs(value)}u"
-            return f"({dtype.c_type}){literal}"
-        return _float_literal(float(value), dtype)
-
-
-_UNARY = 7  # precedence of unary minus and casts
-_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
-# types C++ promotes to int before any arithmetic
-_NARROW = frozenset({ScalarType.bool, ScalarType.int8, ScalarType.uint8, ScalarType.int16, ScalarType.uint16})
-_REGISTERS = ("threadIdx.", "blockIdx.")
-
-
-def _narrowed(text: str, dtype: ScalarType | None) -> str:
-    """``text`` (a unary or parenthesised expression) converted back to a narrow type: C++
-    computed it exactly in int, the kernel IR means the result wrapped to ``dtype``."""
-    return f"({dtype.c_type}){text}" if dtype in _NARROW else text
-
-
-def _float_literal(value: float, dtype: ScalarType) -> str:
-    """A constant of a float type: the value the kernel IR means (``dtype.numpy.type(value)``,
-    as the emulator computes it), in a text C++ rounds to exactly that value."""
-    if dtype is ScalarType.float32:  # the shortest text of the float32 value: `0.1f`, never double-rounded
-        with np.errstate(over="ignore"):
-            single = np.float32(value)
-        if math.isfinite(single):
-            return f"{_decimal(str(single))}f"
-        return f"(float){_special(float(single))}"
-    if dtype is ScalarType.bfloat16:  # ml_dtypes rounds through float32: print its value exactly
-        with np.errstate(over="ignore"):
-            value = float(dtype.numpy.type(value))
-    text = _decimal(repr(value)) if math.isfinite(value) else _special(value)
-    if dtype is ScalarType.float64:
-        return text
-    function = "__double2half" if dtype is ScalarType.float16 else "__double2bfloat16"
-    return f"{function}({text})"
-
-
-def _decimal(text: str) -> str:
-    return text if "e" in text or "." in text else text + ".0"
-
-
-def _special(value: float) -> str:
-    if math.isnan(value):
-        return "__longlong_as_double(0x7ff8000000000000ll)"
-    return f"{'-' if value < 0 else ''}__longlong_as_double(0x7ff0000000000000ll)"
-
-
-from . import cuda_hopper  # noqa: E402 - registers the Hopper statements' emitters

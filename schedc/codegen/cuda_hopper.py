@@ -27,7 +27,7 @@ from ..ir.kernel import (
     WarpgroupWait,
     walk_statements,
 )
-from .cuda import EMITTERS, INDENT
+from .cuda_printer import EMITTERS, INDENT
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
 from .cuda_tensor import MmaSync
 

@@ -51,7 +51,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
-from ..ir.numeric import binary, saturate
+from ..ir.numeric import binary, round_tf32, saturate
 from ..ir.types import ScalarType
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .registry import Registry
@@ -650,14 +650,6 @@ def copy_threads(shape: tuple[int, ...], vector: int, strategy: str, threads: in
 
 def _warp(threads: np.ndarray) -> np.ndarray:
     return threads // WARP
-
-
-def round_tf32(x: np.ndarray) -> np.ndarray:
-    """float32 → tf32 (10 mantissa bits), to nearest with ties away from zero, as cvt.rna.tf32."""
-    bits = x.view(np.uint32)
-    finite = np.isfinite(x)
-    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
-    return np.where(finite, rounded, x)
 
 
 def _cast(value, dtype: ScalarType):

@@ -23,6 +23,7 @@ from ..ir.kernel import (
     FragmentStore,
     Stmt,
 )
+from ..ir.numeric import round_tf32
 
 WARP = 32
 LANES = np.arange(WARP)
@@ -112,8 +113,6 @@ class MmaSync(Executor):
             self.check_vectors(s, offsets, inside, active)
             values = self.read(s.buffer, offsets, inside, active)
         if spec.precision == "tf32":
-            from .emulate import round_tf32
-
             values = round_tf32(values.astype(np.float32))
         frag = b.fragments[s.fragment]
         frag[active] = values.astype(frag.dtype)

@@ -74,6 +74,7 @@ from ..ir.kernel import (
     walk_statements,
 )
 from ..ir.types import ScalarType
+from .cuda_printer import Printer
 from .cuda_tensor import swizzle_base, swizzle_geometry
 
 # -- C++ types ---------------------------------------------------------------------------------
@@ -895,8 +896,6 @@ def _variable_bounds(kernel: Kernel) -> dict[str, tuple[int, int]]:
 
 class _Checker:
     def __init__(self, kernel: Kernel) -> None:
-        from .cuda import Printer
-
         self.kernel = kernel
         self.printer = Printer(kernel)
         self.count = 0

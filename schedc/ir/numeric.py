@@ -60,3 +60,11 @@ def saturate(x, dtype: ScalarType) -> np.ndarray:
     inside = np.where(high | low | np.isnan(t), 0.0, t).astype(dtype.numpy)
     top, bottom = dtype.numpy.type(info.max), dtype.numpy.type(info.min)
     return np.where(high, top, np.where(low, bottom, inside)).astype(dtype.numpy)
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 → tf32 (10 mantissa bits), to nearest with ties away from zero, as cvt.rna.tf32."""
+    bits = x.view(np.uint32)
+    finite = np.isfinite(x)
+    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(finite, rounded, x)
