@@ -22,25 +22,13 @@ expressions, and ldmatrix planning on plain integers.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import PlanError
 from .ir.kernel import Binary, Const, Expr
 from .ir.types import ScalarType
-from .targets import WGMMA_16, WGMMA_TF32, MMAShape, Target
-
-
-class Instruction(enum.Enum):
-    """Which tensor-core instructions ``plan.tensorize`` uses (``instruction=``): AUTO picks the
-    fastest family the target has for the operand types and shape."""
-
-    AUTO = "AUTO"
-    WMMA = "WMMA"  # wmma.load / wmma.mma.sync / wmma.store: the warp's tile layout is opaque
-    MMA_SYNC = "MMA_SYNC"  # ldmatrix + mma.sync.aligned.m16n8k*: documented per-lane layouts
-    WGMMA = "WGMMA"  # wgmma.mma_async (sm_90a): a warpgroup's 64xN tile, operands in shared memory
-
+from .targets import WGMMA_16, WGMMA_TF32, Instruction, MMAShape, Target
 
 # -- lane layouts ------------------------------------------------------------------------------
 

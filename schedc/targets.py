@@ -120,6 +120,16 @@ class Constants:
     AUTO = _Auto()
 
 
+class Instruction(enum.Enum):
+    """Which tensor-core instructions ``plan.tensorize`` uses (``instruction=``): AUTO picks the
+    fastest family the target has for the operand types and shape."""
+
+    AUTO = "AUTO"
+    WMMA = "WMMA"  # wmma.load / wmma.mma.sync / wmma.store: the warp's tile layout is opaque
+    MMA_SYNC = "MMA_SYNC"  # ldmatrix + mma.sync.aligned.m16n8k*: documented per-lane layouts
+    WGMMA = "WGMMA"  # wgmma.mma_async (sm_90a): a warpgroup's 64xN tile, operands in shared memory
+
+
 class MMASchedulingPolicy(enum.Enum):
     """The order of a warp's tensor-core products when a tile takes several passes and the warp
     holds several accumulator tiles (register blocking): ``PASS_ORDER`` (default) issues each
@@ -351,18 +361,6 @@ def _distance(a: MMAShape, b: MMAShape) -> float:
     return sum(abs(math.log2(x / y)) for x, y in zip(a.mnk, b.mnk))
 
 
-def _check_buildable(spec: GPUModel) -> None:
-    """The installed NVRTC must compile for the model's architecture."""
-    from .package.compile import nvrtc_version, supported_archs
-
-    archs = supported_archs()
-    if spec.sm not in archs:
-        raise TargetError(f"Target({spec.name})",
-                          f"NVRTC {nvrtc_version()} compiles for sm_{min(archs)} to sm_{max(archs)}; the "
-                          f"{spec.name} is sm_{spec.sm}, which needs a CUDA toolkit whose NVRTC still builds it "
-                          f"(CUDA 12: the nvidia-cuda-nvrtc-cu12 wheel in place of the CUDA 13 one)")
-
-
 def _name(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
 
@@ -434,7 +432,6 @@ class Target:
             model = by_name[model.lower()]
         if not isinstance(model, Model):
             raise TargetError(f"Target({model!r})", "model must be a Target.Model")
-        _check_buildable(MODELS[model])
         self._set(model)
 
     @classmethod

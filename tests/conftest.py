@@ -82,8 +82,8 @@ def show_sample(name: str):
 
 @pytest.fixture
 def v100(monkeypatch):
-    """The NVIDIA V100 Target as an NVRTC that still builds sm_70 would give it (the installed
-    NVRTC 13 refuses the model when it is made): for checks that stop before compiling."""
+    """The NVIDIA V100 Target with an NVRTC that claims sm_70 (the installed NVRTC 13 refuses
+    the model's plans at Package.add): for checks that stop before compiling."""
     from schedc.package import compile as compilers
 
     archs = compilers.supported_archs()

@@ -324,10 +324,16 @@ def test_package_add_errors(tmp_path):
         p.build("bad name", output_dir=tmp_path)
 
 
-def test_unsupported_arch_is_refused_when_the_target_is_made():
+def test_unsupported_arch_is_refused_when_a_function_is_added():
+    """The target table asks no compiler; Package.add asks NVRTC before anything is lowered."""
+    target = acc.Target(acc.Target.Model.NVIDIA_V100)
+    nest, args = matmul_arrays(32, 32, 32)
+    i, j, k = nest.get_indices()
+    plan = nest.create_schedule().create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, j: target.GridUnit.THREAD_X})
     with pytest.raises(TargetError, match=r"Target\(NVIDIA V100\): NVRTC [\d.]+ compiles for sm_75 to sm_\d+; "
                                           r"the NVIDIA V100 is sm_70, which needs a CUDA toolkit"):
-        acc.Target(acc.Target.Model.NVIDIA_V100)
+        acc.Package().add(plan, args=args, base_name="old")
 
 
 def test_unsupported_arch_for_nvrtc(tmp_path, v100, monkeypatch):

@@ -886,9 +886,9 @@ def from_plain(data: object) -> object:
 
 
 def _enum_value(name: str, value: str) -> enum.Enum:
-    from .. import instructions, targets
+    from .. import targets
 
-    enums = {"Instruction": instructions.Instruction, "ScalarType": ScalarType, "MMAShape": targets.MMAShape,
+    enums = {"Instruction": targets.Instruction, "ScalarType": ScalarType, "MMAShape": targets.MMAShape,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
              "Model": targets.Model, "MemorySpace": targets.MemorySpace,
              "CacheStrategy": targets.CacheStrategy, "CopyEngine": targets.CopyEngine}

@@ -191,6 +191,7 @@ class Package:
         why = names.unusable_function(base_name)
         if why is not None:
             raise PackageError(where, f"base_name: {why}")
+        compilers.check_buildable(source.target)
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
         if isinstance(parameters, list | tuple):
             return [self._add_point(where, source, args, base_name, point) for point in parameters]

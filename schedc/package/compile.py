@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PackageError
+from ..errors import PackageError, TargetError
 
 NVRTC_FLAGS = ("-std=c++17",)
 
@@ -67,6 +67,18 @@ def supported_archs() -> tuple[int, ...]:
     err, archs = nvrtc.nvrtcGetSupportedArchs()
     _check(err, "nvrtcGetSupportedArchs")
     return tuple(archs)
+
+
+def check_buildable(target) -> None:
+    """The installed NVRTC must compile for the target's architecture (asked when a function is
+    added to a package: the target table itself never calls a compiler)."""
+    spec = target.spec
+    archs = supported_archs()
+    if spec.sm not in archs:
+        raise TargetError(f"Target({spec.name})",
+                          f"NVRTC {nvrtc_version()} compiles for sm_{min(archs)} to sm_{max(archs)}; the "
+                          f"{spec.name} is sm_{spec.sm}, which needs a CUDA toolkit whose NVRTC still builds it "
+                          f"(CUDA 12: the nvidia-cuda-nvrtc-cu12 wheel in place of the CUDA 13 one)")
 
 
 def arch_for(arch: str, kernels) -> str:
