@@ -20,8 +20,8 @@ from schedc.ir.kernel import Barrier, ClusterSync, If, MbarrierArrive, MbarrierI
 from schedc.lower import wellformed
 from schedc.package.compile import nvrtc_compile
 
+from .kit import F16, emulate_broken, hopper_matmul, kernel, lower, rewrite, run
 from .plans import tensor_matmul
-from .test_hopper import F16, _emulate_broken, _lower, _rewrite, hopper_matmul, kernel, run
 
 Y, X = acc.GridUnit.BLOCK_Y, acc.GridUnit.BLOCK_X
 
@@ -105,7 +105,7 @@ def _clustered(size=2, unit=Y, M=256, N=512, K=256, **options):
 ])
 def test_refusals(make, error, message):
     with pytest.raises(error, match=message):
-        _lower(*make())
+        lower(*make())
 
 
 def _cluster_simt():
@@ -141,7 +141,7 @@ def test_row_split_result_matches_numpy():
 
 def _broken(change, **options):
     k = kernel(256, 256, 256, block=(128, 128, 64), stages=2, cluster=2, **options)
-    return dataclasses.replace(k, body=_rewrite(k.body, change))
+    return dataclasses.replace(k, body=rewrite(k.body, change))
 
 
 def test_peer_copies_into_a_block_before_its_barriers_are_set_up():
@@ -156,7 +156,7 @@ def test_peer_copies_into_a_block_before_its_barriers_are_set_up():
     k = _broken(change)
     with pytest.raises(EmulationError, match=r"a TMA copy completing on full\[0\] of the cluster's block 1 before it "
                                              r"is set up"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_stage_refilled_while_a_peer_block_still_reads_it():
@@ -169,7 +169,7 @@ def test_stage_refilled_while_a_peer_block_still_reads_it():
 
     with pytest.raises(EmulationError, match=r"a TMA copy overwrites B_shared\[\d+\] \(stage \d\), which a wgmma of "
                                              "the consumers role of the cluster's block 1 may still read"):
-        _emulate_broken(_broken(change))
+        emulate_broken(_broken(change))
 
 
 def test_copy_sent_to_one_block_only_leaves_the_other_waiting():
@@ -181,7 +181,7 @@ def test_copy_sent_to_one_block_only_leaves_the_other_waiting():
     with pytest.raises(EmulationError, match=r"no role can go on: .*the consumers role of the cluster's block 1 waits "
                                              r"for full\[0\] to complete its phase of parity 0 \(0 phase\(s\) completed, 0 "
                                              r"arrival\(s\) and 16384 byte\(s\) outstanding\)"):
-        _emulate_broken(_broken(change))
+        emulate_broken(_broken(change))
 
 
 def test_ir_verifier_rules():
@@ -189,7 +189,7 @@ def test_ir_verifier_rules():
     assert wellformed.problems(k) == []
     no_exit = dataclasses.replace(k, body=k.body[:-1])
     assert any("ends without a cluster barrier" in p for p in wellformed.problems(no_exit))
-    alone = dataclasses.replace(k, cluster=(1, 1, 1), body=_rewrite(k.body, lambda s: (
+    alone = dataclasses.replace(k, cluster=(1, 1, 1), body=rewrite(k.body, lambda s: (
         dataclasses.replace(s, multicast=0) if isinstance(s, TmaLoad) else s,)))
     found = wellformed.problems(alone)
     assert any("cluster barrier in a kernel launched without clusters" in p for p in found)

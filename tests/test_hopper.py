@@ -8,8 +8,6 @@ hand-broken kernels show that the race detector finds each kind of misuse.
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +23,6 @@ from schedc.ir.kernel import (
     FragmentAdd,
     FragmentLoad,
     If,
-    Loop,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
@@ -34,44 +31,10 @@ from schedc.ir.kernel import (
     WarpgroupWait,
     walk_statements,
 )
-from schedc.ir.model import freeze
-from schedc.lower import compile_model, verifying
-from schedc.package.build import name_arrays
 from schedc.package.compile import arch_for, nvrtc_compile
 
 from .conftest import build_sample, require_gpu
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "samples"))
-
-import hopper_matmul  # noqa: E402
-
-F16, BF16, F32 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType.float32
-COL = acc.Array.Layout.LAST_MAJOR
-
-
-def kernel(M, N, K, **options):
-    plan, args = hopper_matmul.matmul(M, N, K, **options)
-    name_arrays("test", plan, args, "mm")
-    with verifying():
-        return compile_model(freeze(plan, "mm", args))
-
-
-def run(k, blocks=None, seed=0):
-    """Emulate ``k`` on random inputs; the written part of C and numpy's C + A @ B there."""
-    rng = np.random.default_rng(seed)
-    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
-    result = emulate(k, storage, blocks=blocks)
-    arrays = {}
-    for b in k.params:
-        flat = storage[b.name].astype(np.float64)
-        arrays[b.name] = np.lib.stride_tricks.as_strided(flat, b.shape, [s * 8 for s in b.strides])
-    expected = arrays["C"] + arrays["A"] @ arrays["B"]
-    c = next(b for b in k.params if b.name == "C")
-    got = result.storage["C"].reshape(c.shape)
-    written = result.written["C"].reshape(c.shape)
-    return got[written], expected[written], written
-
+from .kit import BF16, COL, F16, F32, emulate_broken, hopper_matmul, kernel, lower, rewrite, run
 
 PLANS = {
     "fp16_specialized": ((256, 512, 256), {}),
@@ -158,9 +121,6 @@ def _plan(**options):
     return hopper_matmul.matmul(256, 512, 256, **options)
 
 
-def _lower(plan, args):
-    name_arrays("test", plan, args, "mm")
-    return compile_model(freeze(plan, "mm", args))
 
 
 @pytest.mark.parametrize("options, error, message", [
@@ -170,7 +130,7 @@ def _lower(plan, args):
 ])
 def test_refusals(options, error, message):
     with pytest.raises(error, match=message):
-        _lower(*_plan(**options))
+        lower(*_plan(**options))
 
 
 def test_operands_must_be_cached():
@@ -194,16 +154,16 @@ def test_operands_must_be_cached():
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X})
     plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape.M64xN128xK16_B1)
     with pytest.raises(PlanError, match=r"wgmma reads A \(A\) from shared memory: plan.cache\(A"):
-        _lower(plan, (A, B, C))
+        lower(plan, (A, B, C))
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.THREADS)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED)
     with pytest.raises(CacheError, match="copies by the block's threads into it are not built: use engine=TMA"):
-        _lower(plan, (A, B, C))
+        lower(plan, (A, B, C))
 
 
 def test_tma_rows_must_be_16_byte_multiples():
     with pytest.raises(CacheError, match="B's rows are 600 bytes apart; TMA needs a multiple of 16 bytes"):
-        _lower(*hopper_matmul.matmul(200, 300, 128, block=(128, 128, 64)))
+        lower(*hopper_matmul.matmul(200, 300, 128, block=(128, 128, 64)))
 
 
 def test_register_budget_of_the_roles():
@@ -212,13 +172,13 @@ def test_register_budget_of_the_roles():
     with pytest.raises(PlanError, match=r"128 producer threads x 40 \+ 512 consumer threads x 232 = 123904 "
                                         r"registers; the block's 640 threads hold 96 each at launch \(61440 in all\)"
                                         r".*consumers may take at most 104"):
-        _lower(plan, args)
+        lower(plan, args)
     plan.warp_specialize(True, producer_registers=40, consumer_registers=112)  # fits the SM, not the block
     with pytest.raises(PlanError, match="consumers may take at most 104"):
-        _lower(plan, args)
+        lower(plan, args)
     plan.warp_specialize(True, producer_registers=24, consumer_registers=56)
     with pytest.raises(PlanError, match="each consumer thread holds 64 accumulator registers"):
-        _lower(plan, args)
+        lower(plan, args)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -260,59 +220,44 @@ def test_warpgroups_and_warps_are_not_mixed():
 # -- the race detector on hand-broken kernels ---------------------------------------------------
 
 
-def _rewrite(body, change):
-    """``body`` with ``change(stmt)`` (a tuple of statements) in place of each statement."""
-    out = []
-    for s in body:
-        if isinstance(s, Loop | If):
-            s = dataclasses.replace(s, body=_rewrite(s.body, change),
-                                    **({"orelse": _rewrite(s.orelse, change)} if isinstance(s, If) else {}))
-        elif isinstance(s, Roles):
-            s = Roles(tuple(dataclasses.replace(r, body=_rewrite(r.body, change)) for r in s.roles))
-        out += list(change(s))
-    return tuple(out)
 
 
 def _broken(change, **options):
     k = kernel(128, 256, 512, block=(128, 256, 64), **{"stages": 2, **options})
-    return dataclasses.replace(k, body=_rewrite(k.body, change))
+    return dataclasses.replace(k, body=rewrite(k.body, change))
 
 
-def _emulate_broken(k):
-    rng = np.random.default_rng(0)
-    storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
-    emulate(k, storage)
 
 
 def test_consumer_reading_before_the_full_barrier():
     k = _broken(lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "full" else (s,))
     with pytest.raises(EmulationError, match=r"a wgmma of the consumers role reads [AB]_shared\[\d+\] \(stage \d\) before a TMA copy's write"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_producer_refilling_a_stage_before_it_is_released():
     k = _broken(lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "empty" else (s,))
     with pytest.raises(EmulationError, match=r"a TMA copy overwrites [AB]_shared\[\d+\] \(stage \d\)"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_stage_released_before_wait_group_finishes_its_products():
     k = _broken(lambda s: (WarpgroupWait(2),) if isinstance(s, WarpgroupWait) and s.pending == 1 else (s,))
     with pytest.raises(EmulationError, match="which a wgmma of the consumers role may still read"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_accumulator_stored_while_a_wgmma_is_in_flight():
     k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,),
                 prologue=(acc.MMAFragmentOp.SET, 0.0))  # C not read: the accumulator is stored as is
     with pytest.raises(EmulationError, match="FragmentStore of the accumulator c_0_0 while a wgmma on it is in flight"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_wgmma_on_accumulators_written_without_a_fence():
     k = _broken(lambda s: () if isinstance(s, WarpgroupFence) else (s,))
     with pytest.raises(EmulationError, match="written since the warpgroup's last wgmma.fence"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_deadlock_is_reported_with_what_each_role_waits_for():
@@ -322,7 +267,7 @@ def test_deadlock_is_reported_with_what_each_role_waits_for():
         return (s,)
 
     with pytest.raises(EmulationError, match=r"no role can go on: the producer role waits for empty\[0\].*; the consumers role waits for full\[0\]"):
-        _emulate_broken(_broken(change))
+        emulate_broken(_broken(change))
 
 
 def test_too_many_arrivals():
@@ -332,13 +277,13 @@ def test_too_many_arrivals():
         return (s,)
 
     with pytest.raises(EmulationError, match=r"256 thread\(s\) arrive on empty\[\d\], whose phase 0 expects 128"):
-        _emulate_broken(_broken(change))
+        emulate_broken(_broken(change))
 
 
 def test_barrier_used_before_it_is_set_up():
     k = _broken(lambda s: () if isinstance(s, MbarrierInit) else (s,))
     with pytest.raises(EmulationError, match=r"on (full|empty)\[0\] before it is set up"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_default_register_budget_is_what_the_producer_releases():
@@ -352,13 +297,13 @@ def test_roles_are_checked_by_the_ir_verifier():
     from schedc.lower import wellformed
 
     k = kernel(128, 256, 128, block=(128, 256, 64), stages=2)
-    bad = _rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, first=r.first + 32, registers=230)
+    bad = rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, first=r.first + 32, registers=230)
                                                   for r in s.roles)),) if isinstance(s, Roles) else (s,))
     problems = wellformed.problems(dataclasses.replace(k, body=bad))
     assert any("are not whole warpgroups" in p for p in problems)
     assert any("setmaxnreg takes multiples of 8" in p for p in problems)
     assert wellformed.problems(k) == []
-    greedy = _rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, registers=240 if r.name == "consumers"
+    greedy = rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, registers=240 if r.name == "consumers"
                                                                              else r.registers) for r in s.roles)),)
                       if isinstance(s, Roles) else (s,))
     assert any("exceed the 384 threads x 168 registers the block holds at launch" in p
@@ -393,7 +338,7 @@ def test_c_added_while_a_wgmma_is_in_flight():
 
     k = kernel(128, 256, 256, block=(128, 256, 64), stages=4, output=F16)
     with pytest.raises(EmulationError, match="FragmentAdd of the accumulator c_0_0 while a wgmma on it is in flight"):
-        _emulate_broken(dataclasses.replace(k, body=_rewrite(k.body, change)))
+        emulate_broken(dataclasses.replace(k, body=rewrite(k.body, change)))
 
 
 def test_fragment_add_is_checked_by_the_ir_verifier():
@@ -401,11 +346,11 @@ def test_fragment_add_is_checked_by_the_ir_verifier():
 
     k = kernel(128, 96, 128, **DIRECT)
     assert wellformed.problems(k) == []
-    bad = _rewrite(k.body, lambda s: (dataclasses.replace(s, source="c_0_0_late"),) if isinstance(s, FragmentAdd)
+    bad = rewrite(k.body, lambda s: (dataclasses.replace(s, source="c_0_0_late"),) if isinstance(s, FragmentAdd)
                    else (s,))
     assert any("fragment c_0_0_late is used before it is declared" in p
                for p in wellformed.problems(dataclasses.replace(k, body=bad)))
-    narrow = _rewrite(k.body, lambda s: (dataclasses.replace(s, n=128),) if isinstance(s, Fragment)
+    narrow = rewrite(k.body, lambda s: (dataclasses.replace(s, n=128),) if isinstance(s, Fragment)
                       and s.name == "c_0_0_early" else (s,))
     assert any("a wgmma 64x128 tile to a wgmma 64x96 one" in p
                for p in wellformed.problems(dataclasses.replace(k, body=narrow)))
@@ -415,7 +360,7 @@ def test_descriptor_loads_read_shared_memory():
     from schedc.lower import wellformed
 
     k = kernel(128, 256, 128, block=(128, 256, 64), stages=2)
-    bad = _rewrite(k.body, lambda s: (dataclasses.replace(s, path="elements"),)
+    bad = rewrite(k.body, lambda s: (dataclasses.replace(s, path="elements"),)
                    if isinstance(s, FragmentLoad) and s.path == "descriptor" else (s,))
     assert any("wgmma moves tiles by 'descriptor'" in p for p in wellformed.problems(dataclasses.replace(k, body=bad)))
     assert all(f.family == "wgmma" for f in (s for s in _walk(k.body)) if isinstance(f, Fragment))
@@ -490,7 +435,7 @@ def test_warpgroup_tiles_need_warpgroup_bindings():
     plan.bind({ii: acc.GridUnit.WARP_X})
     with pytest.raises(PlanError, match=r"M64xN128xK16_B1 is a warpgroup's tile: bind the loops over tiles to "
                                         r"WARPGROUP_X/WARPGROUP_Y, not WARP_X \(ii\)"):
-        _lower(plan, args)
+        lower(plan, args)
 
 
 def test_warpgroups_need_a_warpgroup_shape():
@@ -501,7 +446,7 @@ def test_warpgroups_need_a_warpgroup_shape():
     ii = plan.schedule.order[2]
     plan.bind({ii: acc.GridUnit.WARPGROUP_Y})
     with pytest.raises(PlanError, match=r"WARPGROUP_Y binds warpgroups, which issue wgmma tiles"):
-        _lower(plan, args)
+        lower(plan, args)
 
 
 def _generic_store_into_a_stage(fence: bool):
@@ -521,8 +466,8 @@ def _generic_store_into_a_stage(fence: bool):
 def test_generic_write_read_by_wgmma_without_the_proxy_fence():
     with pytest.raises(EmulationError, match=r"a wgmma \(the async proxy\) touches an element thread 0 wrote "
                                              r"through the generic proxy with no fence.proxy.async between"):
-        _emulate_broken(_generic_store_into_a_stage(fence=False))
+        emulate_broken(_generic_store_into_a_stage(fence=False))
 
 
 def test_generic_write_then_proxy_fence_is_visible_to_wgmma():
-    _emulate_broken(_generic_store_into_a_stage(fence=True))
+    emulate_broken(_generic_store_into_a_stage(fence=True))

@@ -8,9 +8,6 @@ Each emulated plan is compared with numpy over every block; the same plans run o
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -18,25 +15,16 @@ import schedc as acc
 from schedc.codegen.emulate import emulate
 from schedc.errors import PlanError
 from schedc.ir.model import freeze
-from schedc.lower import compile_model, verifying
+from schedc.lower import compile_model
 from schedc.package.build import name_arrays
 
 from .conftest import require_gpu
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
-
-import hopper_matmul  # noqa: E402
+from .kit import hopper_matmul, lower
 
 F16, F32 = acc.ScalarType.float16, acc.ScalarType.float32
 COL = acc.Array.Layout.LAST_MAJOR
 H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
 UNIT, SPACE = H100.GridUnit, H100.MemorySpace
-
-
-def lowered(plan, args):
-    name_arrays("test", plan, args, "mm")
-    with verifying():
-        return compile_model(freeze(plan, "mm", args))
 
 
 def emulated_error(kernel, nest: tuple[int, int, int]) -> tuple[float, np.ndarray]:
@@ -75,7 +63,7 @@ def test_edges_emulate_correctly(name):
     """The TMA tile is the whole tile the wgmmas read (the box past the array filled with
     zeros), so the emulator runs the kernel the GPU runs."""
     (M, N, K), options = EDGES[name]
-    error, written = emulated_error(lowered(*hopper_matmul.matmul(M, N, K, **options)), (M, N, K))
+    error, written = emulated_error(lower(*hopper_matmul.matmul(M, N, K, **options)), (M, N, K))
     assert written.all()
     assert error < (2e-2 * np.sqrt(K) if options.get("operand") is F32 else 1e-3)
 
@@ -83,7 +71,7 @@ def test_edges_emulate_correctly(name):
 def test_tma_box_covers_the_tile_the_wgmmas_read():
     """K = 32 below a 64-wide stage: A's box is 128 x 64 and B's 64 x 128 (boxes of 64 columns),
     the tensor maps' global size the nest's (TMA fills zeros past it)."""
-    kernel = lowered(*hopper_matmul.matmul(128, 128, 32, block=(128, 128, 64)))
+    kernel = lower(*hopper_matmul.matmul(128, 128, 32, block=(128, 128, 64)))
     maps = {v.spec.array: v.spec for v in kernel.values}
     assert maps["A"].box == (128, 64) and maps["A"].bounds == (128, 32)
     assert maps["B"].box == (64, 64) and maps["B"].bounds == (32, 128)
@@ -142,7 +130,7 @@ def test_nest_over_part_of_its_arrays(wgmma, nest, shapes):
     if wgmma:
         nest = tuple(max(n, 64) if d == 2 else n for d, n in enumerate(nest))
         shapes = (shapes[0], max(shapes[1], nest[2] + 8), shapes[2])
-    kernel = lowered(*part_product(nest, shapes, wgmma))
+    kernel = lower(*part_product(nest, shapes, wgmma))
     error, written = emulated_error(kernel, nest)
     assert error < 1e-3
     M, N, _ = nest
@@ -157,7 +145,7 @@ def test_padding_into_an_uncached_array_is_refused():
                                         r"whole tile lies past the 64x64x40 nest but inside the arrays \(C\[64, 64\], "
                                         r"A\[64, 64\], B\[64, 64\]\): it would add A\[0, 40\] \* B\[40, 0\] to "
                                         r"C\[0, 0\]"):
-        lowered(plan, args)
+        lower(plan, args)
 
 
 @pytest.mark.gpu
@@ -209,7 +197,7 @@ def test_blocks_and_registers_past_the_hardware_are_refused_with_ways_that_build
     import re
 
     with pytest.raises(PlanError, match=message) as refused:
-        lowered(*block_of(groups, n, specialize, blocks))
+        lower(*block_of(groups, n, specialize, blocks))
     ways = str(refused.value).split(": ")[-1].split("; or ")
     changed = []
     for way in ways:
@@ -227,7 +215,7 @@ def test_blocks_and_registers_past_the_hardware_are_refused_with_ways_that_build
             raise AssertionError(f"a way out the test does not know: {way}")
     assert changed
     for change in changed:
-        compiles(lowered(*block_of(*change)))
+        compiles(lower(*block_of(*change)))
 
 
 def compiles(kernel) -> None:
@@ -245,7 +233,7 @@ def compiles(kernel) -> None:
 ])
 def test_accepted_blocks_compile_for_sm90a(groups, n, specialize, blocks):
     """The neighbours of the refusals above build: ptxas (through NVRTC) accepts their registers."""
-    compiles(lowered(*block_of(groups, n, specialize, blocks)))
+    compiles(lower(*block_of(groups, n, specialize, blocks)))
 
 
 # -- sampled emulation of persistent grids ------------------------------------------------------
@@ -317,7 +305,7 @@ def test_tf32_layout_refusals_name_the_operand_and_its_layout(a_layout, b_layout
     """A column-major A was told to store B transposed."""
     plan = hopper_matmul.matmul(256, 256, 256, operand=F32, block=(128, 128, 32), a_layout=a_layout, b_layout=b_layout)
     with pytest.raises(acc.CacheError, match=message):
-        lowered(*plan)
+        lower(*plan)
 
 
 @pytest.mark.parametrize("tensor_cores", [False, True])

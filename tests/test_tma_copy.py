@@ -19,8 +19,8 @@ from schedc.package.compile import arch_for, nvrtc_compile
 from schedc.verify import emulate_function
 
 from .conftest import ROOT, require_gpu
+from .kit import emulate_broken, rewrite
 from .plans import compile_plan, tensor_matmul
-from .test_hopper import _emulate_broken, _rewrite
 
 H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
 F16, F32 = acc.ScalarType.float16, acc.ScalarType.float32
@@ -120,21 +120,21 @@ def test_refusals(make, message):
 
 def _broken(change):
     _, kernel = compile_plan(*row_blocks(96, 256))
-    return dataclasses.replace(kernel, body=_rewrite(kernel.body, change))
+    return dataclasses.replace(kernel, body=rewrite(kernel.body, change))
 
 
 def test_reading_before_waiting_for_the_tile():
     kernel = _broken(lambda s: () if isinstance(s, MbarrierWait) else (s,))
     with pytest.raises(EmulationError, match=r"reads an element a TMA copy brings before it has waited for the "
                                              r"phase of A_full\[0\]"):
-        _emulate_broken(kernel)
+        emulate_broken(kernel)
 
 
 def test_refilling_while_threads_still_read_the_previous_tile():
     kernel = _broken(lambda s: () if isinstance(s, Barrier) and "no longer read" in s.comment else (s,))
     with pytest.raises(EmulationError, match="a TMA copy issued by thread 0 overwrites an element .* read since the "
                                              "last barrier"):
-        _emulate_broken(kernel)
+        emulate_broken(kernel)
 
 
 @pytest.mark.gpu

@@ -35,7 +35,7 @@ from schedc.lower.wellformed import problems
 from schedc.package.compile import nvrtc_compile
 
 from .conftest import require_gpu
-from .test_hopper import BF16, F16, F32, _emulate_broken, _rewrite, kernel, run
+from .kit import BF16, F16, F32, emulate_broken, kernel, rewrite, run
 
 COL = acc.Array.Layout.LAST_MAJOR
 SET = (acc.MMAFragmentOp.SET, 0.0)  # the products start from zero: C is not read, only stored
@@ -89,7 +89,7 @@ def _close(shape, options, got, expected) -> bool:
 def _on_the_gpu(shape, options, tmp_path, seed: int) -> None:
     from schedc.verify import run_function
 
-    from .test_hopper import hopper_matmul
+    from .kit import hopper_matmul
     package = acc.Package()
     package.add(*hopper_matmul.matmul(*shape, **options), base_name="mm")
     path = package.build("mm", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
@@ -140,34 +140,34 @@ def test_direct_stores_where_the_slots_do_not_fit():
 def _broken(change, **options):
     """The two-slot store path (C not read), hand-broken."""
     k = kernel(128, 256, 128, block=(128, 256, 64), stages=4, output=F16, prologue=SET, **options)
-    return dataclasses.replace(k, body=_rewrite(k.body, change))
+    return dataclasses.replace(k, body=rewrite(k.body, change))
 
 
 def test_store_of_a_slot_without_the_proxy_fence():
     k = _broken(lambda s: () if isinstance(s, Fence) and s.kind == "proxy_async" else (s,))
     with pytest.raises(EmulationError, match=r"a TMA store \(the async proxy\) touches an element thread \d+ wrote "
                                              r"through the generic proxy with no fence.proxy.async"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_store_of_a_slot_before_the_warpgroup_met():
     k = _broken(lambda s: () if isinstance(s, NamedBarrier) and "written" in s.comment else (s,))
     with pytest.raises(EmulationError, match=r"a TMA store issued by thread 0 reads what thread \d+ wrote without "
                                              "a barrier between"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_slot_rewritten_while_its_store_may_still_read_it():
     k = _broken(lambda s: (dataclasses.replace(s, pending=2),) if isinstance(s, BulkWait) and s.pending == 1
                 else (s,))
     with pytest.raises(EmulationError, match=r"overwrites an element a TMA store may still be reading"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_slot_rewritten_before_the_issuer_told_the_warpgroup():
     k = _broken(lambda s: () if isinstance(s, NamedBarrier) and "free" in s.comment else (s,))
     with pytest.raises(EmulationError, match=r"thread \d+ writes an element thread 0 read without a barrier"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_block_ending_with_stores_unfinished():
@@ -177,13 +177,13 @@ def test_block_ending_with_stores_unfinished():
         return (s,)
     with pytest.raises(EmulationError, match=r"the block ends while TMA stores issued by thread 0 may be "
                                              "unfinished"):
-        _emulate_broken(_broken(change))
+        emulate_broken(_broken(change))
 
 
 def test_named_barrier_with_too_few_threads_is_a_deadlock():
     k = _broken(lambda s: (dataclasses.replace(s, threads=256),) if isinstance(s, NamedBarrier) else (s,))
     with pytest.raises(EmulationError, match=r"named barrier 1 waits for 256 threads and 128 arrive"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_the_ir_verifier_checks_tma_stores_and_named_barriers():
@@ -198,7 +198,7 @@ def test_the_ir_verifier_checks_tma_stores_and_named_barriers():
         if isinstance(s, FragmentStore) and s.columns:
             return (dataclasses.replace(s, columns=(4, 12)),)
         return (s,)
-    found = " ".join(problems(dataclasses.replace(k, body=_rewrite(k.body, change))))
+    found = " ".join(problems(dataclasses.replace(k, body=rewrite(k.body, change))))
     for text in ("C_out2", "named barrier 0: ids are 1..15", "named barrier of 48 threads",
                  "columns 4..11 are not one run"):
         assert text in found, text
@@ -294,27 +294,27 @@ def test_c_loaded_by_tma_on_the_gpu(shape, options, tmp_path):
 def _broken_load(change, **options):
     k = kernel(384, 512, 128, **{"block": (128, 128, 64), "stages": 3, "output": F16,
                                   "persistent": {"blocks": 2}, **options})
-    return dataclasses.replace(k, body=_rewrite(k.body, change))
+    return dataclasses.replace(k, body=rewrite(k.body, change))
 
 
 def test_c_read_before_its_copy_landed():
     k = _broken_load(lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "C_full" else (s,))
     with pytest.raises(EmulationError, match=r"reads an element a TMA copy brings before it has waited for the "
                                              r"phase of C_full\[\d\]"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_c_copied_while_the_tile_befores_store_may_read_its_slot():
     k = _broken_load(lambda s: () if isinstance(s, BulkWait) and s.read else (s,))
     with pytest.raises(EmulationError, match=r"overwrites an element a TMA store may still be reading"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_c_waited_for_with_the_wrong_parity_deadlocks():
     k = _broken_load(lambda s: (dataclasses.replace(s, parity=Const(1)),)
                      if isinstance(s, MbarrierWait) and s.barrier == "C_full" else (s,))
     with pytest.raises(EmulationError, match=r"C_full\[\d\] to complete its phase of parity 1"):
-        _emulate_broken(k)
+        emulate_broken(k)
 
 
 def test_windows_are_checked_by_the_ir_verifier():
@@ -327,7 +327,7 @@ def test_windows_are_checked_by_the_ir_verifier():
         if isinstance(s, FragmentLoad) and s.buffer == "C_out":
             return (dataclasses.replace(s, row_stride=256, columns=(4, 12)),)
         return (s,)
-    found = " ".join(problems(dataclasses.replace(k, body=_rewrite(k.body, change))))
+    found = " ".join(problems(dataclasses.replace(k, body=rewrite(k.body, change))))
     for text in ("add of c_0_0: columns 0..299 of a wgmma accumulator 256-column tile",
                  "load of C_in from the swizzled C_out", "load of C_in: columns 4..11 are not one run"):
         assert text in found, text
@@ -339,7 +339,7 @@ def test_slots_filled_an_odd_number_of_times_a_tile(monkeypatch):
     the next (``(tile + j // slots) % 2``): one resident block over four tiles, emulated."""
     from schedc import targets
 
-    from .test_hopper import hopper_matmul
+    from .kit import hopper_matmul
 
     small = dataclasses.replace(hopper_matmul.target.spec, shared_memory_max=120000)  # 2 stages and 2 slots
     monkeypatch.setattr(hopper_matmul.target, "spec", small)
