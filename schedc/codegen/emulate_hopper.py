@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import tma
 from ..instructions import WARPGROUP, column_elements, descriptor, operand_k_major, swizzled, wgmma_accumulator
 from ..ir.kernel import (
     BulkCommit,
@@ -442,7 +443,7 @@ def _tma(b, s: TmaLoad, mask) -> None:
 
 def _box(spec, array) -> tuple[list[int], np.ndarray]:
     """A tensor map's array dimensions, slowest first, and its box's elements in that order."""
-    order = sorted(range(len(array.shape)), key=lambda d: -array.strides[d])
+    order = tma.dimension_order(array.strides)
     box = [spec.box[d] for d in order]
     return order, np.indices(box).reshape(len(box), -1)
 

@@ -196,13 +196,6 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def dimension_order(strides: tuple[int, ...]) -> tuple[int, ...]:
-    """An array's dimensions from the slowest to the fastest varying (its layout).
-
-    >>> dimension_order((64, 1)), dimension_order((1, 64)), dimension_order((1,))
-    ((0, 1), (1, 0), (0,))
-    """
-    return tuple(sorted(range(len(strides)), key=lambda d: -strides[d]))
 
 
 def _strides(where: str, shape: tuple[int, ...], layout: Layout | Sequence[int]) -> tuple[int, ...]:

@@ -852,7 +852,8 @@ def _check_layout(where: str, source, location: MemorySpace, layout, engine: Cop
     array's, () otherwise. A 2-D shared tile may be transposed (the block's threads read the
     array along its rows and write the tile along its columns); register tiles (PRIVATE) and
     fragments (MMA_FRAGMENT) are registers, which have no layout: any is accepted there."""
-    from .array import Array, dimension_order
+    from ..tma import dimension_order
+    from .array import Array
 
     if layout is None:
         return ()

@@ -20,11 +20,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .. import poly
+from .. import poly, tma
 from ..errors import CacheError
 from ..instructions import ldmatrix_plan, swizzle_pitch
 from ..ir.affine import Affine
-from ..ir.array import dimension_order
 from ..ir.kernel import (
     SHARED_ALIGN,
     AsyncCommit,
@@ -186,7 +185,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     inside = fp.inside and whole.inside
     limits = () if inside else fp.bounds  # zeros past what the nest reaches of the array
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
-    order = dimension_order(global_buffer.strides)  # the copy's order: vectors along the array's rows
+    order = tma.dimension_order(global_buffer.strides)  # the copy's order: vectors along the array's rows
     tile_order = spec.order or order  # the tile's: the array's, or another layout= asks for
     transposed = tile_order != order
     plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, tile_order, dtype.size, pad))
@@ -256,9 +255,6 @@ def _check_written(model, spec, here: str) -> None:
                              loops=(spec.index,))
 
 
-TMA_BOX_LIMIT = 256  # elements per box dimension
-
-
 def _tma_box(model, spec, here: str, extents: tuple[int, ...], array) -> StructParam:
     """engine=TMA for a tile the block's threads read: the whole tile is one TMA box (2-D, dense,
     zeros past the array), refused with the reason where TMA cannot copy it."""
@@ -279,16 +275,16 @@ def _tma_box(model, spec, here: str, extents: tuple[int, ...], array) -> StructP
                                "dimension", loops=(spec.index,))
     inner = array.strides.index(1)
     pitch = array.strides[1 - inner] * size
-    if pitch % 16:
+    if pitch % tma.GLOBAL_ALIGN:
         raise CacheError(here, f"{spec.array}'s rows are {pitch} bytes apart; TMA needs a multiple of 16 bytes "
                                f"(pad the leading dimension to a multiple of {16 // math.gcd(16, size)} elements)",
                          loops=(spec.index,))
-    if extents[inner] * size % 16:
+    if extents[inner] * size % tma.GLOBAL_ALIGN:
         raise CacheError(here, f"the tile's rows are {extents[inner]} element(s) ({extents[inner] * size} bytes) "
                                f"along {spec.array}'s contiguous dimension {inner}; a TMA box's rows are a "
                                "multiple of 16 bytes", loops=(spec.index,))
-    if max(extents) > TMA_BOX_LIMIT:
-        raise CacheError(here, f"the tile is {'x'.join(map(str, extents))}; a TMA box has at most {TMA_BOX_LIMIT} "
+    if max(extents) > tma.BOX_LIMIT:
+        raise CacheError(here, f"the tile is {'x'.join(map(str, extents))}; a TMA box has at most {tma.BOX_LIMIT} "
                                "elements along each dimension: cache at a loop further in", loops=(spec.index,))
     return StructParam(f"{spec.array}_map", "tensor_map", TensorMap(spec.array, tuple(extents), array.dtype, 0,
                                                                            poly.reach(model, spec.array)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import tma
 from ..ir.kernel import (
     Binary,
     BulkCommit,
@@ -105,7 +106,7 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     array = model.buffer(c.buffer)
     size = array.dtype.size
     if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
-            or (array.strides[0] * size) % 16:
+            or (array.strides[0] * size) % tma.GLOBAL_ALIGN:
         return None
     if any(r in outer for r in tiles.reductions):
         return None  # C's tile is stored more than once: a later load must not race the TMA store

@@ -31,6 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from .. import tma
 from ..errors import CacheError, PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
@@ -71,8 +72,6 @@ from ..targets import CopyEngine, MemorySpace
 from . import cache, epilogue, tensor
 from .launch import WARPGROUP, Launch, Persistent, persistent_loop, split_coordinates
 
-TMA_BOX_LIMIT = 256  # elements per box dimension
-SWIZZLES = (128, 64, 32)  # bytes of a swizzled row, widest first
 PRODUCER_THREADS = WARPGROUP
 WARP = 32
 
@@ -188,19 +187,19 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
         raise CacheError(here, f"{spec.array} has strides {list(array.strides)}; TMA needs one contiguous "
                                "dimension", loops=(spec.index,))
     pitch = array.strides[outer] * size
-    if pitch % 16:
+    if pitch % tma.GLOBAL_ALIGN:
         raise CacheError(here, f"{spec.array}'s rows are {pitch} bytes apart; TMA needs a multiple of 16 bytes "
                                f"(pad the leading dimension to a multiple of {16 // math.gcd(16, size)} elements)",
                          loops=(spec.index,))
     row_bytes = fp.extents[inner] * size
-    swizzle = next((s for s in SWIZZLES if row_bytes % s == 0 and (s == 128 or row_bytes == s)), 0)
+    swizzle = tma.swizzle_for(row_bytes)
     if not swizzle:
         raise CacheError(here, f"the tile's rows are {fp.extents[inner]} elements ({row_bytes} bytes) along "
                                f"{spec.array}'s contiguous dimension {inner}; wgmma's swizzled tiles take rows of "
                                "32, 64 or a multiple of 128 bytes", loops=(spec.index,))
-    if fp.extents[outer] > TMA_BOX_LIMIT:
+    if fp.extents[outer] > tma.BOX_LIMIT:
         raise CacheError(here, f"the tile has {fp.extents[outer]} rows along dimension {outer}; a TMA box has at "
-                               f"most {TMA_BOX_LIMIT}", loops=(spec.index,))
+                               f"most {tma.BOX_LIMIT}", loops=(spec.index,))
     chunk = swizzle // size
     chunks = row_bytes // swizzle
     stages = spec.stages if spec.pipeline == "async" else 1

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .. import tma
 from ..instructions import FAMILIES, WARPGROUP, column_elements, wgmma_accumulator
 from ..ir.kernel import (
     AsyncCommit,
@@ -163,7 +164,6 @@ def _repeated(names: list[str]) -> list[str]:
     return sorted({n for n in names if names.count(n) > 1})
 
 
-_SWIZZLES = (0, 32, 64, 128)
 
 
 class _Checker:
@@ -213,13 +213,13 @@ class _Checker:
         if len(spec.box) != len(array.shape) or not 1 <= len(spec.box) <= 5:
             self.report("params", f"{where}: box {list(spec.box)} for an array of rank {len(array.shape)} "
                                   "(rank 1 to 5)")
-        if any(not 1 <= n <= 256 for n in spec.box):
-            self.report("params", f"{where}: box {list(spec.box)} has a side outside 1 to 256")
+        if any(not 1 <= n <= tma.BOX_LIMIT for n in spec.box):
+            self.report("params", f"{where}: box {list(spec.box)} has a side outside 1 to {tma.BOX_LIMIT}")
         inner = min(range(len(array.strides)), key=lambda d: array.strides[d]) if spec.box else 0
         row = spec.box[inner] * spec.dtype.size if len(spec.box) == len(array.shape) else 0
-        if row % 16:
-            self.report("params", f"{where}: a box row is {row} bytes, not a multiple of 16")
-        if spec.swizzle not in _SWIZZLES or (spec.swizzle and row > spec.swizzle):
+        if row % tma.GLOBAL_ALIGN:
+            self.report("params", f"{where}: a box row is {row} bytes, not a multiple of {tma.GLOBAL_ALIGN}")
+        if spec.swizzle not in (0, *tma.SWIZZLES) or (spec.swizzle and row > spec.swizzle):
             self.report("params", f"{where}: swizzle {spec.swizzle} for rows of {row} bytes "
                                   "(0, or 32, 64 or 128 and at least the row)")
 
@@ -495,7 +495,7 @@ class _Checker:
         if found is None:
             return
         target, spec, array, box = found
-        dims = sorted(range(len(target.shape)), key=lambda d: -target.strides[d])[-len(box):]
+        dims = tma.dimension_order(target.strides)[-len(box):]
         tile = tuple(target.shape[d] for d in dims)  # the tile in storage order, as the box
         rows = tile[0] // box[0] if box[0] and tile[0] % box[0] == 0 else 0  # a multicast part: rows of a tile
         if tile[1:] != box[1:] or not rows or (rows > 1 and not s.multicast) or target.swizzle != spec.swizzle:

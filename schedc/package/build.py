@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, tma
 from ..codegen.cuda import emit_source
 from ..errors import InternalError, PackageError, SchedcError
 from ..instructions import FAMILIES
@@ -44,8 +44,6 @@ from ..lower import compile_model, verifying, wellformed
 from ..targets import Target
 from . import compile as compilers
 from . import hat
-
-TENSOR_MAP_ALIGN = 16  # bytes: cuTensorMapEncodeTiled's global address
 
 
 class Format(enum.Flag):
@@ -453,7 +451,7 @@ def alignments(kernel: Kernel) -> dict[str, int]:
     need = {b.name: b.dtype.size for b in kernel.params}
     for v in kernel.values:
         if isinstance(v, StructParam):  # a tensor map's global address
-            need[v.spec.array] = max(need[v.spec.array], TENSOR_MAP_ALIGN)
+            need[v.spec.array] = max(need[v.spec.array], tma.GLOBAL_ALIGN)
     families = {s.name: FAMILIES[s.family] for s in walk_statements(kernel.body) if isinstance(s, Fragment)}
     for s in walk_statements(kernel.body):
         if isinstance(s, FragmentLoad | FragmentStore) and s.buffer in need and not (s.edge and s.edge.staged):

@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 
+from .. import tma
 from ..errors import LaunchError
 from ..ir.types import ScalarType
 
@@ -171,7 +172,7 @@ def encode_tensor_map(address: int, dtype: ScalarType, shape: tuple[int, ...], s
     unsigned type of their size."""
     driver = _driver()
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
-    order = sorted(range(len(shape)), key=lambda d: -strides[d])  # slowest first, the contiguous last
+    order = tma.dimension_order(strides)  # slowest first, the contiguous last
     shape, strides, box = (tuple(x[d] for d in order) for x in (shape, strides, box))
     kind = getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_TENSOR_MAP_TYPES[dtype.value]}")
     mode = getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}B" if swizzle else
