@@ -333,20 +333,20 @@ def _uniform_index(b, expr, mask, what: str) -> int:
 
 
 def register(executors) -> None:
-    executors.handlers[MbarrierInit] = _init
-    executors.handlers[MbarrierArrive] = _arrive
-    executors.handlers[MbarrierWait] = _wait
-    executors.handlers[TmaLoad] = _tma
-    executors.handlers[Fence] = _proxy_fence
-    executors.handlers[WarpgroupFence] = _fence
-    executors.handlers[WarpgroupCommit] = _commit
-    executors.handlers[WarpgroupWait] = _wgmma_wait
-    executors.handlers[Roles] = _roles
-    executors.handlers[ClusterSync] = _cluster_sync
-    executors.handlers[TmaStore] = _tma_store
-    executors.handlers[BulkCommit] = _bulk_commit
-    executors.handlers[BulkWait] = _bulk_wait
-    executors.handlers[NamedBarrier] = _named_barrier
+    executors.add(MbarrierInit, _init)
+    executors.add(MbarrierArrive, _arrive)
+    executors.add(MbarrierWait, _wait)
+    executors.add(TmaLoad, _tma)
+    executors.add(Fence, _proxy_fence)
+    executors.add(WarpgroupFence, _fence)
+    executors.add(WarpgroupCommit, _commit)
+    executors.add(WarpgroupWait, _wgmma_wait)
+    executors.add(Roles, _roles)
+    executors.add(ClusterSync, _cluster_sync)
+    executors.add(TmaStore, _tma_store)
+    executors.add(BulkCommit, _bulk_commit)
+    executors.add(BulkWait, _bulk_wait)
+    executors.add(NamedBarrier, _named_barrier)
 
 
 def _proxy_fence(b, s: Fence, mask) -> None:

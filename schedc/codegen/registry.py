@@ -11,6 +11,10 @@ than failing halfway through a kernel).
 ...     return "__syncthreads();"
 >>> emitters.missing((Loop("i", Const(0), Const(4), 1, (Barrier(),)),))
 ['Loop']
+>>> emitters.add(Barrier, lambda printer, node: "")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+schedc.errors.InternalError: ... two CUDA emitters of Barrier: barrier and <lambda>
 """
 
 from __future__ import annotations
@@ -32,9 +36,17 @@ class Registry:
         """Decorator: the function handles nodes of these classes."""
         def decorate(function: Callable) -> Callable:
             for cls in classes:
-                self.handlers[cls] = function
+                self.add(cls, function)
             return function
         return decorate
+
+    def add(self, cls: type, function: Callable) -> None:
+        """``function`` handles nodes of ``cls``; a second handler of one class is refused (a
+        silent overwrite would leave one backend's behaviour to import order)."""
+        if cls in self.handlers and self.handlers[cls] is not function:
+            raise InternalError(self.backend, f"two {self.backend}s of {cls.__name__}: "
+                                              f"{self.handlers[cls].__qualname__} and {function.__qualname__}")
+        self.handlers[cls] = function
 
     def handler(self, node: object) -> Callable:
         return self.handlers[type(node)]
