@@ -7,6 +7,7 @@ import pprint
 from . import poly
 from .codegen.cuda_printer import Printer
 from .ir.kernel import Cast, FragmentStore, Kernel, walk_statements
+from .ir.model import Model
 from .lower import resources
 from .lower.launch import launch_shape
 from .lower.loops import in_loops
@@ -86,6 +87,8 @@ def attached(value) -> str:
     """What a lowering pass attached, readable: a kernel as its IR tree, other facts pretty-printed."""
     if value is None:
         return "(nothing attached: the pass checks or leaves this plan as it is)"
+    if isinstance(value, Model):  # the loop nest as the later passes see it, and its caches
+        return loop_nest(value) + "\n" + pprint.pformat(value.caches, width=110, compact=True)
     return pprint.pformat(value, width=110, compact=True)
 
 

@@ -36,6 +36,7 @@ def test_show_prints_nest_launch_and_source():
 
 
 @pytest.mark.parametrize("after, expected", [
+    ("normalize", "for k in range(0, 2048, 1):"),
     ("analyze", "LoopFacts(name='k', first=0, last=2047, step=1)"),
     ("launch", "grid=(32, 64, 1)"),
     ("lower", "Loop(var='k'"),

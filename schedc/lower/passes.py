@@ -50,10 +50,16 @@ class Pass:
         return (self.run.__doc__ or "").strip().splitlines()[0]
 
 
+def normalize(ir: Lowering) -> Lowering:
+    """The plan's open choices made: cache indices (max_elements, triggers), register blocking's order.
+
+    The Model after it is what every later pass reads: ``schedc show --after normalize``."""
+    return dataclasses.replace(ir, model=tensor.blocked_innermost(cache.choose_indices(ir.model)))
+
+
 def analyze(ir: Lowering) -> Lowering:
     """Polyhedral facts: loop ranges, the guards of partial tiles, access relations."""
-    model = tensor.blocked_innermost(cache.choose_indices(ir.model))
-    return dataclasses.replace(ir, model=model, facts=poly.analyze(model))
+    return dataclasses.replace(ir, facts=poly.analyze(ir.model))
 
 
 def launch_shape(ir: Lowering) -> Lowering:
@@ -128,6 +134,7 @@ def fold(ir: Lowering) -> Lowering:
 
 
 PASSES: tuple[Pass, ...] = (
+    Pass("normalize", normalize, "model"),
     Pass("analyze", analyze, "facts"),
     Pass("launch", launch_shape, "launch"),
     Pass("check", check_plan, ""),
