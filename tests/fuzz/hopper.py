@@ -19,8 +19,8 @@ from dataclasses import replace
 from schedc.targets import TENSOR_CORE_MODES
 
 from .nest import choose
-from .program import ArrayDecl, Binding, CacheDirective, Program, Split, Tensorize, Tile
-from .tensor import _statement
+from .program import Binding, CacheDirective, Program, Split, Tensorize, Tile
+from .tensor import _statement, product_arrays
 
 # consumer warpgroups (rows, columns): at most 4 rows (a TMA box has at most 256 rows) and 8 in all
 GROUPS = {(1, 1): 30, (2, 1): 30, (1, 2): 10, (2, 2): 8, (3, 1): 5, (4, 1): 6, (4, 2): 4, (2, 4): 3, (1, 4): 4}
@@ -44,9 +44,7 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(2)]
     if operand == "float32" and rng.random() < 0.8:  # tf32 reads k-contiguous operands: mostly drawn so
         layouts = ["FIRST_MAJOR", "LAST_MAJOR"]
-    M, N, K = sizes
-    arrays = (ArrayDecl("A", "INPUT", operand, (M, K), layouts[0]), ArrayDecl("B", "INPUT", operand, (K, N), layouts[1]),
-              ArrayDecl("C", role, output, (M, N)))
+    arrays = product_arrays(rng, sizes, operand, output, layouts, role, 16 // mode.operand.size)
     steps = (Split("i", block[0]), Split("j", block[1]), Split("k", k_stage), Split("ii", m), Split("jj", n),
              Tile((("iii", m), ("jjj", n), ("kk", k))))
     order = ("i", "j", "ii", "jj", "k", "kk", "iii", "jjj", "iiii", "jjjj", "kkk")

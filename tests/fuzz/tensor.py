@@ -64,11 +64,26 @@ def _size(rng: random.Random, tile: int, partial: float) -> int:
 
 
 def _arrays(rng: random.Random, sizes, operand: str, accumulator: str) -> tuple[ArrayDecl, ...]:
-    M, N, K = sizes
     a_layout, b_layout = (rng.choice(("FIRST_MAJOR", "FIRST_MAJOR", "LAST_MAJOR")) for _ in range(2))
     role = "OUTPUT" if rng.random() < 0.25 else "INPUT_OUTPUT"
-    return (ArrayDecl("A", "INPUT", operand, (M, K), a_layout), ArrayDecl("B", "INPUT", operand, (K, N), b_layout),
-            ArrayDecl("C", role, accumulator, (M, N)))
+    return product_arrays(rng, sizes, operand, accumulator, (a_layout, b_layout), role, 8)
+
+
+def product_arrays(rng: random.Random, sizes, operand: str, output: str, layouts, role: str,
+                   spare: int) -> tuple[ArrayDecl, ...]:
+    """A, B and C of ``C[i, j] += A[i, k] * B[k, j]`` over the nest ``sizes``; sometimes larger
+    than the nest by multiples of ``spare`` elements (a nest over part of its arrays: whole tiles
+    past its edge must read zeros and store nothing there). C grows only where the nest need not
+    write all of it (INPUT_OUTPUT)."""
+    M, N, K = sizes
+    grow = rng.random() < 0.2
+
+    def more(n: int) -> int:
+        return n + (spare * rng.choice((0, 1, 2)) if grow else 0)
+
+    c_shape = (more(M), more(N)) if role == "INPUT_OUTPUT" else (M, N)
+    return (ArrayDecl("A", "INPUT", operand, (more(M), more(K)), layouts[0]),
+            ArrayDecl("B", "INPUT", operand, (more(K), more(N)), layouts[1]), ArrayDecl("C", role, output, c_shape))
 
 
 def _statement() -> Statement:
