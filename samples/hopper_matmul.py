@@ -36,7 +36,8 @@ SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
            specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None,
            output=acc.ScalarType.float32, persistent: dict | None = None, cluster: int = 1,
-           epilogue: tuple | None = None, prologue: tuple | None = None, a_layout=acc.Array.Layout.FIRST_MAJOR):
+           epilogue: tuple | None = None, prologue: tuple | None = None, a_layout=acc.Array.Layout.FIRST_MAJOR,
+           splits: int = 1):
     """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
     warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns; C has
     the type ``output`` and is accumulated in float32 fragments; ``persistent``: the arguments of
@@ -44,7 +45,9 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     ``cluster``: blocks of a column of tiles (BLOCK_Y) that share B's tile by TMA multicast;
     ``epilogue``: an ``(MMAFragmentOp, argument)`` applied to each result before it is stored;
     ``prologue``: one applied to C's fragments before the products (``SET``: they start from the
-    argument and C is not read); ``a_layout``, ``b_layout``: the operands' layouts."""
+    argument and C is not read); ``a_layout``, ``b_layout``: the operands' layouts; ``splits``: blocks
+    along BLOCK_Z that each sum ``K / splits`` values of k (split-K: schedc adds the partial sums in a
+    second kernel)."""
     bm, bn, bk = block
     wn = warpgroup_n or bn
     shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
@@ -60,22 +63,25 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
         C[i, j] += A[i, k] * B[k, j]
 
     schedule = nest.create_schedule()
-    ii, jj, kk = schedule.split(i, bm), schedule.split(j, bn), schedule.split(k, bk)
+    ks = schedule.split(k, K // splits) if splits > 1 else k  # k: the blocks' parts of the sum
+    ii, jj, kk = schedule.split(i, bm), schedule.split(j, bn), schedule.split(ks, bk)
     iii, jjj = schedule.split(ii, 64), schedule.split(jj, wn)  # one warpgroup's tile of C
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
     iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
-    schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    outer = (k, i, j) if splits > 1 else (i, j)
+    schedule.reorder(*outer, ii, jj, ks, kk, iii, jjj, iiii, jjjj, kkk)
 
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
-               ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X})
+               ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X,
+               **({k: target.GridUnit.BLOCK_Z} if splits > 1 else {})})
     op, arg = epilogue or (acc.MMAFragmentOp.NONE, 0.0)
     first_op, first_arg = prologue or (acc.MMAFragmentOp.NONE, 0.0)
     plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape, prologue_op=first_op, prologue_arg=first_arg,
                    epilogue_op=op, epilogue_arg=arg)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
-    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
     plan.warp_specialize(specialize)
     if persistent is not None:
         plan.persistent(**persistent)

@@ -124,7 +124,8 @@ def bench_function(fn, options: Options, compare_with: str | None = None, tolera
 
     def launch(i: int) -> None:
         for handle, kernel, args in launches[i % sets]:
-            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args)
+            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args,
+                          dependent=kernel.dependent_launch)
 
     events = driver.Events()
     times = time_batches(launch, options, events)
@@ -154,7 +155,8 @@ def _verify(fn, arrays, tolerance):
     params, model = fn.function.arrays, fn.model
     memories = _upload(params, arrays)
     for handle, kernel, args in fn.launches([m.pointer for m in memories]):
-        driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args)
+        driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args,
+                      dependent=kernel.dependent_launch)
     driver.device().synchronize()
     outputs = {}
     for b, memory in zip(params, memories):

@@ -20,7 +20,7 @@ from .lower import pass_names
 
 if TYPE_CHECKING:
     from .codegen.emulate import Block
-    from .ir.kernel import Kernel
+    from .ir.kernel import HostFunction
     from .ir.model import Model
     from .package.build import BuildSession
     from .package.loader import Function
@@ -131,10 +131,10 @@ def show(script: str, function: str | None, no_source: bool, after: str | None, 
     if not shown:
         _fail(f"{script} adds no function{' ' + function if function else ''} to a package")
     sources = {}
-    for package, model, kernel, source in shown:
+    for package, model, function, source in shown:
         click.echo(f"== {package}.{model.function} for {model.gpu.name} (sm_{model.gpu.sm})")
         click.echo(views.loop_nest(model))
-        click.echo(f"launch: {views.launch(model, kernel)}\n")
+        click.echo(views.launches(model, function) + "\n")
         sources[package] = source
     if not no_source:
         for package, source in sources.items():
@@ -162,11 +162,11 @@ def check(script: str, verify_ir: bool) -> None:
         _check_failed(e)
     finally:
         sys.path.pop(0)
-    checked = [(package, model, kernel) for package, model, kernel, _ in built.shown] + _unbuilt(built)
+    checked = [(package, model, function) for package, model, function, _ in built.shown] + _unbuilt(built)
     if not checked:
         _fail(f"{script} adds no function to a package")
-    for package, model, kernel in checked:
-        click.echo(views.report(package, model, kernel))
+    for package, model, function in checked:
+        click.echo(views.report(package, model, function))
     click.echo("checks passed: launch limits, bounds, races, loop order" +
                (", tensorization" if any(m.tensorize for _, m, _ in checked) else ""))
 
@@ -174,9 +174,9 @@ def check(script: str, verify_ir: bool) -> None:
 _UNBUILT = "(unbuilt)"  # the package name shown for functions of a package never built
 
 
-def _unbuilt(built: BuildSession) -> list[tuple[str, Model, Kernel]]:
+def _unbuilt(built: BuildSession) -> list[tuple[str, Model, HostFunction]]:
     """Functions the script added to a package but never built, compiled (and so checked) here."""
-    from .lower import compile_model
+    from .lower import compile_function
 
     shown = [model for _, model, _, _ in built.shown]
     models = [m for m in built.added if all(m is not s for s in shown)]
@@ -185,7 +185,7 @@ def _unbuilt(built: BuildSession) -> list[tuple[str, Model, Kernel]]:
         click.echo(f"note: {names}: added to a package the script never builds (Package.build); "
                    "checked as added")
     try:
-        return [(_UNBUILT, m, compile_model(m)) for m in models]
+        return [(_UNBUILT, m, compile_function(m)) for m in models]
     except SchedcError as e:
         _check_failed(e)
 

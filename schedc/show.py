@@ -6,10 +6,9 @@ import pprint
 
 from . import poly
 from .codegen.cuda_printer import Printer
-from .ir.kernel import Cast, FragmentStore, Kernel, walk_statements
+from .ir.kernel import Cast, FragmentStore, HostFunction, Kernel, walk_statements
 from .ir.model import Model
 from .lower import resources
-from .lower.launch import launch_shape
 from .lower.loops import in_loops
 
 
@@ -67,13 +66,13 @@ class _NestPrinter(Printer):
 
 
 def launch(model, kernel: Kernel) -> str:
-    shape = launch_shape(model, poly.analyze(model))
-    threads = kernel.block[0] * kernel.block[1] * kernel.block[2]  # with a producer warpgroup, if any
+    """A kernel's grid and block, its threads, shared memory and index type."""
+    threads = kernel.threads_per_block  # with a producer warpgroup, if any
     warps = -(-threads // model.gpu.warp_size)
     grid = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
     persistent = ""
-    if shape.persistent is not None:
-        p = shape.persistent
+    if kernel.persistent is not None:
+        p = kernel.persistent
         persistent = (f" (persistent: they take the {p.count} tiles of a {p.tiles} grid in turn, "
                       f"in groups of {p.group} rows)")
     return (
@@ -81,6 +80,15 @@ def launch(model, kernel: Kernel) -> str:
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "
         f"{kernel.index_type.c_type} indexing"
     )
+
+
+def launches(model, function: HostFunction) -> str:
+    """``launch: ...`` of a function's kernel, or one line a kernel, in launch order."""
+    if len(function.kernels) == 1:
+        return f"launch: {launch(model, function.kernels[0])}"
+    count = len(function.kernels)
+    return "\n".join(f"launch {n + 1} of {count} ({k.name}): {launch(model, k)}"
+                     for n, k in enumerate(function.kernels))
 
 
 def attached(value) -> str:
@@ -131,14 +139,18 @@ def _tile_paths(kernel: Kernel) -> list[str]:
     return lines
 
 
-def report(package: str, model, kernel: Kernel) -> str:
-    """What ``schedc check`` prints for one function."""
+def report(package: str, model, function: HostFunction | Kernel) -> str:
+    """What ``schedc check`` prints for one function (resources: of its heaviest kernel; a
+    Kernel is the function of that kernel alone)."""
     gpu = model.gpu
+    if isinstance(function, Kernel):
+        function = HostFunction.single(function)
+    kernel = max(function.kernels, key=lambda k: (k.dynamic_shared_bytes, k.threads_per_block))
     use = resources.estimate(kernel, gpu)
     lines = [
         f"== {package}.{model.function} for {gpu.name} (sm_{gpu.sm})",
         loop_nest(model),
-        f"launch: {launch(model, kernel)}",
+        launches(model, function),
         "footprints (elements touched inside each loop, outer loops fixed):",
         *footprints(model),
         f"shared memory: {use.shared_bytes} bytes per block (static limit {gpu.shared_memory_static}, "

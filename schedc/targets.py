@@ -512,5 +512,11 @@ class Target:
         """wgmma and the tensor memory accelerator: sm_90a."""
         return self.spec.sm >= 90
 
+    @property
+    def has_dependent_launch(self) -> bool:
+        """Programmatic dependent launch (``griddepcontrol``): a function's next kernel starts its
+        blocks before the one before ends, and waits for it in the kernel: sm_90 and newer."""
+        return self.spec.sm >= 90
+
     def __repr__(self) -> str:
         return f"Target({self.model.name})"

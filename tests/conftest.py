@@ -76,7 +76,7 @@ def build_sample(name: str, output_dir: Path) -> Path:
 
 
 def show_sample(name: str):
-    """The (package, model, kernel, source) tuples of a sample, without writing anything."""
+    """The (package, model, function, source) tuples of a sample, without writing anything."""
     return run_sample(name, show_only=True).shown
 
 

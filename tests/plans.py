@@ -7,7 +7,7 @@ from pathlib import Path
 
 import schedc as acc
 from schedc.ir.model import freeze
-from schedc.lower import compile_model
+from schedc.lower import compile_function, compile_model, verifying
 from schedc.package.build import name_arrays
 
 H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
@@ -32,22 +32,25 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
 
 
 def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100,
-                shared_k=0, pipeline=None, a_layout=FIRST, b_layout=FIRST):
+                shared_k=0, pipeline=None, a_layout=FIRST, b_layout=FIRST, splits=1):
+    """``splits`` > 1: k split in that many parts on BLOCK_Z (split-K)."""
     nest, args = matmul_arrays(M, N, K, dtype, dtype, a_layout, b_layout)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
+    kz, k = (k, s.split(k, K // splits)) if splits > 1 else (None, k)
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
-    order = [i, j, ii, jj, k]
+    order = [*([kz] if kz is not None else []), i, j, ii, jj, k]
     if unroll_k or shared_k:
         kk = s.split(k, unroll_k or shared_k)
         order.append(kk)
     s.reorder(*order)
     plan = s.create_plan(target)
     g = target.GridUnit
+    split = {kz: g.BLOCK_Z} if kz is not None else {}
     if tuple_grid:
-        plan.bind({(i, j): g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+        plan.bind({(i, j): g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X, **split})
     else:
-        plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+        plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X, **split})
     if unroll_k:
         plan.unroll(order[-1])
     if shared_k:  # A's rows and B's columns of the block, shared_k at a time, in shared memory
@@ -81,23 +84,25 @@ def simt_register_tile(M, N, K, block=(64, 64), per_thread=(4, 4), k_split=16, s
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
                   c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, shared_ab=False,
-                  strategy=None, pipeline=None, fragment_type=None, **ops):
+                  strategy=None, pipeline=None, fragment_type=None, splits=1, **ops):
     """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*.
     ``pipeline``: extra arguments of the A and B caches (double_buffer, stages, ...);
-    ``fragment_type``: the MMA_FRAGMENT cache's element_type (with ``cache_c``)."""
+    ``fragment_type``: the MMA_FRAGMENT cache's element_type (with ``cache_c``); ``splits`` > 1: k
+    split in that many parts on BLOCK_Z (split-K)."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
     i, j, k = nest.get_indices()
     s = nest.create_schedule()
+    kz, k = (k, s.split(k, K // splits)) if splits > 1 else (None, k)
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
     m, n, kk_size = target.tensor_core_info.compute_tensor_splits(mma, passes)
     outer_k = [k]
     if k_split:
         outer_k.append(s.split(k, k_split))
     iii, jjj, kk = s.tile({ii: m, jj: n, outer_k[-1]: kk_size})
-    s.reorder(i, j, *outer_k, ii, jj, iii, jjj, kk)
+    s.reorder(*([kz] if kz is not None else []), i, j, *outer_k, ii, jj, iii, jjj, kk)
     plan = s.create_plan(target)
     g = target.GridUnit
-    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X})
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X, **({kz: g.BLOCK_Z} if kz is not None else {})})
     plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma, num_total_passes=passes,
                    num_fused_passes=fused, **ops)
     if cache_c is not None:  # keep C's tile in a fragment across the outer (0) or inner (-1) k loop
@@ -246,6 +251,14 @@ def compile_plan(plan, args, name="f"):
     name_arrays(name, plan, args)  # as Package.add does
     model = freeze(plan, name, args)
     return model, compile_model(model)
+
+
+def compile_function_plan(plan, args, name="f"):
+    """(model, function: every kernel) without writing files, the IR verified after each pass."""
+    name_arrays(name, plan, args)
+    model = freeze(plan, name, args)
+    with verifying():
+        return model, compile_function(model)
 
 
 def build(plan, args, name: str, directory: Path) -> Path:

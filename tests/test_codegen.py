@@ -20,7 +20,7 @@ GOLDEN = Path(__file__).parent / "golden"
 def _sources():
     for sample in SAMPLES + LARGE_SAMPLES:
         functions = show_sample(sample)
-        yield sample, [(model, kernel) for _, model, kernel, _ in functions], functions[0][3]
+        yield sample, [(model, fn.kernels[0]) for _, model, fn, _ in functions], functions[0][3]
     for name, (make, _) in sorted(VARIANTS.items()):
         model, kernel = compile_plan(*make(), name=name)
         yield name, [(model, kernel)], emit_source([kernel], f"// {name}")

@@ -381,7 +381,8 @@ def test_sample_functions_emulate_on_corner_blocks(tmp_path):
     """samples/hopper_matmul.py at full size: the first tile of two blocks of every function."""
     from tests.conftest import show_sample
 
-    for _package, model, k, _source in show_sample("hopper_matmul"):
+    for _package, model, function, _source in show_sample("hopper_matmul"):
+        (k,) = function.kernels
         last = tuple(n - 1 for n in k.grid)
         rng = np.random.default_rng(1)
         storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}

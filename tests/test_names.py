@@ -65,11 +65,11 @@ def write(tmp_path: Path, extra: str = "", rename: dict[str, str] | None = None,
 
 
 def show(path: Path):
-    """(model, kernel, source) of the script's function, as ``schedc show`` gets them."""
+    """(model, function, source) of the script's function, as ``schedc show`` gets them."""
     with session(show_only=True) as built:
         runpy.run_path(str(path), run_name="__main__")
-    ((_, model, kernel, source),) = built.shown
-    return model, kernel, source
+    ((_, model, function, source),) = built.shown
+    return model, function, source
 
 
 def loop_names(model) -> list[str]:
@@ -77,7 +77,7 @@ def loop_names(model) -> list[str]:
 
 
 def test_script_names_reach_the_model_and_the_cuda(tmp_path):
-    model, kernel, source = show(write(tmp_path))
+    model, _, source = show(write(tmp_path))
     assert [b.name for b in model.buffers] == ["In", "W", "Out"]
     assert model.dims == (("b", 4), ("i", 64), ("j", 48), ("k", 32))
     assert loop_names(model) == ["b", "i", "j", "ii", "jj", "k"]
@@ -234,13 +234,13 @@ package.build("renamed", output_dir="unused")
 
 
 def test_renamed_tensorized_plan_compiles_and_emulates(tmp_path):
-    model, kernel, source = show(write(tmp_path, text=TENSOR_SCRIPT))
+    model, function, source = show(write(tmp_path, text=TENSOR_SCRIPT))
     assert loop_names(model) == ["row", "col", "depth", "warp_row", "warp_col", "step", "tile_m", "tile_n",
                                  "tile_k"]
     assert model.tensorize.loops == ("tile_m", "tile_n", "tile_k")
     assert [(c.array, c.index) for c in model.caches] == [("Left", "step"), ("Acc", "depth")]
     assert "Left_shared" in source and "const int depth_stage = depth / 32 % 2;" in source
-    reports = emulate_function(model, kernel, blocks=1, seed=3)
+    reports = emulate_function(model, function, blocks=1, seed=3)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
 
 

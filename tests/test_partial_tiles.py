@@ -107,7 +107,8 @@ def test_cuda_of_partial_tiles():
 
 
 def test_odd_sizes_sample_pads_every_operand():
-    for _, _, kernel, _ in show_sample("odd_sizes"):
+    for _, _, function, _ in show_sample("odd_sizes"):
+        (kernel,) = function.kernels
         copies = statements(kernel, BlockCopy)
         assert copies and all(c.valid and c.asynchronous for c in copies)
         assert all(s.edge is not None for s in statements(kernel, FragmentStore))

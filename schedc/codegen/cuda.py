@@ -55,7 +55,7 @@ def emit_source(kernels: list[Kernel | HostFunction], banner: str) -> str:
     seen: set[str] = set()
     for kernel in every:
         for buffer in kernel.buffers:
-            if buffer.kind != "param" and buffer.name not in seen:
+            if buffer.kind in ("const", "temp") and buffer.name not in seen:
                 seen.add(buffer.name)
                 parts.append(_global_buffer(buffer))
     parts += cuda_hopper.helpers(every)
@@ -171,6 +171,16 @@ def _launch_lines(kernel: Kernel, n: int, count: int) -> list[str]:
     if kernel.dynamic_shared_bytes > 48 * 1024:
         lines.append(f"{INDENT}cudaFuncSetAttribute({kernel.name}, "
                      f"cudaFuncAttributeMaxDynamicSharedMemorySize, {kernel.dynamic_shared_bytes});")
+    if kernel.dependent_launch:  # its blocks may start while the kernel before runs (see lower/chain.py)
+        return lines + [
+            f"{INDENT}{{",
+            f"{INDENT * 2}cudaLaunchAttribute overlap[1];",
+            f"{INDENT * 2}overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;",
+            f"{INDENT * 2}overlap[0].val.programmaticStreamSerializationAllowed = 1;",
+            f"{INDENT * 2}cudaLaunchConfig_t config = {{dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]}), "
+            f"{kernel.dynamic_shared_bytes}, 0, overlap, 1}};",
+            f"{INDENT * 2}cudaLaunchKernelEx(&config, {kernel.name}, {args});",
+            f"{INDENT}}}"]
     lines.append(f"{INDENT}{kernel.name}<<<dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]}), "
                  f"{kernel.dynamic_shared_bytes}>>>({args});")
     return lines

@@ -12,7 +12,9 @@ from ..ir.kernel import (
     Fence,
     Fragment,
     FragmentMma,
+    GridDependencyWait,
     Kernel,
+    LaunchDependents,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
@@ -97,6 +99,18 @@ def _bulk(p, s: BulkCommit | BulkWait, pad: str, depth: int) -> list[str]:
 def _named_barrier(p, s: NamedBarrier, pad: str, depth: int) -> list[str]:
     comment = f"  // {s.comment}" if s.comment else ""
     return [f"{pad}schedc::named_barrier({p.expr(s.id)}, {s.threads});{comment}"]
+
+
+@EMITTERS.handles(GridDependencyWait)
+def _grid_dependency_wait(p, s: GridDependencyWait, pad: str, depth: int) -> list[str]:
+    comment = f"  // {s.comment}" if s.comment else ""
+    return [f'{pad}asm volatile("griddepcontrol.wait;" ::: "memory");{comment}']
+
+
+@EMITTERS.handles(LaunchDependents)
+def _launch_dependents(p, s: LaunchDependents, pad: str, depth: int) -> list[str]:
+    comment = f"  // {s.comment}" if s.comment else ""
+    return [f'{pad}asm volatile("griddepcontrol.launch_dependents;");{comment}']
 
 
 @EMITTERS.handles(ClusterSync)

@@ -35,9 +35,11 @@ from ..ir.kernel import (
     FragmentLoad,
     FragmentMma,
     FragmentStore,
+    GridDependencyWait,
     HostFunction,
     If,
     Kernel,
+    LaunchDependents,
     Let,
     Load,
     Loop,
@@ -284,6 +286,11 @@ class _Block:
         value = self.expr(s.value)
         old = self.env.get(s.name, 0)
         self.env[s.name] = value if mask.all() else np.where(mask, value, old)
+
+    @EXECUTORS.handles(GridDependencyWait, LaunchDependents)
+    def dependent_launch(self, s, mask: np.ndarray) -> None:
+        """Nothing to do: a function's kernels run one after another here, every block of one
+        before any of the next (the verifier checks that a dependent kernel waits first)."""
 
     @EXECUTORS.handles(If)
     def branch(self, s: If, mask: np.ndarray) -> None:

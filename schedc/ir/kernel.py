@@ -477,6 +477,24 @@ class Role:
     body: tuple[Stmt, ...]
 
 
+@dataclass(frozen=True)
+class GridDependencyWait:
+    """``griddepcontrol.wait``: in a kernel launched with ``dependent_launch``, wait until the
+    function's kernel before it has finished and its writes are visible (the kernel's blocks may
+    have started before); in a kernel launched in plain stream order it returns at once."""
+
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchDependents:
+    """``griddepcontrol.launch_dependents``: once every block of the kernel has run it (or
+    exited), the function's next kernel, launched with ``dependent_launch``, may start its blocks,
+    which wait at their GridDependencyWait; it orders no memory."""
+
+    comment: str = ""
+
+
 REGISTERS_PER_SM = 65536  # every sm_90 multiprocessor
 
 
@@ -513,6 +531,7 @@ Stmt = (
     | FragmentApply | FragmentAdd | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
     | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync | TmaStore | BulkCommit | BulkWait | NamedBarrier
+    | GridDependencyWait | LaunchDependents
 )
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -522,7 +541,8 @@ Stmt = (
 class Buffer:
     """A global array the kernel reads or writes.
 
-    ``kind``: param (passed by the caller), const (embedded data) or temp (package scratch).
+    ``kind``: param (passed by the caller), const (embedded data), temp (package scratch) or
+    workspace (a function's scratch the loader allocates and passes to its kernels: split-K sums).
     """
 
     name: str
@@ -720,11 +740,14 @@ class Kernel:
     min_blocks: int = 0  # blocks per multiprocessor the register budget must allow (0: any)
     cluster: tuple[int, int, int] = (1, 1, 1)  # blocks of a thread block cluster (``cluster_rank`` in it)
     persistent: Persistent | None = None  # the tiles each block computes, where it loops over them
+    # launched as a programmatic dependent of the function's kernel before it (sm_90): its blocks may
+    # start before that kernel ends and wait for it at a GridDependencyWait
+    dependent_launch: bool = False
 
     @property
     def params(self) -> tuple[Buffer, ...]:
-        """The array parameters (pointers), in order."""
-        return tuple(b for b in self.buffers if b.kind == "param")
+        """The array parameters (pointers), in order: the caller's arrays and workspaces."""
+        return tuple(b for b in self.buffers if b.kind in ("param", "workspace"))
 
     @property
     def arguments(self) -> tuple[Param, ...]:
@@ -784,7 +807,13 @@ class HostFunction:
 
     @property
     def arrays(self) -> tuple[Buffer, ...]:
-        return tuple(p for p in self.params if isinstance(p, Buffer))
+        """The caller's arrays, in order."""
+        return tuple(p for p in self.params if isinstance(p, Buffer) and p.kind == "param")
+
+    @property
+    def workspaces(self) -> tuple[Buffer, ...]:
+        """Scratch arrays the loader allocates once and passes to the kernels (C callers pass them)."""
+        return tuple(p for p in self.params if isinstance(p, Buffer) and p.kind == "workspace")
 
     @property
     def scalars(self) -> tuple[ScalarParam, ...]:
@@ -792,8 +821,10 @@ class HostFunction:
 
     @property
     def caller_params(self) -> tuple[Buffer | ScalarParam, ...]:
-        """What a Python caller passes, in order: arrays and scalars (structs are built)."""
-        return tuple(p for p in self.params if not isinstance(p, StructParam))
+        """What a Python caller passes, in order: arrays and scalars (structs are built, workspaces
+        allocated)."""
+        return tuple(p for p in self.params
+                     if isinstance(p, ScalarParam) or (isinstance(p, Buffer) and p.kind == "param"))
 
 
 # -- traversal ---------------------------------------------------------------------------------
@@ -847,7 +878,8 @@ _NODES = {
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,
-        ClusterSync, TmaStore, BulkCommit, BulkWait, NamedBarrier, Persistent,
+        ClusterSync, TmaStore, BulkCommit, BulkWait, NamedBarrier, Persistent, GridDependencyWait,
+        LaunchDependents,
     )
 }
 

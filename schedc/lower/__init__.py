@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Callable, Iterator
 
 from ..errors import InternalError, SchedcError
-from ..ir.kernel import Kernel
-from . import wellformed
+from ..ir.kernel import HostFunction, Kernel
+from ..targets import Target
+from . import chain, split, wellformed
 from .passes import PASSES, Lowering, Pass
 
 _VERIFY: contextvars.ContextVar[bool] = contextvars.ContextVar("schedc_verify_ir", default=False)
@@ -45,6 +47,25 @@ def compile_model(model, observe: Observer | None = None) -> Kernel:
     except SchedcError as error:
         error.model = error.model or model
         raise
+
+
+def compile_function(model, observe: Observer | None = None) -> HostFunction:
+    """Model → the function's kernels: one, or (a reduction split between blocks,
+    ``schedc.lower.split``) a clear, the partial sums and their combine, each through the passes."""
+    try:
+        found = split.find(model)
+    except SchedcError as error:
+        error.model = error.model or model
+        raise
+    if found is None:
+        return HostFunction.single(compile_model(model, observe))
+    kernels = chain.chain(tuple(compile_model(m, observe) for m in split.models(model, found)),
+                          Target.known(model.target))
+    values = {v.name: v for k in kernels for v in k.values}
+    caller = tuple(b for b in model.buffers if b.kind == "param")
+    spaces = {b.name: dataclasses.replace(b, role="input_output")  # each kernel reads or writes it
+              for k in kernels for b in k.params if b.kind == split.WORKSPACE}
+    return HostFunction(model.function, (*caller, *spaces.values(), *values.values()), kernels)
 
 
 def pass_names() -> tuple[str, ...]:

@@ -41,6 +41,7 @@ every kernel parameter declared alike by the function, and each kernel's own pro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -52,6 +53,7 @@ from ..ir.kernel import (
     Barrier,
     Binary,
     BlockCopy,
+    Buffer,
     BulkCommit,
     BulkWait,
     Cast,
@@ -66,9 +68,11 @@ from ..ir.kernel import (
     FragmentLoad,
     FragmentMma,
     FragmentStore,
+    GridDependencyWait,
     HostFunction,
     If,
     Kernel,
+    LaunchDependents,
     Let,
     Load,
     Loop,
@@ -133,12 +137,25 @@ def problems(kernel: Kernel) -> list[str]:
     checker.structs = {v.name: v for v in kernel.values if isinstance(v, StructParam)}
     checker.threads = kernel.threads_per_block
     checker.min_blocks = kernel.min_blocks
+    checker.dependent = kernel.dependent_launch
+    _check_dependent_start(checker, kernel)
     checker.body(kernel.body, scope)
     checker.finish()
     if kernel.cluster != (1, 1, 1) and not (kernel.body and isinstance(kernel.body[-1], ClusterSync)):
         checker.report("hopper", "a kernel launched in clusters ends without a cluster barrier: a block could leave "
                                  "while its peers still copy into it or arrive on its barriers")
     return checker.found
+
+
+def _check_dependent_start(checker: _Checker, kernel: Kernel) -> None:
+    """A kernel launched as a dependent of the one before waits for it before anything else."""
+    if not kernel.dependent_launch:
+        return
+    first = next((s for s in kernel.body if not isinstance(s, LaunchDependents)), None)
+    if not isinstance(first, GridDependencyWait):
+        checker.report("dependent", "a kernel launched as a dependent of the one before (dependent_launch) starts with "
+                                    f"{type(first).__name__ if first else 'nothing'}, not GridDependencyWait: it could "
+                                    "read what that kernel has not written yet")
 
 
 def function_problems(function: HostFunction) -> list[str]:
@@ -153,11 +170,22 @@ def function_problems(function: HostFunction) -> list[str]:
     found += [f"params: {function.name} launches two kernels named {n}"
               for n in _repeated([k.name for k in function.kernels])]
     declared = {p.name: p for p in function.params}
+    if function.kernels and function.kernels[0].dependent_launch:
+        found.append(f"dependent: {function.kernels[0].name}, the first kernel of {function.name}, is launched as a "
+                     "dependent, with no kernel before it")
     for k in function.kernels:
         found += [f"params: kernel {k.name}'s parameter {p.name} is not {function.name}'s "
-                  f"{declared.get(p.name, 'parameter')}" for p in k.arguments if declared.get(p.name) != p]
+                  f"{declared.get(p.name, 'parameter')}" for p in k.arguments if not _same(declared.get(p.name), p)]
         found += [f"kernel {k.name}: {problem}" for problem in problems(k)]
     return found
+
+
+def _same(declared, param) -> bool:
+    """A kernel's parameter as the function declares it (a workspace in any role: each kernel
+    reads or writes it)."""
+    if isinstance(param, Buffer) and param.kind == "workspace" and isinstance(declared, Buffer):
+        return dataclasses.replace(param, role=declared.role) == declared
+    return declared == param
 
 
 def _repeated(names: list[str]) -> list[str]:
@@ -173,6 +201,7 @@ class _Checker:
         self.structs: dict[str, StructParam] = {}
         self.threads = 0
         self.min_blocks = 0
+        self.dependent = False
         self.cluster = 1  # blocks of the kernel's cluster
         self.uncommitted = 0  # cp.async copies since the last commit
         self.in_flight = 0  # committed groups not yet waited for (upper bound)
@@ -458,6 +487,14 @@ class _Checker:
         if s.cluster and (s.cluster > self.cluster or s.transaction_bytes):
             self.report("hopper", f"mbarrier arrive on {s.barrier} in {s.cluster} blocks of a cluster of {self.cluster}"
                         + (" with transaction bytes" if s.transaction_bytes else ""))
+
+    def _GridDependencyWait(self, s: GridDependencyWait, scope: _Scope) -> None:
+        if not self.dependent:
+            self.report("dependent", "GridDependencyWait in a kernel not launched as a dependent (dependent_launch): "
+                                     "it waits for nothing")
+
+    def _LaunchDependents(self, s: LaunchDependents, scope: _Scope) -> None:
+        """Allowed anywhere: it only lets the next kernel's blocks be scheduled."""
 
     def _ClusterSync(self, s: ClusterSync, scope: _Scope) -> None:
         if self.cluster == 1:

@@ -40,7 +40,7 @@ from ..ir.kernel import (
 from ..ir.model import Model, freeze
 from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
 from ..ir.plan import Plan
-from ..lower import compile_model, verifying, wellformed
+from ..lower import compile_function, verifying, wellformed
 from ..targets import Target
 from . import compile as compilers
 from . import hat
@@ -305,7 +305,7 @@ class Package:
         if current is not None and current.show_only:
             for f, fn in zip(self._functions, functions):
                 if f.model is not None:
-                    current.shown.append((name, f.model, fn.kernels[0], source))
+                    current.shown.append((name, f.model, fn, source))
             return None
         if config_file is not None:
             raise PackageError(where, f"config_file={config_file!r}: schedc reads no configuration file; pass None")
@@ -347,7 +347,7 @@ def _function(added: _Added, observe: Callable | None, reuse: bool = True) -> Ho
     if added.compiled is not None and observe is None and reuse:
         return added.compiled
     try:
-        return HostFunction.single(compile_model(added.model, observe))
+        return compile_function(added.model, observe)
     except SchedcError as e:
         if added.parameters and added.compiled is None and reuse:  # a grid point being added: add says which
             raise

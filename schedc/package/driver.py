@@ -186,9 +186,27 @@ def encode_tensor_map(address: int, dtype: ScalarType, shape: tuple[int, ...], s
     return struct.pack("<16Q", *(int(word) for word in encoded.opaque))
 
 
-def launch(kernel, grid, block, shared: int, args: LaunchArgs, stream: int = 0) -> None:
+def launch(kernel, grid, block, shared: int, args: LaunchArgs, stream: int = 0, dependent: bool = False) -> None:
+    """Launch ``kernel`` on ``stream``; ``dependent``: as a programmatic dependent of the kernel
+    before it on the stream (its blocks may start before that kernel ends)."""
+    if dependent:
+        _launch_dependent(kernel, grid, block, shared, args, stream)
+        return
     where = "cuLaunchKernel" if stream == 0 else f"cuLaunchKernel on stream 0x{stream:x}"
     check(_driver().cuLaunchKernel(kernel, *grid, *block, shared, stream, args.address, 0), where)
+
+
+def _launch_dependent(kernel, grid, block, shared: int, args: LaunchArgs, stream: int) -> None:
+    driver = _driver()
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes, config.hStream = shared, driver.CUstream(stream)
+    overlap = driver.CUlaunchAttribute()
+    overlap.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    overlap.value.programmaticStreamSerializationAllowed = 1
+    config.attrs, config.numAttrs = [overlap], 1
+    check(driver.cuLaunchKernelEx(config, kernel, args.address, 0), f"cuLaunchKernelEx on stream 0x{stream:x}")
 
 
 def stream_handle(stream: object, where: str = "stream") -> int:

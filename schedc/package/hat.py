@@ -43,13 +43,17 @@ class BuildInfo:
 
 
 def _parameter(b: Buffer) -> dict:
+    workspace = b.kind == "workspace"
+    what = (f"workspace {b.dtype.value}{list(b.shape)} ({b.size * b.dtype.size} bytes of device memory the caller "
+            "allocates once; contents undefined between calls)") if workspace else \
+        f"{b.role} array {b.dtype.value}{list(b.shape)}"
     return {
         "name": b.name,
-        "description": f"{b.role} array {b.dtype.value}{list(b.shape)}",
+        "description": what,
         "logical_type": "affine_array",
         "declared_type": f"{b.dtype.hat_type}*",
         "element_type": b.dtype.hat_type,
-        "usage": b.role,
+        "usage": "input_output" if workspace else b.role,
         "shape": list(b.shape),
         "affine_map": list(b.strides),
         "affine_offset": 0,

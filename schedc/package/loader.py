@@ -72,7 +72,9 @@ class Function:
     Arguments come in the function's parameter order: arrays, and scalars (Python or numpy
     numbers, checked against the parameter's type and range). By-value structs (a TMA
     descriptor) are not passed: the loader builds them from the call's arrays. A function of
-    several kernels launches them in order on one stream.
+    several kernels launches them in order on one stream; its workspaces (a split-K's partial
+    sums) are allocated on the device at its first call and reused by every later call, so calls
+    of one function on different streams must not overlap.
 
     The arrays of one call are either all host arrays (numpy, or CPU tensors through DLPack) or
     all device arrays on one device; a mix is refused with a LaunchError naming the arguments and
@@ -99,6 +101,7 @@ class Function:
         self.info = info
         self.name = info.name
         self._kernel_handle = None
+        self._workspaces: dict[str, driver.DeviceMemory] | None = None
 
     @property
     def kernel(self) -> Kernel:
@@ -176,21 +179,29 @@ class Function:
 
     def _launch(self, pointers: list[int], scalars: dict[str, bytes], stream: int) -> None:
         for handle, kernel, args in self.launches(pointers, scalars):
-            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args, stream)
+            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args, stream,
+                          kernel.dependent_launch)
 
     def launches(self, pointers: list[int], scalars: dict[str, bytes] | None = None) -> list[Launch]:
         """Each kernel's handle and arguments, in launch order, for the arrays at ``pointers``
         (device addresses, in the order of the function's arrays) and the scalars' bytes; by-value
         structs are built here (a CUDA call: the driver encodes tensor maps)."""
         arrays = dict(zip((b.name for b in self.function.arrays), pointers))
+        arrays.update(self.workspace_pointers())
         values = {**(scalars or {}), **self._structs(arrays)}
         handles = [self.handle()] if len(self.function.kernels) == 1 else self.handles()
         return [(handle, kernel, driver.LaunchArgs([*(arrays[b.name] for b in kernel.params),
                                                     *(values[v.name] for v in kernel.values)]))
                 for handle, kernel in zip(handles, self.function.kernels)]
 
+    def workspace_pointers(self) -> dict[str, int]:
+        """The device address of each workspace: allocated at the first call, then reused."""
+        if self._workspaces is None:
+            self._workspaces = {b.name: driver.DeviceMemory(b.size * b.dtype.size) for b in self.function.workspaces}
+        return {name: memory.pointer for name, memory in self._workspaces.items()}
+
     def _structs(self, pointers: dict[str, int]) -> dict[str, bytes]:
-        declared = {b.name: b for b in self.function.arrays}
+        declared = {b.name: b for b in (*self.function.arrays, *self.function.workspaces)}
         structs = {}
         for p in self.function.params:
             if isinstance(p, StructParam):

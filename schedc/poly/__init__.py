@@ -32,7 +32,7 @@ from .footprint import (
     reach,
     writes_whole_box,
 )
-from .legality import Conflict, find_order_violation, find_race, unwritten_element
+from .legality import Conflict, find_order_violation, find_race, unwritten_element, written_box
 from .sets import Access
 
 
@@ -160,5 +160,5 @@ def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, .
 __all__ = [
     "Access", "Conflict", "DomainFacts", "Footprint", "FootprintError", "Guard", "LoopFacts", "PolyFacts", "analyze",
     "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint", "padding_witness", "reach",
-    "unwritten_element", "writes_whole_box",
+    "unwritten_element", "written_box", "writes_whole_box",
 ]

@@ -124,3 +124,26 @@ def unwritten_element(model, array: str) -> tuple[int, ...] | None:
         return None
     point = missing.lexmin().sample_point()
     return tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(len(shape)))
+
+
+def written_box(model, array: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]:
+    """The smallest box holding every element of ``array`` the nest writes: its first element and
+    its extents, and an element of the box no iteration writes (None: the writes fill the box)."""
+    names = [lp.name for lp in model.loops]
+    domain, values = sets.counter_domain(model), sets.counters(model)
+    image = None
+    for access in sets.accesses(model):
+        if access.is_write and access.array == array:
+            written = domain.apply(access.relation(names, values))
+            image = written if image is None else image.union(written)
+    rank = len(model.buffer(array).shape)
+    low = tuple(image.dim_min(d).min_val().to_python() for d in range(rank))
+    high = tuple(image.dim_max(d).max_val().to_python() for d in range(rank))
+    elements = ", ".join(f"e{d}" for d in range(rank))
+    bounds = " and ".join(f"{a} <= e{d} <= {b}" for d, (a, b) in enumerate(zip(low, high)))
+    missing = isl.Set(f"{{ {array}[{elements}] : {bounds} }}").subtract(image)
+    gap = None
+    if not missing.is_empty():
+        point = missing.lexmin().sample_point()
+        gap = tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(rank))
+    return low, tuple(b - a + 1 for a, b in zip(low, high)), gap

@@ -1,0 +1,275 @@
+"""Split-K: a loop of the reduction dimension bound to blocks, combined by a second kernel.
+
+The emulator runs every kernel of the function in order; the reference is the plan's own nest,
+so each test compares the combined C with ``C + A @ B`` (the prologue and epilogue ops once).
+GPU tests (``gpu`` mark) build and compile on the CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.errors import PlanError
+from schedc.lower import split
+from schedc.verify import emulate_function
+
+from . import kit
+from .conftest import require_gpu
+from .plans import compile_function_plan, matmul_arrays, simt_matmul, tensor_matmul
+
+T = acc.ScalarType
+OPS = acc.MMAFragmentOp
+WMMA, MMA_SYNC = acc.Instruction.WMMA, acc.Instruction.MMA_SYNC
+
+
+def emulated(plan, args, blocks=None):
+    model, function = compile_function_plan(plan, args)
+    reports = emulate_function(model, function, blocks=blocks, seed=4)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    return function
+
+
+PLANS = {
+    "simt": (lambda: simt_matmul(48, 64, 96, block=(16, 16), splits=3), 3),
+    "simt_shared_fp16": (lambda: simt_matmul(32, 32, 128, block=(16, 16), dtype=T.float16, shared_k=16,
+                                             splits=2), 3),
+    "wmma_relu": (lambda: tensor_matmul(64, 64, 128, splits=4, epilogue_op=OPS.ReLU, instruction=WMMA), 2),
+    "wmma_set_scale_fp16_c": (lambda: tensor_matmul(32, 64, 96, result=T.float16, splits=3, prologue_op=OPS.SET,
+                                                    prologue_arg=0.5, epilogue_op=OPS.SCALE, epilogue_arg=2.0), 2),
+    "mma_sync_shared_cached_c": (lambda: tensor_matmul(64, 32, 256, splits=2, k_split=32, shared_ab=True, cache_c=0,
+                                                       instruction=MMA_SYNC), 2),
+    "int8": (lambda: tensor_matmul(32, 32, 128, operand=T.int8, result=T.int32, splits=4,
+                                   epilogue_op=OPS.SCALE, epilogue_arg=3.0), 2),
+    "wgmma": (lambda: kit.hopper_matmul.matmul(128, 128, 512, block=(128, 128, 64), stages=2,
+                                               output=T.float16, splits=4), 2),
+    "wgmma_persistent_relu": (lambda: kit.hopper_matmul.matmul(256, 128, 384, block=(128, 128, 64), stages=2,
+                                                               splits=3, persistent={"group": 2},
+                                                               epilogue=(OPS.ReLU, 0.0)), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_split_k_emulates_correctly(name):
+    """Every kernel runs, the combined C equals the reference; SIMT plans clear the workspace
+    first, tensorized ones start their accumulators at zero."""
+    make, kernels = PLANS[name]
+    function = emulated(*make())
+    assert len(function.kernels) == kernels
+    assert [k.name.split("__")[1] for k in function.kernels][-2:] == ["partial", "combine"]
+    (space,) = function.workspaces
+    assert space.kind == split.WORKSPACE and space.name == "C__partial"
+    assert [p.name for p in function.caller_params] == ["A", "B", "C"]
+
+
+def test_each_block_of_the_split_sums_its_part_of_k():
+    """The partial kernel's blocks along z sum disjoint quarters of k into their own slices."""
+    plan, args = simt_matmul(16, 16, 64, block=(16, 16), splits=4)
+    model, function = compile_function_plan(plan, args)
+    partial = function.kernels[1]
+    assert partial.grid == (1, 1, 4)
+    space = next(b for b in partial.params if b.kind == split.WORKSPACE)
+    assert space.shape == (4, 16, 16) and space.dtype is T.float32
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((16, 64)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
+    from schedc.codegen.emulate import emulate_sequence
+
+    storage = {"A": a.ravel(), "B": b.ravel(), "C": np.zeros(256, np.float32)}
+    run = emulate_sequence(function, storage)
+    slices = run.storage["C__partial"].reshape(4, 16, 16)
+    for z in range(4):
+        np.testing.assert_allclose(slices[z], a[:, 16 * z:16 * z + 16] @ b[16 * z:16 * z + 16], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run.storage["C"].reshape(16, 16), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_workspace_is_float32_for_16_bit_c():
+    plan, args = tensor_matmul(32, 32, 64, result=T.bfloat16, operand=T.bfloat16, splits=2)
+    _, function = compile_function_plan(plan, args)
+    (space,) = function.workspaces
+    assert space.dtype is T.float32 and space.shape == (2, 32, 32)
+
+
+def test_the_combine_applies_the_ops_once_after_the_sum():
+    """ReLU of the partial sums would differ from ReLU of their total: the partial kernel has
+    no epilogue, the combine applies it."""
+    plan, args = tensor_matmul(32, 32, 64, splits=2, epilogue_op=OPS.ReLU)
+    _, function = compile_function_plan(plan, args)
+    from schedc.ir.kernel import FragmentApply, walk_statements
+
+    partial, combine = function.kernels
+    assert not any(isinstance(s, FragmentApply) and s.op == "relu" for s in walk_statements(partial.body))
+    assert "max" in repr(combine.body)
+
+
+def test_refused_when_the_statement_is_not_a_reduction():
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(16, 64))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(16,))
+    nest = acc.Nest(shape=(16, 64))
+    i, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i] = C[i] * A[i, k]
+
+    s = nest.create_schedule()
+    s.split(k, 16)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({k: target.GridUnit.BLOCK_Z})
+    with pytest.raises(PlanError, match=r"statement 1 \(C = \.\.\.\) is not a reduction C \+= \.\.\."):
+        compile_function_plan(plan, (A, C))
+
+
+def test_refused_when_the_split_does_not_divide_k():
+    with pytest.raises(PlanError, match="k has 100 values, not a multiple of k's step 33"):
+        compile_function_plan(*simt_matmul(16, 16, 100, block=(16, 16), splits=3))
+
+
+def test_refused_when_an_inner_loop_of_k_is_bound():
+    nest, args = matmul_arrays(16, 16, 64)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    kk = s.split(k, 16)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({kk: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_Y, j: target.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="bind the outer loop of a split of k"):
+        compile_function_plan(plan, args)
+
+
+def test_refused_when_two_arrays_accumulate():
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(16, 64))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(16,))
+    D = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(16,))
+    nest = acc.Nest(shape=(16, 64))
+    i, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i] += A[i, k]
+        D[i] += A[i, k] * 2.0
+
+    s = nest.create_schedule()
+    s.split(k, 16)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({k: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="accumulate into C, D"):
+        compile_function_plan(plan, (A, C, D))
+
+
+def test_refused_when_the_writes_leave_holes_in_their_box():
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(32, 64))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(64,))
+    nest = acc.Nest(shape=(32, 64))
+    i, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[2 * i] += A[i, k]
+
+    s = nest.create_schedule()
+    s.split(k, 16)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({k: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match=r"C\[1\] is not written"):
+        compile_function_plan(plan, (A, C))
+
+
+def test_a_row_sum_split_between_blocks():
+    """A reduction that is not a product: s[i] += A[i, k] over k split in 4 blocks."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(40, 256))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(40,))
+    nest = acc.Nest(shape=(40, 256))
+    i, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] += A[i, k] * A[i, k]
+
+    s = nest.create_schedule()
+    s.split(k, 64)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({k: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
+    function = emulated(plan, (A, S))
+    assert function.kernels[-1].grid == (1, 1, 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["simt", "wmma_relu", "wgmma", "wgmma_persistent_relu"])
+def test_split_k_on_the_gpu_is_correct_and_deterministic(name, tmp_path):
+    """The GPU's C matches the reference and the emulator's; two calls on the same inputs give
+    the same bits (the partial sums are added in one order)."""
+    from schedc.verify import compare_with_emulator, run_function
+
+    make, _ = PLANS[name]
+    package = acc.Package()
+    package.add(*make(), base_name=name)
+    path = package.build(name, format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    fn = acc.load(path).functions[name]
+    for reports in (run_function(fn, seed=5), compare_with_emulator(fn, seed=5)):
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal(p.shape).astype(p.dtype.numpy) for p in fn.function.arrays]
+    results = []
+    for _ in range(2):
+        c = arrays[2].copy()
+        fn(arrays[0], arrays[1], c)
+        results.append(c)
+    assert results[0].tobytes() == results[1].tobytes()
+    first = fn.workspace_pointers()
+    fn(*arrays)
+    assert fn.workspace_pointers() == first  # allocated once
+
+
+# -- programmatic dependent launch between the kernels ---------------------------------------------
+
+
+def test_on_sm90_the_combine_starts_while_the_partial_sums_end():
+    """Each kernel after the first is a dependent launch that waits first; each before the last
+    lets the next start; the launcher launches it with the attribute."""
+    from schedc.codegen.cuda import emit_launcher
+    from schedc.ir.kernel import GridDependencyWait, LaunchDependents
+
+    _, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2))
+    clear, partial, combine = function.kernels
+    assert [k.dependent_launch for k in function.kernels] == [False, True, True]
+    assert isinstance(clear.body[0], LaunchDependents)
+    assert isinstance(partial.body[0], GridDependencyWait) and isinstance(partial.body[1], LaunchDependents)
+    assert isinstance(combine.body[0], GridDependencyWait)
+    assert not any(isinstance(s, LaunchDependents) for s in combine.body)
+    launcher = emit_launcher(function)
+    assert launcher.count("cudaLaunchAttributeProgrammaticStreamSerialization") == 2
+    assert f"cudaLaunchKernelEx(&config, {combine.name}, C, C__partial);" in launcher
+
+
+def test_before_sm90_the_kernels_run_in_stream_order():
+    target = acc.Target(acc.Target.Model.NVIDIA_A100)
+    _, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2, target=target))
+    from schedc.ir.kernel import GridDependencyWait, LaunchDependents, walk_statements
+
+    assert not any(k.dependent_launch for k in function.kernels)
+    assert not any(isinstance(s, GridDependencyWait | LaunchDependents) for k in function.kernels
+                   for s in walk_statements(k.body))
+
+
+def test_the_verifier_requires_a_dependent_kernel_to_wait_first():
+    import dataclasses
+
+    from schedc.ir.kernel import GridDependencyWait
+    from schedc.lower.wellformed import function_problems, problems
+
+    _, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2))
+    clear, partial, combine = function.kernels
+    assert function_problems(function) == []
+    late = dataclasses.replace(combine, body=(*combine.body[1:], combine.body[0]))
+    assert any("starts with Let, not GridDependencyWait" in p for p in problems(late))
+    plain = dataclasses.replace(clear, body=(GridDependencyWait(), *clear.body))
+    assert any("not launched as a dependent" in p for p in problems(plain))
+    first = dataclasses.replace(function, kernels=(dataclasses.replace(clear, dependent_launch=True), partial,
+                                                   combine))
+    assert any("is launched as a dependent, with no kernel before it" in p for p in function_problems(first))
