@@ -273,3 +273,9 @@ def test_the_verifier_requires_a_dependent_kernel_to_wait_first():
     first = dataclasses.replace(function, kernels=(dataclasses.replace(clear, dependent_launch=True), partial,
                                                    combine))
     assert any("is launched as a dependent, with no kernel before it" in p for p in function_problems(first))
+
+
+def test_refused_when_tensor_tiles_would_cross_into_the_next_part():
+    """Parts of 48 values of k with 32-wide k steps: a whole tile would add the next part's values."""
+    with pytest.raises(PlanError, match="each block's part of k is 48 values, which kk's steps of 32 do not divide"):
+        compile_function_plan(*tensor_matmul(32, 32, 96, splits=2, k_split=32, shared_ab=True))

@@ -107,8 +107,8 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
     if extent % loop.step:
         raise PlanError(where, f"{dim_name} has {extent} values, not a multiple of {name}'s step {loop.step}: "
                                f"each block of the split sums an equal part; split {dim_name} by a divisor of {extent}")
-    if model.tensorize is not None and name in model.tensorize.loops:
-        raise PlanError(where, f"{name} is tensorized")
+    if model.tensorize is not None:
+        _check_whole_tiles(model, loop, where)
     origin, extents, gap = poly.written_box(model, target)
     if gap is not None:
         raise PlanError(where, f"the nest writes {target} only partly in the box {_box(origin, extents)} "
@@ -118,6 +118,20 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
         raise PlanError(where, f"{target} has {len(extents)} dimensions; a split between blocks combines arrays of "
                                "one or two")
     return Split(name, unit, loop.dim, extent // loop.step, loop.step, target, origin, extents)
+
+
+def _check_whole_tiles(model: Model, loop: LoopSpec, where: str) -> None:
+    """Tensor cores compute whole tiles: a tile padded past the end of a block's part of the sum
+    would add the next part's values, so every loop inside the split takes whole steps of it."""
+    dim_name = model.dims[loop.dim][0]
+    if loop.name in model.tensorize.loops:
+        raise PlanError(where, f"{loop.name} is tensorized: bind the outer loop of a split of {dim_name}")
+    for inner in model.loops:
+        if inner.dim == loop.dim and inner.name != loop.name and loop.step % inner.step:
+            raise PlanError(where, f"each block's part of {dim_name} is {loop.step} values, which {inner.name}'s steps "
+                                   f"of {inner.step} do not divide: tensor cores compute whole tiles, and a tile "
+                                   f"padded past the part would add the next part's values; split {dim_name} into "
+                                   f"parts of a multiple of {inner.step}")
 
 
 def _render(found) -> str:

@@ -3,7 +3,7 @@ coarse features counted over a campaign (what it covered, what schedc accepted).
 
 from __future__ import annotations
 
-from .program import Bin, Cast, Const, IndexValue, Neg, Program, Tile, loop_spans, refs, walk
+from .program import Bin, Cast, Const, IndexValue, Neg, Program, Tile, loop_spans, refs, simulate_steps, walk
 
 
 def features(p: Program) -> list[str]:
@@ -22,6 +22,7 @@ def features(p: Program) -> list[str]:
     if p.specialize is not None:
         found.append("warp_specialize" + str(p.specialize))
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
+    found += ["split-K (a reduction's loop on blocks)"] if split_k(p) else []
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
         found.append("partial tiles")
@@ -48,6 +49,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"_blocks_per_SM"} if p.blocks_per_sm else set()
     found |= {f"warp_specialize({p.specialize[0]})"} if p.specialize is not None else set()
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
+    found |= {"split-K"} if split_k(p) else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()
     found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()
@@ -55,6 +57,13 @@ def coverage_features(p: Program) -> set[str]:
     found |= {f"tensorize {p.tensorize.mma}", f"instruction {p.tensorize.instruction}"} if p.tensorize else set()
     found |= _expression_features(p)
     return found
+
+
+def split_k(p: Program) -> bool:
+    """Whether a loop bound to blocks splits an index along which no statement writes."""
+    _, root, _ = simulate_steps(p)
+    written = {x.index for s in p.statements for x in s.target.subscripts}
+    return any(b.unit.startswith("BLOCK") and root.get(n, n) not in written for b in p.bindings for n in b.indices)
 
 
 def _expression_features(p: Program) -> set[str]:

@@ -58,6 +58,7 @@ def _program(rng: random.Random, target: str, kind: str) -> Program:
     builder = ScheduleBuilder(rng, nest, base.nest_indices)
     builder.splits()
     builder.bind()
+    builder.split_k()
     builder.reorder()
     builder.unroll()
     builder.cache(base)

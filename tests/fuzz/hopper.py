@@ -33,8 +33,8 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     widths = [s for s in mode.shapes if s.mnk[1] * cols <= 256]
     shape = rng.choice(widths) if rng.random() < 0.4 else \
         rng.choice([s for s in widths if s.mnk[1] in (64, 128, 256)] or widths)
-    m, n, k = shape.mnk
-    k_stage = rng.choice([v for v in (16, 32, 64, 128) if v % k == 0])
+    m, n, k_mma = shape.mnk
+    k_stage = rng.choice([v for v in (16, 32, 64, 128) if v % k_mma == 0])
     block = (m * rows, n * cols)
     operand = mode.operand.value
     pitch = 1 if rng.random() < 0.1 else 16 // mode.operand.size  # TMA: rows 16 bytes apart (mostly drawn so)
@@ -44,21 +44,30 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(2)]
     if operand == "float32" and rng.random() < 0.8:  # tf32 reads k-contiguous operands: mostly drawn so
         layouts = ["FIRST_MAJOR", "LAST_MAJOR"]
+    splits = choose(rng, {1: 80, 2: 10, 3: 5, 4: 5})
+    if splits > 1:  # split-K: the blocks along BLOCK_Z each sum a part of k, mostly whole stages
+        part = k_stage * rng.randint(1, 2) if rng.random() < 0.7 else _size(rng, k_stage, pitch)
+        sizes = (*sizes[:2], part * splits)
     arrays = product_arrays(rng, sizes, operand, output, layouts, role, 16 // mode.operand.size)
-    steps = (Split("i", block[0]), Split("j", block[1]), Split("k", k_stage), Split("ii", m), Split("jj", n),
-             Tile((("iii", m), ("jjj", n), ("kk", k))))
-    order = ("i", "j", "ii", "jj", "k", "kk", "iii", "jjj", "iiii", "jjjj", "kkk")
+    # k's serial loop, its loop over stages and its tensorized piece (split-K: "k" is on BLOCK_Z)
+    k_serial, k_stages, k_tile = ("kk", "kkk", "kkkk") if splits > 1 else ("k", "kk", "kkk")
+    steps = (Split("i", block[0]), Split("j", block[1]), *((Split("k", sizes[2] // splits),) if splits > 1 else ()),
+             Split(k_serial, k_stage), Split("ii", m), Split("jj", n), Tile((("iii", m), ("jjj", n), (k_stages, k_mma))))
+    order = (*(("k",) if splits > 1 else ()), "i", "j", "ii", "jj", k_serial, k_stages, "iii", "jjj", "iiii", "jjjj",
+             k_tile)
     y, x = ("Y", "X") if rng.random() < 0.85 else ("X", "Y")
     bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
-                Binding(("ii",), f"WARPGROUP_{y}"), Binding(("jj",), f"WARPGROUP_{x}"))
+                Binding(("ii",), f"WARPGROUP_{y}"), Binding(("jj",), f"WARPGROUP_{x}"),
+                *((Binding(("k",), "BLOCK_Z"),) if splits > 1 else ()))
     prologue = "SET" if role == "OUTPUT" else choose(rng, {"NONE": 60, "SET": 10, "SCALE": 15, "ReLU": 15})
     epilogue = choose(rng, {"NONE": 60, "SCALE": 25, "ReLU": 15})
-    tensorize = Tensorize(("iiii", "jjjj", "kkk"), shape.name, 1, None, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
+    tensorize = Tensorize(("iiii", "jjjj", k_tile), shape.name, 1, None, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
                           epilogue, rng.choice((0.5, 2.0, -1.0)), rng.choice(("AUTO", "WGMMA")))
     stages = choose(rng, {1: 15, 2: 25, 3: 25, 4: 20, 6: 8, 8: 7})
     fragments = "float32" if output != "float32" or rng.random() < 0.3 else ""
-    caches = tuple(CacheDirective(a, "kk", "SHARED", "stages" if stages > 1 else "sync", stages if stages > 1 else 0)
-                   for a in ("A", "B")) + (CacheDirective("C", "k", "MMA_FRAGMENT", element_type=fragments),)
+    caches = tuple(CacheDirective(a, k_stages, "SHARED", "stages" if stages > 1 else "sync",
+                                  stages if stages > 1 else 0) for a in ("A", "B")) + \
+        (CacheDirective("C", k_serial, "MMA_FRAGMENT", element_type=fragments),)
     program = Program(target, arrays, sizes, (_statement(),), steps, order, bindings, (), caches, tensorize)
     return _extras(rng, program)
 

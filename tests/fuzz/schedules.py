@@ -149,6 +149,23 @@ class ScheduleBuilder:
         if self.rng.random() < 0.02:
             self._bind_warp()
 
+    def split_k(self) -> None:
+        """Split-K, sometimes: the outer piece of a reduction index (one along which no statement
+        writes) bound to a free block unit; schedc sums the blocks' parts in a workspace and adds
+        them in a second kernel (refused where a statement is not ``+=`` or the split is uneven)."""
+        statements = self.nest.statements
+        written = {x.index for s in statements for x in s.target.subscripts}
+        roots = [n for n in self.by_root if n not in written and len(self.by_root[n]) > 1]
+        even = [n for n in roots if self.pieces[n].span % self.pieces[n].step == 0]
+        chance = 0.25 if all(s.accumulate for s in statements) else 0.03
+        if not roots or self.rng.random() >= chance:
+            return
+        outer = self.by_root[self.rng.choice(even if even and self.rng.random() < 0.85 else roots)][0]
+        bound = self.bound()
+        free = [u for u in ("BLOCK_X", "BLOCK_Y", "BLOCK_Z") if u not in bound.values()]
+        if outer not in bound and free:
+            self.plan.bindings.append(Binding((outer,), self.rng.choice(free)))
+
     def _bind_blocks(self, names: list[str], units: list[str]) -> None:
         if len(names) >= 2 and self.rng.random() < 0.1:
             names = [tuple(names[:2]), *names[2:]]  # (i, j): BLOCK_X enumerates pairs on one axis

@@ -47,12 +47,19 @@ def tensor_program(rng: random.Random, target: str) -> Program:
     fragments = ""  # C of a 16-bit type accumulated in float32 fragments (an MMA_FRAGMENT element_type)
     if accumulator == "float32" and rng.random() < 0.25:
         fragments, accumulator = "float32", rng.choice(("float16", "bfloat16"))
+    splits = choose(rng, {1: 85, 2: 8, 3: 4, 4: 3})
+    if splits > 1:  # split-K: each block along BLOCK_Z sums a part of k, mostly of whole k tiles
+        step = k_split or k_step
+        part = step * rng.randint(1, 2) if rng.random() < 0.75 else _size(rng, step, 0.5)
+        sizes = (*sizes[:2], part * splits)
     arrays = _arrays(rng, sizes, mode.operand.value, accumulator)
-    steps = [Split("i", block[0]), Split("j", block[1])] + ([Split("k", k_split)] if k_split else [])
-    steps.append(Tile((("ii", m), ("jj", n), ("kk" if k_split else "k", k_step))))
+    k_root = "kk" if splits > 1 else "k"  # the serial part of k
+    steps = [Split("i", block[0]), Split("j", block[1])] + ([Split("k", sizes[2] // splits)] if splits > 1 else [])
+    steps += [Split(k_root, k_split)] if k_split else []
+    steps.append(Tile((("ii", m), ("jj", n), (k_root + "k" if k_split else k_root, k_step))))
     program = Program(target, arrays, sizes, (_statement(),), tuple(steps))
-    partial = any(size % step for size, step in zip(sizes, (*block, k_split or k_step)))
-    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup, fragments)
+    partial = any(size % step for size, step in zip((*sizes[:2], sizes[2] // splits), (*block, k_split or k_step)))
+    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup, fragments, splits > 1)
 
 
 def _size(rng: random.Random, tile: int, partial: float) -> int:
@@ -92,17 +99,19 @@ def _statement() -> Statement:
 
 
 def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str,
-          warpgroup: bool = False, fragments: str = "") -> Program:
+          warpgroup: bool = False, fragments: str = "", split: bool = False) -> Program:
     _, _, created = simulate_steps(program)
     tile = created[-1]
-    k_loops = ("k", created[2][0]) if len(created) == 4 else ("k",)
-    order = ("i", "j", *k_loops, "ii", "jj", *tile)
+    k_loops = tuple(names[0] for names in created[2:-1])  # the serial pieces of k outside the tile
+    k_loops = k_loops if split else ("k", *k_loops)
+    order = (*(("k",) if split else ()), "i", "j", *k_loops, "ii", "jj", *tile)
     if rng.random() < 0.1:
         order = _shuffled(rng, order, tile)
     y, x = ("Y", "X") if rng.random() < 0.8 else ("X", "Y")
     unit = "WARPGROUP" if warpgroup else "WARP"
     bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
                 Binding(("ii",), f"{unit}_{y}"), Binding(("jj",), f"{unit}_{x}"))
+    bindings += (Binding(("k",), "BLOCK_Z"),) if split else ()
     tensorize = _tensorize(rng, tile, mma, passes, c_role, warpgroup)
     caches = _caches(rng, k_loops, partial or warpgroup, fragments)
     return replace(program, order=order, bindings=bindings, tensorize=tensorize, caches=caches)
@@ -112,10 +121,12 @@ def _shuffled(rng: random.Random, order: tuple[str, ...], tile: tuple[str, ...])
     """The loops outside the tile in another order (split pieces after their parents)."""
     outer = [n for n in order if n not in tile]
     rng.shuffle(outer)
-    for child, parent in (("ii", "i"), ("jj", "j"), ("kk", "k")):
-        if child in outer and outer.index(child) < outer.index(parent):
-            a, b = outer.index(child), outer.index(parent)
-            outer[a], outer[b] = outer[b], outer[a]
+    pairs = (("ii", "i"), ("jj", "j"), ("kk", "k"), ("kkk", "kk"))
+    while any(c in outer and p in outer and outer.index(c) < outer.index(p) for c, p in pairs):
+        for child, parent in pairs:
+            if child in outer and parent in outer and outer.index(child) < outer.index(parent):
+                a, b = outer.index(child), outer.index(parent)
+                outer[a], outer[b] = outer[b], outer[a]
     return (*outer, *tile)
 
 
