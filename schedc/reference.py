@@ -26,8 +26,9 @@ from .errors import InternalError
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
 from .ir.numeric import binary, saturate
-from .ir.patterns import accumulated, loads, strip_float_casts
+from .ir.patterns import accumulated, strip_float_casts
 from .ir.types import ScalarType
+from .ir.walk import loads
 from .targets import MMAFragmentOp
 
 

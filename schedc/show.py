@@ -6,8 +6,9 @@ import pprint
 
 from . import poly
 from .codegen.cuda_printer import Printer
-from .ir.kernel import Cast, FragmentStore, HostFunction, Kernel, walk_statements
+from .ir.kernel import Cast, FragmentStore, HostFunction, Kernel
 from .ir.model import Model
+from .ir.walk import walk_statements
 from .lower import resources
 from .lower.loops import in_loops
 

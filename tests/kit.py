@@ -3,7 +3,6 @@ on purpose (a statement rewritten) for the emulator's detectors to find."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -11,8 +10,8 @@ import numpy as np
 
 import schedc as acc
 from schedc.codegen.emulate import emulate
-from schedc.ir.kernel import If, Loop, Roles
 from schedc.ir.model import freeze
+from schedc.ir.walk import map_stmt
 from schedc.lower import compile_model, verifying
 from schedc.package.build import name_arrays
 
@@ -54,16 +53,9 @@ def run(k, blocks=None, seed=0):
 
 
 def rewrite(body, change):
-    """``body`` with ``change(stmt)`` (a tuple of statements) in place of each statement."""
-    out = []
-    for s in body:
-        if isinstance(s, Loop | If):
-            s = dataclasses.replace(s, body=rewrite(s.body, change),
-                                    **({"orelse": rewrite(s.orelse, change)} if isinstance(s, If) else {}))
-        elif isinstance(s, Roles):
-            s = Roles(tuple(dataclasses.replace(r, body=rewrite(r.body, change)) for r in s.roles))
-        out += list(change(s))
-    return tuple(out)
+    """``body`` with ``change(stmt)`` (a tuple of statements) in place of each statement, at any
+    depth (loops, branches, roles)."""
+    return map_stmt(body, change)
 
 
 def emulate_broken(k):

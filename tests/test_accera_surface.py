@@ -135,7 +135,7 @@ def test_tensor_core_info_supports():
 
 
 def _walk(body):
-    from schedc.ir.kernel import walk_statements
+    from schedc.ir.walk import walk_statements
 
     return list(walk_statements(body))
 

@@ -6,7 +6,8 @@ import pytest
 
 import schedc as acc
 from schedc import PackageError, PlanError, TargetError
-from schedc.ir.kernel import FragmentLoad, walk_statements
+from schedc.ir.kernel import FragmentLoad
+from schedc.ir.walk import walk_statements
 from schedc.verify import emulate_function
 
 from .plans import FIRST, H100, LAST, T, compile_plan, matmul_arrays, simt_matmul, tensor_matmul
@@ -420,7 +421,8 @@ def _blocked_plan(inner_k: bool):
 def test_register_blocking_keeps_one_fragment_per_tile():
     plan, args = _blocked_plan(inner_k=True)
     model, kernel = compile_plan(plan, args)
-    from schedc.ir.kernel import Fragment, FragmentLoad, FragmentMma, walk_statements
+    from schedc.ir.kernel import Fragment, FragmentLoad, FragmentMma
+    from schedc.ir.walk import walk_statements
 
     statements = list(walk_statements(kernel.body))
     accumulators = [s.name for s in statements if isinstance(s, Fragment) and s.use == "accumulator"]

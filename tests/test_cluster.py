@@ -16,7 +16,8 @@ import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import EmulationError, emulate
 from schedc.errors import CacheError, PlanError
-from schedc.ir.kernel import Barrier, ClusterSync, If, MbarrierArrive, MbarrierInit, TmaLoad, walk_statements
+from schedc.ir.kernel import Barrier, ClusterSync, If, MbarrierArrive, MbarrierInit, TmaLoad
+from schedc.ir.walk import walk_statements
 from schedc.lower import wellformed
 from schedc.package.compile import nvrtc_compile
 

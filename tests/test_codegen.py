@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from schedc.codegen.cuda import emit_source, runtime_header, without_runtime
-from schedc.ir.kernel import BlockCopy, Fragment, walk_statements
+from schedc.ir.kernel import BlockCopy, Fragment
+from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
 
 from .conftest import LARGE_SAMPLES, SAMPLES, build_sample, show_sample

@@ -8,7 +8,8 @@ import runpy
 
 import pytest
 
-from schedc.ir.kernel import AsyncWait, BlockCopy, walk_statements
+from schedc.ir.kernel import AsyncWait, BlockCopy
+from schedc.ir.walk import walk_statements
 from schedc.verify import emulate_function
 
 from .conftest import ROOT

@@ -29,8 +29,8 @@ from schedc.ir.kernel import (
     Roles,
     WarpgroupFence,
     WarpgroupWait,
-    walk_statements,
 )
+from schedc.ir.walk import walk_statements
 from schedc.package.compile import arch_for, nvrtc_compile
 
 from .conftest import build_sample, require_gpu
@@ -369,7 +369,7 @@ def test_descriptor_loads_read_shared_memory():
 
 
 def _walk(body):
-    from schedc.ir.kernel import walk_statements
+    from schedc.ir.walk import walk_statements
 
     return walk_statements(body)
 

@@ -266,7 +266,8 @@ def test_sampled_blocks_of_a_persistent_grid_compare_the_tiles_they_compute(M, o
 def test_persistent_tile_order_is_the_kernels():
     """Persistent.tile, which the sampled reference reads, gives the tile the kernel's loop
     computes for every work item (the IR's lets evaluated)."""
-    from schedc.ir.kernel import Binary, Const, Let, Loop, Persistent, Var, walk_statements
+    from schedc.ir.kernel import Binary, Const, Let, Loop, Persistent, Var
+    from schedc.ir.walk import walk_statements
     from schedc.lower.launch import Launch, persistent_loop
 
     operations = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "/": int.__floordiv__, "%": int.__mod__,

@@ -30,9 +30,9 @@ from schedc.ir.kernel import (
     Load,
     SharedBuffer,
     Store,
-    walk_statements,
 )
 from schedc.ir.types import ScalarType
+from schedc.ir.walk import walk_statements
 from schedc.lower import cache, resources, wellformed
 from schedc.package import build as package_build
 from schedc.verify import emulate_function

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import copy_box, copy_threads
-from schedc.ir.kernel import BlockCopy, Fragment, Staging, walk_statements
+from schedc.ir.kernel import BlockCopy, Fragment, Staging
+from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
 from schedc.verify import emulate_function
 

@@ -24,8 +24,8 @@ from schedc.ir.kernel import (
     Loop,
     StageLoad,
     Var,
-    walk_statements,
 )
+from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
 from schedc.verify import emulate_function
 

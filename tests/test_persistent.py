@@ -17,7 +17,8 @@ import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import emulate
 from schedc.errors import CacheError, PlanError
-from schedc.ir.kernel import Let, Loop, walk_statements
+from schedc.ir.kernel import Let, Loop
+from schedc.ir.walk import walk_statements
 from schedc.lower.launch import Launch, Persistent, persistent_loop
 from schedc.package.compile import nvrtc_compile
 

@@ -223,7 +223,7 @@ def test_private_double_buffer_is_registers_on_every_target():
 
 
 def _copies(kernel):
-    from schedc.ir.kernel import walk_statements
+    from schedc.ir.walk import walk_statements
 
     return [s for s in walk_statements(kernel.body) if isinstance(s, BlockCopy)]
 
@@ -247,14 +247,15 @@ def test_sequential_caches_copy_with_cp_async_where_they_can(v100):
 
 
 def _walk(kernel):
-    from schedc.ir.kernel import walk_statements
+    from schedc.ir.walk import walk_statements
 
     return list(walk_statements(kernel.body))
 
 
 def _c_loads_inside(kernel, loop: str) -> int:
     """C tile loads in the body of ``loop`` (C kept in fragments across it: none)."""
-    from schedc.ir.kernel import FragmentLoad, walk_statements
+    from schedc.ir.kernel import FragmentLoad
+    from schedc.ir.walk import walk_statements
 
     loops = [s for s in _walk(kernel) if isinstance(s, Loop) and s.var == loop]
     return sum(isinstance(s, FragmentLoad) and s.buffer == "C" for lp in loops for s in walk_statements(lp.body))

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import schedc as acc
 from schedc.codegen.cuda import emit_kernel
-from schedc.ir.kernel import Const, If, Load, Loop, PrivateArray, Store, walk_statements
+from schedc.ir.kernel import Const, If, Load, Loop, PrivateArray, Store
+from schedc.ir.walk import walk_statements
 from schedc.verify import emulate_function
 
 from .conftest import ROOT

@@ -333,7 +333,8 @@ def test_three_dimensional_shared_tiles_are_copied_slice_by_slice(pipeline):
     """Rank-3 tiles once passed every check and failed in code generation; partial tiles in the
     leading dimension (3 batches in tiles of 2) get zero slices."""
     from schedc.codegen.cuda import emit_source
-    from schedc.ir.kernel import BlockCopy, Loop, walk_statements
+    from schedc.ir.kernel import BlockCopy, Loop
+    from schedc.ir.walk import walk_statements
     from schedc.package.compile import nvrtc_compile
 
     model, kernel = compile_plan(*batched_cache(3, 10, pipeline))
@@ -362,7 +363,8 @@ def test_tensor_plans_at_sizes_whose_rows_tensor_cores_cannot_store_in_place(siz
     from pathlib import Path
 
     from schedc.codegen.cuda import emit_source
-    from schedc.ir.kernel import FragmentStore, walk_statements
+    from schedc.ir.kernel import FragmentStore
+    from schedc.ir.walk import walk_statements
     from schedc.package.build import alignments
     from schedc.package.compile import nvrtc_compile
     from schedc.show import report

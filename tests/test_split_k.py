@@ -95,7 +95,8 @@ def test_the_combine_applies_the_ops_once_after_the_sum():
     no epilogue, the combine applies it."""
     plan, args = tensor_matmul(32, 32, 64, splits=2, epilogue_op=OPS.ReLU)
     _, function = compile_function_plan(plan, args)
-    from schedc.ir.kernel import FragmentApply, walk_statements
+    from schedc.ir.kernel import FragmentApply
+    from schedc.ir.walk import walk_statements
 
     partial, combine = function.kernels
     assert not any(isinstance(s, FragmentApply) and s.op == "relu" for s in walk_statements(partial.body))
@@ -250,7 +251,8 @@ def test_on_sm90_the_combine_starts_while_the_partial_sums_end():
 def test_before_sm90_the_kernels_run_in_stream_order():
     target = acc.Target(acc.Target.Model.NVIDIA_A100)
     _, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2, target=target))
-    from schedc.ir.kernel import GridDependencyWait, LaunchDependents, walk_statements
+    from schedc.ir.kernel import GridDependencyWait, LaunchDependents
+    from schedc.ir.walk import walk_statements
 
     assert not any(k.dependent_launch for k in function.kernels)
     assert not any(isinstance(s, GridDependencyWait | LaunchDependents) for k in function.kernels

@@ -14,7 +14,8 @@ import schedc as acc
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import EmulationError
 from schedc.errors import CacheError
-from schedc.ir.kernel import Barrier, MbarrierWait, TmaLoad, walk_statements
+from schedc.ir.kernel import Barrier, MbarrierWait, TmaLoad
+from schedc.ir.walk import walk_statements
 from schedc.package.compile import arch_for, nvrtc_compile
 from schedc.verify import emulate_function
 

@@ -29,8 +29,8 @@ from schedc.ir.kernel import (
     NamedBarrier,
     TmaLoad,
     TmaStore,
-    walk_statements,
 )
+from schedc.ir.walk import walk_statements
 from schedc.lower.wellformed import problems
 from schedc.package.compile import nvrtc_compile
 

@@ -30,9 +30,9 @@ from schedc.ir.kernel import (
     Stmt,
     Store,
     Var,
-    walk_statements,
 )
 from schedc.ir.types import ScalarType
+from schedc.ir.walk import walk_statements
 from schedc.lower import passes, verifying, wellformed
 
 from .plans import VARIANTS, compile_plan, simt_matmul, tensor_matmul

@@ -16,8 +16,8 @@ from ..ir.kernel import (
     Kernel,
     ScalarParam,
     StructParam,
-    walk_statements,
 )
+from ..ir.walk import walk_statements
 from . import cuda_hopper  # noqa: F401 - registers the Hopper statements' emitters
 from .cuda_printer import EMITTERS, INDENT, Printer
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS

@@ -27,8 +27,8 @@ from ..ir.kernel import (
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
-    walk_statements,
 )
+from ..ir.walk import walk_statements
 from .cuda_printer import EMITTERS, INDENT
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
 from .cuda_tensor import MmaSync

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import InternalError
-from ..ir.kernel import Stmt, walk_statements
+from ..ir.kernel import Stmt
+from ..ir.walk import walk_statements
 
 
 class Registry:

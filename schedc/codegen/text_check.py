@@ -71,9 +71,9 @@ from ..ir.kernel import (
     StructParam,
     Unary,
     Var,
-    walk_statements,
 )
 from ..ir.types import ScalarType
+from ..ir.walk import walk_statements
 from .cuda_printer import Printer
 from .cuda_tensor import swizzle_base, swizzle_geometry
 

@@ -827,22 +827,7 @@ class HostFunction:
                      if isinstance(p, ScalarParam) or (isinstance(p, Buffer) and p.kind == "param"))
 
 
-# -- traversal ---------------------------------------------------------------------------------
-
-
-def children(stmt: Stmt) -> tuple[Stmt, ...]:
-    if isinstance(stmt, If):
-        return stmt.body + stmt.orelse
-    if isinstance(stmt, Roles):
-        return tuple(s for role in stmt.roles for s in role.body)
-    return stmt.body if isinstance(stmt, Loop) else ()
-
-
-def walk_statements(body: tuple[Stmt, ...]):
-    """Every statement, parents before children."""
-    for stmt in body:
-        yield stmt
-        yield from walk_statements(children(stmt))
+# -- building expressions ------------------------------------------------------------------------
 
 
 def all_of(tests) -> Expr | None:
@@ -851,21 +836,6 @@ def all_of(tests) -> Expr | None:
     for test in tests:
         cond = test if cond is None else Binary("&&", cond, test)
     return cond
-
-
-def substitute(expr: Expr, values: dict[str, Expr]) -> Expr:
-    """Replace variables by expressions."""
-    if isinstance(expr, Var):
-        return values.get(expr.name, expr)
-    if isinstance(expr, Binary):
-        return dataclasses.replace(
-            expr, lhs=substitute(expr.lhs, values), rhs=substitute(expr.rhs, values)
-        )
-    if isinstance(expr, Unary | Cast):
-        return dataclasses.replace(expr, operand=substitute(expr.operand, values))
-    if isinstance(expr, Load):
-        return dataclasses.replace(expr, index=tuple(substitute(i, values) for i in expr.index))
-    return expr
 
 
 # -- JSON (packages carry the kernel IR so the emulator can run a built package) ---------------

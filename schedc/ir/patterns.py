@@ -8,7 +8,8 @@ Load(buffer='A', index=(Var(name='i'),), dtype=None)
 
 from __future__ import annotations
 
-from .kernel import Binary, Cast, Expr, Load, Store, Unary
+from .kernel import Binary, Cast, Expr, Load, Store
+from .walk import loads
 
 
 def strip_float_casts(e: Expr) -> Expr:
@@ -18,24 +19,8 @@ def strip_float_casts(e: Expr) -> Expr:
 
 
 def buffers_read(e: Expr) -> set[str]:
-    if isinstance(e, Load):
-        return {e.buffer}.union(*(buffers_read(i) for i in e.index))
-    if isinstance(e, Binary):
-        return buffers_read(e.lhs) | buffers_read(e.rhs)
-    if isinstance(e, Unary | Cast):
-        return buffers_read(e.operand)
-    return set()
-
-
-def loads(e: Expr):
-    """Every ``Load`` in ``e``, left to right (subscripts are affine: no loads inside them)."""
-    if isinstance(e, Load):
-        yield e
-    elif isinstance(e, Binary):
-        yield from loads(e.lhs)
-        yield from loads(e.rhs)
-    elif isinstance(e, Unary | Cast):
-        yield from loads(e.operand)
+    """The arrays an expression loads from."""
+    return {load.buffer for load in loads(e)}
 
 
 def accumulated(store: Store) -> Expr | None:

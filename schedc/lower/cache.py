@@ -55,8 +55,8 @@ from ..ir.kernel import (
     all_of,
     shared_layout,
 )
-from ..ir.patterns import loads
 from ..ir.types import ScalarType
+from ..ir.walk import loads, map_expr
 from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
 from . import tensor
 
@@ -790,15 +790,6 @@ def redirect_store(store: Store, caches: tuple[SharedCache, ...], as_expr) -> St
 def relative(index: tuple[Expr, ...], origin: tuple[Affine, ...], as_expr) -> tuple[Expr, ...]:
     """Subscripts of an access relative to a cached tile's first element."""
     return tuple(as_expr(Affine.of(i).plus(o.scale(-1))) for i, o in zip(index, origin))
-
-
-def map_expr(expr: Expr, visit) -> Expr:
-    """``visit`` applied bottom-up to every node of an expression."""
-    if hasattr(expr, "lhs"):
-        expr = dataclasses.replace(expr, lhs=map_expr(expr.lhs, visit), rhs=map_expr(expr.rhs, visit))
-    elif hasattr(expr, "operand"):
-        expr = dataclasses.replace(expr, operand=map_expr(expr.operand, visit))
-    return visit(expr)
 
 
 def rebase_tiles(model, tm: tensor.TensorMatch, caches: tuple[SharedCache, ...]) -> tensor.TensorMatch:

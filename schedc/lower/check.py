@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import poly
 from ..errors import CacheError, PlanError, ScheduleError
 from ..ir.affine import Affine
-from ..ir.patterns import loads
+from ..ir.walk import loads
 from ..poly import PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
 from .launch import Launch

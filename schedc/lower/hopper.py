@@ -453,7 +453,7 @@ def _copies(caches: tuple[TmaCache, ...], stage: Expr, as_expr, values: dict[str
     for c in caches:
         origin = [as_expr(o) for o in c.origin]
         if values:
-            from ..ir.kernel import substitute
+            from ..ir.walk import substitute
 
             origin = [substitute(o, values) for o in origin]
         if c.multicast > 1:
@@ -545,7 +545,7 @@ def _prologue(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) -> tupl
     count = min(ring.stages - 1, ring.trips())
     firsts = {n: Const(facts.loop(n).first) for n in shape.pipelined}
     base = ring.counter()
-    from ..ir.kernel import substitute
+    from ..ir.walk import substitute
 
     base = substitute(base, firsts)
     for d in range(count):
@@ -606,7 +606,7 @@ def _not(cond: Expr) -> Expr:
 def _release_last(ring: _Ring) -> tuple[Stmt, ...]:
     """After the pass: the last tile's stage is free too."""
     last = {n: Const(ring.facts.loop(n).last) for n in ring.shape.pipelined}
-    from ..ir.kernel import substitute
+    from ..ir.walk import substitute
 
     t = substitute(ring.counter(), last)
     return (ring.free(Binary("%", t, Const(ring.stages)), "the pass's last stage is free"),)

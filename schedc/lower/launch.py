@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import PlanError
-from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Persistent, Stmt, Var, substitute
+from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Persistent, Stmt, Var
+from ..ir.walk import substitute
 from ..poly import PolyFacts
 from ..targets import GridUnit
 

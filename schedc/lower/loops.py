@@ -19,9 +19,9 @@ from ..ir.kernel import (
     Var,
     all_of,
     shared_layout,
-    substitute,
 )
 from ..ir.types import ScalarType
+from ..ir.walk import substitute
 from ..poly import Guard, PolyFacts
 from . import cache, private, tensor
 from .guards import guard_levels

@@ -24,8 +24,9 @@ from ..errors import CacheError
 from ..ir.affine import Affine
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
+from ..ir.walk import map_expr, map_stmt
 from ..targets import MemorySpace
-from .cache import MAX_TILE_REGISTERS, first_serial, footprint, map_expr, placement, redirect_store, relative
+from .cache import MAX_TILE_REGISTERS, first_serial, footprint, placement, redirect_store, relative
 from .cache import redirect as redirect_shared
 from .guards import guard_levels
 
@@ -200,18 +201,12 @@ def redirect(store: Store, caches: tuple[PrivateCache, ...], as_expr) -> Store:
 
 
 def map_stores(s: Stmt, visit) -> Stmt:
-    """``visit`` applied to every Store in a nest of loops and conditions."""
-    if isinstance(s, Loop | If):
-        return dataclasses.replace(s, body=tuple(map_stores(b, visit) for b in s.body))
-    return visit(s) if isinstance(s, Store) else s
+    """``visit`` applied to every Store inside ``s``."""
+    (out,) = map_stmt((s,), lambda st: visit(st) if isinstance(st, Store) else st)
+    return out
 
 
 def map_loads(s: Stmt, visit) -> Stmt:
-    """``visit`` applied to the value of every Store in a nest of loops and conditions."""
-    if isinstance(s, Loop):
-        return dataclasses.replace(s, body=tuple(map_loads(b, visit) for b in s.body))
-    if isinstance(s, If):
-        return dataclasses.replace(s, body=tuple(map_loads(b, visit) for b in s.body))
-    if isinstance(s, Store):
-        return dataclasses.replace(s, value=visit(s.value))
-    return s
+    """``visit`` applied to the value of every Store inside ``s``."""
+    (out,) = map_stmt((s,), lambda st: dataclasses.replace(st, value=visit(st.value)) if isinstance(st, Store) else st)
+    return out

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..instructions import FAMILIES
-from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Store, walk_statements
+from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Store
+from ..ir.walk import walk_statements
 
 BASE_REGISTERS = 24
 MAX_REGISTERS_WARNING = 255

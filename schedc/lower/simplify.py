@@ -9,22 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir.kernel import (
-    Binary,
-    Cast,
-    Const,
-    Expr,
-    FragmentLoad,
-    FragmentStore,
-    If,
-    Kernel,
-    Let,
-    Load,
-    Loop,
-    Stmt,
-    Store,
-    Unary,
-)
+from ..ir.kernel import Binary, Const, Expr, Kernel
+from ..ir.walk import map_expr, map_exprs, map_stmt
 
 _FOLD = {
     "+": lambda a, b: a + b,
@@ -34,18 +20,16 @@ _FOLD = {
 
 
 def fold(expr: Expr) -> Expr:
-    if isinstance(expr, Binary):
-        lhs, rhs = fold(expr.lhs), fold(expr.rhs)
-        if expr.dtype is None:  # index arithmetic only: data keeps its rounding
-            folded = _fold_index(expr.op, lhs, rhs)
-            if folded is not None:
-                return folded
-        return dataclasses.replace(expr, lhs=lhs, rhs=rhs)
-    if isinstance(expr, Unary | Cast):
-        return dataclasses.replace(expr, operand=fold(expr.operand))
-    if isinstance(expr, Load):
-        return dataclasses.replace(expr, index=tuple(fold(i) for i in expr.index))
-    return expr
+    """Index arithmetic with constants folded, bottom-up (data keeps its rounding)."""
+    return map_expr(expr, _fold_node)
+
+
+def _fold_node(e: Expr) -> Expr:
+    if isinstance(e, Binary) and e.dtype is None:
+        folded = _fold_index(e.op, e.lhs, e.rhs)
+        if folded is not None:
+            return folded
+    return e
 
 
 def _fold_index(op: str, lhs: Expr, rhs: Expr) -> Expr | None:
@@ -65,25 +49,5 @@ def _fold_index(op: str, lhs: Expr, rhs: Expr) -> Expr | None:
 
 
 def simplify(kernel: Kernel) -> Kernel:
-    return dataclasses.replace(kernel, body=_body(kernel.body))
-
-
-def _body(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-    return tuple(_statement(s) for s in body)
-
-
-def _statement(s: Stmt) -> Stmt:
-    if isinstance(s, Store):
-        return dataclasses.replace(s, index=tuple(fold(i) for i in s.index), value=fold(s.value))
-    if isinstance(s, Let):
-        return dataclasses.replace(s, value=fold(s.value))
-    if isinstance(s, Loop):
-        return dataclasses.replace(s, start=fold(s.start), stop=fold(s.stop), body=_body(s.body))
-    if isinstance(s, If):
-        return dataclasses.replace(s, cond=fold(s.cond), body=_body(s.body), orelse=_body(s.orelse))
-    if isinstance(s, FragmentLoad | FragmentStore):
-        edge = s.edge and dataclasses.replace(s.edge, rows=fold(s.edge.rows), cols=fold(s.edge.cols))
-        return dataclasses.replace(s, origin=tuple(fold(i) for i in s.origin), edge=edge)
-    changes = {name: tuple(fold(i) for i in getattr(s, name))
-               for name in ("source_origin", "target_origin", "valid") if hasattr(s, name)}
-    return dataclasses.replace(s, **changes) if changes else s
+    """Every expression of every statement folded (``fold``), at any depth (roles included)."""
+    return dataclasses.replace(kernel, body=map_stmt(kernel.body, lambda s: map_exprs(s, fold)))

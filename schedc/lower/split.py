@@ -30,10 +30,11 @@ from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
 from ..ir.array import row_major_strides
-from ..ir.kernel import Binary, Buffer, Cast, Const, Expr, Load, Store, Unary, Var, substitute
+from ..ir.kernel import Binary, Buffer, Cast, Const, Expr, Load, Store, Unary, Var
 from ..ir.model import BindingSpec, GroupSpec, LoopSpec, Model
 from ..ir.patterns import accumulated, buffers_read
 from ..ir.types import ScalarType
+from ..ir.walk import substitute
 from ..targets import GridUnit, MMAFragmentOp
 
 WORKSPACE = "workspace"  # Buffer.kind of a function's scratch array the loader allocates

@@ -35,11 +35,11 @@ from ..ir.kernel import (
     Kernel,
     StructParam,
     to_plain,
-    walk_statements,
 )
 from ..ir.model import Model, freeze
 from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
 from ..ir.plan import Plan
+from ..ir.walk import walk_statements
 from ..lower import compile_function, verifying, wellformed
 from ..targets import Target
 from . import compile as compilers

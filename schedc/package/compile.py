@@ -84,7 +84,8 @@ def check_buildable(target) -> None:
 def arch_for(arch: str, kernels) -> str:
     """The architecture to compile kernels for: ``sm_90a`` (the architecture-specific features:
     wgmma, setmaxnreg) where one uses them on an sm_90 target, else ``arch``."""
-    from ..ir.kernel import Fragment, Roles, TmaLoad, walk_statements
+    from ..ir.kernel import Fragment, Roles, TmaLoad
+    from ..ir.walk import walk_statements
 
     def specific(kernel) -> bool:
         return any(isinstance(s, Roles | TmaLoad) or (isinstance(s, Fragment) and s.family == "wgmma")

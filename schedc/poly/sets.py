@@ -13,7 +13,8 @@ import islpy as isl
 
 from ..ir.affine import Affine
 from ..ir.kernel import Store
-from ..ir.patterns import accumulated, loads
+from ..ir.patterns import accumulated
+from ..ir.walk import loads
 
 PREFIX = "x_"
 
