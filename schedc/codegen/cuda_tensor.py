@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..instructions import MMA_SYNC, LaneLayout, Sym, column_elements, ldmatrix_plan
 from ..ir.kernel import (
+    AccumulatorOp,
     Binary,
     Const,
     Expr,
@@ -306,16 +307,15 @@ def apply(p, s: FragmentApply, emitter: Emitter) -> list[str]:
         first, end = emitter.window(p.fragments[s.fragment], s.columns)
         x = f"{s.fragment}[elem]"
         ctype = p.fragments[s.fragment].dtype.c_type
-        body = {"scale": f"{x} = schedc::convert<{ctype}>(schedc::convert<float>({x}) * "
-                         f"{p.constant(s.arg, ScalarType.float32)});",
-                "relu": f"{x} = {x} > {ctype}(0) ? {x} : {ctype}(0);",
-                "set": f"{x} = {p.constant(s.arg, p.fragments[s.fragment].dtype)};"}[s.op]
+        body = {AccumulatorOp.SCALE: f"{x} = schedc::convert<{ctype}>(schedc::convert<float>({x}) * "
+                                     f"{p.constant(s.arg, ScalarType.float32)});",
+                AccumulatorOp.RELU: f"{x} = {x} > {ctype}(0) ? {x} : {ctype}(0);",
+                AccumulatorOp.SET: f"{x} = {p.constant(s.arg, p.fragments[s.fragment].dtype)};"}[s.op]
         return ["#pragma unroll", f"for (int elem = {first}; elem < {end}; elem += 1) {body}"]
-    if s.op == "scale":
-        return [f"schedc::scale({s.fragment}, {p.constant(s.arg, ScalarType.float32)});"]
-    if s.op == "relu":
-        return [f"schedc::relu({s.fragment});"]
-    return [emitter.fill(s.fragment, p.constant(s.arg, p.fragments[s.fragment].dtype))]
+    whole = {AccumulatorOp.SCALE: lambda: [f"schedc::scale({s.fragment}, {p.constant(s.arg, ScalarType.float32)});"],
+             AccumulatorOp.RELU: lambda: [f"schedc::relu({s.fragment});"],
+             AccumulatorOp.SET: lambda: [emitter.fill(s.fragment, p.constant(s.arg, p.fragments[s.fragment].dtype))]}
+    return whole[s.op]()
 
 
 def leading(row_stride: int, col_stride: int) -> tuple[int, str]:

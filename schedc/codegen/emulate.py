@@ -19,6 +19,7 @@ from ..errors import SchedcError
 from ..instructions import swizzled
 from ..ir.kernel import (
     WORK,
+    AccumulatorOp,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -227,6 +228,17 @@ def _initial(buffer: Buffer, storage: dict[str, np.ndarray]) -> np.ndarray:
         bits = np.array(buffer.data, dtype=np.dtype(f"u{buffer.dtype.size}"))
         return bits.view(buffer.dtype.numpy).copy()
     return np.full(buffer.size, _poison(buffer.dtype), dtype=buffer.dtype.numpy)
+
+
+def _scale(x: np.ndarray, arg: float, dtype: np.dtype) -> np.ndarray:
+    scaled = x.astype(np.float32) * np.float32(arg)  # integer accumulators: scaled in float32, truncated
+    return np.trunc(scaled).astype(dtype) if dtype.kind == "i" else scaled.astype(dtype)
+
+
+# each accumulator op on a fragment's values (as the tensor cores' epilogues compute it)
+_ACCUMULATOR_OPS = {AccumulatorOp.SCALE: _scale,
+                    AccumulatorOp.RELU: lambda x, arg, dtype: np.where(x > 0, x, dtype.type(0)),
+                    AccumulatorOp.SET: lambda x, arg, dtype: np.full_like(x, dtype.type(arg))}
 
 
 def _poison(dtype: ScalarType):
@@ -457,16 +469,7 @@ class _Block:
 
     def apply(self, s: FragmentApply, active) -> None:
         frag = self.fragments[s.fragment]
-        x = frag[active]
-        if s.op == "scale":
-            scaled = x.astype(np.float32) * np.float32(s.arg)
-            frag[active] = np.trunc(scaled).astype(frag.dtype) if frag.dtype.kind == "i" else scaled.astype(frag.dtype)
-        elif s.op == "relu":
-            frag[active] = np.where(x > 0, x, frag.dtype.type(0))
-        elif s.op == "set":
-            frag[active] = frag.dtype.type(s.arg)
-        else:
-            raise TypeError(f"unknown fragment op {s.op}")
+        frag[active] = _ACCUMULATOR_OPS[s.op](frag[active], s.arg, frag.dtype)
 
     # -- expressions ---------------------------------------------------------------------------
 

@@ -73,6 +73,61 @@ class Load:
 
 Expr = Var | Const | Binary | Unary | Cast | Load
 
+# -- kinds (a node's field of one of these takes the string too, and is checked when made) --------
+
+
+class FragmentUse(enum.StrEnum):
+    """What a tensor-core tile holds."""
+
+    MATRIX_A = "matrix_a"
+    MATRIX_B = "matrix_b"
+    ACCUMULATOR = "accumulator"
+
+
+class AccumulatorOp(enum.StrEnum):
+    """An element-wise op on an accumulator tile (``FragmentApply``): ``x * arg``, ``max(x, 0)``, ``arg``."""
+
+    SCALE = "scale"
+    RELU = "relu"
+    SET = "set"
+
+
+class TilePath(enum.StrEnum):
+    """How a family moves a tile between memory and a fragment (``FragmentLoad.path``)."""
+
+    ONLY = ""  # the family's only way (wmma)
+    LDMATRIX = "ldmatrix"  # mma.sync: ldmatrix from shared memory
+    ELEMENTS = "elements"  # each lane its own elements
+    DESCRIPTOR = "descriptor"  # wgmma: the tile stays in shared memory, read through a descriptor
+
+
+class CopyStrategy(enum.StrEnum):
+    """How a block copy splits its vectors between threads (``BlockCopy.strategy``)."""
+
+    STRIPED = "striped"
+    BLOCKED = "blocked"
+
+
+class FenceKind(enum.StrEnum):
+    MBARRIER_INIT = "mbarrier_init"
+    PROXY_ASYNC = "proxy_async"
+
+
+class BufferKind(enum.StrEnum):
+    """Who owns a global array (``Buffer.kind``)."""
+
+    PARAM = "param"  # the caller passes it
+    CONST = "const"  # embedded data
+    TEMP = "temp"  # package scratch (a __device__ array)
+    WORKSPACE = "workspace"  # a function's scratch the loader allocates and passes to its kernels
+
+
+def _kinds(node, **fields: type) -> None:
+    """Check and convert a frozen node's kind fields given as strings (ValueError: not a kind)."""
+    for name, kind in fields.items():
+        object.__setattr__(node, name, kind(getattr(node, name)))
+
+
 # -- statements --------------------------------------------------------------------------------
 
 
@@ -123,7 +178,7 @@ class Fragment:
     """
 
     name: str
-    use: str
+    use: FragmentUse
     m: int
     n: int
     k: int
@@ -131,6 +186,9 @@ class Fragment:
     precision: str
     layout: str = ""  # row_major / col_major for operands
     family: str = "wmma"  # the instruction family (schedc.instructions) that owns the tile
+
+    def __post_init__(self) -> None:
+        _kinds(self, use=FragmentUse)
 
 
 @dataclass(frozen=True)
@@ -164,13 +222,16 @@ class FragmentLoad:
     row_stride: int
     col_stride: int
     edge: TileEdge | None = None  # the tile may reach past the array: zeros there
-    path: str = ""  # how the family moves it: "" its only way, "ldmatrix" or "elements" (mma_sync)
+    path: TilePath = TilePath.ONLY  # how the family moves it
     vector: int = 1  # elements moved together ("elements": runs of a lane's consecutive elements)
     # in a swizzled buffer: the tile origin's stored row modulo the swizzle's period (8) when the
     # lowering proved it the same for every tile, else None (the whole row is swizzled)
     row_phase: int | None = None
     # only the tile's columns first..last-1, loaded from the source's column 0 (None: every column)
     columns: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        _kinds(self, path=TilePath)
 
 
 @dataclass(frozen=True)
@@ -204,9 +265,12 @@ class FragmentApply:
     """Element-wise op on an accumulator: ``scale`` (x * arg), ``relu`` (max(x, 0)), ``set``."""
 
     fragment: str
-    op: str
+    op: AccumulatorOp
     arg: float = 0.0
     columns: tuple[int, int] | None = None  # only the tile's columns first..last-1 (None: every column)
+
+    def __post_init__(self) -> None:
+        _kinds(self, op=AccumulatorOp)
 
 
 @dataclass(frozen=True)
@@ -247,11 +311,14 @@ class BlockCopy:
     target_origin: tuple[Expr, ...]
     shape: tuple[int, ...]
     vector: int = 1
-    strategy: str = "striped"
+    strategy: CopyStrategy = CopyStrategy.STRIPED
     asynchronous: bool = False
     comment: str = ""
     valid: tuple[Expr, ...] = ()  # per box dimension, the source elements inside; zeros beyond
     axes: tuple[int, ...] = ()  # copy order of the box's dimensions (column-major tiles: (1, 0))
+
+    def __post_init__(self) -> None:
+        _kinds(self, strategy=CopyStrategy)
 
 
 @dataclass(frozen=True)
@@ -276,8 +343,11 @@ class Staging:
     dtype: ScalarType
     shape: tuple[int, ...]
     vector: int
-    strategy: str
+    strategy: CopyStrategy
     axes: tuple[int, ...] = ()  # as in BlockCopy
+
+    def __post_init__(self) -> None:
+        _kinds(self, strategy=CopyStrategy)
 
 
 @dataclass(frozen=True)
@@ -442,7 +512,10 @@ class Fence:
     threads; ``proxy_async``: the running threads' generic writes of shared memory become
     visible to async-proxy reads (wgmma descriptors, TMA stores)."""
 
-    kind: str
+    kind: FenceKind
+
+    def __post_init__(self) -> None:
+        _kinds(self, kind=FenceKind)
 
 
 @dataclass(frozen=True)
@@ -549,9 +622,12 @@ class Buffer:
     dtype: ScalarType
     shape: tuple[int, ...]
     strides: tuple[int, ...]
-    kind: str
+    kind: BufferKind
     role: str
     data: tuple[int, ...] = ()  # const: the elements' bit patterns, in storage order
+
+    def __post_init__(self) -> None:
+        _kinds(self, kind=BufferKind)
 
     @property
     def size(self) -> int:
@@ -891,6 +967,8 @@ def _enum_value(name: str, value: str) -> enum.Enum:
     from .. import targets
 
     enums = {"Instruction": targets.Instruction, "ScalarType": ScalarType, "MMAShape": targets.MMAShape,
+             "FragmentUse": FragmentUse, "AccumulatorOp": AccumulatorOp, "TilePath": TilePath,
+             "CopyStrategy": CopyStrategy, "FenceKind": FenceKind, "BufferKind": BufferKind,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
              "Model": targets.Model, "MemorySpace": targets.MemorySpace,
              "CacheStrategy": targets.CacheStrategy, "CopyEngine": targets.CopyEngine}
