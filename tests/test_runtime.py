@@ -137,7 +137,7 @@ class Recorder:
         self.calls = []
         device = types.SimpleNamespace(ordinal=0, make_current=lambda: None)
         monkeypatch.setattr(driver, "device", lambda ordinal=0: device)
-        monkeypatch.setattr(driver, "launch", lambda *a: self.calls.append(("launch", a[-1])))
+        monkeypatch.setattr(driver, "launch", lambda *a, **k: self.calls.append(("launch", a[-1])))
         monkeypatch.setattr(driver, "wait_for", lambda s, p: self.calls.append(("wait", s, p)))
         monkeypatch.setattr(driver, "synchronize_stream", lambda s: self.calls.append(("sync", s)))
         monkeypatch.setattr(driver, "pointer_device", lambda pointer: pointer_device)

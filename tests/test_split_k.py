@@ -281,3 +281,24 @@ def test_refused_when_tensor_tiles_would_cross_into_the_next_part():
     """Parts of 48 values of k with 32-wide k steps: a whole tile would add the next part's values."""
     with pytest.raises(PlanError, match="each block's part of k is 48 values, which kk's steps of 32 do not divide"):
         compile_function_plan(*tensor_matmul(32, 32, 96, splits=2, k_split=32, shared_ab=True))
+
+
+@pytest.mark.gpu
+def test_the_sample_builds_and_verifies(tmp_path):
+    """samples/split_k_matmul.py: two functions of two kernels each, the combine a dependent
+    launch; compiled for sm_90a here, verified against the reference on the GPU."""
+    from schedc.verify import run_function
+
+    from .conftest import build_sample
+
+    path = build_sample("split_k_matmul", tmp_path)
+    package = acc.load(path)
+    assert sorted(package.names) == ["matmul_bf16_1024x1024x14336", "matmul_fp16_1024x1024x14336"]
+    for name in package.names:
+        kernels = package[name].function.kernels
+        assert [k.name.split("__")[1] for k in kernels] == ["partial", "combine"]
+        assert [k.dependent_launch for k in kernels] == [False, True] and kernels[0].grid[0] == 128
+    require_gpu()
+    for name in package.names:
+        reports = run_function(package[name], seed=2)
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))

@@ -180,7 +180,7 @@ class Function:
     def _launch(self, pointers: list[int], scalars: dict[str, bytes], stream: int) -> None:
         for handle, kernel, args in self.launches(pointers, scalars):
             driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args, stream,
-                          kernel.dependent_launch)
+                          dependent=kernel.dependent_launch)
 
     def launches(self, pointers: list[int], scalars: dict[str, bytes] | None = None) -> list[Launch]:
         """Each kernel's handle and arguments, in launch order, for the arrays at ``pointers``
