@@ -122,7 +122,7 @@ def show(script: str, function: str | None, no_source: bool, after: str | None, 
     from . import show as views
 
     def observe(step, ir) -> None:
-        if step.name == after and (function is None or ir.model.function == function):
+        if step.name == after and (function is None or ir.model.function.split("__")[0] == function):
             click.echo(f"== {ir.model.function} after {step.name} ({step.summary})")
             click.echo(views.attached(ir.attached(step.shows)) + "\n")
 

@@ -51,7 +51,25 @@ def test_show_after_a_pass_prints_what_it_attached(after, expected):
 def test_show_after_names_the_passes():
     result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", "nowhere"])
     assert result.exit_code == 2
-    assert "'analyze', 'launch', 'check', 'tensorize', 'shared', 'private', 'lower', 'reserve', 'simplify'" in result.output
+    assert ("'analyze', 'launch', 'check', 'tensorize', 'shared', 'private', 'roles', 'epilogue', 'lower', 'reserve', "
+            "'simplify'") in result.output
+
+
+@pytest.mark.parametrize("after, expected", [
+    ("roles", "specialized=True,\n          producer_registers=40,\n          consumer_registers=232)"),
+    ("epilogue", "TmaOutput(array='C'"),
+])
+def test_show_after_prints_the_hopper_decisions(after, expected):
+    """The block's roles and registers, and C's path through shared memory, are passes of their own;
+    ``--function`` names the function, all of whose kernels are shown (split-K: partial, combine)."""
+    result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hopper_matmul.py"), "--after", after,
+                                       "--no-source", "--function", "matmul_fp16_2048x1024x2048"])
+    assert result.exit_code == 0, result.output
+    assert expected in result.output
+    split = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "split_k_matmul.py"), "--after", "roles",
+                                      "--no-source", "--function", "matmul_bf16_1024x1024x14336"])
+    assert "== matmul_bf16_1024x1024x14336__partial after roles" in split.output
+    assert "== matmul_bf16_1024x1024x14336__combine after roles" in split.output
 
 
 def test_verify_ir_names_the_pass_that_broke_the_kernel(monkeypatch):

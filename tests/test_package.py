@@ -249,8 +249,8 @@ def test_conflicting_or_foreign_formats_are_refused(tmp_path):
 @pytest.mark.parametrize("format_name, files", [
     ("MLIR_SOURCE", ["small.txt"]),
     ("MLIR_VERBOSE", ["small.0_normalize.txt", "small.1_analyze.txt", "small.2_launch.txt", "small.3_check.txt",
-                      "small.4_tensorize.txt", "small.5_shared.txt", "small.6_private.txt", "small.7_lower.txt",
-                      "small.8_reserve.txt", "small.9_simplify.txt"]),
+                      "small.4_tensorize.txt", "small.5_shared.txt", "small.6_private.txt", "small.7_roles.txt",
+                      "small.8_epilogue.txt", "small.9_lower.txt", "small.10_reserve.txt", "small.11_simplify.txt"]),
 ])
 def test_mlir_formats_write_the_kernel_ir_and_say_so_once(format_name, files, tmp_path, capsys, monkeypatch):
     from schedc.package import build

@@ -276,7 +276,7 @@ def _barriers(stages: int) -> tuple[SharedBuffer, SharedBuffer]:
 
 
 @dataclass(frozen=True)
-class _Shape:
+class LoopShape:
     """The loops of a wgmma plan around its tile, outermost first."""
 
     outer: tuple[str, ...]  # serial loops outside the loop C is kept across (C's tiles change)
@@ -285,11 +285,40 @@ class _Shape:
     blocked: tuple[str, ...]  # serial loops inside that index C (one accumulator per value)
 
 
-def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
-                     caches: tuple[TmaCache, ...]) -> Kernel:
-    """The kernel of a wgmma plan (module docstring)."""
+@dataclass(frozen=True)
+class WarpRoles:
+    """A wgmma plan's block, as the ``roles`` pass decides it: the loops around its tile, whether a
+    producer warpgroup issues the TMA copies (warp specialization), and the registers each role's
+    threads hold after ``setmaxnreg`` (the producer's and the consumers')."""
+
+    shape: LoopShape
+    specialized: bool
+    producer_registers: int
+    consumer_registers: int
+
+
+def plan_roles(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], launch: Launch) -> WarpRoles:
+    """The block's roles and their registers, refused with the changes that fit where the
+    launch or ptxas would refuse them (``_registers``)."""
     shape = _loops(model, tiles, caches[0])
-    enabled, producer_regs, consumer_regs = _registers(model, tiles, shape, launch)
+    return WarpRoles(shape, *_registers(model, tiles, shape, launch))
+
+
+def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], launch: Launch,
+                  roles: WarpRoles) -> epilogue.TmaOutput | None:
+    """How C's tiles leave (and enter) the block: TMA through shared slots beside the ring, or
+    None (the threads store C themselves): ``epilogue.plan_output``."""
+    full, empty = _barriers(caches[0].stages)
+    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in roles.shape.blocked)
+    return epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty), roles.shape.outer,
+                                tiles_per_group)
+
+
+def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...],
+                     roles: WarpRoles, output: epilogue.TmaOutput | None) -> Kernel:
+    """The kernel of a wgmma plan (module docstring), its roles and C's path as planned."""
+    shape = roles.shape
+    enabled, producer_regs, consumer_regs = roles.specialized, roles.producer_registers, roles.consumer_registers
     order = [lp.name for lp in model.loops]
 
     def as_expr(a: Affine) -> Expr:
@@ -304,9 +333,6 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     cluster = math.prod(launch.cluster)
     ring = _Ring(model, facts, shape, stages, launch.persistent, cluster)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers, model.blocks_per_sm))
-    tiles_per_group = math.prod(len(tensor._values(model, b)) for b in shape.blocked)
-    output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty), shape.outer,
-                                  tiles_per_group)
     products = _Products(model, tiles, caches, as_expr, budget, output).bind(shape, ring)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
@@ -351,7 +377,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch,
     )
 
 
-def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> _Shape:
+def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
     here = tensor.where(model)
     serial = list(model.serial_loops)
     index = first.index
@@ -375,7 +401,7 @@ def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> _Shape:
     if cached_at is not None and cached_at in outside and outside.index(cached_at) > keep:
         keep = outside.index(cached_at)
     steps = tuple(n for n in serial[at:] if n not in blocked)
-    return _Shape(tuple(outside[:keep]), tuple(outside[keep:]), steps, tuple(blocked))
+    return LoopShape(tuple(outside[:keep]), tuple(outside[keep:]), steps, tuple(blocked))
 
 
 @dataclass(frozen=True)
@@ -385,7 +411,7 @@ class _Ring:
 
     model: object
     facts: object
-    shape: _Shape
+    shape: LoopShape
     stages: int
     persistent: Persistent | None = None
     cluster: int = 1  # blocks of the cluster: each stage is freed by the consumers of all of them
@@ -504,7 +530,7 @@ def _tile_bytes(caches) -> int:
     return sum(c.stage_bytes for c in caches)
 
 
-def _producer_body(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
+def _producer_body(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
     stage, parity = Var("stage"), Var("parity")
     issue = (*ring.lets(),
              MbarrierWait("empty", stage, Binary("-", Const(1), parity),
@@ -514,7 +540,7 @@ def _producer_body(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) ->
     return _nest(model, facts, (*shape.outer, *shape.pipelined), issue)
 
 
-def _issue_ahead(model, facts, shape: _Shape, ring: _Ring, caches, as_expr, distance: int) -> tuple[Stmt, ...]:
+def _issue_ahead(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr, distance: int) -> tuple[Stmt, ...]:
     """Without warp specialization, thread 0 copies the tile ``distance`` ahead of the current
     one (in the same pass of the pipelined loops), after its stage is free."""
     names = shape.pipelined
@@ -539,7 +565,7 @@ def _issue_ahead(model, facts, shape: _Shape, ring: _Ring, caches, as_expr, dist
                issue, f"thread 0 copies the tile {distance} ahead"))
 
 
-def _prologue(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
+def _prologue(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
     """Without warp specialization: the first ``stages - 1`` tiles of a pass, before its loop."""
     out: list[Stmt] = []
     count = min(ring.stages - 1, ring.trips())
@@ -564,7 +590,7 @@ def _prologue(model, facts, shape: _Shape, ring: _Ring, caches, as_expr) -> tupl
                f"thread 0 copies the first {count} tile(s) of the pass"),) if out else ()
 
 
-def _consumer_body(model, facts, tiles, shape: _Shape, ring: _Ring, products, caches, as_expr,
+def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products, caches, as_expr,
                    producer) -> tuple[Stmt, ...]:
     stage = Var("stage")
     released = Binary("%", Binary("+", Binary("-", Var("tile"), Const(1)), Const(ring.stages)), Const(ring.stages))
@@ -624,7 +650,7 @@ class _Products:
         self.caches = {c.array: c for c in caches}
         self.shape = None
 
-    def bind(self, shape: _Shape, ring: _Ring) -> _Products:
+    def bind(self, shape: LoopShape, ring: _Ring) -> _Products:
         self.shape, self.ring = shape, ring
         return self
 
@@ -763,7 +789,7 @@ def _early_fits(model, tiles: tensor.TensorMatch, count: int, registers: int) ->
 PTXAS_MARGIN = 26
 
 
-def _registers(model, tiles, shape: _Shape, launch: Launch) -> tuple[bool, int, int]:
+def _registers(model, tiles, shape: LoopShape, launch: Launch) -> tuple[bool, int, int]:
     """Warp specialization and the roles' setmaxnreg budgets (AUTO: on, the producer keeps 40
     and the consumers share what it releases, at most 232), refused where the block or the
     registers exceed what the launch and ptxas accept, with the changes that fit."""

@@ -17,7 +17,7 @@ from ..errors import PlanError
 from ..ir.kernel import Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
-from . import cache, check, hopper, launch, loops, private, simplify, tensor
+from . import cache, check, epilogue, hopper, launch, loops, private, simplify, tensor
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class Lowering:
     shared: tuple[cache.SharedCache, ...] = ()  # shared_caches
     registers: tuple[private.PrivateCache, ...] = ()  # private_caches
     tma: tuple[hopper.TmaCache, ...] = ()  # shared_caches, for wgmma plans: TMA tiles
+    roles: hopper.WarpRoles | None = None  # roles (wgmma plans): producer warpgroup, registers
+    output: epilogue.TmaOutput | None = None  # epilogue (wgmma plans): C's tiles through shared slots
     kernel: Kernel | None = None  # lower, then rewritten
 
     def attached(self, field: str):
@@ -107,10 +109,25 @@ def private_caches(ir: Lowering) -> Lowering:
     return dataclasses.replace(ir, registers=private.plan_private(ir.model, ir.facts, bool(ir.shared)))
 
 
+def warp_roles(ir: Lowering) -> Lowering:
+    """wgmma plans: a producer warpgroup or not, and each role's registers (setmaxnreg)."""
+    if not ir.tma:
+        return ir
+    return dataclasses.replace(ir, roles=hopper.plan_roles(ir.model, ir.tiles, ir.tma, ir.launch))
+
+
+def epilogue_slots(ir: Lowering) -> Lowering:
+    """wgmma plans: C's tiles through shared slots by TMA (stores, and loads where C is read), or not."""
+    if not ir.tma:
+        return ir
+    return dataclasses.replace(ir, output=hopper.plan_epilogue(ir.model, ir.tiles, ir.tma, ir.launch, ir.roles))
+
+
 def lower(ir: Lowering) -> Lowering:
     """The kernel: serial loops, guards, cache copies and the statements (or tensor-core tiles)."""
     if ir.tma:
-        return dataclasses.replace(ir, kernel=hopper.lower_warpgroups(ir.model, ir.facts, ir.launch, ir.tiles, ir.tma))
+        kernel = hopper.lower_warpgroups(ir.model, ir.facts, ir.launch, ir.tiles, ir.tma, ir.roles, ir.output)
+        return dataclasses.replace(ir, kernel=kernel)
     kernel = loops.lower_loops(ir.model, ir.facts, ir.launch, ir.tiles, ir.shared, ir.scratch, ir.registers)
     return dataclasses.replace(ir, kernel=kernel)
 
@@ -141,6 +158,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("tensorize", tensorize, "tiles"),
     Pass("shared", shared_caches, "shared"),
     Pass("private", private_caches, "registers"),
+    Pass("roles", warp_roles, "roles"),
+    Pass("epilogue", epilogue_slots, "output"),
     Pass("lower", lower, "kernel"),
     Pass("reserve", reserve_shared, "kernel"),
     Pass("simplify", fold, "kernel"),
