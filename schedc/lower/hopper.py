@@ -70,7 +70,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..targets import CopyEngine, MemorySpace
 from . import cache, epilogue, tensor
-from .launch import WARPGROUP, Launch, Persistent, persistent_loop, split_coordinates
+from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 
 PRODUCER_THREADS = WARPGROUP
 WARP = 32
@@ -360,21 +360,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
     buffers = (*(c.buffer for c in caches), full, empty, *(output.shared if output is not None else ()))
-    big = any(b.size > 2**31 - 1 for b in model.buffers)
-    return Kernel(
-        name=f"{model.function}__gpu__",
-        buffers=model.buffers,
-        grid=launch.grid,
-        block=(threads, 1, 1),
-        body=body,
-        index_type=ScalarType.int64 if big else ScalarType.int32,
-        dynamic_shared_bytes=shared_layout(buffers)[1],
-        shared=buffers,
-        values=(*(c.map for c in caches), *((output.map,) if output is not None else ())),
-        min_blocks=model.blocks_per_sm,
-        cluster=launch.cluster,
-        persistent=launch.persistent,
-    )
+    values = (*(c.map for c in caches), *((output.map,) if output is not None else ()))
+    return assemble(model, launch, body, buffers, values, block=(threads, 1, 1))
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:

@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import PlanError
-from ..ir.kernel import WORK, Binary, Const, Expr, Let, Loop, Persistent, Stmt, Var
+from ..ir.kernel import WORK, Binary, Const, Expr, Kernel, Let, Loop, Persistent, Stmt, Var, shared_layout
+from ..ir.types import ScalarType
 from ..ir.walk import substitute
 from ..poly import PolyFacts
 from ..targets import GridUnit
@@ -194,3 +195,27 @@ def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
         lets.append(Let(name, value, comment))
         inner *= extent
     return list(reversed(lets))
+
+
+INT32_MAX = 2**31 - 1
+
+
+def assemble(model, launch: Launch, body: tuple[Stmt, ...], shared=(), values=(), block=None) -> Kernel:
+    """The kernel of ``model``: its name, arrays, grid, index type (64-bit past 2^31 elements) and
+    resident blocks, with ``body``, the ``shared`` buffers (laid out in order), the by-value
+    ``values``, and ``block`` where the block is not the launch's (a producer warpgroup added)."""
+    big = any(b.size > INT32_MAX for b in model.buffers)
+    return Kernel(
+        name=f"{model.function}__gpu__",
+        buffers=model.buffers,
+        grid=launch.grid,
+        block=block or launch.block,
+        body=body,
+        index_type=ScalarType.int64 if big else ScalarType.int32,
+        dynamic_shared_bytes=shared_layout(shared)[1],
+        shared=tuple(shared),
+        values=tuple(values),
+        min_blocks=model.blocks_per_sm,
+        cluster=launch.cluster,
+        persistent=launch.persistent,
+    )

@@ -18,16 +18,12 @@ from ..ir.kernel import (
     Store,
     Var,
     all_of,
-    shared_layout,
 )
-from ..ir.types import ScalarType
 from ..ir.walk import substitute
 from ..poly import Guard, PolyFacts
 from . import cache, private, tensor
 from .guards import guard_levels
-from .launch import Launch, persistent_loop, split_coordinates
-
-INT32_MAX = 2**31 - 1
+from .launch import Launch, assemble, persistent_loop, split_coordinates
 
 
 def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None,
@@ -80,7 +76,6 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
             body = (*cache.fill(shared, None, as_expr), *body, *cache.drain(shared, None, launch.block, as_expr))
         return body
 
-    big = any(b.size > INT32_MAX for b in model.buffers)
     buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) + cache.tma_buffers(shared)
     if launch.persistent is None:
         body = (*launch.coordinates, *level(0))
@@ -88,19 +83,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         block_lets, group_lets = split_coordinates(model, launch)
         body = (*group_lets, *persistent_loop(launch, (*block_lets, *level(0))))
     body = (*cache.tma_setup(shared), *body)
-    return Kernel(
-        name=f"{model.function}__gpu__",
-        buffers=model.buffers,
-        grid=launch.grid,
-        block=launch.block,
-        body=body,
-        index_type=ScalarType.int64 if big else ScalarType.int32,
-        dynamic_shared_bytes=shared_layout(buffers)[1],
-        shared=buffers,
-        values=tuple(c.tma for c in shared if c.tma is not None),
-        min_blocks=model.blocks_per_sm,
-        persistent=launch.persistent,
-    )
+    return assemble(model, launch, body, buffers, tuple(c.tma for c in shared if c.tma is not None))
 
 
 def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...], unrolled: set[str]) -> Loop:
