@@ -4,9 +4,10 @@ the blocks along BLOCK_Z each sum a part of k into a float32 workspace and a sec
 the parts into C, so a product with few output tiles (1024 x 1024: 64 tiles of 128 x 128 for
 132 multiprocessors) still fills the GPU.
 
-A variant is named ``<operand>_<M>x<N>x<K>_b<m>x<n>_s<stages>_k<splits>[_p<group>]``: C of the
-operand's type, accumulated in float32 fragments; ``_k1`` is the plan without split-K,
-``_p<group>`` a persistent grid.
+A variant is named ``<operand>_<M>x<N>x<K>_b<m>x<n>_s<stages>_k<splits>[_p<group>][_add]``: C of
+the operand's type, accumulated in float32 fragments; ``_k1`` is the plan without split-K,
+``_p<group>`` a persistent grid, ``_add`` the split combined by TMA reductions into C in any order
+(``plan.split_k(deterministic=False)``: no workspace, no second kernel).
 
 Usage: python benchmarks/split_k.py [OUTPUT_DIR] [--only SUBSTRING]   (hat_packages unless
 given), then on the GPU
@@ -29,8 +30,12 @@ import schedc as acc  # noqa: E402
 F16, BF16 = acc.ScalarType.float16, acc.ScalarType.bfloat16
 SHORT = {F16: "fp16", BF16: "bf16"}
 
-# (operand, (M, N, K), block (m, n, k), stages, splits, persistent group or 0)
+# (operand, (M, N, K), block (m, n, k), stages, splits, persistent group or 0[, deterministic])
 VARIANTS = [
+    (F16, (1024, 1024, 14336), (128, 128, 64), 5, 2, 8, False),
+    (F16, (1024, 1024, 14336), (128, 128, 64), 5, 2, 0, False),
+    (F16, (1024, 1024, 14336), (128, 256, 64), 4, 4, 0, False),
+    (BF16, (1024, 1024, 14336), (128, 128, 64), 5, 2, 8, False),
     (F16, (1024, 1024, 14336), (128, 128, 64), 4, 1, 8),
     (F16, (1024, 1024, 14336), (128, 128, 64), 4, 2, 0),
     (F16, (1024, 1024, 14336), (128, 128, 64), 5, 2, 0),
@@ -66,9 +71,9 @@ VARIANTS = [
 ]
 
 
-def name_of(operand, size, block, stages, splits, group) -> str:
+def name_of(operand, size, block, stages, splits, group, deterministic=True) -> str:
     return (f"{SHORT[operand]}_{'x'.join(map(str, size))}_b{block[0]}x{block[1]}_s{stages}_k{splits}"
-            + (f"_p{group}" if group else ""))
+            + (f"_p{group}" if group else "") + ("" if deterministic else "_add"))
 
 
 def main() -> None:
@@ -78,12 +83,14 @@ def main() -> None:
     options = parser.parse_args()
     package = acc.Package()
     for variant in VARIANTS:
-        operand, size, block, stages, splits, group = variant
+        operand, size, block, stages, splits, group, *deterministic = variant
         name = name_of(*variant)
         if options.only not in name:
             continue
         plan, args = hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, output=operand,
                                           splits=splits, persistent={"group": group} if group else None)
+        if deterministic and not deterministic[0]:
+            plan.split_k(deterministic=False)
         package.add(plan, args, base_name=name)
     package.build("split_k", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{options.output}/split_k")
 

@@ -302,3 +302,96 @@ def test_the_sample_builds_and_verifies(tmp_path):
     for name in package.names:
         reports = run_function(package[name], seed=2)
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+# -- split_k(deterministic=False): the blocks add their tiles into C by TMA reductions ---------
+
+
+def adding(out=T.float16, prologue=None, epilogue=None, splits=4, **options):
+    operand = T.bfloat16 if out is T.bfloat16 else T.float16
+    plan, args = kit.hopper_matmul.matmul(256, 128, 512, operand, block=(128, 128, 64), stages=2, output=out,
+                                          splits=splits, prologue=prologue, epilogue=epilogue, **options)
+    plan.split_k(deterministic=False)
+    return plan, args
+
+
+ADDING = {
+    "fp16": lambda: adding(),
+    "f32_set": lambda: adding(T.float32, prologue=(OPS.SET, 0.0)),
+    "bf16_scale_persistent": lambda: adding(T.bfloat16, prologue=(OPS.SCALE, 0.5), persistent={"group": 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADDING))
+def test_order_free_split_adds_tiles_into_c(name):
+    """No workspace and no combine: the partial sums' TMA stores add into C (after a kernel that
+    applies the prologue op to C, where there is one); the emulator adds as the TMA unit does."""
+    from schedc.ir.kernel import TmaStore
+    from schedc.ir.walk import walk_statements
+
+    function = emulated(*ADDING[name]())
+    assert not function.workspaces
+    *before, partial = function.kernels
+    assert [k.name.split("__")[1] for k in before] == (["prologue"] if "_" in name else [])
+    stores = [s for s in walk_statements(partial.body) if isinstance(s, TmaStore)]
+    assert stores and all(s.adds for s in stores)
+
+
+def test_order_free_split_is_refused_with_an_epilogue_op():
+    with pytest.raises(PlanError, match=r"split_k\(deterministic=False\): the epilogue op ReLU needs each element's "
+                                        "whole sum"):
+        compile_function_plan(*adding(epilogue=(OPS.ReLU, 0.0)))
+
+
+def test_order_free_split_is_refused_without_tma_tiles_of_c():
+    plan, args = tensor_matmul(32, 32, 64, splits=2)
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match="each block adds its tiles into C by TMA reductions, from a wgmma plan whose A "
+                                        "and B come through TMA rings; this plan has mma_sync tiles"):
+        compile_function_plan(plan, args)
+    simt, args = simt_matmul(32, 32, 64, block=(16, 16), splits=2)
+    simt.split_k(deterministic=False)
+    with pytest.raises(PlanError, match="from a wgmma plan's tiles; this plan is not tensorized"):
+        compile_function_plan(simt, args)
+
+
+def test_order_free_split_needs_a_split():
+    plan, args = simt_matmul(32, 32, 64, block=(16, 16))
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match="no loop of a dimension the statements sum over is bound to a grid unit"):
+        compile_function_plan(plan, args)
+
+
+def test_the_race_check_lets_only_adds_meet():
+    """The partial model's blocks write the same elements of C: accepted as adds, refused as a
+    race once the stores are plain again."""
+    import dataclasses
+
+    from schedc import poly
+    from schedc.ir.model import freeze
+    from schedc.package.build import name_arrays
+
+    plan, args = adding()
+    name_arrays("t", plan, args, "mm")
+    model = freeze(plan, "mm", args)
+    (partial,) = split.models(model, split.find(model))
+    bound = [n for b in partial.bindings for n in b.loops]
+    assert poly.find_race(partial, bound, frozenset({"C"})) is None
+    race = poly.find_race(dataclasses.replace(partial, adds_into=""), bound)
+    assert race is not None and race.array == "C"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(ADDING))
+def test_order_free_split_on_the_gpu(name, tmp_path):
+    """The GPU's TMA reductions add every block's tile into C: C matches the reference and the
+    emulator's within the tolerance (the order of the adds, and so the rounding, may differ)."""
+    from schedc.verify import compare_with_emulator, run_function
+
+    package = acc.Package()
+    package.add(*ADDING[name](), base_name=name)
+    path = package.build(name, format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    require_gpu()
+    fn = acc.load(path).functions[name]
+    for reports in (run_function(fn, seed=7), compare_with_emulator(fn, seed=7)):
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))

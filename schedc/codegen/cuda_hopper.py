@@ -83,7 +83,8 @@ def _tma(p, s: TmaLoad, pad: str, depth: int) -> list[str]:
 @EMITTERS.handles(TmaStore)
 def _tma_store(p, s: TmaStore, pad: str, depth: int) -> list[str]:
     comment = [f"{pad}// TMA store: {s.comment}"] if s.comment else []
-    return [*comment, f"{pad}schedc::tma_store_2d(&{s.tensor_map}, {_coords(p, s)}, "
+    helper = "tma_add_2d" if s.adds else "tma_store_2d"
+    return [*comment, f"{pad}schedc::{helper}(&{s.tensor_map}, {_coords(p, s)}, "
                       f"&{s.source}[{p.offset(s.source, s.source_origin)}]);"]
 
 

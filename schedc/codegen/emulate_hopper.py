@@ -478,7 +478,12 @@ def _tma_store(b, s: TmaStore, mask) -> None:
             inside &= (index >= 0) & (index < extent[d])
             offset += index * array.strides[d]
         memory = b.memory[spec.array]
-        memory[offset[inside]] = values[inside].astype(memory.dtype)
+        if s.adds:  # in the array's type, as the TMA unit adds (the blocks run one after another here)
+            wide = np.float32 if memory.dtype.kind == "f" or memory.dtype.name == "bfloat16" else memory.dtype
+            total = memory[offset[inside]].astype(wide) + values[inside].astype(wide)
+            memory[offset[inside]] = total.astype(memory.dtype)
+        else:
+            memory[offset[inside]] = values[inside].astype(memory.dtype)
         b.written[spec.array][offset[inside]] = True
         h.bulk_open.setdefault(int(thread), []).append(token)
 

@@ -468,6 +468,7 @@ class TmaStore:
     source_origin: tuple[Expr, ...]
     coords: tuple[Expr, ...]
     comment: str = ""
+    adds: bool = False  # add the box into the array's elements instead (``cp.reduce.async.bulk.tensor .add``)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,8 @@ class Model:
     specialization: tuple[bool, int, int] | None = None
     persistence: tuple[int, int] | None = None  # plan.persistent: (group, blocks; 0 = one per multiprocessor)
     clustering: tuple[GridUnit, int] | None = None  # plan.cluster: (the block unit, blocks along it)
+    split_deterministic: bool = True  # plan.split_k: a split reduction's sums added in a fixed order
+    adds_into: str = ""  # split-K in any order: the array the statements' stores add into (TMA reductions)
 
     @property
     def gpu(self) -> GPUModel:
@@ -194,6 +196,7 @@ def freeze(plan: Plan, function: str, args: tuple[Array, ...]) -> Model:
         specialization=plan.specialization,
         persistence=plan.persistence,
         clustering=plan.clustering,
+        split_deterministic=plan.split_deterministic,
     )
 
 

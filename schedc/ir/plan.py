@@ -139,6 +139,7 @@ class Plan:
         self.caches: list[CacheRequest] = []
         self.specialization: tuple[bool, int, int] | None = None  # warp_specialize (None: AUTO)
         self.persistence: tuple[int, int] | None = None  # persistent: (group, blocks; 0 = one per SM)
+        self.split_deterministic = True  # split_k: a split reduction's sums added in a fixed order
         self.clustering: tuple[GridUnit, int] | None = None  # cluster: (block unit, blocks along it)
         schedule._plan_created = True
 
@@ -640,6 +641,31 @@ class Plan:
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 1 <= value <= 2**31 - 1:
                 raise PlanError(where, f"{name} must be a positive integer, not {value!r}")
         self.persistence = (int(group), int(blocks or 0))
+
+    # -- split-K --------------------------------------------------------------------------------
+
+    @recorded(_later)
+    def split_k(self, deterministic: bool = True) -> None:
+        """How blocks that split a reduction combine their sums (split-K: a loop of a dimension
+        the statements sum over, bound to a grid unit). ``deterministic`` (the default): each
+        block sums into its slice of a float32 workspace and a second kernel adds the slices to
+        C in a fixed order, the same bits every run. ``deterministic=False``: each block adds
+        its tile of sums into C itself, in whatever order the blocks finish (TMA reductions,
+        ``cp.reduce.async.bulk.tensor``): no workspace and no second kernel, but the rounding
+        may differ between runs.
+
+        **Requires** (``deterministic=False``): a wgmma plan whose C tiles leave by TMA (a 2-D
+        C of float32, float16 or bfloat16, rows 16 bytes apart), no epilogue op (it needs the
+        whole sum); a prologue op is applied to C by a kernel before the products.
+
+        Before → after (k in 2 parts on BLOCK_Z)::
+
+            C[i, j] += A[i, k] * B[k, j]      C_tile = A[i, part] @ B[part, j]   (each block)
+                                              C[tile] += C_tile                  (TMA reduction)
+        """
+        if not isinstance(deterministic, bool):
+            raise PlanError(f"split_k(deterministic={deterministic!r})", "deterministic must be True or False")
+        self.split_deterministic = deterministic
 
     # -- thread block clusters ------------------------------------------------------------------
 

@@ -135,7 +135,7 @@ def _check_launch(model, launch: Launch) -> None:
 def _check_races(model) -> None:
     """Different grid coordinates must never touch an element that one of them writes."""
     bound = [name for b in model.bindings for name in b.loops]
-    conflict = poly.find_race(model, bound)
+    conflict = poly.find_race(model, bound, frozenset({model.adds_into} - {""}))
     if conflict is None:
         return
     units = {name: b.unit.name for b in model.bindings for name in b.loops}

@@ -56,6 +56,9 @@ from . import tensor
 from .launch import WARPGROUP, Launch
 
 GROUP = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))  # the thread's warpgroup
+# element types a TMA reduction adds into global memory
+REDUCIBLE = frozenset({ScalarType.float32, ScalarType.float16, ScalarType.bfloat16, ScalarType.int32,
+                       ScalarType.uint32})
 ISSUER = Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0))  # a warpgroup's first thread
 
 
@@ -71,6 +74,7 @@ class TmaOutput:
     chunk: int
     loads: bool = False
     barrier: SharedBuffer | None = None  # loads: one mbarrier per slot of each consumer warpgroup
+    adds: bool = False  # the stores add into C (TMA reductions: split_k(deterministic=False))
 
     @property
     def slots(self) -> int:
@@ -108,7 +112,8 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
             or (array.strides[0] * size) % tma.GLOBAL_ALIGN:
         return None
-    if any(r in outer for r in tiles.reductions):
+    adds = model.adds_into == c.buffer
+    if any(r in outer for r in tiles.reductions) and not adds:
         return None  # C's tile is stored more than once: a later load must not race the TMA store
     m, n, _ = model.tensorize.mma_shape.mnk
     row_bytes = n * size
@@ -127,6 +132,9 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     def fits(*buffers: SharedBuffer) -> bool:
         return shared_layout([*ring, *buffers])[1] <= model.gpu.shared_memory_max
 
+    if adds:
+        two = staging(2)
+        return TmaOutput(c.buffer, two, tmap, chunk, adds=True) if array.dtype in REDUCIBLE and fits(two) else None
     if model.tensorize.prologue_op is MMAFragmentOp.NONE:
         chunks = tiles_per_group * n // chunk
         for slots in sorted((d for d in range(min(2, chunks), chunks + 1) if chunks % d == 0), reverse=True):
@@ -243,6 +251,7 @@ def _store_chunk(out: TmaOutput, s: FragmentStore, slot: tuple[Expr, ...], first
         Fence("proxy_async"),
         NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's chunk is written"),
         If(ISSUER, (TmaStore(out.map.name, out.buffer.name, slot, _coords(s, first),
-                             f"{out.array}: columns {first}..{first + out.chunk - 1} of the warpgroup's tile"),
+                             f"{out.array}: columns {first}..{first + out.chunk - 1} of the warpgroup's tile"
+                             + (", added into it" if out.adds else ""), out.adds),
                     BulkCommit(), *(then or ())), "one thread of the warpgroup stores the chunk"),
     ]

@@ -310,8 +310,17 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
     None (the threads store C themselves): ``epilogue.plan_output``."""
     full, empty = _barriers(caches[0].stages)
     tiles_per_group = math.prod(len(tensor._values(model, b)) for b in roles.shape.blocked)
-    return epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty), roles.shape.outer,
-                                tiles_per_group)
+    output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty),
+                                  roles.shape.outer, tiles_per_group)
+    if model.adds_into and output is None:
+        c = model.buffer(model.adds_into)
+        raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {c.name} by TMA reductions, "
+                                                        f"which need {c.name} a 2-D array of float32, float16, "
+                                                        "bfloat16 or 32-bit integers with rows 16 bytes apart, tile "
+                                                        "rows of 32, 64 or 128·k bytes and two slots a warpgroup "
+                                                        f"beside the ring ({c.name} is {c.dtype.value}"
+                                                        f"{list(c.shape)}): use the deterministic split (split_k())")
+    return output
 
 
 def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...],

@@ -119,6 +119,12 @@ def warp_roles(ir: Lowering) -> Lowering:
 def epilogue_slots(ir: Lowering) -> Lowering:
     """wgmma plans: C's tiles through shared slots by TMA (stores, and loads where C is read), or not."""
     if not ir.tma:
+        if ir.model.adds_into:
+            kind = "a SIMT plan" if ir.tiles is None else f"{ir.tiles.family} tiles"
+            raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {ir.model.adds_into} by "
+                                                            "TMA reductions, from a wgmma plan whose A and B come "
+                                                            f"through TMA rings; this plan has {kind}: use the "
+                                                            "deterministic split (split_k())")
         return ir
     return dataclasses.replace(ir, output=hopper.plan_epilogue(ir.model, ir.tiles, ir.tma, ir.launch, ir.roles))
 

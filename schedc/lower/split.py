@@ -68,6 +68,9 @@ def find(model: Model) -> Split | None:
     found = [(b.unit, name) for b in model.bindings if b.unit.level == "block" for name in b.loops
              if _sums_over(model, model.loop(name).dim)]
     if not found:
+        if not model.split_deterministic:
+            raise PlanError("split_k(deterministic=False)", "no loop of a dimension the statements sum over is bound "
+                                                            "to a grid unit: there is no split to combine")
         return None
     if len(found) > 1 or any(b.unit.level == "block" and len(b.loops) > 1 for b in model.bindings
                              if any(name in b.loops for _, name in found)):
@@ -160,7 +163,10 @@ def workspace(model: Model, split: Split) -> Buffer:
 
 
 def models(model: Model, split: Split) -> tuple[Model, ...]:
-    """The function's kernels as models, in launch order: (clear,) partial, combine."""
+    """The function's kernels as models, in launch order: (clear,) partial, combine; or, with
+    ``split_k(deterministic=False)``, (prologue,) partial sums added into the target."""
+    if not model.split_deterministic:
+        return adding_models(model, split)
     space = workspace(model, split)
     partial = partial_model(model, split, space)
     combine = combine_model(model, split, dataclasses.replace(space, role="input"))
@@ -169,9 +175,37 @@ def models(model: Model, split: Split) -> tuple[Model, ...]:
     return clear_model(model, split, dataclasses.replace(space, role="output")), partial, combine
 
 
-def partial_model(model: Model, split: Split, space: Buffer) -> Model:
+def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
+    """Split-K in any order: each block adds its tile of sums into the target (``adds_into``,
+    TMA reductions, the accumulators starting at zero), after a kernel that applies the prologue
+    op to the target where there is one."""
+    t = model.tensorize
+    where = "split_k(deterministic=False)"
+    if t is None:
+        raise PlanError(where, "the blocks add their sums into C by TMA reductions from a wgmma plan's tiles; this "
+                               "plan is not tensorized: use the deterministic split (split_k())")
+    if t.epilogue_op is not MMAFragmentOp.NONE:
+        raise PlanError(where, f"the epilogue op {t.epilogue_op.name} needs each element's whole sum, and each block "
+                               "adds only its part: use the deterministic split (split_k()), whose combine applies it")
+    partial = partial_model(model, split, None)
+    partial = dataclasses.replace(partial, adds_into=split.target, tensorize=dataclasses.replace(
+        partial.tensorize, prologue_op=MMAFragmentOp.SET, prologue_arg=0.0))
+    if t.prologue_op is MMAFragmentOp.NONE:
+        return (partial,)
+    target = model.buffer(split.target)
+    dims = _element_dims(split.extents)
+    here = tuple(Var(name) for name, _ in dims)
+    index = tuple(_shifted_up(v, o) for v, o in zip(here, split.origin))
+    acc = accumulator_type(target.dtype)
+    value = _as(_op(model, "prologue", _as(Load(target.name, index, target.dtype), acc), acc), target.dtype)
+    prologue = _element_model(model, f"{model.function}__prologue", dims, (target,),
+                              (Store(target.name, index, value),))
+    return prologue, partial
+
+
+def partial_model(model: Model, split: Split, space: Buffer | None) -> Model:
     """The plan with ``split.loop`` over a dimension of its own and the statements accumulating
-    into the workspace's slice of the block."""
+    into the workspace's slice of the block (``space``), or into their own target (None)."""
     dim_name = model.dims[split.dim][0]
     part = f"{dim_name}__split"
     dims = list(model.dims)
@@ -182,6 +216,11 @@ def partial_model(model: Model, split: Split, space: Buffer) -> Model:
                   for lp in model.loops)
     # the split loop's sums with the loops inside it stay below the dimension's size, which it divides
     groups = tuple(g for g in model.groups if split.loop not in g.members)
+    if space is None:  # the statements keep their target, over the new dimensions
+        statements = tuple(dataclasses.replace(s, index=tuple(substitute(i, rejoin) for i in s.index),
+                                               value=substitute(s.value, rejoin)) for s in model.statements)
+        return dataclasses.replace(model, function=f"{model.function}__partial", dims=tuple(dims),
+                                   statements=statements, loops=loops, groups=groups)
     statements = tuple(_partial_statement(s, split, space, rejoin, Var(part)) for s in model.statements)
     used = {space.name} | set().union(*(buffers_read(s.value) for s in statements))
     buffers = (*(b for b in model.buffers if b.name in used), space)

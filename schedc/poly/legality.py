@@ -31,14 +31,16 @@ class Conflict:
     second_statement: int
 
 
-def find_race(model, bound: list[str]) -> Conflict | None:
-    """Two different grid coordinates touching one element, one writing; None if none."""
+def find_race(model, bound: list[str], adds: frozenset[str] = frozenset()) -> Conflict | None:
+    """Two different grid coordinates touching one element, one writing; None if none. A
+    reduction ``T += X`` into an array of ``adds`` adds into memory in one step (an atomic add,
+    a TMA reduction): its instances may meet in any order."""
     if not bound:
         return None
     names = [lp.name for lp in model.loops]
     projection = _projection(names, bound)
     ordered = projection.apply_range(isl.Map.lex_lt(projection.range().get_space())).apply_range(projection.reverse())
-    return _first_conflict(model, names, ordered, "race", exempt_reductions=False)
+    return _first_conflict(model, names, ordered, "race", exempt_reductions=False, adds=adds)
 
 
 def find_order_violation(model, bound: list[str]) -> Conflict | None:
@@ -52,7 +54,8 @@ def find_order_violation(model, bound: list[str]) -> Conflict | None:
     return _first_conflict(model, names, pairs, "order", exempt_reductions=True)
 
 
-def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: bool) -> Conflict | None:
+def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: bool,
+                    adds: frozenset[str] = frozenset()) -> Conflict | None:
     # over iteration counters (no strides): the lexicographic orders and equalities of loop
     # values are those of their counters, and isl needs no existential variables
     domain, values = sets.counter_domain(model), sets.counters(model)
@@ -64,6 +67,8 @@ def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: 
             if a.array != b.array or not (a.is_write or b.is_write):
                 continue
             if exempt_reductions and a.statement == b.statement and a.reduction and b.reduction:
+                continue
+            if a.array in adds and a.reduction and b.reduction:
                 continue
             same_element = a.relation(names, values).apply_range(b.relation(names, values).reverse())
             conflict = pairs.intersect(same_element)

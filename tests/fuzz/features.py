@@ -23,6 +23,7 @@ def features(p: Program) -> list[str]:
         found.append("warp_specialize" + str(p.specialize))
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
     found += ["split-K (a reduction's loop on blocks)"] if split_k(p) else []
+    found += ["split_k(deterministic=False)"] if p.order_free else []
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
         found.append("partial tiles")
@@ -50,6 +51,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {f"warp_specialize({p.specialize[0]})"} if p.specialize is not None else set()
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"split-K"} if split_k(p) else set()
+    found |= {"split-K by TMA reductions"} if p.order_free else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()
     found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()

@@ -47,6 +47,8 @@ def _attempt(rng: random.Random, only: str | None = None) -> Program:
         program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
     if rng.random() < (0.3 if program.tensorize is not None else 0.03):  # blocks sharing tiles by TMA multicast
         program = replace(program, cluster=(rng.choice((2, 2, 4)), rng.choice(("BLOCK_Y", "BLOCK_Y", "BLOCK_X"))))
+    if rng.random() < 0.03:  # split-K by TMA reductions: only wgmma plans with C's tiles by TMA take it
+        program = replace(program, order_free=True)
     return program
 
 

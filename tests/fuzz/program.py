@@ -173,6 +173,7 @@ class Program:
     cluster: tuple[int, str] | None = None  # plan.cluster(size, unit)
     blocks_per_sm: int = 0  # schedule.create_plan(target, _blocks_per_SM=); 0: unset
     specialize: tuple[bool, int, int] | None = None  # plan.warp_specialize(enabled, producer_, consumer_registers)
+    order_free: bool = False  # plan.split_k(deterministic=False): a split's sums added into C by TMA reductions
 
     @property
     def nest_indices(self) -> tuple[str, ...]:

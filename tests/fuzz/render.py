@@ -141,6 +141,8 @@ def _plan(program: Program) -> str:
         enabled, producer, consumer = program.specialize
         registers = f", producer_registers={producer}, consumer_registers={consumer}" if producer else ""
         lines.append(f"plan.warp_specialize({enabled}{registers})")
+    if program.order_free:
+        lines.append("plan.split_k(deterministic=False)")
     return "\n".join(lines) + "\n"
 
 

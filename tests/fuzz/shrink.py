@@ -135,6 +135,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, blocks_per_sm=0)
     if p.specialize is not None:
         yield replace(p, specialize=None)
+    if p.order_free:
+        yield replace(p, order_free=False)
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])

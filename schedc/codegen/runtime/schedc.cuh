@@ -609,6 +609,18 @@ __device__ __forceinline__ void tma_store_2d(const void* map, int inner, int out
 #endif
 }
 
+// like tma_store_2d, but the box is added into the array's elements (a reduction: blocks adding
+// into one element do so one at a time, in any order)
+__device__ __forceinline__ void tma_add_2d(const void* map, int inner, int outer, const void* src) {
+#if SCHEDC_SM90A
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];\n"
+                 :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(shared_address(src))
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
 // the thread's TMA stores since its last commit form a bulk group
 __device__ __forceinline__ void bulk_commit() {
 #if SCHEDC_SM90A
