@@ -8,6 +8,11 @@ slice of a float32 workspace, then a second kernel adds the two slices to C in a
 (the same bits every run). On sm_90 the second kernel is launched as a programmatic dependent of
 the first, so it starts without a launch gap.
 
+``matmul_<type>_1024x1024x14336_adds`` lets the blocks combine in any order instead
+(``plan.split_k(deterministic=False)``): k in four parts with 128 x 256 tiles, each block adds its
+tile of sums into C by TMA reductions, with no workspace and no second kernel (the rounding may
+differ between runs).
+
 Written out, the split is two lines of the schedule and one binding::
 
     kz = k
@@ -30,4 +35,8 @@ if __name__ == "__main__":
         plan, args = hopper_matmul.matmul(1024, 1024, 14336, operand, block=(128, 128, 64), stages=5, output=operand,
                                           splits=2, persistent={"group": 8})
         package.add(plan, args, base_name=f"matmul_{name}_1024x1024x14336")
+        plan, args = hopper_matmul.matmul(1024, 1024, 14336, operand, block=(128, 256, 64), stages=4, output=operand,
+                                          splits=4)
+        plan.split_k(deterministic=False)
+        package.add(plan, args, base_name=f"matmul_{name}_1024x1024x14336_adds")
     package.build("split_k_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/split_k_matmul")

@@ -293,9 +293,13 @@ def test_the_sample_builds_and_verifies(tmp_path):
 
     path = build_sample("split_k_matmul", tmp_path)
     package = acc.load(path)
-    assert sorted(package.names) == ["matmul_bf16_1024x1024x14336", "matmul_fp16_1024x1024x14336"]
+    assert sorted(package.names) == ["matmul_bf16_1024x1024x14336", "matmul_bf16_1024x1024x14336_adds",
+                                     "matmul_fp16_1024x1024x14336", "matmul_fp16_1024x1024x14336_adds"]
     for name in package.names:
         kernels = package[name].function.kernels
+        if name.endswith("_adds"):  # one kernel: its blocks add into C
+            assert [k.name.split("__")[1] for k in kernels] == ["partial"] and kernels[0].grid == (4, 8, 4)
+            continue
         assert [k.name.split("__")[1] for k in kernels] == ["partial", "combine"]
         assert [k.dependent_launch for k in kernels] == [False, True] and kernels[0].grid[0] == 128
     require_gpu()
@@ -395,3 +399,22 @@ def test_order_free_split_on_the_gpu(name, tmp_path):
     fn = acc.load(path).functions[name]
     for reports in (run_function(fn, seed=7), compare_with_emulator(fn, seed=7)):
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_a_sum_split_into_parts_of_one_value():
+    """B[0] += A[i] with i itself on BLOCK_Z (random tester seed 5402 #1841: an internal error):
+    each block's part is one value of i, and the dimension numbers the parts."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.int64, shape=(2,))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.int64, shape=(1,))
+    nest = acc.Nest(shape=(2,))
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[0] += A[i]
+
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = nest.create_schedule().create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Z})
+    function = emulated(plan, (A, B))
+    assert function.kernels[1].grid == (1, 1, 2)

@@ -209,11 +209,14 @@ def partial_model(model: Model, split: Split, space: Buffer | None) -> Model:
     dim_name = model.dims[split.dim][0]
     part = f"{dim_name}__split"
     dims = list(model.dims)
-    dims[split.dim] = (dim_name, split.step)
-    dims.append((part, split.splits))
-    rejoin = {dim_name: Binary("+", Binary("*", Const(split.step), Var(part)), Var(dim_name))}
-    loops = tuple(LoopSpec(lp.name, len(dims) - 1, 0, split.splits, 1) if lp.name == split.loop else lp
-                  for lp in model.loops)
+    if split.step == 1:  # one value a part: the dimension itself numbers the parts
+        part, rejoin, loops = dim_name, {}, model.loops
+    else:
+        dims[split.dim] = (dim_name, split.step)
+        dims.append((part, split.splits))
+        rejoin = {dim_name: Binary("+", Binary("*", Const(split.step), Var(part)), Var(dim_name))}
+        loops = tuple(LoopSpec(lp.name, len(dims) - 1, 0, split.splits, 1) if lp.name == split.loop else lp
+                      for lp in model.loops)
     # the split loop's sums with the loops inside it stay below the dimension's size, which it divides
     groups = tuple(g for g in model.groups if split.loop not in g.members)
     if space is None:  # the statements keep their target, over the new dimensions

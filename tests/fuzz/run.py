@@ -140,7 +140,7 @@ def build_into(text: str, directory: str) -> list:
 
 def _check_bare_nest(program: Program, refused: Outcome) -> Outcome:
     bare = replace(program, steps=(), order=None, bindings=(), unrolls=(), caches=(), tensorize=None, persistent=None,
-                   cluster=None)
+                   cluster=None, order_free=False)
     try:
         build(render(bare))
     except SchedcError as error:
