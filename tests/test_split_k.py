@@ -31,6 +31,24 @@ def emulated(plan, args, blocks=None):
     return function
 
 
+def k_on_blocks(logic, *arrays, rows: int = 16, k: int = 64, part: int = 16):
+    """The plan and args of a nest over (i, k) whose ``logic(i, k)`` writes ``arrays``: k split
+    in parts of ``part`` with the outer loop on BLOCK_Z, i on threads."""
+    nest = acc.Nest(shape=(rows, k))
+    i, j = nest.get_indices()  # j: the dimension the statements sum over
+    nest.iteration_logic(lambda: logic(i, j))
+    s = nest.create_schedule()
+    s.split(j, part)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({j: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
+    return plan, arrays
+
+
+def f32(name: str, *shape):
+    return acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=shape, name=name)
+
+
 PLANS = {
     "simt": (lambda: simt_matmul(48, 64, 96, block=(16, 16), splits=3), 3),
     "simt_shared_fp16": (lambda: simt_matmul(32, 32, 128, block=(16, 16), dtype=T.float16, shared_k=16,
@@ -104,22 +122,13 @@ def test_the_combine_applies_the_ops_once_after_the_sum():
 
 
 def test_refused_when_the_statement_is_not_a_reduction():
-    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(16, 64))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(16,))
-    nest = acc.Nest(shape=(16, 64))
-    i, k = nest.get_indices()
+    A, C = f32("A", 16, 64), f32("C", 16)
 
-    @nest.iteration_logic
-    def _():
+    def logic(i, k):
         C[i] = C[i] * A[i, k]
 
-    s = nest.create_schedule()
-    s.split(k, 16)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = s.create_plan(target)
-    plan.bind({k: target.GridUnit.BLOCK_Z})
     with pytest.raises(PlanError, match=r"statement 1 \(C = \.\.\.\) is not a reduction C \+= \.\.\."):
-        compile_function_plan(plan, (A, C))
+        compile_function_plan(*k_on_blocks(logic, A, C))
 
 
 def test_refused_when_the_split_does_not_divide_k():
@@ -140,62 +149,34 @@ def test_refused_when_an_inner_loop_of_k_is_bound():
 
 
 def test_refused_when_two_arrays_accumulate():
-    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(16, 64))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(16,))
-    D = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(16,))
-    nest = acc.Nest(shape=(16, 64))
-    i, k = nest.get_indices()
+    A, C, D = f32("A", 16, 64), f32("C", 16), f32("D", 16)
 
-    @nest.iteration_logic
-    def _():
+    def logic(i, k):
         C[i] += A[i, k]
         D[i] += A[i, k] * 2.0
 
-    s = nest.create_schedule()
-    s.split(k, 16)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = s.create_plan(target)
-    plan.bind({k: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
     with pytest.raises(PlanError, match="accumulate into C, D"):
-        compile_function_plan(plan, (A, C, D))
+        compile_function_plan(*k_on_blocks(logic, A, C, D))
 
 
 def test_refused_when_the_writes_leave_holes_in_their_box():
-    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(32, 64))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(64,))
-    nest = acc.Nest(shape=(32, 64))
-    i, k = nest.get_indices()
+    A, C = f32("A", 32, 64), f32("C", 64)
 
-    @nest.iteration_logic
-    def _():
+    def logic(i, k):
         C[2 * i] += A[i, k]
 
-    s = nest.create_schedule()
-    s.split(k, 16)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = s.create_plan(target)
-    plan.bind({k: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
     with pytest.raises(PlanError, match=r"C\[1\] is not written"):
-        compile_function_plan(plan, (A, C))
+        compile_function_plan(*k_on_blocks(logic, A, C, rows=32))
 
 
 def test_a_row_sum_split_between_blocks():
-    """A reduction that is not a product: s[i] += A[i, k] over k split in 4 blocks."""
-    A = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(40, 256))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(40,))
-    nest = acc.Nest(shape=(40, 256))
-    i, k = nest.get_indices()
+    """A reduction that is not a product: s[i] += A[i, k]^2 over k split in 4 blocks."""
+    A, S = f32("A", 40, 256), f32("S", 40)
 
-    @nest.iteration_logic
-    def _():
+    def logic(i, k):
         S[i] += A[i, k] * A[i, k]
 
-    s = nest.create_schedule()
-    s.split(k, 64)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = s.create_plan(target)
-    plan.bind({k: target.GridUnit.BLOCK_Z, i: target.GridUnit.THREAD_X})
-    function = emulated(plan, (A, S))
+    function = emulated(*k_on_blocks(logic, A, S, rows=40, k=256, part=64))
     assert function.kernels[-1].grid == (1, 1, 1)
 
 

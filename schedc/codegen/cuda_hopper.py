@@ -102,16 +102,15 @@ def _named_barrier(p, s: NamedBarrier, pad: str, depth: int) -> list[str]:
     return [f"{pad}schedc::named_barrier({p.expr(s.id)}, {s.threads});{comment}"]
 
 
-@EMITTERS.handles(GridDependencyWait)
-def _grid_dependency_wait(p, s: GridDependencyWait, pad: str, depth: int) -> list[str]:
-    comment = f"  // {s.comment}" if s.comment else ""
-    return [f'{pad}asm volatile("griddepcontrol.wait;" ::: "memory");{comment}']
+# the instruction of each statement of programmatic dependent launch (sm_90; see lower/chain.py)
+_DEPENDENT_LAUNCH = {GridDependencyWait: '"griddepcontrol.wait;" ::: "memory"',
+                     LaunchDependents: '"griddepcontrol.launch_dependents;"'}
 
 
-@EMITTERS.handles(LaunchDependents)
-def _launch_dependents(p, s: LaunchDependents, pad: str, depth: int) -> list[str]:
+@EMITTERS.handles(GridDependencyWait, LaunchDependents)
+def _dependent_launch(p, s: GridDependencyWait | LaunchDependents, pad: str, depth: int) -> list[str]:
     comment = f"  // {s.comment}" if s.comment else ""
-    return [f'{pad}asm volatile("griddepcontrol.launch_dependents;");{comment}']
+    return [f"{pad}asm volatile({_DEPENDENT_LAUNCH[type(s)]});{comment}"]
 
 
 @EMITTERS.handles(ClusterSync)
