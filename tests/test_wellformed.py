@@ -221,9 +221,10 @@ def test_every_ir_statement_class_has_both_handlers():
     from schedc.codegen.cuda import EMITTERS
     from schedc.codegen.emulate import EXECUTORS
     from schedc.ir import kernel as ir
+    from schedc.lower.wellformed import RULES
 
     classes = set(typing.get_args(ir.Stmt))
-    assert classes <= set(EMITTERS.handlers) and classes <= set(EXECUTORS.handlers)
+    assert classes <= set(EMITTERS.handlers) and classes <= set(EXECUTORS.handlers) and classes <= set(RULES.handlers)
 
 
 def test_a_bounded_copy_may_read_past_its_source():

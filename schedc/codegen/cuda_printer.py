@@ -40,10 +40,10 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.registry import Registry
 from ..ir.types import ScalarType
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
 from .cuda_tensor import family_of
-from .registry import Registry
 
 INDENT = "    "
 _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,

@@ -24,6 +24,7 @@ from ..ir.kernel import (
     TileEdge,
     Var,
 )
+from ..ir.registry import Registry
 from ..ir.types import ScalarType
 
 _WMMA_TYPES = {"fp16": "__half", "bf16": "__nv_bfloat16", "tf32": "wmma::precision::tf32",
@@ -38,6 +39,9 @@ def family_of(printer, s: Stmt) -> str:
     return printer.fragments[name].family
 
 
+TILE_STATEMENTS = Registry("tile statement emitter")  # one method of Emitter per tile statement class
+
+
 class Emitter:
     """What every family's emitter does alike: it dispatches a tile statement; a family supplies
     ``declare``, ``fill``, ``load``, ``store`` and ``mma`` (prologue and epilogue ops are shared)."""
@@ -50,20 +54,26 @@ class Emitter:
         self.p = printer
 
     def statement(self, s: Stmt) -> list[str]:
-        if isinstance(s, Fragment):
-            self.p.fragments[s.name] = s
-            return self.declare(s)
-        if isinstance(s, FragmentFill):
-            return [self.fill(s.fragment, self.p.constant(s.value, self.p.fragments[s.fragment].dtype))]
-        if isinstance(s, FragmentLoad):
-            return self.load(s)
-        if isinstance(s, FragmentStore):
-            return self.store(s)
-        if isinstance(s, FragmentMma):
-            return self.mma(s)
-        if isinstance(s, FragmentAdd):
-            return self.add(s)
+        return TILE_STATEMENTS.handler(s)(self, s)
+
+    @TILE_STATEMENTS.handles(Fragment)
+    def _declared(self, s: Fragment) -> list[str]:
+        self.p.fragments[s.name] = s
+        return self.declare(s)
+
+    @TILE_STATEMENTS.handles(FragmentFill)
+    def _filled(self, s: FragmentFill) -> list[str]:
+        return [self.fill(s.fragment, self.p.constant(s.value, self.p.fragments[s.fragment].dtype))]
+
+    @TILE_STATEMENTS.handles(FragmentApply)
+    def _applied(self, s: FragmentApply) -> list[str]:
         return apply(self.p, s, self)
+
+    @TILE_STATEMENTS.handles(FragmentLoad, FragmentStore, FragmentMma, FragmentAdd)
+    def _moved(self, s) -> list[str]:
+        """The family's own ``load``, ``store``, ``mma`` or ``add``."""
+        method = {FragmentLoad: self.load, FragmentStore: self.store, FragmentMma: self.mma, FragmentAdd: self.add}
+        return method[type(s)](s)
 
     def add(self, s: FragmentAdd) -> list[str]:
         raise ValueError(f"{type(self).__name__} tiles are opaque: {s.source} cannot be added to {s.fragment}")

@@ -55,9 +55,9 @@ from ..ir.kernel import (
     Var,
 )
 from ..ir.numeric import binary, round_tf32, saturate
+from ..ir.registry import Registry
 from ..ir.types import ScalarType
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
-from .registry import Registry
 from .shared import SharedError, SharedMemory
 
 WARP = 32

@@ -24,9 +24,13 @@ from ..ir.kernel import (
     Stmt,
 )
 from ..ir.numeric import round_tf32
+from ..ir.registry import Registry
 
 WARP = 32
 LANES = np.arange(WARP)
+
+
+TILE_STATEMENTS = Registry("tile statement executor")  # one method of Executor per tile statement class
 
 
 class Executor:
@@ -38,23 +42,33 @@ class Executor:
         self.b = block
 
     def run(self, s: Stmt, mask: np.ndarray, active: np.ndarray) -> None:
-        b = self.b
-        if isinstance(s, Fragment):
-            b.specs[s.name] = s
-            b.fragments[s.name] = np.zeros((len(active), *self.shape(s)), dtype=_tile_dtype(s))
-        elif isinstance(s, FragmentFill):
-            frag = b.fragments[s.fragment]
-            frag[active] = frag.dtype.type(s.value)
-        elif isinstance(s, FragmentApply):
-            b.apply(s, active)
-        elif isinstance(s, FragmentAdd):
-            b.add(s, active)
-        elif isinstance(s, FragmentMma):
-            self.mma(s, active)
-        elif isinstance(s, FragmentLoad):
-            self.load(s, mask, active)
-        else:
-            self.store(s, mask, active)
+        TILE_STATEMENTS.handler(s)(self, s, mask, active)
+
+    @TILE_STATEMENTS.handles(Fragment)
+    def _declared(self, s: Fragment, mask: np.ndarray, active: np.ndarray) -> None:
+        self.b.specs[s.name] = s
+        self.b.fragments[s.name] = np.zeros((len(active), *self.shape(s)), dtype=_tile_dtype(s))
+
+    @TILE_STATEMENTS.handles(FragmentFill)
+    def _filled(self, s: FragmentFill, mask: np.ndarray, active: np.ndarray) -> None:
+        frag = self.b.fragments[s.fragment]
+        frag[active] = frag.dtype.type(s.value)
+
+    @TILE_STATEMENTS.handles(FragmentApply, FragmentAdd)
+    def _combined(self, s: FragmentApply | FragmentAdd, mask: np.ndarray, active: np.ndarray) -> None:
+        self.b.add(s, active) if isinstance(s, FragmentAdd) else self.b.apply(s, active)
+
+    @TILE_STATEMENTS.handles(FragmentMma)
+    def _multiplied(self, s: FragmentMma, mask: np.ndarray, active: np.ndarray) -> None:
+        self.mma(s, active)
+
+    @TILE_STATEMENTS.handles(FragmentLoad)
+    def _loaded(self, s: FragmentLoad, mask: np.ndarray, active: np.ndarray) -> None:
+        self.load(s, mask, active)
+
+    @TILE_STATEMENTS.handles(FragmentStore)
+    def _stored(self, s: FragmentStore, mask: np.ndarray, active: np.ndarray) -> None:
+        self.store(s, mask, active)
 
 
 class Wmma(Executor):

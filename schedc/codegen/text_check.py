@@ -72,6 +72,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.registry import Registry
 from ..ir.types import ScalarType
 from ..ir.walk import walk_statements
 from .cuda_printer import Printer
@@ -894,6 +895,9 @@ def _variable_bounds(kernel: Kernel) -> dict[str, tuple[int, int]]:
     return bounds
 
 
+CHECKS = Registry("text check")  # the statements whose lines hold expressions the check parses back
+
+
 class _Checker:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
@@ -917,12 +921,13 @@ class _Checker:
             return
         lines = self.printer.statement(s, 0)
         self.lines += [line for line in lines if line != "}"]
-        handler = _HANDLERS.get(type(s))
+        handler = CHECKS.handlers.get(type(s))  # statements without expressions: their lines appear, in order
         if handler is not None:
             handler(self, s, lines)
 
     # -- statements with expressions --
 
+    @CHECKS.handles(Store)
     def store(self, s: Store, lines: list[str]) -> None:
         self.line = lines[-1]
         buffer, offset, value = self.parse(self.line, "store", s.value)
@@ -935,6 +940,7 @@ class _Checker:
             self.fail(f"the value has C++ type {value.ctype}, stored into {element} implicitly", s.value,
                       self.line)
 
+    @CHECKS.handles(Let)
     def let(self, s: Let, lines: list[str]) -> None:
         self.line = lines[-1]
         ctype, name, value = self.parse(self.line, "let", s.value)
@@ -943,6 +949,7 @@ class _Checker:
             self.fail(f"declares {ctype} {name}, the IR {self.kernel.index_type.c_type} {s.name}", s.value, self.line)
         self.compare(s.value, value, self.printer.expr(s.value))
 
+    @CHECKS.handles(Loop)
     def loop(self, s: Loop, lines: list[str]) -> None:
         self.line = next(line for line in lines if line.startswith("for ("))
         ctype, var, start, cond, stepped, step = self.parse(self.line, "loop", s.stop)
@@ -952,11 +959,13 @@ class _Checker:
         self.compare(s.start, start, self.printer.expr(s.start))
         self.compare(Binary("<", Var(s.var), s.stop), cond, f"{s.var} < {self.printer.expr(s.stop)}")
 
+    @CHECKS.handles(If)
     def branch(self, s: If, lines: list[str]) -> None:
         self.line = next(line for line in lines if line.startswith("if ("))
         cond = self.parse(self.line, "branch", s.cond)
         self.compare(s.cond, cond, self.printer.expr(s.cond))
 
+    @CHECKS.handles(BlockCopy, StageLoad, StageStore, FragmentLoad, FragmentStore)
     def block_level(self, s, lines: list[str]) -> None:
         """Copies and tile loads/stores: their pointers' offsets and their bounds."""
         self.line = " ".join(lines)
@@ -1038,6 +1047,4 @@ class _Checker:
             at = found
 
 
-_HANDLERS = {Store: _Checker.store, Let: _Checker.let, Loop: _Checker.loop, If: _Checker.branch,
-             BlockCopy: _Checker.block_level, StageLoad: _Checker.block_level, StageStore: _Checker.block_level,
-             FragmentLoad: _Checker.block_level, FragmentStore: _Checker.block_level}
+

@@ -100,6 +100,7 @@ from ..ir.kernel import (
     launch_registers,
     roles_fit,
 )
+from ..ir.registry import Registry
 from ..ir.types import ScalarType, converts_implicitly
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
@@ -194,6 +195,9 @@ def _repeated(names: list[str]) -> list[str]:
 
 
 
+RULES = Registry("IR rule")  # one rule per statement class, each a method of _Checker
+
+
 class _Checker:
     def __init__(self, index_type: ScalarType = ScalarType.int32) -> None:
         self.index_type = index_type
@@ -271,12 +275,12 @@ class _Checker:
     def statement(self, s: Stmt, scope: _Scope) -> None:
         if isinstance(s, BLOCK_LEVEL) and scope.divergent:
             self.report("uniform", f"{type(s).__name__}{_label(s)} is not reached by every thread: {scope.divergent}")
-        handler = getattr(self, f"_{type(s).__name__}", None)
-        if handler is None:
+        if type(s) not in RULES.handlers:
             self.report("declared", f"unknown statement {type(s).__name__}")
             return
-        handler(s, scope)
+        RULES.handler(s)(self, s, scope)
 
+    @RULES.handles(Let)
     def _Let(self, s: Let, scope: _Scope) -> None:
         self.expr(s.value, scope, f"let {s.name}")
         self.declare(s.name, scope, "local")
@@ -284,6 +288,7 @@ class _Checker:
         if self.varies(s.value, scope):
             scope.varying.add(s.name)
 
+    @RULES.handles(Loop)
     def _Loop(self, s: Loop, scope: _Scope) -> None:
         for bound in (s.start, s.stop):
             self.expr(bound, scope, f"loop {s.var}")
@@ -295,12 +300,14 @@ class _Checker:
             inner.varying.add(s.var)
         self.body(s.body, inner)
 
+    @RULES.handles(If)
     def _If(self, s: If, scope: _Scope) -> None:
         self.expr(s.cond, scope, "condition")
         why = "under a condition that differs between threads" if self.varies(s.cond, scope) else ""
         self.body(s.body, scope.inner(why))
         self.body(s.orelse, scope.inner(why))
 
+    @RULES.handles(Store)
     def _Store(self, s: Store, scope: _Scope) -> None:
         where = f"store to {s.buffer}"
         buffer = self.array(s.buffer, scope, where)
@@ -315,18 +322,22 @@ class _Checker:
         if value is not None and not converts_implicitly(value, buffer.dtype):
             self.report("types", f"{where}: a {value.value} value into {buffer.dtype.value} elements")
 
+    @RULES.handles(PrivateArray)
     def _PrivateArray(self, s: PrivateArray, scope: _Scope) -> None:
         scope.arrays[s.name] = s
 
+    @RULES.handles(Staging)
     def _Staging(self, s: Staging, scope: _Scope) -> None:
         scope.stagings.add(s.name)
 
+    @RULES.handles(StageLoad)
     def _StageLoad(self, s: StageLoad, scope: _Scope) -> None:
         self.staging(s.staging, scope)
         self.array(s.source, scope, f"stage load of {s.staging}")
         for e in (*s.source_origin, *s.valid):
             self.expr(e, scope, f"stage load of {s.staging}")
 
+    @RULES.handles(StageStore)
     def _StageStore(self, s: StageStore, scope: _Scope) -> None:
         self.staging(s.staging, scope)
         target = self.array(s.target, scope, f"stage store of {s.staging}")
@@ -334,6 +345,7 @@ class _Checker:
             self.expr(e, scope, f"stage store of {s.staging}")
         self.whole_tile(s.target, target, s.target_origin, f"stage store of {s.staging}")
 
+    @RULES.handles(BlockCopy)
     def _BlockCopy(self, s: BlockCopy, scope: _Scope) -> None:
         where = f"copy {s.source} -> {s.target}"
         for name, origin in ((s.source, s.source_origin), (s.target, s.target_origin)):
@@ -352,11 +364,13 @@ class _Checker:
         if s.asynchronous:
             self.uncommitted += 1
 
+    @RULES.handles(AsyncCommit)
     def _AsyncCommit(self, s: AsyncCommit, scope: _Scope) -> None:
         self.commits += 1
         self.in_flight += 1
         self.uncommitted = 0
 
+    @RULES.handles(AsyncWait)
     def _AsyncWait(self, s: AsyncWait, scope: _Scope) -> None:
         if not self.commits:
             self.report("async", f"wait_group {s.pending} before any commit_group")
@@ -367,9 +381,11 @@ class _Checker:
         if s.pending == 0:
             self.in_flight = 0
 
+    @RULES.handles(Barrier)
     def _Barrier(self, s: Barrier, scope: _Scope) -> None:
         pass
 
+    @RULES.handles(Fragment)
     def _Fragment(self, s: Fragment, scope: _Scope) -> None:
         scope.fragments[s.name] = s
         family = FAMILIES.get(s.family)
@@ -379,12 +395,15 @@ class _Checker:
                 m.precision == s.precision and (s.m, s.n, s.k) in {sh.mnk for sh in m.shapes} for m in family.modes):
             self.report("fragments", f"fragment {s.name}: {family.name} has no {s.precision} {s.m}x{s.n}x{s.k} tiles")
 
+    @RULES.handles(FragmentFill)
     def _FragmentFill(self, s: FragmentFill, scope: _Scope) -> None:
         self.fragment(s.fragment, scope, "fill", ("accumulator",))
 
+    @RULES.handles(FragmentApply)
     def _FragmentApply(self, s: FragmentApply, scope: _Scope) -> None:
         self.columns(s, self.fragment(s.fragment, scope, s.op, ("accumulator",)), s.op)
 
+    @RULES.handles(FragmentAdd)
     def _FragmentAdd(self, s: FragmentAdd, scope: _Scope) -> None:
         frag = self.fragment(s.fragment, scope, "add", ("accumulator",))
         source = self.fragment(s.source, scope, f"add to {s.fragment}", ("accumulator",))
@@ -398,6 +417,7 @@ class _Checker:
                 and FAMILIES[frag.family].issued_by != "warpgroup":
             self.report("fragments", f"add of {s.source} to {s.fragment}: {frag.family} tiles are opaque")
 
+    @RULES.handles(FragmentLoad)
     def _FragmentLoad(self, s: FragmentLoad, scope: _Scope) -> None:
         frag = self.tile(s.fragment, s.buffer, s.origin, scope, "load", s.edge)
         if frag is None or frag.family not in FAMILIES:
@@ -407,7 +427,7 @@ class _Checker:
             else ("",) if family.layouts is None else ("ldmatrix", "elements")
         if s.path not in paths:
             ways = " or ".join(map(repr, paths))
-            self.report("fragments", f"load of {s.fragment}: {family.name} moves tiles by {ways}, not {s.path!r}")
+            self.report("fragments", f"load of {s.fragment}: {family.name} moves tiles by {ways}, not {str(s.path)!r}")
         elif s.path in ("ldmatrix", "descriptor") and not isinstance(scope.arrays.get(s.buffer), SharedBuffer):
             self.report("fragments", f"load of {s.fragment}: {s.path} reads shared memory, {s.buffer} is not shared")
         source = scope.arrays.get(s.buffer)
@@ -419,6 +439,7 @@ class _Checker:
         self.columns(s, frag, "load")
         self.vector(s, frag)
 
+    @RULES.handles(FragmentStore)
     def _FragmentStore(self, s: FragmentStore, scope: _Scope) -> None:
         frag = self.tile(s.fragment, s.buffer, s.origin, scope, "store", s.edge)
         if frag is not None and frag.use != "accumulator":
@@ -457,6 +478,7 @@ class _Checker:
             self.report("fragments", f"{s.fragment}: vectors of {s.vector} elements in a {family.name} tile "
                                      f"of {elements or 'opaque'} element(s) per lane")
 
+    @RULES.handles(FragmentMma)
     def _FragmentMma(self, s: FragmentMma, scope: _Scope) -> None:
         uses = {s.a: "matrix_a", s.b: "matrix_b", s.c: "accumulator", s.d: "accumulator"}
         frags = [self.fragment(name, scope, "mma", (use,)) for name, use in uses.items()]
@@ -477,29 +499,35 @@ class _Checker:
         if spec is not None:
             self.bounds(name, spec, (index,))
 
+    @RULES.handles(MbarrierInit)
     def _MbarrierInit(self, s: MbarrierInit, scope: _Scope) -> None:
         self.mbarrier(s.barrier, s.index, scope, "mbarrier init")
         if s.count < 1:
             self.report("hopper", f"mbarrier init of {s.barrier}: {s.count} arrivals per phase")
 
+    @RULES.handles(MbarrierArrive)
     def _MbarrierArrive(self, s: MbarrierArrive, scope: _Scope) -> None:
         self.mbarrier(s.barrier, s.index, scope, "mbarrier arrive")
         if s.cluster and (s.cluster > self.cluster or s.transaction_bytes):
             self.report("hopper", f"mbarrier arrive on {s.barrier} in {s.cluster} blocks of a cluster of {self.cluster}"
                         + (" with transaction bytes" if s.transaction_bytes else ""))
 
+    @RULES.handles(GridDependencyWait)
     def _GridDependencyWait(self, s: GridDependencyWait, scope: _Scope) -> None:
         if not self.dependent:
             self.report("dependent", "GridDependencyWait in a kernel not launched as a dependent (dependent_launch): "
                                      "it waits for nothing")
 
+    @RULES.handles(LaunchDependents)
     def _LaunchDependents(self, s: LaunchDependents, scope: _Scope) -> None:
         """Allowed anywhere: it only lets the next kernel's blocks be scheduled."""
 
+    @RULES.handles(ClusterSync)
     def _ClusterSync(self, s: ClusterSync, scope: _Scope) -> None:
         if self.cluster == 1:
             self.report("hopper", "a cluster barrier in a kernel launched without clusters")
 
+    @RULES.handles(MbarrierWait)
     def _MbarrierWait(self, s: MbarrierWait, scope: _Scope) -> None:
         self.mbarrier(s.barrier, s.index, scope, "mbarrier wait")
         self.expr(s.parity, scope, "mbarrier wait parity")
@@ -525,6 +553,7 @@ class _Checker:
             box = box[::-1]
         return target, spec, array, box
 
+    @RULES.handles(TmaLoad)
     def _TmaLoad(self, s: TmaLoad, scope: _Scope) -> None:
         what = f"TMA copy into {s.target}"
         self.mbarrier(s.barrier, s.index, scope, what)
@@ -551,6 +580,7 @@ class _Checker:
         else:
             self.whole_tile(s.target, target, s.target_origin, what)
 
+    @RULES.handles(TmaStore)
     def _TmaStore(self, s: TmaStore, scope: _Scope) -> None:
         what = f"TMA store from {s.source}"
         found = self.tma_copy(s, s.source, s.source_origin, scope, what)
@@ -566,13 +596,16 @@ class _Checker:
                                   f"{box} swizzled {spec.swizzle}")
         self.whole_tile(s.source, source, s.source_origin, what)
 
+    @RULES.handles(BulkCommit)
     def _BulkCommit(self, s: BulkCommit, scope: _Scope) -> None:
         pass
 
+    @RULES.handles(BulkWait)
     def _BulkWait(self, s: BulkWait, scope: _Scope) -> None:
         if s.pending < 0:
             self.report("hopper", f"bulk wait_group {s.pending}")
 
+    @RULES.handles(NamedBarrier)
     def _NamedBarrier(self, s: NamedBarrier, scope: _Scope) -> None:
         self.expr(s.id, scope, "named barrier")
         if isinstance(s.id, Const) and not 1 <= s.id.value <= 15:
@@ -580,20 +613,25 @@ class _Checker:
         if s.threads % 32 or not 0 < s.threads <= self.threads:
             self.report("hopper", f"named barrier of {s.threads} threads in a block of {self.threads}")
 
+    @RULES.handles(Fence)
     def _Fence(self, s: Fence, scope: _Scope) -> None:
         if s.kind not in ("mbarrier_init", "proxy_async"):
             self.report("hopper", f"unknown fence {s.kind!r}")
 
+    @RULES.handles(WarpgroupFence)
     def _WarpgroupFence(self, s: WarpgroupFence, scope: _Scope) -> None:
         pass
 
+    @RULES.handles(WarpgroupCommit)
     def _WarpgroupCommit(self, s: WarpgroupCommit, scope: _Scope) -> None:
         pass
 
+    @RULES.handles(WarpgroupWait)
     def _WarpgroupWait(self, s: WarpgroupWait, scope: _Scope) -> None:
         if s.pending < 0:
             self.report("hopper", f"wgmma wait_group {s.pending}")
 
+    @RULES.handles(Roles)
     def _Roles(self, s: Roles, scope: _Scope) -> None:
         taken: set[int] = set()
         for role in s.roles:

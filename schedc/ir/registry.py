@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import InternalError
-from ..ir.kernel import Stmt
-from ..ir.walk import walk_statements
+from .kernel import Stmt
+from .walk import walk_statements
 
 
 class Registry:
