@@ -96,7 +96,7 @@ class Plan:
         binding or tensor-core role and iteration count, then the statements."""
         from ..show import loop_nest
         from . import names
-        from .model import freeze
+        from .freeze import freeze
         from .parameters import deferred
 
         if deferred(self):

@@ -26,14 +26,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from ..errors import ScheduleError
 from .expr import Index
 from .names import unusable
-from .nest import Nest
 from .parameters import Call, Recording, deferred, has_parameter, recorded
+
+
+class Scheduled(Protocol):
+    """What a schedule reads of its nest (a ``schedc.Nest``, which makes it: ``create_schedule``)."""
+
+    indices: tuple[Index, ...]
+    shape: tuple[int, ...]
 
 
 @dataclass
@@ -79,7 +86,7 @@ class Schedule:
         if name.startswith("__"):
             raise AttributeError(name)
         return refuse_method("Schedule", name)
-    def __init__(self, nest: Nest) -> None:
+    def __init__(self, nest: Scheduled) -> None:
         self.nest = nest
         self.pieces: dict[Index, Piece] = {
             index: Piece(index, d, 0, n, 1) for d, (index, n) in enumerate(zip(nest.indices, nest.shape))

@@ -26,6 +26,7 @@ from ..errors import InternalError, PackageError, SchedcError
 from ..instructions import FAMILIES
 from ..ir import names
 from ..ir.array import Array, Role
+from ..ir.freeze import freeze
 from ..ir.kernel import (
     BlockCopy,
     Fragment,
@@ -36,7 +37,7 @@ from ..ir.kernel import (
     StructParam,
     to_plain,
 )
-from ..ir.model import Model, freeze
+from ..ir.model import Model
 from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
 from ..ir.plan import Plan
 from ..ir.walk import walk_statements

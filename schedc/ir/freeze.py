@@ -1,0 +1,101 @@
+"""A plan frozen into a Model: the only place the front end's objects (Plan, Schedule, Nest,
+Array, Index) are read; every later stage works on the Model they give."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import PlanError
+from . import convert
+from . import kernel as k
+from .array import Array, Role
+from .model import BindingSpec, CacheSpec, GroupSpec, LoopSpec, Model, TensorizeSpec
+
+
+def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
+    """Snapshot ``plan`` (a ``schedc.Plan``) as a Model for the function ``function`` taking ``args``."""
+    schedule, nest = plan.schedule, plan.schedule.nest
+    used = nest.arrays()
+    internal = [a for a in used if a.role in (Role.CONST, Role.TEMP)]
+    for array in used:
+        if array.role not in (Role.CONST, Role.TEMP) and not any(array is a for a in args):
+            raise PlanError(
+                f"Package.add({function})",
+                f"{array.display_name} is used by the nest but is not in args",
+            )
+    buffers = tuple(_buffer(a, "param") for a in args) + tuple(
+        _buffer(a, a.role.value) for a in internal
+    )
+    names = [b.name for b in buffers]
+    if None in names or len(set(names)) != len(names):
+        raise PlanError(f"Package.add({function})", f"arrays need distinct names, got {names}")
+    statements = tuple(convert.statement(s) for s in nest.statements)
+    loops = tuple(_loop(schedule, index) for index in schedule.order)
+    groups = tuple(
+        GroupSpec(
+            g.begin,
+            g.end,
+            tuple(i.name for i in schedule.order if n in schedule.pieces[i].groups),
+        )
+        for n, g in enumerate(schedule.groups)
+    )
+    bindings = tuple(
+        BindingSpec(unit, tuple(i.name for i in group))
+        for unit, group in sorted(plan.bindings.items(), key=lambda item: item[0].value)
+    )
+    t = plan.tensorization
+    tensorize = None
+    if t is not None:
+        tensorize = TensorizeSpec(
+            tuple(i.name for i in t.indices), t.mma_shape, t.num_total_passes,
+            t.num_fused_passes, t.prologue_op, t.prologue_arg, t.epilogue_op, t.epilogue_arg,
+            t.instruction, t.block_order,
+        )
+    return Model(
+        function=function,
+        target=plan.target.model,
+        buffers=buffers,
+        dims=tuple((i.name, n) for i, n in zip(nest.indices, nest.shape)),
+        statements=statements,
+        loops=loops,
+        groups=groups,
+        bindings=bindings,
+        tensorize=tensorize,
+        unrolled=tuple(i.name for i in plan.unrolled),
+        caches=tuple(
+            CacheSpec(c.source.name, c.index.name if c.index is not None else "", c.location, c.strategy,
+                      c.pipeline, c.stages, c.automatic, c.engine, c.element_type, c.max_elements, c.order,
+                      c.from_shared, c.trigger.name if c.trigger is not None else "", c.vectorize)
+            for c in plan.caches
+        ),
+        blocks_per_sm=plan.blocks_per_sm,
+        dynamic_shared=plan.dynamic_shared,
+        specialization=plan.specialization,
+        persistence=plan.persistence,
+        clustering=plan.clustering,
+        split_deterministic=plan.split_deterministic,
+    )
+
+
+def _buffer(array: Array, kind: str) -> k.Buffer:
+    data: tuple[int, ...] = ()
+    if array.data is not None:
+        bits = array.data.view(np.dtype(f"u{array.element_type.size}") if array.element_type.size > 1 else np.uint8)
+        data = tuple(int(x) for x in _storage_order(array, bits))
+    return k.Buffer(
+        array.name, array.element_type, array.shape, array.strides, kind, array.role.value, data
+    )
+
+
+def _storage_order(array: Array, values: np.ndarray) -> np.ndarray:
+    """Elements laid out by the array's strides (gaps of explicit layouts hold zeros)."""
+    out = np.zeros(array.size, dtype=values.dtype)
+    grids = np.indices(array.shape)
+    offsets = sum(g * s for g, s in zip(grids, array.strides))
+    out[offsets.ravel()] = values.ravel()
+    return out
+
+
+def _loop(schedule, index) -> LoopSpec:
+    p = schedule.pieces[index]
+    return LoopSpec(index.name, p.dim, p.begin, p.end, p.step)
