@@ -111,10 +111,12 @@ def build(script: str, output_dir: str | None, verify_ir: bool) -> None:
 
 @main.command()
 @click.argument("script", type=click.Path(dir_okay=False))
-@click.option("--function", "function", default=None, help="Show only this function.")
+@click.option("--function", "function", default=None,
+              help="Show only this function (with --after: each of its kernels, e.g. a split-K's partial and combine).")
 @click.option("--no-source", is_flag=True, help="Leave out the CUDA source.")
 @click.option("--after", "after", default=None, type=click.Choice(pass_names()),
-              help="Also print what this lowering pass attached (the kernel IR after lower and simplify).")
+              help="Also print what this lowering pass attached (the kernel IR after lower and simplify), for "
+                   "each kernel of each function.")
 @_VERIFY_IR
 def show(script: str, function: str | None, no_source: bool, after: str | None, verify_ir: bool) -> None:
     """Show SCRIPT's functions: the loop nest after scheduling, the launch and the CUDA source,
