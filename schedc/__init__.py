@@ -14,15 +14,15 @@ from .errors import (
     ScheduleError,
     TargetError,
 )
+from .frontend.array import Array, Role
+from .frontend.expr import Index, cast
+from .frontend.expr import maximum as max  # noqa: A001 - Accera's acc.max
+from .frontend.expr import minimum as min  # noqa: A001 - Accera's acc.min
+from .frontend.nest import Nest
+from .frontend.parameters import Parameter, create_parameter_grid, create_parameters
+from .frontend.plan import Plan
+from .frontend.schedule import Schedule
 from .instructions import Instruction
-from .ir.array import Array, Role
-from .ir.expr import Index, cast
-from .ir.expr import maximum as max  # noqa: A001 - Accera's acc.max
-from .ir.expr import minimum as min  # noqa: A001 - Accera's acc.min
-from .ir.nest import Nest
-from .ir.parameters import Parameter, create_parameter_grid, create_parameters
-from .ir.plan import Plan
-from .ir.schedule import Schedule
 from .ir.types import ScalarType
 from .targets import (
     CacheStrategy,
@@ -55,7 +55,7 @@ from .package.loader import load  # noqa: E402
 __all__ += ["load"]
 
 # Accera's other top-level names: the same objects under its names, and a reason for the rest
-from .ir.plan import Cache  # noqa: E402
+from .frontend.plan import Cache  # noqa: E402
 from .package.build import Function  # noqa: E402
 
 AUTO = Constants.AUTO

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from .errors import LaunchError
 from .ir.affine import Affine
-from .ir.array import row_major_strides
 from .ir.kernel import Binary, Cast, Const, Load, Var
+from .ir.layout import row_major_strides
 from .ir.patterns import buffers_read
 from .ir.types import ScalarType
 from .package import driver

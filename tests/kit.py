@@ -10,7 +10,7 @@ import numpy as np
 
 import schedc as acc
 from schedc.codegen.emulate import emulate
-from schedc.ir.freeze import freeze
+from schedc.frontend.freeze import freeze
 from schedc.ir.walk import map_stmt
 from schedc.lower import compile_model, verifying
 from schedc.package.build import name_arrays

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import schedc as acc
-from schedc.ir.freeze import freeze
+from schedc.frontend.freeze import freeze
 from schedc.lower import compile_function, compile_model, verifying
 from schedc.package.build import name_arrays
 

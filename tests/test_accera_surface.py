@@ -320,7 +320,7 @@ def test_zero_sizes_leave_create_plan_options_unset():
 
 
 def test_shared_memory_offset_is_accepted_and_said_once(capsys):
-    from schedc.ir import plan as plan_module
+    from schedc.frontend import plan as plan_module
 
     plan_module._OFFSET_SAID.clear()
     plan, (A, B, _), indices = _simt_plan()

@@ -14,7 +14,7 @@ import pytest
 import schedc as acc
 from schedc.codegen.emulate import emulate
 from schedc.errors import PlanError
-from schedc.ir.freeze import freeze
+from schedc.frontend.freeze import freeze
 from schedc.lower import compile_model
 from schedc.package.build import name_arrays
 

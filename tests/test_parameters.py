@@ -11,7 +11,7 @@ import pytest
 import schedc as acc
 from schedc.codegen.emulate import emulate
 from schedc.errors import SchedcError
-from schedc.ir.parameters import ParameterError
+from schedc.frontend.parameters import ParameterError
 from schedc.lower import compile_model
 
 

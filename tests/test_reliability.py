@@ -10,7 +10,7 @@ import pytest
 
 import schedc as acc
 from schedc.errors import InternalError
-from schedc.ir.freeze import freeze
+from schedc.frontend.freeze import freeze
 from schedc.lower import compile_model
 from schedc.package.build import name_arrays
 from schedc.poly import legality

@@ -353,7 +353,7 @@ def test_the_race_check_lets_only_adds_meet():
     import dataclasses
 
     from schedc import poly
-    from schedc.ir.freeze import freeze
+    from schedc.frontend.freeze import freeze
     from schedc.package.build import name_arrays
 
     plan, args = adding()

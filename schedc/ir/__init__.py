@@ -1,1 +1,2 @@
-"""Front-end objects (Array, Nest, Schedule, Plan), the frozen Model and the kernel IR."""
+"""The frozen Model and the kernel IR: its nodes and kinds, its traversal, its handler registries,
+and the layouts and numbers both use."""

@@ -363,7 +363,7 @@ class PrivateArray:
 
     @functools.cached_property
     def strides(self) -> tuple[int, ...]:
-        from .array import row_major_strides
+        from ..ir.layout import row_major_strides
 
         return row_major_strides(self.shape)
 

@@ -1,6 +1,6 @@
 """The frozen Model: everything the compiler needs from a plan, as plain values.
 
-``schedc.ir.freeze.freeze(plan, name, args)`` is the only place front-end objects (Array, Index,
+``schedc.frontend.freeze.freeze(plan, name, args)`` is the only place front-end objects (Array, Index,
 Plan) are read; every later stage works on the Model. Statements use the kernel IR's expressions, with ``Var``
 naming nest dimensions.
 """

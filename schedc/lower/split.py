@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
-from ..ir.array import row_major_strides
 from ..ir.kernel import Binary, Buffer, Cast, Const, Expr, Load, Store, Unary, Var
+from ..ir.layout import row_major_strides
 from ..ir.model import BindingSpec, GroupSpec, LoopSpec, Model
 from ..ir.patterns import accumulated, buffers_read
 from ..ir.types import ScalarType

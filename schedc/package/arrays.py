@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LaunchError
-from ..ir.array import row_major_strides
 from ..ir.kernel import Buffer
+from ..ir.layout import row_major_strides
 from ..ir.types import ScalarType, from_numpy
 
 _TYPESTR = {

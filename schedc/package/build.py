@@ -23,10 +23,12 @@ from pathlib import Path
 from .. import __version__, tma
 from ..codegen.cuda import emit_source
 from ..errors import InternalError, PackageError, SchedcError
+from ..frontend import names
+from ..frontend.array import Array, Role
+from ..frontend.freeze import freeze
+from ..frontend.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
+from ..frontend.plan import Plan
 from ..instructions import FAMILIES
-from ..ir import names
-from ..ir.array import Array, Role
-from ..ir.freeze import freeze
 from ..ir.kernel import (
     BlockCopy,
     Fragment,
@@ -38,8 +40,6 @@ from ..ir.kernel import (
     to_plain,
 )
 from ..ir.model import Model
-from ..ir.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
-from ..ir.plan import Plan
 from ..ir.walk import walk_statements
 from ..lower import compile_function, verifying, wellformed
 from ..targets import Target
@@ -421,7 +421,7 @@ def _check_args(where: str, args: tuple) -> None:
 
 
 def name_arrays(where: str, plan: Plan, args: tuple[Array, ...], function: str = "") -> None:
-    """Name the function's arrays and loops after the script's variables (``schedc.ir.names``):
+    """Name the function's arrays and loops after the script's variables (``schedc.frontend.names``):
     an explicit ``Array(name=...)`` wins; without a usable variable, args are named by position
     (A, B, C, ...), CONST and TEMP arrays const0, temp0, ..., loops as the schedule named them.
     Names are unique among the function's arrays and loops and differ from ``function``."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
-NEST_INDEX_NAMES = "ijklmnpqrstuvw"  # schedc.ir.nest.INDEX_NAMES
+NEST_INDEX_NAMES = "ijklmnpqrstuvw"  # schedc.frontend.nest.INDEX_NAMES
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Types and value ranges of generated expressions, so that every generated statement means
 the same thing on the emulator, on the GPU and in the float64 reference.
 
-Types follow schedc's rules (``schedc.ir.expr``: weak constants and indices take the other
-operand's type, a float constant with an integer makes float32; ``schedc.ir.convert``: weak
+Types follow schedc's rules (``schedc.frontend.expr``: weak constants and indices take the other
+operand's type, a float constant with an integer makes float32; ``schedc.frontend.convert``: weak
 parts take the type of the operation or array around them). ``bounds`` raises ``Unsafe`` where
 the kernel's arithmetic and the reference's could differ for reasons that are not bugs:
 integer overflow (the reference computes in int64), unsigned results below zero, division by a
@@ -100,7 +100,7 @@ def _absorb_weak(weak: Expr, strong: ScalarType) -> ScalarType:
 
 
 def effective_type(e: Expr, context: ScalarType | None, dtypes) -> ScalarType:
-    """The type the kernel computes ``e`` in (schedc.ir.convert.value_expr)."""
+    """The type the kernel computes ``e`` in (schedc.frontend.convert.value_expr)."""
     own = static_type(e, dtypes)
     return own if own is not None else (context or ScalarType.int64)
 

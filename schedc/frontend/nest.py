@@ -56,7 +56,7 @@ class Nest:
 
     def get_indices(self) -> tuple[Index, ...]:
         """The nest's indices, outermost first, named i, j, k, l, ... until the iteration logic
-        names them after the script's variables (``schedc.ir.names``)."""
+        names them after the script's variables (``schedc.frontend.names``)."""
         return self.indices
 
     def iteration_logic(self, logic: Callable[[], object]) -> Callable[[], object]:
@@ -164,7 +164,7 @@ def _evaluate(subscript, point: dict[str, int]) -> int:
 
 def _show_array_variables(logic: Callable[[], object]) -> None:
     """Arrays the logic can see are shown by their variables in messages from now on (the
-    logic's own, the plan's), before ``Package.add`` names them (``schedc.ir.names``)."""
+    logic's own, the plan's), before ``Package.add`` names them (``schedc.frontend.names``)."""
     from .array import Array
 
     arrays = [value for _, value in variables(logic) if isinstance(value, Array) and value.name is None]

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import NestError
+from ..ir.layout import row_major_strides
+from ..ir.types import ScalarType, converts_implicitly, from_numpy
 from . import capture
 from .expr import Access, Assign, affine_terms, as_expr, holds_parameter, render
 from .names import unusable
 from .parameters import Call, Recording, has_parameter
-from .types import ScalarType, converts_implicitly, from_numpy
 
 
 class Role(enum.Enum):
@@ -44,7 +45,7 @@ class Array:
     Parameters: ``role`` (Role), ``element_type`` (ScalarType, default float32), ``shape``
     (positive integers), ``layout`` (Layout or explicit element strides), ``data`` (CONST only),
     ``name`` (optional; otherwise ``Package.add`` names it after the script's variable for it, or
-    by its position in ``args``: see ``schedc.ir.names``).
+    by its position in ``args``: see ``schedc.frontend.names``).
     """
 
     Layout = Layout
@@ -84,7 +85,7 @@ class Array:
         self.layout = layout if isinstance(layout, Layout) else tuple(layout)
         if name is not None and unusable(name) is not None:
             raise NestError(where, f"name {unusable(name)}")
-        self.explicit_name = name  # always the array's name; see schedc.ir.names otherwise
+        self.explicit_name = name  # always the array's name; see schedc.frontend.names otherwise
         self.name = name
         self.variable: str | None = None  # the script's variable for it, in messages before Package.add names it
         if self.data is not None:
@@ -181,19 +182,6 @@ def _check_shape(where: str, shape: Sequence[int] | None) -> tuple[int, ...]:
     if any(n < 1 for n in shape):
         raise NestError(where, f"shape must be a tuple of positive integers, not {shape!r}")
     return tuple(int(n) for n in shape)
-
-
-def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a C-order (FIRST_MAJOR) array.
-
-    >>> row_major_strides((2, 3, 4))
-    (12, 4, 1)
-    """
-    strides, step = [0] * len(shape), 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d] = step
-        step *= shape[d]
-    return tuple(strides)
 
 
 

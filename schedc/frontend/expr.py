@@ -3,7 +3,7 @@
 ``C[i, j] += A[i, k] * B[k, j]`` evaluates ``C[i, j] + A[i, k] * B[k, j]`` as a tree and hands
 it to ``C.__setitem__``, which records one ``Assign`` statement in the nest being defined.
 
->>> from schedc.ir.nest import Nest
+>>> from schedc.frontend.nest import Nest
 >>> i, j = Nest((4, 8)).get_indices()
 >>> print(2 * i + j - 1)
 2 * i + j - 1
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import NestError
-from .types import ScalarType, promote
+from ..ir.types import ScalarType, promote
 
 if TYPE_CHECKING:
     from .array import Array
@@ -79,7 +79,7 @@ class Index(Expr):
 
     Handles compare by identity: ``split`` returns a new handle and the split index keeps its
     own, as in Accera. ``name`` becomes the script's variable for the handle when one is found
-    (``schedc.ir.names``); ``default_name`` is the name schedc gave it, by position in the nest
+    (``schedc.frontend.names``); ``default_name`` is the name schedc gave it, by position in the nest
     (i, j, k, ...) or from the split index (ii, jj, ...).
     """
 

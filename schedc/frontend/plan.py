@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import CacheError, PlanError
 from ..instructions import Instruction, check_instruction
+from ..ir.types import ScalarType
 from ..targets import (
     CacheStrategy,
     Constants,
@@ -29,7 +30,6 @@ from ..targets import (
 )
 from .expr import Index
 from .parameters import recorded
-from .types import ScalarType
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import NestError
+from ..ir import kernel as k
+from ..ir.types import ScalarType
 from . import expr as fe
-from . import kernel as k
-from .types import ScalarType
 
 
 def statement(assign: fe.Assign) -> k.Store:

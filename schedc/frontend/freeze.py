@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PlanError
+from ..ir import kernel as k
+from ..ir.model import BindingSpec, CacheSpec, GroupSpec, LoopSpec, Model, TensorizeSpec
 from . import convert
-from . import kernel as k
 from .array import Array, Role
-from .model import BindingSpec, CacheSpec, GroupSpec, LoopSpec, Model, TensorizeSpec
 
 
 def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
