@@ -399,3 +399,23 @@ def test_a_sum_split_into_parts_of_one_value():
     plan.bind({i: target.GridUnit.BLOCK_Z})
     function = emulated(plan, (A, B))
     assert function.kernels[1].grid == (1, 1, 2)
+
+
+def test_each_stream_has_its_own_workspace(monkeypatch):
+    """Calls on one stream reuse their workspace (they run one after another); a call on another
+    stream gets its own, so calls on two streams may overlap."""
+    from schedc.package import driver, loader
+
+    allocated = []
+
+    class Memory:
+        def __init__(self, nbytes: int) -> None:
+            allocated.append(nbytes)
+            self.pointer = 0x1000 * len(allocated)
+
+    monkeypatch.setattr(driver, "DeviceMemory", Memory)
+    model, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2))
+    fn = loader.Function(None, loader.FunctionInfo("f", model, function, {}))
+    first = fn.workspace_pointers(0)
+    assert fn.workspace_pointers(0) == first and fn.workspace_pointers(0x55) != first
+    assert allocated == [2 * 32 * 32 * 4] * 2

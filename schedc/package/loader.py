@@ -73,8 +73,8 @@ class Function:
     numbers, checked against the parameter's type and range). By-value structs (a TMA
     descriptor) are not passed: the loader builds them from the call's arrays. A function of
     several kernels launches them in order on one stream; its workspaces (a split-K's partial
-    sums) are allocated on the device at its first call and reused by every later call, so calls
-    of one function on different streams must not overlap.
+    sums) are allocated at its first call on a stream and reused by every later call on that
+    stream (calls on one stream run one after another; calls on different streams have their own).
 
     The arrays of one call are either all host arrays (numpy, or CPU tensors through DLPack) or
     all device arrays on one device; a mix is refused with a LaunchError naming the arguments and
@@ -101,7 +101,7 @@ class Function:
         self.info = info
         self.name = info.name
         self._kernel_handle = None
-        self._workspaces: dict[str, driver.DeviceMemory] | None = None
+        self._workspaces: dict[int, dict[str, driver.DeviceMemory]] = {}  # by stream
 
     @property
     def kernel(self) -> Kernel:
@@ -178,27 +178,30 @@ class Function:
         driver.synchronize_stream(stream)
 
     def _launch(self, pointers: list[int], scalars: dict[str, bytes], stream: int) -> None:
-        for handle, kernel, args in self.launches(pointers, scalars):
+        for handle, kernel, args in self.launches(pointers, scalars, stream):
             driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args, stream,
                           dependent=kernel.dependent_launch)
 
-    def launches(self, pointers: list[int], scalars: dict[str, bytes] | None = None) -> list[Launch]:
+    def launches(self, pointers: list[int], scalars: dict[str, bytes] | None = None, stream: int = 0) -> list[Launch]:
         """Each kernel's handle and arguments, in launch order, for the arrays at ``pointers``
-        (device addresses, in the order of the function's arrays) and the scalars' bytes; by-value
-        structs are built here (a CUDA call: the driver encodes tensor maps)."""
+        (device addresses, in the order of the function's arrays), the scalars' bytes and the
+        workspaces of the calls on ``stream``; by-value structs are built here (a CUDA call: the
+        driver encodes tensor maps)."""
         arrays = dict(zip((b.name for b in self.function.arrays), pointers))
-        arrays.update(self.workspace_pointers())
+        arrays.update(self.workspace_pointers(stream))
         values = {**(scalars or {}), **self._structs(arrays)}
         handles = [self.handle()] if len(self.function.kernels) == 1 else self.handles()
         return [(handle, kernel, driver.LaunchArgs([*(arrays[b.name] for b in kernel.params),
                                                     *(values[v.name] for v in kernel.values)]))
                 for handle, kernel in zip(handles, self.function.kernels)]
 
-    def workspace_pointers(self) -> dict[str, int]:
-        """The device address of each workspace: allocated at the first call, then reused."""
-        if self._workspaces is None:
-            self._workspaces = {b.name: driver.DeviceMemory(b.size * b.dtype.size) for b in self.function.workspaces}
-        return {name: memory.pointer for name, memory in self._workspaces.items()}
+    def workspace_pointers(self, stream: int = 0) -> dict[str, int]:
+        """The device address of each workspace of the calls on ``stream``: allocated at the first
+        such call, then reused (two calls on different streams may overlap: each has its own)."""
+        if stream not in self._workspaces:
+            self._workspaces[stream] = {b.name: driver.DeviceMemory(b.size * b.dtype.size)
+                                        for b in self.function.workspaces}
+        return {name: memory.pointer for name, memory in self._workspaces[stream].items()}
 
     def _structs(self, pointers: dict[str, int]) -> dict[str, bytes]:
         declared = {b.name: b for b in (*self.function.arrays, *self.function.workspaces)}
