@@ -57,10 +57,6 @@ class Split:
     origin: tuple[int, ...]
     extents: tuple[int, ...]
 
-    @property
-    def where(self) -> str:
-        return f"bind({{{self.loop}: {self.unit.name}}})"
-
 
 def find(model: Model) -> Split | None:
     """The plan's split of a reduction between blocks, or None (no block-bound loop leaves the
@@ -193,9 +189,7 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
     if t.prologue_op is MMAFragmentOp.NONE:
         return (partial,)
     target = model.buffer(split.target)
-    dims = _element_dims(split.extents)
-    here = tuple(Var(name) for name, _ in dims)
-    index = tuple(_shifted_up(v, o) for v, o in zip(here, split.origin))
+    dims, _, index = _target_elements(split)
     acc = accumulator_type(target.dtype)
     value = _as(_op(model, "prologue", _as(Load(target.name, index, target.dtype), acc), acc), target.dtype)
     prologue = _element_model(model, f"{model.function}__prologue", dims, (target,),
@@ -237,14 +231,10 @@ def partial_model(model: Model, split: Split, space: Buffer | None) -> Model:
 
 
 def _partial_statement(s: Store, split: Split, space: Buffer, rejoin: dict, part: Var) -> Store:
-    index = (part, *(_shifted(substitute(i, rejoin), o) for i, o in zip(s.index, split.origin)))
+    index = (part, *(_moved(substitute(i, rejoin), -o) for i, o in zip(s.index, split.origin)))
     term = _widened(substitute(accumulated(s), rejoin), space.dtype)
     value = Binary("+", Load(space.name, index, space.dtype), term, space.dtype)
     return Store(space.name, index, value)
-
-
-def _shifted(index: Expr, origin: int) -> Expr:
-    return index if origin == 0 else Binary("-", index, Const(origin))
 
 
 def _widened(expr: Expr, dtype: ScalarType) -> Expr:
@@ -271,9 +261,7 @@ def combine_model(model: Model, split: Split, space: Buffer) -> Model:
     """One thread an element of the written box: the target's prologue, the slices' sum in order,
     the epilogue, stored in the target's type."""
     target = model.buffer(split.target)
-    dims = _element_dims(split.extents)
-    here = tuple(Var(name) for name, _ in dims)
-    index = tuple(_shifted_up(v, o) for v, o in zip(here, split.origin))
+    dims, here, index = _target_elements(split)
     acc = space.dtype
     total: Expr = _op(model, "prologue", _as(Load(target.name, index, target.dtype), acc), acc)
     for z in range(split.splits):
@@ -291,8 +279,17 @@ def clear_model(model: Model, split: Split, space: Buffer) -> Model:
     return _element_model(model, f"{model.function}__clear", dims, (space,), (Store(space.name, index, zero),))
 
 
-def _shifted_up(index: Expr, origin: int) -> Expr:
-    return index if origin == 0 else Binary("+", index, Const(origin))
+def _moved(index: Expr, by: int) -> Expr:
+    """``index + by`` (``index - |by|``; ``index`` itself for 0)."""
+    return index if by == 0 else Binary("+" if by > 0 else "-", index, Const(abs(by)))
+
+
+def _target_elements(split: Split) -> tuple[tuple[tuple[str, int], ...], tuple[Var, ...], tuple[Expr, ...]]:
+    """An element-wise nest over the target's written box: its dimensions, their variables, and
+    the target's subscripts at them."""
+    dims = _element_dims(split.extents)
+    here = tuple(Var(name) for name, _ in dims)
+    return dims, here, tuple(_moved(v, o) for v, o in zip(here, split.origin))
 
 
 def _as(expr: Expr, dtype: ScalarType) -> Expr:
