@@ -104,6 +104,12 @@ def _is_body(value: object) -> bool:
     return isinstance(value, _Body)
 
 
+def _is_record(value: object) -> bool:
+    """A node inside a statement that is neither a statement nor an expression (TileEdge, Role)."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) and not is_stmt(value) \
+        and not is_expr(value)
+
+
 def exprs(s) -> Iterator[Expr]:
     """The top-level expressions of a statement (or record), not those of its nested bodies, in
     field order; each is whole (use ``subexpressions`` for the nodes inside)."""
@@ -117,7 +123,7 @@ def _exprs_in(value: object) -> Iterator[Expr]:
     elif isinstance(value, tuple) and not _is_body(value):
         for item in value:
             yield from _exprs_in(item)
-    elif dataclasses.is_dataclass(value) and not is_stmt(value):
+    elif _is_record(value):
         yield from exprs(value)
 
 
@@ -139,7 +145,7 @@ def _map_value(value, fn: ExprRewrite):
     if isinstance(value, tuple) and value and not _is_body(value):
         items = tuple(_map_value(v, fn) for v in value)
         return value if all(a is b for a, b in zip(items, value)) else items
-    if dataclasses.is_dataclass(value) and not is_stmt(value) and not isinstance(value, type):
+    if _is_record(value):
         return map_exprs(value, fn)
     return value
 
@@ -161,10 +167,8 @@ def _bodies_in(value) -> list[tuple[Stmt, ...]]:
     if _is_body(value):
         return [tuple(value)]
     if isinstance(value, tuple):
-        return [b for item in value if dataclasses.is_dataclass(item) and not is_stmt(item) for b in bodies(item)]
-    if dataclasses.is_dataclass(value) and not is_stmt(value) and not isinstance(value, type):
-        return list(bodies(value))
-    return []
+        return [b for item in value if _is_record(item) for b in bodies(item)]
+    return list(bodies(value)) if _is_record(value) else []
 
 
 def map_bodies(s, fn: Callable[[tuple[Stmt, ...]], tuple[Stmt, ...]]):
@@ -182,13 +186,10 @@ def _map_body_value(value, fn):
     if _is_body(value):
         new = fn(tuple(value))
         return value if len(new) == len(value) and all(a is b for a, b in zip(new, value)) else new
-    if isinstance(value, tuple) and value and all(dataclasses.is_dataclass(v) and not is_stmt(v) for v in value):
+    if isinstance(value, tuple) and value and all(_is_record(v) for v in value):
         items = tuple(map_bodies(v, fn) for v in value)
         return value if all(a is b for a, b in zip(items, value)) else items
-    if dataclasses.is_dataclass(value) and not is_stmt(value) and not isinstance(value, type) \
-            and not is_expr(value):
-        return map_bodies(value, fn)
-    return value
+    return map_bodies(value, fn) if _is_record(value) else value
 
 
 # -- bodies ------------------------------------------------------------------------------------
