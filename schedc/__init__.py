@@ -18,8 +18,9 @@ from .frontend.array import Array, Role
 from .frontend.expr import Index, cast
 from .frontend.expr import maximum as max  # noqa: A001 - Accera's acc.max
 from .frontend.expr import minimum as min  # noqa: A001 - Accera's acc.min
+from .frontend.grid import create_parameter_grid
 from .frontend.nest import Nest
-from .frontend.parameters import Parameter, create_parameter_grid, create_parameters
+from .frontend.parameters import Parameter, create_parameters
 from .frontend.plan import Plan
 from .frontend.schedule import Schedule
 from .instructions import Instruction

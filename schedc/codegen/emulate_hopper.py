@@ -66,7 +66,7 @@ from ..ir.kernel import (
     WarpgroupWait,
 )
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
-from .emulate_tensor import multiply
+from .emulate_tensor import TILE_STATEMENTS, Executor, multiply
 
 SWIZZLE_MASKS = {0: 0, 32: 1, 64: 3, 128: 7}  # address bits 7.. XORed into the 16-byte chunk bits 4..
 
@@ -570,44 +570,46 @@ def _wgmma_wait(b, s: WarpgroupWait, mask) -> None:
                 h.in_flight.pop(name, None)
 
 
-class Wgmma:
-    """The wgmma family's tile statements: descriptors, products, accumulators."""
+# Tile statements that touch an accumulator's elements, and whether they change them: while a
+# wgmma on the accumulator is in flight, any of them races with the tensor cores.
+_ACCUMULATOR_USES = {FragmentFill: True, FragmentApply: True, FragmentAdd: True, FragmentLoad: True,
+                     FragmentStore: False}
 
-    def __init__(self, block) -> None:
-        self.b = block
+
+class Wgmma(Executor):
+    """The wgmma family's tile statements: descriptors, products, accumulators. Its statements
+    run per warpgroup (``groups``) where the other families' run per warp."""
 
     def run(self, s, mask, active) -> None:
         b = self.b
-        h = _hopper(b)
-        groups = _groups(mask, b)
-        if isinstance(s, Fragment):
-            b.specs[s.name] = s
-            if s.use == "accumulator":
-                b.fragments[s.name] = np.zeros((len(groups), WARPGROUP, s.n // 2), dtype=s.dtype.numpy)
-            else:
-                b.fragments[s.name] = np.zeros((len(groups),), dtype=np.int64)  # each warpgroup's tile address
-            return
-        name = s.d if isinstance(s, FragmentMma) else s.fragment
-        spec = b.specs[name]
-        if spec.use == "accumulator" and not isinstance(s, FragmentMma):
-            self.idle(h, name, type(s).__name__)
-            if not isinstance(s, FragmentStore):
-                h.dirty.setdefault(_agent(b), set()).add(name)
-        if isinstance(s, FragmentFill):
-            frag = b.fragments[s.fragment]
-            frag[groups] = frag.dtype.type(s.value)
-        elif isinstance(s, FragmentApply | FragmentAdd) and s.columns is not None:
-            self.window(s, groups)
-        elif isinstance(s, FragmentApply):
-            b.apply(s, groups)
-        elif isinstance(s, FragmentAdd):
-            b.add(s, groups)
-        elif isinstance(s, FragmentMma):
-            self.mma(s, mask, groups)
-        elif isinstance(s, FragmentLoad) and spec.use != "accumulator":
-            self.descriptor(s, mask, groups)
+        writes = _ACCUMULATOR_USES.get(type(s))
+        if writes is not None and b.specs[s.fragment].use == "accumulator":
+            h = _hopper(b)
+            self.idle(h, s.fragment, type(s).__name__)
+            if writes:
+                h.dirty.setdefault(_agent(b), set()).add(s.fragment)
+        TILE_STATEMENTS.handler(s)(self, s, mask, _groups(mask, b))
+
+    def declare(self, s: Fragment, groups) -> None:
+        if s.use == "accumulator":
+            self.b.fragments[s.name] = np.zeros((len(groups), WARPGROUP, s.n // 2), dtype=s.dtype.numpy)
         else:
+            self.b.fragments[s.name] = np.zeros((len(groups),), dtype=np.int64)  # each warpgroup's tile address
+
+    def apply(self, s: FragmentApply, groups) -> None:
+        self.window(s, groups) if s.columns is not None else self.b.apply(s, groups)
+
+    def add(self, s: FragmentAdd, groups) -> None:
+        self.window(s, groups) if s.columns is not None else self.b.add(s, groups)
+
+    def load(self, s: FragmentLoad, mask, groups) -> None:
+        if self.b.specs[s.fragment].use == "accumulator":
             self.elements(s, mask, groups)
+        else:
+            self.descriptor(s, mask, groups)
+
+    def store(self, s: FragmentStore, mask, groups) -> None:
+        self.elements(s, mask, groups)
 
     def window(self, s: FragmentApply | FragmentAdd, groups) -> None:
         """An add or element-wise op on the elements that hold the tile's ``columns``: the

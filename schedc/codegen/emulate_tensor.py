@@ -47,20 +47,33 @@ class Executor:
     @TILE_STATEMENTS.handles(Fragment)
     def _declared(self, s: Fragment, mask: np.ndarray, active: np.ndarray) -> None:
         self.b.specs[s.name] = s
-        self.b.fragments[s.name] = np.zeros((len(active), *self.shape(s)), dtype=_tile_dtype(s))
+        self.declare(s, active)
 
     @TILE_STATEMENTS.handles(FragmentFill)
     def _filled(self, s: FragmentFill, mask: np.ndarray, active: np.ndarray) -> None:
         frag = self.b.fragments[s.fragment]
         frag[active] = frag.dtype.type(s.value)
 
-    @TILE_STATEMENTS.handles(FragmentApply, FragmentAdd)
-    def _combined(self, s: FragmentApply | FragmentAdd, mask: np.ndarray, active: np.ndarray) -> None:
-        self.b.add(s, active) if isinstance(s, FragmentAdd) else self.b.apply(s, active)
+    @TILE_STATEMENTS.handles(FragmentApply)
+    def _applied(self, s: FragmentApply, mask: np.ndarray, active: np.ndarray) -> None:
+        self.apply(s, active)
+
+    @TILE_STATEMENTS.handles(FragmentAdd)
+    def _added(self, s: FragmentAdd, mask: np.ndarray, active: np.ndarray) -> None:
+        self.add(s, active)
 
     @TILE_STATEMENTS.handles(FragmentMma)
     def _multiplied(self, s: FragmentMma, mask: np.ndarray, active: np.ndarray) -> None:
-        self.mma(s, active)
+        self.mma(s, mask, active)
+
+    def declare(self, s: Fragment, active: np.ndarray) -> None:
+        self.b.fragments[s.name] = np.zeros((len(active), *self.shape(s)), dtype=_tile_dtype(s))
+
+    def apply(self, s: FragmentApply, active: np.ndarray) -> None:
+        self.b.apply(s, active)
+
+    def add(self, s: FragmentAdd, active: np.ndarray) -> None:
+        self.b.add(s, active)
 
     @TILE_STATEMENTS.handles(FragmentLoad)
     def _loaded(self, s: FragmentLoad, mask: np.ndarray, active: np.ndarray) -> None:
@@ -78,7 +91,7 @@ class Wmma(Executor):
     def shape(f: Fragment) -> tuple[int, ...]:
         return _tile_shape(f)
 
-    def mma(self, s: FragmentMma, active) -> None:
+    def mma(self, s: FragmentMma, mask, active) -> None:
         b = self.b
         a, x, c = (b.fragments[n][active] for n in (s.a, s.b, s.c))
         b.fragments[s.d][active] = multiply(a, x, c, b.fragments[s.d].dtype)
@@ -245,7 +258,7 @@ class MmaSync(Executor):
 
     # -- the product --
 
-    def mma(self, s: FragmentMma, active) -> None:
+    def mma(self, s: FragmentMma, mask, active) -> None:
         """Each instruction on its registers, by the instruction's own lane layouts."""
         b = self.b
         a_spec, c_spec = b.specs[s.a], b.specs[s.c]

@@ -14,20 +14,28 @@ it to ``C.__setitem__``, which records one ``Assign`` statement in the nest bein
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import NestError
 from ..ir.types import ScalarType, promote
-
-if TYPE_CHECKING:
-    from .array import Array
+from .parameters import Logic, Parameter, has_parameter
 
 Number = int | float | bool
 
 _PRECEDENCE = {"max": 9, "min": 9, "*": 5, "/": 5, "%": 5, "+": 4, "-": 4}
 
 
-class Expr:
+class Storage(Protocol):
+    """What an access needs of its array (an ``array.Array``)."""
+
+    @property
+    def element_type(self) -> ScalarType: ...
+
+    @property
+    def display_name(self) -> str: ...
+
+
+class Expr(Logic):
     """Base of every expression node: arithmetic operators build larger trees."""
 
     dtype: ScalarType | None  # None: a weakly typed constant or index value
@@ -104,7 +112,7 @@ class Const(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Access(Expr):
-    array: Array
+    array: Storage
     indices: tuple[Expr, ...]
 
     @property
@@ -134,7 +142,7 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True, eq=False)
-class Assign:
+class Assign(Logic):
     """One statement: ``target = value`` (``+=`` arrives as ``target = target + value``)."""
 
     target: Access
@@ -169,8 +177,6 @@ def as_expr(value: object) -> Expr:
         return value
     if isinstance(value, bool | int | float):
         return Const(value)
-    from .parameters import Parameter
-
     if isinstance(value, Parameter):  # a number known at Package.add (the nest is deferred)
         return Const(value)
     raise NestError(repr(value), f"cannot use a {type(value).__name__} in iteration logic")
@@ -259,8 +265,6 @@ def affine_terms(expr: Expr) -> tuple[dict[str, int], int]:
 
 def holds_parameter(expr: Expr) -> bool:
     """Whether a number of ``expr`` is a parameter (known at Package.add)."""
-    from .parameters import has_parameter
-
     return any(isinstance(n, Const) and has_parameter(n.value) for n in walk(expr))
 
 

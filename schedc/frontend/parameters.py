@@ -6,7 +6,7 @@ scheduling calls. Objects that receive one are *deferred*: ``Array``, ``Nest``, 
 and ``Plan`` record every call made on them (and return placeholder indices and cache handles),
 and ``Package.add(plan, args, parameters={P0: 64, ...})`` replays the recorded calls with the
 values, so that every check runs on the concrete plan, as if the script had been written with
-those numbers. A list of such dicts (``create_parameter_grid``) adds one function per point.
+those numbers. A list of such dicts (``create_parameter_grid``, in ``grid.py``) adds one function per point.
 
 >>> import schedc as acc
 >>> m, tile = acc.create_parameters()
@@ -23,12 +23,9 @@ import dataclasses
 import dis
 import enum
 import functools
-import inspect
-import itertools
 import operator
-import random
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import SchedcError
@@ -43,6 +40,14 @@ _OPERATORS: dict[str, Callable] = {
 
 class ParameterError(SchedcError):
     """A parameter used without a value, or a value the scheduling calls refuse."""
+
+
+class Logic:
+    """Base of the iteration logic's nodes (expressions and statements): records whose fields
+    may hold parameters, which a replay substitutes. Arithmetic between a parameter and a node
+    is the node's to define."""
+
+    __slots__ = ()
 
 
 class Parameter:
@@ -97,9 +102,7 @@ class Parameter:
 
 def _binary(op: str, reflected: bool = False):
     def method(self, other):
-        from .expr import Expr
-
-        if isinstance(other, Expr):  # in iteration logic: the expression takes the parameter
+        if isinstance(other, Logic):  # in iteration logic: the expression takes the parameter
             return NotImplemented
         return Parameter("", op, (other, self) if reflected else (self, other))
     return method
@@ -158,47 +161,6 @@ def _assigned_names(frame) -> list[str] | None:
         if len(names) >= first.arg:
             return names[:first.arg]
     return None
-
-
-def create_parameter_grid(parameter_choices: Mapping[Parameter, object], filter_func: Callable | None = None,
-                          sample: int = 0, seed: int | None = None) -> list[dict[Parameter, object]]:
-    """Every combination of the parameters' values (Accera's grid), as dicts for
-    ``Package.add(..., parameters=grid)``. A parameter given a tuple of indices stands for a loop
-    order: its choices are their permutations (a list of indices is a choice among them, e.g.
-    for a cache's index). ``filter_func`` receives a combination's
-    values in the dict's order and keeps it when true; ``sample`` keeps that many combinations,
-    drawn at random with ``seed`` (0 unless given, so that a script builds the same package
-    every time)."""
-    from .expr import Index
-
-    where = "create_parameter_grid(...)"
-    if not isinstance(parameter_choices, Mapping) or not parameter_choices:
-        raise ParameterError(where, "parameter_choices must be a non-empty dict of parameter: values")
-    keys, choices = [], []
-    for key, values in parameter_choices.items():
-        if not isinstance(key, Parameter) or key.op:
-            raise ParameterError(where, f"{key!r} is not a parameter made by create_parameters()")
-        if isinstance(values, tuple) and values and all(isinstance(v, Index) for v in values):
-            values = list(itertools.permutations(values))  # a loop order: every order of the indices
-        values = list(values) if isinstance(values, Iterable) and not isinstance(values, str) else [values]
-        if not values:
-            raise ParameterError(where, f"parameter {key.name} has no values")
-        keys.append(key)
-        choices.append(values)
-    points = [p for p in itertools.product(*choices) if filter_func is None or _keep(filter_func, p)]
-    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-        raise ParameterError(where, f"sample must be a non-negative integer, not {sample!r}")
-    if 0 < sample < len(points):
-        points = random.Random(0 if seed is None else seed).sample(points, sample)
-    return [dict(zip(keys, p)) for p in points]
-
-
-def _keep(filter_func: Callable, point: tuple) -> bool:
-    try:
-        inspect.signature(filter_func).bind(*point)
-    except (TypeError, ValueError):
-        return bool(filter_func(point))  # Accera's older filters take the combination as one tuple
-    return bool(filter_func(*point))
 
 
 def has_parameter(value: object) -> bool:
@@ -332,9 +294,7 @@ class Replay:
 
 
 def _is_tree(value: object) -> bool:
-    from .expr import Assign, Expr
-
-    return isinstance(value, Expr | Assign) and dataclasses.is_dataclass(value)
+    return isinstance(value, Logic) and dataclasses.is_dataclass(value)
 
 
 def describe(point: Mapping[Parameter, object]) -> str:
