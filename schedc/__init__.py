@@ -15,6 +15,33 @@ from .errors import (
     TargetError,
 )
 from .frontend.array import Array, Role
+from .frontend.elementwise import (  # noqa: A004 - Accera's acc.abs, acc.pow, acc.round
+    abs,
+    ceil,
+    cos,
+    cosh,
+    equal,
+    erf,
+    exp,
+    fast_exp,
+    floor,
+    log,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    not_equal,
+    pow,
+    round,
+    select,
+    sigmoid,
+    sin,
+    sinh,
+    sqrt,
+    tan,
+    tanh,
+)
 from .frontend.expr import Index, cast
 from .frontend.expr import maximum as max  # noqa: A001 - Accera's acc.max
 from .frontend.expr import minimum as min  # noqa: A001 - Accera's acc.min
@@ -46,6 +73,9 @@ __all__ = [
     "CopyEngine", "MMAShape", "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min", "Parameter", "create_parameter_grid", "create_parameters",
+    "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+    "sigmoid", "erf", "floor", "ceil", "round", "pow", "select", "logical_and", "logical_or", "logical_not",
+    "equal", "not_equal",
 ]
 
 from .package.build import Package  # noqa: E402

@@ -24,7 +24,8 @@ import numpy as np
 
 from . import data
 from .errors import LaunchError
-from .ir.kernel import Binary, Cast, Expr, Unary
+from .ir.kernel import Binary, Call, Expr, Load, Unary
+from .ir.walk import operands
 from .package import driver
 from .reference import reference
 from .verify import checkable, compare
@@ -71,12 +72,14 @@ def flops(model) -> int:
 
 
 def _operations(e: Expr) -> int:
+    """Arithmetic on data: + - * / max min, negations, and each element-wise function (one
+    operation, as the roofline counts it); index arithmetic, comparisons and loads are free."""
+    own = 0
     if isinstance(e, Binary):
         own = 1 if e.dtype is not None and e.op in ("+", "-", "*", "/", "max", "min") else 0
-        return own + _operations(e.lhs) + _operations(e.rhs)
-    if isinstance(e, Unary | Cast):
-        return (1 if isinstance(e, Unary) else 0) + _operations(e.operand)
-    return 0
+    elif isinstance(e, Unary | Call):
+        own = 1
+    return own + sum(_operations(x) for x in operands(e) if not isinstance(e, Load))
 
 
 @dataclass(frozen=True)

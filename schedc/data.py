@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir.kernel import Binary, Buffer, Cast, Expr, Load, Unary
+from .ir.functions import relative_error
+from .ir.kernel import Binary, Buffer, Call, Expr, Load
 from .ir.types import ScalarType
+from .ir.walk import subexpressions
 
 # Relative error ||out - ref|| / ||ref|| allowed per arithmetic precision (the lowest wins).
 TOLERANCES = {
@@ -23,13 +25,18 @@ TOLERANCES = {
 }
 
 
-def tolerance_for(precisions: list[str]) -> float:
-    return max(TOLERANCES[p] for p in precisions) if precisions else 0.0
+def tolerance_for(precisions: list[str | float]) -> float:
+    """The largest tolerance of ``precisions``: names of TOLERANCES, or relative errors
+    themselves (a function's on the GPU, ``functions.relative_error``)."""
+    return max((p if isinstance(p, float) else TOLERANCES[p]) for p in precisions) if precisions else 0.0
 
 
-def precisions(model) -> list[str]:
-    """The arithmetic precisions a model's results depend on."""
-    found: list[str] = []
+def precisions(model) -> list[str | float]:
+    """The arithmetic precisions a model's results depend on: the types it computes in, and for
+    each element-wise function in float32 or a 16-bit type, its documented error on the GPU
+    (several units in the last place: beyond float32's tolerance for fast_exp) times a margin
+    of 8 for the operations after it."""
+    found: list[str | float] = []
     written = {s.buffer for s in model.statements}
     for b in model.buffers:
         if b.name in written:
@@ -42,6 +49,8 @@ def precisions(model) -> list[str]:
         return found
     for s in model.statements:
         found.extend(_name(dt) for dt in _arithmetic_types(s.value))
+        found.extend(8 * relative_error(e.function) for e in subexpressions(s.value)
+                     if isinstance(e, Call) and e.dtype is not ScalarType.float64)
     return found
 
 
@@ -50,15 +59,9 @@ def _name(dtype: ScalarType) -> str:
 
 
 def _arithmetic_types(e: Expr):
-    if isinstance(e, Binary):
-        if e.dtype is not None:
-            yield e.dtype
-        yield from _arithmetic_types(e.lhs)
-        yield from _arithmetic_types(e.rhs)
-    elif isinstance(e, Unary | Cast):
-        yield from _arithmetic_types(e.operand)
-    elif isinstance(e, Load):
-        yield e.dtype
+    for x in subexpressions(e):
+        if isinstance(x, Binary | Call | Load) and x.dtype is not None:
+            yield x.dtype
 
 
 def random_array(buffer: Buffer, rng: np.random.Generator) -> np.ndarray:

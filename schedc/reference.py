@@ -24,11 +24,12 @@ import numpy as np
 
 from .errors import InternalError
 from .ir.affine import Affine
-from .ir.kernel import Binary, Cast, Const, Expr, Load, Store, Unary, Var
+from .ir.functions import evaluate
+from .ir.kernel import Binary, Call, Cast, Const, Expr, Load, Store, Unary, Var
 from .ir.numeric import binary, saturate
 from .ir.patterns import accumulated, strip_float_casts
 from .ir.types import ScalarType
-from .ir.walk import loads
+from .ir.walk import loads, operands
 from .targets import MMAFragmentOp
 
 
@@ -121,6 +122,11 @@ class _State:
             lhs, rhs = self.evaluate(e.lhs, dims), self.evaluate(e.rhs, dims)
             out = tuple(d for d in self.order if d in lhs.dims or d in rhs.dims)
             value = _wrap(binary(e.op, lhs.aligned(out), rhs.aligned(out), e.dtype), e.dtype)
+            return Tensor(self.narrow(value, e.dtype), out)
+        if isinstance(e, Call):
+            args = [self.evaluate(a, dims) for a in e.args]
+            out = tuple(d for d in self.order if any(d in a.dims for a in args))
+            value = _wrap(evaluate(e.function, tuple(a.aligned(out) for a in args), e.dtype, wide=True), e.dtype)
             return Tensor(self.narrow(value, e.dtype), out)
         raise TypeError(f"unknown expression {e!r}")
 
@@ -255,11 +261,7 @@ def _depends_on(term: Expr) -> set[str]:
         return {term.name}
     if isinstance(term, Load):
         return {d for i in term.index for d in Affine.of(i).variables()}
-    if isinstance(term, Binary):
-        return _depends_on(term.lhs) | _depends_on(term.rhs)
-    if isinstance(term, Unary | Cast):
-        return _depends_on(term.operand)
-    return set()
+    return set().union(*(_depends_on(x) for x in operands(term)))
 
 
 def _product_factors(term: Expr) -> list[Expr] | None:

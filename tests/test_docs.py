@@ -40,3 +40,16 @@ def test_readme_schedule_script_builds(tmp_path):
         exec(compile(script, "README.md", "exec"), {})
     (hat,) = built.built
     assert hat.name == "tensor_matmul.hat" and hat.exists()
+
+
+def test_readme_loads_packages_where_schedc_build_writes_them():
+    """``schedc build samples/X.py`` writes hat_packages/X/X.hat: every load in the README says so."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    paths = re.findall(r'schedc\.load\("(hat_packages/[^"]+)"\)', readme)
+    assert paths
+    for path in paths:
+        folder, _, file = path.removeprefix("hat_packages/").partition("/")
+        assert file == f"{folder}.hat", path

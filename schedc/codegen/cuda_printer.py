@@ -10,12 +10,14 @@ import math
 
 import numpy as np
 
+from ..ir.functions import cuda_name
 from ..ir.kernel import (
     AsyncCommit,
     AsyncWait,
     Barrier,
     Binary,
     BlockCopy,
+    Call,
     Cast,
     Const,
     Expr,
@@ -247,6 +249,8 @@ class Printer:
             if e.op in ("max", "min"):
                 return f"schedc::{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
             return self.binary(e, parent)
+        if isinstance(e, Call):
+            return f"{cuda_name(e.function)}({', '.join(self.expr(a) for a in e.args)})"
         raise TypeError(f"unknown expression {e!r}")
 
     def variable(self, name: str) -> str:

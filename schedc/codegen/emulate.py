@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import SchedcError
 from ..instructions import swizzled
+from ..ir.functions import evaluate
 from ..ir.kernel import (
     WORK,
     AccumulatorOp,
@@ -26,6 +27,7 @@ from ..ir.kernel import (
     Binary,
     BlockCopy,
     Buffer,
+    Call,
     Cast,
     Const,
     Expr,
@@ -504,6 +506,8 @@ class _Block:
             return _cast(self.expr(e.operand), e.dtype)
         if kind is Unary:
             return -self.expr(e.operand)
+        if kind is Call:
+            return evaluate(e.function, tuple(self.expr(a) for a in e.args), e.dtype)
         raise TypeError(f"unknown expression {e!r}")
 
     def load(self, e: Load):

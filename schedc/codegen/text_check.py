@@ -48,9 +48,11 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import InternalError
+from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
     Binary,
     BlockCopy,
+    Call,
     Cast,
     Const,
     Expr,
@@ -234,8 +236,8 @@ class _TextError(Exception):
 
 @dataclass(frozen=True)
 class _Node:
-    """A typed C++ expression: ``kind`` var, lit, load, neg, conv or bin; ``data`` the name,
-    value, operator or conversion form (implicit, cast, convert)."""
+    """A typed C++ expression: ``kind`` var, lit, load, neg, conv, bin or call; ``data`` the
+    name, value, operator, conversion form (implicit, cast, convert) or runtime function."""
 
     kind: str
     ctype: str
@@ -481,6 +483,8 @@ class _Parser:
             operand = self.expr()
             self.expect(")")
             return _Node("conv", ctype, (operand,), "convert")
+        if function in _FUNCTIONS:
+            return self.function_call(_FUNCTIONS[function])
         if function not in ("max", "min"):
             raise _TextError(f"schedc::{function} is outside the printer's subset")
         self.expect("(")
@@ -491,6 +495,16 @@ class _Parser:
         if a.ctype != b.ctype:  # template <typename T> T max(T a, T b): T deduced from both
             raise _TextError(f"schedc::{function}({a.ctype}, {b.ctype}): template argument deduction fails")
         return _Node("bin", a.ctype, (a, b), function)
+
+    def function_call(self, function: Function) -> _Node:
+        """``schedc::exp(x)``, ``schedc::select(c, a, b)``, ...: the runtime header's overloads."""
+        self.expect("(")
+        args = [self.expr()]
+        while self.peek() == ",":
+            self.take()
+            args.append(self.expr())
+        self.expect(")")
+        return _Node("call", _call_type(function, [a.ctype for a in args]), tuple(args), function)
 
     def intrinsic(self, function: str) -> _Node:
         self.expect("(")
@@ -509,6 +523,33 @@ def _from_bits(bits: int) -> float:
     import struct
 
     return struct.unpack("<d", bits.to_bytes(8, "little"))[0]
+
+
+_FUNCTIONS = {f.value: f for f in Function}
+_FLOAT_OVERLOADS = ("float", "double", "__half", "__nv_bfloat16")
+_ABS_OVERLOADS = (*_FLOAT_OVERLOADS, "signed char", "short", "int", "long long", "unsigned char", "unsigned short",
+                  "unsigned int", "unsigned long long")
+
+
+def _call_type(function: Function, ctypes: list[str]) -> str:
+    """The type of a runtime function's call on arguments of ``ctypes``, as overload resolution
+    (an exact match; the printer converts explicitly) or template deduction (select) gives it."""
+    signature = SIGNATURES[function]
+    where = f"schedc::{function.value}({', '.join(ctypes)})"
+    if len(ctypes) != signature.arity:
+        raise _TextError(f"{where}: {signature.arity} arguments expected")
+    if function is Function.SELECT:
+        if ctypes[0] != "bool" or ctypes[1] != ctypes[2]:
+            raise _TextError(f"{where}: select(bool, T, T) does not match")
+        return ctypes[1]
+    if function is Function.LOGICAL_NOT:
+        if ctypes[0] != "bool":
+            raise _TextError(f"{where}: logical_not takes a bool")
+        return "bool"
+    overloads = _ABS_OVERLOADS if function is Function.ABS else _FLOAT_OVERLOADS
+    if ctypes[0] not in overloads or len(set(ctypes)) != 1:
+        raise _TextError(f"{where}: no overload matches exactly")
+    return ctypes[0]
 
 
 def _implicit(node: _Node, ctype: str) -> _Node:
@@ -724,6 +765,8 @@ def _to_ir(node: _Node) -> Expr:
         return Unary("-", _to_ir(node.args[0]), dtype)
     if node.kind == "conv":
         return Cast(_to_ir(node.args[0]), dtype)
+    if node.kind == "call":
+        return Call(node.data, tuple(_to_ir(a) for a in node.args), dtype)
     lhs, rhs = (_to_ir(a) for a in node.args)
     return Binary(node.data, lhs, rhs, None if node.data in _COMPARISONS | _LOGIC else dtype)
 
@@ -757,6 +800,8 @@ def _key(e: Expr, index: str) -> tuple:
         return ("neg", _ctype(e.dtype, index), _key(e.operand, index))
     if isinstance(e, Cast):
         return ("cast", e.dtype.c_type, _key(e.operand, index))
+    if isinstance(e, Call):
+        return ("call", e.function.value, e.dtype.c_type, *(_key(a, index) for a in e.args))
     if isinstance(e, Binary):
         ctype = "bool" if e.op in _COMPARISONS | _LOGIC else _ctype(e.dtype, index)
         return ("bin", e.op, ctype, _key(e.lhs, index), _key(e.rhs, index))
@@ -836,6 +881,8 @@ def _linearised(e: Expr, strides: dict[str, tuple[int, ...]]) -> Expr:
         return dataclasses.replace(e, lhs=_linearised(e.lhs, strides), rhs=_linearised(e.rhs, strides))
     if isinstance(e, Unary | Cast):
         return dataclasses.replace(e, operand=_linearised(e.operand, strides))
+    if isinstance(e, Call):
+        return dataclasses.replace(e, args=tuple(_linearised(a, strides) for a in e.args))
     return e
 
 
@@ -853,6 +900,8 @@ def show(e: Expr) -> str:
         return f"(cast {e.dtype.value} {show(e.operand)})"
     if isinstance(e, Binary):
         return f"({e.op} {e.dtype.value if e.dtype else 'index'} {show(e.lhs)} {show(e.rhs)})"
+    if isinstance(e, Call):
+        return f"({e.function.value} {e.dtype.value} {' '.join(show(a) for a in e.args)})"
     return repr(e)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..errors import NestError
 from ..ir import kernel as k
-from ..ir.types import ScalarType
+from ..ir.functions import SIGNATURES, Function
+from ..ir.types import ScalarType, promote
 from . import expr as fe
 
 
@@ -53,10 +54,49 @@ def value_expr(node: fe.Expr, context: ScalarType) -> k.Expr:
         return k.Cast(value_expr(node.operand, inner), dtype)
     if isinstance(node, fe.Unary):
         return k.Unary(node.op, value_expr(node.operand, dtype), dtype)
+    if isinstance(node, fe.Call):
+        return _call(node, dtype)
+    if isinstance(node, fe.Binary) and node.op in k.COMPARISONS:
+        return _comparison(node)
     if isinstance(node, fe.Binary):
         lhs, rhs = value_expr(node.lhs, dtype), value_expr(node.rhs, dtype)
         return k.Binary(node.op, _as(lhs, dtype), _as(rhs, dtype), dtype)
     raise TypeError(f"not an expression: {node!r}")
+
+
+def _comparison(node: fe.Binary) -> k.Binary:
+    """Operands in their common type; two index values (or integers) compare as indices."""
+    common = node.lhs.dtype if node.rhs.dtype is None else node.rhs.dtype if node.lhs.dtype is None \
+        else promote(node.lhs.dtype, node.rhs.dtype)
+    if common is None and any(_is_float_constant(x) for x in (node.lhs, node.rhs)):
+        common = ScalarType.float32
+    if common is None:
+        return k.Binary(node.op, index_expr(node.lhs), index_expr(node.rhs), ScalarType.bool)
+    lhs, rhs = value_expr(node.lhs, common), value_expr(node.rhs, common)
+    if common in _PROMOTED:  # C++ compares them as int: say so (every value fits, the order holds)
+        common = ScalarType.int32
+    return k.Binary(node.op, _as(lhs, common), _as(rhs, common), ScalarType.bool)
+
+
+# types C++ converts to int before comparing them
+_PROMOTED = frozenset({ScalarType.bool, ScalarType.int8, ScalarType.uint8, ScalarType.int16, ScalarType.uint16})
+
+
+def _is_float_constant(node: fe.Expr) -> bool:
+    return isinstance(node, fe.Const) and isinstance(node.value, float)
+
+
+def _call(node: fe.Call, dtype: ScalarType) -> k.Call:
+    """A function of weak arguments takes the type of where it is used (``dtype``)."""
+    if node.function is Function.SELECT:
+        cond, a, b = node.args
+        return k.Call(node.function, (value_expr(cond, ScalarType.bool), _as(value_expr(a, dtype), dtype),
+                                      _as(value_expr(b, dtype), dtype)), dtype)
+    if node.function is Function.LOGICAL_NOT:
+        return k.Call(node.function, (value_expr(node.args[0], ScalarType.bool),), ScalarType.bool)
+    if not SIGNATURES[node.function].accepts(dtype):
+        raise NestError(fe.render(node), fe.domain_error(node.function, dtype))
+    return k.Call(node.function, tuple(_as(value_expr(a, dtype), dtype) for a in node.args), dtype)
 
 
 def _as(expr: k.Expr, dtype: ScalarType) -> k.Expr:

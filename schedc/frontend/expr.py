@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import NestError
+from ..ir.functions import SIGNATURES, Domain, Function
 from ..ir.types import ScalarType, promote
 from .parameters import Logic, Parameter, has_parameter
 
 Number = int | float | bool
 
-_PRECEDENCE = {"max": 9, "min": 9, "*": 5, "/": 5, "%": 5, "+": 4, "-": 4}
+_PRECEDENCE = {"max": 9, "min": 9, "*": 5, "/": 5, "%": 5, "+": 4, "-": 4, "<": 3, "<=": 3, ">": 3, ">=": 3}
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+_LOGIC_NAMES = {"&&": "logical_and", "||": "logical_or", "==": "equal", "!=": "not_equal"}
 
 
 class Storage(Protocol):
@@ -71,11 +74,51 @@ class Expr(Logic):
     def __pos__(self) -> Expr:
         return self
 
+    def __lt__(self, other: object) -> Expr:
+        return compare("<", self, other)
+
+    def __le__(self, other: object) -> Expr:
+        return compare("<=", self, other)
+
+    def __gt__(self, other: object) -> Expr:
+        return compare(">", self, other)
+
+    def __ge__(self, other: object) -> Expr:
+        return compare(">=", self, other)
+
+    def __abs__(self) -> Expr:
+        return call(Function.ABS, self)
+
+    def __pow__(self, other: object) -> Expr:
+        return call(Function.POW, self, other)
+
+    def __rpow__(self, other: object) -> Expr:
+        return call(Function.POW, other, self)
+
+    def __and__(self, other: object) -> Expr:
+        return logical("&&", self, other, "&")
+
+    def __rand__(self, other: object) -> Expr:
+        return logical("&&", other, self, "&")
+
+    def __or__(self, other: object) -> Expr:
+        return logical("||", self, other, "|")
+
+    def __ror__(self, other: object) -> Expr:
+        return logical("||", other, self, "|")
+
+    def __invert__(self) -> Expr:
+        if self.dtype is not ScalarType.bool:
+            raise NestError(f"~{render(self)}", "'~' of a value that is not a bool: bitwise operators are not "
+                                                 "built in schedc (acc.logical_not negates a condition)")
+        return call(Function.LOGICAL_NOT, self)
+
     def __bool__(self) -> bool:
         raise NestError(
             str(self),
-            "a symbolic expression has no truth value; use schedc.max/schedc.min instead of "
-            "Python's max/min or comparisons",
+            "a symbolic expression has no truth value: Python's if, and, or, not, max and min need one. "
+            "Use acc.select(condition, a, b) for if/else, acc.logical_and/logical_or/logical_not, "
+            "acc.max/acc.min, and acc.equal/acc.not_equal for == and !=",
         )
 
     def __str__(self) -> str:
@@ -122,7 +165,7 @@ class Access(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Binary(Expr):
-    op: str  # + - * / max min
+    op: str  # + - * / max min; comparisons and && || (of type bool)
     lhs: Expr
     rhs: Expr
     dtype: ScalarType | None = None
@@ -139,6 +182,15 @@ class Unary(Expr):
 class Cast(Expr):
     operand: Expr
     dtype: ScalarType | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Call(Expr):
+    """An element-wise function (``schedc.ir.functions``): acc.exp(x), acc.select(c, a, b), ..."""
+
+    function: Function
+    args: tuple[Expr, ...]
+    dtype: ScalarType | None = None  # None: of weak arguments only, typed by where it is used
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,7 +247,7 @@ def _no_bool_arithmetic(op: str, dtype: ScalarType | None, where: str) -> None:
     int and the result's meaning as a bool is rarely what was meant)."""
     if dtype is ScalarType.bool:
         raise NestError(where, f"'{op}' on bool values: cast them to an integer type first, or use "
-                               "schedc.max/schedc.min for or/and")
+                               "acc.logical_and/acc.logical_or/acc.select")
 
 
 def maximum(a: object, b: object) -> Expr:
@@ -215,6 +267,63 @@ def cast(value: object, element_type: ScalarType) -> Expr:
     if not isinstance(element_type, ScalarType):
         raise NestError(f"cast({value}, {element_type!r})", "the type must be a ScalarType")
     return Cast(as_expr(value), element_type)
+
+
+def compare(op: str, lhs: object, rhs: object) -> Binary:
+    """``lhs op rhs`` (< <= > >= == !=), a bool; the operands compared in their common type
+    (bools as 0 and 1)."""
+    left, right = as_expr(lhs), as_expr(rhs)
+    return Binary(op, left, right, ScalarType.bool)
+
+
+def logical(op: str, lhs: object, rhs: object, spelled: str = "") -> Binary:
+    """``lhs && rhs`` or ``lhs || rhs`` of conditions (numbers are true where not zero)."""
+    left, right = as_expr(lhs), as_expr(rhs)
+    if spelled and ScalarType.bool not in (left.dtype, right.dtype):
+        raise NestError(f"{render(left)} {spelled} {render(right)}",
+                        f"'{spelled}' of values that are not bools: bitwise operators are not built in schedc "
+                        f"(acc.{_LOGIC_NAMES[op]} combines conditions)")
+    return Binary(op, _condition(left, _LOGIC_NAMES[op]), _condition(right, _LOGIC_NAMES[op]), ScalarType.bool)
+
+
+def _condition(value: Expr, where: str) -> Expr:
+    """A condition: a bool expression, or a number (true where not zero)."""
+    if value.dtype is ScalarType.bool:
+        return value
+    if isinstance(value, Const) and isinstance(value.value, bool):
+        return Const(value.value, ScalarType.bool)
+    return Binary("!=", value, Const(0), ScalarType.bool)
+
+
+def call(function: Function, *args: object) -> Expr:
+    """``function(*args)`` with its signature's checks (``schedc.ir.functions``)."""
+    where = f"acc.{function.value}({', '.join(_shown(a) for a in args)})"
+    if function is Function.SELECT:
+        if isinstance(args[0], bool):
+            raise NestError(where, "the condition is a Python bool, fixed when the script runs: == and != "
+                                   "compare objects in Python; use acc.equal/acc.not_equal")
+        cond, a, b = (as_expr(x) for x in args)
+        return Call(function, (_condition(cond, where), a, b), _result_type(a, b))
+    operands = tuple(as_expr(x) for x in args)
+    if function is Function.LOGICAL_NOT:
+        return Call(function, (_condition(operands[0], where),), ScalarType.bool)
+    dtype = operands[0].dtype if len(operands) == 1 else _result_type(*operands)
+    signature = SIGNATURES[function]
+    if dtype is not None and not signature.accepts(dtype):
+        raise NestError(where, domain_error(function, dtype))
+    return Call(function, operands, dtype)
+
+
+def domain_error(function: Function, dtype: ScalarType) -> str:
+    """Why ``function`` refuses values of ``dtype``, and what to write."""
+    kind = SIGNATURES[function].domain.value
+    fix = "cast them first, e.g. acc.cast(x, acc.ScalarType.float32)" if SIGNATURES[function].domain is Domain.FLOAT \
+        else "compare them first"
+    return f"acc.{function.value} takes {kind} values, not {dtype.value}: {fix}"
+
+
+def _shown(value: object) -> str:
+    return render(value) if isinstance(value, Expr) else repr(value)
 
 
 def _result_type(a: Expr, b: Expr) -> ScalarType | None:
@@ -280,9 +389,13 @@ def render(expr: Expr, parent: int = 0) -> str:
         return f"cast({render(expr.operand)}, {expr.dtype.value})"
     if isinstance(expr, Unary):
         return f"-{render(expr.operand, 6)}"
+    if isinstance(expr, Call):
+        return f"{expr.function.value}({', '.join(render(a) for a in expr.args)})"
     if isinstance(expr, Binary):
         if expr.op in ("max", "min"):
             return f"{expr.op}({render(expr.lhs)}, {render(expr.rhs)})"
+        if expr.op in _LOGIC_NAMES:
+            return f"{_LOGIC_NAMES[expr.op]}({render(expr.lhs)}, {render(expr.rhs)})"
         prec = _PRECEDENCE[expr.op]
         right_prec = prec + 1 if expr.op in "-/" else prec
         text = f"{render(expr.lhs, prec)} {expr.op} {render(expr.rhs, right_prec)}"
@@ -301,3 +414,6 @@ def walk(expr: Expr):
         yield from walk(expr.rhs)
     elif isinstance(expr, Unary | Cast):
         yield from walk(expr.operand)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from walk(arg)

@@ -18,6 +18,7 @@ name schedc gave it (``unique``: arrays by position, indices by nest position or
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -172,10 +173,16 @@ def name_function(arrays: list, args: tuple, indices: list, logics: Iterable[Cal
 
 def array_fallbacks(arrays: list, args: tuple) -> list[str | None]:
     """Names of ``arrays`` without a variable: the explicit name; in ``args``, by position
-    (A, B, C, ..., skipping names the arrays have); CONST and TEMP arrays const0, temp0, ...;
-    None for another array (one missing from args, which the Model refuses)."""
-    taken = {a.name for a in arrays if a.name}
-    letters = iter(chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in taken)
+    (A, B, C, ..., Z, A1, B1, ..., skipping names given explicitly); CONST and TEMP arrays const0,
+    temp0, ...; None for another array (one missing from args, which the Model refuses).
+
+    >>> import schedc as acc
+    >>> arrays = [acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(1,)) for _ in range(28)]
+    >>> array_fallbacks(arrays, tuple(arrays))[24:]
+    ['Y', 'Z', 'A1', 'B1']
+    """
+    taken = {a.explicit_name for a in arrays if a.explicit_name}
+    letters = (name for name in _letters() if name not in taken)
     counters = {"const": 0, "temp": 0}
     fallback: list[str | None] = []
     for array in arrays:
@@ -187,6 +194,13 @@ def array_fallbacks(arrays: list, args: tuple) -> list[str | None]:
             counters[role] += 1
         fallback.append(name)
     return fallback
+
+
+def _letters() -> Iterator[str]:
+    """A, ..., Z, A1, ..., Z1, A2, ...: positional names without end."""
+    for round_ in itertools.count():
+        for c in range(ord("A"), ord("Z") + 1):
+            yield chr(c) + (str(round_) if round_ else "")
 
 
 def name_indices(indices: list, logics: Iterable[Callable]) -> None:

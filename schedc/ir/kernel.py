@@ -21,6 +21,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from .functions import SIGNATURES, Function
 from .types import ScalarType
 
 # -- expressions -------------------------------------------------------------------------------
@@ -41,12 +42,16 @@ class Const:
 
 @dataclass(frozen=True)
 class Binary:
-    """Arithmetic (+ - * / % max min) and comparisons (< <= == !=) and logic (&& ||)."""
+    """Arithmetic (+ - * / % max min), comparisons (< <= > >= == !=) and logic (&& ||)."""
 
     op: str
     lhs: Expr
     rhs: Expr
-    dtype: ScalarType | None = None  # None: index arithmetic (or a comparison)
+    dtype: ScalarType | None = None  # None: index arithmetic (or a comparison of indices); bool: a test
+
+
+COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+LOGIC = frozenset({"&&", "||"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,22 @@ class Cast:
 
 
 @dataclass(frozen=True)
+class Call:
+    """An element-wise function of ``args`` (``functions.SIGNATURES``): math in ``dtype``,
+    ``logical_not`` of a bool, ``select(cond, a, b)`` (both values computed, as every access)."""
+
+    function: Function
+    args: tuple[Expr, ...]
+    dtype: ScalarType
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "function", Function(self.function))
+        if len(self.args) != SIGNATURES[self.function].arity:
+            raise ValueError(f"{self.function.value} takes {SIGNATURES[self.function].arity} arguments, "
+                             f"not {len(self.args)}")
+
+
+@dataclass(frozen=True)
 class Load:
     """Element ``buffer[index]`` of a global array (multi-dimensional subscript)."""
 
@@ -71,7 +92,7 @@ class Load:
     dtype: ScalarType
 
 
-Expr = Var | Const | Binary | Unary | Cast | Load
+Expr = Var | Const | Binary | Unary | Cast | Call | Load
 
 # -- kinds (a node's field of one of these takes the string too, and is checked when made) --------
 
@@ -920,7 +941,7 @@ def all_of(tests) -> Expr | None:
 _NODES = {
     cls.__name__: cls
     for cls in (
-        Var, Const, Binary, Unary, Cast, Load, Store, Let, Loop, If, Fragment, FragmentFill,
+        Var, Const, Binary, Unary, Cast, Call, Load, Store, Let, Loop, If, Fragment, FragmentFill,
         FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, Buffer, Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
@@ -972,7 +993,7 @@ def _enum_value(name: str, value: str) -> enum.Enum:
              "CopyStrategy": CopyStrategy, "FenceKind": FenceKind, "BufferKind": BufferKind,
              "MMAFragmentOp": targets.MMAFragmentOp, "GridUnit": targets.GridUnit,
              "Model": targets.Model, "MemorySpace": targets.MemorySpace,
-             "CacheStrategy": targets.CacheStrategy, "CopyEngine": targets.CopyEngine}
+             "CacheStrategy": targets.CacheStrategy, "CopyEngine": targets.CopyEngine, "Function": Function}
     return enums[name](value)
 
 

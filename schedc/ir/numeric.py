@@ -21,8 +21,8 @@ from .types import ScalarType
 
 _SIMPLE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "%": np.fmod, "<": np.less,
-    "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, "&&": np.logical_and,
-    "||": np.logical_or,
+    "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
+    "&&": np.logical_and, "||": np.logical_or,
 }
 
 

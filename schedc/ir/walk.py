@@ -3,7 +3,7 @@
 A node declares its fields once, as a frozen dataclass; what a field holds says how it is
 walked, so a new node is covered everywhere without an edit here:
 
-- an *expression* (``Var``, ``Const``, ``Binary``, ``Unary``, ``Cast``, ``Load``) or a tuple of
+- an *expression* (``Var``, ``Const``, ``Binary``, ``Unary``, ``Cast``, ``Call``, ``Load``) or a tuple of
   them (subscripts, origins, valid extents) is one of the statement's own expressions;
 - a *body* (a tuple of statements: ``Loop.body``, ``If.body``/``orelse``) holds nested statements;
 - a *record* (``TileEdge``, ``Role``, a tuple of roles) is walked field by field the same way.
@@ -29,7 +29,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import get_args
 
-from .kernel import Binary, Cast, Expr, Load, Stmt, Unary, Var
+from .kernel import Binary, Call, Cast, Expr, Load, Stmt, Unary, Var
 
 EXPRESSIONS = get_args(Expr)
 ExprRewrite = Callable[[Expr], Expr]
@@ -55,6 +55,8 @@ def operands(e: Expr) -> tuple[Expr, ...]:
         return (e.operand,)
     if isinstance(e, Load):
         return e.index
+    if isinstance(e, Call):
+        return e.args
     return ()
 
 
@@ -69,6 +71,9 @@ def map_expr(e: Expr, fn: ExprRewrite) -> Expr:
     elif isinstance(e, Load):
         index = tuple(map_expr(i, fn) for i in e.index)
         e = e if index == e.index else dataclasses.replace(e, index=index)
+    elif isinstance(e, Call):
+        args = tuple(map_expr(a, fn) for a in e.args)
+        e = e if args == e.args else dataclasses.replace(e, args=args)
     return fn(e)
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
-from ..ir.kernel import Binary, Buffer, Cast, Const, Expr, Load, Store, Unary, Var
+from ..ir.functions import Function
+from ..ir.kernel import COMPARISONS, LOGIC, Binary, Buffer, Call, Cast, Const, Expr, Load, Store, Unary, Var
 from ..ir.layout import row_major_strides
 from ..ir.model import BindingSpec, GroupSpec, LoopSpec, Model
 from ..ir.patterns import accumulated, buffers_read
@@ -245,8 +246,14 @@ def _widened(expr: Expr, dtype: ScalarType) -> Expr:
         return expr
     if not (dtype.is_float and have is not None and have.is_float):
         return Cast(expr, dtype)
+    if isinstance(expr, Binary) and expr.op in COMPARISONS | LOGIC:
+        return expr  # a test keeps its operands' types
     if isinstance(expr, Binary):
         return Binary(expr.op, _widened(expr.lhs, dtype), _widened(expr.rhs, dtype), dtype)
+    if isinstance(expr, Call) and expr.function is Function.SELECT:
+        return Call(expr.function, (expr.args[0], *(_widened(a, dtype) for a in expr.args[1:])), dtype)
+    if isinstance(expr, Call):  # the function computed in dtype (16-bit ones are, in float32)
+        return Call(expr.function, tuple(_widened(a, dtype) for a in expr.args), dtype)
     if isinstance(expr, Unary):
         return Unary(expr.op, _widened(expr.operand, dtype), dtype)
     if isinstance(expr, Const):

@@ -5,7 +5,8 @@
 - *declared*: every buffer, private array, staging, fragment and variable is declared before
   it is used, in scope;
 - *types*: a load has its buffer's element type; a store's value converts implicitly to the
-  buffer's type; arithmetic operands have the operation's type;
+  buffer's type; arithmetic operands have the operation's type, compared values one type; a
+  function's arguments have its signature's types (``functions.SIGNATURES``);
 - *uniform*: barriers, block copies and async commits/waits are reached by every thread of
   the block (not under a condition, nor in a loop whose bounds, vary between threads);
 - *async*: every cp.async copy is committed before a wait and before the kernel ends, a
@@ -47,6 +48,7 @@ from dataclasses import dataclass, field
 
 from .. import tma
 from ..instructions import FAMILIES, WARPGROUP, column_elements, wgmma_accumulator
+from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
     AsyncCommit,
     AsyncWait,
@@ -56,6 +58,7 @@ from ..ir.kernel import (
     Buffer,
     BulkCommit,
     BulkWait,
+    Call,
     Cast,
     ClusterSync,
     Const,
@@ -102,6 +105,7 @@ from ..ir.kernel import (
 )
 from ..ir.registry import Registry
 from ..ir.types import ScalarType, converts_implicitly
+from ..ir.walk import operands
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles, ClusterSync)
@@ -743,8 +747,32 @@ class _Checker:
             if e.op not in _COMPARISONS:
                 for side in (e.lhs, e.rhs):
                     self.operand(e, side, self.dtype_of(side, scope), where)
+            elif e.dtype is ScalarType.bool and e.op not in ("&&", "||") \
+                    and self.dtype_of(e.lhs, scope) != self.dtype_of(e.rhs, scope):
+                kinds = [(self.dtype_of(x, scope) or self.index_type).value for x in (e.lhs, e.rhs)]
+                self.report("types", f"{where}: '{e.op}' compares a {kinds[0]} value with a {kinds[1]} value")
         elif isinstance(e, Unary | Cast):
             self.expr(e.operand, scope, where)
+        elif isinstance(e, Call):
+            for arg in e.args:
+                self.expr(arg, scope, where)
+            self.call(e, [self.dtype_of(a, scope) for a in e.args], where)
+
+    def call(self, e: Call, types: list[ScalarType | None], where: str) -> None:
+        """A function's arguments of its signature's types (``functions.SIGNATURES``)."""
+        name = e.function.value
+        if e.function is Function.SELECT:
+            expected = [ScalarType.bool, e.dtype, e.dtype]
+        elif e.function is Function.LOGICAL_NOT:
+            expected = [ScalarType.bool]
+        else:
+            expected = [e.dtype] * len(e.args)
+            if not SIGNATURES[e.function].accepts(e.dtype):
+                self.report("types", f"{where}: {name} of {e.dtype.value} values")
+        for n, (have, want) in enumerate(zip(types, expected)):
+            if have != want:
+                self.report("types", f"{where}: argument {n + 1} of a {e.dtype.value} {name} is "
+                                     f"{have.value if have else 'an index'}, not {want.value}")
 
     def operand(self, e: Binary, side: Expr, dtype: ScalarType | None, where: str) -> None:
         """An operand's type against a typed operation's; index arithmetic takes scalar
@@ -762,11 +790,7 @@ class _Checker:
         if isinstance(e, Load):
             own = isinstance(scope.arrays.get(e.buffer), PrivateArray)  # each thread's own values
             return own or any(self.varies(i, scope) for i in e.index)
-        if isinstance(e, Binary):
-            return self.varies(e.lhs, scope) or self.varies(e.rhs, scope)
-        if isinstance(e, Unary | Cast):
-            return self.varies(e.operand, scope)
-        return False
+        return any(self.varies(x, scope) for x in operands(e))
 
 
 def _dtype(e: Expr):

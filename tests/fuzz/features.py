@@ -3,7 +3,7 @@ coarse features counted over a campaign (what it covered, what schedc accepted).
 
 from __future__ import annotations
 
-from .program import Bin, Cast, Const, IndexValue, Neg, Program, Tile, loop_spans, refs, simulate_steps, walk
+from .program import Bin, Cast, Const, Fn, IndexValue, Neg, Program, Tile, loop_spans, refs, simulate_steps, walk
 
 
 def features(p: Program) -> list[str]:
@@ -31,6 +31,7 @@ def features(p: Program) -> list[str]:
         found.append("double minus")
     if any(s.accumulate for s in p.statements):
         found.append("+= (reduction)")
+    found += sorted({f"acc.{n.name}" for s in p.statements for n in walk(s.value) if isinstance(n, Fn)})
     if len(p.statements) > 1:
         found.append(f"{len(p.statements)} statements")
     found.append("types " + "/".join(sorted({a.dtype for a in p.arrays})))
@@ -74,6 +75,7 @@ def _expression_features(p: Program) -> set[str]:
         nodes = list(walk(s.value))
         found |= {f"op {n.op}" for n in nodes if isinstance(n, Bin)}
         found |= {"cast" for n in nodes if isinstance(n, Cast)}
+        found |= {f"acc.{n.name}" for n in nodes if isinstance(n, Fn)}
         found |= {"unary minus" for n in nodes if isinstance(n, Neg)}
         found |= {"double minus" for n in nodes if isinstance(n, Neg) and isinstance(n.operand, Neg)}
         found |= {"negative constant" for n in nodes if isinstance(n, Const) and n.value < 0}

@@ -13,8 +13,10 @@ from .program import (
     ArrayDecl,
     Bin,
     Cast,
+    Cmp,
     Const,
     Expr,
+    Fn,
     IndexValue,
     Neg,
     Ref,
@@ -37,6 +39,10 @@ from .values import (
     type_range,
 )
 
+FUNCTIONS = {"exp": 3, "tanh": 3, "sigmoid": 2, "erf": 1, "sqrt": 2, "log": 2, "abs": 3, "sin": 1, "cos": 1,
+             "fast_exp": 1, "log2": 1, "log10": 1, "tan": 1, "sinh": 1, "cosh": 1, "floor": 1, "ceil": 1,
+             "round": 1, "pow": 1, "select": 5}
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 DTYPES = {"float32": 30, "float16": 10, "bfloat16": 7, "float64": 8, "int8": 6, "int16": 5, "int32": 9,
           "int64": 5, "uint8": 6, "bool": 4}
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8")
@@ -187,12 +193,32 @@ class NestBuilder:
             return Neg(Neg(inner) if self.rng.random() < 0.35 else inner)
         if r < 0.17:
             return self.cast(self.expr(depth - 1, want), want)
+        if r < 0.3:
+            return self.function(depth, want)
         op = choose(self.rng, OPERATORS)
         lhs = self.expr(depth - 1, want)
         rhs = self.divisor(want) if op == "/" else self.expr(depth - 1, want)
         if isinstance(lhs, Const | IndexValue) and isinstance(rhs, Const | IndexValue):
             return self.array_leaf(want)  # Python would fold two constants before schedc sees them
         return Bin(op, lhs, rhs)
+
+    def function(self, depth: int, want: str) -> Fn:
+        """``acc.<function>(x)`` of a floating-point value (log and sqrt of ``abs(x) + 0.5``),
+        ``acc.pow(x, 2 or 3)``, or ``acc.select(a < b, x, y)`` comparing reads or exact constants."""
+        name = choose(self.rng, FUNCTIONS)
+        if name == "select":
+            other = self.array_leaf(want) if self.rng.random() < 0.6 else Const(self.rng.choice((0.0, 0.5, -0.25)))
+            cond = Cmp(self.rng.choice(COMPARISONS), self.array_leaf(want), other)
+            return Fn(name, (cond, self.expr(depth - 1, want), self.expr(depth - 1, want)))
+        arg = self.expr(depth - 1, want)
+        own = static_type(arg, self.dtypes())
+        if own is None or not own.is_float and (name != "abs" or own is ScalarType.bool):
+            arg = Cast(arg, want if ScalarType(want).is_float else "float32")
+        if name in ("sqrt", "log", "log2", "log10"):
+            arg = Bin("+", Fn("abs", (arg,)), Const(0.5))
+        if name == "pow":
+            return Fn(name, (arg, Const(self.rng.choice((2.0, 3.0)))))
+        return Fn(name, (arg,))
 
     def cast(self, operand: Expr, want: str) -> Cast:
         """A cast that rounds nothing the comparison's tolerance does not cover: to float64, to

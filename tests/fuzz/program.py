@@ -89,7 +89,24 @@ class Cast:
     dtype: str
 
 
-Expr = Ref | Const | IndexValue | Neg | Bin | Cast
+@dataclass(frozen=True)
+class Cmp:
+    """``lhs op rhs`` (< <= > >= == !=): the condition of a select."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True)
+class Fn:
+    """``acc.<name>(*args)``: a math function, or ``select`` of (Cmp, a, b)."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+
+Expr = Ref | Const | IndexValue | Neg | Bin | Cast | Cmp | Fn
 
 
 @dataclass(frozen=True)
@@ -244,11 +261,26 @@ def parents(program: Program) -> dict[str, str]:
 
 
 def expr_children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Bin):
+    if isinstance(e, Bin | Cmp):
         return (e.lhs, e.rhs)
     if isinstance(e, Neg | Cast):
         return (e.operand,)
+    if isinstance(e, Fn):
+        return e.args
     return ()
+
+
+def with_children(e: Expr, children: tuple[Expr, ...]) -> Expr:
+    """``e`` with its children (``expr_children``) replaced."""
+    if isinstance(e, Bin | Cmp):
+        return type(e)(e.op, *children)
+    if isinstance(e, Neg):
+        return Neg(children[0])
+    if isinstance(e, Cast):
+        return Cast(children[0], e.dtype)
+    if isinstance(e, Fn):
+        return Fn(e.name, tuple(children))
+    return e
 
 
 def walk(e: Expr):
@@ -276,13 +308,7 @@ def map_refs(e: Expr, change) -> Expr:
     """``e`` with every Ref replaced by ``change(ref)``."""
     if isinstance(e, Ref):
         return change(e)
-    if isinstance(e, Bin):
-        return Bin(e.op, map_refs(e.lhs, change), map_refs(e.rhs, change))
-    if isinstance(e, Neg):
-        return Neg(map_refs(e.operand, change))
-    if isinstance(e, Cast):
-        return Cast(map_refs(e.operand, change), e.dtype)
-    return e
+    return with_children(e, tuple(map_refs(c, change) for c in expr_children(e)))
 
 
 def with_array_names(program: Program) -> Program:
@@ -331,8 +357,8 @@ def fold(e: Expr) -> Expr:
     if isinstance(e, Neg):
         inner = fold(e.operand)
         return Const(-inner.value) if isinstance(inner, Const) else Neg(inner)
-    if isinstance(e, Cast):
-        return Cast(fold(e.operand), e.dtype)
+    if isinstance(e, Cast | Cmp | Fn):
+        return with_children(e, tuple(fold(c) for c in expr_children(e)))
     if isinstance(e, Bin):
         lhs, rhs = fold(e.lhs), fold(e.rhs)
         if isinstance(lhs, Const) and isinstance(rhs, Const) and e.op in _PYTHON and not (e.op == "/" and not rhs.value):

@@ -13,8 +13,10 @@ from __future__ import annotations
 from .program import (
     Bin,
     Cast,
+    Cmp,
     Const,
     Expr,
+    Fn,
     IndexValue,
     Neg,
     Program,
@@ -28,6 +30,7 @@ from .program import (
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
 _UNARY = 3
+_COMPARE = 0  # below every arithmetic operator, as in Python
 
 
 def render(program: Program, header: str = "") -> str:
@@ -85,6 +88,12 @@ def render_expr(e: Expr, parent: int = 0, right: bool = False) -> str:
     if isinstance(e, Neg):
         inner = render_expr(e.operand, _UNARY)
         return f"-({inner})" if inner.startswith("-") else f"-{inner}"
+    if isinstance(e, Fn):
+        return f"acc.{e.name}({', '.join(render_expr(a) for a in e.args)})"
+    if isinstance(e, Cmp):
+        if e.op in ("==", "!="):
+            return f"acc.{'equal' if e.op == '==' else 'not_equal'}({render_expr(e.lhs)}, {render_expr(e.rhs)})"
+        return f"{render_expr(e.lhs, _COMPARE)} {e.op} {render_expr(e.rhs, _COMPARE, right=True)}"
     return _binary(e, parent, right)
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 
 from .program import (
     ArrayDecl,
-    Bin,
     Const,
     Expr,
     Program,
@@ -31,6 +30,7 @@ from .program import (
     parents,
     refs,
     simulate_steps,
+    with_children,
 )
 from .render import render
 from .run import Outcome
@@ -228,9 +228,9 @@ def _simpler_exprs(e: Expr) -> Iterator[Expr]:
 
 
 def _replace_child(e: Expr, n: int, child: Expr) -> Expr:
-    if isinstance(e, Bin):
-        return Bin(e.op, child, e.rhs) if n == 0 else Bin(e.op, e.lhs, child)
-    return replace(e, operand=child)
+    children = list(expr_children(e))
+    children[n] = child
+    return with_children(e, tuple(children))
 
 
 def _simpler_refs(r: Ref) -> Iterator[Ref]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from schedc.ir.types import ScalarType, promote
 
-from .program import Bin, Cast, Const, Expr, IndexValue, Neg, Ref
+from .program import Bin, Cast, Cmp, Const, Expr, Fn, IndexValue, Neg, Ref
 
 FLOAT_LIMITS = {"float16": 6.0e4, "bfloat16": 1e30, "float32": 1e30, "float64": math.inf}
 
@@ -79,6 +79,11 @@ def static_type(e: Expr, dtypes: dict[str, ScalarType]) -> ScalarType | None:
         return static_type(e.operand, dtypes)
     if isinstance(e, Cast):
         return ScalarType(e.dtype)
+    if isinstance(e, Cmp):
+        return ScalarType.bool
+    if isinstance(e, Fn):
+        values = e.args[1:] if e.name == "select" else e.args
+        return static_type(values[0], dtypes) if len(values) == 1 else _result_type(*values, dtypes)
     return _result_type(e.lhs, e.rhs, dtypes)
 
 
@@ -123,6 +128,10 @@ def _bounds(e: Expr, dtype: ScalarType, env, dtypes, extents) -> Interval:
         return Interval(0, extents[e.index] - 1)
     if isinstance(e, Cast):
         return _cast_bounds(e, env, dtypes, extents)
+    if isinstance(e, Fn):
+        return _function_bounds(e, dtype, env, dtypes, extents)
+    if isinstance(e, Cmp):
+        raise Unsafe("a condition used as a value")
     if dtype is ScalarType.bool and not (isinstance(e, Bin) and e.op in ("max", "min")):
         raise Unsafe("arithmetic on bool")
     if isinstance(e, Neg):
@@ -131,6 +140,56 @@ def _bounds(e: Expr, dtype: ScalarType, env, dtypes, extents) -> Interval:
     lhs = bounds(e.lhs, dtype, env, dtypes, extents)
     rhs = bounds(e.rhs, dtype, env, dtypes, extents)
     return _binary_bounds(e.op, lhs, rhs, dtype)
+
+
+# Math functions: the values each takes on an interval (monotone ones by their ends), and the
+# arguments where the kernel and the float64 reference may disagree for reasons that are not
+# bugs: outside the function's domain, near overflow, or rounding a value that was rounded.
+_INCREASING = {"exp": math.exp, "fast_exp": math.exp, "sinh": math.sinh, "tanh": math.tanh, "erf": math.erf,
+               "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "log10": math.log10,
+               "sigmoid": lambda x: 1 / (1 + math.exp(-x)), "tan": math.tan}
+_POSITIVE = {"exp", "fast_exp", "sigmoid"}  # never zero: may divide
+
+
+def _function_bounds(e: Fn, dtype: ScalarType, env, dtypes, extents) -> Interval:
+    if e.name == "select":
+        cond, a, b = e.args
+        if not all(exact(x, dtypes, env) for x in expr_operands(cond)):
+            raise Unsafe("a comparison of rounded values (the reference may take the other branch)")
+        return bounds(a, dtype, env, dtypes, extents).union(bounds(b, dtype, env, dtypes, extents))
+    args = [bounds(a, dtype, env, dtypes, extents) for a in e.args]
+    x = args[0]
+    name = e.name
+    if name in ("sqrt", "log", "log2", "log10") and x.lo < (0 if name == "sqrt" else 0.25):
+        raise Unsafe(f"{name} of values down to {_show(x.lo)}")
+    if name in ("exp", "fast_exp", "sinh", "cosh") and max(-x.lo, x.hi) > 10:
+        raise Unsafe(f"{name} of values up to {_show(max(-x.lo, x.hi))}")
+    if name == "tan" and max(-x.lo, x.hi) > 1.5:
+        raise Unsafe("tan near its poles")
+    if name in ("floor", "ceil", "round"):
+        if not exact(e.args[0], dtypes, env):
+            raise Unsafe(f"{name} of a rounded value")
+        return Interval(math.floor(x.lo), math.ceil(x.hi))
+    if name in _INCREASING:
+        f = _INCREASING[name]
+        low, high = f(x.lo), f(x.hi)
+        return Interval(low, high, min(abs(low), abs(high)) if name in _POSITIVE else 0.0, exact=False)
+    if name in ("sin", "cos"):
+        return Interval(-1, 1, exact=False)
+    if name == "cosh":
+        return Interval(1, math.cosh(max(-x.lo, x.hi)), 1, exact=False)
+    if name == "abs":
+        top = max(-x.lo, x.hi)
+        return Interval(0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi)), top, x.min_abs, x.exact)
+    if name == "pow":  # a small integer power (the generator's): x^2 or x^3
+        power = int(e.args[1].value)
+        ends = [x.lo ** power, x.hi ** power] + ([0.0] if x.lo <= 0 <= x.hi else [])
+        return Interval(min(ends), max(ends), x.min_abs ** power, exact=False)
+    raise Unsafe(f"no bounds for {name}")
+
+
+def expr_operands(e: Expr) -> tuple[Expr, ...]:
+    return (e.lhs, e.rhs) if isinstance(e, Cmp | Bin) else ()
 
 
 def _binary_bounds(op: str, a: Interval, b: Interval, dtype: ScalarType) -> Interval:
@@ -192,6 +251,11 @@ def exact(e: Expr, dtypes, env: dict[str, Interval]) -> bool:
     if isinstance(e, Cast):
         inner = effective_type(e.operand, ScalarType(e.dtype), dtypes)
         return exact(e.operand, dtypes, env) and _widens(inner, ScalarType(e.dtype))
+    if isinstance(e, Fn):
+        values = e.args[1:] if e.name == "select" else e.args
+        return e.name in ("select", "abs", "floor", "ceil", "round") and all(exact(x, dtypes, env) for x in values)
+    if isinstance(e, Cmp):
+        return False
     if e.op in ("max", "min"):
         return exact(e.lhs, dtypes, env) and exact(e.rhs, dtypes, env)
     if e.op in ("*", "/") and _power_of_two(e.rhs):
@@ -218,6 +282,8 @@ def _integral(e: Expr, dtypes) -> bool:
         return _integral(e.operand, dtypes)
     if isinstance(e, Cast):
         return not ScalarType(e.dtype).is_float
+    if isinstance(e, Fn | Cmp):
+        return False
     return e.op in ("+", "-", "*", "max", "min") and _integral(e.lhs, dtypes) and _integral(e.rhs, dtypes)
 
 
@@ -246,6 +312,15 @@ def arithmetic_types(e: Expr, context: ScalarType | None, dtypes) -> set[ScalarT
         return {dtype} | arithmetic_types(e.operand, dtype, dtypes)
     if isinstance(e, Cast):
         return arithmetic_types(e.operand, ScalarType(e.dtype), dtypes)
+    if isinstance(e, Fn):
+        compared = [x for a in e.args if isinstance(a, Cmp) for x in (a.lhs, a.rhs)]
+        types = {dtype} if e.name != "select" else set()
+        for a in e.args:
+            if not isinstance(a, Cmp):
+                types |= arithmetic_types(a, dtype, dtypes)
+        for x in compared:
+            types |= arithmetic_types(x, None, dtypes)
+        return types
     return set()
 
 

@@ -1,4 +1,5 @@
-// schedc runtime: conversions, min/max and warp-tile helpers used by generated kernels.
+// schedc runtime: conversions, min/max, element-wise functions and warp-tile helpers used by
+// generated kernels.
 // Inlined into every generated .cu so that any NVRTC compiles it with the CUDA headers alone.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -78,6 +79,64 @@ __device__ __forceinline__ T min(T a, T b) {
     const typename widened<T>::type x = a, y = b;
     return T(y < x ? y : x);
 }
+
+// Element-wise functions of the iteration logic (schedc.ir.functions), overloaded per element
+// type: float and double call CUDA's accurate functions (fast_exp: __expf), 16-bit floats are
+// computed in float and rounded to nearest once.
+#define SCHEDC_FLOAT_FUNCTION(NAME, F32, F64)                                                       \
+    __device__ __forceinline__ float NAME(float x) { return F32(x); }                             \
+    __device__ __forceinline__ double NAME(double x) { return F64(x); }                           \
+    __device__ __forceinline__ __half NAME(__half x) { return __float2half_rn(F32(__half2float(x))); } \
+    __device__ __forceinline__ __nv_bfloat16 NAME(__nv_bfloat16 x) {                               \
+        return __float2bfloat16_rn(F32(__bfloat162float(x)));                                     \
+    }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + ::expf(-x)); }
+__device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+SCHEDC_FLOAT_FUNCTION(sqrt, ::sqrtf, ::sqrt)
+SCHEDC_FLOAT_FUNCTION(exp, ::expf, ::exp)
+SCHEDC_FLOAT_FUNCTION(fast_exp, ::__expf, ::exp)
+SCHEDC_FLOAT_FUNCTION(log, ::logf, ::log)
+SCHEDC_FLOAT_FUNCTION(log2, ::log2f, ::log2)
+SCHEDC_FLOAT_FUNCTION(log10, ::log10f, ::log10)
+SCHEDC_FLOAT_FUNCTION(sin, ::sinf, ::sin)
+SCHEDC_FLOAT_FUNCTION(cos, ::cosf, ::cos)
+SCHEDC_FLOAT_FUNCTION(tan, ::tanf, ::tan)
+SCHEDC_FLOAT_FUNCTION(sinh, ::sinhf, ::sinh)
+SCHEDC_FLOAT_FUNCTION(cosh, ::coshf, ::cosh)
+SCHEDC_FLOAT_FUNCTION(tanh, ::tanhf, ::tanh)
+SCHEDC_FLOAT_FUNCTION(sigmoid, sigmoid_f, sigmoid_d)
+SCHEDC_FLOAT_FUNCTION(erf, ::erff, ::erf)
+SCHEDC_FLOAT_FUNCTION(floor, ::floorf, ::floor)
+SCHEDC_FLOAT_FUNCTION(ceil, ::ceilf, ::ceil)
+SCHEDC_FLOAT_FUNCTION(round, ::roundf, ::round)
+SCHEDC_FLOAT_FUNCTION(abs, ::fabsf, ::fabs)
+#undef SCHEDC_FLOAT_FUNCTION
+
+__device__ __forceinline__ float pow(float x, float y) { return ::powf(x, y); }
+__device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
+__device__ __forceinline__ __half pow(__half x, __half y) {
+    return __float2half_rn(::powf(__half2float(x), __half2float(y)));
+}
+__device__ __forceinline__ __nv_bfloat16 pow(__nv_bfloat16 x, __nv_bfloat16 y) {
+    return __float2bfloat16_rn(::powf(__bfloat162float(x), __bfloat162float(y)));
+}
+
+// |x| of integers wraps as the emulator's: the most negative value stays itself; unsigned: x.
+__device__ __forceinline__ signed char abs(signed char x) { return (signed char)(x < 0 ? -(int)x : (int)x); }
+__device__ __forceinline__ short abs(short x) { return (short)(x < 0 ? -(int)x : (int)x); }
+__device__ __forceinline__ int abs(int x) { return x < 0 ? (int)(0u - (unsigned int)x) : x; }
+__device__ __forceinline__ long long abs(long long x) {
+    return x < 0 ? (long long)(0ull - (unsigned long long)x) : x;
+}
+__device__ __forceinline__ unsigned char abs(unsigned char x) { return x; }
+__device__ __forceinline__ unsigned short abs(unsigned short x) { return x; }
+__device__ __forceinline__ unsigned int abs(unsigned int x) { return x; }
+__device__ __forceinline__ unsigned long long abs(unsigned long long x) { return x; }
+
+template <typename T>
+__device__ __forceinline__ T select(bool condition, T a, T b) { return condition ? a : b; }
+
+__device__ __forceinline__ bool logical_not(bool x) { return !x; }
 
 // Round a float operand fragment to tf32, as the tensor cores expect (round to nearest).
 template <typename Fragment>
