@@ -147,7 +147,7 @@ def _bounds(e: Expr, dtype: ScalarType, env, dtypes, extents) -> Interval:
 # bugs: outside the function's domain, near overflow, or rounding a value that was rounded.
 _INCREASING = {"exp": math.exp, "fast_exp": math.exp, "sinh": math.sinh, "tanh": math.tanh, "erf": math.erf,
                "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "log10": math.log10,
-               "sigmoid": lambda x: 1 / (1 + math.exp(-x)), "tan": math.tan}
+               "sigmoid": lambda x: 0.5 * (1 + math.tanh(x / 2)), "tan": math.tan}
 _POSITIVE = {"exp", "fast_exp", "sigmoid"}  # never zero: may divide
 
 
