@@ -38,6 +38,11 @@ def check(result, call: str):
     return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
 
 
+def result_code(code: int):
+    """The driver's ``CUresult`` of a raw result (from a call through ctypes), for ``check``."""
+    return _driver().CUresult(code)
+
+
 @functools.cache
 def device_count() -> int:
     """Number of CUDA devices (0 when there is no driver or no GPU)."""

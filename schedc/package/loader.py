@@ -27,6 +27,7 @@ from ..ir.kernel import Buffer, HostFunction, Kernel, ScalarParam, StructParam, 
 from ..ir.model import Model
 from . import driver, hat
 from .arrays import ArgumentView, describe
+from .fastcall import CallPlan, torch_loaded
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Function:
         self.info = info
         self.name = info.name
         self._kernel_handle = None
+        self._plan: CallPlan | None = None  # the fast path (CUDA torch tensors), made at a call with torch loaded
         self._workspaces: dict[int, dict[str, driver.DeviceMemory]] = {}  # by stream
 
     @property
@@ -144,6 +146,11 @@ class Function:
 
     def __call__(self, *args, stream: object = None) -> None:
         """Run the function on ``args`` (see the class docstring for devices and streams)."""
+        plan = self._plan
+        if plan is None and torch_loaded():
+            plan = self._plan = CallPlan(self)
+        if plan is not None and plan.call(args, stream):
+            return
         views, scalars = self.check_call(args)
         handle = None if stream is None else driver.stream_handle(stream, f"{self.where}: stream")
         dev = driver.device()

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Wall time per call from PyTorch: a schedc function ``fn(a, b, c)`` on torch tensors of 4096
+floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; then where
+a schedc call spends its microseconds (cProfile, by function).
+
+The kernel itself takes a few microseconds; every figure is dominated by the host: the median
+of ``--repeats`` runs of ``--calls`` calls each (after a warm-up), wall time divided by calls,
+with a synchronize at the end of each run (the launches queue asynchronously, as in a model).
+
+Usage (on the GPU): python3 benchmarks/call_overhead.py [--calls 2000] [--repeats 7] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import schedc as acc  # noqa: E402
+
+N = 4096
+
+
+def build(directory: Path) -> Path:
+    """c[i] = a[i] + b[i] over 4096 floats: 32 blocks of 128 threads."""
+    a, b, c = (acc.Array(role=role, element_type=acc.ScalarType.float32, shape=(N,))
+               for role in (acc.Role.INPUT, acc.Role.INPUT, acc.Role.OUTPUT))
+    nest = acc.Nest(N)
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        c[i] = a[i] + b[i]
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 128)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
+    package = acc.Package()
+    package.add(plan, args=(a, b, c), base_name="add")
+    return package.build("add", output_dir=directory)
+
+
+def per_call(call, calls: int, repeats: int) -> float:
+    """Median over ``repeats`` of the wall time per call, in microseconds."""
+    import torch
+
+    for _ in range(50):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(times)
+
+
+def triton_add():
+    """A Triton kernel for the same add, or None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask), mask=mask)
+
+    def run(x, y, out):
+        add_kernel[(N // 1024,)](x, y, out, N, BLOCK=1024)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of schedc's call")
+    options = parser.parse_args()
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as directory:
+        fn = acc.load(build(Path(directory))).add
+        x, y = torch.rand(N, device="cuda"), torch.rand(N, device="cuda")
+        out = torch.empty(N, device="cuda")
+        fn(x, y, out)
+        torch.cuda.synchronize()
+        assert torch.equal(out, x + y), "the schedc add is wrong"
+        rows = [("schedc fn(a, b, c)", per_call(lambda: fn(x, y, out), options.calls, options.repeats)),
+                ("torch.add(a, b, out=c)", per_call(lambda: torch.add(x, y, out=out), options.calls,
+                                                     options.repeats))]
+        triton = triton_add()
+        if triton is not None:
+            rows.append(("Triton add[grid](a, b, c, n)", per_call(lambda: triton(x, y, out), options.calls,
+                                                                  options.repeats)))
+        print(f"{torch.cuda.get_device_name()}: wall time per call, median of {options.repeats} x {options.calls}")
+        for name, us in rows:
+            print(f"  {name:<32} {us:8.2f} us")
+        if options.profile:
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(options.calls):
+                fn(x, y, out)
+            profiler.disable()
+            torch.cuda.synchronize()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+            print(text.getvalue())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""The fast path of a call on CUDA torch tensors: what does not depend on the call's arguments
+is computed once per function, and a call is a few attribute reads and comparisons per tensor
+and one ``cuLaunchKernel`` per kernel through ctypes, with a parameter buffer prepared once.
+
+The fast path makes the same checks as the general one (count, dtype, shape, strides, device,
+alignment, null pointers, overlap of a written array, the stream to launch on) and takes a call
+only where every one passes: any other call (numpy arrays, cupy, DLPack, a wrong argument) goes
+the general way (``loader.Function``), which explains what is wrong with the same message as
+before. Where the microseconds went before (H200, 2026-11-26, ``benchmarks/call_overhead.py
+--profile``): ``__cuda_array_interface__`` and DLPack re-exports per tensor, the current stream
+asked of torch per tensor, the function's parameter lists rebuilt per call, messages' names
+formatted before any check failed, and cuda-python's conversions around each driver call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from dataclasses import dataclass
+
+from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
+from ..ir.types import ScalarType
+from . import driver
+
+_TORCH_NAMES = {ScalarType.float16: "float16", ScalarType.bfloat16: "bfloat16", ScalarType.float32: "float32",
+                ScalarType.float64: "float64", ScalarType.int8: "int8", ScalarType.int16: "int16",
+                ScalarType.int32: "int32", ScalarType.int64: "int64", ScalarType.uint8: "uint8",
+                ScalarType.uint16: "uint16", ScalarType.uint32: "uint32", ScalarType.uint64: "uint64",
+                ScalarType.bool: "bool"}
+
+
+@dataclass(frozen=True)
+class _Array:
+    """What a caller's array must be: torch dtype, shape, the strides of its dims longer than 1."""
+
+    name: str
+    torch_dtype: object
+    shape: tuple[int, ...]
+    strides: tuple[tuple[int, int], ...]  # (dimension, stride in elements) of the dims longer than 1
+    all_strides: tuple[int, ...]  # every dimension's (a tensor with these strides passes at once)
+    nbytes: int
+    alignment: int
+    written: bool
+
+
+class _Slots:
+    """One kernel's ``void**`` parameter buffer, allocated once: a 64-bit slot per pointer and
+    a 64-byte aligned buffer per value; a call writes the values in place."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.pointer_names = [b.name for b in kernel.params]
+        self.value_names = [v.name for v in kernel.values]
+        self.pointers = (ctypes.c_uint64 * max(len(self.pointer_names), 1))()
+        self.buffers = [ctypes.create_string_buffer(_value_size(v) + 64) for v in kernel.values]
+        self.value_addresses = [(ctypes.addressof(b) + 63) // 64 * 64 for b in self.buffers]
+        addresses = [ctypes.addressof(self.pointers) + 8 * n for n in range(len(self.pointer_names))]
+        self.array = (ctypes.c_void_p * max(len(addresses) + len(self.buffers), 1))(
+            *addresses, *self.value_addresses)
+        self.address = ctypes.addressof(self.array)
+
+    def fill(self, pointers: dict[str, int], values: dict[str, bytes]) -> None:
+        for n, name in enumerate(self.pointer_names):
+            self.pointers[n] = pointers[name]
+        for name, address in zip(self.value_names, self.value_addresses):
+            data = values[name]
+            ctypes.memmove(address, data, len(data))
+
+
+def _value_size(value: ScalarParam | StructParam) -> int:
+    return value.dtype.size if isinstance(value, ScalarParam) else 128  # a CUtensorMap: 128 bytes
+
+
+class CallPlan:
+    """A function's call on CUDA torch tensors, prepared once (``Function.__call__`` builds it)."""
+
+    def __init__(self, function) -> None:
+        torch = sys.modules["torch"]
+        self.function = function
+        # a stand-in module (a test's, a stub) has no tensors to take: the general path serves
+        self.enabled = isinstance(getattr(torch, "Tensor", None), type) and hasattr(torch, "_C") \
+            and hasattr(torch, "float32")
+        if not self.enabled:
+            return
+        host = function.function
+        params = host.caller_params
+        self.arity = len(params)
+        self.positions = tuple((n, _array_spec(p, function.info.alignments.get(p.name, 1), torch))
+                               for n, p in enumerate(params) if isinstance(p, Buffer))
+        self.arrays = tuple(spec for _, spec in self.positions)
+        self.pairs = _pairs(self.arrays)
+        self.scalars = tuple((n, p) for n, p in enumerate(params) if isinstance(p, ScalarParam))
+        self.structs = any(isinstance(v, StructParam) for k in host.kernels for v in k.values)
+        self.workspaces = bool(host.workspaces)
+        self.kernels = host.kernels
+        self.slots = [_Slots(k) for k in host.kernels]
+        self.stream = _current_stream_function(torch)
+        self.tensor = torch.Tensor
+        self._struct_cache: tuple[tuple[int, ...], dict[str, bytes]] | None = None
+        # made by _prepare at the first launch (CUDA calls): handles, context, entry points
+        self.context: int | None = None
+        self.driver_handles: list = []
+        self.handles: list[int] = []
+        self.lean: _Slots | None = None  # a function of one kernel whose parameters are the caller's arrays
+        self.lean_launch: tuple = ()
+
+    def pointers(self, args: tuple) -> list[int] | None:
+        """The device addresses of the call's tensors where every check passes, else None."""
+        if len(args) != self.arity:
+            return None
+        tensor = self.tensor
+        pointers = []
+        for position, spec in self.positions:
+            value = args[position]
+            if not isinstance(value, tensor) or value.dtype is not spec.torch_dtype or value.shape != spec.shape \
+                    or value.get_device() != 0:  # -1: a CPU tensor
+                return None
+            strides = value.stride()
+            if strides != spec.all_strides and any(strides[d] != s for d, s in spec.strides):
+                return None
+            pointer = value.data_ptr()
+            if pointer % spec.alignment or (not pointer and spec.nbytes):
+                return None
+            pointers.append(pointer)
+        return None if _overlaps(pointers, self.arrays, self.pairs) else pointers
+
+    def call(self, args: tuple, stream: object) -> bool:
+        """Launch on ``args`` and return True, or return False (the general path takes the call)."""
+        if not self.enabled:
+            return False
+        pointers = self.pointers(args)
+        if pointers is None:
+            return False
+        if self.context is None:
+            self._prepare()
+        if self.lean is not None and stream is None:  # one kernel of the caller's arrays alone
+            stream = self.stream(0)
+            slots = self.lean.pointers
+            for n, pointer in enumerate(pointers):
+                slots[n] = pointer
+            if self.cu_launch(*self.lean_launch, stream or None, self.lean.address, None):
+                # no context, or another one, current on this thread: the function's, then again
+                self.set_current(self.context)
+                result = self.cu_launch(*self.lean_launch, stream or None, self.lean.address, None)
+                if result:
+                    _failed(result, stream)
+            return True
+        self._launch_all(args, pointers, stream)
+        return True
+
+    def _prepare(self) -> None:
+        """What the first launch needs: the kernels' handles (loading the module), the context,
+        the driver's entry points, and for a function of one kernel whose parameters are the
+        caller's arrays in order, its ready parameter buffer."""
+        fn = self.function
+        self.driver_handles = fn.handles()
+        self.handles = [_address(h) for h in self.driver_handles]
+        library = _libcuda()
+        self.cu_launch, self.set_current = library.cuLaunchKernel, library.cuCtxSetCurrent
+        kernel = self.kernels[0]
+        if len(self.kernels) == 1 and not kernel.values and not kernel.dependent_launch \
+                and [b.name for b in kernel.params] == [a.name for a in self.arrays]:
+            self.lean = self.slots[0]
+            self.lean_launch = (self.handles[0], *kernel.grid, *kernel.block, kernel.dynamic_shared_bytes)
+        self.context = _address(driver.device().context)
+
+    def _launch_all(self, args: tuple, pointers: list[int], stream: object) -> None:
+        """Every kernel of the function, its scalars, workspaces and structs, on ``stream``."""
+        fn = self.function
+        producer = self.stream(0)
+        handle = producer if stream is None else driver.stream_handle(stream, f"{fn.where}: stream")
+        scalars = {p.name: p.value(args[n], fn.where).tobytes() for n, p in self.scalars}
+        self.set_current(self.context)
+        if handle != producer:
+            driver.wait_for(handle, producer)
+        named = dict(zip((a.name for a in self.arrays), pointers))
+        if self.workspaces:
+            named.update(fn.workspace_pointers(handle))
+        if self.structs:
+            scalars.update(self._structs(named))
+        for kernel, slots, function, original in zip(self.kernels, self.slots, self.handles, self.driver_handles):
+            if kernel.dependent_launch:  # cuLaunchKernelEx with its attribute: the driver module's
+                launch = driver.LaunchArgs([named[b.name] for b in kernel.params]
+                                           + [scalars[v.name] for v in kernel.values])
+                driver.launch(original, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, launch, handle,
+                              dependent=True)
+                continue
+            slots.fill(named, scalars)
+            result = self.cu_launch(function, *kernel.grid, *kernel.block, kernel.dynamic_shared_bytes,
+                                    handle or None, slots.address, None)
+            if result:
+                _failed(result, handle)
+
+    def _structs(self, named: dict[str, int]) -> dict[str, bytes]:
+        """By-value structs (tensor maps) of the arrays at these addresses: encoded again only
+        when an address changed since the last call."""
+        key = tuple(named.values())
+        if self._struct_cache is None or self._struct_cache[0] != key:
+            self._struct_cache = (key, self.function._structs(named))
+        return self._struct_cache[1]
+
+
+def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:
+    dtype = getattr(torch, _TORCH_NAMES[buffer.dtype], None)
+    strides = tuple((d, s) for d, (n, s) in enumerate(zip(buffer.shape, buffer.strides)) if n > 1)
+    return _Array(buffer.name, dtype, tuple(buffer.shape), strides, tuple(buffer.strides),
+                  buffer.size * buffer.dtype.size, alignment, buffer.role in ("input_output", "output"))
+
+
+def _pairs(arrays: tuple[_Array, ...]) -> tuple[tuple[int, int], ...]:
+    """The pairs of arrays that may not share memory: one of them is written."""
+    return tuple((a, b) for a in range(len(arrays)) for b in range(a + 1, len(arrays))
+                 if arrays[a].written or arrays[b].written)
+
+
+def _overlaps(pointers: list[int], arrays: tuple[_Array, ...], pairs: tuple[tuple[int, int], ...]) -> bool:
+    return any(pointers[a] < pointers[b] + arrays[b].nbytes and pointers[b] < pointers[a] + arrays[a].nbytes
+               for a, b in pairs)
+
+
+def _current_stream_function(torch):
+    """``ordinal -> the raw CUstream`` torch launches on: its C accessor where torch has it (a
+    fraction of a microsecond), else the public API."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda ordinal: raw(ordinal) or 0
+    return lambda ordinal: int(torch.cuda.current_stream(ordinal).cuda_stream) or 0
+
+
+# -- the driver through ctypes: no conversions around the two calls made per launch --------------
+
+_LIBCUDA: list = []
+
+
+def _libcuda():
+    if not _LIBCUDA:
+        library = ctypes.CDLL("libcuda.so.1")
+        library.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 6, ctypes.c_uint, ctypes.c_void_p,
+                                           ctypes.c_void_p, ctypes.c_void_p]
+        library.cuLaunchKernel.restype = ctypes.c_int
+        library.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+        library.cuCtxSetCurrent.restype = ctypes.c_int
+        _LIBCUDA.append(library)
+    return _LIBCUDA[0]
+
+
+def _address(handle) -> int:
+    return int(handle)
+
+
+def _failed(result: int, stream: int) -> None:
+    where = "cuLaunchKernel" if not stream else f"cuLaunchKernel on stream 0x{stream:x}"
+    driver.check(driver.result_code(result), where)
+
+
+def torch_loaded() -> bool:
+    """Whether torch is imported (a call can only hold torch tensors then)."""
+    return "torch" in sys.modules

@@ -1,0 +1,168 @@
+"""The fast path of a call on CUDA torch tensors (``schedc.package.fastcall``): taken exactly
+where every check passes, its results the general path's; every other call still meets the
+general path's checks and messages. CPU parts: the parameter buffer's bytes, the overlap rule,
+a stand-in torch module; GPU parts: single kernels, split-K functions (workspaces, dependent
+launches) and Hopper functions (tensor maps) through it."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import schedc
+from schedc.errors import LaunchError
+from schedc.ir.kernel import Buffer, Kernel, ScalarParam
+from schedc.ir.types import ScalarType
+from schedc.package import fastcall
+
+from .conftest import require_gpu
+from .kit import hopper_matmul
+from .plans import build, simt_matmul
+
+
+def test_the_parameter_buffer_holds_each_pointer_and_value_where_the_driver_reads_it():
+    a = Buffer("A", ScalarType.float32, (4,), (1,), "param", "input")
+    c = Buffer("C", ScalarType.float32, (4,), (1,), "param", "output")
+    kernel = Kernel("k", (a, c), (1, 1, 1), (32, 1, 1), (), values=(ScalarParam("alpha", ScalarType.float32),))
+    slots = fastcall._Slots(kernel)
+    slots.fill({"A": 0x7F0000001000, "C": 0x7F0000002000}, {"alpha": np.float32(2.5).tobytes()})
+    addresses = (ctypes.c_void_p * 3).from_address(slots.address)
+    assert ctypes.c_uint64.from_address(addresses[0]).value == 0x7F0000001000
+    assert ctypes.c_uint64.from_address(addresses[1]).value == 0x7F0000002000
+    assert ctypes.c_float.from_address(addresses[2]).value == 2.5 and addresses[2] % 64 == 0
+
+
+def test_overlap_refuses_a_written_array_sharing_memory_only():
+    spec = fastcall._Array
+    read, written = (spec(n, None, (4,), (), (1,), 16, 1, w) for n, w in (("A", False), ("C", True)))
+    assert fastcall._pairs((read, written, read)) == ((0, 1), (1, 2))
+    assert fastcall._overlaps([0x1000, 0x1008], (read, written), ((0, 1),))
+    assert not fastcall._overlaps([0x1000, 0x1010], (read, written), ((0, 1),))
+    assert not fastcall._overlaps([0x1000, 0x1008], (read, read), fastcall._pairs((read, read)))
+
+
+def test_a_stand_in_torch_module_leaves_the_call_to_the_general_path(tmp_path, monkeypatch):
+    fn = schedc.load(build(*simt_matmul(32, 32, 16, block=(16, 16)), "standin", tmp_path)).standin
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=None))
+    with pytest.raises(LaunchError, match=r"standin\(A, B, C\): expected 3 arrays, got 1"):
+        fn(np.zeros((32, 16), np.float32))
+    assert fn._plan is not None and not fn._plan.enabled
+
+
+# -- on the GPU ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The grids of the kernels the fast path launched (cuLaunchKernel through ctypes)."""
+    seen = []
+    real = fastcall._libcuda
+
+    def proxy():  # the driver's library opened at the first launch (on a machine with a GPU)
+        library = real()
+
+        def counted(function, gx, gy, gz, *rest):
+            seen.append((gx, gy, gz))
+            return library.cuLaunchKernel(function, gx, gy, gz, *rest)
+        return types.SimpleNamespace(cuLaunchKernel=counted, cuCtxSetCurrent=library.cuCtxSetCurrent)
+    monkeypatch.setattr(fastcall, "_libcuda", proxy)
+    return seen
+
+
+def _torch():
+    require_gpu()
+    return pytest.importorskip("torch")
+
+
+def _reference(torch, a, b, c):
+    return c.double() + a.double() @ b.double()
+
+
+def test_simt_functions_take_the_fast_path_and_compute_the_same(tmp_path, launches):
+    fn = schedc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "fast_simt", tmp_path)).fast_simt
+    torch = _torch()
+    a, b, c = torch.rand(64, 32, device="cuda"), torch.rand(32, 48, device="cuda"), torch.rand(64, 48, device="cuda")
+    expected = _reference(torch, a, b, c)
+    fn(a, b, c)
+    torch.cuda.synchronize()
+    assert launches == [fn.kernel.grid]
+    assert torch.allclose(c.double(), expected, rtol=1e-5)
+
+
+def test_wrong_arguments_meet_the_general_paths_messages(tmp_path, launches):
+    fn = schedc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "fast_checks", tmp_path)).fast_checks
+    torch = _torch()
+    a, b, c = torch.rand(64, 32, device="cuda"), torch.rand(32, 48, device="cuda"), torch.rand(64, 48, device="cuda")
+    cases = [((a.double(), b, c), "argument A: dtype float64, expected float32"),
+             ((a[:32], b, c), r"argument A: shape \(32, 32\), expected \(64, 32\)"),
+             ((a.t().contiguous().t(), b, c), "argument A: element strides"),
+             ((a, b.cpu(), c), "B is on cpu but A is on cuda:0"),
+             ((a, b, c[:, :32]), r"argument C: shape"),
+             ((a, b), "expected 3 arrays, got 2")]
+    for args, message in cases:
+        with pytest.raises(LaunchError, match=message):
+            fn(*args)
+    flat = torch.rand(64 * 48 + 64 * 32, device="cuda")
+    with pytest.raises(LaunchError, match="overlap in memory"):
+        fn(flat[:64 * 32].view(64, 32), b, flat[64 * 32 - 48:64 * 32 - 48 + 64 * 48].view(64, 48))
+    assert launches == []
+
+
+def test_split_k_functions_launch_every_kernel_with_their_workspace(tmp_path, launches):
+    plan, args = simt_matmul(64, 64, 256, block=(16, 16), splits=2)
+    fn = schedc.load(build(plan, args, "fast_split", tmp_path)).fast_split
+    torch = _torch()
+    a, b, c = torch.rand(64, 256, device="cuda"), torch.rand(256, 64, device="cuda"), torch.rand(64, 64, device="cuda")
+    expected = _reference(torch, a, b, c)
+    for _ in range(3):  # the workspace reused
+        c2 = c.clone()
+        fn(a, b, c2)
+    torch.cuda.synchronize()
+    plain = [k.grid for k in fn.function.kernels if not k.dependent_launch]
+    assert len(fn.function.kernels) >= 2 and launches == plain * 3
+    assert torch.allclose(c2.double(), expected, rtol=1e-5)
+
+
+def test_hopper_functions_rebuild_their_tensor_maps_for_new_tensors(tmp_path, launches):
+    plan, args = hopper_matmul.matmul(128, 256, 128, block=(128, 256, 64), stages=2)
+    fn = schedc.load(build(plan, args, "fast_hopper", tmp_path)).fast_hopper
+    torch = _torch()
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90a")
+    for _ in range(2):  # new tensors each time: new addresses, new tensor maps
+        a = torch.rand(128, 128, device="cuda").half()
+        b = torch.rand(128, 256, device="cuda").half()
+        c = torch.rand(128, 256, device="cuda")
+        expected = _reference(torch, a, b, c)
+        fn(a, b, c)
+        torch.cuda.synchronize()
+        assert torch.allclose(c.double(), expected, rtol=1e-3, atol=1e-3)
+    assert launches == [fn.kernel.grid] * 2
+
+
+def test_a_thread_without_a_current_context_still_launches(tmp_path, launches):
+    """A new thread has no current context until a CUDA call makes one: the launch sets the
+    function's and tries again."""
+    import threading
+
+    fn = schedc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "fast_thread", tmp_path)).fast_thread
+    torch = _torch()
+    a, b, c = torch.rand(64, 32, device="cuda"), torch.rand(32, 48, device="cuda"), torch.rand(64, 48, device="cuda")
+    expected = _reference(torch, a, b, c)
+    failures = []
+
+    def call():
+        try:
+            fn(a, b, c)
+        except Exception as error:  # noqa: BLE001 - reported by the test
+            failures.append(error)
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join()
+    torch.cuda.synchronize()
+    assert not failures and launches
+    assert torch.allclose(c.double(), expected, rtol=1e-5)
