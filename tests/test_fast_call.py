@@ -38,7 +38,7 @@ def test_the_parameter_buffer_holds_each_pointer_and_value_where_the_driver_read
 
 def test_overlap_refuses_a_written_array_sharing_memory_only():
     spec = fastcall._Array
-    read, written = (spec(n, None, (4,), (), (1,), 16, 1, w) for n, w in (("A", False), ("C", True)))
+    read, written = (spec(n, None, (4,), (), (1,), True, 16, 1, w) for n, w in (("A", False), ("C", True)))
     assert fastcall._pairs((read, written, read)) == ((0, 1), (1, 2))
     assert fastcall._overlaps([0x1000, 0x1008], (read, written), ((0, 1),))
     assert not fastcall._overlaps([0x1000, 0x1010], (read, written), ((0, 1),))
@@ -62,13 +62,26 @@ def launches(monkeypatch):
     seen = []
     real = fastcall._libcuda
 
-    def proxy():  # the driver's library opened at the first launch (on a machine with a GPU)
-        library = real()
+    class Counting:
+        """The driver's library, its launches counted (opened at the first launch, on a GPU)."""
 
-        def counted(function, gx, gy, gz, *rest):
-            seen.append((gx, gy, gz))
-            return library.cuLaunchKernel(function, gx, gy, gz, *rest)
-        return types.SimpleNamespace(cuLaunchKernel=counted, cuCtxSetCurrent=library.cuCtxSetCurrent)
+        def __init__(self) -> None:
+            self.library = real()
+            self.cuCtxSetCurrent = self.library.cuCtxSetCurrent
+            self.cuLaunchKernel = self.counted(self.library.cuLaunchKernel)
+
+        def __getitem__(self, name: str):
+            return self.counted(self.library[name])
+
+        @staticmethod
+        def counted(launch):
+            def counting(function, gx, gy, gz, *rest):
+                seen.append(tuple(getattr(g, "value", g) for g in (gx, gy, gz)))
+                return launch(function, gx, gy, gz, *rest)
+            return counting
+
+    def proxy():
+        return Counting()
     monkeypatch.setattr(fastcall, "_libcuda", proxy)
     return seen
 
@@ -166,3 +179,18 @@ def test_a_thread_without_a_current_context_still_launches(tmp_path, launches):
     torch.cuda.synchronize()
     assert not failures and launches
     assert torch.allclose(c.double(), expected, rtol=1e-5)
+
+
+def test_a_column_major_array_passes_in_its_layout_only(tmp_path, launches):
+    from .plans import LAST
+
+    fn = schedc.load(build(*simt_matmul(64, 48, 32, block=(16, 16), b_layout=LAST), "fast_cols", tmp_path)).fast_cols
+    torch = _torch()
+    a, c = torch.rand(64, 32, device="cuda"), torch.rand(64, 48, device="cuda")
+    b = torch.rand(48, 32, device="cuda").t()  # 32 x 48, column-major
+    expected = _reference(torch, a, b, c)
+    fn(a, b, c)
+    torch.cuda.synchronize()
+    assert launches == [fn.kernel.grid] and torch.allclose(c.double(), expected, rtol=1e-5)
+    with pytest.raises(LaunchError, match="argument B: element strides"):
+        fn(a, b.contiguous(), c)

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
+from ..ir.layout import row_major_strides
 from ..ir.types import ScalarType
 from . import driver
 
@@ -38,6 +39,7 @@ class _Array:
     shape: tuple[int, ...]
     strides: tuple[tuple[int, int], ...]  # (dimension, stride in elements) of the dims longer than 1
     all_strides: tuple[int, ...]  # every dimension's (a tensor with these strides passes at once)
+    row_major: bool  # the strides are row-major: torch's is_contiguous() says it (dims of 1 aside, as here)
     nbytes: int
     alignment: int
     written: bool
@@ -102,6 +104,8 @@ class CallPlan:
         self.handles: list[int] = []
         self.lean: _Slots | None = None  # a function of one kernel whose parameters are the caller's arrays
         self.lean_launch: tuple = ()
+        self.lean_params: tuple = ()
+        self.stream_objects: dict[int, ctypes.c_void_p] = {}  # the streams launched on, as ctypes values
 
     def pointers(self, args: tuple) -> list[int] | None:
         """The device addresses of the call's tensors where every check passes, else None."""
@@ -114,9 +118,10 @@ class CallPlan:
             if not isinstance(value, tensor) or value.dtype is not spec.torch_dtype or value.shape != spec.shape \
                     or value.get_device() != 0:  # -1: a CPU tensor
                 return None
-            strides = value.stride()
-            if strides != spec.all_strides and any(strides[d] != s for d, s in spec.strides):
-                return None
+            if not (spec.row_major and value.is_contiguous()):  # else the strides, one by one
+                strides = value.stride()
+                if strides != spec.all_strides and any(strides[d] != s for d, s in spec.strides):
+                    return None
             pointer = value.data_ptr()
             if pointer % spec.alignment or (not pointer and spec.nbytes):
                 return None
@@ -137,15 +142,22 @@ class CallPlan:
             slots = self.lean.pointers
             for n, pointer in enumerate(pointers):
                 slots[n] = pointer
-            if self.cu_launch(*self.lean_launch, stream or None, self.lean.address, None):
+            handle = self.stream_objects.get(stream) or self._stream_object(stream)
+            if self.raw_launch(*self.lean_launch, handle, *self.lean_params):
                 # no context, or another one, current on this thread: the function's, then again
                 self.set_current(self.context)
-                result = self.cu_launch(*self.lean_launch, stream or None, self.lean.address, None)
+                result = self.raw_launch(*self.lean_launch, handle, *self.lean_params)
                 if result:
                     _failed(result, stream)
             return True
         self._launch_all(args, pointers, stream)
         return True
+
+    def _stream_object(self, stream: int) -> ctypes.c_void_p:
+        if len(self.stream_objects) > 64:  # streams come and go: keep a few
+            self.stream_objects.clear()
+        self.stream_objects[stream] = ctypes.c_void_p(stream or None)
+        return self.stream_objects[stream]
 
     def _prepare(self) -> None:
         """What the first launch needs: the kernels' handles (loading the module), the context,
@@ -159,8 +171,13 @@ class CallPlan:
         kernel = self.kernels[0]
         if len(self.kernels) == 1 and not kernel.values and not kernel.dependent_launch \
                 and [b.name for b in kernel.params] == [a.name for a in self.arrays]:
+            # ctypes objects made once: a call converts none of its arguments (raw_launch has no argtypes)
             self.lean = self.slots[0]
-            self.lean_launch = (self.handles[0], *kernel.grid, *kernel.block, kernel.dynamic_shared_bytes)
+            self.lean_launch = (ctypes.c_void_p(self.handles[0]), *map(ctypes.c_uint, (*kernel.grid, *kernel.block)),
+                                ctypes.c_uint(kernel.dynamic_shared_bytes))
+            self.lean_params = (ctypes.c_void_p(self.lean.address), ctypes.c_void_p(None))
+            self.raw_launch = library["cuLaunchKernel"]  # a function object of its own, without argtypes
+            self.raw_launch.restype = ctypes.c_int
         self.context = _address(driver.device().context)
 
     def _launch_all(self, args: tuple, pointers: list[int], stream: object) -> None:
@@ -202,8 +219,15 @@ class CallPlan:
 def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:
     dtype = getattr(torch, _TORCH_NAMES[buffer.dtype], None)
     strides = tuple((d, s) for d, (n, s) in enumerate(zip(buffer.shape, buffer.strides)) if n > 1)
-    return _Array(buffer.name, dtype, tuple(buffer.shape), strides, tuple(buffer.strides),
+    row_major = all(s == r for (_, s), (_, r) in zip(strides, _row_major(buffer.shape)))
+    return _Array(buffer.name, dtype, tuple(buffer.shape), strides, tuple(buffer.strides), row_major,
                   buffer.size * buffer.dtype.size, alignment, buffer.role in ("input_output", "output"))
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(dimension, row-major stride) of the dims longer than 1."""
+    strides = row_major_strides(shape)
+    return tuple((d, s) for d, (n, s) in enumerate(zip(shape, strides)) if n > 1)
 
 
 def _pairs(arrays: tuple[_Array, ...]) -> tuple[tuple[int, int], ...]:
@@ -213,8 +237,10 @@ def _pairs(arrays: tuple[_Array, ...]) -> tuple[tuple[int, int], ...]:
 
 
 def _overlaps(pointers: list[int], arrays: tuple[_Array, ...], pairs: tuple[tuple[int, int], ...]) -> bool:
-    return any(pointers[a] < pointers[b] + arrays[b].nbytes and pointers[b] < pointers[a] + arrays[a].nbytes
-               for a, b in pairs)
+    for a, b in pairs:
+        if pointers[a] < pointers[b] + arrays[b].nbytes and pointers[b] < pointers[a] + arrays[a].nbytes:
+            return True
+    return False
 
 
 def _current_stream_function(torch):
