@@ -426,11 +426,11 @@ def test_register_blocking_keeps_one_fragment_per_tile():
 
     statements = list(walk_statements(kernel.body))
     accumulators = [s.name for s in statements if isinstance(s, Fragment) and s.use == "accumulator"]
-    assert accumulators == ["c_0", "c_1", "c_2", "c_3"]
-    b_loads = [s for s in statements if isinstance(s, FragmentLoad) and s.fragment.startswith("b")]
-    a_loads = [s for s in statements if isinstance(s, FragmentLoad) and s.fragment.startswith("a")]
+    assert accumulators == ["_c_0", "_c_1", "_c_2", "_c_3"]
+    b_loads = [s for s in statements if isinstance(s, FragmentLoad) and s.fragment.startswith("_b")]
+    a_loads = [s for s in statements if isinstance(s, FragmentLoad) and s.fragment.startswith("_a")]
     assert len(a_loads) == 1 and len(b_loads) == 4, "A's fragment is loaded once for the 4 tiles"
-    assert [s.d for s in statements if isinstance(s, FragmentMma)] == ["c_0", "c_1", "c_2", "c_3"]
+    assert [s.d for s in statements if isinstance(s, FragmentMma)] == ["_c_0", "_c_1", "_c_2", "_c_3"]
     assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=4))
 
 
@@ -485,8 +485,8 @@ def test_cached_accumulator_is_loaded_once():
     from schedc.ir.kernel import FragmentLoad, Loop
 
     k_loop = next(s for s in kernel.body if isinstance(s, Loop))
-    assert any(isinstance(s, FragmentLoad) and s.fragment == "c" for s in kernel.body)
-    assert not any(isinstance(s, FragmentLoad) and s.fragment == "c" for s in k_loop.body)
+    assert any(isinstance(s, FragmentLoad) and s.fragment == "_c" for s in kernel.body)
+    assert not any(isinstance(s, FragmentLoad) and s.fragment == "_c" for s in k_loop.body)
 
 
 def test_shared_cache_checks():

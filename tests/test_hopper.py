@@ -250,7 +250,7 @@ def test_stage_released_before_wait_group_finishes_its_products():
 def test_accumulator_stored_while_a_wgmma_is_in_flight():
     k = _broken(lambda s: () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,),
                 prologue=(acc.MMAFragmentOp.SET, 0.0))  # C not read: the accumulator is stored as is
-    with pytest.raises(EmulationError, match="FragmentStore of the accumulator c_0_0 while a wgmma on it is in flight"):
+    with pytest.raises(EmulationError, match="FragmentStore of the accumulator _c_0_0 while a wgmma on it is in flight"):
         emulate_broken(k)
 
 
@@ -323,11 +323,11 @@ def test_c_is_loaded_before_the_products_when_registers_allow():
     loop, added after it. Where C's tiles pass through shared memory it comes in by TMA instead;
     with a prologue op it is loaded into the accumulator as before."""
     early = kernel(128, 96, 128, **DIRECT)
-    assert [(s.fragment, s.source) for s in _adds(early)] == [("c_0_0", "c_0_0_early")]
+    assert [(s.fragment, s.source) for s in _adds(early)] == [("_c_0_0", "_c_0_0_early")]
     source = emit_source([early], "// hopper")
     source = source[source.index("// consumers"):]
-    assert source.index("c_0_0_early[elem]) = ") < source.index("for (int k = 0;") \
-        < source.index("c_0_0[elem] += schedc::convert<float>(c_0_0_early[elem]);")
+    assert source.index("_c_0_0_early[elem]) = ") < source.index("for (int k = 0;") \
+        < source.index("_c_0_0[elem] += schedc::convert<float>(_c_0_0_early[elem]);")
     assert _adds(kernel(128, 96, 128, **DIRECT, prologue=(acc.MMAFragmentOp.SCALE, 2.0))) == []
     assert {s.source for s in _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=4))} == {"C_in"}
 
@@ -337,7 +337,7 @@ def test_c_added_while_a_wgmma_is_in_flight():
         return () if isinstance(s, WarpgroupWait) and s.pending == 0 else (s,)
 
     k = kernel(128, 256, 256, block=(128, 256, 64), stages=4, output=F16)
-    with pytest.raises(EmulationError, match="FragmentAdd of the accumulator c_0_0 while a wgmma on it is in flight"):
+    with pytest.raises(EmulationError, match="FragmentAdd of the accumulator _c_0_0 while a wgmma on it is in flight"):
         emulate_broken(dataclasses.replace(k, body=rewrite(k.body, change)))
 
 
@@ -346,12 +346,12 @@ def test_fragment_add_is_checked_by_the_ir_verifier():
 
     k = kernel(128, 96, 128, **DIRECT)
     assert wellformed.problems(k) == []
-    bad = rewrite(k.body, lambda s: (dataclasses.replace(s, source="c_0_0_late"),) if isinstance(s, FragmentAdd)
+    bad = rewrite(k.body, lambda s: (dataclasses.replace(s, source="_c_0_0_late"),) if isinstance(s, FragmentAdd)
                    else (s,))
-    assert any("fragment c_0_0_late is used before it is declared" in p
+    assert any("fragment _c_0_0_late is used before it is declared" in p
                for p in wellformed.problems(dataclasses.replace(k, body=bad)))
     narrow = rewrite(k.body, lambda s: (dataclasses.replace(s, n=128),) if isinstance(s, Fragment)
-                      and s.name == "c_0_0_early" else (s,))
+                      and s.name == "_c_0_0_early" else (s,))
     assert any("a wgmma 64x128 tile to a wgmma 64x96 one" in p
                for p in wellformed.problems(dataclasses.replace(k, body=narrow)))
 

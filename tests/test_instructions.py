@@ -339,8 +339,8 @@ def test_family_rules(body, shared, problem):
 def test_mma_sync_source_names_its_instructions():
     _, kernel = compile_plan(*VARIANTS["mma_fp16_colmajor_a_partial_2_stages"][0](), name="mma")
     source = emit_source([kernel], "// mma")
-    assert "schedc::ldmatrix<4, true>(&a0[0], &A_shared[" in source  # column-major A: transposed
-    assert "schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);" in source
+    assert "schedc::ldmatrix<4, true>(&_a0[0], &A_shared[" in source  # column-major A: transposed
+    assert "schedc::mma_m16n8k16(&_c[4], &_a0[0], &_b0[4]);" in source
     assert "const int lane = " in source and "wmma::" not in without_runtime(source)
 
 

@@ -129,7 +129,6 @@ def test_explicit_name_wins(tmp_path):
     ("int", "int is a C/C++ keyword"),
     ("thread", "thread is a name the generated CUDA uses"),
     ("A_shared", "ends like a name schedc derives"),
-    ("c", "c is the name of a tensor-core fragment"),
     ("a__b", "contains __"),
 ])
 def test_explicit_names_must_be_usable_in_cuda(name, reason):
@@ -137,7 +136,7 @@ def test_explicit_names_must_be_usable_in_cuda(name, reason):
         acc.Array(role=acc.Role.INPUT, shape=(4,), name=name)
 
 
-@pytest.mark.parametrize("variable", ["int", "thread", "threadIdx", "In_shared", "c", "a0", "_In", "cudaIn", "batched"])
+@pytest.mark.parametrize("variable", ["int", "thread", "threadIdx", "In_shared", "_In", "cudaIn", "batched"])
 def test_unusable_variables_fall_back_to_positions(tmp_path, variable):
     """C++ keywords, names the CUDA uses or derives, and the function's own name."""
     model, _, _ = show(write(tmp_path, rename={"In": variable}))
@@ -145,9 +144,9 @@ def test_unusable_variables_fall_back_to_positions(tmp_path, variable):
 
 
 def test_unusable_index_variable_falls_back_and_its_clashes_too(tmp_path):
-    """``c`` (a fragment's name) keeps the third index's position name k, which the fourth
-    index's variable k then shares: the fourth falls back to l."""
-    model, _, _ = show(write(tmp_path, rename={"j": "c"}))
+    """``thread`` (a name the CUDA uses) keeps the third index's position name k, which the
+    fourth index's variable k then shares: the fourth falls back to l."""
+    model, _, _ = show(write(tmp_path, rename={"j": "thread"}))
     assert loop_names(model) == ["b", "i", "k", "ii", "jj", "l"]
 
 
@@ -240,6 +239,17 @@ def test_renamed_tensorized_plan_compiles_and_emulates(tmp_path):
     assert model.tensorize.loops == ("tile_m", "tile_n", "tile_k")
     assert [(c.array, c.index) for c in model.caches] == [("Left", "step"), ("Acc", "depth")]
     assert "Left_shared" in source and "const int depth_stage = depth / 32 % 2;" in source
+    reports = emulate_function(model, function, blocks=1, seed=3)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_names_like_schedc_fragments_are_the_scripts_own(tmp_path):
+    """schedc's fragments are _c, _a0, _b0: a tensorized script's index may be called c and its
+    array a0, and the kernel keeps them (it once renamed them by position)."""
+    text = TENSOR_SCRIPT.replace("col", "c").replace("Left", "a0")
+    model, function, source = show(write(tmp_path, text=text))
+    assert "c" in loop_names(model) and model.buffers[0].name == "a0"
+    assert " _c[" in source and " _a0[" in source  # the fragments, beside the index c and the array a0
     reports = emulate_function(model, function, blocks=1, seed=3)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
 

@@ -96,15 +96,17 @@ def test_grid_functions_are_named_as_accera_and_compute_c(tmp_path):
     package = acc.Package()
     functions = package.add(plan, args, base_name="mm", parameters=acc.create_parameter_grid({M: [64, 96],
                                                                                             tile: [8, 16]}))
-    assert [f.parameters for f in functions] == [{"M": m, "tile": t} for m in ("64", "96") for t in ("8", "16")]
+    assert [f.parameters for f in functions] == [{"M": m, "tile": t} for m in (64, 96) for t in (8, 16)]
     assert all(re.fullmatch("mm_[0-9a-f]{16}", f) and f.name == f for f in functions)
     assert len(set(functions)) == 4
     for f in functions:
-        check_function(package, f, (int(f.parameters["M"]), 64, 32))
+        check_function(package, f, (f.parameters["M"], 64, 32))
     hat = package.build("grid", output_dir=tmp_path)
     text = hat.read_text()
     assert f"[functions.{functions[3]}.auxiliary.accera.parameters]" in text
-    assert 'M = "96"' in text and 'tile = "16"' in text
+    assert "M = 96" in text and "tile = 16" in text  # numbers as numbers
+    loaded = acc.load(hat)
+    assert [loaded[f].parameters for f in functions] == [f.parameters for f in functions]
     again = acc.Package()
     again.add(plan, args, base_name="mm", parameters=acc.create_parameter_grid({M: [64, 96], tile: [8, 16]}))
     assert again.build("grid", output_dir=tmp_path / "again").with_suffix(".cu").read_text() \
@@ -130,7 +132,7 @@ def test_parameter_arithmetic_and_values_in_the_logic():
     f = package.add(plan, (A, C), base_name="scale", parameters={half: 16, alpha: 0.5})
     model = package._functions[0].model
     assert model.loop("jj").end == 32 and "0.5 * A[i, j]" in package._functions[0].description
-    assert f.parameters == {"half": "16", "alpha": "0.5"}
+    assert f.parameters == {"half": 16, "alpha": 0.5}
 
 
 def test_parameters_in_subscripts():

@@ -328,7 +328,7 @@ def test_windows_are_checked_by_the_ir_verifier():
             return (dataclasses.replace(s, row_stride=256, columns=(4, 12)),)
         return (s,)
     found = " ".join(problems(dataclasses.replace(k, body=rewrite(k.body, change))))
-    for text in ("add of c_0_0: columns 0..299 of a wgmma accumulator 256-column tile",
+    for text in ("add of _c_0_0: columns 0..299 of a wgmma accumulator 256-column tile",
                  "load of C_in from the swizzled C_out", "load of C_in: columns 4..11 are not one run"):
         assert text in found, text
 

@@ -47,9 +47,8 @@ GENERATED = frozenset({
 })
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-# wmma fragments are named c, a0, b1, c_1_0 (register blocking); a name of the script must not
-# be one, nor end like the names schedc derives from arrays and loops.
-_FRAGMENT = re.compile(r"(c|[ab][0-9]+)(_[0-9]+)*")
+# Names schedc derives from arrays and loops; its own names (fragments _c, _a0, _c_1_0) start with
+# an underscore, which no name of the script does.
 _DERIVED = re.compile(r".*_(shared|staged|private|edge|stage|bits|p[0-9]+)")
 
 
@@ -61,15 +60,13 @@ def unusable(name: object) -> str | None:
     >>> unusable("int")
     'int is a C/C++ keyword'
     >>> unusable("c"), unusable("b1_0")
-    ('c is the name of a tensor-core fragment', 'b1_0 is the name of a tensor-core fragment')
+    (None, None)
     >>> unusable("C_p0")
     'C_p0 ends like a name schedc derives (A_shared, k_stage, C_p0, ...)'
     """
     why = unusable_function(name)
     if why is not None:
         return why
-    if _FRAGMENT.fullmatch(name):
-        return f"{name} is the name of a tensor-core fragment"
     if _DERIVED.fullmatch(name):
         return f"{name} ends like a name schedc derives (A_shared, k_stage, C_p0, ...)"
     return None

@@ -302,6 +302,23 @@ def describe(point: Mapping[Parameter, object]) -> str:
     return ", ".join(f"{p.name}={show_value(v)}" for p, v in point.items())
 
 
+ParameterValue = int | float | bool | str
+
+
+def typed_value(value: object) -> ParameterValue:
+    """A parameter's value as the .hat and a loaded function's ``.parameters`` keep it: numbers
+    and bools as themselves, anything else (indices, orders, enums) as ``show_value`` writes it.
+
+    >>> typed_value(16), typed_value(0.5), typed_value((1, 2))
+    (16, 0.5, '(1, 2)')
+    """
+    if isinstance(value, bool | int | float) and not isinstance(value, enum.Enum):
+        return value
+    if hasattr(value, "dtype") and getattr(value, "shape", None) == ():  # a numpy number
+        return value.item()
+    return show_value(value)
+
+
 def show_value(value: object) -> str:
     """A parameter's value as messages and the .hat show it: ``16``, ``(i, j, k)``,
     ``MMAShape.M16xN16xK16_B1``."""

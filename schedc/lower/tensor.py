@@ -539,12 +539,14 @@ class Blocking:
         return [dict(zip(loops, combo)) for combo in itertools.product(*values)]
 
     def name(self, prefix: str, loops: tuple[str, ...], combo: dict[str, int]) -> str:
-        """``c`` without blocking; ``c_1_0`` for the second value of the first blocked loop."""
+        """``_c`` without blocking; ``_c_1_0`` for the second value of the first blocked loop.
+        The leading underscore keeps fragments apart from the script's names, which start with
+        a letter (an index may be called ``c``)."""
         picked = [n for n in self.loops if n in loops]
         if not picked:
-            return prefix
+            return "_" + prefix
         steps = [(combo[n] - self.model.loop(n).begin) // self.model.loop(n).step for n in picked]
-        return prefix + "_" + "_".join(map(str, steps))
+        return "_" + prefix + "_" + "_".join(map(str, steps))
 
     def of(self, operand: Operand) -> tuple[str, ...]:
         return tuple(n for n in self.loops if _uses(operand.subscripts, n))

@@ -26,7 +26,16 @@ from ..errors import InternalError, PackageError, SchedcError
 from ..frontend import names
 from ..frontend.array import Array, Role
 from ..frontend.freeze import freeze
-from ..frontend.parameters import Parameter, Replay, deferred, describe, parameters_in, show_value
+from ..frontend.parameters import (
+    Parameter,
+    ParameterValue,
+    Replay,
+    deferred,
+    describe,
+    parameters_in,
+    show_value,
+    typed_value,
+)
 from ..frontend.plan import Plan
 from ..instructions import FAMILIES
 from ..ir.kernel import (
@@ -123,7 +132,7 @@ class _Added:
     model: Model | None  # None: a function given as kernel IR (Package.add_function)
     description: str
     function: HostFunction | None = None  # given as kernel IR; else compiled from the model
-    parameters: dict[str, str] = field(default_factory=dict)  # the values it was added with
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)  # the values it was added with
     compiled: HostFunction | None = None  # a grid point's kernels, compiled when it was added
 
     @property
@@ -133,9 +142,10 @@ class _Added:
 
 class Function(str):
     """What ``Package.add`` returns: the function's name (a ``str``), with Accera's ``.name``
-    and the ``.parameters`` it was added with (parameter name: value, as the .hat lists them)."""
+    and the ``.parameters`` it was added with (parameter name: value, as the .hat lists them:
+    numbers as numbers, other values as text)."""
 
-    def __new__(cls, name: str, parameters: dict[str, str]) -> Function:
+    def __new__(cls, name: str, parameters: dict[str, ParameterValue]) -> Function:
         made = super().__new__(cls, name)
         made.parameters = dict(parameters)
         return made
@@ -211,13 +221,16 @@ class Package:
         try:
             replay = Replay(point)
             plan, concrete = replay.resolve(source), replay.resolve(args)
-            values = {p.name: show_value(replay.resolve(v)) for p, v in point.items()}
-            name = f"{base_name}_{_digest(base_name, plan.target, values, concrete)}"
+            resolved = {p.name: replay.resolve(v) for p, v in point.items()}
+            values = {name: typed_value(v) for name, v in resolved.items()}
+            shown_values = {name: show_value(v) for name, v in resolved.items()}  # the digest's, as ever
+            name = f"{base_name}_{_digest(base_name, plan.target, shown_values, concrete)}"
             return self._add_concrete(f"{where} at {shown}", plan, concrete, name, values)
         except SchedcError as e:
             raise _located(e, f"{where} at {shown}") from None
 
-    def _add_concrete(self, where: str, source: Plan, args: tuple, name: str, values: dict[str, str]) -> Function:
+    def _add_concrete(self, where: str, source: Plan, args: tuple, name: str,
+                      values: dict[str, ParameterValue]) -> Function:
         if any(f.name == name for f in self._functions):
             raise PackageError(where, f"the package already has a function {name}")
         _check_args(where, args)

@@ -26,7 +26,7 @@ class HatFunction:
     function: HostFunction
     description: str
     alignments: dict[str, int]  # bytes each array parameter's base address must be aligned to
-    parameters: dict[str, str] = field(default_factory=dict)  # Package.add's parameter values, if any
+    parameters: dict[str, int | float | bool | str] = field(default_factory=dict)  # Package.add's values
 
 
 @dataclass(frozen=True)

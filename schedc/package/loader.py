@@ -115,6 +115,13 @@ class Function:
         return self.info.function
 
     @property
+    def parameters(self) -> dict[str, int | float | bool | str]:
+        """The parameter values the function was added with (``Package.add(parameters=)``; Accera's
+        ``auxiliary.accera.parameters`` of the .hat): numbers as numbers, other values as text."""
+        table = self.package.hat.get("functions", {}).get(self.name, {})
+        return dict(table.get("auxiliary", {}).get("accera", {}).get("parameters", {}))
+
+    @property
     def model(self) -> Model:
         return self.info.model
 

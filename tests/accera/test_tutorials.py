@@ -98,10 +98,10 @@ def test_block_order_changes_only_the_order_of_products(tmp_path):
         text = script.read_text().replace("MMASchedulingPolicy.BLOCK_ORDER", f"MMASchedulingPolicy.{policy}")
         (tmp_path / policy / "scheduling_policy.py").write_text(text)
         source = run_script("scheduling_policy", tmp_path / policy, tmp_path / policy).with_suffix(".cu").read_text()
-        calls = re.findall(r"mma_m16n8k16\(&(c_\d_\d)\[0\], &a(\d)_", source)
+        calls = re.findall(r"mma_m16n8k16\(&(_c_\d_\d)\[0\], &_a(\d)_", source)
         orders[policy] = [(tile, int(p)) for tile, p in calls]
-    assert orders["BLOCK_ORDER"][:4] == [("c_0_0", 0), ("c_0_0", 1), ("c_0_1", 0), ("c_0_1", 1)]
-    assert orders["PASS_ORDER"][:4] == [("c_0_0", 0), ("c_0_1", 0), ("c_1_0", 0), ("c_1_1", 0)]
+    assert orders["BLOCK_ORDER"][:4] == [("_c_0_0", 0), ("_c_0_0", 1), ("_c_0_1", 0), ("_c_0_1", 1)]
+    assert orders["PASS_ORDER"][:4] == [("_c_0_0", 0), ("_c_0_1", 0), ("_c_1_0", 0), ("_c_1_1", 0)]
     assert sorted(orders["BLOCK_ORDER"]) == sorted(orders["PASS_ORDER"])
 
 

@@ -24,45 +24,45 @@ matmul_1000_fp16__gpu__(const __half* __restrict__ A, const __half* __restrict__
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = {};
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = {};
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = {};
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = {};
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = {};
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = {};
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = {};
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = {};
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -91,68 +91,68 @@ matmul_1000_fp16__gpu__(const __half* __restrict__ A, const __half* __restrict__
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -174,45 +174,45 @@ matmul_1000_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = {};
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = {};
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = {};
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = {};
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = {};
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = {};
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = {};
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = {};
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)); else *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = {};
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -241,80 +241,80 @@ matmul_1000_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B
         // schedule loop kk: range(0, 32, 8)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 8) {
-            alignas(16) float a0_0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float a0_1[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float a0_2[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float a0_3[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float b0_0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float b0_1[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0_0);
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0_1);
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0_2);
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0_3);
+            alignas(16) float _a0_0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _a0_1[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _a0_2[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _a0_3[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _b0_0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _b0_1[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0_0);
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0_1);
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0_2);
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<128, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0_3);
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                b0_0[elem] = *(&B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<512, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+                _b0_0[elem] = *(&B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<512, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
-            schedc::to_tf32(b0_0);
+            schedc::to_tf32(_b0_0);
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                b0_1[elem] = *(&B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<512, float>(lane % 4 + 4 * (elem % 2), jj + 16 + lane / 4 + 8 * (elem / 2 % 2)));
+                _b0_1[elem] = *(&B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<512, float>(lane % 4 + 4 * (elem % 2), jj + 16 + lane / 4 + 8 * (elem / 2 % 2)));
             }
-            schedc::to_tf32(b0_1);
-            schedc::mma_m16n8k8(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k8(&c_0_0[4], &a0_0[0], &b0_0[2]);
-            schedc::mma_m16n8k8(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k8(&c_0_1[4], &a0_0[0], &b0_1[2]);
-            schedc::mma_m16n8k8(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k8(&c_1_0[4], &a0_1[0], &b0_0[2]);
-            schedc::mma_m16n8k8(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k8(&c_1_1[4], &a0_1[0], &b0_1[2]);
-            schedc::mma_m16n8k8(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k8(&c_2_0[4], &a0_2[0], &b0_0[2]);
-            schedc::mma_m16n8k8(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k8(&c_2_1[4], &a0_2[0], &b0_1[2]);
-            schedc::mma_m16n8k8(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k8(&c_3_0[4], &a0_3[0], &b0_0[2]);
-            schedc::mma_m16n8k8(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k8(&c_3_1[4], &a0_3[0], &b0_1[2]);
+            schedc::to_tf32(_b0_1);
+            schedc::mma_m16n8k8(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k8(&_c_0_0[4], &_a0_0[0], &_b0_0[2]);
+            schedc::mma_m16n8k8(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k8(&_c_0_1[4], &_a0_0[0], &_b0_1[2]);
+            schedc::mma_m16n8k8(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k8(&_c_1_0[4], &_a0_1[0], &_b0_0[2]);
+            schedc::mma_m16n8k8(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k8(&_c_1_1[4], &_a0_1[0], &_b0_1[2]);
+            schedc::mma_m16n8k8(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k8(&_c_2_0[4], &_a0_2[0], &_b0_0[2]);
+            schedc::mma_m16n8k8(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k8(&_c_2_1[4], &_a0_2[0], &_b0_1[2]);
+            schedc::mma_m16n8k8(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k8(&_c_3_0[4], &_a0_3[0], &_b0_0[2]);
+            schedc::mma_m16n8k8(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k8(&_c_3_1[4], &_a0_3[0], &_b0_1[2]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 16) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 32) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        if (lane / 4 + 8 * (elem % 4 / 2) < 1000 - (i + ii + 48) && 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2) < 1000 - (j + jj + 16)) *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1000 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1000 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 

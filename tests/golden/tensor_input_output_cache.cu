@@ -23,10 +23,10 @@ tensor_input_output_cache__gpu__(const __half* __restrict__ A, const __half* __r
     const int ii = threadIdx.y * 16;
     // schedule loop jj (WARP_X): range(0, 32, 16)
     const int jj = threadIdx.x / 32 * 16;
-    alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -49,18 +49,18 @@ tensor_input_output_cache__gpu__(const __half* __restrict__ A, const __half* __r
         schedc::async_commit();
         // schedule loop kk: range(0, 256, 16)
         for (int kk = 0; kk < 256; kk += 16) {
-            alignas(16) __half a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 8192 + ii * 256] + schedc::swizzle<512, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0[0], &B_shared[k_stage * 8192 + kk * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);
-            schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);
+            alignas(16) __half _a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0[0], &A_shared[k_stage * 8192 + ii * 256] + schedc::swizzle<512, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0[0], &B_shared[k_stage * 8192 + kk * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c[0], &_a0[0], &_b0[0]);
+            schedc::mma_m16n8k16(&_c[4], &_a0[0], &_b0[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
     }
 }
 

@@ -24,28 +24,28 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
     for (int k = 0; k < 2048; k += 128) {
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
             #pragma unroll
             for (int elem = 0; elem < 8; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
             }
-            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                a0[elem] = *(&A[(i + ii) * 2048 + k + kk] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
+                _a0[elem] = *(&A[(i + ii) * 2048 + k + kk] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
             }
-            schedc::to_tf32(a0);
+            schedc::to_tf32(_a0);
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                b0[elem] = *(&B[(k + kk) * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
+                _b0[elem] = *(&B[(k + kk) * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
             }
-            schedc::to_tf32(b0);
-            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
-            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            schedc::to_tf32(_b0);
+            schedc::mma_m16n8k8(&_c[0], &_a0[0], &_b0[0]);
+            schedc::mma_m16n8k8(&_c[4], &_a0[0], &_b0[2]);
             #pragma unroll
             for (int elem = 0; elem < 8; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+                *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
             }
         }
     }
@@ -71,10 +71,10 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 2048, 128)
     for (int k = 0; k < 2048; k += 128) {
-        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
         }
         __syncthreads();  // the previous tiles are no longer read
         // cache of A for the loops at and inside kk
@@ -86,21 +86,21 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
         __syncthreads();  // the cached tiles of A, B are in shared memory
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0);
+            alignas(16) float _a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0[0], &A_shared[ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0);
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                b0[elem] = *(&B_shared[kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+                _b0[elem] = *(&B_shared[kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
-            schedc::to_tf32(b0);
-            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
-            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            schedc::to_tf32(_b0);
+            schedc::mma_m16n8k8(&_c[0], &_a0[0], &_b0[0]);
+            schedc::mma_m16n8k8(&_c[4], &_a0[0], &_b0[2]);
         }
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
         }
     }
 }
@@ -142,28 +142,28 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
             schedc::block_copy_async<float, 128, 32, 4, true, 128, false, 128>(&B_shared[(k_stage + 1) % 2 * 4096], 32, &B[(k + 128) * 1024 + j], 1024, thread);
         }
         schedc::async_commit();
-        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
         }
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0);
+            alignas(16) float _a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0);
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                b0[elem] = *(&B_shared[k_stage * 4096 + kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+                _b0[elem] = *(&B_shared[k_stage * 4096 + kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
-            schedc::to_tf32(b0);
-            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
-            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            schedc::to_tf32(_b0);
+            schedc::mma_m16n8k8(&_c[0], &_a0[0], &_b0[0]);
+            schedc::mma_m16n8k8(&_c[4], &_a0[0], &_b0[2]);
         }
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
         }
     }
     schedc::async_wait<0>();
@@ -187,10 +187,10 @@ tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* 
     const int ii = threadIdx.y * 16;
     // schedule loop jj (WARP_X): range(0, 32, 16)
     const int jj = threadIdx.x / 32 * 16;
-    alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -213,23 +213,23 @@ tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* 
         schedc::async_commit();
         // schedule loop kk: range(0, 128, 8)
         for (int kk = 0; kk < 128; kk += 8) {
-            alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-            alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
-            schedc::to_tf32(a0);
+            alignas(16) float _a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+            alignas(16) float _b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0[0], &A_shared[k_stage * 4096 + ii * 128] + schedc::swizzle<512, float>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 4));
+            schedc::to_tf32(_a0);
             #pragma unroll
             for (int elem = 0; elem < 4; elem += 1) {
-                b0[elem] = *(&B_shared[k_stage * 4096 + kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
+                _b0[elem] = *(&B_shared[k_stage * 4096 + kk * 32] + schedc::swizzle<128, float>(lane % 4 + 4 * (elem % 2), jj + lane / 4 + 8 * (elem / 2 % 2)));
             }
-            schedc::to_tf32(b0);
-            schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
-            schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+            schedc::to_tf32(_b0);
+            schedc::mma_m16n8k8(&_c[0], &_a0[0], &_b0[0]);
+            schedc::mma_m16n8k8(&_c[4], &_a0[0], &_b0[2]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
     }
 }
 

@@ -19,26 +19,26 @@ tensor_matmul__gpu__(const __half* __restrict__ A, const __half* __restrict__ B,
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 4096, 16)
     for (int k = 0; k < 4096; k += 16) {
-        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
         }
-        alignas(16) __half a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-        alignas(16) __half b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) __half _a0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) __half _b0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<4>::type*>(&a0[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&A[(i + ii) * 4096 + k] + (lane / 4 + 8 * (elem / 2 % 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4));
+            *reinterpret_cast<schedc::vector_type<4>::type*>(&_a0[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&A[(i + ii) * 4096 + k] + (lane / 4 + 8 * (elem / 2 % 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4));
         }
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 1) {
-            b0[elem] = *(&B[k * 4096 + j + jj] + (2 * (lane % 4) + elem % 2 + 8 * (elem % 4 / 2)) * 4096 + lane / 4 + 8 * (elem / 4 % 2));
+            _b0[elem] = *(&B[k * 4096 + j + jj] + (2 * (lane % 4) + elem % 2 + 8 * (elem % 4 / 2)) * 4096 + lane / 4 + 8 * (elem / 4 % 2));
         }
-        schedc::mma_m16n8k16(&c[0], &a0[0], &b0[0]);
-        schedc::mma_m16n8k16(&c[4], &a0[0], &b0[4]);
+        schedc::mma_m16n8k16(&_c[0], &_a0[0], &_b0[0]);
+        schedc::mma_m16n8k16(&_c[4], &_a0[0], &_b0[4]);
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
         }
     }
 }

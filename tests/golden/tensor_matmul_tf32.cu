@@ -19,28 +19,28 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
     const int jj = threadIdx.x / 32 * 16;
     // schedule loop k: range(0, 2048, 8)
     for (int k = 0; k < 2048; k += 8) {
-        alignas(16) float c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+        alignas(16) float _c[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
         }
-        alignas(16) float a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
-        alignas(16) float b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
+        alignas(16) float _a0[4];  // matrix_a 16x8: 4 element(s) per lane (mma_sync layout)
+        alignas(16) float _b0[4];  // matrix_b 8x16: 4 element(s) per lane (mma_sync layout)
         #pragma unroll
         for (int elem = 0; elem < 4; elem += 1) {
-            a0[elem] = *(&A[(i + ii) * 2048 + k] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
+            _a0[elem] = *(&A[(i + ii) * 2048 + k] + (lane / 4 + 8 * (elem % 2)) * 2048 + lane % 4 + 4 * (elem / 2));
         }
-        schedc::to_tf32(a0);
+        schedc::to_tf32(_a0);
         #pragma unroll
         for (int elem = 0; elem < 4; elem += 1) {
-            b0[elem] = *(&B[k * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
+            _b0[elem] = *(&B[k * 1024 + j + jj] + (lane % 4 + 4 * (elem % 2)) * 1024 + lane / 4 + 8 * (elem / 2 % 2));
         }
-        schedc::to_tf32(b0);
-        schedc::mma_m16n8k8(&c[0], &a0[0], &b0[0]);
-        schedc::mma_m16n8k8(&c[4], &a0[0], &b0[2]);
+        schedc::to_tf32(_b0);
+        schedc::mma_m16n8k8(&_c[0], &_a0[0], &_b0[0]);
+        schedc::mma_m16n8k8(&_c[4], &_a0[0], &_b0[2]);
         #pragma unroll
         for (int elem = 0; elem < 8; elem += 2) {
-            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c[elem]);
+            *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c[elem]);
         }
     }
 }

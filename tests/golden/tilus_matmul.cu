@@ -30,45 +30,45 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     // schedule loop k: range(0, 4096, 32)
     for (int k = 0; k < 4096; k += 32) {
@@ -83,67 +83,67 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[(ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[(ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[(ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[(ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[(ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[(ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -165,45 +165,45 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -232,68 +232,68 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -315,45 +315,45 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -387,68 +387,68 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -470,45 +470,45 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -547,68 +547,68 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 4096 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 4096 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -630,45 +630,45 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     // schedule loop k: range(0, 14336, 32)
     for (int k = 0; k < 14336; k += 32) {
@@ -683,67 +683,67 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[(ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[(ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[(ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[(ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[(ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[(ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -765,45 +765,45 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -832,68 +832,68 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -915,45 +915,45 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -987,68 +987,68 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 
@@ -1070,45 +1070,45 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    alignas(16) float c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_0_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_1_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_2_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_0[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
-    alignas(16) float c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
+    alignas(16) float _c_3_1[8];  // accumulator 16x16: 8 element(s) per lane (mma_sync layout)
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]) = *reinterpret_cast<const schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2));
     }
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
@@ -1147,68 +1147,68 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            alignas(16) __half a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            alignas(16) __half b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
-            schedc::ldmatrix<4, false>(&a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, false>(&a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
-            schedc::ldmatrix<4, true>(&b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
-            schedc::mma_m16n8k16(&c_0_0[0], &a0_0[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_0_0[4], &a0_0[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_0_1[0], &a0_0[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_0_1[4], &a0_0[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_1_0[0], &a0_1[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_1_0[4], &a0_1[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_1_1[0], &a0_1[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_1_1[4], &a0_1[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_2_0[0], &a0_2[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_2_0[4], &a0_2[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_2_1[0], &a0_2[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_2_1[4], &a0_2[0], &b0_1[4]);
-            schedc::mma_m16n8k16(&c_3_0[0], &a0_3[0], &b0_0[0]);
-            schedc::mma_m16n8k16(&c_3_0[4], &a0_3[0], &b0_0[4]);
-            schedc::mma_m16n8k16(&c_3_1[0], &a0_3[0], &b0_1[0]);
-            schedc::mma_m16n8k16(&c_3_1[4], &a0_3[0], &b0_1[4]);
+            alignas(16) __half _a0_0[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_1[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_2[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _a0_3[8];  // matrix_a 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_0[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            alignas(16) __half _b0_1[8];  // matrix_b 16x16: 8 element(s) per lane (mma_sync layout)
+            schedc::ldmatrix<4, false>(&_a0_0[0], &A_shared[k_stage * 4096 + ii * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_1[0], &A_shared[k_stage * 4096 + (ii + 16) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_2[0], &A_shared[k_stage * 4096 + (ii + 32) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, false>(&_a0_3[0], &A_shared[k_stage * 4096 + (ii + 48) * 32] + schedc::swizzle<64, __half>(lane % 8 + lane / 8 % 2 * 8, kk + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_0[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + lane / 8 % 4 / 2 * 8));
+            schedc::ldmatrix<4, true>(&_b0_1[0], &B_shared[k_stage * 4096 + kk * 128] + schedc::swizzle<256, __half>(lane % 8 + lane / 8 % 2 * 8, jj + 16 + lane / 8 % 4 / 2 * 8));
+            schedc::mma_m16n8k16(&_c_0_0[0], &_a0_0[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_0_0[4], &_a0_0[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_0_1[0], &_a0_0[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_0_1[4], &_a0_0[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_1_0[0], &_a0_1[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_1_0[4], &_a0_1[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_1_1[0], &_a0_1[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_1_1[4], &_a0_1[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_2_0[0], &_a0_2[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_2_0[4], &_a0_2[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_2_1[0], &_a0_2[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_2_1[4], &_a0_2[0], &_b0_1[4]);
+            schedc::mma_m16n8k16(&_c_3_0[0], &_a0_3[0], &_b0_0[0]);
+            schedc::mma_m16n8k16(&_c_3_0[4], &_a0_3[0], &_b0_0[4]);
+            schedc::mma_m16n8k16(&_c_3_1[0], &_a0_3[0], &_b0_1[0]);
+            schedc::mma_m16n8k16(&_c_3_1[4], &_a0_3[0], &_b0_1[4]);
         }
     }
     schedc::async_wait<0>();
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_0_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_0_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_1_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 16) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_1_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_2_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 32) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_2_1[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_0[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_0[elem]);
     }
     #pragma unroll
     for (int elem = 0; elem < 8; elem += 2) {
-        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&c_3_1[elem]);
+        *reinterpret_cast<schedc::vector_type<8>::type*>(&C[(i + ii + 48) * 1024 + j + jj + 16] + (lane / 4 + 8 * (elem % 4 / 2)) * 1024 + 2 * (lane % 4) + elem % 2 + 8 * (elem / 4 % 2)) = *reinterpret_cast<schedc::vector_type<8>::type*>(&_c_3_1[elem]);
     }
 }
 

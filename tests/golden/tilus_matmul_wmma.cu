@@ -29,22 +29,22 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
     // schedule loop k: range(0, 4096, 32)
     for (int k = 0; k < 4096; k += 32) {
         __syncthreads();  // the previous tiles are no longer read
@@ -58,36 +58,36 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[(ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[(ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[(ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[(ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[(ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[(ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], _c_0_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], _c_0_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], _c_1_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], _c_1_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], _c_2_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], _c_2_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], _c_3_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], _c_3_1, 4096, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -107,22 +107,22 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
     schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096], 4096, thread);
@@ -150,37 +150,37 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], _c_0_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], _c_0_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], _c_1_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], _c_1_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], _c_2_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], _c_2_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], _c_3_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], _c_3_1, 4096, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -200,22 +200,22 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
     schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096], 4096, thread);
@@ -248,37 +248,37 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], _c_0_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], _c_0_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], _c_1_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], _c_1_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], _c_2_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], _c_2_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], _c_3_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], _c_3_1, 4096, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -298,22 +298,22 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 4096 + j + jj], 4096, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 4096 + j + jj + 16], 4096, wmma::mem_row_major);
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
     schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 4096], 4096, thread);
@@ -351,37 +351,37 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], c_0_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], c_0_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], c_1_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], c_1_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], c_2_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], c_2_1, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], c_3_0, 4096, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], c_3_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj], _c_0_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 4096 + j + jj + 16], _c_0_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj], _c_1_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 4096 + j + jj + 16], _c_1_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj], _c_2_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 4096 + j + jj + 16], _c_2_1, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj], _c_3_0, 4096, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 4096 + j + jj + 16], _c_3_1, 4096, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -401,22 +401,22 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
     // schedule loop k: range(0, 14336, 32)
     for (int k = 0; k < 14336; k += 32) {
         __syncthreads();  // the previous tiles are no longer read
@@ -430,36 +430,36 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[(ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[(ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[(ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[(ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[(ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[(ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], _c_0_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], _c_0_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], _c_1_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], _c_1_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], _c_2_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], _c_2_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], _c_3_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], _c_3_1, 1024, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -479,22 +479,22 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
     schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336], 14336, thread);
@@ -522,37 +522,37 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], _c_0_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], _c_0_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], _c_1_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], _c_1_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], _c_2_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], _c_2_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], _c_3_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], _c_3_1, 1024, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -572,22 +572,22 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
     schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336], 14336, thread);
@@ -620,37 +620,37 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], _c_0_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], _c_0_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], _c_1_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], _c_1_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], _c_2_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], _c_2_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], _c_3_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], _c_3_1, 1024, wmma::mem_row_major);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -670,22 +670,22 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
     const int ii = threadIdx.y * 64;
     // schedule loop jj (WARP_X): range(0, 128, 32)
     const int jj = threadIdx.x / 32 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_0;
-    wmma::load_matrix_sync(c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_0_1;
-    wmma::load_matrix_sync(c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_0;
-    wmma::load_matrix_sync(c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_1_1;
-    wmma::load_matrix_sync(c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_0;
-    wmma::load_matrix_sync(c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_2_1;
-    wmma::load_matrix_sync(c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_0;
-    wmma::load_matrix_sync(c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c_3_1;
-    wmma::load_matrix_sync(c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_0;
+    wmma::load_matrix_sync(_c_0_0, &C[(i + ii) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_0_1;
+    wmma::load_matrix_sync(_c_0_1, &C[(i + ii) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_0;
+    wmma::load_matrix_sync(_c_1_0, &C[(i + ii + 16) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_1_1;
+    wmma::load_matrix_sync(_c_1_1, &C[(i + ii + 16) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_0;
+    wmma::load_matrix_sync(_c_2_0, &C[(i + ii + 32) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_2_1;
+    wmma::load_matrix_sync(_c_2_1, &C[(i + ii + 32) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_0;
+    wmma::load_matrix_sync(_c_3_0, &C[(i + ii + 48) * 1024 + j + jj], 1024, wmma::mem_row_major);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> _c_3_1;
+    wmma::load_matrix_sync(_c_3_1, &C[(i + ii + 48) * 1024 + j + jj + 16], 1024, wmma::mem_row_major);
     __syncthreads();  // the previous tiles are no longer read
     // stage 0: the tile of A for k = 0
     schedc::block_copy_async<__half, 128, 32, 8, true, 256>(&A_shared[0], 40, &A[i * 14336], 14336, thread);
@@ -723,37 +723,37 @@ matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
         // schedule loop kk: range(0, 32, 16)
         #pragma unroll
         for (int kk = 0; kk < 32; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_0;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_1;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_2;
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a0_3;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_0;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b0_1;
-            wmma::load_matrix_sync(a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
-            wmma::load_matrix_sync(a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
-            wmma::load_matrix_sync(b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
-            wmma::load_matrix_sync(b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
-            wmma::mma_sync(c_0_0, a0_0, b0_0, c_0_0);
-            wmma::mma_sync(c_0_1, a0_0, b0_1, c_0_1);
-            wmma::mma_sync(c_1_0, a0_1, b0_0, c_1_0);
-            wmma::mma_sync(c_1_1, a0_1, b0_1, c_1_1);
-            wmma::mma_sync(c_2_0, a0_2, b0_0, c_2_0);
-            wmma::mma_sync(c_2_1, a0_2, b0_1, c_2_1);
-            wmma::mma_sync(c_3_0, a0_3, b0_0, c_3_0);
-            wmma::mma_sync(c_3_1, a0_3, b0_1, c_3_1);
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_0;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_1;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_2;
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> _a0_3;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_0;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> _b0_1;
+            wmma::load_matrix_sync(_a0_0, &A_shared[k_stage * 5120 + ii * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_1, &A_shared[k_stage * 5120 + (ii + 16) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_2, &A_shared[k_stage * 5120 + (ii + 32) * 40 + kk], 40);
+            wmma::load_matrix_sync(_a0_3, &A_shared[k_stage * 5120 + (ii + 48) * 40 + kk], 40);
+            wmma::load_matrix_sync(_b0_0, &B_shared[k_stage * 4352 + kk * 136 + jj], 136);
+            wmma::load_matrix_sync(_b0_1, &B_shared[k_stage * 4352 + kk * 136 + jj + 16], 136);
+            wmma::mma_sync(_c_0_0, _a0_0, _b0_0, _c_0_0);
+            wmma::mma_sync(_c_0_1, _a0_0, _b0_1, _c_0_1);
+            wmma::mma_sync(_c_1_0, _a0_1, _b0_0, _c_1_0);
+            wmma::mma_sync(_c_1_1, _a0_1, _b0_1, _c_1_1);
+            wmma::mma_sync(_c_2_0, _a0_2, _b0_0, _c_2_0);
+            wmma::mma_sync(_c_2_1, _a0_2, _b0_1, _c_2_1);
+            wmma::mma_sync(_c_3_0, _a0_3, _b0_0, _c_3_0);
+            wmma::mma_sync(_c_3_1, _a0_3, _b0_1, _c_3_1);
         }
     }
     schedc::async_wait<0>();
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], c_0_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], c_0_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], c_1_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], c_1_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], c_2_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], c_2_1, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], c_3_0, 1024, wmma::mem_row_major);
-    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], c_3_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj], _c_0_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii) * 1024 + j + jj + 16], _c_0_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj], _c_1_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 16) * 1024 + j + jj + 16], _c_1_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj], _c_2_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 32) * 1024 + j + jj + 16], _c_2_1, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj], _c_3_0, 1024, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C[(i + ii + 48) * 1024 + j + jj + 16], _c_3_1, 1024, wmma::mem_row_major);
 }
 
 #if !defined(__CUDACC_RTC__)
