@@ -106,6 +106,7 @@ class CallPlan:
         self.lean_launch: tuple = ()
         self.lean_params: tuple = ()
         self.stream_objects: dict[int, ctypes.c_void_p] = {}  # the streams launched on, as ctypes values
+        self.workspace_tensors: dict[tuple[int, bool], dict[str, object]] = {}  # by (stream, capturing)
 
     def pointers(self, args: tuple) -> list[int] | None:
         """The device addresses of the call's tensors where every check passes, else None."""
@@ -191,7 +192,7 @@ class CallPlan:
             driver.wait_for(handle, producer)
         named = dict(zip((a.name for a in self.arrays), pointers))
         if self.workspaces:
-            named.update(fn.workspace_pointers(handle))
+            named.update(self._workspaces(handle))
         if self.structs:
             scalars.update(self._structs(named))
         for kernel, slots, function, original in zip(self.kernels, self.slots, self.handles, self.driver_handles):
@@ -206,6 +207,21 @@ class CallPlan:
                                     handle or None, slots.address, None)
             if result:
                 _failed(result, handle)
+
+    def _workspaces(self, stream: int) -> dict[str, int]:
+        """The function's workspaces for calls on ``stream``, allocated by torch's allocator at
+        the first such call: so a first call inside a CUDA graph capture takes them from the
+        graph's memory pool (a driver allocation would end the capture), and the graph's replays
+        keep them. Calls captured on one stream share a workspace with the other captures there
+        (replay those graphs one after another), not with eager calls."""
+        torch = sys.modules["torch"]
+        key = (stream, torch.cuda.is_current_stream_capturing())
+        found = self.workspace_tensors.get(key)
+        if found is None:
+            found = {b.name: torch.empty(max(b.size * b.dtype.size, 1), dtype=torch.uint8, device="cuda")
+                     for b in self.function.function.workspaces}
+            self.workspace_tensors[key] = found
+        return {name: tensor.data_ptr() for name, tensor in found.items()}
 
     def _structs(self, named: dict[str, int]) -> dict[str, bytes]:
         """By-value structs (tensor maps) of the arrays at these addresses: encoded again only
