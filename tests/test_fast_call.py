@@ -95,6 +95,7 @@ def _reference(torch, a, b, c):
     return c.double() + a.double() @ b.double()
 
 
+@pytest.mark.gpu
 def test_simt_functions_take_the_fast_path_and_compute_the_same(tmp_path, launches):
     fn = schedc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "fast_simt", tmp_path)).fast_simt
     torch = _torch()
@@ -106,6 +107,7 @@ def test_simt_functions_take_the_fast_path_and_compute_the_same(tmp_path, launch
     assert torch.allclose(c.double(), expected, rtol=1e-5)
 
 
+@pytest.mark.gpu
 def test_wrong_arguments_meet_the_general_paths_messages(tmp_path, launches):
     fn = schedc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "fast_checks", tmp_path)).fast_checks
     torch = _torch()
@@ -125,6 +127,7 @@ def test_wrong_arguments_meet_the_general_paths_messages(tmp_path, launches):
     assert launches == []
 
 
+@pytest.mark.gpu
 def test_split_k_functions_launch_every_kernel_with_their_workspace(tmp_path, launches):
     plan, args = simt_matmul(64, 64, 256, block=(16, 16), splits=2)
     fn = schedc.load(build(plan, args, "fast_split", tmp_path)).fast_split
@@ -140,6 +143,7 @@ def test_split_k_functions_launch_every_kernel_with_their_workspace(tmp_path, la
     assert torch.allclose(c2.double(), expected, rtol=1e-5)
 
 
+@pytest.mark.gpu
 def test_hopper_functions_rebuild_their_tensor_maps_for_new_tensors(tmp_path, launches):
     plan, args = hopper_matmul.matmul(128, 256, 128, block=(128, 256, 64), stages=2)
     fn = schedc.load(build(plan, args, "fast_hopper", tmp_path)).fast_hopper
@@ -157,6 +161,7 @@ def test_hopper_functions_rebuild_their_tensor_maps_for_new_tensors(tmp_path, la
     assert launches == [fn.kernel.grid] * 2
 
 
+@pytest.mark.gpu
 def test_a_thread_without_a_current_context_still_launches(tmp_path, launches):
     """A new thread has no current context until a CUDA call makes one: the launch sets the
     function's and tries again."""
@@ -181,6 +186,7 @@ def test_a_thread_without_a_current_context_still_launches(tmp_path, launches):
     assert torch.allclose(c.double(), expected, rtol=1e-5)
 
 
+@pytest.mark.gpu
 def test_a_column_major_array_passes_in_its_layout_only(tmp_path, launches):
     from .plans import LAST
 
@@ -196,6 +202,7 @@ def test_a_column_major_array_passes_in_its_layout_only(tmp_path, launches):
         fn(a, b.contiguous(), c)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("splits", [1, 2], ids=["one kernel", "split-K with a workspace"])
 def test_cuda_graphs_capture_and_replay_a_call(tmp_path, splits):
     """A call on device tensors neither synchronizes nor allocates outside torch's allocator, so
