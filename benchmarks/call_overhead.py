@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Wall time per call from PyTorch: a schedc function ``fn(a, b, c)`` on torch tensors of 4096
-floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; then where
-a schedc call spends its microseconds (cProfile, by function).
+floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; the same
+function as a ``torch.library`` operator (``schedc.torch.custom_op``) eagerly and inside
+``torch.compile``, beside torch's allocating add; then where a schedc call spends its
+microseconds (cProfile, by function).
 
 The kernel itself takes a few microseconds; every figure is dominated by the host: the median
 of ``--repeats`` runs of ``--calls`` calls each (after a warm-up), wall time divided by calls,
@@ -26,28 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import schedc as acc  # noqa: E402
+from schedc import torch as schedc_torch  # noqa: E402
+from tests.plans import vector_add  # noqa: E402
 
 N = 4096
 
 
 def build(directory: Path) -> Path:
     """c[i] = a[i] + b[i] over 4096 floats: 32 blocks of 128 threads."""
-    a, b, c = (acc.Array(role=role, element_type=acc.ScalarType.float32, shape=(N,))
-               for role in (acc.Role.INPUT, acc.Role.INPUT, acc.Role.OUTPUT))
-    nest = acc.Nest(N)
-    (i,) = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        c[i] = a[i] + b[i]
-
-    schedule = nest.create_schedule()
-    ii = schedule.split(i, 128)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = schedule.create_plan(target)
-    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
     package = acc.Package()
-    package.add(plan, args=(a, b, c), base_name="add")
+    package.add(*vector_add(N), base_name="add")
     return package.build("add", output_dir=directory)
 
 
@@ -106,6 +96,15 @@ def main() -> None:
         rows = [("schedc fn(a, b, c)", per_call(lambda: fn(x, y, out), options.calls, options.repeats)),
                 ("torch.add(a, b, out=c)", per_call(lambda: torch.add(x, y, out=out), options.calls,
                                                      options.repeats))]
+        op = schedc_torch.custom_op(fn, "schedc_bench::add")  # functional: allocates its output
+        compiled = torch.compile(lambda p, q: op(p, q), fullgraph=True)
+        assert torch.equal(compiled(x, y), x + y), "the compiled operator is wrong"
+        rows += [("torch.ops op(a, b) (allocates c)", per_call(lambda: op(x, y), options.calls, options.repeats)),
+                 ("torch.add(a, b) (allocates c)", per_call(lambda: torch.add(x, y), options.calls, options.repeats)),
+                 ("op inside torch.compile", per_call(lambda: compiled(x, y), options.calls, options.repeats))]
+        compiled_add = torch.compile(lambda p, q: torch.add(p, q), fullgraph=True)
+        rows.append(("torch.add inside torch.compile", per_call(lambda: compiled_add(x, y), options.calls,
+                                                                 options.repeats)))
         triton = triton_add()
         if triton is not None:
             rows.append(("Triton add[grid](a, b, c, n)", per_call(lambda: triton(x, y, out), options.calls,

@@ -394,3 +394,22 @@ VARIANTS = {
                                                          epilogue_op=acc.MMAFragmentOp.ReLU,
                                                          instruction=MMA_SYNC), None),
 }
+
+
+def vector_add(n: int, b_function=None, target=H100):
+    """c[i] = a[i] + f(b[i]) over ``n`` floats (f: an acc function, or none), 128 threads a block:
+    the smallest kernel, for the call path, C programs and torch operators."""
+    a, b, c = (acc.Array(role=role, element_type=T.float32, shape=(n,))
+               for role in (acc.Role.INPUT, acc.Role.INPUT, acc.Role.OUTPUT))
+    nest = acc.Nest(n)
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        c[i] = a[i] + (b_function(b[i]) if b_function is not None else b[i])
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 128)
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
+    return plan, (a, b, c)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import schedc as acc
 from schedc.package.compile import find_nvcc
 
 from .conftest import require_gpu
+from .plans import build, vector_add
 
 N = 4096
 PROGRAM = r"""
@@ -69,23 +69,7 @@ def _cudart() -> Path | None:
 
 
 def _package(directory: Path) -> Path:
-    a, b, c = (acc.Array(role=role, element_type=acc.ScalarType.float32, shape=(N,))
-               for role in (acc.Role.INPUT, acc.Role.INPUT, acc.Role.OUTPUT))
-    nest = acc.Nest(N)
-    (i,) = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        c[i] = a[i] + b[i]
-
-    schedule = nest.create_schedule()
-    ii = schedule.split(i, 128)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = schedule.create_plan(target)
-    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
-    package = acc.Package()
-    package.add(plan, args=(a, b, c), base_name="vadd")
-    return package.build("vadd", output_dir=directory)
+    return build(*vector_add(N), "vadd", directory)
 
 
 @pytest.mark.gpu

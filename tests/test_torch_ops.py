@@ -12,30 +12,15 @@ import schedc as acc
 from schedc import torch as schedc_torch
 
 from .conftest import require_gpu
-from .plans import build, simt_matmul
+from .plans import build, simt_matmul, vector_add
 
 N = 4096
 _names = itertools.count()
 
 
 def _vadd(directory):
-    a, b, c = (acc.Array(role=role, element_type=acc.ScalarType.float32, shape=(N,))
-               for role in (acc.Role.INPUT, acc.Role.INPUT, acc.Role.OUTPUT))
-    nest = acc.Nest(N)
-    (i,) = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        c[i] = a[i] + acc.tanh(b[i])
-
-    schedule = nest.create_schedule()
-    ii = schedule.split(i, 128)
-    target = acc.Target(acc.Target.Model.NVIDIA_H100)
-    plan = schedule.create_plan(target)
-    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
-    package = acc.Package()
-    package.add(plan, args=(a, b, c), base_name="vadd")
-    return acc.load(package.build("vadd", output_dir=directory)).vadd
+    """c = a + tanh(b) over N floats, loaded."""
+    return acc.load(build(*vector_add(N, acc.tanh), "vadd", directory)).vadd
 
 
 def test_schemas_are_functional_for_outputs_and_mutating_for_input_outputs(tmp_path):
