@@ -88,8 +88,8 @@ def test_cuda_and_ptx_of_column_major_tiles():
     source = emit_source([kernel], "// colmajor")
     # A (64 x 256, column-major): the copy's rows are A's columns (k), 64 elements apart in A
     assert "schedc::block_copy_async<__half, 32, 32, 8, true, 128>(&A_shared[0], 40, &A[i], 64, thread);" in source
-    assert "wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::col_major> a0;" in source
-    assert re.search(r"wmma::load_matrix_sync\(a0, &A_shared\[k_stage \* 1280 \+ ii \+ kk \* 40\], 40\);", source)
+    assert "wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::col_major> _a0;" in source
+    assert re.search(r"wmma::load_matrix_sync\(_a0, &A_shared\[k_stage \* 1280 \+ ii \+ kk \* 40\], 40\);", source)
     ptx = nvrtc_compile(source, "colmajor", "sm_90").ptx
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16;", ptx)
     assert "wmma.load.a.sync.aligned.col" in ptx

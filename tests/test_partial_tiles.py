@@ -94,7 +94,7 @@ def test_cuda_of_partial_tiles():
     _, kernel = compile_plan(*plan, name="edges")
     source = emit_source([kernel], "// edges")
     assert re.search(r"block_copy_async<__half, 32, 32, 4, true, 128, true>\(.*, thread, 50 - i, 100\);", source)
-    assert re.search(r"schedc::store_edge<16, 16>\(&C\[.*\], c, 40, wmma::mem_row_major, 50 - \(i \+ ii\), "
+    assert re.search(r"schedc::store_edge<16, 16>\(&C\[.*\], _c, 40, wmma::mem_row_major, 50 - \(i \+ ii\), "
                      r"40 - \(j \+ jj\), C_edge, thread\);", source)
     ptx = nvrtc_compile(source, "edges", "sm_90").ptx
     # zero fill: cp.async with a source size operand
