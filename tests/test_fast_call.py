@@ -231,3 +231,33 @@ def test_cuda_graphs_capture_and_replay_a_call(tmp_path, splits):
         torch.cuda.synchronize()
         assert torch.allclose(replayed, c, rtol=1e-5) and torch.allclose(c.double(), a.double() @ b.double(),
                                                                          rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_threads_calling_at_once_launch_their_own_tensors(tmp_path):
+    """One parameter buffer per function: threads take turns filling it and launching."""
+    import threading
+
+    from .plans import vector_add
+
+    fn = schedc.load(build(*vector_add(4096), "fast_threads", tmp_path)).fast_threads
+    torch = _torch()
+    work = [tuple(torch.rand(4096, device="cuda") for _ in range(2)) + (torch.empty(4096, device="cuda"),)
+            for _ in range(8)]
+    torch.cuda.synchronize()
+    failures = []
+
+    def call(a, b, c):
+        try:
+            for _ in range(200):
+                fn(a, b, c)
+        except Exception as error:  # noqa: BLE001 - reported by the test
+            failures.append(error)
+    threads = [threading.Thread(target=call, args=args) for args in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    torch.cuda.synchronize()
+    assert not failures
+    assert all(torch.equal(c, a + b) for a, b, c in work)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
@@ -106,6 +107,7 @@ class CallPlan:
         self.lean_launch: tuple = ()
         self.lean_params: tuple = ()
         self.stream_objects: dict[int, ctypes.c_void_p] = {}  # the streams launched on, as ctypes values
+        self.lock = threading.Lock()
         self.workspace_tensors: dict[tuple[int, bool], dict[str, object]] = {}  # by (stream, capturing)
 
     def pointers(self, args: tuple) -> list[int] | None:
@@ -140,18 +142,20 @@ class CallPlan:
             self._prepare()
         if self.lean is not None and stream is None:  # one kernel of the caller's arrays alone
             stream = self.stream(0)
-            slots = self.lean.pointers
-            for n, pointer in enumerate(pointers):
-                slots[n] = pointer
             handle = self.stream_objects.get(stream) or self._stream_object(stream)
-            if self.raw_launch(*self.lean_launch, handle, *self.lean_params):
-                # no context, or another one, current on this thread: the function's, then again
-                self.set_current(self.context)
+            with self.lock:  # one parameter buffer: threads calling at once take turns filling it
+                slots = self.lean.pointers
+                for n, pointer in enumerate(pointers):
+                    slots[n] = pointer
                 result = self.raw_launch(*self.lean_launch, handle, *self.lean_params)
-                if result:
-                    _failed(result, stream)
+                if result:  # no context, or another one, current on this thread: the function's, then again
+                    self.set_current(self.context)
+                    result = self.raw_launch(*self.lean_launch, handle, *self.lean_params)
+            if result:
+                _failed(result, stream)
             return True
-        self._launch_all(args, pointers, stream)
+        with self.lock:
+            self._launch_all(args, pointers, stream)
         return True
 
     def _stream_object(self, stream: int) -> ctypes.c_void_p:
