@@ -88,16 +88,25 @@ def _empty(buffer: Buffer, device, torch):
 
 
 def _implementation(fn, params, outputs: list[Buffer], torch) -> Callable:
-    """The CUDA kernel of the operator: the function's call, outputs allocated first."""
+    """The CUDA kernel of the operator: the function's call, outputs allocated first (what does
+    not depend on the call is worked out here, once)."""
+    if not outputs:
+        def mutate(*args):
+            fn(*args)
+        return mutate
+    empty = torch.empty_strided
+    made = [(b.shape, b.strides, getattr(torch, _TORCH_DTYPES[b.dtype.value])) for b in outputs]
     output_names = {b.name for b in outputs}
+    slots = [p.name in output_names for p in params]  # where each output goes among the arguments
+    single = len(outputs) == 1
 
     def run(*args):
-        device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        made = {b.name: _empty(b, device, torch) for b in outputs}
-        given = iter(args)
-        fn(*(made[p.name] if p.name in output_names else next(given) for p in params))
-        results = [made[b.name] for b in outputs]
-        return None if not results else results[0] if len(results) == 1 else tuple(results)
+        device = args[0].device if args and isinstance(args[0], torch.Tensor) else \
+            next(a.device for a in args if isinstance(a, torch.Tensor))
+        results = [empty(shape, strides, dtype=dtype, device=device) for shape, strides, dtype in made]
+        given, produced = iter(args), iter(results)
+        fn(*[next(produced) if is_output else next(given) for is_output in slots])
+        return results[0] if single else tuple(results)
     return run
 
 
