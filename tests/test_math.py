@@ -30,6 +30,18 @@ MATH = [f for f, s in SIGNATURES.items() if s.domain is Domain.FLOAT]
 POSITIVE = {Function.SQRT, Function.LOG, Function.LOG2, Function.LOG10}  # called on |x| + 0.5
 
 
+def _rows_of_threads(nest):
+    """The plan of a 2-D nest: blocks of 8 x 32 elements, a thread each."""
+    i, j = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 8), s.split(j, 32)
+    s.reorder(i, j, ii, jj)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
+    return plan
+
+
 def elementwise(dtype, body, shape=(16, 64), out=None):
     """C[i, j] = body(A[i, j], B[i, j], i, j): 8 x 32 threads a block."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=shape)
@@ -42,13 +54,7 @@ def elementwise(dtype, body, shape=(16, 64), out=None):
     def _():
         C[i, j] = body(A[i, j], B[i, j], i, j)
 
-    s = nest.create_schedule()
-    ii, jj = s.split(i, 8), s.split(j, 32)
-    s.reorder(i, j, ii, jj)
-    plan = s.create_plan(H100)
-    g = H100.GridUnit
-    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
-    return plan, (A, B, C)
+    return _rows_of_threads(nest), (A, B, C)
 
 
 def _apply(function: Function):
@@ -80,13 +86,7 @@ def every_function(dtype, shape=(16, 64)):
         for out, function in zip(outputs, MATH):
             out[i, j] = _apply(function)(A[i, j], B[i, j], i, j)
 
-    s = nest.create_schedule()
-    ii, jj = s.split(i, 8), s.split(j, 32)
-    s.reorder(i, j, ii, jj)
-    plan = s.create_plan(H100)
-    g = H100.GridUnit
-    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
-    return plan, (A, B, *outputs)
+    return _rows_of_threads(nest), (A, B, *outputs)
 
 
 def _passed(reports) -> None:
