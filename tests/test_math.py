@@ -285,3 +285,15 @@ def test_each_function_computes_what_python_math_does(function):
     got = evaluate(function, (np.array(points),), T.float64, wide=True)
     assert got.tolist() == pytest.approx([_ORACLE[function](x) for x in points], rel=1e-15)
     assert evaluate(Function.POW, (np.array([1.5]), np.array([3.0])), T.float64, wide=True).tolist() == [3.375]
+
+
+def test_an_integer_compared_with_a_float_constant_is_compared_in_float32():
+    """A[i] < 2.5 on int32 values meets as arithmetic does (float32), not as A[i] < 2."""
+    plan, args = elementwise(T.int32, lambda a, b, i, j: acc.select(a < 2.5, 1.0, 0.0), out=T.float32)
+    model, fn = compile_function_plan(plan, args)
+    from schedc.reference import reference
+
+    arrays = data.inputs(fn.kernels[0].buffers, seed=2)
+    values, _ = reference(model, arrays)
+    assert np.array_equal(values["C"], np.where(arrays["A"] < 2.5, 1.0, 0.0))
+    assert np.any(arrays["A"] == 2)  # the value that tells 2.5 from 2

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import NestError
 from ..ir import kernel as k
 from ..ir.functions import SIGNATURES, Function
-from ..ir.types import ScalarType, promote
+from ..ir.types import ScalarType
 from . import expr as fe
 
 
@@ -66,8 +66,7 @@ def value_expr(node: fe.Expr, context: ScalarType) -> k.Expr:
 
 def _comparison(node: fe.Binary) -> k.Binary:
     """Operands in their common type; two index values (or integers) compare as indices."""
-    common = node.lhs.dtype if node.rhs.dtype is None else node.rhs.dtype if node.lhs.dtype is None \
-        else promote(node.lhs.dtype, node.rhs.dtype)
+    common = fe.result_type(node.lhs, node.rhs)  # as arithmetic meets them: A[i] < 2.5 in float32 for ints
     if common is None and any(_is_float_constant(x) for x in (node.lhs, node.rhs)):
         common = ScalarType.float32
     if common is None:

@@ -236,7 +236,7 @@ def as_expr(value: object) -> Expr:
 
 def binary(op: str, lhs: object, rhs: object) -> Binary:
     left, right = as_expr(lhs), as_expr(rhs)
-    dtype = _result_type(left, right)
+    dtype = result_type(left, right)
     if op in "+-*/":
         _no_bool_arithmetic(op, dtype, f"{render(left)} {op} {render(right)}")
     return Binary(op, left, right, dtype)
@@ -303,11 +303,11 @@ def call(function: Function, *args: object) -> Expr:
             raise NestError(where, "the condition is a Python bool, fixed when the script runs: == and != "
                                    "compare objects in Python; use acc.equal/acc.not_equal")
         cond, a, b = (as_expr(x) for x in args)
-        return Call(function, (_condition(cond, where), a, b), _result_type(a, b))
+        return Call(function, (_condition(cond, where), a, b), result_type(a, b))
     operands = tuple(as_expr(x) for x in args)
     if function is Function.LOGICAL_NOT:
         return Call(function, (_condition(operands[0], where),), ScalarType.bool)
-    dtype = operands[0].dtype if len(operands) == 1 else _result_type(*operands)
+    dtype = operands[0].dtype if len(operands) == 1 else result_type(*operands)
     signature = SIGNATURES[function]
     if dtype is not None and not signature.accepts(dtype):
         raise NestError(where, domain_error(function, dtype))
@@ -326,7 +326,9 @@ def _shown(value: object) -> str:
     return render(value) if isinstance(value, Expr) else repr(value)
 
 
-def _result_type(a: Expr, b: Expr) -> ScalarType | None:
+def result_type(a: Expr, b: Expr) -> ScalarType | None:
+    """The type two operands meet in (None: both weak): a weak one takes the other's type,
+    except a float constant with an integer, which makes float32."""
     if a.dtype is None and b.dtype is None:
         return None
     if a.dtype is None:

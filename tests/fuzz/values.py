@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from schedc.ir.types import ScalarType, promote
 
-from .program import Bin, Cast, Cmp, Const, Expr, Fn, IndexValue, Neg, Ref
+from .program import Bin, Cast, Cmp, Const, Expr, Fn, IndexValue, Neg, Ref, expr_children
 
 FLOAT_LIMITS = {"float16": 6.0e4, "bfloat16": 1e30, "float32": 1e30, "float64": math.inf}
 
@@ -154,7 +154,7 @@ _POSITIVE = {"exp", "fast_exp", "sigmoid"}  # never zero: may divide
 def _function_bounds(e: Fn, dtype: ScalarType, env, dtypes, extents) -> Interval:
     if e.name == "select":
         cond, a, b = e.args
-        if not all(exact(x, dtypes, env) for x in expr_operands(cond)):
+        if not all(exact(x, dtypes, env) for x in expr_children(cond)):
             raise Unsafe("a comparison of rounded values (the reference may take the other branch)")
         return bounds(a, dtype, env, dtypes, extents).union(bounds(b, dtype, env, dtypes, extents))
     args = [bounds(a, dtype, env, dtypes, extents) for a in e.args]
@@ -186,10 +186,6 @@ def _function_bounds(e: Fn, dtype: ScalarType, env, dtypes, extents) -> Interval
         ends = [x.lo ** power, x.hi ** power] + ([0.0] if x.lo <= 0 <= x.hi else [])
         return Interval(min(ends), max(ends), x.min_abs ** power, exact=False)
     raise Unsafe(f"no bounds for {name}")
-
-
-def expr_operands(e: Expr) -> tuple[Expr, ...]:
-    return (e.lhs, e.rhs) if isinstance(e, Cmp | Bin) else ()
 
 
 def _binary_bounds(op: str, a: Interval, b: Interval, dtype: ScalarType) -> Interval:
