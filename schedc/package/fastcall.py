@@ -21,14 +21,7 @@ from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
 from ..ir.layout import row_major_strides
-from ..ir.types import ScalarType
 from . import driver
-
-_TORCH_NAMES = {ScalarType.float16: "float16", ScalarType.bfloat16: "bfloat16", ScalarType.float32: "float32",
-                ScalarType.float64: "float64", ScalarType.int8: "int8", ScalarType.int16: "int16",
-                ScalarType.int32: "int32", ScalarType.int64: "int64", ScalarType.uint8: "uint8",
-                ScalarType.uint16: "uint16", ScalarType.uint32: "uint32", ScalarType.uint64: "uint64",
-                ScalarType.bool: "bool"}
 
 
 @dataclass(frozen=True)
@@ -170,7 +163,7 @@ class CallPlan:
         caller's arrays in order, its ready parameter buffer."""
         fn = self.function
         self.driver_handles = fn.handles()
-        self.handles = [_address(h) for h in self.driver_handles]
+        self.handles = [int(h) for h in self.driver_handles]
         library = _libcuda()
         self.cu_launch, self.set_current = library.cuLaunchKernel, library.cuCtxSetCurrent
         kernel = self.kernels[0]
@@ -183,7 +176,7 @@ class CallPlan:
             self.lean_params = (ctypes.c_void_p(self.lean.address), ctypes.c_void_p(None))
             self.raw_launch = library["cuLaunchKernel"]  # a function object of its own, without argtypes
             self.raw_launch.restype = ctypes.c_int
-        self.context = _address(driver.device().context)
+        self.context = int(driver.device().context)
 
     def _launch_all(self, args: tuple, pointers: list[int], stream: object) -> None:
         """Every kernel of the function, its scalars, workspaces and structs, on ``stream``."""
@@ -237,16 +230,15 @@ class CallPlan:
 
 
 def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:
-    dtype = getattr(torch, _TORCH_NAMES[buffer.dtype], None)
-    strides = tuple((d, s) for d, (n, s) in enumerate(zip(buffer.shape, buffer.strides)) if n > 1)
-    row_major = all(s == r for (_, s), (_, r) in zip(strides, _row_major(buffer.shape)))
+    dtype = getattr(torch, buffer.dtype.value, None)  # torch names its types as schedc does (None: no such type)
+    strides = _longer_than_one(buffer.shape, buffer.strides)
+    row_major = strides == _longer_than_one(buffer.shape, row_major_strides(buffer.shape))
     return _Array(buffer.name, dtype, tuple(buffer.shape), strides, tuple(buffer.strides), row_major,
                   buffer.size * buffer.dtype.size, alignment, buffer.role in ("input_output", "output"))
 
 
-def _row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """(dimension, row-major stride) of the dims longer than 1."""
-    strides = row_major_strides(shape)
+def _longer_than_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(dimension, stride) of the dimensions longer than 1: the only strides a layout fixes."""
     return tuple((d, s) for d, (n, s) in enumerate(zip(shape, strides)) if n > 1)
 
 
@@ -287,10 +279,6 @@ def _libcuda():
         library.cuCtxSetCurrent.restype = ctypes.c_int
         _LIBCUDA.append(library)
     return _LIBCUDA[0]
-
-
-def _address(handle) -> int:
-    return int(handle)
 
 
 def _failed(result: int, stream: int) -> None:
