@@ -45,6 +45,7 @@ from .frontend.elementwise import (  # noqa: A004 - Accera's acc.abs, acc.pow, a
 from .frontend.expr import Index, cast
 from .frontend.expr import maximum as max  # noqa: A001 - Accera's acc.max
 from .frontend.expr import minimum as min  # noqa: A001 - Accera's acc.min
+from .frontend.fuse import FusedSchedule, fuse
 from .frontend.grid import create_parameter_grid
 from .frontend.nest import Nest
 from .frontend.parameters import Parameter, create_parameters
@@ -75,7 +76,7 @@ __all__ = [
     "__version__", "cast", "max", "min", "Parameter", "create_parameter_grid", "create_parameters",
     "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh",
     "sigmoid", "erf", "floor", "ceil", "round", "pow", "select", "logical_and", "logical_or", "logical_not",
-    "equal", "not_equal",
+    "equal", "not_equal", "fuse", "FusedSchedule",
 ]
 
 from .package.build import Package  # noqa: E402

@@ -2,10 +2,10 @@
 gets a SchedcError saying why (never an AttributeError):
 
 >>> import schedc as acc
->>> acc.fuse
+>>> acc.create_dimensions  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-schedc.errors.ScheduleError: acc.fuse: fusing schedules is not built in schedc: write the statements in one nest
+schedc.errors.NestError: acc.create_dimensions: sizes known only at run time are not built in schedc: ...
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ REFUSED: dict[str, tuple[type, str]] = {
                                  "fast exponential"),
     "remainderf": (NestError, "remainderf is not built in schedc: the iteration logic has + - * / % on integers, "
                               "acc.floor and the other math of schedc.frontend.elementwise"),
-    "fuse": (ScheduleError, "fusing schedules is not built in schedc: write the statements in one nest"),
-    "FusedSchedule": (ScheduleError, "fusing schedules is not built in schedc: write the statements in one nest"),
     "create_dimensions": (NestError, _RUNTIME_SIZES),
     "k_dynamic_size": (NestError, _RUNTIME_SIZES),
     "logic_function": (NestError, "schedc takes a nest's statements from @nest.iteration_logic"),
@@ -55,9 +53,8 @@ METHODS: dict[str, dict[str, tuple[type, str]]] = {
         "pad": (ScheduleError, "padding a loop's range is not built in schedc (splits that do not divide are "
                                "guarded partial tiles)"),
         **{name: (ScheduleError, _QUERY) for name in ("interval", "num_iterations", "get_index_range",
-                                                     "get_index_parent", "get_index_transform", "is_valid_loop_order",
-                                                     "get_fusing_index", "get_fused_indices",
-                                                     "get_unfused_indices")},
+                                                     "get_index_parent", "get_index_transform",
+                                                     "is_valid_loop_order")},
     },
     "Nest": {"get_logic": (NestError, "schedc keeps a nest's statements, not its logic function")},
     "Array": {

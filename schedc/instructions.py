@@ -159,6 +159,7 @@ class Family:
     edge_scratch: bool  # partial accumulator tiles go through the warp's slice of shared memory
     swizzles: bool  # shared operand tiles are XOR-swizzled (False: rows padded)
     layouts: dict | None = None  # (use, bits) -> LaneLayout of one instruction; None: opaque
+    opaque: bool = False  # which lane holds which accumulator element is not said (a fused epilogue cannot run)
 
     def mode(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> Mode | None:
         for mode in self.modes:
@@ -240,7 +241,7 @@ WMMA = Family(
      Mode(_F32, (_F32,), "tf32", (MMAShape.M16xN16xK8_B1,), (16, 16, 8)),
      Mode(ScalarType.int8, (ScalarType.int32,), "s8", _WMMA_16, (16, 16, 16)),
      Mode(ScalarType.uint8, (ScalarType.int32,), "u8", _WMMA_16, (16, 16, 16))),
-    speed=1, operand_align=32, leading_bytes=16, edge_scratch=True, swizzles=False,
+    speed=1, operand_align=32, leading_bytes=16, edge_scratch=True, swizzles=False, opaque=True,
 )
 
 MMA_SYNC = Family(
@@ -275,11 +276,19 @@ BY_INSTRUCTION: dict[Instruction, Family] = {f.instruction: f for f in FAMILIES.
 
 
 def family_for(target: Target, operand: ScalarType, accumulator: ScalarType, shape: MMAShape,
-               requested: Instruction) -> Family:
+               requested: Instruction, placed: bool = False) -> Family:
     """The family that multiplies ``operand`` into ``accumulator`` tiles of ``shape`` on the
-    target: the one requested, or with AUTO the fastest that can; LookupError says why none."""
+    target: the one requested, or with AUTO the fastest that can; LookupError says why none.
+    ``placed``: the plan needs to know where each accumulator element lies (a fused epilogue),
+    which a family with an opaque tile (wmma) does not say."""
     wanted = list(FAMILIES.values()) if requested is Instruction.AUTO else [BY_INSTRUCTION[requested]]
     usable = [f for f in wanted if target.spec.sm >= f.min_sm and f.mode(operand, accumulator, shape)]
+    if placed and usable and all(f.opaque for f in usable):
+        names = ", ".join(f.name for f in FAMILIES.values() if not f.opaque)
+        raise LookupError(f"a fused epilogue computes in the accumulator's registers, and {usable[0].name} does "
+                          f"not say which element each lane holds: use an instruction with lane layouts ({names}) "
+                          "with one of its shapes")
+    usable = [f for f in usable if not (placed and f.opaque)]
     if usable:
         return max(usable, key=lambda f: f.speed)
     if requested is Instruction.AUTO:

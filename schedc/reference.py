@@ -2,7 +2,8 @@
 
 Values are computed in float64 (int64 for integer arrays); explicit casts to integer types
 truncate as in C, casts between float types are exact, except that in a nest without tensor
-cores an element-wise operation or cast whose type is float16 or bfloat16 rounds to that type,
+cores an element-wise operation or cast whose type is float16 or bfloat16 rounds to that type
+(a tensorized plan's fused epilogue computes in its accumulator's type, so it does not),
 as the kernel's arithmetic does (up to fused multiply-adds; its error can exceed the type's
 tolerance relative to a result much smaller than the operands, as in ``i - (A[i] + i)``); a
 contraction ``C[p] += X`` sums in float64. A statement ``C[p] += X`` whose other
@@ -58,16 +59,25 @@ class Tensor:
 def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] | None = None):
     """Run the nest on ``arrays`` (logical arrays by name). Returns ``(values, touched)``:
     float64/int64 copies of every array after the nest, and a mask per written array of the
-    elements it wrote. ``dims`` restricts each nest dimension to the given values."""
+    elements it wrote. ``dims`` restricts each nest dimension to the given values. A fused nest's
+    parts run one after the other (``Model.parts``): the plan's checks let a part touch another's
+    elements only at the same fused point, where the parts run in turn."""
+    values, touched = arrays, {}
     try:
-        state = _State(model, arrays, dims)
-        if _accumulates(model):
-            state.contract(model.statements[0])
-        else:
-            state.sequential()
+        for part in model.parts:  # a fused nest's parts in turn (each touches its own elements of the others')
+            extents = dict(part.dims)
+            state = _State(part, values, {d: v for d, v in (dims or {}).items() if extents[d] > 1},
+                           wide=model.tensorize is not None)
+            if _accumulates(part):
+                state.contract(part.statements[0])
+            else:
+                state.sequential()
+            values = state.values
+            for name, mask in state.touched.items():
+                touched[name] = touched[name] | mask if name in touched else mask
     except Exception as error:  # noqa: BLE001 - the reference must understand every accepted nest
         raise InternalError("the float64 reference", f"{type(error).__name__}: {error}") from error
-    return state.values, state.touched
+    return values, touched
 
 
 def _accumulates(model) -> bool:
@@ -80,8 +90,9 @@ def _accumulates(model) -> bool:
 
 
 class _State:
-    def __init__(self, model, arrays, dims) -> None:
+    def __init__(self, model, arrays, dims, wide: bool = False) -> None:
         self.model = model
+        self.wide = wide  # 16-bit operations not rounded: the statements compute in a tensor plan's accumulator
         self.order = tuple(name for name, _ in model.dims)
         self.dims = {name: np.arange(n) for name, n in model.dims}
         if dims:
@@ -132,7 +143,7 @@ class _State:
 
     def narrow(self, data, dtype: ScalarType | None):
         """``data`` rounded to a 16-bit float ``dtype`` (module docstring), else as it is."""
-        if dtype not in (ScalarType.float16, ScalarType.bfloat16) or self.model.tensorize is not None:
+        if dtype not in (ScalarType.float16, ScalarType.bfloat16) or self.wide:
             return data
         return np.asarray(data).astype(dtype.numpy).astype(np.float64)
 

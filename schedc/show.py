@@ -15,11 +15,36 @@ from .lower.loops import in_loops
 
 def loop_nest(model, marked: tuple[str, ...] = ()) -> str:
     """The loop nest after scheduling, each loop annotated with its binding or role; loops in
-    ``marked`` (those an error is about) get an arrow."""
+    ``marked`` (those an error is about) get an arrow. A fused schedule shows each part's loops
+    under its value of the fusing index."""
     facts = poly.analyze(model)
+    lines: list[str] = []
+    if model.fusion is None:
+        _loops(model, facts, model.loops, 0, marked, lines)
+        depth = len(model.loops)
+        lines += ["  " * depth + s for s in _statements(model)]
+    else:
+        fusion = model.fusion
+        outer = model.loops[:fusion.at]
+        _loops(model, facts, outer, 0, marked, lines)
+        for number, part in enumerate(model.parts):
+            lines.append(f"{'  ' * len(outer)}# {fusion.name} = {number}")
+            inner = [lp for lp in part.loops if lp not in outer]
+            _loops(model, facts, inner, len(outer), marked, lines)
+            lines += ["  " * (len(outer) + len(inner)) + s for s in _statements(part)]
+        depth = len(outer)
+    pad = "  " * depth
+    if facts.guards and model.tensorize is not None:
+        lines.append(f"{pad}(partial tiles: whole tensor-core tiles over zero-padded operands, C stored inside "
+                     "its bounds)")
+    elif facts.guards:
+        lines.append(f"{pad}(partial tiles guarded by {len(facts.guards)} condition(s))")
+    return "\n".join(lines)
+
+
+def _loops(model, facts, loops, first: int, marked: tuple[str, ...], lines: list[str]) -> None:
     tile = model.tensorize.loops if model.tensorize else ()
-    lines = []
-    for depth, spec in enumerate(model.loops):
+    for depth, spec in enumerate(loops, first):
         f = facts.loop(spec.name)
         marks = []
         unit = model.binding_of(spec.name)
@@ -34,15 +59,6 @@ def loop_nest(model, marked: tuple[str, ...] = ()) -> str:
         head = f"{'  ' * depth}for {spec.name} in range({spec.begin}, {spec.end}, {spec.step}):"
         arrow = "   <-- here" if spec.name in marked else ""
         lines.append(f"{head:<48} # {', '.join(marks)}{arrow}")
-    pad = "  " * len(model.loops)
-    for statement in _statements(model):
-        lines.append(pad + statement)
-    if facts.guards and model.tensorize is not None:
-        lines.append(f"{pad}(partial tiles: whole tensor-core tiles over zero-padded operands, C stored inside "
-                     "its bounds)")
-    elif facts.guards:
-        lines.append(f"{pad}(partial tiles guarded by {len(facts.guards)} condition(s))")
-    return "\n".join(lines)
 
 
 def _statements(model) -> list[str]:

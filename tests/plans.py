@@ -31,15 +31,41 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
     return nest, (A, B, C)
 
 
+def with_epilogue(nest, args, epilogue):
+    """The product's schedule fused (``acc.fuse(..., partial=2)``) with an element-wise epilogue
+    nest ``C[i, j] = epilogue(C[i, j], bias[j], D[i, j], i, j)`` over C's shape, ``bias`` (C's
+    type, length N) and ``D`` (C's type and shape) two more inputs. Returns the schedule, its (i, j, k)
+    and fusing index, and the arrays (A, B, C, bias, D)."""
+    C = args[2]
+    M, N = C.shape
+    bias = acc.Array(role=acc.Role.INPUT, element_type=C.element_type, shape=(N,))
+    D = acc.Array(role=acc.Role.INPUT, element_type=C.element_type, shape=(M, N))
+    after = acc.Nest(shape=(M, N))
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        C[x, y] = epilogue(C[x, y], bias[y], D[x, y], x, y)
+
+    s = acc.fuse((nest.create_schedule(), after.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    return s, (i, j, k), f, (*args, bias, D)
+
+
 def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unroll_k=0, target=H100,
-                shared_k=0, pipeline=None, a_layout=FIRST, b_layout=FIRST, splits=1):
-    """``splits`` > 1: k split in that many parts on BLOCK_Z (split-K)."""
+                shared_k=0, pipeline=None, a_layout=FIRST, b_layout=FIRST, splits=1, epilogue=None):
+    """``splits`` > 1: k split in that many parts on BLOCK_Z (split-K); ``epilogue``: a fused
+    epilogue (``with_epilogue``), its part run by each thread after its k loop."""
     nest, args = matmul_arrays(M, N, K, dtype, dtype, a_layout, b_layout)
-    i, j, k = nest.get_indices()
-    s = nest.create_schedule()
+    f = None
+    if epilogue is not None:
+        s, (i, j, k), f, args = with_epilogue(nest, args, epilogue)
+    else:
+        i, j, k = nest.get_indices()
+        s = nest.create_schedule()
     kz, k = (k, s.split(k, K // splits)) if splits > 1 else (None, k)
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
-    order = [*([kz] if kz is not None else []), i, j, ii, jj, k]
+    order = [*([kz] if kz is not None else []), i, j, ii, jj, *([f] if f is not None else []), k]
     if unroll_k or shared_k:
         kk = s.split(k, unroll_k or shared_k)
         order.append(kk)
@@ -84,14 +110,18 @@ def simt_register_tile(M, N, K, block=(64, 64), per_thread=(4, 4), k_split=16, s
 def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape.M16xN16xK16_B1,
                   passes=1, fused=None, block=(32, 32), a_layout=FIRST, b_layout=FIRST,
                   c_role=acc.Role.INPUT_OUTPUT, k_split=None, target=H100, cache_c=None, shared_ab=False,
-                  strategy=None, pipeline=None, fragment_type=None, splits=1, **ops):
+                  strategy=None, pipeline=None, fragment_type=None, splits=1, epilogue=None, **ops):
     """Accera's tensorized schedule: blocks of C bound to BLOCK_*, warps to WARP_*.
     ``pipeline``: extra arguments of the A and B caches (double_buffer, stages, ...);
     ``fragment_type``: the MMA_FRAGMENT cache's element_type (with ``cache_c``); ``splits`` > 1: k
-    split in that many parts on BLOCK_Z (split-K)."""
+    split in that many parts on BLOCK_Z (split-K); ``epilogue``: a fused epilogue (``with_epilogue``)."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
-    i, j, k = nest.get_indices()
-    s = nest.create_schedule()
+    f = None
+    if epilogue is not None:
+        s, (i, j, k), f, args = with_epilogue(nest, args, epilogue)
+    else:
+        i, j, k = nest.get_indices()
+        s = nest.create_schedule()
     kz, k = (k, s.split(k, K // splits)) if splits > 1 else (None, k)
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
     m, n, kk_size = target.tensor_core_info.compute_tensor_splits(mma, passes)
@@ -99,7 +129,8 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
     if k_split:
         outer_k.append(s.split(k, k_split))
     iii, jjj, kk = s.tile({ii: m, jj: n, outer_k[-1]: kk_size})
-    s.reorder(*([kz] if kz is not None else []), i, j, *outer_k, ii, jj, iii, jjj, kk)
+    s.reorder(*([kz] if kz is not None else []), i, j, *([f] if f is not None else []), *outer_k, ii, jj, iii, jjj,
+              kk)
     plan = s.create_plan(target)
     g = target.GridUnit
     plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.WARP_Y, jj: g.WARP_X, **({kz: g.BLOCK_Z} if kz is not None else {})})

@@ -26,6 +26,7 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentMma,
     FragmentStore,
     If,
@@ -124,7 +125,8 @@ class Printer:
         return [f"{pad}{s.dtype.c_type} {s.name}[{s.size}];  // this thread's tile "
                 f"{s.dtype.value}{list(s.shape)}, in {'local memory' if s.local else 'registers'}"]
 
-    @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd)
+    @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd,
+                      FragmentMap)
     def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:
         """Tile statements: the emitter of the fragment's instruction family writes them."""
         emitter = TENSOR_EMITTERS[family_of(self, s)](self)

@@ -18,8 +18,10 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentMma,
     FragmentStore,
+    PrivateArray,
     Stmt,
     TileEdge,
     Var,
@@ -68,6 +70,14 @@ class Emitter:
     @TILE_STATEMENTS.handles(FragmentApply)
     def _applied(self, s: FragmentApply) -> list[str]:
         return apply(self.p, s, self)
+
+    @TILE_STATEMENTS.handles(FragmentMap)
+    def _mapped(self, s: FragmentMap) -> list[str]:
+        return self.map(s)
+
+    def map(self, s: FragmentMap) -> list[str]:
+        raise ValueError(f"{type(self).__name__} tiles are opaque: a fused epilogue cannot place the elements of "
+                         f"{s.fragment}")
 
     @TILE_STATEMENTS.handles(FragmentLoad, FragmentStore, FragmentMma, FragmentAdd)
     def _moved(self, s) -> list[str]:
@@ -255,6 +265,21 @@ class MmaSync(Emitter):
         first, end = self.window(frag, s.columns)
         value = f"schedc::convert<{frag.dtype.c_type}>({s.source}[elem])"
         return ["#pragma unroll", f"for (int elem = {first}; elem < {end}; elem += 1) {s.fragment}[elem] += {value};"]
+
+    def map(self, s: FragmentMap) -> list[str]:
+        """A loop over the lane's elements (of the window's columns): the element's row and column
+        from the lane layout, then the body, which reads and writes ``fragment[elem]``."""
+        p = self.p
+        frag = p.fragments[s.fragment]
+        layout = self.layout(frag)
+        first, end = self.window(frag, s.columns)
+        lane = Sym(self.lane)
+        row, col = _as_expr(layout.row(lane, ELEMENT)), _as_expr(layout.col(lane, ELEMENT))
+        p.buffers[s.fragment] = PrivateArray(s.fragment, s.dtype, (layout.elements,))  # the body's loads and stores
+        return ["#pragma unroll", f"for (int elem = {first}; elem < {end}; elem += 1) {{",
+                f"    const int {s.row} = {p.expr(row)};  // the element's row in the tile",
+                f"    const int {s.col} = {p.expr(col)};  // and its column",
+                *p.body(s.body, 1), "}"]
 
     def window(self, frag: Fragment, columns: tuple[int, int] | None) -> tuple[int, int]:
         """The lane's elements that hold the tile's ``columns`` (all of them: None)."""

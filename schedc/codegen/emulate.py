@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SchedcError
-from ..instructions import swizzled
+from ..instructions import column_elements, swizzled
 from ..ir.functions import evaluate
 from ..ir.kernel import (
+    ELEMENT,
     WORK,
     AccumulatorOp,
     AsyncCommit,
@@ -36,6 +37,7 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentMma,
     FragmentStore,
     GridDependencyWait,
@@ -370,7 +372,7 @@ class _Block:
     # -- warp tiles ----------------------------------------------------------------------------
 
     @EXECUTORS.handles(Fragment, FragmentFill, FragmentApply, FragmentAdd, FragmentMma, FragmentLoad,
-                      FragmentStore)
+                      FragmentStore, FragmentMap)
     def tile(self, s: Stmt, mask: np.ndarray) -> None:
         warps = mask.reshape(-1, WARP)
         partial = warps.any(axis=1) & ~warps.all(axis=1)
@@ -382,6 +384,23 @@ class _Block:
         name = s.name if isinstance(s, Fragment) else s.d if isinstance(s, FragmentMma) else s.fragment
         family = s.family if isinstance(s, Fragment) else self.specs[name].family
         TENSOR_EXECUTORS[family](self).run(s, mask, active)
+
+    def map_elements(self, s: FragmentMap, mask: np.ndarray, layout, lanes: int) -> None:
+        """A fused epilogue: the body once per element of the threads' fragments (``layout``,
+        over ``lanes`` threads), with the element's row and column bound and the fragment seen
+        as each thread's own array (a view: the body's stores land in the fragment)."""
+        view = self.fragments[s.fragment].reshape(self.threads, -1)
+        first, end = column_elements(layout, lanes, *s.columns) if s.columns else (0, layout.elements)
+        lane = self.thread_ids % lanes
+        self.private[s.fragment], self.buffers[s.fragment] = view, PrivateArray(s.fragment, s.dtype, (view.shape[1],))
+        try:
+            for e in range(first, end):
+                self.env[ELEMENT.name] = np.int64(e)
+                self.env[s.row], self.env[s.col] = layout.row(lane, e), layout.col(lane, e)
+                self.body(s.body, mask)
+        finally:
+            del self.private[s.fragment], self.buffers[s.fragment]
+        self.mask = mask
 
     def tile_offsets(self, buffer, origin, row_stride, col_stride, mask, active, shape, edge=None):
         """Each active warp's tile elements as storage offsets, and which of them lie inside the

@@ -51,6 +51,7 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentMma,
     FragmentStore,
     MbarrierArrive,
@@ -573,7 +574,7 @@ def _wgmma_wait(b, s: WarpgroupWait, mask) -> None:
 # Tile statements that touch an accumulator's elements, and whether they change them: while a
 # wgmma on the accumulator is in flight, any of them races with the tensor cores.
 _ACCUMULATOR_USES = {FragmentFill: True, FragmentApply: True, FragmentAdd: True, FragmentLoad: True,
-                     FragmentStore: False}
+                     FragmentMap: True, FragmentStore: False}
 
 
 class Wgmma(Executor):
@@ -595,6 +596,9 @@ class Wgmma(Executor):
             self.b.fragments[s.name] = np.zeros((len(groups), WARPGROUP, s.n // 2), dtype=s.dtype.numpy)
         else:
             self.b.fragments[s.name] = np.zeros((len(groups),), dtype=np.int64)  # each warpgroup's tile address
+
+    def element_layout(self, spec: Fragment):
+        return wgmma_accumulator(spec.n, spec.dtype), WARPGROUP
 
     def apply(self, s: FragmentApply, groups) -> None:
         self.window(s, groups) if s.columns is not None else self.b.apply(s, groups)

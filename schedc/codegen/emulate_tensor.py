@@ -19,6 +19,7 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentMma,
     FragmentStore,
     Stmt,
@@ -57,6 +58,16 @@ class Executor:
     @TILE_STATEMENTS.handles(FragmentApply)
     def _applied(self, s: FragmentApply, mask: np.ndarray, active: np.ndarray) -> None:
         self.apply(s, active)
+
+    @TILE_STATEMENTS.handles(FragmentMap)
+    def _mapped(self, s: FragmentMap, mask: np.ndarray, active: np.ndarray) -> None:
+        layout, lanes = self.element_layout(self.b.specs[s.fragment])
+        self.b.map_elements(s, mask, layout, lanes)
+
+    def element_layout(self, spec: Fragment) -> tuple[LaneLayout, int]:
+        """Where an accumulator's elements lie: the lane layout and the threads it spans."""
+        raise self.b.error("opaque tile", f"{spec.family} places no element of {spec.name} in its lanes: a fused "
+                           "epilogue needs a family with lane layouts", [0], spec.name, "-")
 
     @TILE_STATEMENTS.handles(FragmentAdd)
     def _added(self, s: FragmentAdd, mask: np.ndarray, active: np.ndarray) -> None:
@@ -109,6 +120,9 @@ class MmaSync(Executor):
     @staticmethod
     def shape(f: Fragment) -> tuple[int, ...]:
         return WARP, lane_layout(f).elements
+
+    def element_layout(self, spec: Fragment) -> tuple[LaneLayout, int]:
+        return lane_layout(spec), WARP
 
     # -- moving tiles --
 

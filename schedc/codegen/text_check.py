@@ -57,6 +57,7 @@ from ..ir.kernel import (
     Const,
     Expr,
     FragmentLoad,
+    FragmentMap,
     FragmentStore,
     If,
     Kernel,
@@ -964,7 +965,10 @@ class _Checker:
         if isinstance(s, PrivateArray):
             self.strides[s.name] = s.strides
             self.env.buffers[s.name] = s.dtype.c_type
-        if isinstance(s, Loop | If):  # the head only: the body's statements come next
+        if isinstance(s, FragmentMap):  # the body reads and writes the fragment's elements as the thread's array
+            self.strides[s.fragment] = (1,)
+            self.env.buffers[s.fragment] = s.dtype.c_type
+        if isinstance(s, Loop | If | FragmentMap):  # the head only: the body's statements come next
             s = dataclasses.replace(s, body=(), **({"orelse": ()} if isinstance(s, If) else {}))
         if isinstance(s, Roles):  # no expressions; its roles' statements come next
             return

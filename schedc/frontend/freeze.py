@@ -7,9 +7,12 @@ import numpy as np
 
 from ..errors import PlanError
 from ..ir import kernel as k
-from ..ir.model import BindingSpec, CacheSpec, GroupSpec, LoopSpec, Model, TensorizeSpec
+from ..ir.kernel import Var
+from ..ir.model import BindingSpec, CacheSpec, FusionSpec, GroupSpec, LoopSpec, Model, TensorizeSpec
+from ..ir.walk import substitute
 from . import convert
 from .array import Array, Role
+from .fuse import FusedNest
 
 
 def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
@@ -29,13 +32,19 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
     names = [b.name for b in buffers]
     if None in names or len(set(names)) != len(names):
         raise PlanError(f"Package.add({function})", f"arrays need distinct names, got {names}")
-    statements = tuple(convert.statement(s) for s in nest.statements)
-    loops = tuple(_loop(schedule, index) for index in schedule.order)
+    fusion = None
+    if isinstance(nest, FusedNest):
+        statements, fusion = _fused(plan, nest)
+        order = [index for index in schedule.order if index is not nest.fusing]
+    else:
+        statements = tuple(convert.statement(s) for s in nest.statements)
+        order = schedule.order
+    loops = tuple(_loop(schedule, index) for index in order)
     groups = tuple(
         GroupSpec(
             g.begin,
             g.end,
-            tuple(i.name for i in schedule.order if n in schedule.pieces[i].groups),
+            tuple(i.name for i in order if n in schedule.pieces[i].groups),
         )
         for n, g in enumerate(schedule.groups)
     )
@@ -55,7 +64,7 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         function=function,
         target=plan.target.model,
         buffers=buffers,
-        dims=tuple((i.name, n) for i, n in zip(nest.indices, nest.shape)),
+        dims=tuple((i.name, n) for i, n in zip(nest.indices, nest.shape) if i is not getattr(nest, "fusing", None)),
         statements=statements,
         loops=loops,
         groups=groups,
@@ -74,7 +83,38 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         persistence=plan.persistence,
         clustering=plan.clustering,
         split_deterministic=plan.split_deterministic,
+        fusion=fusion,
     )
+
+
+def _fused(plan, nest: FusedNest) -> tuple[tuple[k.Store, ...], FusionSpec]:
+    """A fused schedule's statements over its own indices, in parts, and where the fusing index
+    is; refused where the plan asks the fusing index to be anything but a serial loop."""
+    f = nest.fusing
+    where = f"plan of a fused schedule ({f.name} is its fusing index)"
+    if any(f in (group if isinstance(group, tuple) else (group,)) for group in plan.bindings.values()):
+        raise PlanError(where, f"the fusing index {f.name} runs its schedules in turn: it cannot be bound to a "
+                               "grid unit")
+    if plan.tensorization is not None and f in plan.tensorization.indices:
+        raise PlanError(where, f"the fusing index {f.name} cannot be tensorized")
+    if any(c.index is f or c.trigger is f for c in plan.caches):
+        raise PlanError(where, f"a cache at the fusing index {f.name}: place it at a loop of the schedules' work")
+    statements: list[k.Store] = []
+    parts: list[tuple[int, ...]] = []
+    for p, part in enumerate(nest.parts):
+        renames = {old: Var(new) for old, new in nest.renames(p).items()}
+        first = len(statements)
+        statements += [_renamed(convert.statement(s), renames) for s in part.statements]
+        parts.append(tuple(range(first, len(statements))))
+    order = plan.schedule.order
+    at = order.index(f)
+    # the Model's dimensions leave out the fusing one: dimension d here is d + 1 of the fused nest
+    unfused = tuple(tuple(d - 1 for d in nest.unfused(p)) for p in range(len(nest.parts)))
+    return tuple(statements), FusionSpec(at, tuple(parts), unfused, f.name)
+
+
+def _renamed(store: k.Store, renames: dict[str, k.Expr]) -> k.Store:
+    return k.Store(store.buffer, tuple(substitute(i, renames) for i in store.index), substitute(store.value, renames))
 
 
 def _buffer(array: Array, kind: str) -> k.Buffer:
@@ -98,4 +138,5 @@ def _storage_order(array: Array, values: np.ndarray) -> np.ndarray:
 
 def _loop(schedule, index) -> LoopSpec:
     p = schedule.pieces[index]
-    return LoopSpec(index.name, p.dim, p.begin, p.end, p.step)
+    fused = isinstance(schedule.nest, FusedNest)  # the Model's dimensions leave out the fusing one
+    return LoopSpec(index.name, p.dim - fused, p.begin, p.end, p.step)

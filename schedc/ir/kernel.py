@@ -308,6 +308,27 @@ class FragmentAdd:
 
 
 @dataclass(frozen=True)
+class FragmentMap:
+    """A fused epilogue on an accumulator: ``body`` runs once for each of the thread's elements
+    of ``fragment`` (the family's lane layout places them), with ``row`` and ``col`` bound to the
+    element's row and column in the tile and the element itself the thread's array ``fragment``
+    at subscript ``ELEMENT`` (read and written with Load/Store, in ``dtype``, the fragment's
+    type); the body's other loads read arrays as any statement does.
+
+    ``columns``: only the elements of the tile's columns first..last-1 (None: every element)."""
+
+    fragment: str
+    dtype: ScalarType
+    row: str
+    col: str
+    body: tuple[Stmt, ...]
+    columns: tuple[int, int] | None = None
+
+
+ELEMENT = Var("elem")  # a FragmentMap's element: the subscript of its fragment in the body
+
+
+@dataclass(frozen=True)
 class Barrier:
     """``__syncthreads()``: every thread of the block arrives before any continues."""
 
@@ -623,7 +644,8 @@ class Roles:
 
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply | FragmentAdd | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad | StageStore
+    | FragmentApply | FragmentAdd | FragmentMap | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad
+    | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
     | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync | TmaStore | BulkCommit | BulkWait | NamedBarrier
     | GridDependencyWait | LaunchDependents
@@ -942,7 +964,7 @@ _NODES = {
     cls.__name__: cls
     for cls in (
         Var, Const, Binary, Unary, Cast, Call, Load, Store, Let, Loop, If, Fragment, FragmentFill,
-        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, Buffer, Kernel, SharedBuffer,
+        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, FragmentMap, Buffer, Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,

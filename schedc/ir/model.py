@@ -7,6 +7,7 @@ naming nest dimensions.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..instructions import Instruction
@@ -85,6 +86,30 @@ class CacheSpec:
 
 @k.register
 @dataclass(frozen=True)
+class FusionSpec:
+    """Accera's ``fuse`` of schedules: the statements fall into ``parts`` (one per fused
+    schedule, in order; each a tuple of positions in ``Model.statements``), and at each point of
+    the fused dimensions part 0's work runs whole before part 1's, and so on. ``unfused`` lists
+    per part the nest dimensions (positions in ``Model.dims``) only its statements iterate: the
+    other parts run at their first value. The fusing index sits before ``loops[at]``: loops before
+    it run once for every part, loops after it once per part (a part skips the loops of the
+    others' unfused dimensions)."""
+
+    at: int
+    parts: tuple[tuple[int, ...], ...]
+    unfused: tuple[tuple[int, ...], ...]
+    name: str = "f"  # the fusing index, as the script names it
+
+    def part_of(self, statement: int) -> int:
+        return next(p for p, members in enumerate(self.parts) if statement in members)
+
+    def foreign(self, part: int) -> frozenset[int]:
+        """The dimensions part ``part`` does not iterate: the other parts' unfused ones."""
+        return frozenset(d for q, dims in enumerate(self.unfused) if q != part for d in dims)
+
+
+@k.register
+@dataclass(frozen=True)
 class Model:
     function: str
     target: TargetModel
@@ -105,6 +130,7 @@ class Model:
     clustering: tuple[GridUnit, int] | None = None  # plan.cluster: (the block unit, blocks along it)
     split_deterministic: bool = True  # plan.split_k: a split reduction's sums added in a fixed order
     adds_into: str = ""  # split-K in any order: the array the statements' stores add into (TMA reductions)
+    fusion: FusionSpec | None = None  # acc.fuse: the statements in parts, run in turn per fused point
 
     @property
     def gpu(self) -> GPUModel:
@@ -121,6 +147,29 @@ class Model:
             if loop in b.loops:
                 return b.unit
         return None
+
+    def part(self, number: int) -> Model:
+        """Part ``number`` of a fused Model as a Model of its own: its statements, its loops (the
+        others' unfused dimensions have extent 1 and no loop); a tensorized product is the first
+        part, the others element-wise statements in C's type. The Model itself when unfused."""
+        if self.fusion is None:
+            return self
+        foreign = self.fusion.foreign(number)
+        dims = tuple((name, 1 if d in foreign else n) for d, (name, n) in enumerate(self.dims))
+        loops = tuple(lp for lp in self.loops if lp.dim not in foreign)
+        kept = {lp.name for lp in loops}
+        return dataclasses.replace(
+            self, dims=dims, statements=tuple(self.statements[s] for s in self.fusion.parts[number]), loops=loops,
+            groups=tuple(g for g in self.groups if set(g.members) <= kept),
+            bindings=tuple(b for b in self.bindings if set(b.loops) <= kept), fusion=None,
+            tensorize=self.tensorize if number == 0 else None)  # the product is the first part
+
+    @property
+    def parts(self) -> tuple[Model, ...]:
+        """The Model's parts in the order they run (itself alone when unfused)."""
+        if self.fusion is None:
+            return (self,)
+        return tuple(self.part(p) for p in range(len(self.fusion.parts)))
 
     @property
     def serial_loops(self) -> tuple[str, ...]:

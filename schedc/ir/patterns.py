@@ -8,7 +8,9 @@ Load(buffer='A', index=(Var(name='i'),), dtype=None)
 
 from __future__ import annotations
 
-from .kernel import Binary, Cast, Expr, Load, Store
+from .functions import Function
+from .kernel import COMPARISONS, LOGIC, Binary, Call, Cast, Const, Expr, Load, Store, Unary
+from .types import ScalarType
 from .walk import loads
 
 
@@ -35,3 +37,30 @@ def accumulated(store: Store) -> Expr | None:
         if same and store.buffer not in buffers_read(other):
             return other
     return None
+
+
+def widened(expr: Expr, dtype: ScalarType) -> Expr:
+    """``expr`` computed in ``dtype`` (float32 for a 16-bit float target): its operations in
+    ``dtype``, its loads and index values converted to it, conversions between float types
+    dropped (split-K's partial sums, a fused epilogue on a float32 accumulator)."""
+    have = getattr(expr, "dtype", None)
+    if have == dtype:
+        return expr
+    if not (dtype.is_float and have is not None and have.is_float):
+        return Cast(expr, dtype)
+    if isinstance(expr, Binary) and expr.op in COMPARISONS | LOGIC:
+        return expr  # a test keeps its operands' types
+    if isinstance(expr, Binary):
+        return Binary(expr.op, widened(expr.lhs, dtype), widened(expr.rhs, dtype), dtype)
+    if isinstance(expr, Call) and expr.function is Function.SELECT:
+        return Call(expr.function, (expr.args[0], *(widened(a, dtype) for a in expr.args[1:])), dtype)
+    if isinstance(expr, Call):  # the function computed in dtype (16-bit ones are, in float32)
+        return Call(expr.function, tuple(widened(a, dtype) for a in expr.args), dtype)
+    if isinstance(expr, Unary):
+        return Unary(expr.op, widened(expr.operand, dtype), dtype)
+    if isinstance(expr, Const):
+        return Const(expr.value, dtype)
+    if isinstance(expr, Cast):
+        return widened(expr.operand, dtype) if getattr(expr.operand, "dtype", None) is not None \
+            and expr.operand.dtype.is_float else Cast(expr.operand, dtype)
+    return Cast(expr, dtype)

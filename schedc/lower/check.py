@@ -17,8 +17,52 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_unrolled(model)
     _check_warps(model)
     _check_launch(model, launch)
-    _check_races(model)
-    _check_order(model)
+    _check_fusion(model)
+    for part in model.parts:
+        _check_races(part)
+        _check_order(part)
+
+
+def _check_fusion(model) -> None:
+    """A fused schedule runs its parts in turn at each point of the fused dimensions, and only
+    there: an array one part writes may be touched by another only element by element at the
+    same fused point (the same subscripts, of fused dimensions only). And a part's unfused loops
+    run in the part alone: they cannot be bound to grid units."""
+    fusion = model.fusion
+    if fusion is None:
+        return
+    unfused = {model.dims[d][0] for dims in fusion.unfused for d in dims}
+    for b in model.bindings:
+        for loop in b.loops:
+            if model.dims[model.loop(loop).dim][0] in unfused:
+                raise PlanError(render_bindings(model), f"{loop} is a loop of an unfused dimension of a fused "
+                                                        f"schedule: only the fused dimensions' loops can be bound "
+                                                        f"to grid units ({b.unit.name})", loops=(loop,))
+    touches: dict[str, list[tuple[int, int, str, tuple[Affine, ...]]]] = {}
+    for n, statement in enumerate(model.statements):
+        part = fusion.part_of(n)
+        accesses = [("writes", statement.buffer, statement.index)] + [("reads", ld.buffer, ld.index)
+                                                                      for ld in loads(statement.value)]
+        for verb, array, index in accesses:
+            touches.setdefault(array, []).append((part, n, verb, tuple(Affine.of(i) for i in index)))
+    for array, uses in touches.items():
+        written = {part for part, _, verb, _ in uses if verb == "writes"}
+        if not written or len({part for part, *_ in uses}) < 2:
+            continue
+        _, n0, verb0, first = next(u for u in uses if u[2] == "writes")
+        for part, n, verb, subscripts in uses:
+            names = {v for a in subscripts for v in a.variables()}
+            if subscripts != first or names & unfused:
+                raise ScheduleError(
+                    f"acc.fuse (fusing index {fusion.name})",
+                    f"statement {n + 1} (schedule {part}) {verb} {array}[{_render(subscripts)}] and statement "
+                    f"{n0 + 1} {verb0} {array}[{_render(first)}]: fused schedules run in turn only at the same "
+                    "point of the fused dimensions, so an array one of them writes may be shared only element by "
+                    "element there (the same subscripts, of fused dimensions only)")
+
+
+def _render(subscripts: tuple[Affine, ...]) -> str:
+    return ", ".join(str(a) for a in subscripts)
 
 
 def render_bindings(model) -> str:

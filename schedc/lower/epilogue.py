@@ -20,6 +20,7 @@ once that store has read the slot, the issuing thread refills it with the chunk 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .. import tma
@@ -35,6 +36,7 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentStore,
     If,
     MbarrierArrive,
@@ -149,16 +151,25 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
 def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:
     """The tile's stores of C as chunks through the warpgroup's two slots: the slot is free
     once the store before last has read it, the warpgroup writes it and fences it for the
-    async proxy, its issuing thread stores it."""
+    async proxy, its issuing thread stores it. A fused epilogue runs chunk by chunk before each
+    chunk's store, so that its math overlaps the stores of the chunks before."""
+    stored = {s.fragment for s in after if isinstance(s, FragmentStore) and s.buffer == out.array}
+    maps: dict[str, list[FragmentMap]] = {}  # a fused epilogue, computed chunk by chunk beside the stores
+    for s in after:
+        if isinstance(s, FragmentMap) and s.fragment in stored and s.columns is None:
+            maps.setdefault(s.fragment, []).append(s)
     result: list[Stmt] = []
     j = 0
     for s in after:
+        if isinstance(s, FragmentMap) and s in maps.get(s.fragment, ()):
+            continue
         if not (isinstance(s, FragmentStore) and s.buffer == out.array):
             result.append(s)
             continue
         for first in range(0, n, out.chunk):
             slot = (GROUP, Const(j % 2), Const(0), Const(0))
             result += [
+                *(dataclasses.replace(m, columns=(first, first + out.chunk)) for m in maps.get(s.fragment, ())),
                 If(ISSUER, (BulkWait(0 if j == 0 else 1, True,
                                      "the slot is free: the store before last has read it"),)),
                 NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's slot is free"),
@@ -178,6 +189,10 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
     block's tiles of C (with the refills per tile, it gives each slot barrier's phase parity)."""
     stores = [s for s in after if isinstance(s, FragmentStore) and s.buffer == out.array]
     applies = {s.fragment: s for s in after if isinstance(s, FragmentApply)}
+    maps: dict[str, list[FragmentMap]] = {}
+    for s in after:
+        if isinstance(s, FragmentMap):
+            maps.setdefault(s.fragment, []).append(s)
     parts = [(s, first) for s in stores for first in range(0, n, out.chunk)]  # chunk j: parts[j]
     slots, fills = out.slots, len(parts) // out.slots  # each slot is filled ``fills`` times a tile
     source = f"{out.array}_in"
@@ -214,6 +229,7 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
                          columns=columns),
             FragmentAdd(s.fragment, source, columns),
             *((FragmentApply(apply.fragment, apply.op, apply.arg, columns),) if apply is not None else ()),
+            *(dataclasses.replace(m, columns=columns) for m in maps.get(s.fragment, ())),
             FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector, columns=columns),
             *_store_chunk(out, s, slot, first, refill),
         ]

@@ -15,13 +15,12 @@ from ..ir.kernel import (
     Loop,
     SharedBuffer,
     Stmt,
-    Store,
     Var,
     all_of,
 )
-from ..ir.walk import substitute
 from ..poly import Guard, PolyFacts
 from . import cache, private, tensor
+from .fused import in_loops
 from .guards import guard_levels
 from .launch import Launch, assemble, persistent_loop, split_coordinates
 
@@ -31,59 +30,116 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
                 registers: tuple[private.PrivateCache, ...] = ()) -> Kernel:
     serial = [model.loop(name) for name in model.serial_loops]
     order = [lp.name for lp in model.loops]
+    as_expr = lambda a: affine_expr(a, order)  # noqa: E731
     cached_at, around, blocked = None, ((), ()), ()
     if tiles is not None:
         cached_at, blocked = tensor.accumulator_cache(model, tiles)
         serial = serial[:len(serial) - len(blocked)]  # unrolled into several fragments
-    guards_at = guard_levels(model, tiles.kept_guards(facts) if tiles else facts.guards, serial, bool(shared))
+    guards = list(tiles.kept_guards(facts) if tiles else facts.guards)
     if tiles is not None:
-        before, products, after = tensor.tensor_body(
-            model, facts, tiles, lambda a: affine_expr(a, order), cached_at, blocked
-        )
+        before, products, after = tensor.tensor_body(model, facts, tiles, as_expr, cached_at, blocked)
         innermost = products if cached_at else before + products + after
         around = (before, after)
     else:
-        as_expr = lambda a: affine_expr(a, order)  # noqa: E731
-        # register tiles first: a register tile filled from a shared one is read in its place
-        innermost = tuple(
-            cache.redirect_store(dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr)), shared,
-                                 as_expr)
-            for s in (private.redirect(in_loops(model, st), registers, as_expr) for st in model.statements)
-        )
+        innermost = _statements(model, model.statements, shared, registers, as_expr)
     unrolled = private.unrolled(registers)
     # a cache placed before a loop that is unrolled into fragments is filled at the innermost level
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
-
-    def level(n: int) -> tuple[Stmt, ...]:
-        if n == len(serial):
-            tile_in, tile_out = private.around(registers, None, lambda a: affine_expr(a, order), shared)
-            body = (*tile_in, *innermost, *tile_out)
-        else:
-            as_expr = lambda a: affine_expr(a, order)  # noqa: E731
-            pipe = cache.pipeline(shared, serial[n], facts, as_expr)
-            loop = _loop(model, facts, serial[n], (*pipe.head, *level(n + 1), *pipe.tail), unrolled)
-            fill = cache.fill(shared, serial[n].name, as_expr)
-            # C's fragment kept across the cached loop: set up before it, stored after it
-            before, after = around if serial[n].name == cached_at else ((), ())
-            tile_in, tile_out = private.around(registers, serial[n].name, as_expr, shared)
-            drain = cache.drain(shared, serial[n].name, launch.block, as_expr)
-            body = (*before, *tile_in, *fill, *pipe.before, loop, *pipe.after, *drain, *tile_out, *after)
-        guards = guards_at.get(n, [])
-        if guards:
-            body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
-        if n == len(serial):  # caches filled at the innermost level: every thread reaches the barriers
-            as_expr = lambda a: affine_expr(a, order)  # noqa: E731
-            body = (*cache.fill(shared, None, as_expr), *body, *cache.drain(shared, None, launch.block, as_expr))
-        return body
+    nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr)
+    if model.fusion is None or tiles is not None:
+        body = nest.levels(serial, innermost, guards)
+    else:
+        body = _fused(model, nest, serial, guards)
 
     buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) + cache.tma_buffers(shared)
     if launch.persistent is None:
-        body = (*launch.coordinates, *level(0))
+        body = (*launch.coordinates, *body)
     else:
         block_lets, group_lets = split_coordinates(model, launch)
-        body = (*group_lets, *persistent_loop(launch, (*block_lets, *level(0))))
+        body = (*group_lets, *persistent_loop(launch, (*block_lets, *body)))
     body = (*cache.tma_setup(shared), *body)
     return assemble(model, launch, body, buffers, tuple(c.tma for c in shared if c.tma is not None))
+
+
+def _statements(model, stores, shared, registers, as_expr) -> tuple[Stmt, ...]:
+    """The statements over schedule loops, reading and writing the caches in place of arrays
+    (register tiles first: a register tile filled from a shared one is read in its place)."""
+    return tuple(
+        cache.redirect_store(dataclasses.replace(s, value=cache.redirect(s.value, shared, as_expr)), shared, as_expr)
+        for s in (private.redirect(in_loops(model, st), registers, as_expr) for st in stores)
+    )
+
+
+def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt, ...]:
+    """A fused schedule's loops: those before the fusing index once; inside it each part's own
+    loops (the others' unfused dimensions left out) around its statements, part after part. A
+    guard goes with the loops it names: outside when all of them are, else in each part that
+    iterates them all."""
+    fusion = model.fusion
+    outer = [lp for lp in serial if order_of(model, lp.name) < fusion.at]
+    outside = {lp.name for lp in outer}
+    inner = {lp.name for lp in serial} - outside
+    parts: list[Stmt] = []
+    for part in model.parts:
+        mine = {lp.name for lp in part.loops}
+        loops = [lp for lp in serial if lp.name in mine and lp.name not in outside]
+        kept = [g for g in guards if g.affine.variables() & inner and g.affine.variables() <= mine
+                or nest.thread_guard(g) and g.affine.variables() <= mine]
+        statements = _statements(model, part.statements, nest.shared, nest.registers, nest.as_expr)
+        parts += nest.levels(loops, statements, kept)
+    top = [g for g in guards if not g.affine.variables() & inner and not nest.thread_guard(g)]
+    return nest.levels(outer, tuple(parts), top, parts=True)
+
+
+def order_of(model, loop: str) -> int:
+    return next(n for n, lp in enumerate(model.loops) if lp.name == loop)
+
+
+class _Nest:
+    """The serial loops around a body: pipelines, cache fills and drains, register tiles, C's
+    fragment kept across its cached loop, the guards of partial tiles at their depths."""
+
+    def __init__(self, model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr) -> None:
+        self.model, self.facts, self.launch = model, facts, launch
+        self.shared, self.registers, self.unrolled = shared, registers, unrolled
+        self.cached_at, self.around, self.as_expr = cached_at, around, as_expr
+
+    def thread_guard(self, g: Guard) -> bool:
+        """A guard on thread or warp coordinates, which wraps the statements only where the
+        kernel has barriers (every thread of the block still reaches each one)."""
+        units = [self.model.binding_of(v) for v in g.affine.variables()]
+        return bool(self.shared) and any(u is not None and u.level != "block" for u in units)
+
+    def levels(self, serial: list, innermost: tuple[Stmt, ...], guards: list[Guard],
+               parts: bool = False) -> tuple[Stmt, ...]:
+        """``serial`` loops around ``innermost`` (``parts``: the parts of a fused schedule, which
+        place their own innermost caches and register tiles)."""
+        guards_at = guard_levels(self.model, guards, serial, bool(self.shared))
+        order = [lp.name for lp in self.model.loops]
+        as_expr, shared, registers = self.as_expr, self.shared, self.registers
+
+        def level(n: int) -> tuple[Stmt, ...]:
+            if n == len(serial):
+                tile_in, tile_out = ((), ()) if parts else private.around(registers, None, as_expr, shared)
+                body = (*tile_in, *innermost, *tile_out)
+            else:
+                pipe = cache.pipeline(shared, serial[n], self.facts, as_expr)
+                loop = _loop(self.model, self.facts, serial[n], (*pipe.head, *level(n + 1), *pipe.tail), self.unrolled)
+                fill = cache.fill(shared, serial[n].name, as_expr)
+                # C's fragment kept across the cached loop: set up before it, stored after it
+                before, after = self.around if serial[n].name == self.cached_at else ((), ())
+                tile_in, tile_out = private.around(registers, serial[n].name, as_expr, shared)
+                drain = cache.drain(shared, serial[n].name, self.launch.block, as_expr)
+                body = (*before, *tile_in, *fill, *pipe.before, loop, *pipe.after, *drain, *tile_out, *after)
+            guards = guards_at.get(n, [])
+            if guards:
+                body = (If(_conjunction(guards, order), body, "partial tile: stay inside the iteration space"),)
+            if n == len(serial) and not parts:  # caches filled innermost: every thread reaches the barriers
+                block = self.launch.block
+                body = (*cache.fill(shared, None, as_expr), *body, *cache.drain(shared, None, block, as_expr))
+            return body
+
+        return level(0)
 
 
 def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...], unrolled: set[str]) -> Loop:
@@ -91,19 +147,6 @@ def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...], unrolled: set[s
     comment = f"schedule loop {spec.name}: range({spec.begin}, {spec.end}, {spec.step})"
     return Loop(spec.name, Const(lf.first), Const(lf.stop(spec.end)), spec.step, body,
                 spec.name in model.unrolled or spec.name in unrolled, comment)
-
-
-def in_loops(model, store: Store) -> Store:
-    """The statement over schedule loops: each nest dimension is the sum of its loops."""
-    values: dict[str, Expr] = {}
-    for dim, (name, _extent) in enumerate(model.dims):
-        pieces = [Var(lp.name) for lp in model.loops if lp.dim == dim]
-        total: Expr = pieces[0]
-        for piece in pieces[1:]:
-            total = Binary("+", total, piece)
-        values[name] = total
-    return Store(store.buffer, tuple(substitute(i, values) for i in store.index),
-                 substitute(store.value, values))
 
 
 def affine_expr(a: Affine, order: list[str]) -> Expr:

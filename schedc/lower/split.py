@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
-from ..ir.functions import Function
-from ..ir.kernel import COMPARISONS, LOGIC, Binary, Buffer, Call, Cast, Const, Expr, Load, Store, Unary, Var
+from ..ir.kernel import Binary, Buffer, Cast, Const, Expr, Load, Store, Var
 from ..ir.layout import row_major_strides
 from ..ir.model import BindingSpec, GroupSpec, LoopSpec, Model
-from ..ir.patterns import accumulated, buffers_read
+from ..ir.patterns import accumulated, buffers_read, widened
 from ..ir.types import ScalarType
 from ..ir.walk import substitute
 from ..targets import GridUnit, MMAFragmentOp
@@ -233,35 +232,9 @@ def partial_model(model: Model, split: Split, space: Buffer | None) -> Model:
 
 def _partial_statement(s: Store, split: Split, space: Buffer, rejoin: dict, part: Var) -> Store:
     index = (part, *(_moved(substitute(i, rejoin), -o) for i, o in zip(s.index, split.origin)))
-    term = _widened(substitute(accumulated(s), rejoin), space.dtype)
+    term = widened(substitute(accumulated(s), rejoin), space.dtype)
     value = Binary("+", Load(space.name, index, space.dtype), term, space.dtype)
     return Store(space.name, index, value)
-
-
-def _widened(expr: Expr, dtype: ScalarType) -> Expr:
-    """``expr`` computed in ``dtype`` (float32 for a 16-bit float target): its operations in
-    ``dtype``, its loads and index values converted to it."""
-    have = getattr(expr, "dtype", None)
-    if have == dtype:
-        return expr
-    if not (dtype.is_float and have is not None and have.is_float):
-        return Cast(expr, dtype)
-    if isinstance(expr, Binary) and expr.op in COMPARISONS | LOGIC:
-        return expr  # a test keeps its operands' types
-    if isinstance(expr, Binary):
-        return Binary(expr.op, _widened(expr.lhs, dtype), _widened(expr.rhs, dtype), dtype)
-    if isinstance(expr, Call) and expr.function is Function.SELECT:
-        return Call(expr.function, (expr.args[0], *(_widened(a, dtype) for a in expr.args[1:])), dtype)
-    if isinstance(expr, Call):  # the function computed in dtype (16-bit ones are, in float32)
-        return Call(expr.function, tuple(_widened(a, dtype) for a in expr.args), dtype)
-    if isinstance(expr, Unary):
-        return Unary(expr.op, _widened(expr.operand, dtype), dtype)
-    if isinstance(expr, Const):
-        return Const(expr.value, dtype)
-    if isinstance(expr, Cast):
-        return _widened(expr.operand, dtype) if getattr(expr.operand, "dtype", None) is not None \
-            and expr.operand.dtype.is_float else Cast(expr.operand, dtype)
-    return Cast(expr, dtype)
 
 
 def combine_model(model: Model, split: Split, space: Buffer) -> Model:

@@ -40,6 +40,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
+from . import fused
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,11 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
     t = model.tensorize
     here = where(model)
     _check_loops(model, facts, here)
-    if len(model.statements) != 1:
+    epilogue = fused.epilogue_statements(model, here)
+    if len(model.statements) != 1 + len(epilogue):
         raise PlanError(
-            here, f"a tensorized nest has one statement C += A * B, not {len(model.statements)}"
+            here, f"a tensorized nest has one statement C += A * B, not {len(model.statements)} (an epilogue after "
+                  "the product is a nest of its own, fused: acc.fuse((product, epilogue), partial=2))"
         )
     m, n, k = t.loops
     a_load, b_load, c_buffer = _match_statement(here, model.statements[0])
@@ -125,7 +128,7 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
     accumulator = fragment_type(model, c_buffer)
     try:
         target.tensor_core_info.mode_for(operand_type, accumulator, t.mma_shape)
-        family = family_for(target, operand_type, accumulator, t.mma_shape, t.instruction)
+        family = family_for(target, operand_type, accumulator, t.mma_shape, t.instruction, placed=bool(epilogue))
     except LookupError as reason:
         raise PlanError(here, str(reason)) from None
     precision = family.mode(operand_type, accumulator, t.mma_shape).precision
@@ -571,7 +574,7 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = F
                                 path=_path(tm, tm.c), vector=vector),
                    FragmentFill(c, 0.0)]
         after: list[Stmt] = [FragmentAdd(c, f"{c}_early")]
-        return before, after + _epilogue(t, tm, c, c_origin, edge, vector, last)
+        return before, after + _epilogue(model, tm, c, c_origin, edge, vector, last, combo)
     load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge,
                           path=_path(tm, tm.c), vector=vector)
     if op is MMAFragmentOp.SET:
@@ -587,14 +590,21 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = F
             before.append(
                 apply if first is None else If(first, (apply,), "prologue: the tile's first product")
             )
-    return before, _epilogue(t, tm, c, c_origin, edge, vector, last)
+    return before, _epilogue(model, tm, c, c_origin, edge, vector, last, combo)
 
 
-def _epilogue(t, tm, c: str, c_origin, edge, vector: int, last) -> list[Stmt]:
-    after: list[Stmt] = []
+def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> list[Stmt]:
+    """After the products: the epilogue op, a fused schedule's epilogue (``fused.epilogue_maps``),
+    the store; the first two at the tile's last product only."""
+    t = model.tensorize
+    ops: list[Stmt] = []
     if t.epilogue_op is not MMAFragmentOp.NONE:
-        apply = FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg)
-        after.append(apply if last is None else If(last, (apply,), "epilogue: the tile's last product"))
+        ops.append(FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg))
+    statements = fused.epilogue_statements(model, where(model))
+    ops += fused.epilogue_maps(model, statements, c, tm.accumulator_type, combo or {}, edge)
+    after: list[Stmt] = []
+    if ops:
+        after += ops if last is None else [If(last, tuple(ops), "epilogue: the tile's last product")]
     after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
     return after
 

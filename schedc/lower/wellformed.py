@@ -50,6 +50,7 @@ from .. import tma
 from ..instructions import FAMILIES, WARPGROUP, column_elements, wgmma_accumulator
 from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
+    ELEMENT,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -69,6 +70,7 @@ from ..ir.kernel import (
     FragmentApply,
     FragmentFill,
     FragmentLoad,
+    FragmentMap,
     FragmentMma,
     FragmentStore,
     GridDependencyWait,
@@ -105,7 +107,7 @@ from ..ir.kernel import (
 )
 from ..ir.registry import Registry
 from ..ir.types import ScalarType, converts_implicitly
-from ..ir.walk import operands
+from ..ir.walk import operands, walk_statements
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles, ClusterSync)
@@ -406,6 +408,35 @@ class _Checker:
     @RULES.handles(FragmentApply)
     def _FragmentApply(self, s: FragmentApply, scope: _Scope) -> None:
         self.columns(s, self.fragment(s.fragment, scope, s.op, ("accumulator",)), s.op)
+
+    @RULES.handles(FragmentMap)
+    def _FragmentMap(self, s: FragmentMap, scope: _Scope) -> None:
+        """A fused epilogue: an accumulator of a family that places its elements, the body run
+        per element writing nothing but the element (other arrays it only reads)."""
+        frag = self.fragment(s.fragment, scope, "epilogue", ("accumulator",))
+        if frag is None:
+            return
+        family = FAMILIES.get(frag.family)
+        if family is not None and family.opaque:
+            self.report("fragments", f"epilogue of {s.fragment}: {family.name} tiles are opaque")
+            return
+        if frag.dtype is not s.dtype:
+            self.report("types", f"epilogue of {s.fragment}: its elements are {frag.dtype.value}, not {s.dtype.value}")
+        self.columns(s, frag, "epilogue")
+        layout = wgmma_accumulator(frag.n, frag.dtype) if family.issued_by == "warpgroup" \
+            else family.tile_layout("accumulator", (frag.m, frag.n, frag.k), frag.precision, frag.dtype)
+        inner = scope.inner()
+        inner.arrays[s.fragment] = PrivateArray(s.fragment, s.dtype, (layout.elements,))
+        for name in (ELEMENT.name, s.row, s.col):
+            self.declare(name, scope, "epilogue variable")
+            inner.variables.add(name)
+            inner.varying.add(name)
+        for stmt in walk_statements(s.body):
+            if isinstance(stmt, Store) and stmt.buffer != s.fragment:
+                self.report("fragments", f"epilogue of {s.fragment}: its body stores to {stmt.buffer}")
+            elif not isinstance(stmt, Store | If | Let):
+                self.report("fragments", f"epilogue of {s.fragment}: a {type(stmt).__name__} in its body")
+        self.body(s.body, inner)
 
     @RULES.handles(FragmentAdd)
     def _FragmentAdd(self, s: FragmentAdd, scope: _Scope) -> None:

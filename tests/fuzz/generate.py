@@ -11,6 +11,7 @@ import math
 import random
 from dataclasses import replace
 
+from .epilogue import with_epilogue
 from .hopper import hopper_program
 from .nest import choose
 from .program import Program, loop_extents, with_array_names
@@ -41,8 +42,8 @@ def _attempt(rng: random.Random, only: str | None = None) -> Program:
     target = choose(rng, TARGETS)
     kind = only or choose(rng, PROGRAM_KINDS)
     if kind == "hopper":  # draws its own persistent grid, cluster and warp specialization
-        return hopper_program(rng, choose(rng, HOPPER_TARGETS))
-    program = _program(rng, target, kind)
+        return _fused(rng, hopper_program(rng, choose(rng, HOPPER_TARGETS)))
+    program = _fused(rng, _program(rng, target, kind))
     if rng.random() < 0.15:  # resident blocks over the tiles: a few, or one per multiprocessor
         program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))
     if rng.random() < (0.3 if program.tensorize is not None else 0.03):  # blocks sharing tiles by TMA multicast
@@ -50,6 +51,16 @@ def _attempt(rng: random.Random, only: str | None = None) -> Program:
     if rng.random() < 0.03:  # split-K by TMA reductions: only wgmma plans with C's tiles by TMA take it
         program = replace(program, order_free=True)
     return program
+
+
+def _fused(rng: random.Random, program: Program) -> Program:
+    """A tensor-core product, sometimes with an epilogue fused after it (not with split-K: k's
+    blocks would be a bound loop of an unfused dimension)."""
+    if program.tensorize is None or program.order is None or program.order_free or rng.random() >= 0.25:
+        return program
+    if any(b.unit == "BLOCK_Z" for b in program.bindings):
+        return program
+    return with_epilogue(rng, program)
 
 
 def _program(rng: random.Random, target: str, kind: str) -> Program:

@@ -191,6 +191,14 @@ class Program:
     blocks_per_sm: int = 0  # schedule.create_plan(target, _blocks_per_SM=); 0: unset
     specialize: tuple[bool, int, int] | None = None  # plan.warp_specialize(enabled, producer_, consumer_registers)
     order_free: bool = False  # plan.split_k(deterministic=False): a split's sums added into C by TMA reductions
+    # a second nest over the first two indices fused after this one (acc.fuse(..., partial=2)): its
+    # statements, subscripted by the first nest's index names; the fusing index "f" is in ``order``
+    epilogue: tuple[Statement, ...] = ()
+
+    @property
+    def all_statements(self) -> tuple[Statement, ...]:
+        """The statements of both fused nests, in the order they run at a point."""
+        return self.statements + self.epilogue
 
     @property
     def nest_indices(self) -> tuple[str, ...]:
@@ -297,11 +305,11 @@ def refs(statement: Statement) -> list[Ref]:
 
 
 def arrays_read(program: Program) -> set[str]:
-    return {r.array for s in program.statements for r in refs(s)}
+    return {r.array for s in program.all_statements for r in refs(s)}
 
 
 def arrays_written(program: Program) -> set[str]:
-    return {s.target.array for s in program.statements}
+    return {s.target.array for s in program.all_statements}
 
 
 def map_refs(e: Expr, change) -> Expr:
@@ -323,10 +331,11 @@ def with_array_names(program: Program) -> Program:
     def rename(r: Ref) -> Ref:
         return Ref(names[r.array], r.subscripts)
 
-    statements = tuple(Statement(rename(s.target), map_refs(s.value, rename), s.accumulate)
-                       for s in program.statements)
+    def renamed(statements: tuple[Statement, ...]) -> tuple[Statement, ...]:
+        return tuple(Statement(rename(s.target), map_refs(s.value, rename), s.accumulate) for s in statements)
+
     return replace(program, arrays=tuple(replace(a, name=names[a.name]) for a in program.arrays),
-                   statements=statements,
+                   statements=renamed(program.statements), epilogue=renamed(program.epilogue),
                    caches=tuple(replace(c, array=names.get(c.array, c.array)) for c in program.caches))
 
 

@@ -24,6 +24,7 @@ from .program import (
     Statement,
     Subscript,
     Tile,
+    map_refs,
     simulate_steps,
     with_array_names,
 )
@@ -67,7 +68,20 @@ def _nest(program: Program) -> str:
 
 def _logic(program: Program) -> str:
     body = "\n".join(f"    {render_statement(s)}" for s in program.statements)
-    return f"\n@nest.iteration_logic\ndef _():\n{body}\n\n"
+    text = f"\n@nest.iteration_logic\ndef _():\n{body}\n\n"
+    if program.epilogue:  # the fused nest, over the first two dimensions, with indices of its own
+        names = {"i": "i1", "j": "j1"}
+        own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r: _renamed(r, names)), s.accumulate)
+               for s in program.epilogue]
+        body = "\n".join(f"    {render_statement(s)}" for s in own)
+        text += (f"after = acc.Nest(shape={_tuple(program.dims[:2])})\ni1, j1 = after.get_indices()\n\n"
+                 f"\n@after.iteration_logic\ndef _():\n{body}\n\n")
+    return text
+
+
+def _renamed(r: Ref, names: dict[str, str]) -> Ref:
+    return Ref(r.array, tuple(Subscript(names.get(x.index, x.index), x.sign, x.offset) if x.index else x
+                              for x in r.subscripts))
 
 
 def render_statement(s: Statement) -> str:
@@ -116,6 +130,9 @@ def render_subscript(s: Subscript) -> str:
 
 def _schedule(program: Program) -> str:
     lines = ["schedule = nest.create_schedule()"]
+    if program.epilogue:
+        lines = ["schedule = acc.fuse((nest.create_schedule(), after.create_schedule()), partial=2)",
+                 f"f, {', '.join(program.nest_indices)} = schedule.get_indices()"]
     _, _, created = simulate_steps(program)
     for step, names in zip(program.steps, created):
         if isinstance(step, Tile):

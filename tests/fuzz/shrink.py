@@ -117,6 +117,10 @@ def _without(items: tuple, n: int) -> tuple:
 
 
 def _plan_variants(p: Program) -> Iterator[Program]:
+    if p.epilogue:
+        yield replace(p, epilogue=(), order=tuple(n for n in p.order if n != "f"))
+        for n in range(len(p.epilogue)) if len(p.epilogue) > 1 else ():
+            yield replace(p, epilogue=_without(p.epilogue, n))
     if p.tensorize is not None:
         yield replace(p, tensorize=None)
     for n in range(len(p.caches)):
@@ -292,7 +296,7 @@ def _complete_order(p: Program, names: tuple[str, ...]) -> tuple[str, ...] | Non
     """The reorder restricted to existing indices, missing ones placed after their parents."""
     if p.order is None:
         return None
-    order = [n for n in p.order if n in names]
+    order = [n for n in p.order if n in names or n == "f" and p.epilogue]
     parent = parents(p)
     for name in names:
         if name not in order:
@@ -303,12 +307,13 @@ def _complete_order(p: Program, names: tuple[str, ...]) -> tuple[str, ...] | Non
 
 def _fit_arrays(p: Program) -> Program | None:
     extents = dict(zip(p.nest_indices, p.dims))
-    used = {r.array for s in p.statements for r in (s.target, *refs(s))}
+    used = {r.array for s in p.all_statements for r in (s.target, *refs(s))}
     arrays = []
     for a in p.arrays:
         if a.name not in used and all(c.array != a.name for c in p.caches):
             continue
-        arrays.append(_fit(a, [r for s in p.statements for r in (s.target, *refs(s)) if r.array == a.name], extents))
+        accesses = [r for s in p.all_statements for r in (s.target, *refs(s)) if r.array == a.name]
+        arrays.append(_fit(a, accesses, extents))
     if any(a is None for a in arrays) or not p.statements:
         return None
     return replace(p, arrays=tuple(arrays))

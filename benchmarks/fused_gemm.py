@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""A GEMM with its GELU epilogue fused (samples/fused_gemm.py) against the same plan without the
+epilogue and against PyTorch's forms of ``gelu(A @ B + bias)``, on the GPU, in one run.
+
+For each shape: ``gelu_fp16_<M>x<N>x<K>`` (schedc, fused) and ``matmul_fp16_<M>x<N>x<K>`` (schedc,
+the product alone) from the sample's package; torch's best eager form ``gelu(addmm(bias, A, B))``,
+the three ops ``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function
+is checked against torch first (fp16 tolerance relative to the largest value). Times are
+``triton.testing.do_bench`` medians (L2 flushed between calls), in ms; ``x plain`` is the fused
+kernel's speed relative to the plain one (plain time / fused time, ≥ 0.97 wanted) and ``x torch``
+relative to torch's addmm form (> 1: schedc faster).
+
+Usage (on the GPU, repository root): python benchmarks/fused_gemm.py [PACKAGE_DIR]
+(builds samples/fused_gemm.py into hat_packages/fused_gemm unless it is there).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
+
+import fused_gemm  # noqa: E402
+
+import schedc as acc  # noqa: E402
+
+
+def main() -> None:
+    import torch
+
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "hat_packages" / "fused_gemm"
+    if not (out / "fused_gemm.hat").exists():
+        subprocess.run([sys.executable, "-m", "schedc", "build", str(ROOT / "samples" / "fused_gemm.py"),
+                        "--output-dir", str(out.parent)], check=True)
+    package = acc.load(out / "fused_gemm.hat")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"{'shape':>16} {'fused':>8} {'plain':>8} {'x plain':>8} {'addmm+gelu':>10} {'3 ops':>8} "
+          f"{'mm':>8} {'x torch':>8}")
+    for M, N, K in fused_gemm.SHAPES:
+        times = measure(package, M, N, K)
+        print(f"{f'{M}x{N}x{K}':>16} {times['fused']:8.4f} {times['plain']:8.4f} "
+              f"{times['plain'] / times['fused']:8.3f} {times['addmm']:10.4f} {times['three']:8.4f} "
+              f"{times['mm']:8.4f} {times['addmm'] / times['fused']:8.3f}")
+
+
+def measure(package, M: int, N: int, K: int) -> dict[str, float]:
+    """The schedc functions checked against torch, then every form timed (ms, medians)."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from triton.testing import do_bench
+
+    torch.manual_seed(0)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16) / K ** 0.5
+    bias = torch.randn(N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    fused = package.functions[f"gelu_fp16_{M}x{N}x{K}"]
+    plain = package.functions[f"matmul_fp16_{M}x{N}x{K}"]
+    for name, run, expected in ((fused.name, lambda: fused(a, b, c, bias), lambda: F.gelu(torch.addmm(bias, a, b))),
+                                (plain.name, lambda: plain(a, b, c), lambda: a @ b)):
+        run()
+        want = expected().float()
+        error = ((c.float() - want).abs().max() / want.abs().max()).item()
+        assert error < 2e-2, f"{name}: relative error {error:.3e}"
+    return {
+        "fused": do_bench(lambda: fused(a, b, c, bias), return_mode="median"),
+        "plain": do_bench(lambda: plain(a, b, c), return_mode="median"),
+        "addmm": do_bench(lambda: F.gelu(torch.addmm(bias, a, b)), return_mode="median"),
+        "three": do_bench(lambda: F.gelu(torch.mm(a, b) + bias), return_mode="median"),
+        "mm": do_bench(lambda: torch.mm(a, b), return_mode="median"),
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""A GEMM with its epilogue fused: C = gelu(A @ B + bias) in one Hopper kernel.
+
+Two nests, as Accera writes a layer: the product ``C += A @ B`` (C's fragments start at zero:
+``prologue_op=SET``, so C is only written) and the epilogue ``C = gelu(C + bias[j])`` (the erf
+form, as ``torch.nn.functional.gelu``), fused over their first two dimensions with ``acc.fuse``.
+The fused schedule is tiled and planned as ``samples/hopper_matmul.py`` plans the product alone
+(128 x 256 x 64 tiles, 3 stages, a producer warpgroup and two consumer warpgroups, a persistent
+grid); the epilogue runs on each consumer's float32 accumulator in registers after the tile's last
+product, before C leaves by TMA: C is written once, never read back from global memory.
+
+- ``gelu_fp16_<M>x<N>x<K>``: float16 A, B, bias and C at 4096^3 and 8192 x 4096 x 2048;
+- ``matmul_fp16_<M>x<N>x<K>``: the same plan without the epilogue (what the fused kernel is
+  measured against in ``benchmarks/fused_gemm.py``).
+"""
+
+import math
+
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+
+
+def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 3,
+                fused: bool = True, group: int = 8, accumulate: bool = False):
+    """The plan and its arrays (A, B, C, bias; without ``fused``: A, B, C). ``accumulate``:
+    C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk)."""
+    bm, bn, bk = block
+    shape = acc.MMAShape[f"M64xN{bn}xK16_B1"]
+    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT if accumulate else acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
+    bias = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
+
+    product = acc.Nest(shape=(M, N, K))
+    i, j, k = product.get_indices()
+
+    @product.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    schedule = product.create_schedule()
+    if fused:
+        epilogue = acc.Nest(shape=(M, N))
+        i1, j1 = epilogue.get_indices()
+
+        @epilogue.iteration_logic
+        def _():
+            x = C[i1, j1] + bias[j1]
+            C[i1, j1] = 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
+
+        schedule = acc.fuse((schedule, epilogue.create_schedule()), partial=2)
+        f, i, j, k = schedule.get_indices()
+    ii, jj, kk = schedule.split(i, bm), schedule.split(j, bn), schedule.split(k, bk)
+    iii, jjj = schedule.split(ii, 64), schedule.split(jj, bn)  # one warpgroup's tile of C
+    m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
+    iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
+    schedule.reorder(i, j, *((f,) if fused else ()), ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
+               ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X})
+    first = acc.MMAFragmentOp.NONE if accumulate else acc.MMAFragmentOp.SET  # SET: C's fragments start at 0
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape, prologue_op=first, prologue_arg=0.0)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    plan.warp_specialize(True)
+    plan.persistent(group=group)
+    return plan, ((A, B, C, bias) if fused else (A, B, C))
+
+
+SHAPES = ((4096, 4096, 4096), (8192, 4096, 2048))
+
+if __name__ == "__main__":
+    package = acc.Package()
+    for M, N, K in SHAPES:
+        package.add(*gelu_matmul(M, N, K), base_name=f"gelu_fp16_{M}x{N}x{K}")
+        package.add(*gelu_matmul(M, N, K, fused=False), base_name=f"matmul_fp16_{M}x{N}x{K}")
+    package.build("fused_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/fused_gemm")

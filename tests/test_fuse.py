@@ -1,0 +1,305 @@
+"""Fused schedules (acc.fuse): the front end's indices and rules, the reference's order of the
+parts, SIMT plans (each part's loops after the fusing index), and epilogues fused into
+tensor-core products (mma.sync and wgmma: computed on the accumulator's registers before the
+store), against the float64 reference in the emulator, through the text check and NVRTC, and on
+the GPU; every refusal with its reason."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.codegen.cuda import emit_source
+from schedc.errors import PlanError, ScheduleError
+from schedc.ir.kernel import FragmentMap, FragmentStore
+from schedc.ir.walk import walk_statements
+from schedc.package.compile import nvrtc_compile
+from schedc.reference import reference
+from schedc.verify import emulate_function, run_function
+
+from .conftest import require_gpu
+from .plans import H100, T, build, compile_function_plan, matmul_arrays, simt_matmul, tensor_matmul
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+import fused_gemm  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _bias_tanh(c, bias, d, i, j):
+    return acc.tanh(c + bias)
+
+
+def _residual_relu(c, bias, d, i, j):
+    return acc.max(c * 0.5 + d + bias, 0.0)
+
+
+def _gelu(c, bias, d, i, j):
+    x = c + bias
+    return 0.5 * x * (1.0 + acc.erf(x * 0.7071067811865476))
+
+
+def _passed(reports) -> None:
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def _nests(M=8, N=8, K=4):
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, shape=(K, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, N))
+    bias = acc.Array(role=acc.Role.INPUT, shape=(N,))
+    product = acc.Nest(M, N, K)
+    i0, j0, k0 = product.get_indices()
+
+    @product.iteration_logic
+    def _():
+        C[i0, j0] += A[i0, k0] * B[k0, j0]
+
+    epilogue = acc.Nest(M, N)
+    i1, j1 = epilogue.get_indices()
+
+    @epilogue.iteration_logic
+    def _():
+        C[i1, j1] = acc.max(C[i1, j1] + bias[j1], 0.0)
+
+    return product, epilogue, (A, B, C, bias)
+
+
+# -- the front end ---------------------------------------------------------------------------
+
+
+def test_fused_indices_are_fusing_then_fused_then_unfused():
+    product, epilogue, _ = _nests()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    assert [x.name for x in (f, i, j, k)] == ["f", "i0", "j0", "k0"]
+    assert s.get_fusing_index() is f
+    assert s.get_fused_indices() == (i, j) and s.get_unfused_indices() == (k,)
+    ii = s.split(i, 4)
+    s.reorder(i, j, f, ii, k)
+    assert s.get_fused_indices() == (i, j, ii)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s0, s1: acc.fuse((s0,), partial=1), "two or more schedules"),
+    (lambda s0, s1: acc.fuse((s0, s1), partial=3), "partial must be an integer from 0 to 2"),
+    (lambda s0, s1: acc.fuse(s0, s1), "full fusing needs schedules of the same dimensions, got \\[3, 2\\]"),
+    (lambda s0, s1: acc.fuse((s0, s0), partial=2), "a nest appears twice"),
+])
+def test_fuse_refuses(call, message):
+    product, epilogue, _ = _nests()
+    with pytest.raises(ScheduleError, match=message):
+        call(product.create_schedule(), epilogue.create_schedule())
+
+
+def test_fuse_refuses_split_schedules_and_unequal_extents():
+    product, epilogue, _ = _nests()
+    s0 = product.create_schedule()
+    s0.split(s0.get_indices()[0], 4)
+    with pytest.raises(ScheduleError, match="schedule0 is split already"):
+        acc.fuse((s0, epilogue.create_schedule()), partial=2)
+    product, _, _ = _nests()
+    _, other, _ = _nests(M=4)
+    with pytest.raises(ScheduleError, match="fused dimension 0 has different extents \\(i0 of schedule0: 8, i1 of "
+                                            "schedule1: 4\\)"):
+        acc.fuse((product.create_schedule(), other.create_schedule()), partial=2)
+
+
+def test_fusing_index_stays_before_unfused_ones_and_is_not_split_or_bound():
+    product, epilogue, args = _nests()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    kk = s.split(k, 2)
+    with pytest.raises(ScheduleError, match="fusing index f must come before the unfused index k0"):
+        s.reorder(i, j, k, f, kk)
+    with pytest.raises(ScheduleError, match="the fusing index runs its schedules in turn and cannot be split"):
+        s.split(f, 1)
+    s.reorder(i, j, f, k, kk)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, f: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="the fusing index f runs its schedules in turn: it cannot be bound"):
+        compile_function_plan(plan, args)
+
+
+def test_unfused_loops_cannot_be_bound():
+    with pytest.raises(ScheduleError, match="fusing index f must come before the unfused index k"):
+        simt_matmul(64, 64, 64, splits=2, epilogue=_bias_tanh)  # k's blocks (BLOCK_Z) before f
+    product, epilogue, args = _nests()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, k: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="k0 is a loop of an unfused dimension of a fused schedule"):
+        compile_function_plan(plan, args)
+
+
+def test_parts_share_an_array_only_element_by_element():
+    """The epilogue reads C transposed: the order of the parts holds at one fused point only, so
+    C[j, i] may not be final yet (it belongs to another point): refused, with both accesses."""
+    product, _, (A, B, C, bias) = _nests()
+    after = acc.Nest(8, 8)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        C[x, y] = C[y, x] + bias[y]
+
+    s = acc.fuse((product.create_schedule(), after.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    s.reorder(i, j, f, k)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.THREAD_X})
+    with pytest.raises(ScheduleError, match=r"statement 2 \(schedule 1\) reads C\[j0, i0\] and statement 1 writes "
+                                            r"C\[i0, j0\]: fused schedules run in turn only at the same point"):
+        compile_function_plan(plan, (A, B, C, bias))
+
+
+def test_loop_nest_shows_each_part_under_the_fusing_index():
+    plan, args = simt_matmul(32, 32, 16, block=(8, 8), epilogue=_bias_tanh)
+    model, _ = compile_function_plan(plan, args)
+    from schedc.show import loop_nest
+
+    text = loop_nest(model)
+    assert "# f = 0" in text and "# f = 1" in text
+    assert text.index("# f = 0") < text.index("for k ") < text.index("# f = 1") < text.index("tanh")
+
+
+# -- the reference ---------------------------------------------------------------------------
+
+
+def test_reference_runs_the_parts_in_turn():
+    product, epilogue, args = _nests()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    s.reorder(i, j, f, k)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.THREAD_X})
+    model, _ = compile_function_plan(plan, args)
+    rng = np.random.default_rng(1)
+    a, b, c, bias = (rng.standard_normal(shape) for shape in ((8, 4), (4, 8), (8, 8), (8,)))
+    values, touched = reference(model, {"A": a, "B": b, "C": c, "bias": bias})
+    np.testing.assert_allclose(values["C"], np.maximum(c + a @ b + bias, 0.0), rtol=1e-12)
+    assert touched["C"].all()
+
+
+# -- SIMT plans ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", [
+    {"M": 100, "N": 70, "K": 33, "block": (16, 16)},
+    {"M": 64, "N": 96, "K": 64, "block": (16, 32), "shared_k": 16, "pipeline": {"double_buffer": True}},
+], ids=["partial tiles", "shared caches"])
+@pytest.mark.parametrize("epilogue", [_bias_tanh, _residual_relu], ids=["tanh", "residual"])
+def test_simt_fused_epilogue_matches_the_reference(options, epilogue):
+    options = dict(options)
+    plan, args = simt_matmul(options.pop("M"), options.pop("N"), options.pop("K"), epilogue=epilogue, **options)
+    model, fn = compile_function_plan(plan, args)
+    _passed(emulate_function(model, fn, None, seed=3))
+    nvrtc_compile(emit_source([fn], "// fused"), "fused", "sm_80")
+
+
+# -- tensor-core epilogues -------------------------------------------------------------------
+
+TENSOR = {
+    "mma.sync f32 C": {"M": 64, "N": 64, "K": 64},
+    "mma.sync partial tiles": {"M": 100, "N": 70, "K": 40, "block": (32, 32), "shared_ab": True, "k_split": 16},
+    "mma.sync f16 C, f32 fragments": {"M": 64, "N": 64, "K": 64, "operand": T.float16, "result": T.float16,
+                                      "cache_c": 0, "fragment_type": T.float32, "k_split": 32},
+    "bf16, C cached across k": {"M": 64, "N": 64, "K": 64, "operand": T.bfloat16, "cache_c": 0, "k_split": 16},
+}
+
+
+@pytest.mark.parametrize("name", TENSOR)
+@pytest.mark.parametrize("epilogue", [_bias_tanh, _residual_relu, _gelu], ids=["tanh", "residual", "gelu"])
+def test_tensor_fused_epilogue_runs_on_the_accumulator(name, epilogue):
+    options = dict(TENSOR[name])
+    plan, args = tensor_matmul(options.pop("M"), options.pop("N"), options.pop("K"), epilogue=epilogue, **options)
+    model, fn = compile_function_plan(plan, args)
+    kernel = fn.kernels[-1]
+    maps = [s for s in walk_statements(kernel.body) if isinstance(s, FragmentMap)]
+    assert maps and all(m.fragment.startswith("_c") for m in maps)
+    statements = list(walk_statements(kernel.body))
+    stores = [n for n, s in enumerate(statements) if isinstance(s, FragmentStore) and s.buffer == "C"]
+    assert statements.index(maps[0]) < stores[-1]  # in registers, before C leaves
+    _passed(emulate_function(model, fn, None, seed=4))
+    nvrtc_compile(emit_source([fn], "// fused"), "fused", "sm_80")
+
+
+def test_wmma_cannot_place_the_elements_of_its_tiles():
+    plan, args = tensor_matmul(64, 64, 64, epilogue=_bias_tanh, instruction=acc.Instruction.WMMA)
+    with pytest.raises(PlanError, match="a fused epilogue computes in the accumulator's registers, and wmma does not "
+                                        "say which element each lane holds"):
+        compile_function_plan(plan, args)
+    plan, args = tensor_matmul(64, 64, 64, epilogue=_bias_tanh)  # AUTO: a family that places them
+    model, fn = compile_function_plan(plan, args)
+    assert {m.fragment for m in walk_statements(fn.kernels[-1].body) if isinstance(m, FragmentMap)}
+
+
+def test_tensor_epilogue_writes_only_the_products_c():
+    """An epilogue storing another array: refused, with what to write instead."""
+    nest, (A, B, C) = matmul_arrays(32, 32, 32, T.float16, T.float32)
+    D = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(32, 32))
+    after = acc.Nest(32, 32)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        D[x, y] = acc.tanh(C[x, y])
+
+    s = acc.fuse((nest.create_schedule(), after.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    ii, jj, kk = s.tile({i: 16, j: 16, k: 16})
+    s.reorder(i, j, f, k, ii, jj, kk)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.WARP_Y, j: H100.GridUnit.WARP_X})
+    plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    with pytest.raises(PlanError, match="fused schedule 1 writes D: an epilogue of a tensorized product computes in "
+                                        "its accumulator and writes C"):
+        compile_function_plan(plan, (A, B, C, D))
+
+
+def test_fused_tensor_golden_source(update_golden):
+    plan, args = tensor_matmul(64, 64, 32, operand=T.float16, result=T.float16, cache_c=0, fragment_type=T.float32,
+                               epilogue=_gelu)
+    _, fn = compile_function_plan(plan, args, name="gelu_matmul")
+    source = emit_source([fn], "// a GEMM with a fused GELU epilogue (tests/test_fuse.py)")
+    path = GOLDEN / "fused_gelu_matmul.cu"
+    if update_golden:
+        path.write_text(source)
+    assert path.exists(), f"no golden file {path}: run pytest --update-golden"
+    assert source == path.read_text(), f"the fused kernel differs from {path}; if intended, run pytest --update-golden"
+
+
+@pytest.mark.parametrize("accumulate", [False, True], ids=["C written", "C read by TMA"])
+def test_hopper_fused_gemm_sample_emulates(accumulate):
+    plan, args = fused_gemm.gelu_matmul(256, 512, 128, accumulate=accumulate)
+    model, fn = compile_function_plan(plan, args)
+    maps = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, FragmentMap)]
+    assert maps and all(m.columns is not None for m in maps)  # chunk by chunk, beside C's TMA loads and stores
+    _passed(emulate_function(model, fn, 2, seed=6))
+    nvrtc_compile(emit_source([fn], "// fused"), "fused", "sm_90a")
+
+
+# -- on the GPU ------------------------------------------------------------------------------
+
+GPU_PLANS = {
+    "simt": lambda: simt_matmul(100, 70, 33, block=(16, 16), epilogue=_residual_relu),
+    "mma.sync": lambda: tensor_matmul(100, 70, 40, block=(32, 32), shared_ab=True, k_split=16, epilogue=_gelu),
+    "mma.sync f16": lambda: tensor_matmul(128, 128, 64, operand=T.float16, result=T.float16, cache_c=0,
+                                          fragment_type=T.float32, k_split=32, epilogue=_bias_tanh),
+    "wgmma": lambda: fused_gemm.gelu_matmul(512, 1024, 256),
+    "wgmma, C read": lambda: fused_gemm.gelu_matmul(512, 1024, 256, accumulate=True),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_PLANS)
+def test_fused_epilogues_on_the_gpu(name, tmp_path):
+    plan, args = GPU_PLANS[name]()
+    build(plan, args, "fused", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "fused.hat").functions["fused"], seed=7))
