@@ -2,8 +2,9 @@
 """A GEMM with its GELU epilogue fused (samples/fused_gemm.py) against the same plan without the
 epilogue and against PyTorch's forms of ``gelu(A @ B + bias)``, on the GPU, in one run.
 
-For each shape: ``gelu_fp16_<M>x<N>x<K>`` (schedc, fused) and ``matmul_fp16_<M>x<N>x<K>`` (schedc,
-the product alone) from the sample's package; torch's best eager form ``gelu(addmm(bias, A, B))``,
+For each shape: ``gelu_fp16_<M>x<N>x<K>`` (schedc, fused), ``relu_fp16_<M>x<N>x<K>`` (a cheap
+epilogue, for scale) and ``matmul_fp16_<M>x<N>x<K>`` (schedc, the product alone) from the sample's
+package; torch's best eager form ``gelu(addmm(bias, A, B))``,
 the three ops ``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function
 is checked against torch first (fp16 tolerance relative to the largest value). Times are
 ``triton.testing.do_bench`` medians (L2 flushed between calls), in ms; ``x plain`` is the fused
@@ -38,12 +39,13 @@ def main() -> None:
     package = acc.load(out / "fused_gemm.hat")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     print(f"{'shape':>16} {'fused':>8} {'plain':>8} {'x plain':>8} {'addmm+gelu':>10} {'3 ops':>8} "
-          f"{'mm':>8} {'x torch':>8}")
+          f"{'mm':>8} {'x torch':>8} {'relu':>8} {'x plain':>8}")
     for M, N, K in fused_gemm.SHAPES:
         times = measure(package, M, N, K)
         print(f"{f'{M}x{N}x{K}':>16} {times['fused']:8.4f} {times['plain']:8.4f} "
               f"{times['plain'] / times['fused']:8.3f} {times['addmm']:10.4f} {times['three']:8.4f} "
-              f"{times['mm']:8.4f} {times['addmm'] / times['fused']:8.3f}")
+              f"{times['mm']:8.4f} {times['addmm'] / times['fused']:8.3f} {times['relu']:8.4f} "
+              f"{times['plain'] / times['relu']:8.3f}")
 
 
 def measure(package, M: int, N: int, K: int) -> dict[str, float]:
@@ -65,7 +67,12 @@ def measure(package, M: int, N: int, K: int) -> dict[str, float]:
         want = expected().float()
         error = ((c.float() - want).abs().max() / want.abs().max()).item()
         assert error < 2e-2, f"{name}: relative error {error:.3e}"
+    relu = package.functions[f"relu_fp16_{M}x{N}x{K}"]
+    relu(a, b, c, bias)
+    want = F.relu(torch.addmm(bias, a, b)).float()
+    assert ((c.float() - want).abs().max() / want.abs().max()).item() < 2e-2, f"{relu.name}: wrong result"
     return {
+        "relu": do_bench(lambda: relu(a, b, c, bias), return_mode="median"),
         "fused": do_bench(lambda: fused(a, b, c, bias), return_mode="median"),
         "plain": do_bench(lambda: plain(a, b, c), return_mode="median"),
         "addmm": do_bench(lambda: F.gelu(torch.addmm(bias, a, b)), return_mode="median"),

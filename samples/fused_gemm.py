@@ -9,7 +9,8 @@ grid); the epilogue runs on each consumer's float32 accumulator in registers aft
 product, before C leaves by TMA: C is written once, never read back from global memory.
 
 - ``gelu_fp16_<M>x<N>x<K>``: float16 A, B, bias and C at 4096^3 and 8192 x 4096 x 2048;
-- ``matmul_fp16_<M>x<N>x<K>``: the same plan without the epilogue (what the fused kernel is
+- ``relu_fp16_<M>x<N>x<K>``: C = relu(A @ B + bias), an epilogue of a few instructions an element;
+- ``matmul_fp16_<M>x<N>x<K>``: the same plan without the epilogue (what the fused kernels are
   measured against in ``benchmarks/fused_gemm.py``).
 """
 
@@ -21,9 +22,10 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
 def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 3,
-                fused: bool = True, group: int = 8, accumulate: bool = False):
+                fused: bool = True, group: int = 8, accumulate: bool = False, activation: str = "gelu"):
     """The plan and its arrays (A, B, C, bias; without ``fused``: A, B, C). ``accumulate``:
-    C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk)."""
+    C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk);
+    ``activation``: "gelu" (the erf form) or "relu"."""
     bm, bn, bk = block
     shape = acc.MMAShape[f"M64xN{bn}xK16_B1"]
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
@@ -46,7 +48,10 @@ def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128
         @epilogue.iteration_logic
         def _():
             x = C[i1, j1] + bias[j1]
-            C[i1, j1] = 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
+            if activation == "gelu":
+                C[i1, j1] = 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
+            else:
+                C[i1, j1] = acc.max(x, 0.0)
 
         schedule = acc.fuse((schedule, epilogue.create_schedule()), partial=2)
         f, i, j, k = schedule.get_indices()
@@ -75,5 +80,6 @@ if __name__ == "__main__":
     package = acc.Package()
     for M, N, K in SHAPES:
         package.add(*gelu_matmul(M, N, K), base_name=f"gelu_fp16_{M}x{N}x{K}")
+        package.add(*gelu_matmul(M, N, K, activation="relu"), base_name=f"relu_fp16_{M}x{N}x{K}")
         package.add(*gelu_matmul(M, N, K, fused=False), base_name=f"matmul_fp16_{M}x{N}x{K}")
     package.build("fused_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/fused_gemm")

@@ -40,6 +40,7 @@ from ..ir.kernel import (
     Staging,
     Stmt,
     Store,
+    ThreadReduce,
     Unary,
     Var,
 )
@@ -118,6 +119,15 @@ class Printer:
     @EMITTERS.handles(Staging, StageLoad, StageStore)
     def _staging(self, s: Stmt, pad: str, depth: int) -> list[str]:
         return [pad + line for line in self.staging(s)]
+
+    @EMITTERS.handles(ThreadReduce)
+    def _thread_reduce(self, s: ThreadReduce, pad: str, depth: int) -> list[str]:
+        op = {"+": "Plus", "max": "Max", "min": "Min"}[s.op]
+        scratch = s.scratch or f"static_cast<{s.dtype.c_type}*>(nullptr)"
+        threads = self.kernel.block[0] * self.kernel.block[1] * self.kernel.block[2]
+        return [f"{pad}// the row's {s.lanes} threads combine their partials ({s.op}); each gets the total",
+                f"{pad}{s.array}[0] = schedc::allreduce_x<{s.lanes}, {threads}>({s.array}[0], {scratch}, "
+                f"schedc::{op}());"]
 
     @EMITTERS.handles(PrivateArray)
     def _private(self, s: PrivateArray, pad: str, depth: int) -> list[str]:

@@ -55,6 +55,7 @@ from ..ir.kernel import (
     Staging,
     Stmt,
     Store,
+    ThreadReduce,
     Unary,
     Var,
 )
@@ -349,6 +350,33 @@ class _Block:
                 self.body(s.body, active)
                 var = var + s.step
         self.iteration.pop(s.var, None)
+
+    @EXECUTORS.handles(ThreadReduce)
+    def thread_reduce(self, s: ThreadReduce, mask: np.ndarray) -> None:
+        """Each row's partials combined as the runtime's ``allreduce_x`` does: xor butterflies
+        within warps (distance lanes/2 first, at most 16), then the row's warps folded in order."""
+        if not mask.all():
+            raise self.error("divergent reduction", "a reduction across threads runs on part of the block",
+                             np.flatnonzero(~mask)[:4].tolist(), s.array, "-")
+        bx = self.kernel.block[0]
+        if bx != s.lanes:
+            raise self.error("reduction", f"threadIdx.x has {bx} values, the reduction combines {s.lanes}",
+                             [0], s.array, "-")
+        v = self.private[s.array][:, 0].copy()
+        x = self.thread_ids % bx
+        width = min(s.lanes, 32)
+        d = width // 2
+        while d:
+            v = binary(s.op, v, v[self.thread_ids - x + (x ^ d)], s.dtype)
+            d //= 2
+        if s.lanes > 32:
+            warps = s.lanes // 32
+            rows = v.reshape(-1, s.lanes)[:, ::32]  # each warp's total (lane 0's), per row
+            total = rows[:, 0]
+            for w in range(1, warps):
+                total = binary(s.op, total, rows[:, w], s.dtype)
+            v = np.repeat(total, s.lanes)
+        self.private[s.array][:, 0] = v.astype(self.private[s.array].dtype)
 
     @EXECUTORS.handles(Store)
     def store(self, s: Store, mask: np.ndarray) -> None:

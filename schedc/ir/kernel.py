@@ -329,6 +329,22 @@ ELEMENT = Var("elem")  # a FragmentMap's element: the subscript of its fragment 
 
 
 @dataclass(frozen=True)
+class ThreadReduce:
+    """A reduction across threads: the threads of the block with the same ``threadIdx.y`` and
+    ``.z`` combine element 0 of their own array ``array`` (a PrivateArray of ``dtype``) with ``op``
+    (``+``, ``max``, ``min``) over ``threadIdx.x`` in [0, ``lanes``) (a power of two); after it each
+    of them holds the total there. Within a warp by shuffles (``shfl.xor``, distance lanes/2 first);
+    with more than 32 lanes the warps' totals then meet in ``scratch`` (a shared buffer of one
+    element per warp of the block) between two barriers, so every thread of the block runs it."""
+
+    array: str
+    op: str
+    dtype: ScalarType
+    lanes: int
+    scratch: str = ""
+
+
+@dataclass(frozen=True)
 class Barrier:
     """``__syncthreads()``: every thread of the block arrives before any continues."""
 
@@ -644,7 +660,8 @@ class Roles:
 
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply | FragmentAdd | FragmentMap | Barrier | BlockCopy | AsyncCommit | AsyncWait | Staging | StageLoad
+    | FragmentApply | FragmentAdd | FragmentMap | ThreadReduce | Barrier | BlockCopy | AsyncCommit | AsyncWait
+    | Staging | StageLoad
     | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
     | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync | TmaStore | BulkCommit | BulkWait | NamedBarrier
@@ -964,7 +981,8 @@ _NODES = {
     cls.__name__: cls
     for cls in (
         Var, Const, Binary, Unary, Cast, Call, Load, Store, Let, Loop, If, Fragment, FragmentFill,
-        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, FragmentMap, Buffer, Kernel, SharedBuffer,
+        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, FragmentMap, ThreadReduce, Buffer,
+        Kernel, SharedBuffer,
         Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
         PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
         MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,

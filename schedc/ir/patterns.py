@@ -28,14 +28,24 @@ def buffers_read(e: Expr) -> set[str]:
 def accumulated(store: Store) -> Expr | None:
     """X when the statement is the reduction ``T = T + X`` (float casts aside) and X does not
     read T's array: its instances may run in any order (up to rounding)."""
+    found = reduction(store)
+    return found[1] if found is not None and found[0] == "+" else None
+
+
+REDUCTIONS = ("+", "max", "min")  # the associative, commutative updates of a reduction
+
+
+def reduction(store: Store) -> tuple[str, Expr] | None:
+    """(op, X) when the statement is ``T = T op X`` for op in ``REDUCTIONS`` (``acc.max(T, X)``
+    too; float casts aside) and X does not read T's array."""
     value = strip_float_casts(store.value)
-    if not (isinstance(value, Binary) and value.op == "+"):
+    if not (isinstance(value, Binary) and value.op in REDUCTIONS):
         return None
     for acc, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
         acc = strip_float_casts(acc)
         same = isinstance(acc, Load) and acc.buffer == store.buffer and acc.index == store.index
         if same and store.buffer not in buffers_read(other):
-            return other
+            return value.op, other
     return None
 
 

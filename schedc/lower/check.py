@@ -8,6 +8,7 @@ from ..ir.affine import Affine
 from ..ir.walk import loads
 from ..poly import PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
+from . import reduce
 from .launch import Launch
 
 
@@ -18,8 +19,11 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_warps(model)
     _check_launch(model, launch)
     _check_fusion(model)
+    across = reduce.find(model)
+    if across is not None:
+        reduce.check_lanes(model, across, launch.block)
     for part in model.parts:
-        _check_races(part)
+        _check_races(part, across.loops if across is not None else ())
         _check_order(part)
 
 
@@ -176,9 +180,10 @@ def _check_launch(model, launch: Launch) -> None:
                         f"{gpu.name} multiprocessor holds {gpu.max_threads_per_sm}", loops=bound)
 
 
-def _check_races(model) -> None:
-    """Different grid coordinates must never touch an element that one of them writes."""
-    bound = [name for b in model.bindings for name in b.loops]
+def _check_races(model, reduced: tuple[str, ...] = ()) -> None:
+    """Different grid coordinates must never touch an element that one of them writes, except
+    threads that differ in ``reduced`` loops only: their reduction meets through a combine."""
+    bound = [name for b in model.bindings for name in b.loops if name not in reduced]
     conflict = poly.find_race(model, bound, frozenset({model.adds_into} - {""}))
     if conflict is None:
         return

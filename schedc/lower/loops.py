@@ -19,7 +19,7 @@ from ..ir.kernel import (
     all_of,
 )
 from ..poly import Guard, PolyFacts
-from . import cache, private, tensor
+from . import cache, private, reduce, tensor
 from .fused import in_loops
 from .guards import guard_levels
 from .launch import Launch, assemble, persistent_loop, split_coordinates
@@ -42,16 +42,24 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         around = (before, after)
     else:
         innermost = _statements(model, model.statements, shared, registers, as_expr)
+    across = reduce.find(model) if tiles is None else None
+    if across is not None:  # each thread's partial: the statement adds into it
+        innermost = (reduce.partial_update(across, innermost[0]),)
     unrolled = private.unrolled(registers)
     # a cache placed before a loop that is unrolled into fragments is filled at the innermost level
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
-    nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr)
-    if model.fusion is None or tiles is not None:
+    nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
+                 barriers=bool(shared) or reduce.scratch(across, launch.block) is not None)
+    if across is not None:
+        body = _across_threads(model, nest, across, serial, innermost, guards)
+    elif model.fusion is None or tiles is not None:
         body = nest.levels(serial, innermost, guards)
     else:
         body = _fused(model, nest, serial, guards)
 
-    buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) + cache.tma_buffers(shared)
+    combine = reduce.scratch(across, launch.block)
+    buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) \
+        + ((combine,) if combine is not None else ()) + cache.tma_buffers(shared)
     if launch.persistent is None:
         body = (*launch.coordinates, *body)
     else:
@@ -91,6 +99,20 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
     return nest.levels(outer, tuple(parts), top, parts=True)
 
 
+def _across_threads(model, nest: _Nest, across: reduce.ThreadReduction, serial: list, innermost, guards):
+    """A reduction across threads: the partial set before the serial loops, the combine after
+    them (every thread of the block reaches it: no guard wraps it), the total written by the
+    row's first thread where the row's own guards hold."""
+    store = model.statements[across.statement]
+    target = in_loops(model, store)
+    serial_names = {lp.name for lp in serial}
+    row = [g for g in guards if not g.affine.variables() & (serial_names | set(across.loops))]
+    kept = _conjunction(row, [lp.name for lp in model.loops]) if row else None
+    first = {name: nest.facts.loop(name).first for name in across.loops}
+    before, after = reduce.around(across, target, model.buffer(store.buffer).dtype, nest.launch.block, kept, first)
+    return (*before, *nest.levels(serial, innermost, guards), *after)
+
+
 def order_of(model, loop: str) -> int:
     return next(n for n, lp in enumerate(model.loops) if lp.name == loop)
 
@@ -99,22 +121,24 @@ class _Nest:
     """The serial loops around a body: pipelines, cache fills and drains, register tiles, C's
     fragment kept across its cached loop, the guards of partial tiles at their depths."""
 
-    def __init__(self, model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr) -> None:
+    def __init__(self, model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
+                 barriers: bool = False) -> None:
         self.model, self.facts, self.launch = model, facts, launch
         self.shared, self.registers, self.unrolled = shared, registers, unrolled
         self.cached_at, self.around, self.as_expr = cached_at, around, as_expr
+        self.barriers = barriers  # the kernel has barriers: guards on threads wrap the statements only
 
     def thread_guard(self, g: Guard) -> bool:
         """A guard on thread or warp coordinates, which wraps the statements only where the
         kernel has barriers (every thread of the block still reaches each one)."""
         units = [self.model.binding_of(v) for v in g.affine.variables()]
-        return bool(self.shared) and any(u is not None and u.level != "block" for u in units)
+        return self.barriers and any(u is not None and u.level != "block" for u in units)
 
     def levels(self, serial: list, innermost: tuple[Stmt, ...], guards: list[Guard],
                parts: bool = False) -> tuple[Stmt, ...]:
         """``serial`` loops around ``innermost`` (``parts``: the parts of a fused schedule, which
         place their own innermost caches and register tiles)."""
-        guards_at = guard_levels(self.model, guards, serial, bool(self.shared))
+        guards_at = guard_levels(self.model, guards, serial, self.barriers)
         order = [lp.name for lp in self.model.loops]
         as_expr, shared, registers = self.as_expr, self.shared, self.registers
 

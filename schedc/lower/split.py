@@ -96,6 +96,11 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
         raise PlanError(where, f"the statements accumulate into {', '.join(targets)}; a split between blocks "
                                "combines the partial sums of one array")
     target = targets[0]
+    across = [n for b in model.bindings if b.unit.level in ("thread", "warp") for n in b.loops
+              if _sums_over(model, model.loop(n).dim)]
+    if across:
+        raise PlanError(where, f"{name} splits the sum over {dim_name} between blocks and {', '.join(across)} between "
+                               "threads: a reduction across both is not built; keep one of them")
     read = set().union(*(buffers_read(accumulated(s)) for s in model.statements))
     if target in read:
         raise PlanError(where, f"the statements read {target}, which they accumulate into: the blocks' partial "

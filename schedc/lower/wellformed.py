@@ -95,6 +95,7 @@ from ..ir.kernel import (
     Stmt,
     Store,
     StructParam,
+    ThreadReduce,
     TmaLoad,
     TmaStore,
     Unary,
@@ -110,7 +111,7 @@ from ..ir.types import ScalarType, converts_implicitly
 from ..ir.walk import operands, walk_statements
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
-BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles, ClusterSync)
+BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles, ClusterSync, ThreadReduce)
 _COMPARISONS = {"<", "<=", ">", ">=", "==", "!=", "&&", "||"}
 
 
@@ -331,6 +332,24 @@ class _Checker:
     @RULES.handles(PrivateArray)
     def _PrivateArray(self, s: PrivateArray, scope: _Scope) -> None:
         scope.arrays[s.name] = s
+
+    @RULES.handles(ThreadReduce)
+    def _ThreadReduce(self, s: ThreadReduce, scope: _Scope) -> None:
+        """A combine across a row's threads: of the thread's own array, in its type, over a power
+        of two of lanes; past a warp through a shared element a warp (every thread runs it)."""
+        where = f"reduction of {s.array}"
+        own = scope.arrays.get(s.array)
+        if not isinstance(own, PrivateArray):
+            self.report("declared", f"{where}: {s.array} is not a thread's own array")
+        elif own.dtype is not s.dtype:
+            self.report("types", f"{where}: {own.dtype.value} elements combined as {s.dtype.value}")
+        if s.op not in ("+", "max", "min") or s.lanes < 1 or s.lanes & (s.lanes - 1):
+            self.report("reduction", f"{where}: {s.op} over {s.lanes} lanes")
+        if s.lanes > 32:
+            scratch = scope.arrays.get(s.scratch)
+            if not isinstance(scratch, SharedBuffer) or scratch.dtype is not s.dtype:
+                self.report("reduction", f"{where}: {s.lanes} lanes need a shared {s.dtype.value} element a warp, "
+                                         f"not {s.scratch or 'none'}")
 
     @RULES.handles(Staging)
     def _Staging(self, s: Staging, scope: _Scope) -> None:

@@ -13,7 +13,7 @@ import islpy as isl
 
 from ..ir.affine import Affine
 from ..ir.kernel import Store
-from ..ir.patterns import accumulated
+from ..ir.patterns import reduction as reduction_of
 from ..ir.walk import loads
 
 PREFIX = "x_"
@@ -109,7 +109,7 @@ def accesses(model) -> list[Access]:
         pieces[dim_name] = Affine.make({lp.name: 1 for lp in model.loops if lp.dim == dim})
     out = []
     for n, statement in enumerate(model.statements):
-        reduction = accumulated(statement) is not None
+        reduction = reduction_of(statement) is not None  # T = T + X, max(T, X), min(T, X)
         for array, index, is_write in _statement_accesses(statement):
             subscripts = tuple(Affine.of(e).substitute(pieces) for e in index)
             target = array == statement.buffer and index == statement.index

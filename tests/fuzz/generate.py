@@ -14,7 +14,7 @@ from dataclasses import replace
 from .epilogue import with_epilogue
 from .hopper import hopper_program
 from .nest import choose
-from .program import Program, loop_extents, with_array_names
+from .program import Bin, Program, Statement, loop_extents, with_array_names
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
 from .tensor import tensor_program
@@ -71,6 +71,7 @@ def _program(rng: random.Random, target: str, kind: str) -> Program:
     builder = ScheduleBuilder(rng, nest, base.nest_indices)
     builder.splits()
     builder.bind()
+    builder.thread_reduce()
     builder.split_k()
     builder.reorder()
     builder.unroll()
@@ -79,7 +80,14 @@ def _program(rng: random.Random, target: str, kind: str) -> Program:
     arrays = base.arrays + ((builder.extra,) if builder.extra else ())
     program = replace(base, arrays=arrays, steps=tuple(plan.steps), order=plan.order, bindings=tuple(plan.bindings),
                       unrolls=tuple(plan.unrolls), caches=tuple(plan.caches))
+    if len(program.statements) == 1 and program.statements[0].accumulate and rng.random() < 0.2:
+        program = replace(program, statements=(_as_max_or_min(rng, program.statements[0]),))
     return with_array_names(program)
+
+
+def _as_max_or_min(rng: random.Random, s: Statement) -> Statement:
+    """``T += X`` as ``T = acc.max(T, X)`` or ``acc.min``: the other reductions."""
+    return Statement(s.target, Bin(rng.choice(("max", "min")), s.target, s.value))
 
 
 def emulated_steps(program: Program) -> int:

@@ -149,6 +149,21 @@ class ScheduleBuilder:
         if self.rng.random() < 0.02:
             self._bind_warp()
 
+    def thread_reduce(self) -> None:
+        """A reduction across threads, sometimes: the inner piece of a summed index (along which
+        no statement writes) bound to THREAD_X in place of what was there (refused unless its
+        threads are a power of two, the nest has one reduction statement, ...)."""
+        written = {x.index for s in self.nest.statements for x in s.target.subscripts}
+        roots = [n for n in self.by_root if n not in written and len(self.by_root[n]) > 1]
+        chance = 0.3 if len(self.nest.statements) == 1 and self.nest.statements[0].accumulate else 0.02
+        if not roots or self.rng.random() >= chance:
+            return
+        inner = self.by_root[self.rng.choice(roots)][-1]
+        if self.pieces[inner].extent > 1024:
+            return
+        self.plan.bindings = [b for b in self.plan.bindings if b.unit != "THREAD_X" and inner not in b.indices]
+        self.plan.bindings.append(Binding((inner,), "THREAD_X"))
+
     def split_k(self) -> None:
         """Split-K, sometimes: the outer piece of a reduction index (one along which no statement
         writes) bound to a free block unit; schedc sums the blocks' parts in a workspace and adds

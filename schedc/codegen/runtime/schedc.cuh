@@ -80,6 +80,34 @@ __device__ __forceinline__ T min(T a, T b) {
     return T(y < x ? y : x);
 }
 
+// Reductions across threads (schedc.lower.reduce): the threads of a row of the block (the same
+// threadIdx.y and .z, threadIdx.x in [0, LANES), LANES a power of two; THREADS in the block)
+// combine their values and each gets the total: within a warp by shfl.xor (distance LANES/2, or
+// 16, first), then across the row's warps through one shared element a warp, in warp order.
+struct Plus { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
+struct Max { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return max(a, b); } };
+struct Min { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return min(a, b); } };
+
+template <int LANES, int THREADS, typename T, typename Op>
+__device__ __forceinline__ T allreduce_x(T v, T* scratch, Op op) {
+    constexpr int WIDTH = LANES < 32 ? LANES : 32;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    // the lanes of this warp that exist (a block of THREADS threads may end in a partial warp)
+    const unsigned lanes = THREADS % 32 && t / 32 == THREADS / 32 ? (1u << (THREADS % 32)) - 1u : 0xffffffffu;
+#pragma unroll
+    for (int d = WIDTH / 2; d > 0; d /= 2) v = op(v, __shfl_xor_sync(lanes, v, d));
+    if constexpr (LANES > 32) {
+        __syncthreads();  // a combine before has read the scratch
+        if (t % 32 == 0) scratch[t / 32] = v;
+        __syncthreads();
+        const T* row = scratch + (t / 32 - threadIdx.x / 32);
+        v = row[0];
+#pragma unroll
+        for (int w = 1; w < LANES / 32; ++w) v = op(v, row[w]);
+    }
+    return v;
+}
+
 // Element-wise functions of the iteration logic (schedc.ir.functions), overloaded per element
 // type: float and double call CUDA's accurate functions (fast_exp: __expf), 16-bit floats are
 // computed in float and rounded to nearest once.

@@ -1,0 +1,168 @@
+"""Reductions across threads: a statement ``T[p] = T[p] op X`` (op ``+``, ``max``, ``min``)
+whose loop bound to ``THREAD_X`` does not index T.
+
+Each thread keeps its own partial (a one-element register array, starting at op's identity:
+0, -inf or +inf), adds its values of X to it in its serial loops, the threads of a row of the
+block combine their partials (``ThreadReduce``: shuffles within a warp, one shared element per
+warp across warps), and the row's first thread writes ``T[p] = T[p] op total``. The race check
+accepts exactly this: threads that differ only in the reduced loop meet on T's element through
+the combine, and nowhere else (the nest has this statement alone). A 16-bit float T sums in
+float32 and narrow integers in int32 (rounded or wrapped once, when T is written).
+
+Before → after, a row sum with 256 threads along j::
+
+    for i (BLOCK_X):                          for i (BLOCK_X):
+      for jj (THREAD_X, 256):                   jj = threadIdx.x; _partial[0] = 0
+        for j (serial, step 256):       →       for j: _partial[0] = _partial[0] + X[i, j + jj]
+          S[i] = S[i] + X[i, j + jj]            _partial[0] = total of the row's 256 partials
+                                                if jj == 0: S[i] = S[i] + _partial[0]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import PlanError
+from ..ir.affine import Affine
+from ..ir.kernel import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    If,
+    Load,
+    PrivateArray,
+    SharedBuffer,
+    Stmt,
+    Store,
+    ThreadReduce,
+    Var,
+    all_of,
+)
+from ..ir.patterns import reduction, widened
+from ..ir.types import ScalarType
+from ..targets import GridUnit
+
+PARTIAL = "_partial"  # each thread's partial (schedc's names start with an underscore)
+SCRATCH = "_partials"  # the warps' totals, in shared memory
+
+
+@dataclass(frozen=True)
+class ThreadReduction:
+    statement: int  # the reducing statement's position in the Model
+    op: str
+    loops: tuple[str, ...]  # the reduced loops, bound to THREAD_X
+    dtype: ScalarType  # the partials' type
+
+    def identity(self) -> Const:
+        if self.op == "+":
+            return Const(0.0 if self.dtype.is_float else 0, self.dtype)
+        if self.dtype.is_float:
+            return Const(-math.inf if self.op == "max" else math.inf, self.dtype)
+        info = self.dtype.numpy
+        import numpy as np
+
+        limits = np.iinfo(info)
+        return Const(int(limits.min if self.op == "max" else limits.max), self.dtype)
+
+
+def reduced_loops(model) -> tuple[str, ...]:
+    """The thread-bound loops that no statement's target depends on (reduced across threads)."""
+    bound = [n for b in model.bindings if b.unit.level in ("thread", "warp") for n in b.loops]
+    reduced = []
+    for name in bound:
+        dim = model.dims[model.loop(name).dim][0]
+        if all(dim not in {v for i in s.index for v in Affine.of(i).variables()} for s in model.statements):
+            reduced.append(name)
+    return tuple(reduced)
+
+
+def find(model) -> ThreadReduction | None:
+    """The plan's reduction across threads, checked, or None (no thread-bound loop is reduced,
+    or the statement is no reduction: the race check then says why)."""
+    loops = reduced_loops(model)
+    if not loops or model.fusion is not None:
+        return None
+    if len(model.statements) != 1 or reduction(model.statements[0]) is None:
+        return None
+    store = model.statements[0]
+    op, _ = reduction(store)
+    where = f"a reduction across threads ({', '.join(loops)})"
+    units = {model.binding_of(n) for n in loops}
+    x = next((b for b in model.bindings if b.unit is GridUnit.THREAD_X), None)
+    if units != {GridUnit.THREAD_X} or set(x.loops) != set(loops):
+        raise PlanError(where, f"{store.buffer}'s {op} over {', '.join(loops)} combines the threads of a row: bind "
+                               "the reduced loop(s), and only them, to THREAD_X (the rows' other loops to THREAD_Y, "
+                               "THREAD_Z or blocks)", loops=loops)
+    if model.tensorize is not None:
+        raise PlanError(where, "a tensorized plan reduces within its tiles: bind warps, not threads", loops=loops)
+    written = {v for i in store.index for v in Affine.of(i).variables()}
+    serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None]
+    if serial:
+        raise PlanError(where, f"{store.buffer}'s element changes with the serial loop {serial[0]}, and each thread "
+                               f"keeps one partial: bind the loops of {store.buffer}'s subscripts to blocks or to "
+                               "threads other than THREAD_X", loops=tuple(serial))
+    target = model.buffer(store.buffer).dtype
+    if target is ScalarType.bool:
+        raise PlanError(where, f"{store.buffer} is bool: reduce into a number type", loops=loops)
+    if any(c.array == store.buffer for c in model.caches):
+        raise PlanError(where, f"{store.buffer} is cached; its reduction across threads writes it once, from one "
+                               "thread of a row: leave it uncached", loops=loops)
+    return ThreadReduction(0, op, loops, partial_type(target))
+
+
+def partial_type(target: ScalarType) -> ScalarType:
+    """16-bit floats sum in float32, narrow integers in int32 (shuffles move 32 or 64 bits)."""
+    if target in (ScalarType.float16, ScalarType.bfloat16):
+        return ScalarType.float32
+    if target.is_integer and target.size < 4:
+        return ScalarType.int32
+    return target
+
+
+def check_lanes(model, reduction: ThreadReduction, block: tuple[int, int, int]) -> None:
+    lanes = block[0]
+    if lanes & (lanes - 1):
+        raise PlanError(f"a reduction across threads ({', '.join(reduction.loops)})",
+                        f"THREAD_X has {lanes} threads; the combine halves them: make it a power of two "
+                        "(split the reduced loop by one)", loops=reduction.loops)
+
+
+def scratch(reduction: ThreadReduction | None, block: tuple[int, int, int]) -> SharedBuffer | None:
+    """One element per warp of the block where a row spans several warps."""
+    if reduction is None or block[0] <= 32:
+        return None
+    warps = math.prod(block) // 32
+    return SharedBuffer(SCRATCH, reduction.dtype, (warps,), (1,))
+
+
+def partial_update(reduction: ThreadReduction, store: Store) -> Store:
+    """The statement (over schedule loops) accumulating into the thread's partial instead of T."""
+    op, term = reduction_of(store)
+    value = Binary(op, Load(PARTIAL, (Const(0),), reduction.dtype), widened(term, reduction.dtype), reduction.dtype)
+    return Store(PARTIAL, (Const(0),), value)
+
+
+def reduction_of(store: Store) -> tuple[str, Expr]:
+    found = reduction(store)
+    assert found is not None
+    return found
+
+
+def around(reduction: ThreadReduction, store: Store, target: ScalarType, block: tuple[int, int, int],
+           kept: Expr | None, first: dict[str, int]) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """(before, after) the serial loops: the partial set to op's identity; the combine, then the
+    row's first thread (``first``: each reduced loop's first value) writing ``T = T op total``
+    (in the partials' type, ``target`` T's), where ``kept`` (the guards of the row's own
+    coordinates) holds."""
+    p = reduction.dtype
+    before = (PrivateArray(PARTIAL, p, (1,)), Store(PARTIAL, (Const(0),), reduction.identity()))
+    combine = ThreadReduce(PARTIAL, reduction.op, p, block[0], SCRATCH if block[0] > 32 else "")
+    old: Expr = Load(store.buffer, store.index, target)
+    value: Expr = Binary(reduction.op, old if p is target else Cast(old, p), Load(PARTIAL, (Const(0),), p), p)
+    if p is not target:
+        value = Cast(value, target)
+    leader = all_of([Binary("==", Var(n), Const(v)) for n, v in first.items()] + ([kept] if kept is not None else []))
+    write = If(leader, (Store(store.buffer, store.index, value),), "the row's first thread writes the total")
+    return before, (combine, write)

@@ -1,0 +1,200 @@
+"""Reductions across threads: ``T[p] = T[p] op X`` (+, acc.max, acc.min) with its summed loop
+bound to THREAD_X, combined by warp shuffles and a shared element a warp, against the float64
+reference in the emulator (every op, types, lanes below, at and above a warp, partial tiles,
+rows a block), through the text check and NVRTC, on the GPU; and every refusal with its reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+import schedc as acc
+from schedc.codegen.cuda import emit_source
+from schedc.errors import PlanError
+from schedc.ir.kernel import ThreadReduce
+from schedc.ir.walk import walk_statements
+from schedc.lower.wellformed import problems
+from schedc.package.compile import nvrtc_compile
+from schedc.verify import emulate_function, run_function
+
+from .conftest import require_gpu
+from .kit import rewrite
+from .plans import H100, T, build, compile_function_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+import gemv  # noqa: E402
+
+
+def rows(M=8, N=1000, lanes=256, op="+", dtype=T.float32, per_block=1, target_dtype=None):
+    """S[i] op= X[i, j]: a block of ``per_block`` rows (THREAD_Y), ``lanes`` threads a row (THREAD_X)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=target_dtype or dtype, shape=(M,))
+    nest = acc.Nest(M, N)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        if op == "+":
+            S[i] += X[i, j]
+        else:
+            S[i] = (acc.max if op == "max" else acc.min)(S[i], X[i, j])
+
+    s = nest.create_schedule()
+    jj, ii = s.split(j, lanes), s.split(i, per_block)
+    s.reorder(i, ii, j, jj)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, ii: H100.GridUnit.THREAD_Y, jj: H100.GridUnit.THREAD_X})
+    return plan, (X, S)
+
+
+def _passed(reports) -> None:
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+CASES = {
+    "sum, 256 lanes": {},
+    "max, 256 lanes": {"op": "max"},
+    "min, 16 lanes, 4 rows a block": {"op": "min", "lanes": 16, "per_block": 4},
+    "sum, 32 lanes, rows past M": {"lanes": 32, "M": 5, "per_block": 2},
+    "fp16 sum in float32, 128 lanes": {"dtype": T.float16, "lanes": 128},
+    "int8 max, 64 lanes": {"dtype": T.int8, "op": "max", "lanes": 64},
+    "bf16 min, 1024 lanes": {"dtype": T.bfloat16, "op": "min", "lanes": 1024, "N": 3000},
+    "int32 sum, 8 lanes, a partial last tile": {"dtype": T.int32, "lanes": 8, "N": 21},
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_reduction_across_threads_matches_the_reference(name):
+    plan, args = rows(**CASES[name])
+    model, fn = compile_function_plan(plan, args)
+    combines = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, ThreadReduce)]
+    assert len(combines) == 1 and combines[0].lanes == CASES[name].get("lanes", 256)
+    _passed(emulate_function(model, fn, None, seed=2))
+    nvrtc_compile(emit_source([fn], "// reduce"), "reduce", "sm_80")
+
+
+def test_partials_of_16_bit_floats_are_float32():
+    plan, args = rows(dtype=T.float16, lanes=64)
+    _, fn = compile_function_plan(plan, args)
+    (combine,) = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, ThreadReduce)]
+    assert combine.dtype is T.float32 and combine.scratch == "_partials"
+
+
+def test_the_combine_reaches_every_thread():
+    """A guard around the combine (threads of a partial row skipping it) is malformed IR: the
+    shuffles need every lane."""
+    plan, args = rows(lanes=64)
+    _, fn = compile_function_plan(plan, args)
+    kernel = fn.kernels[-1]
+    from schedc.ir.kernel import Binary, Const, If, Var
+
+    body = rewrite(kernel.body, lambda s: If(Binary("<", Var("jj"), Const(3)), (s,)) if isinstance(s, ThreadReduce)
+                   else s)
+    broken = dataclasses.replace(kernel, body=body)
+    assert any("ThreadReduce" in p and "not reached by every thread" in p for p in problems(broken))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"lanes": 48}, "THREAD_X has 48 threads; the combine halves them: make it a power of two"),
+])
+def test_refused_reductions(change, message):
+    plan, args = rows(**change)
+    with pytest.raises(PlanError, match=message):
+        compile_function_plan(plan, args)
+
+
+def test_reduced_loop_on_thread_y_is_refused():
+    X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
+    nest = acc.Nest(8, 64)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] += X[i, j]
+
+    plan = nest.create_plan(H100)
+    plan.bind({i: H100.GridUnit.THREAD_X, j: H100.GridUnit.THREAD_Y})
+    with pytest.raises(PlanError, match="combines the threads of a row: bind the reduced loop\\(s\\), and only them, "
+                                        "to THREAD_X"):
+        compile_function_plan(plan, (X, S))
+
+
+def test_a_target_changing_with_a_serial_loop_is_refused():
+    X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
+    nest = acc.Nest(8, 64)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] += X[i, j]
+
+    s = nest.create_schedule()
+    s.reorder(j, i)
+    plan = s.create_plan(H100)
+    plan.bind({j: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="S's element changes with the serial loop i, and each thread keeps one "
+                                        "partial"):
+        compile_function_plan(plan, (X, S))
+
+
+def test_a_write_that_is_no_reduction_is_still_a_race():
+    X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
+    nest = acc.Nest(8, 64)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] = X[i, j]
+
+    plan = nest.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="a race"):
+        compile_function_plan(plan, (X, S))
+
+
+def test_split_k_and_threads_together_are_refused():
+    X = acc.Array(role=acc.Role.INPUT, shape=(8, 1024))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
+    nest = acc.Nest(8, 1024)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] += X[i, j]
+
+    s = nest.create_schedule()
+    jj = s.split(j, 64)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.BLOCK_Y, jj: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="splits the sum over j between blocks and jj between threads"):
+        compile_function_plan(plan, (X, S))
+
+
+def test_gemv_sample_emulates():
+    plan, args = gemv.gemv(64, 4096)
+    model, fn = compile_function_plan(plan, args)
+    _passed(emulate_function(model, fn, 3, seed=5))
+    nvrtc_compile(emit_source([fn], "// gemv"), "gemv", "sm_90")
+
+
+GPU = {
+    "sum 1024 lanes": lambda: rows(lanes=1024, N=5000, M=6),
+    "fp16 max 128 lanes, 2 rows": lambda: rows(dtype=T.float16, op="max", lanes=128, per_block=2, M=9),
+    "int8 min 16 lanes": lambda: rows(dtype=T.int8, op="min", lanes=16, per_block=8, M=20),
+    "gemv": lambda: gemv.gemv(256, 8192),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU)
+def test_reductions_on_the_gpu(name, tmp_path):
+    plan, args = GPU[name]()
+    build(plan, args, "reduce", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "reduce.hat").functions["reduce"], seed=3))
