@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Reductions across threads on the device: the gpu-marked tests (tests/test_reduce.py), racecheck
+# and synccheck of them, samples/gemv.py built and timed against cuBLAS (benchmarks/gemv.py).
+# Usage (on the device machine, from the repository root): bash benchmarks/device_reduce.sh
+set -uo pipefail
+source benchmarks/device_env.sh
+python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_reduce.py ${EXTRA_TESTS:-} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
+for tool in ${TOOLS-memcheck racecheck synccheck}; do
+  compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_reduce.py 2>&1 \
+    | tee "$OUT/sanitizer_$tool.log" | grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY" | tail -3
+done
+python3 -m schedc build samples/gemv.py --output-dir hat_packages 2>&1 | tail -1
+python3 benchmarks/gemv.py hat_packages/gemv 2>&1 | tee "$OUT/gemv.txt"
