@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reductions across threads on the device: the gpu-marked tests (tests/test_reduce.py), racecheck
-# and synccheck of them, samples/gemv.py built and timed against cuBLAS (benchmarks/gemv.py).
+# and synccheck of them, samples/gemv.py, softmax.py and layernorm.py built and timed against cuBLAS
+# and torch (benchmarks/gemv.py, benchmarks/softmax.py).
 # Usage (on the device machine, from the repository root): bash benchmarks/device_reduce.sh
 set -uo pipefail
 source benchmarks/device_env.sh
@@ -10,5 +11,8 @@ for tool in ${TOOLS-memcheck racecheck synccheck}; do
     python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_reduce.py 2>&1 \
     | tee "$OUT/sanitizer_$tool.log" | grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY" | tail -3
 done
-python3 -m schedc build samples/gemv.py --output-dir hat_packages 2>&1 | tail -1
+for sample in gemv softmax layernorm; do
+  python3 -m schedc build samples/$sample.py --output-dir hat_packages 2>&1 | tail -1
+done
 python3 benchmarks/gemv.py hat_packages/gemv 2>&1 | tee "$OUT/gemv.txt"
+python3 benchmarks/softmax.py hat_packages 2>&1 | tee "$OUT/softmax.txt"

@@ -26,6 +26,8 @@ from .plans import H100, T, build, compile_function_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
 import gemv  # noqa: E402
+import layernorm  # noqa: E402
+import softmax  # noqa: E402
 
 
 def rows(M=8, N=1000, lanes=256, op="+", dtype=T.float32, per_block=1, target_dtype=None):
@@ -183,11 +185,98 @@ def test_gemv_sample_emulates():
     nvrtc_compile(emit_source([fn], "// gemv"), "gemv", "sm_90")
 
 
+# -- rows: fused parts reducing across threads ---------------------------------------------
+
+ROWS = {
+    "softmax fp16, 256 threads": lambda: softmax.softmax(6, 3000, T.float16, 256),
+    "softmax fp32, 1024 threads": lambda: softmax.softmax(3, 5000, T.float32, 1024),
+    "softmax fp32, 32 threads, X uncached": lambda: softmax.softmax(4, 700, T.float32, 32, cache=False),
+    "layernorm fp16": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
+}
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_fused_row_kernels_match_the_reference(name):
+    plan, args = ROWS[name]()
+    model, fn = compile_function_plan(plan, args)
+    body = list(walk_statements(fn.kernels[-1].body))
+    assert sum(isinstance(s, ThreadReduce) for s in body) == 2  # two of the four parts reduce across threads
+    _passed(emulate_function(model, fn, None, seed=8))
+    nvrtc_compile(emit_source([fn], "// rows"), "rows", "sm_90")
+
+
+def _two_parts(bind_second):
+    X = acc.Array(role=acc.Role.INPUT, shape=(4, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(4, 64))
+    first, second = acc.Nest(4, 64), acc.Nest(4, 64)
+    i1, j1 = first.get_indices()
+    i2, j2 = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i1] += X[i1, j1]
+
+    @second.iteration_logic
+    def _():
+        Y[i2, j2] = X[i2, j2] - S[i2]
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, a, b = s.get_indices()
+    aa, bb = s.split(a, 32), s.split(b, 16)
+    s.reorder(i, f, a, aa, b, bb)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, aa: H100.GridUnit.THREAD_X})
+    bind_second(plan, b, bb)
+    return plan, (X, S, Y)
+
+
+def test_parts_on_threads_need_equal_counts():
+    plan, args = _two_parts(lambda plan, b, bb: plan.bind({bb: H100.GridUnit.THREAD_X}))
+    with pytest.raises(PlanError, match="THREAD_X runs j1j \\(32 threads\\) in one part and j2j \\(16\\) in another"):
+        compile_function_plan(plan, args)
+
+
+def test_an_unfused_loop_on_blocks_is_refused():
+    plan, args = _two_parts(lambda plan, b, bb: plan.bind({b: H100.GridUnit.BLOCK_Y}))
+    with pytest.raises(PlanError, match="j2 is a loop of an unfused dimension of a fused schedule, bound to BLOCK_Y"):
+        compile_function_plan(plan, args)
+
+
+def test_one_part_binds_a_unit_once():
+    X = acc.Array(role=acc.Role.INPUT, shape=(4, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
+    first, second = acc.Nest(4, 64), acc.Nest(4)
+    i1, j1 = first.get_indices()
+    (i2,) = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i1] += X[i1, j1]
+
+    @second.iteration_logic
+    def _():
+        S[i2] = S[i2] * 2.0
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, j = s.get_indices()
+    jj = s.split(j, 32)
+    plan = s.create_plan(H100)
+    plan.bind({jj: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match="THREAD_X is bound twice \\(to j1j and to j1\\)"):
+        plan.bind({j: H100.GridUnit.THREAD_X})
+
+
+# -- on the GPU ------------------------------------------------------------------------------
+
 GPU = {
     "sum 1024 lanes": lambda: rows(lanes=1024, N=5000, M=6),
     "fp16 max 128 lanes, 2 rows": lambda: rows(dtype=T.float16, op="max", lanes=128, per_block=2, M=9),
     "int8 min 16 lanes": lambda: rows(dtype=T.int8, op="min", lanes=16, per_block=8, M=20),
     "gemv": lambda: gemv.gemv(256, 8192),
+    "softmax fp16": lambda: softmax.softmax(64, 4096, T.float16, 256),
+    "softmax fp32 1024 threads": lambda: softmax.softmax(16, 32768, T.float32, 1024),
+    "layernorm fp16": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
 }
 
 

@@ -50,7 +50,7 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
     )
     bindings = tuple(
         BindingSpec(unit, tuple(i.name for i in group))
-        for unit, group in sorted(plan.bindings.items(), key=lambda item: item[0].value)
+        for unit, group in sorted([*plan.bindings.items(), *plan.part_bindings], key=lambda item: item[0].value)
     )
     t = plan.tensorization
     tensorize = None
@@ -92,7 +92,7 @@ def _fused(plan, nest: FusedNest) -> tuple[tuple[k.Store, ...], FusionSpec]:
     is; refused where the plan asks the fusing index to be anything but a serial loop."""
     f = nest.fusing
     where = f"plan of a fused schedule ({f.name} is its fusing index)"
-    if any(f in (group if isinstance(group, tuple) else (group,)) for group in plan.bindings.values()):
+    if any(f in group for group in [*plan.bindings.values(), *(g for _, g in plan.part_bindings)]):
         raise PlanError(where, f"the fusing index {f.name} runs its schedules in turn: it cannot be bound to a "
                                "grid unit")
     if plan.tensorization is not None and f in plan.tensorization.indices:

@@ -88,6 +88,10 @@ class FusedNest:
         nest = self.parts[part]
         return {nest.indices[d].name: self.indices[mine].name for d, mine in self.dims[part].items()}
 
+    def owner_of(self, dim: int) -> int | None:
+        """The part whose unfused dimension ``dim`` is (None: the fusing or a fused dimension)."""
+        return next((p for p in range(len(self.parts)) if dim in self.unfused(p)), None)
+
     def unfused(self, part: int) -> tuple[int, ...]:
         """The fused schedule's dimensions only part ``part`` iterates."""
         return tuple(mine for mine in self.dims[part].values() if mine > self.partial)

@@ -134,6 +134,8 @@ class Plan:
         self.schedule = schedule
         self.target = target
         self.bindings: dict[GridUnit, tuple[Index, ...]] = {}
+        # a fused schedule's parts binding their own loops to a unit already bound by another part
+        self.part_bindings: list[tuple[GridUnit, tuple[Index, ...]]] = []
         self.tensorization: Tensorization | None = None
         self.unrolled: list[Index] = []
         self.caches: list[CacheRequest] = []
@@ -176,7 +178,9 @@ class Plan:
         if not isinstance(mapping, Mapping) or not mapping:
             raise PlanError(where, "mapping must be a non-empty dict of index: GridUnit")
         bound = {index: unit for unit, group in self.bindings.items() for index in group}
+        bound.update({index: unit for unit, group in self.part_bindings for index in group})
         new: dict[GridUnit, tuple[Index, ...]] = {}
+        parts: list[tuple[GridUnit, tuple[Index, ...]]] = []
         for key, unit in mapping.items():
             group = key if isinstance(key, tuple) else (key,)
             if not group:
@@ -190,16 +194,35 @@ class Plan:
                 bound[index] = unit
             if unit in self.bindings or unit in new:
                 first = (self.bindings.get(unit) or new[unit])
-                raise PlanError(
-                    where,
-                    f"{unit.name} is bound twice (to {_names(first)} and to {_names(group)})",
-                )
+                if not self._other_parts(unit, first, group):
+                    raise PlanError(
+                        where,
+                        f"{unit.name} is bound twice (to {_names(first)} and to {_names(group)})",
+                    )
+                parts.append((unit, group))
+                continue
             new[unit] = group
         levels = {unit.level for unit in (*self.bindings, *new)} - {"block"}
         if len(levels) > 1:
             names = " and ".join(f"{level.upper()}_*" for level in sorted(levels))
             raise PlanError(where, f"{names} bindings cannot be mixed in one plan")
         self.bindings.update(new)
+        self.part_bindings += parts
+
+    def _other_parts(self, unit: GridUnit, first: tuple[Index, ...], group: tuple[Index, ...]) -> bool:
+        """Whether a second binding of ``unit`` is one of a fused schedule's parts running its own
+        loops on the block's threads: both groups of unfused indices of different parts, each of
+        one part (the parts run in turn, each on the same threads)."""
+        nest = self.schedule.nest
+        owners = getattr(nest, "owner_of", None)
+        if owners is None or unit.level != "thread":
+            return False
+        def part(index: Index) -> int | None:
+            return owners(self.schedule.pieces[index].dim)
+
+        mine = {part(x) for x in group}
+        theirs = {part(x) for x in first} | {part(x) for bound, g in self.part_bindings if bound is unit for x in g}
+        return None not in mine | theirs and len(mine) == 1 and not mine & theirs
 
     # -- tensorize ---------------------------------------------------------------------------
 

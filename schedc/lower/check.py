@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .. import poly
 from ..errors import CacheError, PlanError, ScheduleError
 from ..ir.affine import Affine
@@ -19,10 +21,11 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_warps(model)
     _check_launch(model, launch)
     _check_fusion(model)
-    across = reduce.find(model)
-    if across is not None:
-        reduce.check_lanes(model, across, launch.block)
+    enclosing = frozenset(lp.name for lp in model.loops[:model.fusion.at]) if model.fusion else frozenset()
     for part in model.parts:
+        across = reduce.find(part, enclosing)
+        if across is not None:
+            reduce.check_lanes(part, across, launch.block)
         _check_races(part, across.loops if across is not None else ())
         _check_order(part)
 
@@ -30,18 +33,28 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
 def _check_fusion(model) -> None:
     """A fused schedule runs its parts in turn at each point of the fused dimensions, and only
     there: an array one part writes may be touched by another only element by element at the
-    same fused point (the same subscripts, of fused dimensions only). And a part's unfused loops
-    run in the part alone: they cannot be bound to grid units."""
+    same fused point (the same subscripts, of fused dimensions only). A part's unfused loops may
+    be bound to threads only (the parts run in turn on the block's threads), as many in each part
+    that binds a unit."""
     fusion = model.fusion
     if fusion is None:
         return
     unfused = {model.dims[d][0] for dims in fusion.unfused for d in dims}
+    threads: dict[object, tuple[int, str]] = {}  # unit: (threads, the first part's loops)
     for b in model.bindings:
-        for loop in b.loops:
-            if model.dims[model.loop(loop).dim][0] in unfused:
-                raise PlanError(render_bindings(model), f"{loop} is a loop of an unfused dimension of a fused "
-                                                        f"schedule: only the fused dimensions' loops can be bound "
-                                                        f"to grid units ({b.unit.name})", loops=(loop,))
+        own = [loop for loop in b.loops if model.dims[model.loop(loop).dim][0] in unfused]
+        if own and b.unit.level != "thread":
+            raise PlanError(render_bindings(model), f"{own[0]} is a loop of an unfused dimension of a fused schedule, "
+                                                    f"bound to {b.unit.name}: a part runs its own loops on the "
+                                                    "block's threads (THREAD_*), in turn with the others",
+                            loops=(own[0],))
+        count = math.prod(model.loop(loop).extent for loop in b.loops)
+        seen = threads.setdefault(b.unit, (count, ", ".join(b.loops)))
+        if seen[0] != count:
+            raise PlanError(render_bindings(model), f"{b.unit.name} runs {seen[1]} ({seen[0]} threads) in one part "
+                                                    f"and {', '.join(b.loops)} ({count}) in another: the parts share "
+                                                    "the block's threads, give them equal counts",
+                            loops=tuple(b.loops))
     touches: dict[str, list[tuple[int, int, str, tuple[Affine, ...]]]] = {}
     for n, statement in enumerate(model.statements):
         part = fusion.part_of(n)

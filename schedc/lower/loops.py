@@ -7,6 +7,7 @@ import dataclasses
 
 from ..ir.affine import Affine
 from ..ir.kernel import (
+    Barrier,
     Binary,
     Const,
     Expr,
@@ -42,14 +43,19 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         around = (before, after)
     else:
         innermost = _statements(model, model.statements, shared, registers, as_expr)
-    across = reduce.find(model) if tiles is None else None
+    across = reduce.find(model) if tiles is None and model.fusion is None else None
     if across is not None:  # each thread's partial: the statement adds into it
         innermost = (reduce.partial_update(across, innermost[0]),)
     unrolled = private.unrolled(registers)
     # a cache placed before a loop that is unrolled into fragments is filled at the innermost level
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
+    parted = []
+    if model.fusion is not None and tiles is None:
+        enclosing = frozenset(lp.name for lp in model.loops[:model.fusion.at])
+        parted = [reduce.find(part, enclosing) for part in model.parts]
+    combine = next((reduce.scratch(r, launch.block) for r in (across, *parted) if r is not None), None)
     nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
-                 barriers=bool(shared) or reduce.scratch(across, launch.block) is not None)
+                 barriers=bool(shared) or combine is not None or bool(threaded_units(model)))
     if across is not None:
         body = _across_threads(model, nest, across, serial, innermost, guards)
     elif model.fusion is None or tiles is not None:
@@ -57,7 +63,6 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     else:
         body = _fused(model, nest, serial, guards)
 
-    combine = reduce.scratch(across, launch.block)
     buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) \
         + ((combine,) if combine is not None else ()) + cache.tma_buffers(shared)
     if launch.persistent is None:
@@ -82,19 +87,35 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
     """A fused schedule's loops: those before the fusing index once; inside it each part's own
     loops (the others' unfused dimensions left out) around its statements, part after part. A
     guard goes with the loops it names: outside when all of them are, else in each part that
-    iterates them all."""
+    iterates them all. Where parts run their own loops on the block's threads, a barrier
+    separates the parts, a part without a loop on a thread axis runs on its first thread only,
+    and a part that reduces across threads combines them (``_across_threads``)."""
     fusion = model.fusion
     outer = [lp for lp in serial if order_of(model, lp.name) < fusion.at]
     outside = {lp.name for lp in outer}
     inner = {lp.name for lp in serial} - outside
+    threaded = threaded_units(model)
     parts: list[Stmt] = []
-    for part in model.parts:
+    for number, part in enumerate(model.parts):
         mine = {lp.name for lp in part.loops}
         loops = [lp for lp in serial if lp.name in mine and lp.name not in outside]
         kept = [g for g in guards if g.affine.variables() & inner and g.affine.variables() <= mine
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
         statements = _statements(model, part.statements, nest.shared, nest.registers, nest.as_expr)
-        parts += nest.levels(loops, statements, kept)
+        across = reduce.find(part, frozenset(lp.name for lp in model.loops[:fusion.at]))
+        if across is not None:  # each part's partial of its own
+            across = dataclasses.replace(across, name=f"{reduce.PARTIAL}_{number}")
+            statements = (reduce.partial_update(across, statements[0]),)
+        idle = [Binary("==", Var(f"threadIdx.{u.axis}"), Const(0)) for u in sorted(threaded, key=str)
+                if all(b.unit is not u for b in part.bindings)]
+        if idle:  # the part's instances lie at the others' first thread (Accera's padding)
+            statements = (If(all_of(idle), statements, "this part runs on the first thread of the axis"),)
+        if threaded and number:
+            parts.append(Barrier("the part before has written what this one reads"))
+        if across is not None:
+            parts += _across_threads(part, nest, across, loops, statements, kept)
+        else:
+            parts += nest.levels(loops, statements, kept)
     top = [g for g in guards if not g.affine.variables() & inner and not nest.thread_guard(g)]
     return nest.levels(outer, tuple(parts), top, parts=True)
 
@@ -104,13 +125,22 @@ def _across_threads(model, nest: _Nest, across: reduce.ThreadReduction, serial: 
     them (every thread of the block reaches it: no guard wraps it), the total written by the
     row's first thread where the row's own guards hold."""
     store = model.statements[across.statement]
-    target = in_loops(model, store)
+    target = in_loops(model, store)  # (a fused schedule's part: over the whole schedule's loops)
     serial_names = {lp.name for lp in serial}
     row = [g for g in guards if not g.affine.variables() & (serial_names | set(across.loops))]
     kept = _conjunction(row, [lp.name for lp in model.loops]) if row else None
     first = {name: nest.facts.loop(name).first for name in across.loops}
     before, after = reduce.around(across, target, model.buffer(store.buffer).dtype, nest.launch.block, kept, first)
     return (*before, *nest.levels(serial, innermost, guards), *after)
+
+
+def threaded_units(model) -> set:
+    """The thread axes a fused schedule's parts run their own loops on."""
+    if model.fusion is None:
+        return set()
+    unfused = {model.dims[d][0] for dims in model.fusion.unfused for d in dims}
+    return {b.unit for b in model.bindings if b.unit.level == "thread"
+            and any(model.dims[model.loop(n).dim][0] in unfused for n in b.loops)}
 
 
 def order_of(model, loop: str) -> int:

@@ -54,6 +54,7 @@ class ThreadReduction:
     op: str
     loops: tuple[str, ...]  # the reduced loops, bound to THREAD_X
     dtype: ScalarType  # the partials' type
+    name: str = PARTIAL  # the partial's array (a fused schedule's parts each have their own)
 
     def identity(self) -> Const:
         if self.op == "+":
@@ -78,9 +79,11 @@ def reduced_loops(model) -> tuple[str, ...]:
     return tuple(reduced)
 
 
-def find(model) -> ThreadReduction | None:
+def find(model, enclosing: frozenset[str] = frozenset()) -> ThreadReduction | None:
     """The plan's reduction across threads, checked, or None (no thread-bound loop is reduced,
-    or the statement is no reduction: the race check then says why)."""
+    or the statement is no reduction: the race check then says why). ``enclosing``: serial loops
+    around the whole reduction (a fused schedule's loops before its fusing index), which may
+    move T's element: each of their iterations reduces anew."""
     loops = reduced_loops(model)
     if not loops or model.fusion is not None:
         return None
@@ -98,7 +101,8 @@ def find(model) -> ThreadReduction | None:
     if model.tensorize is not None:
         raise PlanError(where, "a tensorized plan reduces within its tiles: bind warps, not threads", loops=loops)
     written = {v for i in store.index for v in Affine.of(i).variables()}
-    serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None]
+    serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None
+              and lp.name not in enclosing]
     if serial:
         raise PlanError(where, f"{store.buffer}'s element changes with the serial loop {serial[0]}, and each thread "
                                f"keeps one partial: bind the loops of {store.buffer}'s subscripts to blocks or to "
@@ -140,8 +144,9 @@ def scratch(reduction: ThreadReduction | None, block: tuple[int, int, int]) -> S
 def partial_update(reduction: ThreadReduction, store: Store) -> Store:
     """The statement (over schedule loops) accumulating into the thread's partial instead of T."""
     op, term = reduction_of(store)
-    value = Binary(op, Load(PARTIAL, (Const(0),), reduction.dtype), widened(term, reduction.dtype), reduction.dtype)
-    return Store(PARTIAL, (Const(0),), value)
+    value = Binary(op, Load(reduction.name, (Const(0),), reduction.dtype), widened(term, reduction.dtype),
+                   reduction.dtype)
+    return Store(reduction.name, (Const(0),), value)
 
 
 def reduction_of(store: Store) -> tuple[str, Expr]:
@@ -157,10 +162,11 @@ def around(reduction: ThreadReduction, store: Store, target: ScalarType, block: 
     (in the partials' type, ``target`` T's), where ``kept`` (the guards of the row's own
     coordinates) holds."""
     p = reduction.dtype
-    before = (PrivateArray(PARTIAL, p, (1,)), Store(PARTIAL, (Const(0),), reduction.identity()))
-    combine = ThreadReduce(PARTIAL, reduction.op, p, block[0], SCRATCH if block[0] > 32 else "")
+    name = reduction.name
+    before = (PrivateArray(name, p, (1,)), Store(name, (Const(0),), reduction.identity()))
+    combine = ThreadReduce(name, reduction.op, p, block[0], SCRATCH if block[0] > 32 else "")
     old: Expr = Load(store.buffer, store.index, target)
-    value: Expr = Binary(reduction.op, old if p is target else Cast(old, p), Load(PARTIAL, (Const(0),), p), p)
+    value: Expr = Binary(reduction.op, old if p is target else Cast(old, p), Load(name, (Const(0),), p), p)
     if p is not target:
         value = Cast(value, target)
     leader = all_of([Binary("==", Var(n), Const(v)) for n, v in first.items()] + ([kept] if kept is not None else []))

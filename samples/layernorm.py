@@ -1,0 +1,75 @@
+"""Layer normalisation of rows, Y = (X - mean) / sqrt(var + eps) * gamma + beta, in one kernel.
+
+Four nests fused over the rows (``acc.fuse(..., partial=1)``), as ``samples/softmax.py`` runs
+them: the row's sums set to zero (TEMP arrays), the sum of X, the sum of squared deviations from
+the mean, and the normalised row scaled by ``gamma`` and shifted by ``beta`` (per column). The
+sums are reductions across the block's threads (THREAD_X); the row comes into shared memory once;
+the arithmetic is float32.
+
+- ``layernorm_fp16_8192x4096``: float16 X, Y, gamma and beta (``benchmarks/softmax.py`` times it
+  against ``torch.nn.functional.layer_norm``).
+"""
+
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+F32 = acc.ScalarType.float32
+
+
+def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, eps: float = 1e-5):
+    """The plan and its arrays (X, gamma, beta, Y)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
+    gamma = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
+    beta = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
+    total = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+    squares = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+
+    init = acc.Nest(shape=(M,))
+    i0, = init.get_indices()
+
+    @init.iteration_logic
+    def _():
+        total[i0] = 0.0
+        squares[i0] = 0.0
+
+    sums = acc.Nest(shape=(M, N))
+    i1, j1 = sums.get_indices()
+
+    @sums.iteration_logic
+    def _():
+        total[i1] += acc.cast(X[i1, j1], F32)
+
+    deviations = acc.Nest(shape=(M, N))
+    i2, j2 = deviations.get_indices()
+
+    @deviations.iteration_logic
+    def _():
+        d = acc.cast(X[i2, j2], F32) - total[i2] * (1.0 / N)
+        squares[i2] += d * d
+
+    scaled = acc.Nest(shape=(M, N))
+    i3, j3 = scaled.get_indices()
+
+    @scaled.iteration_logic
+    def _():
+        d = acc.cast(X[i3, j3], F32) - total[i3] * (1.0 / N)
+        y = d / acc.sqrt(squares[i3] * (1.0 / N) + eps) * acc.cast(gamma[j3], F32) + acc.cast(beta[j3], F32)
+        Y[i3, j3] = acc.cast(y, dtype)
+
+    schedule = acc.fuse(tuple(n.create_schedule() for n in (init, sums, deviations, scaled)), partial=1)
+    f, i, j1, j2, j3 = schedule.get_indices()
+    ii = schedule.split(i, 1)  # one row: the loop its shared copy sits at
+    t1, t2, t3 = (schedule.split(j, threads) for j in (j1, j2, j3))
+    schedule.reorder(i, ii, f, j1, t1, j2, t2, j3, t3)
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, t1: target.GridUnit.THREAD_X, t2: target.GridUnit.THREAD_X,
+               t3: target.GridUnit.THREAD_X})
+    plan.cache(X, index=ii, location=target.MemorySpace.SHARED)
+    return plan, (X, gamma, beta, Y)
+
+
+if __name__ == "__main__":
+    package = acc.Package()
+    package.add(*layernorm(8192, 4096), base_name="layernorm_fp16_8192x4096")
+    package.build("layernorm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/layernorm")

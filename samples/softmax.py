@@ -1,0 +1,81 @@
+"""Row softmax, Y[i, :] = exp(X[i, :] - max) / sum, in one kernel of four fused nests.
+
+Each row is a block: ``acc.fuse`` of four nests over the rows (``partial=1``) runs, at each row,
+the initialisation of the row's maximum and sum (TEMP arrays: ``mx = -inf``, ``sm = 0``), the
+maximum (``mx = acc.max(mx, X)``), the sum of exponentials (``sm += exp(X - mx)``) and the
+normalisation, in turn. Each part runs its own loop over the row on the block's threads
+(THREAD_X, 256 or 1024 of them): the maximum and the sum are reductions across threads (each
+thread's partial, warp shuffles, one shared element a warp), a barrier separates the parts, and
+the first part runs on the row's first thread. The row itself is copied into shared memory once
+(``plan.cache(X, index=ii, ...)`` at the one-row loop outside the fusing index, 16 bytes a
+copy), so the three parts read X from there; the arithmetic is float32.
+
+- ``softmax_<type>_<M>x<N>``: float16 and float32 rows of 4096 (8192 rows) and of 32768 (1024
+  rows); ``benchmarks/softmax.py`` times them against ``torch.softmax``.
+"""
+
+import math
+
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+F32 = acc.ScalarType.float32
+
+
+def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, cache: bool = True):
+    """The plan and its arrays (X, Y)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
+    mx = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+    sm = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+
+    init = acc.Nest(shape=(M,))
+    i0, = init.get_indices()
+
+    @init.iteration_logic
+    def _():
+        mx[i0] = -math.inf
+        sm[i0] = 0.0
+
+    peak = acc.Nest(shape=(M, N))
+    i1, j1 = peak.get_indices()
+
+    @peak.iteration_logic
+    def _():
+        mx[i1] = acc.max(mx[i1], acc.cast(X[i1, j1], F32))
+
+    total = acc.Nest(shape=(M, N))
+    i2, j2 = total.get_indices()
+
+    @total.iteration_logic
+    def _():
+        sm[i2] += acc.exp(acc.cast(X[i2, j2], F32) - mx[i2])
+
+    scaled = acc.Nest(shape=(M, N))
+    i3, j3 = scaled.get_indices()
+
+    @scaled.iteration_logic
+    def _():
+        Y[i3, j3] = acc.cast(acc.exp(acc.cast(X[i3, j3], F32) - mx[i3]) / sm[i3], dtype)
+
+    schedule = acc.fuse(tuple(n.create_schedule() for n in (init, peak, total, scaled)), partial=1)
+    f, i, j1, j2, j3 = schedule.get_indices()
+    ii = schedule.split(i, 1)  # one row: the loop its shared copy sits at
+    t1, t2, t3 = (schedule.split(j, threads) for j in (j1, j2, j3))
+    schedule.reorder(i, ii, f, j1, t1, j2, t2, j3, t3)
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, t1: target.GridUnit.THREAD_X, t2: target.GridUnit.THREAD_X,
+               t3: target.GridUnit.THREAD_X})
+    if cache:
+        plan.cache(X, index=ii, location=target.MemorySpace.SHARED)
+    return plan, (X, Y)
+
+
+SHAPES = ((8192, 4096, 256), (1024, 32768, 1024))  # rows, columns, threads
+
+if __name__ == "__main__":
+    package = acc.Package()
+    for dtype, name in ((acc.ScalarType.float16, "fp16"), (F32, "fp32")):
+        for M, N, threads in SHAPES:
+            package.add(*softmax(M, N, dtype, threads), base_name=f"softmax_{name}_{M}x{N}")
+    package.build("softmax", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/softmax")
