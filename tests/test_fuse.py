@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import schedc as acc
-from schedc.codegen.cuda import emit_source
+from schedc.codegen.cuda import emit_source, without_runtime
 from schedc.errors import PlanError, ScheduleError
 from schedc.ir.kernel import FragmentMap, FragmentStore
 from schedc.ir.walk import walk_statements
@@ -125,15 +125,16 @@ def test_fusing_index_stays_before_unfused_ones_and_is_not_split_or_bound():
         compile_function_plan(plan, args)
 
 
-def test_unfused_loops_cannot_be_bound():
+def test_unfused_loops_cannot_be_bound_to_blocks():
     with pytest.raises(ScheduleError, match="fusing index f must come before the unfused index k"):
         simt_matmul(64, 64, 64, splits=2, epilogue=_bias_tanh)  # k's blocks (BLOCK_Z) before f
     product, epilogue, args = _nests()
     s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
     f, i, j, k = s.get_indices()
     plan = s.create_plan(H100)
-    plan.bind({i: H100.GridUnit.BLOCK_X, k: H100.GridUnit.THREAD_X})
-    with pytest.raises(PlanError, match="k0 is a loop of an unfused dimension of a fused schedule"):
+    plan.bind({i: H100.GridUnit.BLOCK_X, k: H100.GridUnit.BLOCK_Y})
+    with pytest.raises(PlanError, match="k0 is a loop of an unfused dimension of a fused schedule, bound to BLOCK_Y: "
+                                        "a part runs its own loops on the block's threads"):
         compile_function_plan(plan, args)
 
 
@@ -266,7 +267,7 @@ def test_fused_tensor_golden_source(update_golden):
     plan, args = tensor_matmul(64, 64, 32, operand=T.float16, result=T.float16, cache_c=0, fragment_type=T.float32,
                                epilogue=_gelu)
     _, fn = compile_function_plan(plan, args, name="gelu_matmul")
-    source = emit_source([fn], "// a GEMM with a fused GELU epilogue (tests/test_fuse.py)")
+    source = without_runtime(emit_source([fn], "// a GEMM with a fused GELU epilogue (tests/test_fuse.py)"))
     path = GOLDEN / "fused_gelu_matmul.cu"
     if update_golden:
         path.write_text(source)

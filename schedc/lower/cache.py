@@ -55,6 +55,7 @@ from ..ir.kernel import (
     all_of,
     shared_layout,
 )
+from ..ir.patterns import buffers_read
 from ..ir.types import ScalarType
 from ..ir.walk import loads, map_expr
 from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
@@ -87,6 +88,9 @@ class SharedCache:
     transposed: bool = False
     # the nest writes the array: the tile goes back to it after the loops (an output cache)
     written: bool = False
+    # an output cache of an array no statement reads: the tile is written whole before it goes
+    # back (writes_whole_box), so it is not copied in
+    unread: bool = False
 
     @property
     def barrier(self) -> str:
@@ -223,9 +227,10 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         raise CacheError(here, f"the tile {fp} has rank {len(fp.extents)}, copied one 2-D slice at a time, but "
                                f"{why}: cache at a loop further in (a tile of rank 2), or use stages=N",
                          loops=(spec.index,))
+    unread = written and all(spec.array not in buffers_read(s.value) for s in model.statements)
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
-                       written=written)
+                       written=written, unread=unread and carrier is None)
 
 
 def _check_written(model, spec, here: str) -> None:
@@ -544,9 +549,10 @@ def _vector(model, global_buffer, fp, shared_strides, limits: tuple[int, ...], i
 
 def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt, ...]:
     """Before the serial loop ``at`` (None: at the innermost level), for the caches placed there
-    without a carrier: barrier, the copies, barrier (cp.async copies with one stage: commit and
-    wait for all before the second barrier)."""
-    here = [c for c in caches if c.at == at and c.carrier is None]
+    without a carrier (but output caches of arrays no statement reads: written whole first):
+    barrier, the copies, barrier (cp.async copies with one stage: commit and wait for all before
+    the second barrier)."""
+    here = [c for c in caches if c.at == at and c.carrier is None and not c.unread]
     if not here:
         return ()
     tma = [c for c in here if c.tma is not None]

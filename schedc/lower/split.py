@@ -61,6 +61,8 @@ class Split:
 def find(model: Model) -> Split | None:
     """The plan's split of a reduction between blocks, or None (no block-bound loop leaves the
     statements' written elements unchanged); PlanError for a split schedc cannot combine."""
+    if model.fusion is not None:  # a fused schedule's loops on blocks are its fused ones (check_plan says so)
+        return None
     found = [(b.unit, name) for b in model.bindings if b.unit.level == "block" for name in b.loops
              if _sums_over(model, model.loop(name).dim)]
     if not found:
