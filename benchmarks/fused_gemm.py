@@ -7,7 +7,8 @@ epilogue, for scale) and ``matmul_fp16_<M>x<N>x<K>`` (schedc, the product alone)
 package; torch's best eager form ``gelu(addmm(bias, A, B))``,
 the three ops ``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function
 is checked against torch first (fp16 tolerance relative to the largest value). Times are
-``triton.testing.do_bench`` medians (L2 flushed between calls), in ms; ``x plain`` is the fused
+``triton.testing.do_bench`` medians (L2 flushed between calls), in ms, the median of five rounds
+that time every form in turn; ``x plain`` is the fused
 kernel's speed relative to the plain one (plain time / fused time, ≥ 0.97 wanted) and ``x torch``
 relative to torch's addmm form (> 1: schedc faster).
 
@@ -17,7 +18,7 @@ Usage (on the GPU, repository root): python benchmarks/fused_gemm.py [PACKAGE_DI
 
 from __future__ import annotations
 
-import subprocess
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,23 +26,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
 
 import fused_gemm  # noqa: E402
+from built import sample_package  # noqa: E402
 
-import schedc as acc  # noqa: E402
+ROUNDS = 5  # each form timed this many times, in turn; the median of them is reported
 
 
 def main() -> None:
     import torch
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "hat_packages" / "fused_gemm"
-    if not (out / "fused_gemm.hat").exists():
-        subprocess.run([sys.executable, "-m", "schedc", "build", str(ROOT / "samples" / "fused_gemm.py"),
-                        "--output-dir", str(out.parent)], check=True)
-    package = acc.load(out / "fused_gemm.hat")
+    package = sample_package("fused_gemm", out.parent)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     print(f"{'shape':>16} {'fused':>8} {'plain':>8} {'x plain':>8} {'addmm+gelu':>10} {'3 ops':>8} "
           f"{'mm':>8} {'x torch':>8} {'relu':>8} {'x plain':>8}")
     for M, N, K in fused_gemm.SHAPES:
-        times = measure(package, M, N, K)
+        rounds = [measure(package, M, N, K) for _ in range(ROUNDS)]  # interleaved: clocks drift between runs
+        times = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
         print(f"{f'{M}x{N}x{K}':>16} {times['fused']:8.4f} {times['plain']:8.4f} "
               f"{times['plain'] / times['fused']:8.3f} {times['addmm']:10.4f} {times['three']:8.4f} "
               f"{times['mm']:8.4f} {times['addmm'] / times['fused']:8.3f} {times['relu']:8.4f} "

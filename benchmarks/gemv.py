@@ -10,14 +10,13 @@ Usage (on the GPU, repository root): python benchmarks/gemv.py [PACKAGE_DIR]
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-import schedc as acc  # noqa: E402
+from built import sample_package  # noqa: E402
 
 
 def main() -> None:
@@ -25,10 +24,7 @@ def main() -> None:
     from triton.testing import do_bench
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "hat_packages" / "gemv"
-    if not (out / "gemv.hat").exists():
-        subprocess.run([sys.executable, "-m", "schedc", "build", str(ROOT / "samples" / "gemv.py"),
-                        "--output-dir", str(out.parent)], check=True)
-    package = acc.load(out / "gemv.hat")
+    package = sample_package("gemv", out.parent)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for name, fn in sorted(package.functions.items()):
         M, N = (int(n) for n in fn.model.buffers[0].shape)

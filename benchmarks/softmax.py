@@ -10,26 +10,20 @@ Usage (on the GPU, repository root): python benchmarks/softmax.py [PACKAGES_DIR]
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-import schedc as acc  # noqa: E402
+from built import sample_package  # noqa: E402
 
 
 def main() -> None:
     import torch
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "hat_packages"
-    packages = {}
-    for sample in ("softmax", "layernorm"):
-        if not (out / sample / f"{sample}.hat").exists():
-            subprocess.run([sys.executable, "-m", "schedc", "build", str(ROOT / "samples" / f"{sample}.py"),
-                            "--output-dir", str(out)], check=True)
-        packages[sample] = acc.load(out / sample / f"{sample}.hat")
+    packages = {sample: sample_package(sample, out) for sample in ("softmax", "layernorm")}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for name, fn in sorted(packages["softmax"].functions.items()):
         report(name, *softmax_times(fn))

@@ -31,6 +31,14 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
     return nest, (A, B, C)
 
 
+def product_schedule(nest, args, epilogue=None):
+    """The product's schedule, its (i, j, k), the fusing index (None without an ``epilogue``) and
+    the arrays: ``with_epilogue``'s where there is one."""
+    if epilogue is not None:
+        return with_epilogue(nest, args, epilogue)
+    return nest.create_schedule(), nest.get_indices(), None, args
+
+
 def with_epilogue(nest, args, epilogue):
     """The product's schedule fused (``acc.fuse(..., partial=2)``) with an element-wise epilogue
     nest ``C[i, j] = epilogue(C[i, j], bias[j], D[i, j], i, j)`` over C's shape, ``bias`` (C's
@@ -57,12 +65,7 @@ def simt_matmul(M, N, K, block=(32, 32), dtype=T.float32, tuple_grid=False, unro
     """``splits`` > 1: k split in that many parts on BLOCK_Z (split-K); ``epilogue``: a fused
     epilogue (``with_epilogue``), its part run by each thread after its k loop."""
     nest, args = matmul_arrays(M, N, K, dtype, dtype, a_layout, b_layout)
-    f = None
-    if epilogue is not None:
-        s, (i, j, k), f, args = with_epilogue(nest, args, epilogue)
-    else:
-        i, j, k = nest.get_indices()
-        s = nest.create_schedule()
+    s, (i, j, k), f, args = product_schedule(nest, args, epilogue)
     kz, k = (k, s.split(k, K // splits)) if splits > 1 else (None, k)
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
     order = [*([kz] if kz is not None else []), i, j, ii, jj, *([f] if f is not None else []), k]
@@ -116,12 +119,7 @@ def tensor_matmul(M, N, K, operand=T.float16, result=T.float32, mma=acc.MMAShape
     ``fragment_type``: the MMA_FRAGMENT cache's element_type (with ``cache_c``); ``splits`` > 1: k
     split in that many parts on BLOCK_Z (split-K); ``epilogue``: a fused epilogue (``with_epilogue``)."""
     nest, args = matmul_arrays(M, N, K, operand, result, a_layout, b_layout, c_role)
-    f = None
-    if epilogue is not None:
-        s, (i, j, k), f, args = with_epilogue(nest, args, epilogue)
-    else:
-        i, j, k = nest.get_indices()
-        s = nest.create_schedule()
+    s, (i, j, k), f, args = product_schedule(nest, args, epilogue)
     kz, k = (k, s.split(k, K // splits)) if splits > 1 else (None, k)
     ii, jj = s.split(i, block[0]), s.split(j, block[1])
     m, n, kk_size = target.tensor_core_info.compute_tensor_splits(mma, passes)

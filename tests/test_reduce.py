@@ -108,74 +108,58 @@ def test_refused_reductions(change, message):
         compile_function_plan(plan, args)
 
 
-def test_reduced_loop_on_thread_y_is_refused():
-    X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
+def _row_sum(N=64, overwrite=False):
+    """S[i] += X[i, j] over 8 rows (``overwrite``: S[i] = X[i, j], no reduction): the nest's
+    schedule, its indices and arrays."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(8, N))
     S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
-    nest = acc.Nest(8, 64)
+    nest = acc.Nest(8, N)
     i, j = nest.get_indices()
 
     @nest.iteration_logic
     def _():
-        S[i] += X[i, j]
+        if overwrite:
+            S[i] = X[i, j]
+        else:
+            S[i] += X[i, j]
 
-    plan = nest.create_plan(H100)
+    return nest.create_schedule(), (i, j), (X, S)
+
+
+def test_reduced_loop_on_thread_y_is_refused():
+    s, (i, j), args = _row_sum()
+    plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.THREAD_X, j: H100.GridUnit.THREAD_Y})
     with pytest.raises(PlanError, match="combines the threads of a row: bind the reduced loop\\(s\\), and only them, "
                                         "to THREAD_X"):
-        compile_function_plan(plan, (X, S))
+        compile_function_plan(plan, args)
 
 
 def test_a_target_changing_with_a_serial_loop_is_refused():
-    X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
-    nest = acc.Nest(8, 64)
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        S[i] += X[i, j]
-
-    s = nest.create_schedule()
+    s, (i, j), args = _row_sum()
     s.reorder(j, i)
     plan = s.create_plan(H100)
     plan.bind({j: H100.GridUnit.THREAD_X})
     with pytest.raises(PlanError, match="S's element changes with the serial loop i, and each thread keeps one "
                                         "partial"):
-        compile_function_plan(plan, (X, S))
+        compile_function_plan(plan, args)
 
 
 def test_a_write_that_is_no_reduction_is_still_a_race():
-    X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
-    nest = acc.Nest(8, 64)
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        S[i] = X[i, j]
-
-    plan = nest.create_plan(H100)
+    s, (i, j), args = _row_sum(overwrite=True)
+    plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.THREAD_X})
     with pytest.raises(PlanError, match="a race"):
-        compile_function_plan(plan, (X, S))
+        compile_function_plan(plan, args)
 
 
 def test_split_k_and_threads_together_are_refused():
-    X = acc.Array(role=acc.Role.INPUT, shape=(8, 1024))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
-    nest = acc.Nest(8, 1024)
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        S[i] += X[i, j]
-
-    s = nest.create_schedule()
+    s, (i, j), args = _row_sum(N=1024)
     jj = s.split(j, 64)
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.BLOCK_Y, jj: H100.GridUnit.THREAD_X})
     with pytest.raises(PlanError, match="splits the sum over j between blocks and jj between threads"):
-        compile_function_plan(plan, (X, S))
+        compile_function_plan(plan, args)
 
 
 def test_gemv_sample_emulates():

@@ -3,6 +3,7 @@ per-thread statements (or the tensorized tile) at the innermost point."""
 
 from __future__ import annotations
 
+import copy as copy_module
 import dataclasses
 
 from ..ir.affine import Affine
@@ -19,6 +20,7 @@ from ..ir.kernel import (
     Var,
     all_of,
 )
+from ..ir.patterns import buffers_read
 from ..poly import Guard, PolyFacts
 from . import cache, private, reduce, tensor
 from .fused import in_loops
@@ -101,7 +103,8 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
         loops = [lp for lp in serial if lp.name in mine and lp.name not in outside]
         kept = [g for g in guards if g.affine.variables() & inner and g.affine.variables() <= mine
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
-        statements = _statements(model, part.statements, nest.shared, nest.registers, nest.as_expr)
+        own = nest.for_part(part, outside, {lp.name for lp in loops})
+        statements = _statements(model, part.statements, own.shared, own.registers, nest.as_expr)
         across = reduce.find(part, frozenset(lp.name for lp in model.loops[:fusion.at]))
         if across is not None:  # each part's partial of its own
             across = dataclasses.replace(across, name=f"{reduce.PARTIAL}_{number}")
@@ -113,9 +116,9 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
         if threaded and number:
             parts.append(Barrier("the part before has written what this one reads"))
         if across is not None:
-            parts += _across_threads(part, nest, across, loops, statements, kept)
+            parts += _across_threads(part, own, across, loops, statements, kept)
         else:
-            parts += nest.levels(loops, statements, kept)
+            parts += own.levels(loops, statements, kept)
     top = [g for g in guards if not g.affine.variables() & inner and not nest.thread_guard(g)]
     return nest.levels(outer, tuple(parts), top, parts=True)
 
@@ -157,6 +160,20 @@ class _Nest:
         self.shared, self.registers, self.unrolled = shared, registers, unrolled
         self.cached_at, self.around, self.as_expr = cached_at, around, as_expr
         self.barriers = barriers  # the kernel has barriers: guards on threads wrap the statements only
+
+    def for_part(self, part, outside: set[str], loops: set[str]) -> _Nest:
+        """The nest of a fused schedule's part: the caches placed outside the fusing index, and
+        those of the arrays the part's statements use placed at its own loops or at its
+        statements (the other parts' are not theirs to fill or read)."""
+        used = {s.buffer for s in part.statements} | {b for s in part.statements for b in buffers_read(s.value)}
+
+        def mine(c) -> bool:
+            return c.at in outside or c.array in used and (c.at is None or c.at in loops)
+
+        copy = copy_module.copy(self)
+        copy.shared = tuple(c for c in self.shared if mine(c))
+        copy.registers = tuple(c for c in self.registers if mine(c))
+        return copy
 
     def thread_guard(self, g: Guard) -> bool:
         """A guard on thread or warp coordinates, which wraps the statements only where the

@@ -1,4 +1,6 @@
-"""Random epilogues fused after a tensor-core product (``acc.fuse((product, after), partial=2)``):
+"""Random epilogues fused after a product (``acc.fuse((product, after), partial=2)``), on tensor
+cores or SIMT (there, with k sometimes on THREAD_X: a reduction across threads, then the epilogue
+on the first thread):
 element-wise statements over C's element that add a bias by column or a scale by row, a residual
 ``D[i, j]``, and apply math, in C's type; the fusing index "f" placed before the first loop of k.
 Integer products get integer forms (no math: schedc refuses math on integers)."""
@@ -9,25 +11,40 @@ import random
 from dataclasses import replace
 
 from .nest import choose
-from .program import ArrayDecl, Bin, Const, Fn, Program, Ref, Statement, Subscript, schedule_indices
+from .program import ArrayDecl, Bin, Const, Fn, Program, Ref, Statement, schedule_indices
 
-I, J = Subscript("i"), Subscript("j")
+
+def fusable(program: Program) -> bool:
+    """A 3-D nest whose one statement accumulates into C[i, j] (or C[j, i]): its product, and
+    an element-wise nest over (i, j) after it, fuse over the first two indices."""
+    if len(program.dims) != 3 or len(program.statements) != 1 or not program.statements[0].accumulate:
+        return False
+    subscripts = program.statements[0].target.subscripts
+    return (len(subscripts) == 2 and {x.index for x in subscripts} == {"i", "j"}
+            and all(x.sign == 1 and x.offset == 0 for x in subscripts))
 
 
 def with_epilogue(rng: random.Random, program: Program) -> Program:
-    """``program`` (a product C += A * B with a reorder) with one or two epilogue statements."""
-    c = program.array("C")
-    M, N = program.dims[:2]
+    """``program`` (a product C += A * B, ``fusable``) with one or two epilogue statements over
+    C's element, fused after it; the fusing index before the first loop of k."""
+    target = program.statements[0].target
+    c = program.array(target.array)
+    extents = dict(zip(program.nest_indices, program.dims))
+    row, col = target.subscripts
     floating = c.dtype.startswith(("float", "bfloat"))
-    C = Ref("C", (I, J))
-    terms = {"bias": Ref("bias", (J,)), "scale": Ref("scale", (I,)), "D": Ref("D", (I, J))}
+    C = Ref(target.array, target.subscripts)
+    # named apart from the program's arrays (with_array_names renames every array by position later)
+    terms = {"bias": Ref("epilogue_bias", (col,)), "scale": Ref("epilogue_scale", (row,)),
+             "D": Ref("epilogue_residual", (row, col))}
     forms = _float_forms(C, terms) if floating else _integer_forms(C, terms)
     statements = [Statement(C, form) for form in rng.sample(forms, choose(rng, {1: 75, 2: 25}))]
-    used = {r for s in statements for r in terms if _reads(s.value, r)}
-    shapes = {"bias": (N,), "scale": (M,), "D": (M, N)}
-    arrays = program.arrays + tuple(ArrayDecl(name, "INPUT", c.dtype, shapes[name]) for name in terms if name in used)
-    _, root = schedule_indices(program)
-    order = list(program.order)
+    used = {key for s in statements for key, ref in terms.items() if _reads(s.value, ref.array)}
+    shapes = {"bias": (extents[col.index],), "scale": (extents[row.index],),
+              "D": (extents[row.index], extents[col.index])}
+    arrays = program.arrays + tuple(ArrayDecl(terms[key].array, "INPUT", c.dtype, shapes[key]) for key in terms
+                                    if key in used)
+    order, root = schedule_indices(program)
+    order = list(program.order or order)
     first_k = next(n for n, name in enumerate(order) if root.get(name) == "k")
     order.insert(first_k, "f")
     return replace(program, arrays=arrays, epilogue=tuple(statements), order=tuple(order))

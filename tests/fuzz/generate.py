@@ -11,10 +11,10 @@ import math
 import random
 from dataclasses import replace
 
-from .epilogue import with_epilogue
+from .epilogue import fusable, with_epilogue
 from .hopper import hopper_program
 from .nest import choose
-from .program import Bin, Program, Statement, loop_extents, with_array_names
+from .program import Bin, Program, Statement, loop_extents, schedule_indices, with_array_names
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
 from .tensor import tensor_program
@@ -54,11 +54,12 @@ def _attempt(rng: random.Random, only: str | None = None) -> Program:
 
 
 def _fused(rng: random.Random, program: Program) -> Program:
-    """A tensor-core product, sometimes with an epilogue fused after it (not with split-K: k's
-    blocks would be a bound loop of an unfused dimension)."""
-    if program.tensorize is None or program.order is None or program.order_free or rng.random() >= 0.25:
+    """A product (tensor cores or SIMT), sometimes with an epilogue fused after it (not with
+    split-K: k's blocks would be a bound loop of an unfused dimension)."""
+    if not fusable(program) or program.order_free or rng.random() >= (0.25 if program.tensorize else 0.2):
         return program
-    if any(b.unit == "BLOCK_Z" for b in program.bindings):
+    _, root = schedule_indices(program)
+    if any(b.unit.startswith("BLOCK") and any(root.get(n) == "k" for n in b.indices) for b in program.bindings):
         return program
     return with_epilogue(rng, program)
 
