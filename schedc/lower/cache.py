@@ -552,9 +552,10 @@ def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt
     without a carrier (but output caches of arrays no statement reads: written whole first):
     barrier, the copies, barrier (cp.async copies with one stage: commit and wait for all before
     the second barrier)."""
-    here = [c for c in caches if c.at == at and c.carrier is None and not c.unread]
-    if not here:
-        return ()
+    placed = [c for c in caches if c.at == at and c.carrier is None]
+    here = [c for c in placed if not c.unread]
+    if not here:  # output tiles written whole: only the drain of the tile before must be done reading
+        return (Barrier("the tile before is back in global memory"),) if placed else ()
     tma = [c for c in here if c.tma is not None]
     here = [c for c in here if c.tma is None]
     asynchronous = bool(here) and (here[0].pipeline == "async" or here[0].copy_async)
