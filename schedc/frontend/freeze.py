@@ -12,7 +12,6 @@ from ..ir.model import BindingSpec, CacheSpec, FusionSpec, GroupSpec, LoopSpec, 
 from ..ir.walk import substitute
 from . import convert
 from .array import Array, Role
-from .fuse import FusedNest
 
 
 def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
@@ -33,7 +32,7 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
     if None in names or len(set(names)) != len(names):
         raise PlanError(f"Package.add({function})", f"arrays need distinct names, got {names}")
     fusion = None
-    if isinstance(nest, FusedNest):
+    if _fused_nest(nest):
         statements, fusion = _fused(plan, nest)
         order = [index for index in schedule.order if index is not nest.fusing]
     else:
@@ -87,7 +86,12 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
     )
 
 
-def _fused(plan, nest: FusedNest) -> tuple[tuple[k.Store, ...], FusionSpec]:
+def _fused_nest(nest) -> bool:
+    """Whether ``nest`` is a fused schedule's (``schedc.frontend.fuse.FusedNest``: a fusing index)."""
+    return getattr(nest, "fusing", None) is not None
+
+
+def _fused(plan, nest) -> tuple[tuple[k.Store, ...], FusionSpec]:
     """A fused schedule's statements over its own indices, in parts, and where the fusing index
     is; refused where the plan asks the fusing index to be anything but a serial loop."""
     f = nest.fusing
@@ -138,5 +142,5 @@ def _storage_order(array: Array, values: np.ndarray) -> np.ndarray:
 
 def _loop(schedule, index) -> LoopSpec:
     p = schedule.pieces[index]
-    fused = isinstance(schedule.nest, FusedNest)  # the Model's dimensions leave out the fusing one
+    fused = _fused_nest(schedule.nest)  # the Model's dimensions leave out the fusing one
     return LoopSpec(index.name, p.dim - fused, p.begin, p.end, p.step)
