@@ -77,9 +77,10 @@ def test_output_coverage_still_finds_the_first_unwritten_element():
 
 
 def test_races_are_found_over_strided_loops():
-    """Over loops that step by 177 and 140: a sum into one element with its innermost piece on
-    threads is a race (refused with two iterations that write it); the same pieces on threads
-    and blocks of a copy write every element once (accepted, and correct)."""
+    """Over loops that step by 177 and 140: writes of one element (no reduction: the last write
+    wins) with the innermost piece on threads race (refused with two iterations that write it);
+    the same pieces on threads and blocks of a copy write every element once (accepted, and
+    correct)."""
     A = acc.Array(role=acc.Role.INPUT, shape=(500,))
     S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(1,))
     nest = acc.Nest(shape=(500,))
@@ -87,7 +88,7 @@ def test_races_are_found_over_strided_loops():
 
     @nest.iteration_logic
     def _():
-        S[0] += A[i]
+        S[0] = A[i]
 
     s = nest.create_schedule()
     ii = s.split(i, 177)
