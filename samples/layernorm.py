@@ -1,8 +1,9 @@
 """Layer normalisation of rows, Y = (X - mean) / sqrt(var + eps) * gamma + beta, in one kernel.
 
-Four nests fused over the rows (``acc.fuse(..., partial=1)``), as ``samples/softmax.py`` runs
+Five nests fused over the rows (``acc.fuse(..., partial=1)``), as ``samples/softmax.py`` runs
 them: the row's sums set to zero (TEMP arrays), the sum of X, the sum of squared deviations from
-the mean, and the normalised row scaled by ``gamma`` and shifted by ``beta`` (per column). The
+the mean, the mean and the reciprocal standard deviation (once a row, on its first thread), and
+the normalised row scaled by ``gamma`` and shifted by ``beta`` (per column). The
 sums are reductions across the block's threads (THREAD_X); the row comes into shared memory once;
 the arithmetic is float32.
 
@@ -48,16 +49,24 @@ def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, 
         d = acc.cast(X[i2, j2], F32) - total[i2] * (1.0 / N)
         squares[i2] += d * d
 
+    inverse = acc.Nest(shape=(M,))
+    i4, = inverse.get_indices()
+
+    @inverse.iteration_logic
+    def _():  # the row's mean and 1 / standard deviation, once a row
+        total[i4] = total[i4] * (1.0 / N)
+        squares[i4] = 1.0 / acc.sqrt(squares[i4] * (1.0 / N) + eps)
+
     scaled = acc.Nest(shape=(M, N))
     i3, j3 = scaled.get_indices()
 
     @scaled.iteration_logic
     def _():
-        d = acc.cast(X[i3, j3], F32) - total[i3] * (1.0 / N)
-        y = d / acc.sqrt(squares[i3] * (1.0 / N) + eps) * acc.cast(gamma[j3], F32) + acc.cast(beta[j3], F32)
+        y = (acc.cast(X[i3, j3], F32) - total[i3]) * squares[i3] * acc.cast(gamma[j3], F32) + acc.cast(beta[j3], F32)
         Y[i3, j3] = acc.cast(y, dtype)
 
-    schedule = acc.fuse(tuple(n.create_schedule() for n in (init, sums, deviations, scaled)), partial=1)
+    nests = (init, sums, deviations, inverse, scaled)
+    schedule = acc.fuse(tuple(n.create_schedule() for n in nests), partial=1)
     f, i, j1, j2, j3 = schedule.get_indices()
     ii = schedule.split(i, 1)  # one row: the loop its shared copy sits at
     t1, t2, t3 = (schedule.split(j, threads) for j in (j1, j2, j3))

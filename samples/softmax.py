@@ -11,7 +11,9 @@ the first part runs on the row's first thread. The row itself is copied into sha
 copy), so the three parts read X from there; the arithmetic is float32.
 
 - ``softmax_<type>_<M>x<N>``: float16 and float32 rows of 4096 (8192 rows) and of 32768 (1024
-  rows); ``benchmarks/softmax.py`` times them against ``torch.softmax``.
+  rows); ``benchmarks/softmax.py`` times them against ``torch.softmax``;
+- ``softmax_fast_<type>_<M>x<N>``: the same with ``acc.fast_exp`` and the reciprocal of the row's
+  sum taken once (the kernels are bound by instructions an element, not by memory).
 """
 
 import math
@@ -22,8 +24,11 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 F32 = acc.ScalarType.float32
 
 
-def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, cache: bool = True):
-    """The plan and its arrays (X, Y)."""
+def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, cache: bool = True,
+            fast: bool = False):
+    """The plan and its arrays (X, Y). ``fast``: ``acc.fast_exp`` (CUDA's ``__expf``) and the row's
+    reciprocal sum computed once (a fifth nest, on the row's first thread), for fewer
+    instructions an element."""
     X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
     mx = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
@@ -44,21 +49,33 @@ def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, ca
     def _():
         mx[i1] = acc.max(mx[i1], acc.cast(X[i1, j1], F32))
 
+    exp = acc.fast_exp if fast else acc.exp
     total = acc.Nest(shape=(M, N))
     i2, j2 = total.get_indices()
 
     @total.iteration_logic
     def _():
-        sm[i2] += acc.exp(acc.cast(X[i2, j2], F32) - mx[i2])
+        sm[i2] += exp(acc.cast(X[i2, j2], F32) - mx[i2])
+
+    inverse = acc.Nest(shape=(M,))
+    i4, = inverse.get_indices()
+
+    @inverse.iteration_logic
+    def _():
+        sm[i4] = 1.0 / sm[i4]
 
     scaled = acc.Nest(shape=(M, N))
     i3, j3 = scaled.get_indices()
 
     @scaled.iteration_logic
     def _():
-        Y[i3, j3] = acc.cast(acc.exp(acc.cast(X[i3, j3], F32) - mx[i3]) / sm[i3], dtype)
+        if fast:
+            Y[i3, j3] = acc.cast(exp(acc.cast(X[i3, j3], F32) - mx[i3]) * sm[i3], dtype)
+        else:
+            Y[i3, j3] = acc.cast(exp(acc.cast(X[i3, j3], F32) - mx[i3]) / sm[i3], dtype)
 
-    schedule = acc.fuse(tuple(n.create_schedule() for n in (init, peak, total, scaled)), partial=1)
+    nests = (init, peak, total, *((inverse,) if fast else ()), scaled)
+    schedule = acc.fuse(tuple(n.create_schedule() for n in nests), partial=1)
     f, i, j1, j2, j3 = schedule.get_indices()
     ii = schedule.split(i, 1)  # one row: the loop its shared copy sits at
     t1, t2, t3 = (schedule.split(j, threads) for j in (j1, j2, j3))
@@ -78,4 +95,5 @@ if __name__ == "__main__":
     for dtype, name in ((acc.ScalarType.float16, "fp16"), (F32, "fp32")):
         for M, N, threads in SHAPES:
             package.add(*softmax(M, N, dtype, threads), base_name=f"softmax_{name}_{M}x{N}")
+            package.add(*softmax(M, N, dtype, threads, fast=True), base_name=f"softmax_fast_{name}_{M}x{N}")
     package.build("softmax", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/softmax")

@@ -175,6 +175,7 @@ ROWS = {
     "softmax fp16, 256 threads": lambda: softmax.softmax(6, 3000, T.float16, 256),
     "softmax fp32, 1024 threads": lambda: softmax.softmax(3, 5000, T.float32, 1024),
     "softmax fp32, 32 threads, X uncached": lambda: softmax.softmax(4, 700, T.float32, 32, cache=False),
+    "softmax fp16 fast (fast_exp, a reciprocal part)": lambda: softmax.softmax(5, 2000, T.float16, 128, fast=True),
     "layernorm fp16": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
 }
 
@@ -260,6 +261,7 @@ GPU = {
     "gemv": lambda: gemv.gemv(256, 8192),
     "softmax fp16": lambda: softmax.softmax(64, 4096, T.float16, 256),
     "softmax fp32 1024 threads": lambda: softmax.softmax(16, 32768, T.float32, 1024),
+    "softmax fp16 fast": lambda: softmax.softmax(64, 4096, T.float16, 256, fast=True),
     "layernorm fp16": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
 }
 
