@@ -190,6 +190,23 @@ def test_fused_row_kernels_match_the_reference(name):
     nvrtc_compile(emit_source([fn], "// rows"), "rows", "sm_90")
 
 
+def test_parts_on_threads_meet_at_barriers():
+    """A part reads what the part before wrote from another thread (the row's maximum, written by
+    its first thread): a barrier separates each two parts, reached by every thread. The emulator
+    runs a block's threads in lock step and follows global memory in program order, so it is the
+    kernel's structure that says so."""
+    from schedc.ir.kernel import Barrier, If
+
+    plan, args = softmax.softmax(4, 1000, T.float32, 128)
+    _, fn = compile_function_plan(plan, args)
+    kernel = fn.kernels[-1]
+    between = [s for s in walk_statements(kernel.body) if isinstance(s, Barrier) and "part before" in s.comment]
+    assert len(between) == 3  # four parts
+    guarded = [s for s in walk_statements(kernel.body) if isinstance(s, If)
+               for inner in walk_statements(s.body) if inner in between]
+    assert not guarded
+
+
 def _two_parts(bind_second):
     X = acc.Array(role=acc.Role.INPUT, shape=(4, 64))
     S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
