@@ -207,6 +207,36 @@ def test_parts_on_threads_meet_at_barriers():
     assert not guarded
 
 
+def test_a_reducing_part_writes_once_where_another_part_uses_more_threads():
+    """The second part runs on THREAD_X and THREAD_Y, the first (a sum across THREAD_X) on
+    threadIdx.y == 0 only: its total is written by one thread, not by each row of threads."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(6, 200))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(6,))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(6, 200))
+    first, second = acc.Nest(6, 200), acc.Nest(6, 200)
+    i1, j1 = first.get_indices()
+    i2, j2 = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i1] += X[i1, j1]
+
+    @second.iteration_logic
+    def _():
+        Y[i2, j2] = X[i2, j2] * S[i2]
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, a, b = s.get_indices()
+    aa, bb = s.split(a, 32), s.split(b, 64)
+    bbb = s.split(bb, 32)
+    s.reorder(i, f, a, aa, b, bb, bbb)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, aa: H100.GridUnit.THREAD_X})
+    plan.bind({bbb: H100.GridUnit.THREAD_X, bb: H100.GridUnit.THREAD_Y})
+    model, fn = compile_function_plan(plan, (X, S, Y))
+    _passed(emulate_function(model, fn, None, seed=4))
+
+
 def _two_parts(bind_second):
     X = acc.Array(role=acc.Role.INPUT, shape=(4, 64))
     S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))

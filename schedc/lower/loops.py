@@ -116,22 +116,25 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
         if threaded and number:
             parts.append(Barrier("the part before has written what this one reads"))
         if across is not None:
-            parts += _across_threads(part, own, across, loops, statements, kept)
+            parts += _across_threads(part, own, across, loops, statements, kept, tuple(idle))
         else:
             parts += own.levels(loops, statements, kept)
     top = [g for g in guards if not g.affine.variables() & inner and not nest.thread_guard(g)]
     return nest.levels(outer, tuple(parts), top, parts=True)
 
 
-def _across_threads(model, nest: _Nest, across: reduce.ThreadReduction, serial: list, innermost, guards):
+def _across_threads(model, nest: _Nest, across: reduce.ThreadReduction, serial: list, innermost, guards,
+                    idle: tuple[Expr, ...] = ()):
     """A reduction across threads: the partial set before the serial loops, the combine after
     them (every thread of the block reaches it: no guard wraps it), the total written by the
-    row's first thread where the row's own guards hold."""
+    row's first thread where the row's own guards hold (and ``idle``: a fused schedule's part
+    runs on the first thread of the axes it has no loop on)."""
     store = model.statements[across.statement]
     target = in_loops(model, store)  # (a fused schedule's part: over the whole schedule's loops)
     serial_names = {lp.name for lp in serial}
     row = [g for g in guards if not g.affine.variables() & (serial_names | set(across.loops))]
-    kept = _conjunction(row, [lp.name for lp in model.loops]) if row else None
+    conditions = [*([_conjunction(row, [lp.name for lp in model.loops])] if row else []), *idle]
+    kept = all_of(conditions) if conditions else None
     first = {name: nest.facts.loop(name).first for name in across.loops}
     before, after = reduce.around(across, target, model.buffer(store.buffer).dtype, nest.launch.block, kept, first)
     return (*before, *nest.levels(serial, innermost, guards), *after)
