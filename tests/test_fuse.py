@@ -155,7 +155,7 @@ def test_parts_share_an_array_only_element_by_element():
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.BLOCK_X, j: H100.GridUnit.THREAD_X})
     with pytest.raises(ScheduleError, match=r"statement 2 \(schedule 1\) reads C\[j0, i0\] and statement 1 writes "
-                                            r"C\[i0, j0\]: fused schedules run in turn only at the same point"):
+                                            r"C\[i0, j0\]: fused schedules run in turn only at each point"):
         compile_function_plan(plan, (A, B, C, bias))
 
 
@@ -304,3 +304,69 @@ def test_fused_epilogues_on_the_gpu(name, tmp_path):
     build(plan, args, "fused", tmp_path)
     require_gpu()
     _passed(run_function(acc.load(tmp_path / "fused.hat").functions["fused"], seed=7))
+
+
+def test_an_element_shared_by_several_fused_points_is_refused():
+    """S[0] is every point's (fused over i): the kernel runs the parts in turn at each i, so the
+    second would read a partial sum. Refused: subscripts must tell the fused points apart."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(8, 4))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(1,))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(8,))
+    first, second = acc.Nest(8, 4), acc.Nest(8)
+    i1, k1 = first.get_indices()
+    (i2,) = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[0] += X[i1, k1]
+
+    @second.iteration_logic
+    def _():
+        Y[i2] = S[0]
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, k = s.get_indices()
+    s.reorder(i, f, k)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.THREAD_X})
+    with pytest.raises(ScheduleError, match=r"statement 1 writes S\[0\], one element for several points of the "
+                                            r"fused indices \(i1\)"):
+        compile_function_plan(plan, (X, S, Y))
+
+
+def test_an_unfused_subscript_of_a_shared_array_is_named():
+    product, epilogue, (A, B, C, bias) = _nests()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=1)  # j unfused: C[i, j] moves
+    f, i, j0, k, j1 = s.get_indices()
+    plan = s.create_plan(H100)
+    with pytest.raises(ScheduleError, match=r"statement 1 \(schedule 0\) writes C\[i0, j0\], which moves with its own "
+                                            r"index j0"):
+        compile_function_plan(plan, (A, B, C, bias))
+
+
+def test_the_fusing_index_is_not_unrolled_and_the_product_comes_first():
+    product, epilogue, args = _nests()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    plan = s.create_plan(H100)
+    plan.unroll(f)
+    with pytest.raises(PlanError, match="unroll\\(f\\): the fusing index picks the schedule whose work runs"):
+        compile_function_plan(plan, args)
+    nest, (A, B, C) = matmul_arrays(32, 32, 32, T.float16, T.float32)
+    after = acc.Nest(32, 32)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        C[x, y] = acc.tanh(C[x, y])
+
+    s = acc.fuse((after.create_schedule(), nest.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    ii, jj, kk = s.tile({i: 16, j: 16, k: 16})
+    s.reorder(i, j, f, k, ii, jj, kk)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.WARP_Y, j: H100.GridUnit.WARP_X})
+    plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    with pytest.raises(PlanError, match="the tensorized product C \\+= A \\* B is fused schedule 1: it must be the "
+                                        "first"):
+        compile_function_plan(plan, (A, B, C))

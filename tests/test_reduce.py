@@ -82,7 +82,7 @@ def test_partials_of_16_bit_floats_are_float32():
     plan, args = rows(dtype=T.float16, lanes=64)
     _, fn = compile_function_plan(plan, args)
     (combine,) = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, ThreadReduce)]
-    assert combine.dtype is T.float32 and combine.scratch == "_partials"
+    assert combine.dtype is T.float32 and combine.scratch == "_partials_float32"
 
 
 def test_the_combine_reaches_every_thread():
@@ -235,6 +235,37 @@ def test_a_reducing_part_writes_once_where_another_part_uses_more_threads():
     plan.bind({bbb: H100.GridUnit.THREAD_X, bb: H100.GridUnit.THREAD_Y})
     model, fn = compile_function_plan(plan, (X, S, Y))
     _passed(emulate_function(model, fn, None, seed=4))
+
+
+def test_parts_reducing_in_two_types_each_have_their_warps_totals():
+    """A float64 sum and an int32 maximum, each part across 64 threads: one shared buffer of the
+    warps' totals per type."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(4, 256), element_type=T.float64)
+    Z = acc.Array(role=acc.Role.INPUT, shape=(4, 256), element_type=T.int32)
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,), element_type=T.float64)
+    R = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,), element_type=T.int32)
+    first, second = acc.Nest(4, 256), acc.Nest(4, 256)
+    i0, j0 = first.get_indices()
+    i1, k1 = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i0] += X[i0, j0]
+
+    @second.iteration_logic
+    def _():
+        R[i1] = acc.max(R[i1], Z[i1, k1])
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, j, k = s.get_indices()
+    jj, kk = s.split(j, 64), s.split(k, 64)
+    s.reorder(i, f, j, jj, k, kk)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, jj: H100.GridUnit.THREAD_X, kk: H100.GridUnit.THREAD_X})
+    model, fn = compile_function_plan(plan, (X, Z, S, R))
+    assert {b.name for b in fn.kernels[-1].shared} >= {"_partials_float64", "_partials_int32"}
+    _passed(emulate_function(model, fn, None, seed=6))
+    nvrtc_compile(emit_source([fn], "// two types"), "two", "sm_90")
 
 
 def _two_parts(bind_second):

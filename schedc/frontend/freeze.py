@@ -101,6 +101,9 @@ def _fused(plan, nest) -> tuple[tuple[k.Store, ...], FusionSpec]:
                                "grid unit")
     if plan.tensorization is not None and f in plan.tensorization.indices:
         raise PlanError(where, f"the fusing index {f.name} cannot be tensorized")
+    if f in plan.unrolled:
+        raise PlanError(where, f"unroll({f.name}): the fusing index picks the schedule whose work runs; its values "
+                               "are emitted one after another already (unroll a loop of the schedules)")
     if any(c.index is f or c.trigger is f for c in plan.caches):
         raise PlanError(where, f"a cache at the fusing index {f.name}: place it at a loop of the schedules' work")
     statements: list[k.Store] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from .. import poly
 from ..errors import CacheError, PlanError, ScheduleError
@@ -67,15 +68,39 @@ def _check_fusion(model) -> None:
         if not written or len({part for part, *_ in uses}) < 2:
             continue
         _, n0, verb0, first = next(u for u in uses if u[2] == "writes")
+        rule = ("fused schedules run in turn only at each point of the fused dimensions, so an array one of "
+                "them writes may be shared only element by element there: the same subscripts, of the fused "
+                "indices only, a different element at each point")
+        where = f"acc.fuse (fusing index {fusion.name})"
         for part, n, verb, subscripts in uses:
-            names = {v for a in subscripts for v in a.variables()}
-            if subscripts != first or names & unfused:
-                raise ScheduleError(
-                    f"acc.fuse (fusing index {fusion.name})",
-                    f"statement {n + 1} (schedule {part}) {verb} {array}[{_render(subscripts)}] and statement "
-                    f"{n0 + 1} {verb0} {array}[{_render(first)}]: fused schedules run in turn only at the same "
-                    "point of the fused dimensions, so an array one of them writes may be shared only element by "
-                    "element there (the same subscripts, of fused dimensions only)")
+            names = sorted({v for a in subscripts for v in a.variables()} & unfused)
+            said = f"statement {n + 1} (schedule {part}) {verb} {array}[{_render(subscripts)}]"
+            if names:
+                raise ScheduleError(where, f"{said}, which moves with its own index {names[0]}: {rule}")
+            if subscripts != first:
+                raise ScheduleError(where, f"{said} and statement {n0 + 1} {verb0} {array}[{_render(first)}]: {rule}")
+        fused = [name for d, (name, _) in enumerate(model.dims) if name not in unfused]
+        if _rank(first, fused) < len(fused):
+            raise ScheduleError(where, f"statement {n0 + 1} {verb0} {array}[{_render(first)}], one element for "
+                                       f"several points of the fused indices ({', '.join(fused)}), and another "
+                                       f"fused schedule touches it: {rule}")
+
+
+def _rank(subscripts: tuple[Affine, ...], names: list[str]) -> int:
+    """The rank of the subscripts' coefficients over ``names`` (full: distinct points, distinct elements)."""
+    rows = [[Fraction(a.coeff(name)) for name in names] for a in subscripts]
+    rank = 0
+    for col in range(len(names)):
+        pivot = next((r for r in range(rank, len(rows)) if rows[r][col]), None)
+        if pivot is None:
+            continue
+        rows[rank], rows[pivot] = rows[pivot], rows[rank]
+        for r in range(len(rows)):
+            if r != rank and rows[r][col]:
+                factor = rows[r][col] / rows[rank][col]
+                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[rank])]
+        rank += 1
+    return rank
 
 
 def _render(subscripts: tuple[Affine, ...]) -> str:

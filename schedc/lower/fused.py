@@ -59,6 +59,11 @@ def epilogue_statements(model, where: str) -> tuple[Store, ...]:
     fusion = model.fusion
     if fusion is None:
         return ()
+    k = model.loop(model.tensorize.loops[2]).dim
+    if k not in fusion.unfused[0]:
+        raise PlanError(where, f"the tensorized product C += A * B is fused schedule "
+                               f"{next(p for p, dims in enumerate(fusion.unfused) if k in dims)}: it must be the first "
+                               "(acc.fuse((product, epilogue), ...)), the epilogue after it")
     product = model.statements[fusion.parts[0][0]]
     if len(fusion.parts[0]) != 1:
         raise PlanError(where, f"the tensorized schedule (the first fused one) has one statement C += A * B, not "

@@ -55,9 +55,9 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     if model.fusion is not None and tiles is None:
         enclosing = frozenset(lp.name for lp in model.loops[:model.fusion.at])
         parted = [reduce.find(part, enclosing) for part in model.parts]
-    combine = next((reduce.scratch(r, launch.block) for r in (across, *parted) if r is not None), None)
+    combine = reduce.scratches((across, *parted), launch.block)
     nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
-                 barriers=bool(shared) or combine is not None or bool(threaded_units(model)))
+                 barriers=bool(shared) or bool(combine) or bool(threaded_units(model)))
     if across is not None:
         body = _across_threads(model, nest, across, serial, innermost, guards)
     elif model.fusion is None or tiles is not None:
@@ -66,7 +66,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         body = _fused(model, nest, serial, guards)
 
     buffers = tuple(c.buffer for c in shared) + ((scratch,) if scratch is not None else ()) \
-        + ((combine,) if combine is not None else ()) + cache.tma_buffers(shared)
+        + combine + cache.tma_buffers(shared)
     if launch.persistent is None:
         body = (*launch.coordinates, *body)
     else:

@@ -133,12 +133,19 @@ def check_lanes(model, reduction: ThreadReduction, block: tuple[int, int, int]) 
                         "(split the reduced loop by one)", loops=reduction.loops)
 
 
-def scratch(reduction: ThreadReduction | None, block: tuple[int, int, int]) -> SharedBuffer | None:
-    """One element per warp of the block where a row spans several warps."""
-    if reduction is None or block[0] <= 32:
-        return None
+def scratch_name(dtype: ScalarType) -> str:
+    """The warps' totals of partials of ``dtype`` (one buffer a type: parts may reduce in several)."""
+    return f"{SCRATCH}_{dtype.value}"
+
+
+def scratches(reductions, block: tuple[int, int, int]) -> tuple[SharedBuffer, ...]:
+    """One element per warp of the block, per type of the ``reductions`` (None: none there),
+    where a row spans several warps."""
+    if block[0] <= 32:
+        return ()
     warps = math.prod(block) // 32
-    return SharedBuffer(SCRATCH, reduction.dtype, (warps,), (1,))
+    types = sorted({r.dtype for r in reductions if r is not None}, key=lambda t: t.value)
+    return tuple(SharedBuffer(scratch_name(t), t, (warps,), (1,)) for t in types)
 
 
 def partial_update(reduction: ThreadReduction, store: Store) -> Store:
@@ -164,7 +171,7 @@ def around(reduction: ThreadReduction, store: Store, target: ScalarType, block: 
     p = reduction.dtype
     name = reduction.name
     before = (PrivateArray(name, p, (1,)), Store(name, (Const(0),), reduction.identity()))
-    combine = ThreadReduce(name, reduction.op, p, block[0], SCRATCH if block[0] > 32 else "")
+    combine = ThreadReduce(name, reduction.op, p, block[0], scratch_name(p) if block[0] > 32 else "")
     old: Expr = Load(store.buffer, store.index, target)
     value: Expr = Binary(reduction.op, old if p is target else Cast(old, p), Load(name, (Const(0),), p), p)
     if p is not target:
