@@ -251,16 +251,21 @@ def test_tensor_epilogue_writes_only_the_products_c():
     def _():
         D[x, y] = acc.tanh(C[x, y])
 
-    s = acc.fuse((nest.create_schedule(), after.create_schedule()), partial=2)
+    with pytest.raises(PlanError, match="fused schedule 1 writes D: an epilogue of a tensorized product computes in "
+                                        "its accumulator and writes C"):
+        compile_function_plan(_warp_tiled(nest, after), (A, B, C, D))
+
+
+def _warp_tiled(first, second):
+    """The two nests fused over (i, j), in 16x16 tiles on warps, tensorized by 16x16x16 tiles."""
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
     f, i, j, k = s.get_indices()
     ii, jj, kk = s.tile({i: 16, j: 16, k: 16})
     s.reorder(i, j, f, k, ii, jj, kk)
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.WARP_Y, j: H100.GridUnit.WARP_X})
     plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
-    with pytest.raises(PlanError, match="fused schedule 1 writes D: an epilogue of a tensorized product computes in "
-                                        "its accumulator and writes C"):
-        compile_function_plan(plan, (A, B, C, D))
+    return plan
 
 
 def test_fused_tensor_golden_source(update_golden):
@@ -360,13 +365,6 @@ def test_the_fusing_index_is_not_unrolled_and_the_product_comes_first():
     def _():
         C[x, y] = acc.tanh(C[x, y])
 
-    s = acc.fuse((after.create_schedule(), nest.create_schedule()), partial=2)
-    f, i, j, k = s.get_indices()
-    ii, jj, kk = s.tile({i: 16, j: 16, k: 16})
-    s.reorder(i, j, f, k, ii, jj, kk)
-    plan = s.create_plan(H100)
-    plan.bind({i: H100.GridUnit.WARP_Y, j: H100.GridUnit.WARP_X})
-    plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
     with pytest.raises(PlanError, match="the tensorized product C \\+= A \\* B is fused schedule 1: it must be the "
                                         "first"):
-        compile_function_plan(plan, (A, B, C))
+        compile_function_plan(_warp_tiled(after, nest), (A, B, C))

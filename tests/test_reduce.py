@@ -210,30 +210,14 @@ def test_parts_on_threads_meet_at_barriers():
 def test_a_reducing_part_writes_once_where_another_part_uses_more_threads():
     """The second part runs on THREAD_X and THREAD_Y, the first (a sum across THREAD_X) on
     threadIdx.y == 0 only: its total is written by one thread, not by each row of threads."""
-    X = acc.Array(role=acc.Role.INPUT, shape=(6, 200))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(6,))
-    Y = acc.Array(role=acc.Role.OUTPUT, shape=(6, 200))
-    first, second = acc.Nest(6, 200), acc.Nest(6, 200)
-    i1, j1 = first.get_indices()
-    i2, j2 = second.get_indices()
-
-    @first.iteration_logic
-    def _():
-        S[i1] += X[i1, j1]
-
-    @second.iteration_logic
-    def _():
-        Y[i2, j2] = X[i2, j2] * S[i2]
-
-    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
-    f, i, a, b = s.get_indices()
+    s, (f, i, a, b), args = _sum_then_use(6, 200)
     aa, bb = s.split(a, 32), s.split(b, 64)
     bbb = s.split(bb, 32)
     s.reorder(i, f, a, aa, b, bb, bbb)
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.BLOCK_X, aa: H100.GridUnit.THREAD_X})
     plan.bind({bbb: H100.GridUnit.THREAD_X, bb: H100.GridUnit.THREAD_Y})
-    model, fn = compile_function_plan(plan, (X, S, Y))
+    model, fn = compile_function_plan(plan, args)
     _passed(emulate_function(model, fn, None, seed=4))
 
 
@@ -268,11 +252,13 @@ def test_parts_reducing_in_two_types_each_have_their_warps_totals():
     nvrtc_compile(emit_source([fn], "// two types"), "two", "sm_90")
 
 
-def _two_parts(bind_second):
-    X = acc.Array(role=acc.Role.INPUT, shape=(4, 64))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
-    Y = acc.Array(role=acc.Role.OUTPUT, shape=(4, 64))
-    first, second = acc.Nest(4, 64), acc.Nest(4, 64)
+def _sum_then_use(M: int, N: int):
+    """S[i] += X[i, j], then Y[i, j] = X[i, j] * S[i], fused over the rows: the schedule, its
+    (f, i, j of the sum, j of the use) and the arrays (X, S, Y)."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(M, N))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M,))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(M, N))
+    first, second = acc.Nest(M, N), acc.Nest(M, N)
     i1, j1 = first.get_indices()
     i2, j2 = second.get_indices()
 
@@ -282,16 +268,20 @@ def _two_parts(bind_second):
 
     @second.iteration_logic
     def _():
-        Y[i2, j2] = X[i2, j2] - S[i2]
+        Y[i2, j2] = X[i2, j2] * S[i2]
 
     s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
-    f, i, a, b = s.get_indices()
+    return s, s.get_indices(), (X, S, Y)
+
+
+def _two_parts(bind_second):
+    s, (f, i, a, b), args = _sum_then_use(4, 64)
     aa, bb = s.split(a, 32), s.split(b, 16)
     s.reorder(i, f, a, aa, b, bb)
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.BLOCK_X, aa: H100.GridUnit.THREAD_X})
     bind_second(plan, b, bb)
-    return plan, (X, S, Y)
+    return plan, args
 
 
 def test_parts_on_threads_need_equal_counts():

@@ -165,6 +165,12 @@ class Model:
             tensorize=self.tensorize if number == 0 else None)  # the product is the first part
 
     @property
+    def outside_fusion(self) -> frozenset[str]:
+        """The loops before a fused schedule's fusing index: every part runs inside them (none
+        when unfused)."""
+        return frozenset(lp.name for lp in self.loops[:self.fusion.at]) if self.fusion is not None else frozenset()
+
+    @property
     def parts(self) -> tuple[Model, ...]:
         """The Model's parts in the order they run (itself alone when unfused)."""
         if self.fusion is None:

@@ -22,9 +22,8 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_warps(model)
     _check_launch(model, launch)
     _check_fusion(model)
-    enclosing = frozenset(lp.name for lp in model.loops[:model.fusion.at]) if model.fusion else frozenset()
     for part in model.parts:
-        across = reduce.find(part, enclosing)
+        across = reduce.find(part, model.outside_fusion)
         if across is not None:
             reduce.check_lanes(part, across, launch.block)
         _check_races(part, across.loops if across is not None else ())

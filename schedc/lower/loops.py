@@ -53,8 +53,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
     parted = []
     if model.fusion is not None and tiles is None:
-        enclosing = frozenset(lp.name for lp in model.loops[:model.fusion.at])
-        parted = [reduce.find(part, enclosing) for part in model.parts]
+        parted = [reduce.find(part, model.outside_fusion) for part in model.parts]
     combine = reduce.scratches((across, *parted), launch.block)
     nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
                  barriers=bool(shared) or bool(combine) or bool(threaded_units(model)))
@@ -92,9 +91,8 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
     iterates them all. Where parts run their own loops on the block's threads, a barrier
     separates the parts, a part without a loop on a thread axis runs on its first thread only,
     and a part that reduces across threads combines them (``_across_threads``)."""
-    fusion = model.fusion
-    outer = [lp for lp in serial if order_of(model, lp.name) < fusion.at]
-    outside = {lp.name for lp in outer}
+    outside = model.outside_fusion
+    outer = [lp for lp in serial if lp.name in outside]
     inner = {lp.name for lp in serial} - outside
     threaded = threaded_units(model)
     parts: list[Stmt] = []
@@ -105,7 +103,7 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
         own = nest.for_part(part, outside, {lp.name for lp in loops})
         statements = _statements(model, part.statements, own.shared, own.registers, nest.as_expr)
-        across = reduce.find(part, frozenset(lp.name for lp in model.loops[:fusion.at]))
+        across = reduce.find(part, outside)
         if across is not None:  # each part's partial of its own
             across = dataclasses.replace(across, name=f"{reduce.PARTIAL}_{number}")
             statements = (reduce.partial_update(across, statements[0]),)
@@ -129,7 +127,7 @@ def _across_threads(model, nest: _Nest, across: reduce.ThreadReduction, serial: 
     them (every thread of the block reaches it: no guard wraps it), the total written by the
     row's first thread where the row's own guards hold (and ``idle``: a fused schedule's part
     runs on the first thread of the axes it has no loop on)."""
-    store = model.statements[across.statement]
+    store = model.statements[0]  # a reduction across threads is its nest's (or part's) one statement
     target = in_loops(model, store)  # (a fused schedule's part: over the whole schedule's loops)
     serial_names = {lp.name for lp in serial}
     row = [g for g in guards if not g.affine.variables() & (serial_names | set(across.loops))]
@@ -147,10 +145,6 @@ def threaded_units(model) -> set:
     unfused = {model.dims[d][0] for dims in model.fusion.unfused for d in dims}
     return {b.unit for b in model.bindings if b.unit.level == "thread"
             and any(model.dims[model.loop(n).dim][0] in unfused for n in b.loops)}
-
-
-def order_of(model, loop: str) -> int:
-    return next(n for n, lp in enumerate(model.loops) if lp.name == loop)
 
 
 class _Nest:

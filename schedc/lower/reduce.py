@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
@@ -50,7 +52,6 @@ SCRATCH = "_partials"  # the warps' totals, in shared memory
 
 @dataclass(frozen=True)
 class ThreadReduction:
-    statement: int  # the reducing statement's position in the Model
     op: str
     loops: tuple[str, ...]  # the reduced loops, bound to THREAD_X
     dtype: ScalarType  # the partials' type
@@ -61,10 +62,7 @@ class ThreadReduction:
             return Const(0.0 if self.dtype.is_float else 0, self.dtype)
         if self.dtype.is_float:
             return Const(-math.inf if self.op == "max" else math.inf, self.dtype)
-        info = self.dtype.numpy
-        import numpy as np
-
-        limits = np.iinfo(info)
+        limits = np.iinfo(self.dtype.numpy)
         return Const(int(limits.min if self.op == "max" else limits.max), self.dtype)
 
 
@@ -113,7 +111,7 @@ def find(model, enclosing: frozenset[str] = frozenset()) -> ThreadReduction | No
     if any(c.array == store.buffer for c in model.caches):
         raise PlanError(where, f"{store.buffer} is cached; its reduction across threads writes it once, from one "
                                "thread of a row: leave it uncached", loops=loops)
-    return ThreadReduction(0, op, loops, partial_type(target))
+    return ThreadReduction(op, loops, partial_type(target))
 
 
 def partial_type(target: ScalarType) -> ScalarType:
@@ -148,18 +146,11 @@ def scratches(reductions, block: tuple[int, int, int]) -> tuple[SharedBuffer, ..
     return tuple(SharedBuffer(scratch_name(t), t, (warps,), (1,)) for t in types)
 
 
-def partial_update(reduction: ThreadReduction, store: Store) -> Store:
+def partial_update(across: ThreadReduction, store: Store) -> Store:
     """The statement (over schedule loops) accumulating into the thread's partial instead of T."""
-    op, term = reduction_of(store)
-    value = Binary(op, Load(reduction.name, (Const(0),), reduction.dtype), widened(term, reduction.dtype),
-                   reduction.dtype)
-    return Store(reduction.name, (Const(0),), value)
-
-
-def reduction_of(store: Store) -> tuple[str, Expr]:
-    found = reduction(store)
-    assert found is not None
-    return found
+    _, term = reduction(store)
+    value = Binary(across.op, Load(across.name, (Const(0),), across.dtype), widened(term, across.dtype), across.dtype)
+    return Store(across.name, (Const(0),), value)
 
 
 def around(reduction: ThreadReduction, store: Store, target: ScalarType, block: tuple[int, int, int],
