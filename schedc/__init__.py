@@ -15,6 +15,7 @@ from .errors import (
     TargetError,
 )
 from .frontend.array import Array, Role
+from .frontend.dimension import Dimension, create_dimensions
 from .frontend.elementwise import (  # noqa: A004 - Accera's acc.abs, acc.pow, acc.round
     abs,
     ceil,
@@ -74,6 +75,7 @@ __all__ = [
     "CopyEngine", "MMAShape", "MemorySpace", "Nest", "NestError", "PackageError", "Plan", "PlanError", "Role",
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min", "Parameter", "create_parameter_grid", "create_parameters",
+    "Dimension", "create_dimensions",
     "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh",
     "sigmoid", "erf", "floor", "ceil", "round", "pow", "select", "logical_and", "logical_or", "logical_not",
     "equal", "not_equal", "fuse", "FusedSchedule",

@@ -2,24 +2,24 @@
 gets a SchedcError saying why (never an AttributeError):
 
 >>> import schedc as acc
->>> acc.create_dimensions  # doctest: +ELLIPSIS
+>>> acc.k_dynamic_size  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-schedc.errors.NestError: acc.create_dimensions: sizes known only at run time are not built in schedc: ...
+schedc.errors.NestError: acc.k_dynamic_size: ...
 """
 
 from __future__ import annotations
 
 from .errors import NestError, PackageError, PlanError, ScheduleError, TargetError
 
-_RUNTIME_SIZES = "sizes known only at run time are not built in schedc: arrays and nests have fixed shapes"
+_RUNTIME_SIZES = ("a dynamic split size is not built in schedc: splits are fixed; run-time sizes of arrays and "
+                  "nests are acc.create_dimensions()")
 
 REFUSED: dict[str, tuple[type, str]] = {
     "fast_exp_mlas": (NestError, "MLAS's exponential is a CPU routine, not in schedc: acc.fast_exp is CUDA's "
                                  "fast exponential"),
     "remainderf": (NestError, "remainderf is not built in schedc: the iteration logic has + - * / % on integers, "
                               "acc.floor and the other math of schedc.frontend.elementwise"),
-    "create_dimensions": (NestError, _RUNTIME_SIZES),
     "k_dynamic_size": (NestError, _RUNTIME_SIZES),
     "logic_function": (NestError, "schedc takes a nest's statements from @nest.iteration_logic"),
     "LogicFunction": (NestError, "schedc takes a nest's statements from @nest.iteration_logic"),

@@ -25,10 +25,11 @@ import numpy as np
 from . import data
 from .errors import LaunchError
 from .ir.kernel import Binary, Call, Expr, Load, Unary
+from .ir.specialize import grid_at
 from .ir.walk import operands
 from .package import driver
 from .reference import reference
-from .verify import checkable, compare
+from .verify import at_sizes, checkable, compare, resolved_sizes
 
 STATISTICS = ("mean", "median_of_means", "mean_of_small_means", "robust_mean", "min_of_means")
 
@@ -112,22 +113,26 @@ def time_batches(launch, options: Options, events: driver.Events) -> list[float]
     return times
 
 
-def bench_function(fn, options: Options, compare_with: str | None = None, tolerance=None):
-    """Verify, then time ``fn`` (a loaded Function) and optionally a reference. Returns
-    (reports, timing, reference timing or None)."""
+def bench_function(fn, options: Options, compare_with: str | None = None, tolerance=None,
+                   sizes: dict[str, int] | None = None):
+    """Verify, then time ``fn`` (a loaded Function; at run-time ``sizes`` where it has them,
+    default ``verify.default_sizes``) and optionally a reference. Returns (reports, timing,
+    reference timing or None)."""
     dev = driver.device()
-    checkable(fn.name, fn.model, fn.function)
-    params, model = fn.function.arrays, fn.model
+    values = resolved_sizes(fn.model, fn.name, sizes)
+    model, function = at_sizes(fn.model, fn.function, values)
+    checkable(fn.name, model, function)
+    params = function.arrays
     arrays = data.inputs(params, options.seed)
-    reports = _verify(fn, arrays, tolerance)
+    reports = _verify(fn, model, params, arrays, tolerance, values)
     set_bytes = sum(b.size * b.dtype.size for b in params)
     sets = 1 if set_bytes > 2 * dev.l2_bytes else min(16, -(-2 * dev.l2_bytes // set_bytes) + 1)
     memories = [_upload(params, data.inputs(params, options.seed + 1 + n)) for n in range(sets)]
-    launches = [fn.launches([m.pointer for m in ms]) for ms in memories]
+    launches = [fn.launches([m.pointer for m in ms], fn.size_scalars(values)) for ms in memories]
 
     def launch(i: int) -> None:
         for handle, kernel, args in launches[i % sets]:
-            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args,
+            driver.launch(handle, grid_at(kernel, values), kernel.block, kernel.dynamic_shared_bytes, args,
                           dependent=kernel.dependent_launch)
 
     events = driver.Events()
@@ -154,11 +159,10 @@ def _upload(params, arrays) -> list[driver.DeviceMemory]:
     return out
 
 
-def _verify(fn, arrays, tolerance):
-    params, model = fn.function.arrays, fn.model
+def _verify(fn, model, params, arrays, tolerance, sizes: dict[str, int]):
     memories = _upload(params, arrays)
-    for handle, kernel, args in fn.launches([m.pointer for m in memories]):
-        driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args,
+    for handle, kernel, args in fn.launches([m.pointer for m in memories], fn.size_scalars(sizes)):
+        driver.launch(handle, grid_at(kernel, sizes), kernel.block, kernel.dynamic_shared_bytes, args,
                       dependent=kernel.dependent_launch)
     driver.device().synchronize()
     outputs = {}

@@ -202,8 +202,31 @@ def _check_failed(e: SchedcError) -> None:
     _fail(str(e))
 
 
+class _Sizes(click.ParamType):
+    """--sizes: values of run-time sizes, ``M=100,N=7``."""
+
+    name = "NAME=N,..."
+
+    def convert(self, value, param, ctx) -> dict[str, int]:
+        if isinstance(value, dict):
+            return value
+        out = {}
+        for item in str(value).split(","):
+            name, _, number = item.partition("=")
+            if not name.strip().isidentifier() or not number.strip().isdigit() or int(number) < 1:
+                self.fail(f"{item!r} is not NAME=N with N a positive integer (as in M=100,N=7)", param, ctx)
+            out[name.strip()] = int(number)
+        return out
+
+
+_SIZES = click.option("--sizes", type=_Sizes(), default=None,
+                      help="Values of the functions' run-time sizes (create_dimensions), as M=100,N=7. Default: "
+                           "two whole tiles and one element more of each.")
+
+
 def _run_options(command):
-    """--function, --seed and --tolerance, shared by emulate and verify."""
+    """--function, --seed, --tolerance and --sizes, shared by emulate and verify."""
+    command = _SIZES(command)
     command = click.option("--tolerance", type=float, default=None,
                            help="Relative error allowed (default: by type).")(command)
     command = click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")(command)
@@ -306,14 +329,28 @@ class _Progress:
             self.open = False
 
 
-def _emulate_one(fn: Function, chosen: _Blocks, seed: int, tolerance: float | None) -> list[Report]:
+def _emulate_one(model, function, chosen: _Blocks, seed: int, tolerance: float | None) -> list[Report]:
     from .verify import emulate_function
 
-    progress = _Progress(fn.name)
+    progress = _Progress(function.name)
     try:
-        return emulate_function(fn.model, fn.function, chosen.blocks, seed, tolerance, progress)
+        return emulate_function(model, function, chosen.blocks, seed, tolerance, progress)
     finally:
         progress.close()
+
+
+def _at_sizes(fn: Function, sizes: dict[str, int] | None):
+    """The function's Model and kernels at ``sizes`` (their defaults where None), and how the
+    report names them (`` at M = 33``)."""
+    from .verify import at_sizes, resolved_sizes
+
+    try:
+        values = resolved_sizes(fn.model, fn.name, sizes)
+        model, function = at_sizes(fn.model, fn.function, values)
+    except SchedcError as e:
+        _fail(str(e))
+    shown = " at " + ", ".join(f"{k} = {v}" for k, v in values.items()) if values else ""
+    return model, function, values, shown
 
 
 @main.command()
@@ -323,19 +360,20 @@ def _emulate_one(fn: Function, chosen: _Blocks, seed: int, tolerance: float | No
                    "Default: the grid's corners, where partial tiles lie, and a few spread over it "
                    "(at least 8 blocks, or every block of a smaller grid).")
 @_run_options
-def emulate(package: str, blocks: int | str | None, function: str | None, seed: int, tolerance) -> None:
+def emulate(package: str, blocks: int | str | None, function: str | None, seed: int, tolerance, sizes) -> None:
     """Run PACKAGE's kernels on the CPU emulator and compare the emulated blocks' outputs with the
     float64 reference; print which blocks and, on stderr, the progress."""
     pkg = _load(package)
     ok = True
     for fn in _functions(pkg, function):
         _checkable(fn)
-        kernel = fn.function.kernels[-1]
+        model, kernels, _, shown = _at_sizes(fn, sizes)
+        kernel = kernels.kernels[-1]
         chosen = _choose_blocks(kernel.grid, blocks, kernel.persistent is not None)
-        _echo_choice(fn.name, chosen, kernel)
+        _echo_choice(fn.name + shown, chosen, kernel)
         scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
-        ok &= _report(f"emulated {fn.name} ({scope})", lambda fn=fn, chosen=chosen: _emulate_one(
-            fn, chosen, seed, tolerance or pkg.tolerance))
+        ok &= _report(f"emulated {fn.name}{shown} ({scope})", lambda m=model, f=kernels, chosen=chosen: _emulate_one(
+            m, f, chosen, seed, tolerance or pkg.tolerance))
     sys.exit(0 if ok else 1)
 
 
@@ -356,7 +394,7 @@ def _echo_choice(name: str, chosen: _Blocks, kernel) -> None:
 @main.command()
 @click.argument("package", type=click.Path())
 @_run_options
-def verify(package: str, function: str | None, seed: int, tolerance) -> None:
+def verify(package: str, function: str | None, seed: int, tolerance, sizes) -> None:
     """Run PACKAGE's functions on the GPU on random inputs and compare with the reference."""
     from .verify import run_function
 
@@ -364,8 +402,9 @@ def verify(package: str, function: str | None, seed: int, tolerance) -> None:
     pkg = _load(package)
     ok = True
     for fn in _functions(pkg, function):
-        ok &= _report(f"verified {fn.name} on the GPU",
-                      lambda fn=fn: run_function(fn, seed, tolerance or pkg.tolerance))
+        _, _, values, shown = _at_sizes(fn, sizes)
+        ok &= _report(f"verified {fn.name}{shown} on the GPU",
+                      lambda fn=fn, values=values: run_function(fn, seed, tolerance or pkg.tolerance, values or None))
     sys.exit(0 if ok else 1)
 
 
@@ -382,8 +421,9 @@ def verify(package: str, function: str | None, seed: int, tolerance) -> None:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Append results to this CSV file.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
+@_SIZES
 def bench(package, function, compare_with, min_time, batch_size, min_iterations, time_in_ms, csv_path,
-          seed) -> None:
+          seed, sizes) -> None:
     """Time PACKAGE's functions on the GPU (after verifying them), with hatlib's statistics."""
     from .bench import STATISTICS, Options, bench_function
 
@@ -394,7 +434,7 @@ def bench(package, function, compare_with, min_time, batch_size, min_iterations,
     rows = []
     for fn in _functions(pkg, function):
         try:
-            reports, timing, ref = bench_function(fn, options, compare_with, pkg.tolerance)
+            reports, timing, ref = bench_function(fn, options, compare_with, pkg.tolerance, sizes)
         except SchedcError as e:
             _fail(str(e))
         for report in reports:

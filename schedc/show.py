@@ -5,6 +5,7 @@ from __future__ import annotations
 import pprint
 
 from . import poly
+from .codegen.cuda import grid_text
 from .codegen.cuda_printer import Printer
 from .ir.kernel import Cast, FragmentStore, HostFunction, Kernel
 from .ir.model import Model
@@ -55,7 +56,9 @@ def _loops(model, facts, loops, first: int, marked: tuple[str, ...], lines: list
             marks.append(f"tensorized {model.tensorize.mma_shape.name} ({role})")
         if spec.name in model.unrolled:
             marks.append("unrolled")
-        marks.append(f"{f.extent} iterations")
+        span = f"{f.end}" if f.fixed or not f.first else f"({f.end} - {f.first})"
+        marks.append(f"{f.extent} iterations" if f.fixed else f"ceil({span} / {f.step}) iterations" if f.step > 1
+                     else f"{span} iterations")
         head = f"{'  ' * depth}for {spec.name} in range({spec.begin}, {spec.end}, {spec.step}):"
         arrow = "   <-- here" if spec.name in marked else ""
         lines.append(f"{head:<48} # {', '.join(marks)}{arrow}")
@@ -86,14 +89,19 @@ def launch(model, kernel: Kernel) -> str:
     """A kernel's grid and block, its threads, shared memory and index type."""
     threads = kernel.threads_per_block  # with a producer warpgroup, if any
     warps = -(-threads // model.gpu.warp_size)
-    grid = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    fixed = all(isinstance(n, int) for n in kernel.grid)
+    shown = str(kernel.grid) if fixed else "(" + ", ".join(grid_text(kernel, n) for n in kernel.grid) + ")"
+    grid = kernel.grid[0] * kernel.grid[1] * kernel.grid[2] if fixed else "a run-time number of"
     persistent = ""
     if kernel.persistent is not None:
         p = kernel.persistent
-        persistent = (f" (persistent: they take the {p.count} tiles of a {p.tiles} grid in turn, "
-                      f"in groups of {p.group} rows)")
+        if all(isinstance(n, int) for n in p.tiles):
+            tiles = f"{p.count} tiles of a {p.tiles}"
+        else:
+            tiles = "tiles of a (" + ", ".join(grid_text(kernel, n) for n in p.tiles) + ")"
+        persistent = f" (persistent: they take the {tiles} grid in turn, in groups of {p.group} rows)"
     return (
-        f"grid {kernel.grid} x block {kernel.block}: {grid} blocks{persistent} of {threads} threads "
+        f"grid {shown} x block {kernel.block}: {grid} blocks{persistent} of {threads} threads "
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "
         f"{kernel.index_type.c_type} indexing"
     )

@@ -12,7 +12,9 @@ import numpy as np
 from . import data, poly
 from .codegen.emulate import Block, Progress, emulate_sequence
 from .errors import PackageError
+from .ir.affine import Affine
 from .ir.kernel import HostFunction, Kernel
+from .ir.specialize import function_at
 from .reference import block_dims, reference
 
 
@@ -72,13 +74,51 @@ def checkable(name: str, model, function: HostFunction) -> None:
                                  "call it from Python (schedc.load) with your values")
 
 
+def default_sizes(model) -> dict[str, int]:
+    """Values of a Model's run-time sizes that check its partial tiles: each size two whole
+    tiles of its largest step and one element more (its loops' largest step)."""
+    out = {}
+    for name in model.size_names:
+        steps = [lp.step for lp in model.loops if isinstance(lp.end, Affine) and name in lp.end.variables()]
+        out[name] = 2 * max(steps, default=1) + 1
+    return out
+
+
+def resolved_sizes(model, function: str, sizes: dict[str, int] | None = None) -> dict[str, int]:
+    """The values of the Model's run-time sizes: ``sizes`` checked (a PackageError names one
+    missing, unknown or below 1), ``default_sizes`` where None; {} for a Model without any."""
+    if model is None or not model.sizes:
+        return {}
+    values = default_sizes(model) if sizes is None else dict(sizes)
+    unknown = sorted(set(values) - set(model.size_names))
+    if unknown:
+        raise PackageError(function, f"has no run-time size {unknown[0]} (its sizes: {', '.join(model.size_names)})")
+    for size in model.size_names:
+        if size not in values:
+            raise PackageError(function, f"has the run-time size {size}: give its value (sizes {size}=...)")
+        if isinstance(values[size], bool) or not isinstance(values[size], int) or values[size] < 1:
+            raise PackageError(function, f"run-time size {size} = {values[size]!r}: sizes are integers >= 1")
+    return values
+
+
+def at_sizes(model, function: HostFunction, sizes: dict[str, int] | None = None):
+    """The Model and function at run-time ``sizes`` (``resolved_sizes``); themselves when the
+    function has none."""
+    values = resolved_sizes(model, function.name, sizes)
+    if not values:
+        return model, function
+    return model.at(values), function_at(function, values)
+
+
 def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Block] | None, seed: int = 0,
-                     tolerance: float | None = None, progress: Progress | None = None) -> list[Report]:
+                     tolerance: float | None = None, progress: Progress | None = None,
+                     sizes: dict[str, int] | None = None) -> list[Report]:
     """Emulate ``kernel`` (or a function's kernels in order: every block of all but the last)
     on random inputs, on every block (None), ``blocks`` of them spread over the (last) grid, or
     the listed blocks; compare those blocks' outputs. ``progress(done, total)`` is called after
-    each block."""
+    each block. A function of run-time sizes runs at ``sizes`` (default: ``default_sizes``)."""
     function = HostFunction.single(kernel) if isinstance(kernel, Kernel) else kernel
+    model, function = at_sizes(model, function, sizes)
     checkable(function.name, model, function)
     arrays, outputs, written, blocks_run = _emulated(function, blocks, seed, progress)
     if blocks is None:
@@ -99,33 +139,38 @@ def _emulated(function: HostFunction, blocks, seed: int, progress: Progress | No
     return arrays, outputs, written, run.blocks
 
 
-def run_function(fn, seed: int = 0, tolerance: float | None = None) -> list[Report]:
+def run_function(fn, seed: int = 0, tolerance: float | None = None,
+                 sizes: dict[str, int] | None = None) -> list[Report]:
     """Run a loaded function on the GPU on random inputs (numpy arrays in each parameter's
-    layout); compare the whole output with the reference."""
-    checkable(fn.name, fn.model, fn.function)
-    arrays, outputs = _on_device(fn, seed)
-    expected, touched = reference(fn.model, arrays)
-    return compare(fn.model, outputs, expected, touched, tolerance=tolerance)
+    layout, of run-time ``sizes`` where it has them); compare the whole output with the reference."""
+    model, function = at_sizes(fn.model, fn.function, sizes)
+    checkable(fn.name, model, function)
+    arrays, outputs = _on_device(fn, seed, model, function)
+    expected, touched = reference(model, arrays)
+    return compare(model, outputs, expected, touched, tolerance=tolerance)
 
 
-def compare_with_emulator(fn, seed: int = 0, tolerance: float | None = None) -> list[Report]:
+def compare_with_emulator(fn, seed: int = 0, tolerance: float | None = None,
+                          sizes: dict[str, int] | None = None) -> list[Report]:
     """The GPU's outputs against the emulator's (every block), element for element, on the same
     inputs, over the elements the emulated kernel wrote: where they differ, the emulator and
     the hardware disagree about the kernel (an emulator error, a race or an out-of-bounds access
     it catches, propagates)."""
-    checkable(fn.name, fn.model, fn.function)
-    _, device = _on_device(fn, seed)
-    _, emulated, written, _ = _emulated(fn.function, None, seed)
-    stored = {s.buffer for s in fn.model.statements}
+    model, function = at_sizes(fn.model, fn.function, sizes)
+    checkable(fn.name, model, function)
+    _, device = _on_device(fn, seed, model, function)
+    _, emulated, written, _ = _emulated(function, None, seed)
+    stored = {s.buffer for s in model.statements}
     touched = {name: mask for name, mask in written.items() if name in stored}
-    return compare(fn.model, device, emulated, touched, tolerance=tolerance)
+    return compare(model, device, emulated, touched, tolerance=tolerance)
 
 
-def _on_device(fn, seed: int):
-    """The inputs of ``seed`` and the arrays after one call of ``fn`` on them."""
-    params = fn.function.arrays
+def _on_device(fn, seed: int, model, function: HostFunction):
+    """The inputs of ``seed`` (shaped as ``function``'s arrays: the loaded function at its
+    run-time sizes) and the arrays after one call of ``fn`` on them."""
+    params = function.arrays
     arrays = data.inputs(params, seed)
-    written = {s.buffer for s in fn.model.statements}
+    written = {s.buffer for s in model.statements}
     outputs = {b.name: data.copy(b, arrays[b.name]) if b.name in written else arrays[b.name]
                for b in params}  # the same values; the GPU writes the copies
     fn(*(outputs[b.name] for b in params))

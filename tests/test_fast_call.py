@@ -261,3 +261,32 @@ def test_threads_calling_at_once_launch_their_own_tensors(tmp_path):
     torch.cuda.synchronize()
     assert not failures
     assert all(torch.equal(c, a + b) for a, b, c in work)
+
+
+@pytest.mark.gpu
+def test_run_time_sizes_take_the_fast_path_with_their_grid(tmp_path, launches):
+    M = schedc.create_dimensions()
+    plan, args = hopper_matmul.matmul(M, 256, 128, block=(128, 256, 64), stages=2, persistent={"group": 8})
+    fn = schedc.load(build(plan, (*args, M), "fast_sized", tmp_path)).fast_sized
+    simt, simt_args = simt_matmul(M, 48, 32, block=(16, 16))
+    rows = schedc.load(build(simt, (*simt_args, M), "fast_rows", tmp_path / "rows")).fast_rows
+    torch = _torch()
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90a")
+    grids = []
+    for m in (1, 200, 300):  # new sizes: new grids, new tensor maps
+        a, b = torch.rand(m, 128, device="cuda").half(), torch.rand(128, 256, device="cuda").half()
+        c = torch.rand(m, 256, device="cuda")
+        expected = _reference(torch, a, b, c)
+        fn(a, b, c)
+        x, y, z = torch.rand(m, 32, device="cuda"), torch.rand(32, 48, device="cuda"), torch.rand(m, 48, device="cuda")
+        want = _reference(torch, x, y, z)
+        rows(x, y, z)
+        torch.cuda.synchronize()
+        assert torch.allclose(c.double(), expected, rtol=1e-3, atol=1e-3)
+        assert torch.allclose(z.double(), want, rtol=1e-5)
+        grids += [(min(-(-m // 128), 132), 1, 1), (3, -(-m // 16), 1)]
+    assert launches == grids  # every call launched by the fast path, at its own sizes
+    with pytest.raises(LaunchError, match=r"A.shape\[0\] = 5 but C.shape\[0\] = 6: both are the run-time size M"):
+        rows(torch.rand(5, 32, device="cuda"), torch.rand(32, 48, device="cuda"), torch.rand(6, 48, device="cuda"))
+    assert len(launches) == len(grids)

@@ -115,3 +115,32 @@ def test_generated_programs_pass_the_shrinkers_value_checks():
     """The generator and the shrinker agree on which programs compare reliably."""
     programs = [generate(2, n) for n in range(300)]
     assert all(program_is_safe(p) for p in programs if p.tensorize is None)
+
+
+def test_run_time_sizes_are_drawn_and_emulated_at_two_values(monkeypatch):
+    from dataclasses import replace
+
+    from .fuzz import run
+    from .fuzz.program import RUNTIME_SIZE, runtime_dims
+
+    runs = []
+    emulate = run.emulate_function
+
+    def recorded(*args, sizes=None, **options):
+        runs.append(sizes)
+        return emulate(*args, sizes=sizes, **options)
+
+    monkeypatch.setattr(run, "emulate_function", recorded)
+
+    drawn = [p for p in (generate(11, n) for n in range(120)) if p.runtime]
+    assert drawn, "the generator draws run-time sizes"
+    program = drawn[0]
+    text = render(program)
+    assert f"{RUNTIME_SIZE} = acc.create_dimensions()" in text and f", {RUNTIME_SIZE})" in text
+    fixed = replace(program, runtime=False)
+    assert RUNTIME_SIZE not in render(fixed) and runtime_dims(fixed) == runtime_dims(program)
+    assert run_program(program, compile_cuda=False).kind in ("correct", "refused")
+    assert any(run_program(p, compile_cuda=False).kind == "correct" for p in drawn[:6])
+    ones = {RUNTIME_SIZE: 1}
+    assert ones in runs and any(sizes not in (None, ones) for sizes in runs)  # the default sizes, and 1
+    assert "run-time size (acc.create_dimensions) of the first dimension" in features(program)

@@ -164,8 +164,14 @@ def emit_launcher(function: Kernel | HostFunction) -> str:
     return "\n".join(lines)
 
 
+def grid_text(kernel: Kernel, blocks) -> str:
+    """Blocks along a grid axis as C text: a number, or an expression of run-time sizes."""
+    return str(blocks) if isinstance(blocks, int) else Printer(kernel).expr(blocks)
+
+
 def _launch_lines(kernel: Kernel, n: int, count: int) -> list[str]:
-    g, b = kernel.grid, kernel.block
+    g = tuple(grid_text(kernel, n) for n in kernel.grid)
+    b = kernel.block
     args = ", ".join(p.name for p in kernel.arguments)
     lines = [f"{INDENT}// kernel {n + 1} of {count}"] if count > 1 else []
     if kernel.dynamic_shared_bytes > 48 * 1024:

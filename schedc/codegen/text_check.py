@@ -48,6 +48,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import InternalError
+from ..ir import sizes
 from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
     Binary,
@@ -76,8 +77,9 @@ from ..ir.kernel import (
     Var,
 )
 from ..ir.registry import Registry
+from ..ir.specialize import evaluate
 from ..ir.types import ScalarType
-from ..ir.walk import walk_statements
+from ..ir.walk import variables, walk_statements
 from .cuda_printer import Printer
 from .cuda_tensor import swizzle_base, swizzle_geometry
 
@@ -921,12 +923,26 @@ def check_kernel(kernel: Kernel, source: str | None = None) -> int:
     return checker.count
 
 
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)  # blocks along x, y, z (every CUDA GPU schedc targets)
+
+
+def _blocks(extent, axis: int, largest: dict[str, int]) -> int:
+    """The most blocks (or threads) along an axis: a number, or a count of run-time sizes at
+    their largest values (32-bit indexing: what the loader lets through; else CUDA's limits)."""
+    if isinstance(extent, int):
+        return extent
+    if largest and all(v in largest for v in variables(extent)):
+        return min(_GRID_LIMITS[axis], evaluate(extent, largest))
+    return _GRID_LIMITS[axis]
+
+
 def _variable_bounds(kernel: Kernel) -> dict[str, tuple[int, int]]:
     """Bounds of the special registers (launch shape) and of the index variables the kernel
     defines (Let values; loop variables from start to stop - 1), over every definition of a name;
     names with an unknown bound are left out."""
     extents = {"threadIdx": kernel.block, "blockIdx": kernel.grid}
-    bounds = {name: (0, extents[r][axis] - 1) for name, (r, axis) in _REGISTERS.items()}
+    largest = sizes.largest(kernel.buffers) if kernel.index_type.size == 4 else {}
+    bounds = {name: (0, _blocks(extents[r][axis], axis, largest) - 1) for name, (r, axis) in _REGISTERS.items()}
     unknown: set[str] = set()
     for s in walk_statements(kernel.body):
         if isinstance(s, Let):

@@ -17,6 +17,7 @@ from ..errors import NestError
 from ..ir.layout import row_major_strides
 from ..ir.types import ScalarType, converts_implicitly, from_numpy
 from . import capture
+from .dimension import Dimension
 from .expr import Access, Assign, affine_terms, as_expr, holds_parameter, render
 from .names import unusable
 from .parameters import Call, Recording, has_parameter
@@ -43,7 +44,8 @@ class Array:
     """An n-dimensional array of scalars.
 
     Parameters: ``role`` (Role), ``element_type`` (ScalarType, default float32), ``shape``
-    (positive integers), ``layout`` (Layout or explicit element strides), ``data`` (CONST only),
+    (positive integers; the slowest dimension may be a run-time size, ``create_dimensions``),
+    ``layout`` (Layout or explicit element strides), ``data`` (CONST only),
     ``name`` (optional; otherwise ``Package.add`` names it after the script's variable for it, or
     by its position in ``args``: see ``schedc.frontend.names``).
     """
@@ -82,6 +84,9 @@ class Array:
         self.element_type = element_type
         self.shape = _check_shape(where, shape)
         self.strides = _strides(where, self.shape, layout)
+        if self.sized and role in (Role.CONST, Role.TEMP):
+            raise NestError(where, f"a Role.{role.name} array has a fixed size: its shape {_shown(self.shape)} has "
+                                   "a run-time size")
         self.layout = layout if isinstance(layout, Layout) else tuple(layout)
         if name is not None and unusable(name) is not None:
             raise NestError(where, f"name {unusable(name)}")
@@ -121,13 +126,18 @@ class Array:
         return element_type, data.shape
 
     @property
+    def sized(self) -> bool:
+        """Whether a dimension of the array is a run-time size."""
+        return any(isinstance(n, Dimension) for n in self.shape)
+
+    @property
     def size(self) -> int:
-        """Elements of storage the array spans (largest offset + 1)."""
+        """Elements of storage the array spans (largest offset + 1); fixed shapes only."""
         return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
 
     @property
     def display_name(self) -> str:
-        shape = ", ".join(str(n) for n in self.shape)
+        shape = _shown(self.shape)[1:-1]
         return self.name or self.variable or f"<{self.element_type.value}[{shape}] array>"
 
     def __repr__(self) -> str:
@@ -173,20 +183,31 @@ class Array:
     # Python evaluates ``C[i, j] += x`` as ``C[i, j] = C[i, j] + x``: no __iadd__ is needed.
 
 
-def _check_shape(where: str, shape: Sequence[int] | None) -> tuple[int, ...]:
+def _shown(shape: tuple) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+def _check_shape(where: str, shape: Sequence[int] | None) -> tuple[int | Dimension, ...]:
     if shape is None:
         raise NestError(where, "shape is required")
     shape = tuple(shape)
-    if not shape or any(isinstance(n, bool) or not isinstance(n, int | np.integer) for n in shape):
+    fixed = [n for n in shape if not isinstance(n, Dimension)]
+    if not shape or any(isinstance(n, bool) or not isinstance(n, int | np.integer) for n in fixed):
+        raise NestError(where, f"shape must be a tuple of positive integers (or run-time sizes), not {shape!r}")
+    if any(n < 1 for n in fixed):
         raise NestError(where, f"shape must be a tuple of positive integers, not {shape!r}")
-    if any(n < 1 for n in shape):
-        raise NestError(where, f"shape must be a tuple of positive integers, not {shape!r}")
-    return tuple(int(n) for n in shape)
+    return tuple(n if isinstance(n, Dimension) else int(n) for n in shape)
 
 
-
-
-def _strides(where: str, shape: tuple[int, ...], layout: Layout | Sequence[int]) -> tuple[int, ...]:
+def _strides(where: str, shape: tuple[int | Dimension, ...], layout: Layout | Sequence[int]) -> tuple[int, ...]:
+    sized = [d for d, n in enumerate(shape) if isinstance(n, Dimension)]
+    if sized:
+        slowest = 0 if layout is Layout.FIRST_MAJOR else len(shape) - 1 if layout is Layout.LAST_MAJOR else None
+        if slowest is None or sized != [slowest]:
+            order = "first" if layout is Layout.FIRST_MAJOR else "last" if layout is Layout.LAST_MAJOR else "slowest"
+            raise NestError(where, f"shape {_shown(shape)}: a run-time size may be the array's {order} dimension "
+                                   "only (the one no stride depends on), one per array")
+        shape = tuple(1 if isinstance(n, Dimension) else n for n in shape)
     if layout is Layout.FIRST_MAJOR:
         return row_major_strides(shape)
     if layout is Layout.LAST_MAJOR:

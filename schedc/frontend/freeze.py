@@ -12,11 +12,14 @@ from ..ir.model import BindingSpec, CacheSpec, FusionSpec, GroupSpec, LoopSpec, 
 from ..ir.walk import substitute
 from . import convert
 from .array import Array, Role
+from .dimension import Dimension, as_extent
 
 
 def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
     """Snapshot ``plan`` (a ``schedc.Plan``) as a Model for the function ``function`` taking ``args``."""
     schedule, nest = plan.schedule, plan.schedule.nest
+    sizes = _sizes(function, nest, args)
+    args = tuple(a for a in args if isinstance(a, Array))
     used = nest.arrays()
     internal = [a for a in used if a.role in (Role.CONST, Role.TEMP)]
     for array in used:
@@ -63,7 +66,8 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         function=function,
         target=plan.target.model,
         buffers=buffers,
-        dims=tuple((i.name, n) for i, n in zip(nest.indices, nest.shape) if i is not getattr(nest, "fusing", None)),
+        dims=tuple((i.name, as_extent(n)) for i, n in zip(nest.indices, nest.shape)
+                   if i is not getattr(nest, "fusing", None)),
         statements=statements,
         loops=loops,
         groups=groups,
@@ -83,7 +87,33 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         clustering=plan.clustering,
         split_deterministic=plan.split_deterministic,
         fusion=fusion,
+        sizes=sizes,
     )
+
+
+def _sizes(function: str, nest, args: tuple) -> tuple[tuple[str, int], ...]:
+    """The run-time sizes among ``args`` with their positions; refused where a size the nest or
+    its arrays use is not among them, is not read from an argument array's shape, or one given
+    is used by none."""
+    where = f"Package.add({function})"
+    given = [(a.name, n) for n, a in enumerate(args) if isinstance(a, Dimension)]
+    arrays = [a for a in args if isinstance(a, Array)]
+    readable = {n.name for a in arrays for n in a.shape if isinstance(n, Dimension)}
+    used = readable | {n.name for a in nest.arrays() for n in a.shape if isinstance(n, Dimension)} \
+        | {n.name for n in nest.shape if isinstance(n, Dimension)}
+    names = {name for name, _ in given}
+    for name in sorted(used - names):
+        raise PlanError(where, f"{name} is a run-time size the nest uses: pass it in args (the C function takes it "
+                               f"there), e.g. args=(..., {name})")
+    for name in sorted(names - used):
+        raise PlanError(where, f"args has the run-time size {name}, which no array or nest of the function uses")
+    for name in sorted(used - readable):
+        raise PlanError(where, f"the run-time size {name} is the extent of no argument array's dimension: a call "
+                               "reads each size from its arrays' shapes")
+    taken = {a.name for a in nest.arrays()} | {i.name for i in nest.indices}
+    for name in sorted(names & taken):
+        raise PlanError(where, f"the run-time size {name} has the name of an array or index of the function")
+    return tuple(given)
 
 
 def _fused_nest(nest) -> bool:
@@ -129,9 +159,8 @@ def _buffer(array: Array, kind: str) -> k.Buffer:
     if array.data is not None:
         bits = array.data.view(np.dtype(f"u{array.element_type.size}") if array.element_type.size > 1 else np.uint8)
         data = tuple(int(x) for x in _storage_order(array, bits))
-    return k.Buffer(
-        array.name, array.element_type, array.shape, array.strides, kind, array.role.value, data
-    )
+    shape = tuple(as_extent(n) for n in array.shape)
+    return k.Buffer(array.name, array.element_type, shape, array.strides, kind, array.role.value, data)
 
 
 def _storage_order(array: Array, values: np.ndarray) -> np.ndarray:

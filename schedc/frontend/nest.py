@@ -19,7 +19,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import NestError
+from ..ir import sizes
+from ..ir.affine import Affine
 from . import capture
+from .dimension import Dimension, as_extent
 from .expr import Access, Assign, Const, Index, affine_terms, walk
 from .names import bound_names, name_indices, variables
 from .parameters import Call, Parameter, Recording, deferred, has_parameter, recorded
@@ -38,15 +41,15 @@ class Nest:
             raise AttributeError(name)
         return refuse_method("Nest", name)
     def __init__(self, shape: tuple[int, ...] | int | None = None, *more: int) -> None:
-        dims = (shape, *more) if isinstance(shape, int | np.integer | Parameter) else shape
+        dims = (shape, *more) if isinstance(shape, int | np.integer | Parameter | Dimension) else shape
         where = f"Nest(shape={dims!r})"
         if dims is None or isinstance(dims, str) or not hasattr(dims, "__len__") or not dims:
             raise NestError(where, "shape must be a non-empty tuple of positive integers")
         self._recording = Recording(Call("__init__", (tuple(dims),), {}), deferred=has_parameter(dims))
-        if any(isinstance(n, bool) or not isinstance(n, int | np.integer | Parameter)
-               or (not isinstance(n, Parameter) and n < 1) for n in dims):
+        if any(isinstance(n, bool) or not isinstance(n, int | np.integer | Parameter | Dimension)
+               or (isinstance(n, int | np.integer) and n < 1) for n in dims):
             raise NestError(where, "shape must be a non-empty tuple of positive integers")
-        self.shape = tuple(n if isinstance(n, Parameter) else int(n) for n in dims)
+        self.shape = tuple(n if isinstance(n, Parameter | Dimension) else int(n) for n in dims)
         names = [
             INDEX_NAMES[d] if d < len(INDEX_NAMES) else f"i{d}" for d in range(len(self.shape))
         ]
@@ -137,24 +140,33 @@ class Nest:
 
 
 def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:
-    """Subscripts over the whole iteration box must stay inside the array. The box is a nest's
-    domain, where an affine subscript takes its extremes at corners: the witness is exact."""
-    dims = {index.name: n for index, n in zip(nest.indices, nest.shape)}
+    """Subscripts over the whole iteration box must stay inside the array, for every value of
+    the run-time sizes. The box is a nest's domain, where an affine subscript takes its extremes
+    at corners: the witness is exact."""
+    dims = {index.name: as_extent(n) for index, n in zip(nest.indices, nest.shape)}
     for subscript, size in zip(access.indices, access.array.shape):
         terms, const = affine_terms(subscript)
         for too_low in (True, False):
-            corner = {name: (dims[name] - 1 if (c < 0) == too_low else 0) for name, c in terms.items()}
-            value = const + sum(c * corner[name] for name, c in terms.items())
-            if (value < 0) if too_low else (value >= size):
-                point = {name: corner.get(name, 0) for name in dims}
-                element = [_evaluate(s, point) for s in access.indices]
-                verb = "writes" if access is statement.target else "reads"
-                shown = ", ".join(f"{k}={v}" for k, v in point.items())
-                raise NestError(
-                    str(statement),
-                    f"iteration ({shown}) {verb} {access.array.display_name}"
-                    f"[{', '.join(map(str, element))}] outside its shape {access.array.shape}",
-                )
+            corner = {name: (sizes.affine(dims[name]).plus(Affine((), -1)) if (c < 0) == too_low else Affine(()))
+                      for name, c in terms.items()}
+            value = Affine((), const)
+            for name, c in terms.items():
+                value = value.plus(corner[name].scale(c))
+            room = value if too_low else sizes.affine(as_extent(size)).plus(value.scale(-1)).plus(Affine((), -1))
+            witness = sizes.negative_for(room)
+            if witness is None:
+                continue
+            point = {name: sizes.at(corner.get(name, 0), witness) for name in dims}
+            element = [_evaluate(s, point) for s in access.indices]
+            verb = "writes" if access is statement.target else "reads"
+            shown = ", ".join(f"{k}={v}" for k, v in point.items())
+            when = sizes.when(witness)
+            shape = "(" + ", ".join(str(n) for n in access.array.shape) + ")"
+            raise NestError(
+                str(statement),
+                f"iteration ({shown}) {verb} {access.array.display_name}"
+                f"[{', '.join(map(str, element))}] outside its shape {shape}{when}",
+            )
 
 
 def _evaluate(subscript, point: dict[str, int]) -> int:

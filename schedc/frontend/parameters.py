@@ -128,12 +128,25 @@ def create_parameters(count: int | None = None) -> Parameter | tuple[Parameter, 
             raise ParameterError(f"create_parameters({count!r})", "count must be a positive integer")
         if names is None or len(names) != count:
             names = [f"P{n}" for n in range(count)]
+    return one_per_name(names, Parameter, ParameterError("create_parameters()", _ASSIGN.format(
+        example="m, n, k = acc.create_parameters()", what="parameters")))
+
+
+_ASSIGN = "assign the result to variables, as in `{example}`: their names name the {what} and say how many there are"
+
+
+def one_per_name(names: list[str] | None, make, refusal: Exception):
+    """``make(name)`` for each variable the call is assigned to: one object, or a tuple of
+    them; ``refusal`` raised where the call is assigned to no variables."""
     if not names:
-        raise ParameterError("create_parameters()", "assign the result to variables, as in "
-                                                    "`m, n, k = acc.create_parameters()`: their names "
-                                                    "name the parameters and say how many there are")
-    made = tuple(Parameter(name) for name in names)
+        raise refusal
+    made = tuple(make(name) for name in names)
     return made if len(made) > 1 else made[0]
+
+
+def assigned_names(frame) -> list[str] | None:
+    """The variables the call running at ``frame`` is assigned to (``a, b = call()``)."""
+    return _assigned_names(frame)
 
 
 _STORES = {"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"}

@@ -31,6 +31,8 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import ScheduleError
+from ..ir.affine import Affine
+from .dimension import as_extent
 from .expr import Index
 from .names import unusable
 from .parameters import Call, Recording, deferred, has_parameter, recorded
@@ -53,13 +55,18 @@ class Piece:
     index: Index
     dim: int
     begin: int
-    end: int
+    end: int | Affine  # a run-time size (create_dimensions) as an Affine
     step: int
     groups: list[int] = field(default_factory=list)
 
     @property
-    def extent(self) -> int:
-        """Number of iterations."""
+    def extent(self) -> int | Affine:
+        """Number of iterations (a run-time size's own loop: the size)."""
+        if isinstance(self.end, Affine):
+            if self.step != 1 or self.begin:
+                raise ScheduleError(self.index.name, f"{self.index.name} runs range({self.begin}, {self.end}, "
+                                                     f"{self.step}): its count is known at run time only")
+            return self.end
         return -(-(self.end - self.begin) // self.step)
 
 
@@ -89,7 +96,7 @@ class Schedule:
     def __init__(self, nest: Scheduled) -> None:
         self.nest = nest
         self.pieces: dict[Index, Piece] = {
-            index: Piece(index, d, 0, n, 1) for d, (index, n) in enumerate(zip(nest.indices, nest.shape))
+            index: Piece(index, d, 0, as_extent(n), 1) for d, (index, n) in enumerate(zip(nest.indices, nest.shape))
         }
         self.order: list[Index] = list(nest.indices)
         self.groups: list[SplitGroup] = []

@@ -84,3 +84,25 @@ class Affine:
 
     def variables(self) -> set[str]:
         return {k for k, _ in self.terms}
+
+
+def affine_expr(a: Affine, order: list[str]) -> Expr:
+    """An Affine as a readable expression, terms in loop order."""
+    rank = {name: n for n, name in enumerate(order)}
+    expr: Expr | None = None
+    for name, c in sorted(a.terms, key=lambda t: rank.get(t[0], len(rank))):
+        term: Expr = Var(name) if abs(c) == 1 else Binary("*", Var(name), Const(abs(c)))
+        if expr is None:
+            expr = term if c > 0 else Binary("-", Const(0), term)
+        else:
+            expr = Binary("+" if c > 0 else "-", expr, term)
+    if expr is None:
+        return Const(a.const)
+    if a.const:
+        expr = Binary("+" if a.const > 0 else "-", expr, Const(abs(a.const)))
+    return expr
+
+
+def extent_expr(n: int | Affine) -> Expr:
+    """An extent as an expression: a number, or an affine expression of run-time sizes."""
+    return affine_expr(n, []) if isinstance(n, Affine) else Const(n)

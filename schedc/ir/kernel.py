@@ -681,7 +681,7 @@ class Buffer:
 
     name: str
     dtype: ScalarType
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # an extent may be a run-time size (an Affine of sizes: create_dimensions)
     strides: tuple[int, ...]
     kind: BufferKind
     role: str
@@ -691,7 +691,15 @@ class Buffer:
         _kinds(self, kind=BufferKind)
 
     @property
+    def sized(self) -> bool:
+        """Whether an extent is a run-time size."""
+        return not all(isinstance(n, int) for n in self.shape)
+
+    @property
     def size(self) -> int:
+        """Elements the array spans (fixed shapes: ``schedc.ir.sizes.span`` for a run-time size's)."""
+        if self.sized:
+            raise TypeError(f"{self.name} has a run-time size: its span is schedc.ir.sizes.span(buffer)")
         return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
 
 
@@ -728,6 +736,8 @@ class ScalarParam:
 
     name: str
     dtype: ScalarType
+    # a run-time size (create_dimensions): a Python call reads it from the arrays' shapes
+    size: bool = dataclasses.field(default=False, repr=False)
 
     def value(self, value: object, where: str):
         """``value`` as a numpy scalar of ``dtype``, or a LaunchError naming the parameter, the
@@ -795,8 +805,11 @@ class TensorMap:
     bounds: tuple[int, ...] = ()
 
     def extent(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The map's global size over an array of ``shape``."""
-        return tuple(min(n, b) for n, b in zip(shape, self.bounds)) if self.bounds else tuple(shape)
+        """The map's global size over an array of ``shape`` (numbers: the call's sizes; a bound
+        that is a run-time size is the array's whole extent there)."""
+        if not self.bounds:
+            return tuple(shape)
+        return tuple(min(n, b) if isinstance(b, int) else n for n, b in zip(shape, self.bounds))
 
 
 # bytes and alignment of each by-value struct, by the name of the builder that makes it
@@ -867,7 +880,7 @@ class Kernel:
 
     name: str
     buffers: tuple[Buffer, ...]
-    grid: tuple[int, int, int]
+    grid: tuple[int, int, int]  # an axis may be an Expr of run-time sizes (computed at each launch)
     block: tuple[int, int, int]
     body: tuple[Stmt, ...]
     index_type: ScalarType = ScalarType.int32  # type of index arithmetic: int64 for arrays over 2^31 elements
@@ -954,14 +967,20 @@ class HostFunction:
 
     @property
     def scalars(self) -> tuple[ScalarParam, ...]:
-        return tuple(p for p in self.params if isinstance(p, ScalarParam))
+        """The numbers a caller passes (not the run-time sizes, which the arrays give)."""
+        return tuple(p for p in self.params if isinstance(p, ScalarParam) and not p.size)
+
+    @property
+    def sizes(self) -> tuple[ScalarParam, ...]:
+        """The run-time sizes (create_dimensions): C callers pass them, Python's are read from the arrays."""
+        return tuple(p for p in self.params if isinstance(p, ScalarParam) and p.size)
 
     @property
     def caller_params(self) -> tuple[Buffer | ScalarParam, ...]:
         """What a Python caller passes, in order: arrays and scalars (structs are built, workspaces
-        allocated)."""
+        allocated, run-time sizes read from the arrays' shapes)."""
         return tuple(p for p in self.params
-                     if isinstance(p, ScalarParam) or (isinstance(p, Buffer) and p.kind == "param"))
+                     if isinstance(p, ScalarParam) and not p.size or (isinstance(p, Buffer) and p.kind == "param"))
 
 
 # -- building expressions ------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from ..instructions import Instruction
 from ..targets import MODELS, CacheStrategy, CopyEngine, GPUModel, GridUnit, MemorySpace, MMAFragmentOp, MMAShape
 from ..targets import Model as TargetModel
 from . import kernel as k
+from . import sizes
+from .affine import Affine
 from .types import ScalarType
 
 
@@ -25,12 +27,19 @@ class LoopSpec:
     name: str
     dim: int
     begin: int
-    end: int
+    end: int | Affine  # a run-time size's Affine for the outer loop of its dimension
     step: int
 
     @property
     def extent(self) -> int:
+        """Iterations of a loop of fixed range."""
+        if isinstance(self.end, Affine):
+            raise TypeError(f"loop {self.name} runs to the run-time size {self.end}: its count has no fixed value")
         return -(-(self.end - self.begin) // self.step)
+
+    @property
+    def fixed(self) -> bool:
+        return not isinstance(self.end, Affine)
 
 
 @k.register
@@ -39,7 +48,7 @@ class GroupSpec:
     """A split constraint: begin <= sum of ``members`` < end."""
 
     begin: int
-    end: int
+    end: int | Affine
     members: tuple[str, ...]
 
 
@@ -131,10 +140,29 @@ class Model:
     split_deterministic: bool = True  # plan.split_k: a split reduction's sums added in a fixed order
     adds_into: str = ""  # split-K in any order: the array the statements' stores add into (TMA reductions)
     fusion: FusionSpec | None = None  # acc.fuse: the statements in parts, run in turn per fused point
+    # run-time sizes (create_dimensions): (name, position in Package.add's args); dims, loop and group
+    # ends and the buffers' shapes hold them as Affines of the sizes
+    sizes: tuple[tuple[str, int], ...] = ()
 
     @property
     def gpu(self) -> GPUModel:
         return MODELS[self.target]
+
+    @property
+    def size_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.sizes)
+
+    def at(self, values: dict[str, int]) -> Model:
+        """The Model for the run-time sizes ``values``: every extent a number (itself when fixed)."""
+        if not self.sizes:
+            return self
+        fix = lambda e: sizes.at(e, values)  # noqa: E731
+        return dataclasses.replace(
+            self, sizes=(),
+            dims=tuple((name, fix(n)) for name, n in self.dims),
+            loops=tuple(dataclasses.replace(lp, end=fix(lp.end)) for lp in self.loops),
+            groups=tuple(dataclasses.replace(g, end=fix(g.end)) for g in self.groups),
+            buffers=tuple(dataclasses.replace(b, shape=tuple(fix(n) for n in b.shape)) for b in self.buffers))
 
     def buffer(self, name: str) -> k.Buffer:
         return next(b for b in self.buffers if b.name == name)

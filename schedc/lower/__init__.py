@@ -58,7 +58,7 @@ def compile_function(model, observe: Observer | None = None) -> HostFunction:
         error.model = error.model or model
         raise
     if found is None:
-        return HostFunction.single(compile_model(model, observe))
+        return _in_argument_order(model, HostFunction.single(compile_model(model, observe)))
     kernels = chain.chain(tuple(compile_model(m, observe) for m in split.models(model, found)),
                           Target.known(model.target))
     values = {v.name: v for k in kernels for v in k.values}
@@ -66,6 +66,21 @@ def compile_function(model, observe: Observer | None = None) -> HostFunction:
     spaces = {b.name: dataclasses.replace(b, role="input_output")  # each kernel reads or writes it
               for k in kernels for b in k.params if b.kind == split.WORKSPACE}
     return HostFunction(model.function, (*caller, *spaces.values(), *values.values()), kernels)
+
+
+def _in_argument_order(model, function: HostFunction) -> HostFunction:
+    """The function's parameters with its run-time sizes where ``Package.add``'s args put them
+    (the C launcher takes them there); the kernels' own signatures keep sizes after the arrays."""
+    if not model.sizes:
+        return function
+    sizes = {p.name: p for p in function.sizes}
+    rest = [p for p in function.params if p.name not in sizes]
+    arrays = [p for p in rest if p in function.arrays]
+    ordered = []
+    for position in range(len(arrays) + len(sizes)):
+        named = [name for name, at in model.sizes if at == position]
+        ordered.append(sizes[named[0]] if named else arrays.pop(0))
+    return dataclasses.replace(function, params=(*ordered, *(p for p in rest if p not in function.arrays)))
 
 
 def pass_names() -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from .. import poly, tma
 from ..errors import CacheError
 from ..instructions import ldmatrix_plan, swizzle_pitch
-from ..ir.affine import Affine
+from ..ir.affine import Affine, extent_expr
 from ..ir.kernel import (
     SHARED_ALIGN,
     AsyncCommit,
@@ -73,7 +73,7 @@ class SharedCache:
     pipeline: str = "sync"
     stages: int = 1
     carrier: str | None = None  # the serial loop around ``index`` that a pipeline runs along
-    limits: tuple[int, ...] = ()  # the nest's reach of the array when the tile may pass it (zeros there)
+    limits: tuple[int | Affine, ...] = ()  # the nest's reach of the array when the tile may pass it (zeros there)
     axes: tuple[int, ...] = ()  # the tile's dimensions slowest first, as in the array; () in order
     # a sequential cache whose copies use cp.async (sm_80+, 4-byte vectors): every vector of
     # the tile in flight at once, then a wait for all of them, instead of one per thread at a time
@@ -537,7 +537,8 @@ def _vector(model, global_buffer, fp, shared_strides, limits: tuple[int, ...], i
     outer = [d for d in range(len(fp.extents)) if d != inner]
     rows = [*(global_buffer.strides[d] for d in outer), *(shared_strides[d] for d in outer if shared_strides)]
     for candidate in (16 // size, 8 // size, 4 // size, 1):
-        if candidate < 1 or fp.extents[inner] % candidate or (limits and limits[inner] % candidate):
+        if candidate < 1 or fp.extents[inner] % candidate or \
+                (limits and (isinstance(limits[inner], Affine) or limits[inner] % candidate)):
             continue
         if all(x % candidate == 0 for x in (*moves, *rows)):
             return candidate
@@ -581,7 +582,7 @@ def drain(caches: tuple[SharedCache, ...], at: str | None, block: tuple[int, int
         target = tuple(Binary("+", as_expr(o), p) for o, p in zip(c.origin, place))
         store: Stmt = Store(c.array, target, Load(c.buffer.name, tuple(place), c.buffer.dtype))
         if c.limits:
-            store = If(all_of(Binary("<", t, Const(n)) for t, n in zip(target, c.limits)), (store,),
+            store = If(all_of(Binary("<", t, extent_expr(n)) for t, n in zip(target, c.limits)), (store,),
                        "inside what the nest reaches of the array")
         stmts += [Barrier(f"the block's writes to {c.array}'s tile are done"),
                   Loop(e.name, flat_thread(block), Const(math.prod(shape)), math.prod(block), (store,),
@@ -674,7 +675,7 @@ def _valid(c: SharedCache, origin: tuple[Affine, ...], as_expr) -> tuple[Expr, .
     (``extent - origin``); () for tiles always inside."""
     if not c.limits:
         return ()
-    return tuple(Binary("-", Const(n), as_expr(o)) for n, o in zip(c.limits, origin))
+    return tuple(Binary("-", extent_expr(n), as_expr(o)) for n, o in zip(c.limits, origin))
 
 
 def _names(caches) -> str:

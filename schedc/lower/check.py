@@ -48,6 +48,8 @@ def _check_fusion(model) -> None:
                                                     f"bound to {b.unit.name}: a part runs its own loops on the "
                                                     "block's threads (THREAD_*), in turn with the others",
                             loops=(own[0],))
+        if b.unit.level != "thread":
+            continue
         count = math.prod(model.loop(loop).extent for loop in b.loops)
         seen = threads.setdefault(b.unit, (count, ", ".join(b.loops)))
         if seen[0] != count:
@@ -119,11 +121,13 @@ def _check_roles(model) -> None:
         if buffer.role == "output":
             missing = poly.unwritten_element(model, buffer.name)
             if missing is not None:
+                element, sizes = missing
+                shape = ", ".join(map(str, buffer.shape))
                 raise PlanError(
                     f"{buffer.name}",
-                    f"Role.OUTPUT array {buffer.name}{list(buffer.shape)} is not fully written: no "
-                    f"iteration writes {buffer.name}[{', '.join(map(str, missing))}]; use Role.INPUT_OUTPUT "
-                    "to keep the elements the nest does not write",
+                    f"Role.OUTPUT array {buffer.name}[{shape}] is not fully written: no "
+                    f"iteration writes {buffer.name}[{', '.join(map(str, element))}]{poly.when(sizes)}; use "
+                    "Role.INPUT_OUTPUT to keep the elements the nest does not write",
                 )
     t = model.tensorize
     fills = t is not None and t.prologue_op is MMAFragmentOp.SET
@@ -208,7 +212,7 @@ def _check_launch(model, launch: Launch) -> None:
         if got > limit:
             raise PlanError(where, f"block dimension {axis} is {got}; {gpu.name} allows {limit}", loops=bound)
     for axis, got, limit in zip("xyz", launch.grid, gpu.max_grid_dims):
-        if got > limit:
+        if isinstance(got, int) and got > limit:  # a count of run-time sizes: checked at each call
             raise PlanError(where, f"grid dimension {axis} is {got} blocks; {gpu.name} allows {limit}", loops=bound)
     blocks = model.blocks_per_sm
     if blocks and blocks * launch.threads > gpu.max_threads_per_sm:
@@ -230,7 +234,7 @@ def _check_races(model, reduced: tuple[str, ...] = ()) -> None:
     raise PlanError(
         render_bindings(model),
         f"iterations {_point(model, conflict.first)} and {_point(model, conflict.second)} run "
-        f"concurrently ({where}) and {_verbs(conflict)} {_element(conflict)}: a race",
+        f"concurrently ({where}) and {_verbs(conflict)} {_element(conflict)}{conflict.when}: a race",
         loops=tuple(differ),
     )
 
@@ -247,7 +251,7 @@ def _check_order(model) -> None:
         f"statement {conflict.second_statement + 1} at {_point(model, conflict.second)} "
         f"{'writes' if conflict.second_writes else 'reads'} {_element(conflict)}, which statement "
         f"{conflict.first_statement + 1} at {_point(model, conflict.first)} "
-        f"{'writes' if conflict.first_writes else 'reads'} earlier in the nest; the schedule runs "
+        f"{'writes' if conflict.first_writes else 'reads'} earlier in the nest{conflict.when}; the schedule runs "
         "them the other way round",
         loops=tuple(n for n in conflict.first if conflict.first[n] != conflict.second[n]),
     )

@@ -331,7 +331,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     order = [lp.name for lp in model.loops]
 
     def as_expr(a: Affine) -> Expr:
-        from .loops import affine_expr
+        from ..ir.affine import affine_expr
 
         return affine_expr(a, order)
 

@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import PlanError
-from ..ir.kernel import WORK, Binary, Const, Expr, Kernel, Let, Loop, Persistent, Stmt, Var, shared_layout
+from ..ir.affine import Affine, affine_expr
+from ..ir.kernel import WORK, Binary, Const, Expr, Kernel, Let, Loop, Persistent, ScalarParam, Stmt, Var, shared_layout
 from ..ir.types import ScalarType
 from ..ir.walk import substitute
 from ..poly import PolyFacts
@@ -26,7 +27,7 @@ from ..targets import GridUnit
 
 @dataclass(frozen=True)
 class Launch:
-    grid: tuple[int, int, int]
+    grid: tuple[int | Expr, int | Expr, int | Expr]  # an Expr of run-time sizes where a loop runs to one
     block: tuple[int, int, int]
     coordinates: tuple[Let, ...]  # one per bound loop, outermost binding first
     persistent: Persistent | None = None
@@ -51,8 +52,10 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
         block[0] = WARPGROUP * math.prod(groups.values())
     lets: list[Let] = []
     for binding in sorted(model.bindings, key=lambda b: _rank(b.unit)):
-        extents = [facts.loop(name).extent for name in binding.loops]
-        total = math.prod(extents)
+        _check_sized(model, facts, binding)
+        extents = [facts.loop(name).extent if facts.loop(name).fixed else sized_count(facts.loop(name))
+                   for name in binding.loops]
+        total = _product(extents)
         axis = _AXES.index(binding.unit.axis)
         if binding.unit.level == "block":
             grid[axis] = total
@@ -70,18 +73,60 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
     if model.persistence is None:
         return Launch(tuple(grid), tuple(block), tuple(lets), cluster=cluster)
     group, blocks = model.persistence
-    tiles = math.prod(grid)
+    tiles = _product(grid)
     size = math.prod(cluster)
     if blocks and blocks % size:
         raise PlanError(f"persistent(group={group}, blocks={blocks})", f"{blocks} blocks do not make whole clusters "
                                                                        f"of {size}: use a multiple of {size}")
-    blocks = min(tiles, blocks or model.gpu.sm_count * max(1, model.blocks_per_sm) // size * size)
+    resident = blocks or model.gpu.sm_count * max(1, model.blocks_per_sm) // size * size
+    if isinstance(tiles, int):
+        blocks = launched = min(tiles, resident)
+    else:  # tiles of run-time sizes: as many blocks as are resident, fewer where there are fewer tiles
+        blocks, launched = resident, Binary("min", tiles, Const(resident))
     tile = {f"blockIdx.{a}": Var(f"tile_{a}") for a in _AXES}
     if grid[2] == 1:  # persistent_loop defines tile_z for planes of tiles only
         tile["blockIdx.z"] = Const(0)
     lets = [Let(let.name, substitute(let.value, tile), let.comment) for let in lets]
-    return Launch((blocks, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group),
+    return Launch((launched, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group),
                   (size, 1, 1))
+
+
+def sized_count(loop) -> Expr:
+    """The iterations of a loop that runs to a run-time size: ``(end - first + step - 1) / step``."""
+    span = loop.end.plus(Affine((), loop.step - 1 - loop.first))
+    count = affine_expr(span, [])
+    return count if loop.step == 1 else Binary("/", count, Const(loop.step))
+
+
+def _product(extents: list) -> int | Expr:
+    fixed = math.prod(e for e in extents if isinstance(e, int))
+    sized = [e for e in extents if not isinstance(e, int)]
+    if not sized:
+        return fixed
+    out = sized[0] if fixed == 1 else Binary("*", sized[0], Const(fixed))
+    for e in sized[1:]:
+        out = Binary("*", out, e)
+    return out
+
+
+def _check_sized(model, facts, binding) -> None:
+    """A loop that runs to a run-time size may be bound to blocks only, as the outermost loop of
+    its binding (the grid is computed at each call); persistent and clustered grids are fixed."""
+    sized = [name for name in binding.loops if not facts.loop(name).fixed]
+    if not sized:
+        return
+    where = f"bind({{{sized[0]}: {binding.unit.name}}})"
+    end = facts.loop(sized[0]).end
+    if binding.unit.level != "block":
+        raise PlanError(where, f"{sized[0]} runs to the run-time size {end}; a block's {binding.unit.level}s are "
+                               "fixed when the kernel is built: bind it to BLOCK_* (or split it and bind the inner, "
+                               "fixed loop)", loops=tuple(sized))
+    if sized != [binding.loops[0]] or len(sized) > 1:
+        raise PlanError(where, f"{sized[0]} runs to the run-time size {end}: it may be bound to a block axis as the "
+                               "outermost loop of its binding only", loops=tuple(sized))
+    if model.clustering is not None:
+        raise PlanError(where, f"{sized[0]} runs to the run-time size {end}: clusters divide a grid fixed when the "
+                               "kernel is built; bind fixed loops or drop plan.cluster", loops=tuple(sized))
 
 
 def cluster_shape(model, grid: list[int]) -> tuple[int, int, int]:
@@ -132,20 +177,28 @@ def persistent_loop(launch: Launch, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     p = launch.persistent
     if p is None:
         return body
-    gx, gy, gz = p.tiles
+    gx, gy, gz = p.tiles  # numbers, or expressions of run-time sizes
     work = Var(WORK)
-    plane: Expr = Binary("%", work, Const(gx * gy)) if gz > 1 else work
-    band = gx * p.group  # tiles in a band of `group` rows
-    first_row = Binary("*", Binary("/", plane, Const(band)), Const(p.group))
-    rows: Expr = Const(p.group) if gy % p.group == 0 else \
-        Binary("min", Binary("-", Const(gy), first_row), Const(p.group))
-    within = Binary("%", plane, Const(band))
+    planes = not isinstance(gz, int) or gz > 1
+    plane: Expr = Binary("%", work, _as_expr(_product([gx, gy]))) if planes else work
+    band = _as_expr(_product([gx, p.group]))  # tiles in a band of `group` rows
+    first_row = Binary("*", Binary("/", plane, band), Const(p.group))
+    rows: Expr = Const(p.group) if isinstance(gy, int) and gy % p.group == 0 else \
+        Binary("min", Binary("-", _as_expr(gy), first_row), Const(p.group))
+    within = Binary("%", plane, band)
     lets = (Let("tile_y", Binary("+", first_row, Binary("%", within, rows)), f"grouped order: {p.group} rows of tiles"),
             Let("tile_x", Binary("/", within, rows), "column by column"))
-    if gz > 1:
-        lets = (Let("tile_z", Binary("/", work, Const(gx * gy)), "planes of tiles one after another"), *lets)
-    return (Loop(WORK, Var("blockIdx.x"), Const(p.count), p.blocks, (*lets, *body), False,
-                 f"persistent: {p.blocks} resident blocks take the {p.count} tiles in turn"),)
+    if planes:
+        lets = (Let("tile_z", Binary("/", work, _as_expr(_product([gx, gy]))), "planes of tiles one after another"),
+                *lets)
+    count = _product(list(p.tiles))
+    shown = count if isinstance(count, int) else "run-time number of"
+    return (Loop(WORK, Var("blockIdx.x"), _as_expr(count), p.blocks, (*lets, *body), False,
+                 f"persistent: {p.blocks} resident blocks take the {shown} tiles in turn"),)
+
+
+def _as_expr(n: int | Expr) -> Expr:
+    return Const(n) if isinstance(n, int) else n
 
 
 def _rank(unit: GridUnit) -> int:
@@ -187,6 +240,8 @@ def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
         if len(binding.loops) > 1 and inner * extent < math.prod(extents):
             part = Binary("%", part, Const(extent))
         loop = facts.loop(name)
+        if not isinstance(extent, int):  # the outermost loop of the binding: no wrap-around
+            extent = 1
         value: Expr = part if loop.step == 1 else Binary("*", part, Const(loop.step))
         if loop.first:
             value = Binary("+", value, Const(loop.first))
@@ -204,17 +259,20 @@ def assemble(model, launch: Launch, body: tuple[Stmt, ...], shared=(), values=()
     """The kernel of ``model``: its name, arrays, grid, index type (64-bit past 2^31 elements) and
     resident blocks, with ``body``, the ``shared`` buffers (laid out in order), the by-value
     ``values``, and ``block`` where the block is not the launch's (a producer warpgroup added)."""
-    big = any(b.size > INT32_MAX for b in model.buffers)
+    # a run-time size's array is checked at each call (the loader refuses one past 2^31 - 1 elements)
+    big = any(not b.sized and b.size > INT32_MAX for b in model.buffers)
+    index = ScalarType.int64 if big else ScalarType.int32
+    sizes = tuple(ScalarParam(name, index, size=True) for name in model.size_names)
     return Kernel(
         name=f"{model.function}__gpu__",
         buffers=model.buffers,
         grid=launch.grid,
         block=block or launch.block,
         body=body,
-        index_type=ScalarType.int64 if big else ScalarType.int32,
+        index_type=index,
         dynamic_shared_bytes=shared_layout(shared)[1],
         shared=tuple(shared),
-        values=tuple(values),
+        values=(*sizes, *values),
         min_blocks=model.blocks_per_sm,
         cluster=launch.cluster,
         persistent=launch.persistent,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy as copy_module
 import dataclasses
 
-from ..ir.affine import Affine
+from ..ir.affine import Affine, affine_expr, extent_expr
 from ..ir.kernel import (
     Barrier,
     Binary,
@@ -213,25 +213,8 @@ class _Nest:
 def _loop(model, facts: PolyFacts, spec, body: tuple[Stmt, ...], unrolled: set[str]) -> Loop:
     lf = facts.loop(spec.name)
     comment = f"schedule loop {spec.name}: range({spec.begin}, {spec.end}, {spec.step})"
-    return Loop(spec.name, Const(lf.first), Const(lf.stop(spec.end)), spec.step, body,
+    return Loop(spec.name, Const(lf.first), extent_expr(lf.stop(spec.end)), spec.step, body,
                 spec.name in model.unrolled or spec.name in unrolled, comment)
-
-
-def affine_expr(a: Affine, order: list[str]) -> Expr:
-    """An Affine as a readable expression, terms in loop order."""
-    rank = {name: n for n, name in enumerate(order)}
-    expr: Expr | None = None
-    for name, c in sorted(a.terms, key=lambda t: rank.get(t[0], len(rank))):
-        term: Expr = Var(name) if abs(c) == 1 else Binary("*", Var(name), Const(abs(c)))
-        if expr is None:
-            expr = term if c > 0 else Binary("-", Const(0), term)
-        else:
-            expr = Binary("+" if c > 0 else "-", expr, term)
-    if expr is None:
-        return Const(a.const)
-    if a.const:
-        expr = Binary("+" if a.const > 0 else "-", expr, Const(abs(a.const)))
-    return expr
 
 
 def _conjunction(guards: list[Guard], order: list[str]) -> Expr:

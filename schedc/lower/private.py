@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import CacheError
-from ..ir.affine import Affine
+from ..ir.affine import Affine, extent_expr
 from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt, Store, Var, all_of
 from ..ir.patterns import buffers_read
 from ..ir.walk import map_expr, map_stmt
@@ -161,7 +161,7 @@ def _copy(c: PrivateCache, as_expr, inward: bool, within=None) -> Stmt:
         body = Store(c.array, element, Load(c.buffer.name, points, dtype))
     tests: list[Expr] = []
     if c.limits:
-        tests = [Binary("<", e, Const(n)) for e, n in zip(element, c.limits)]
+        tests = [Binary("<", e, extent_expr(n)) for e, n in zip(element, c.limits)]
         if c.before_start:
             tests = [*(Binary("<=", Const(0), e) for e in element), *tests]
     if within is not None:

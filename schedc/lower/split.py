@@ -76,6 +76,10 @@ def find(model: Model) -> Split | None:
         raise PlanError(_render(found), f"{names} split reductions between blocks; bind one loop of one dimension "
                                         "the statements sum over to a grid unit (split-K), alone")
     unit, name = found[0]
+    if model.sizes:
+        raise PlanError(_render(found), f"{name} splits a reduction between blocks, and the function has run-time "
+                                        f"sizes ({', '.join(model.size_names)}): split-K's workspace and combine are "
+                                        "built for fixed sizes only; bind a loop of the written elements instead")
     return _split(model, unit, name)
 
 

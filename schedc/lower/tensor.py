@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import CacheError, PlanError
 from ..instructions import FAMILIES, Family, family_for, vector_width, wgmma_accumulator
-from ..ir.affine import Affine
+from ..ir.affine import Affine, extent_expr
 from ..ir.kernel import (
     Binary,
     Cast,
@@ -71,7 +71,8 @@ class TensorMatch:
     # computed, operands padded with zeros in shared memory, C stored inside its bounds only.
     guards: tuple[Guard, ...] | None = None
     c_axes: tuple[int, int] | None = None  # C's dimensions of a tile's rows and columns, at edges
-    c_bounds: tuple[int, ...] = ()  # one past the last element of C the nest writes, per dimension (poly.reach)
+    # one past the last element of C the nest writes, per dimension (poly.reach; a run-time size's Affine)
+    c_bounds: tuple[int | Affine, ...] = ()
     # why C's tiles cannot be loaded and stored by tensor cores in place (then every tile goes
     # through the warp's slice of shared memory, element by element), or None
     c_staged: str | None = None
@@ -201,9 +202,9 @@ def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
             continue
         outside = poly.first_outside(model, operand.buffer, tm.guards)
         if outside is not None:
-            iteration, element = outside
+            iteration, element, sizes = outside
             point = ", ".join(f"{n}={v}" for n, v in iteration.items())
-            shape = list(model.buffer(operand.buffer).shape)
+            shape = "[" + ", ".join(map(str, model.buffer(operand.buffer).shape)) + "]"
             serial = model.serial_loops
             index = (serial[0] if len(serial) == 1 else f"<one of {', '.join(serial)}>" if serial
                      else "<a serial loop outside the tile: split k and use its outer loop>")
@@ -212,8 +213,8 @@ def check_operands(model, tm: TensorMatch, cached: set[str]) -> None:
                 f"the last tiles are partial, and tensor cores compute whole "
                 f"{'x'.join(map(str, model.tensorize.mma_shape.mnk))} tiles: iteration ({point}) of a whole "
                 f"tile reads {operand.buffer}[{', '.join(map(str, element))}] (operand {role}) outside "
-                f"{operand.buffer}{shape}. Cache {operand.buffer} in shared memory, where the copy pads "
-                f"its tiles with zeros: plan.cache({operand.buffer}, index={index}, "
+                f"{operand.buffer}{shape}{poly.when(sizes)}. Cache {operand.buffer} in shared memory, where the copy "
+                f"pads its tiles with zeros: plan.cache({operand.buffer}, index={index}, "
                 "location=SHARED)",
                 loops=model.tensorize.loops,
             )
@@ -626,7 +627,7 @@ def _edge(model, tm: TensorMatch, as_expr, combo) -> TileEdge | None:
     subs = tm.c.subscripts
     if combo:
         subs = tuple(sub.substitute({k: Affine((), v) for k, v in combo.items()}) for sub in subs)
-    rows, cols = (Binary("-", Const(tm.c_bounds[d]), as_expr(subs[d])) for d in tm.c_axes)
+    rows, cols = (Binary("-", extent_expr(tm.c_bounds[d]), as_expr(subs[d])) for d in tm.c_axes)
     scratch = f"{tm.c.buffer}_edge" if tm.instructions.edge_scratch else ""
     return TileEdge(rows, cols, scratch, tm.c_staged is not None)
 
@@ -694,8 +695,10 @@ def _vector(model, tm: TensorMatch, operand: Operand, use: str, edge: TileEdge |
     width = vector_width(layout, operand.row_stride, operand.col_stride, size, 128 if warpgroup else 32)
     if width == 1 or misalignment(model, "", spec.strides, size, operand.subscripts, width * size):
         return 1
-    if edge is not None and tm.c_bounds[tm.c_axes[1]] % width:
-        return 1
+    if edge is not None:
+        bound = tm.c_bounds[tm.c_axes[1]]
+        if isinstance(bound, Affine) or bound % width:  # a run-time size: its alignment is not known
+            return 1
     return width
 
 

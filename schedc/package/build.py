@@ -25,6 +25,7 @@ from ..codegen.cuda import emit_source
 from ..errors import InternalError, PackageError, SchedcError
 from ..frontend import names
 from ..frontend.array import Array, Role
+from ..frontend.dimension import Dimension
 from ..frontend.freeze import freeze
 from ..frontend.parameters import (
     Parameter,
@@ -423,14 +424,18 @@ def _emit(functions: list[HostFunction], banner: str) -> str:
 
 def _check_args(where: str, args: tuple) -> None:
     for n, array in enumerate(args):
+        if isinstance(array, Dimension):
+            continue
         if not isinstance(array, Array):
-            raise PackageError(where, f"args[{n}] is a {type(array).__name__}, not an Array")
+            raise PackageError(where, f"args[{n}] is a {type(array).__name__}, not an Array (or a run-time size)")
         if array.role in (Role.CONST, Role.TEMP):
             raise PackageError(
                 where, f"args[{n}] is Role.{array.role.name}; such arrays belong to the package, not the caller"
             )
     if len({id(a) for a in args}) != len(args):
-        raise PackageError(where, "an array appears twice in args")
+        twice = next(a for a in args if sum(b is a for b in args) > 1)
+        raise PackageError(where, f"{'a run-time size' if isinstance(twice, Dimension) else 'an array'} appears twice "
+                                  "in args")
 
 
 def name_arrays(where: str, plan: Plan, args: tuple[Array, ...], function: str = "") -> None:
@@ -440,6 +445,7 @@ def name_arrays(where: str, plan: Plan, args: tuple[Array, ...], function: str =
     Names are unique among the function's arrays and loops and differ from ``function``."""
     schedule = plan.schedule
     used = schedule.nest.arrays()
+    args = tuple(a for a in args if not isinstance(a, Dimension))  # a run-time size is named by its variable
     arrays = [*args, *(u for u in used if all(u is not a for a in args))]
     names.name_function(arrays, args, schedule.order, schedule.nest.logic, function)
     indices = {i.name for i in schedule.order}

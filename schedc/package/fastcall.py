@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
 from ..ir.layout import row_major_strides
+from ..ir.specialize import grid_at
 from . import driver
 
 
@@ -34,9 +35,11 @@ class _Array:
     strides: tuple[tuple[int, int], ...]  # (dimension, stride in elements) of the dims longer than 1
     all_strides: tuple[int, ...]  # every dimension's (a tensor with these strides passes at once)
     row_major: bool  # the strides are row-major: torch's is_contiguous() says it (dims of 1 aside, as here)
-    nbytes: int
+    nbytes: int  # a run-time size's array: 0 (its bytes are the call's)
     alignment: int
     written: bool
+    sized: tuple[tuple[int, str], ...] = ()  # (dimension, size) of a run-time size's dimension (shape: 0 there)
+    itemsize: int = 0
 
 
 class _Slots:
@@ -87,6 +90,8 @@ class CallPlan:
         self.scalars = tuple((n, p) for n, p in enumerate(params) if isinstance(p, ScalarParam))
         self.structs = any(isinstance(v, StructParam) for k in host.kernels for v in k.values)
         self.workspaces = bool(host.workspaces)
+        self.sizes = host.sizes  # run-time sizes: read from the tensors' shapes at each call
+        self.index_limit = 2**31 - 1 if all(k.index_type.size == 4 for k in host.kernels) else 2**63 - 1
         self.kernels = host.kernels
         self.slots = [_Slots(k) for k in host.kernels]
         self.stream = _current_stream_function(torch)
@@ -124,10 +129,55 @@ class CallPlan:
             pointers.append(pointer)
         return None if _overlaps(pointers, self.arrays, self.pairs) else pointers
 
+    def sized_pointers(self, args: tuple) -> tuple[list[int], dict[str, int]] | None:
+        """``pointers`` for a function of run-time sizes: each size read from the tensors' shapes
+        (the same in each, at least 1, within the kernels' index type), and the sizes; None where
+        a check fails (the general path explains it)."""
+        if len(args) != self.arity:
+            return None
+        tensor, sizes, pointers, spans = self.tensor, {}, [], []
+        for position, spec in self.positions:
+            value = args[position]
+            if not isinstance(value, tensor) or value.dtype is not spec.torch_dtype or value.get_device() != 0:
+                return None
+            shape = value.shape
+            if len(shape) != len(spec.shape):
+                return None
+            for d, name in spec.sized:
+                if sizes.setdefault(name, shape[d]) != shape[d] or shape[d] < 1:
+                    return None
+            if any(n and shape[d] != n for d, n in enumerate(spec.shape)):
+                return None
+            if not (spec.row_major and value.is_contiguous()):
+                strides = value.stride()
+                if strides != spec.all_strides and any(strides[d] != s for d, s in spec.strides):
+                    return None
+            elements = 1 + sum((n - 1) * s for n, s in zip(shape, spec.all_strides))
+            if elements > self.index_limit:
+                return None
+            pointer = value.data_ptr()
+            if pointer % spec.alignment or not pointer:
+                return None
+            pointers.append(pointer)
+            spans.append(elements * spec.itemsize)
+        for a, b in self.pairs:
+            if pointers[a] < pointers[b] + spans[b] and pointers[b] < pointers[a] + spans[a]:
+                return None
+        return pointers, sizes
+
     def call(self, args: tuple, stream: object) -> bool:
         """Launch on ``args`` and return True, or return False (the general path takes the call)."""
         if not self.enabled:
             return False
+        if self.sizes:
+            found = self.sized_pointers(args)
+            if found is None:
+                return False
+            if self.context is None:
+                self._prepare()
+            with self.lock:
+                self._launch_all(args, *found, stream)
+            return True
         pointers = self.pointers(args)
         if pointers is None:
             return False
@@ -148,7 +198,7 @@ class CallPlan:
                 _failed(result, stream)
             return True
         with self.lock:
-            self._launch_all(args, pointers, stream)
+            self._launch_all(args, pointers, {}, stream)
         return True
 
     def _stream_object(self, stream: int) -> ctypes.c_void_p:
@@ -178,12 +228,15 @@ class CallPlan:
             self.raw_launch.restype = ctypes.c_int
         self.context = int(driver.device().context)
 
-    def _launch_all(self, args: tuple, pointers: list[int], stream: object) -> None:
-        """Every kernel of the function, its scalars, workspaces and structs, on ``stream``."""
+    def _launch_all(self, args: tuple, pointers: list[int], sizes: dict[str, int], stream: object) -> None:
+        """Every kernel of the function, its scalars, run-time ``sizes``, workspaces and structs,
+        on ``stream``."""
         fn = self.function
         producer = self.stream(0)
         handle = producer if stream is None else driver.stream_handle(stream, f"{fn.where}: stream")
         scalars = {p.name: p.value(args[n], fn.where).tobytes() for n, p in self.scalars}
+        if sizes:
+            scalars.update(fn.size_scalars(sizes))
         self.set_current(self.context)
         if handle != producer:
             driver.wait_for(handle, producer)
@@ -191,16 +244,17 @@ class CallPlan:
         if self.workspaces:
             named.update(self._workspaces(handle))
         if self.structs:
-            scalars.update(self._structs(named))
+            scalars.update(self._structs(named, sizes))
         for kernel, slots, function, original in zip(self.kernels, self.slots, self.handles, self.driver_handles):
+            grid = grid_at(kernel, sizes) if sizes else kernel.grid
             if kernel.dependent_launch:  # cuLaunchKernelEx with its attribute: the driver module's
                 launch = driver.LaunchArgs([named[b.name] for b in kernel.params]
                                            + [scalars[v.name] for v in kernel.values])
-                driver.launch(original, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, launch, handle,
+                driver.launch(original, grid, kernel.block, kernel.dynamic_shared_bytes, launch, handle,
                               dependent=True)
                 continue
             slots.fill(named, scalars)
-            result = self.cu_launch(function, *kernel.grid, *kernel.block, kernel.dynamic_shared_bytes,
+            result = self.cu_launch(function, *grid, *kernel.block, kernel.dynamic_shared_bytes,
                                     handle or None, slots.address, None)
             if result:
                 _failed(result, handle)
@@ -220,21 +274,25 @@ class CallPlan:
             self.workspace_tensors[key] = found
         return {name: tensor.data_ptr() for name, tensor in found.items()}
 
-    def _structs(self, named: dict[str, int]) -> dict[str, bytes]:
-        """By-value structs (tensor maps) of the arrays at these addresses: encoded again only
-        when an address changed since the last call."""
-        key = tuple(named.values())
+    def _structs(self, named: dict[str, int], sizes: dict[str, int]) -> dict[str, bytes]:
+        """By-value structs (tensor maps) of the arrays at these addresses and sizes: encoded
+        again only when an address or a size changed since the last call."""
+        key = (*named.values(), *sizes.values())
         if self._struct_cache is None or self._struct_cache[0] != key:
-            self._struct_cache = (key, self.function._structs(named))
+            self._struct_cache = (key, self.function._structs(named, sizes))
         return self._struct_cache[1]
 
 
 def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:
     dtype = getattr(torch, buffer.dtype.value, None)  # torch names its types as schedc does (None: no such type)
-    strides = _longer_than_one(buffer.shape, buffer.strides)
-    row_major = strides == _longer_than_one(buffer.shape, row_major_strides(buffer.shape))
-    return _Array(buffer.name, dtype, tuple(buffer.shape), strides, tuple(buffer.strides), row_major,
-                  buffer.size * buffer.dtype.size, alignment, buffer.role in ("input_output", "output"))
+    sized = tuple((d, str(n)) for d, n in enumerate(buffer.shape) if not isinstance(n, int))
+    shape = tuple(n if isinstance(n, int) else 0 for n in buffer.shape)  # 0: a run-time size
+    long = tuple(n or 2 for n in shape)  # a run-time size's dimension counts as longer than 1: its stride is fixed
+    strides = _longer_than_one(long, buffer.strides)
+    row_major = strides == _longer_than_one(long, row_major_strides(long))
+    nbytes = buffer.size * buffer.dtype.size if not sized else 0
+    return _Array(buffer.name, dtype, shape, strides, tuple(buffer.strides), row_major, nbytes, alignment,
+                  buffer.role in ("input_output", "output"), sized, buffer.dtype.size)
 
 
 def _longer_than_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, int], ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import tomli_w
 
-from ..codegen.cuda import STRUCT_TYPES
+from ..codegen.cuda import STRUCT_TYPES, grid_text
 from ..errors import PackageError
 from ..ir.kernel import Buffer, HostFunction, Param, ScalarParam, StructParam
 
@@ -42,11 +42,17 @@ class BuildInfo:
     described: dict = field(default_factory=dict)  # Package.add_description: what replaces the defaults
 
 
+def _shape(b: Buffer) -> list:
+    """The shape for the .hat: numbers, and a run-time size by its name."""
+    return [n if isinstance(n, int) else str(n) for n in b.shape]
+
+
 def _parameter(b: Buffer) -> dict:
     workspace = b.kind == "workspace"
-    what = (f"workspace {b.dtype.value}{list(b.shape)} ({b.size * b.dtype.size} bytes of device memory the caller "
+    shown = "[" + ", ".join(map(str, _shape(b))) + "]"
+    what = (f"workspace {b.dtype.value}{shown} ({b.size * b.dtype.size} bytes of device memory the caller "
             "allocates once; contents undefined between calls)") if workspace else \
-        f"{b.role} array {b.dtype.value}{list(b.shape)}"
+        f"{b.role} array {b.dtype.value}{shown}"
     return {
         "name": b.name,
         "description": what,
@@ -54,17 +60,21 @@ def _parameter(b: Buffer) -> dict:
         "declared_type": f"{b.dtype.hat_type}*",
         "element_type": b.dtype.hat_type,
         "usage": "input_output" if workspace else b.role,
-        "shape": list(b.shape),
+        "shape": _shape(b),
         "affine_map": list(b.strides),
         "affine_offset": 0,
     }
 
 
-def _argument(p: Param) -> dict:
+def _argument(p: Param, arrays: tuple[Buffer, ...] = ()) -> dict:
     if isinstance(p, Buffer):
         return _parameter(p)
     if isinstance(p, ScalarParam):
-        return {"name": p.name, "description": f"scalar {p.dtype.value}", "logical_type": "element",
+        what = f"scalar {p.dtype.value}"
+        if p.size:
+            where = ", ".join(f"{b.name}.shape[{d}]" for b in arrays for d, n in enumerate(b.shape) if str(n) == p.name)
+            what = f"run-time size ({p.dtype.value}): the extent {where}; a Python call reads it from the arrays"
+        return {"name": p.name, "description": what, "logical_type": "element",
                 "declared_type": p.dtype.hat_type, "element_type": p.dtype.hat_type, "usage": "input"}
     return {"name": p.name, "description": f"{p.builder} of {p.spec.array}, passed by value "
                                            f"({p.size} bytes, built by the loader; {_encoding(p.spec)})",
@@ -94,7 +104,7 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
             "name": fn.name,
             "description": f.description,
             "calling_convention": "cdecl",
-            "arguments": [_argument(p) for p in fn.params],
+            "arguments": [_argument(p, fn.arrays) for p in fn.params],
             "launches": fn.kernels[0].name,
             "return": _status(),
             "auxiliary": {"schedc": auxiliary, **({"accera": {"parameters": f.parameters}} if f.parameters else {})},
@@ -105,8 +115,8 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
                 "description": f"kernel of {fn.name}" + (f" ({n + 1} of {len(fn.kernels)})" if len(fn.kernels) > 1
                                                          else ""),
                 "calling_convention": "devicecall",
-                "arguments": [_argument(p) for p in k.arguments],
-                "launch_parameters": [*k.grid, *k.block],
+                "arguments": [_argument(p, fn.arrays) for p in k.arguments],
+                "launch_parameters": [*(n if isinstance(n, int) else grid_text(k, n) for n in k.grid), *k.block],
                 "dynamic_shared_mem_bytes": k.dynamic_shared_bytes,
                 "provider": f"{info.package}.cu",
                 "runtime": "CUDA",

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import LaunchError, PackageError
 from ..ir.kernel import Buffer, HostFunction, Kernel, ScalarParam, StructParam, from_plain
 from ..ir.model import Model
+from ..ir.specialize import buffer_at, grid_at
 from . import driver, hat
 from .arrays import ArgumentView, describe
 from .fastcall import CallPlan, torch_loaded
@@ -139,14 +140,17 @@ class Function:
         return self.check_call(args)[0]
 
     def check_call(self, args: tuple) -> tuple[list[ArgumentView], dict[str, bytes]]:
-        """The array views and the scalars' bytes of a call, checked without a CUDA call."""
+        """The array views and the scalars' bytes of a call (the run-time sizes' too, read from
+        the arrays' shapes), checked without a CUDA call."""
         params = self.function.caller_params
         if len(args) != len(params):
             raise LaunchError(self.where, f"expected {_counted(params)}, got {len(args)}")
         arrays = [(p, a) for p, a in zip(params, args) if isinstance(p, Buffer)]
-        views = [describe(self.where, b, a, self.info.alignments.get(b.name, 1)) for b, a in arrays]
+        sizes = read_sizes(self.where, self.function, arrays)
+        views = [describe(self.where, buffer_at(b, sizes), a, self.info.alignments.get(b.name, 1)) for b, a in arrays]
         scalars = {p.name: p.value(a, self.where).tobytes() for p, a in zip(params, args)
                    if isinstance(p, ScalarParam)}
+        scalars.update(self.size_scalars(sizes))
         check_devices(self.where, views)
         _check_overlap(self.where, views)
         return views, scalars
@@ -191,9 +195,18 @@ class Function:
                 memory.download(view.array, stream)
         driver.synchronize_stream(stream)
 
+    def size_scalars(self, sizes: dict[str, int]) -> dict[str, bytes]:
+        """The bytes of the run-time sizes' parameters (``launches``' scalars) for ``sizes``."""
+        return {p.name: p.value(sizes[p.name], self.where).tobytes() for p in self.function.sizes}
+
+    def _sizes(self, scalars: dict[str, bytes] | None) -> dict[str, int]:
+        """The run-time sizes of a call, from the bytes ``check_call`` made of them."""
+        return {p.name: int.from_bytes(scalars[p.name], "little", signed=True) for p in self.function.sizes}
+
     def _launch(self, pointers: list[int], scalars: dict[str, bytes], stream: int) -> None:
+        sizes = self._sizes(scalars)
         for handle, kernel, args in self.launches(pointers, scalars, stream):
-            driver.launch(handle, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, args, stream,
+            driver.launch(handle, grid_at(kernel, sizes), kernel.block, kernel.dynamic_shared_bytes, args, stream,
                           dependent=kernel.dependent_launch)
 
     def launches(self, pointers: list[int], scalars: dict[str, bytes] | None = None, stream: int = 0) -> list[Launch]:
@@ -203,7 +216,7 @@ class Function:
         driver encodes tensor maps)."""
         arrays = dict(zip((b.name for b in self.function.arrays), pointers))
         arrays.update(self.workspace_pointers(stream))
-        values = {**(scalars or {}), **self._structs(arrays)}
+        values = {**(scalars or {}), **self._structs(arrays, self._sizes(scalars))}
         handles = [self.handle()] if len(self.function.kernels) == 1 else self.handles()
         return [(handle, kernel, driver.LaunchArgs([*(arrays[b.name] for b in kernel.params),
                                                     *(values[v.name] for v in kernel.values)]))
@@ -217,8 +230,8 @@ class Function:
                                         for b in self.function.workspaces}
         return {name: memory.pointer for name, memory in self._workspaces[stream].items()}
 
-    def _structs(self, pointers: dict[str, int]) -> dict[str, bytes]:
-        declared = {b.name: b for b in (*self.function.arrays, *self.function.workspaces)}
+    def _structs(self, pointers: dict[str, int], sizes: dict[str, int]) -> dict[str, bytes]:
+        declared = {b.name: buffer_at(b, sizes) for b in (*self.function.arrays, *self.function.workspaces)}
         structs = {}
         for p in self.function.params:
             if isinstance(p, StructParam):
@@ -244,10 +257,43 @@ class Function:
 Launch = tuple[object, Kernel, "driver.LaunchArgs"]
 
 
+def read_sizes(where: str, function: HostFunction, arrays: list[tuple[Buffer, object]]) -> dict[str, int]:
+    """The run-time sizes of a call, from its arrays' shapes: each the same in every array that
+    has it, at least 1, and with arrays a 32-bit index reaches (where the kernels index so)."""
+    if not function.sizes:
+        return {}
+    found: dict[str, tuple[int, str]] = {}
+    for b, a in arrays:
+        shape = getattr(a, "shape", None)
+        if shape is None or len(shape) != len(b.shape):
+            continue  # describe() says what is wrong with the argument
+        for d, n in enumerate(b.shape):
+            if isinstance(n, int):
+                continue
+            name, got = str(n), int(shape[d])
+            seen = found.setdefault(name, (got, f"{b.name}.shape[{d}]"))
+            if seen[0] != got:
+                raise LaunchError(where, f"{seen[1]} = {seen[0]} but {b.name}.shape[{d}] = {got}: both are the "
+                                         f"run-time size {name}")
+    sizes = {name: value for name, (value, _) in found.items()}
+    for name, (value, seen) in found.items():
+        if value < 1:
+            raise LaunchError(where, f"{seen} = {value}: the run-time size {name} is at least 1")
+    if all(k.index_type.size == 4 for k in function.kernels):
+        for b, _ in arrays:
+            known = all(str(n) in sizes for n in b.shape if not isinstance(n, int))
+            elements = buffer_at(b, sizes).size if known else 0
+            if elements > 2**31 - 1:
+                shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
+                raise LaunchError(where, f"{b.name} spans {elements} elements at {shown}: the function indexes with "
+                                         "32-bit integers (2^31 - 1 elements at most)")
+    return sizes
+
+
 def _shown(p: Buffer | ScalarParam) -> str:
     if isinstance(p, ScalarParam):
         return f"{p.name}: {p.dtype.value}"
-    return f"{p.name}: {p.dtype.value}{list(p.shape)}"
+    return f"{p.name}: {p.dtype.value}[{', '.join(map(str, p.shape))}]"
 
 
 def _counted(params) -> str:

@@ -22,6 +22,7 @@ import islpy as isl
 
 from ..ir.affine import Affine
 from ..ir.kernel import register
+from ..ir.sizes import when
 from . import sets
 from .footprint import (
     Footprint,
@@ -39,19 +40,35 @@ from .sets import Access
 @register
 @dataclass(frozen=True)
 class LoopFacts:
+    """A loop's first and last values over every value of the run-time sizes; ``last`` is None
+    for a loop that runs to a run-time size (its ``end``, the size's Affine)."""
+
     name: str
     first: int
-    last: int
+    last: int | None
     step: int
+    end: Affine | None = None
+
+    def __repr__(self) -> str:
+        end = f", end={self.end}" if self.end is not None else ""
+        return f"LoopFacts(name={self.name!r}, first={self.first}, last={self.last}, step={self.step}{end})"
+
+    @property
+    def fixed(self) -> bool:
+        return self.end is None
 
     @property
     def extent(self) -> int:
+        if self.end is not None:
+            raise TypeError(f"loop {self.name} runs to the run-time size {self.end}: its count has no fixed value")
         return (self.last - self.first) // self.step + 1
 
-    def stop(self, end: int) -> int:
+    def stop(self, end: int | Affine) -> int | Affine:
         """An exclusive bound for a C loop: the schedule's ``end`` where it runs the same
         iterations (any stop in (last, last + step] does), else ``last + 1``."""
-        return end if self.last < end <= self.last + self.step else self.last + 1
+        if self.end is not None:
+            return self.end
+        return end if not isinstance(end, Affine) and self.last < end <= self.last + self.step else self.last + 1
 
 
 @register
@@ -113,17 +130,15 @@ def analyze_domain(
     if domain.is_empty():
         raise ValueError("the iteration domain is empty")
     facts = []
-    for pos, (name, _begin, _end, step) in enumerate(loops):
-        facts.append(LoopFacts(name, _constant(domain.dim_min(pos)), _constant(domain.dim_max(pos)), step))
+    for pos, (name, _begin, end, step) in enumerate(loops):
+        first, last = domain.dim_min(pos).min_val(), domain.dim_max(pos).max_val()
+        if not first.is_int():
+            raise ValueError(f"loop {name} has no first value: {domain}")
+        if isinstance(end, Affine) and last.is_int():
+            raise ValueError(f"loop {name} runs to the run-time size {end} but has a last value {last}")
+        facts.append(LoopFacts(name, first.to_python(), last.to_python() if last.is_int() else None, step,
+                               end if isinstance(end, Affine) else None))
     return DomainFacts(tuple(facts), _guards(domain.gist(box), names))
-
-
-def _constant(pw: isl.PwAff) -> int:
-    pieces = pw.get_pieces()
-    values = {aff.get_constant_val().to_python() for _, aff in pieces}
-    if len(values) != 1 or not all(aff.is_cst() for _, aff in pieces):
-        raise ValueError(f"loop bound is not a constant: {pw}")
-    return int(values.pop())
 
 
 def _guards(gist: isl.Set, names: Sequence[str]) -> tuple[Guard, ...]:
@@ -139,6 +154,9 @@ def _guards(gist: isl.Set, names: Sequence[str]) -> tuple[Guard, ...]:
             name: c.get_coefficient_val(isl.dim_type.set, pos).to_python()
             for pos, name in enumerate(names)
         }
+        for pos in range(bset.dim(isl.dim_type.param)):  # run-time sizes
+            size = bset.get_dim_name(isl.dim_type.param, pos).removeprefix(sets.PREFIX)
+            terms[size] = c.get_coefficient_val(isl.dim_type.param, pos).to_python()
         out.append(Guard(Affine.make(terms, c.get_constant_val().to_python()), c.is_equality()))
     return tuple(sorted(out, key=lambda g: (g.affine.terms, g.affine.const)))
 
@@ -160,5 +178,5 @@ def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, .
 __all__ = [
     "Access", "Conflict", "DomainFacts", "Footprint", "FootprintError", "Guard", "LoopFacts", "PolyFacts", "analyze",
     "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint", "padding_witness", "reach",
-    "unwritten_element", "written_box", "writes_whole_box",
+    "unwritten_element", "when", "written_box", "writes_whole_box",
 ]

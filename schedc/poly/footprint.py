@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from ..ir import sizes
 from ..ir.affine import Affine
 from . import sets
 
@@ -74,7 +75,12 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     for d in range(rank):
         low, high = image.dim_min(d), image.dim_max(d)
         origin.append(_affine(low, outer, array, d, index, model))
-        extents.append(high.sub(low).max_val().to_python() + 1)
+        extent = high.sub(low).max_val()
+        if not extent.is_int():
+            raise FootprintError(f"{array}'s footprint inside {index} along dimension {d} grows with the run-time "
+                                 f"size{'s' * (len(model.sizes) > 1)} {', '.join(model.size_names)}: place the cache "
+                                 "inside the loops over the size's tiles")
+        extents.append(extent.to_python() + 1)
     exact = _is_exact(model, array, image, outer, origin, extents)
     bounds = reach(model, array)
     inside = _is_inside(image, outer, origin, extents, bounds)
@@ -95,8 +101,24 @@ def reach(model, array: str) -> tuple[int, ...]:
     for r in relations[1:]:
         relation = relation.union(r)
     image = sets.domain(model).apply(relation)
-    return tuple(min(size, image.dim_max(d).max_val().to_python() + 1)
-                 for d, size in enumerate(model.buffer(array).shape))
+    return tuple(_reach(image, d, size, array) for d, size in enumerate(model.buffer(array).shape))
+
+
+def _reach(image: isl.Set, d: int, size, array: str):
+    """One past the last element along ``d`` (a run-time size's Affine where the nest reaches
+    its end for every value)."""
+    high = image.dim_max(d)
+    if not isinstance(size, Affine):
+        return min(size, high.max_val().to_python() + 1)
+    params = ", ".join(sets.PREFIX + n for n in sorted(size.variables()))
+    gap = isl.PwAff(f"[{params}] -> {{ [({sets.isl_affine(size)} - 1)] }}")
+    gap = gap.sub(high)
+    if gap.min_val().is_zero() and gap.max_val().is_zero():
+        return size
+    if high.max_val().is_zero():
+        return 1
+    raise FootprintError(f"the nest reaches part of {array}'s run-time dimension {d} ({size}): schedc tiles a run-time "
+                         "size's dimension whole")
 
 
 def _shown(model, a: Affine) -> Affine:
@@ -157,15 +179,14 @@ def _with_params(domain: isl.Set, relation, outer) -> tuple:
 
 
 def first_outside(model, array: str, guards=None, bounds: tuple[int, ...] | None = None
-                  ) -> tuple[dict[str, int], tuple[int, ...]] | None:
-    """The first iteration (lexmin) of the (padded) domain whose access to ``array`` falls
-    outside it (or outside ``bounds``, one past the last element per dimension), with the
-    element; None when every access stays inside."""
+                  ) -> tuple[dict[str, int], tuple[int, ...], dict[str, int]] | None:
+    """The first iteration (lexmin, at the smallest run-time sizes that have one) of the
+    (padded) domain whose access to ``array`` falls outside it (or outside ``bounds``, one past
+    the last element per dimension), with the element and those sizes; None when every access
+    stays inside."""
     names = [lp.name for lp in model.loops]
     shape = bounds if bounds is not None else model.buffer(array).shape
-    elements = ", ".join(f"e{d}" for d in range(len(shape)))
-    bounds = " and ".join(f"0 <= e{d} < {n}" for d, n in enumerate(shape))
-    inside = isl.Set(f"{{ {array}[{elements}] : {bounds} }}")
+    inside = sets.array_box(array, shape)
     domain = sets.domain(model, guards)
     for access in sets.accesses(model):
         if access.array != array:
@@ -173,9 +194,10 @@ def first_outside(model, array: str, guards=None, bounds: tuple[int, ...] | None
         relation = access.relation(names).intersect_domain(domain)
         outside = relation.subtract_range(inside)
         if not outside.is_empty():
-            point = isl.Set.from_point(outside.wrap().lexmin().sample_point())
-            values = sets.point_values(point.sample_point(), [*names, *(f"e{d}" for d in range(len(shape)))])
-            return ({n: values[n] for n in names}, tuple(values[f"e{d}"] for d in range(len(shape))))
+            point = sets.smallest(outside.wrap())
+            values = sets.point_values(point, [*names, *(f"e{d}" for d in range(len(shape)))])
+            return ({n: values[n] for n in names}, tuple(values[f"e{d}"] for d in range(len(shape))),
+                    sets.size_values(point))
     return None
 
 
@@ -188,6 +210,11 @@ def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, m
         if aff.dim(isl.dim_type.div) or not all(v.is_int() for v in [*values, aff.get_constant_val()]):
             raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} "
                                  f"is not an affine expression of the outer loops ({_isl_text(pw)})")
+        moving = [aff.get_dim_name(isl.dim_type.param, p) for p in range(len(outer), aff.dim(isl.dim_type.param))
+                  if not aff.get_coefficient_val(isl.dim_type.param, p).is_zero()]
+        if moving:
+            raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} "
+                                 f"moves with the run-time size {moving[0].removeprefix(sets.PREFIX)}")
         terms = {name: v.to_python() for name, v in zip(outer, values)}
         affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
     if len(affines) != 1:
@@ -213,18 +240,18 @@ def _box(model, array, outer, origin, extents) -> isl.Set:
     parts = []
     for d, (a, extent, size) in enumerate(zip(origin, extents, shape)):
         low = sets.isl_affine(a)
-        parts.append(f"{low} <= e{d} < {low} + {extent} and 0 <= e{d} < {size}")
+        parts.append(f"{low} <= e{d} < {low} + {extent} and 0 <= e{d} < {sets.extent(size)}")
     elements = ", ".join(f"e{d}" for d in range(len(shape)))
-    params = ", ".join(sets.PREFIX + n for n in outer)
+    params = ", ".join(sets.PREFIX + n for n in [*outer, *sizes.names(shape)])
     return isl.Set(f"[{params}] -> {{ {array}[{elements}] : {' and '.join(parts)} }}")
 
 
 def _is_inside(image, outer, origin, extents, shape, low_only: bool = False) -> bool:
-    params = ", ".join(sets.PREFIX + n for n in outer)
     parts = []
     for a, extent, size in zip(origin, extents, shape):
         low = sets.isl_affine(a)
-        parts.append(f"({low} < 0)" if low_only else f"({low} < 0 or {low} + {extent} > {size})")
+        parts.append(f"({low} < 0)" if low_only else f"({low} < 0 or {low} + {extent} > {sets.extent(size)})")
+    params = ", ".join(sets.PREFIX + n for n in [*outer, *sizes.names(shape)])
     outside = isl.Set(f"[{params}] -> {{ : {' or '.join(parts)} }}").intersect_params(image.params())
     return outside.is_empty()
 
@@ -247,8 +274,7 @@ def padding_witness(model, guards, product: tuple[str, str, str], zero_filled: s
     def within(array: str) -> isl.Set:
         """The iterations whose access to ``array`` lies inside its reach."""
         bounds = reach(model, array)
-        elements = ", ".join(f"e{d}" for d in range(len(bounds)))
-        box = isl.Set(f"{{ {array}[{elements}] : {' and '.join(f'0 <= e{d} < {n}' for d, n in enumerate(bounds))} }}")
+        box = sets.array_box(array, bounds)
         points = padded
         for access in sets.accesses(model):
             if access.array == array:
@@ -261,7 +287,7 @@ def padding_witness(model, guards, product: tuple[str, str, str], zero_filled: s
             bad = bad.intersect(within(operand))
     if bad.is_empty():
         return None
-    values = sets.point_values(bad.lexmin().sample_point(), names)
+    values = sets.point_values(sets.smallest(bad), names)
     point = {n: values[n] for n in names}
     elements = {}
     for access in sets.accesses(model):

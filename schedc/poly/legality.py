@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..ir.affine import Affine
+from ..ir.sizes import when
 from . import sets
 
 
@@ -29,6 +30,12 @@ class Conflict:
     second_writes: bool
     first_statement: int
     second_statement: int
+    sizes: tuple[tuple[str, int], ...] = ()  # the run-time sizes where it happens
+
+    @property
+    def when(self) -> str:
+        """`` when M = 33`` for a conflict at given run-time sizes ('' for fixed sizes)."""
+        return when(dict(self.sizes))
 
 
 def find_race(model, bound: list[str], adds: frozenset[str] = frozenset()) -> Conflict | None:
@@ -74,13 +81,13 @@ def _first_conflict(model, names, pairs: isl.Map, kind: str, exempt_reductions: 
             conflict = pairs.intersect(same_element)
             if conflict.is_empty():
                 continue
-            point = conflict.wrap().lexmin().sample_point()
+            point = sets.smallest(conflict.wrap())
             counts = sets.point_values(point, [f"{n}#1" for n in names] + [f"{n}#2" for n in names])
             first = {n: values[n].evaluate({n: counts[f"{n}#1"]}) for n in names}
             second = {n: values[n].evaluate({n: counts[f"{n}#2"]}) for n in names}
             element = tuple(s.evaluate(first) for s in a.subscripts)
             found.append(Conflict(kind, a.array, element, first, second, a.is_write, b.is_write,
-                                  a.statement, b.statement))
+                                  a.statement, b.statement, tuple(sets.size_values(point).items())))
     return min(found, key=_rank) if found else None
 
 
@@ -114,21 +121,21 @@ def _nest_values(model, names) -> isl.Map:
     return isl.Map("{ " + sets.space(names) + " -> [" + ", ".join(sums) + "] }")
 
 
-def unwritten_element(model, array: str) -> tuple[int, ...] | None:
-    """An element of ``array`` no statement writes (the lexicographically first), or None."""
+def unwritten_element(model, array: str) -> tuple[tuple[int, ...], dict[str, int]] | None:
+    """An element of ``array`` no statement writes (the lexicographically first, at the
+    smallest run-time sizes where there is one) and those sizes, or None."""
     names = [lp.name for lp in model.loops]
     domain, values = sets.counter_domain(model), sets.counters(model)
     shape = model.buffer(array).shape
-    elements = ", ".join(f"e{d}" for d in range(len(shape)))
-    bounds = " and ".join(f"0 <= e{d} < {n}" for d, n in enumerate(shape))
-    missing = isl.Set(f"{{ {array}[{elements}] : {bounds} }}")
+    missing = sets.array_box(array, shape, model.size_names)
     for access in sets.accesses(model):
         if access.is_write and access.array == array:
             missing = missing.subtract(domain.apply(access.relation(names, values)))
     if missing.is_empty():
         return None
-    point = missing.lexmin().sample_point()
-    return tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(len(shape)))
+    point = sets.smallest(missing)
+    element = tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(len(shape)))
+    return element, sets.size_values(point)
 
 
 def written_box(model, array: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]:
@@ -142,6 +149,8 @@ def written_box(model, array: str) -> tuple[tuple[int, ...], tuple[int, ...], tu
             written = domain.apply(access.relation(names, values))
             image = written if image is None else image.union(written)
     rank = len(model.buffer(array).shape)
+    if model.sizes:
+        raise ValueError("written_box: the written elements of a run-time size have no fixed box")
     low = tuple(image.dim_min(d).min_val().to_python() for d in range(rank))
     high = tuple(image.dim_max(d).max_val().to_python() for d in range(rank))
     elements = ", ".join(f"e{d}" for d in range(rank))

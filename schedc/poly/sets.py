@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from ..ir import sizes
 from ..ir.affine import Affine
 from ..ir.kernel import Store
 from ..ir.patterns import reduction as reduction_of
+from ..ir.sizes import when  # noqa: F401 - poly.when
 from ..ir.walk import loads
 
 PREFIX = "x_"
@@ -23,24 +25,50 @@ def space(names: Sequence[str]) -> str:
     return "[" + ", ".join(PREFIX + n for n in names) + "]"
 
 
+def extent(e: int | Affine) -> str:
+    """An extent (a number, or an Affine of run-time sizes) in isl's terms."""
+    return isl_affine(e) if isinstance(e, Affine) else str(e)
+
+
+def sized_set(names: Sequence[str], body: str) -> isl.Set:
+    """``{ body }`` with the run-time sizes ``names`` as parameters, each at least 1."""
+    text = "{ " + body + " }"
+    if names:
+        text = "[" + ", ".join(PREFIX + n for n in names) + "] -> " + text
+    out = isl.Set(text)
+    for name in names:  # every size is at least 1
+        out = out.intersect_params(isl.Set(f"[{PREFIX}{name}] -> {{ : {PREFIX}{name} >= 1 }}"))
+    return out
+
+
 def box(loops) -> isl.Set:
     """Each loop in its own range: ``begin <= x < end``, ``x = begin + step * t``."""
     names = [name for name, *_ in loops]
     parts = []
     for name, begin, end, step in loops:
         v = PREFIX + name
-        parts.append(f"{begin} <= {v} < {end}")
+        parts.append(f"{begin} <= {v} < {extent(end)}")
         if step > 1:
             parts.append(f"({v} - {begin}) mod {step} = 0")
-    return isl.Set("{ " + space(names) + " : " + " and ".join(parts) + " }")
+    return sized_set(sizes.names(end for *_, end, _ in loops), space(names) + " : " + " and ".join(parts))
 
 
 def group_set(names: Sequence[str], groups) -> isl.Set:
     parts = [
-        f"{begin} <= {' + '.join(PREFIX + m for m in members)} < {end}"
+        f"{begin} <= {' + '.join(PREFIX + m for m in members)} < {extent(end)}"
         for begin, end, members in groups
     ]
-    return isl.Set("{ " + space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
+    where = " : " + " and ".join(parts) if parts else ""
+    return sized_set(sizes.names(end for _, end, _ in groups), space(names) + where)
+
+
+def array_box(name: str, shape, every: Sequence[str] = ()) -> isl.Set:
+    """The elements of an array of ``shape`` (extents may be run-time sizes) as ``name[e0, ...]``,
+    over the sizes ``every`` too (each at least 1: a difference with it never holds sizes below 1)."""
+    elements = ", ".join(f"e{d}" for d in range(len(shape)))
+    bounds = " and ".join(f"0 <= e{d} < {extent(n)}" for d, n in enumerate(shape))
+    names = list(dict.fromkeys([*every, *sizes.names(shape)]))
+    return sized_set(names, f"{name}[{elements}] : {bounds}")
 
 
 def domain(model, guards=None) -> isl.Set:
@@ -50,7 +78,7 @@ def domain(model, guards=None) -> isl.Set:
     names = [lp.name for lp in model.loops]
     if guards is not None:
         parts = [f"{isl_affine(g.affine)} {'=' if g.equality else '>='} 0" for g in guards]
-        cut = isl.Set("{ " + space(names) + (" : " + " and ".join(parts) if parts else "") + " }")
+        cut = sized_set(model.size_names, space(names) + (" : " + " and ".join(parts) if parts else ""))
         return box(loops).intersect(cut)
     groups = [(g.begin, g.end, g.members) for g in model.groups]
     return box(loops).intersect(group_set(names, groups))
@@ -68,7 +96,9 @@ def counter_domain(model, guards=None) -> isl.Set:
     (OUTPUT coverage, footprints) stay fast whatever the sizes' arithmetic."""
     names = [lp.name for lp in model.loops]
     values = counters(model)
-    parts = [f"0 <= {PREFIX}{lp.name} < {lp.extent}" for lp in model.loops]
+    parts = [f"0 <= {PREFIX}{lp.name} < {lp.extent}" if lp.fixed
+             else f"0 <= {PREFIX}{lp.name} and {lp.begin} + {lp.step}*{PREFIX}{lp.name} < {extent(lp.end)}"
+             for lp in model.loops]
     if guards is not None:
         parts += [f"{isl_affine(g.affine.substitute(values))} {'=' if g.equality else '>='} 0" for g in guards]
     else:
@@ -76,8 +106,8 @@ def counter_domain(model, guards=None) -> isl.Set:
             total = Affine.make({})
             for member in g.members:
                 total = total.plus(values[member])
-            parts.append(f"{g.begin} <= {isl_affine(total)} < {g.end}")
-    return isl.Set("{ " + space(names) + " : " + " and ".join(parts) + " }")
+            parts.append(f"{g.begin} <= {isl_affine(total)} < {extent(g.end)}")
+    return sized_set(model.size_names, space(names) + " : " + " and ".join(parts))
 
 
 def isl_affine(a: Affine) -> str:
@@ -126,3 +156,25 @@ def _statement_accesses(statement: Store):
 def point_values(point: isl.Point, names: Sequence[str], dim_type=None) -> dict[str, int]:
     kind = isl.dim_type.set if dim_type is None else dim_type
     return {n: point.get_coordinate_val(kind, pos).to_python() for pos, n in enumerate(names)}
+
+
+def size_values(point: isl.Point) -> dict[str, int]:
+    """The run-time sizes of a point of a set with size parameters."""
+    space = point.get_space()
+    return {space.get_dim_name(isl.dim_type.param, p).removeprefix(PREFIX):
+            point.get_coordinate_val(isl.dim_type.param, p).to_python()
+            for p in range(space.dim(isl.dim_type.param))}
+
+
+def smallest(found: isl.Set) -> isl.Point:
+    """A point of a non-empty set: at the smallest run-time sizes that have one (sizes in
+    order, each as small as it goes), its lexicographically first element there."""
+    for p in range(found.dim(isl.dim_type.param)):
+        values = found.params().move_dims(isl.dim_type.set, 0, isl.dim_type.param, p, 1)
+        found = found.intersect_params(_fix(found, p, values.dim_min_val(0).to_python()))
+    return found.lexmin().sample_point()
+
+
+def _fix(found: isl.Set, p: int, value: int) -> isl.Set:
+    name = found.get_dim_name(isl.dim_type.param, p)
+    return isl.Set(f"[{name}] -> {{ : {name} = {value} }}")

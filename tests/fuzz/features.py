@@ -27,6 +27,7 @@ def features(p: Program) -> list[str]:
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
     found += ["split-K (a reduction's loop on blocks)"] if split_k(p) else []
     found += ["split_k(deterministic=False)"] if p.order_free else []
+    found += ["run-time size (acc.create_dimensions) of the first dimension"] if p.runtime else []
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
         found.append("partial tiles")
@@ -57,6 +58,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"split-K"} if split_k(p) else set()
     found |= {"fused epilogue"} if p.epilogue else set()
     found |= {"split-K by TMA reductions"} if p.order_free else set()
+    found |= {"run-time size"} if p.runtime else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()
     found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()

@@ -14,7 +14,7 @@ from dataclasses import replace
 from .epilogue import fusable, with_epilogue
 from .hopper import hopper_program
 from .nest import choose
-from .program import Bin, Program, Statement, loop_extents, schedule_indices, with_array_names
+from .program import Bin, Program, Statement, loop_extents, runtime_dims, schedule_indices, with_array_names
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
 from .tensor import tensor_program
@@ -50,6 +50,8 @@ def _attempt(rng: random.Random, only: str | None = None) -> Program:
         program = replace(program, cluster=(rng.choice((2, 2, 4)), rng.choice(("BLOCK_Y", "BLOCK_Y", "BLOCK_X"))))
     if rng.random() < 0.03:  # split-K by TMA reductions: only wgmma plans with C's tiles by TMA take it
         program = replace(program, order_free=True)
+    if rng.random() < 0.4 and runtime_dims(program):  # the first dimension known only at run time
+        program = replace(program, runtime=True)
     return program
 
 

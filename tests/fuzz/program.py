@@ -194,6 +194,9 @@ class Program:
     # a second nest over the first two indices fused after this one (acc.fuse(..., partial=2)): its
     # statements, subscripted by the first nest's index names; the fusing index "f" is in ``order``
     epilogue: tuple[Statement, ...] = ()
+    # the first nest dimension is the run-time size RUNTIME_SIZE (acc.create_dimensions), and so is
+    # the slowest dimension of every array it indexes (``runtime_dims``)
+    runtime: bool = False
 
     @property
     def all_statements(self) -> tuple[Statement, ...]:
@@ -374,3 +377,33 @@ def fold(e: Expr) -> Expr:
             return Const(_PYTHON[e.op](lhs.value, rhs.value))
         return Bin(e.op, lhs, rhs)
     return e
+
+
+RUNTIME_SIZE = "rows"  # the run-time size's variable (no array, index or generated name)
+
+
+def runtime_dims(program: Program) -> dict[str, int] | None:
+    """Where the first nest index ``i`` may be a run-time size: each array it indexes and the
+    dimension (the array's slowest, of ``i``'s extent, subscripted ``i`` alone wherever ``i``
+    appears in it); None where ``i`` appears otherwise (an offset, a reversal, another
+    dimension), which a size known only at run time cannot keep in bounds."""
+    first = program.nest_indices[0]
+    found: dict[str, int] = {}
+    for statement in program.all_statements:
+        for ref in (statement.target, *refs(statement)):
+            array = program.array(ref.array)
+            slowest = len(array.shape) - 1 if array.layout == "LAST_MAJOR" else 0
+            for d, sub in enumerate(ref.subscripts):
+                if sub.index != first:
+                    continue
+                if (sub.sign, sub.offset) != (1, 0) or d != slowest or array.shape[d] != program.dims[0] \
+                        or found.get(ref.array, d) != d:
+                    return None
+                found[ref.array] = d
+    for statement in program.all_statements:  # a run-time dimension's other subscripts: 0 only (M >= 1)
+        for ref in (statement.target, *refs(statement)):
+            d = found.get(ref.array)
+            sub = ref.subscripts[d] if d is not None else None
+            if sub is not None and sub.index != first and (sub.index is not None or sub.offset != 0):
+                return None
+    return found or None

@@ -11,6 +11,7 @@ B[i] = -(-A[7 - i])
 from __future__ import annotations
 
 from .program import (
+    RUNTIME_SIZE,
     Bin,
     Cast,
     Cmp,
@@ -25,6 +26,7 @@ from .program import (
     Subscript,
     Tile,
     map_refs,
+    runtime_dims,
     simulate_steps,
     with_array_names,
 )
@@ -37,9 +39,11 @@ _COMPARE = 0  # below every arithmetic operator, as in Python
 def render(program: Program, header: str = "") -> str:
     """The whole script; ``header`` (a docstring's text) goes first."""
     program = with_array_names(program)
+    sized = runtime_dims(program) if program.runtime else None
     parts = [_docstring(header), "import schedc as acc\n",
              f"target = acc.Target(acc.Target.Model.{program.target})",
-             *(_array(a) for a in program.arrays), "",
+             f"{RUNTIME_SIZE} = acc.create_dimensions()" if sized else None,
+             *(_array(a, (sized or {}).get(a.name)) for a in program.arrays), "",
              _nest(program), _logic(program), _schedule(program), _plan(program), _package(program)]
     return "\n".join(p for p in parts if p is not None) + "\n"
 
@@ -50,10 +54,19 @@ def _docstring(header: str) -> str | None:
     return '"""' + header.replace("\\", "\\\\").replace('"""', "'''").rstrip() + '\n"""\n'
 
 
-def _array(a) -> str:
+def _array(a, sized: int | None = None) -> str:
+    """The array's declaration (dimension ``sized``: the run-time size)."""
     layout = "" if a.layout == "FIRST_MAJOR" else f", layout=acc.Array.Layout.{a.layout}"
+    shape = tuple(RUNTIME_SIZE if d == sized else n for d, n in enumerate(a.shape))
     return (f"{a.name} = acc.Array(role=acc.Role.{a.role}, element_type=acc.ScalarType.{a.dtype}, "
-            f"shape={_tuple(a.shape)}{layout})")
+            f"shape={_tuple(shape)}{layout})")
+
+
+def _dims(program: Program) -> tuple:
+    """The nest's extents as the script writes them (the first the run-time size, where it is one)."""
+    if program.runtime and runtime_dims(program):
+        return (RUNTIME_SIZE, *program.dims[1:])
+    return program.dims
 
 
 def _tuple(values) -> str:
@@ -63,7 +76,7 @@ def _tuple(values) -> str:
 def _nest(program: Program) -> str:
     names = program.nest_indices
     unpack = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
-    return f"nest = acc.Nest(shape={_tuple(program.dims)})\n{unpack} = nest.get_indices()\n"
+    return f"nest = acc.Nest(shape={_tuple(_dims(program))})\n{unpack} = nest.get_indices()\n"
 
 
 def _logic(program: Program) -> str:
@@ -74,7 +87,7 @@ def _logic(program: Program) -> str:
         own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r: _renamed(r, names)), s.accumulate)
                for s in program.epilogue]
         body = "\n".join(f"    {render_statement(s)}" for s in own)
-        text += (f"after = acc.Nest(shape={_tuple(program.dims[:2])})\ni1, j1 = after.get_indices()\n\n"
+        text += (f"after = acc.Nest(shape={_tuple(_dims(program)[:2])})\ni1, j1 = after.get_indices()\n\n"
                  f"\n@after.iteration_logic\ndef _():\n{body}\n\n")
     return text
 
@@ -203,8 +216,8 @@ def _cache(c) -> str:
 
 
 def _package(program: Program) -> str:
-    args = ", ".join(a.name for a in program.arrays)
-    args = f"({args},)" if len(program.arrays) == 1 else f"({args})"
+    names = [a.name for a in program.arrays] + ([RUNTIME_SIZE] if program.runtime and runtime_dims(program) else [])
+    args = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
     return (f"package = acc.Package()\n"
             f"package.add(plan, args={args}, base_name={program.name!r})\n"
             f"package.build({program.name!r}, format=acc.Package.Format.HAT_SOURCE, output_dir=\"hat_packages\")")

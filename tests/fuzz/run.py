@@ -35,7 +35,7 @@ from schedc.codegen.emulate import EmulationError
 from schedc.errors import InternalError, SchedcError
 from schedc.package.build import session
 from schedc.package.compile import nvrtc_compile, supported_archs
-from schedc.verify import emulate_function
+from schedc.verify import default_sizes, emulate_function
 
 from .program import Program
 from .render import render
@@ -152,8 +152,11 @@ def _check_bare_nest(program: Program, refused: Outcome) -> Outcome:
 
 
 def _emulate(model, kernel) -> Outcome | None:
+    """Every block emulated against the reference; a function of run-time sizes at two values
+    of them: its default (two tiles and a partial one) and 1."""
+    runs = [default_sizes(model), {name: 1 for name in model.size_names}] if model.sizes else [None]
     try:
-        reports = emulate_function(model, kernel, blocks=None, seed=0)
+        reports = [r for sizes in runs for r in emulate_function(model, kernel, blocks=None, seed=0, sizes=sizes)]
     except EmulationError as error:  # what it caught, up to the place (block, threads, element)
         return Outcome("wrong", f"wrong: the emulator caught {error.kind}: {normalize(error.what)}", _text(error))
     except Exception as error:  # noqa: BLE001 - the emulator or the reference failed

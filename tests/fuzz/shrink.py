@@ -117,6 +117,8 @@ def _without(items: tuple, n: int) -> tuple:
 
 
 def _plan_variants(p: Program) -> Iterator[Program]:
+    if p.runtime:
+        yield replace(p, runtime=False)
     if p.epilogue:
         yield replace(p, epilogue=(), order=tuple(n for n in p.order if n != "f"))
         for n in range(len(p.epilogue)) if len(p.epilogue) > 1 else ():

@@ -69,13 +69,13 @@ template <> struct widened<short> { using type = int; };
 template <> struct widened<unsigned short> { using type = int; };
 
 template <typename T>
-__device__ __forceinline__ T max(T a, T b) {
+__host__ __device__ __forceinline__ T max(T a, T b) {
     const typename widened<T>::type x = a, y = b;
     return T(y > x ? y : x);
 }
 
 template <typename T>
-__device__ __forceinline__ T min(T a, T b) {
+__host__ __device__ __forceinline__ T min(T a, T b) {
     const typename widened<T>::type x = a, y = b;
     return T(y < x ? y : x);
 }

@@ -1,0 +1,51 @@
+"""A matrix product whose number of rows M is known only at run time (``acc.create_dimensions``):
+one function serves a decode step (M = 1), a small batch and a whole prefill (M = 4096).
+
+C = A @ B in fp16 with N = K = 4096 on the Hopper plan of ``hopper_matmul.py`` (128 x 256 tiles, 3
+stages, a producer warpgroup, a persistent grid): the analysis proves it for every M >= 1, the
+launcher computes the grid from M at each call (as many resident blocks as there are tiles, one a
+multiprocessor at most), TMA reads zeros past the last row and stores nothing there. A Python
+caller passes the arrays only (``gemm_m(A, B, C)``: M is read from their shapes); the C launcher
+takes M where ``args`` puts it, first: ``gemm_m(M, A, B, C)``.
+
+- ``gemm_m``: run-time M;
+- ``gemm_4096``: the same plan at M = 4096 fixed (benchmarks/runtime_m.py compares the two);
+- ``rows_m``: a SIMT kernel (``B = relu(A) * 2`` over rows of 1024) with run-time rows, 8 rows a block.
+"""
+
+import schedc as acc
+from hopper_matmul import matmul
+
+N = K = 4096
+PLAN = {"block": (128, 256, 64), "stages": 3, "output": acc.ScalarType.float16, "persistent": {"group": 8}}
+
+
+def rows_plan(M, columns: int = 1024):
+    """``B[i, j] = max(A[i, j], 0) * 2`` over M rows: 8 rows x 128 columns a block of 256 threads."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(M, columns))
+    B = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float16, shape=(M, columns))
+    nest = acc.Nest(M, columns)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, j] = acc.max(A[i, j], 0.0) * 2.0
+
+    schedule = nest.create_schedule()
+    ii, jj = schedule.tile({i: 8, j: 128})
+    jjj = schedule.split(jj, 4)
+    plan = schedule.create_plan(acc.Target(acc.Target.Model.NVIDIA_H100))
+    plan.bind({i: acc.GridUnit.BLOCK_Y, j: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_Y,
+               jj: acc.GridUnit.THREAD_X})
+    return plan, (A, B)
+
+
+M = acc.create_dimensions()
+package = acc.Package()
+plan, (A, B, C) = matmul(M, N, K, **PLAN)
+package.add(plan, args=(M, A, B, C), base_name="gemm_m")
+plan, args = matmul(4096, N, K, **PLAN)
+package.add(plan, args=args, base_name="gemm_4096")
+plan, (X, Y) = rows_plan(M)
+package.add(plan, args=(X, Y, M), base_name="rows_m")
+package.build("runtime_m", output_dir="hat_packages")

@@ -1,0 +1,412 @@
+"""Run-time sizes (``acc.create_dimensions``): the script, the analysis for every value of the
+sizes, the kernels (SIMT, tensor cores, Hopper) emulated at several values, the package and the
+loader that reads the sizes from the arrays."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.errors import LaunchError, NestError, PackageError, PlanError, ScheduleError
+from schedc.ir.kernel import ScalarParam
+from schedc.package import hat
+from schedc.verify import default_sizes, emulate_function
+from tests.plans import H100, compile_function_plan, tensor_matmul
+
+from .conftest import require_gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+
+G = acc.GridUnit
+T = acc.ScalarType
+
+
+def _scale(rows_per_block=4, columns=64, bind_rows=True, args_first=False):
+    """B[i, j] += 2 A[i, j] over (M, columns), M a run-time size; i split by ``rows_per_block``."""
+    M = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, columns))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, columns))
+    nest = acc.Nest(M, columns)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, j] += 2.0 * A[i, j]
+
+    s = nest.create_schedule()
+    ii, jj = s.tile({i: rows_per_block, j: 32})
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_Y, j: G.BLOCK_X, ii: G.THREAD_Y, jj: G.THREAD_X} if bind_rows
+              else {j: G.BLOCK_X, jj: G.THREAD_X})
+    return plan, ((M, A, B) if args_first else (A, B, M))
+
+
+def _passes(model, fn, sizes):
+    for m in sizes:
+        reports = emulate_function(model, fn, None, sizes={"M": m})
+        assert reports and all(r.passed for r in reports), (m, [str(r) for r in reports])
+        assert reports[0].compared > 0
+
+
+# -- the script ------------------------------------------------------------------------------
+
+
+def test_create_dimensions_names_its_sizes_after_the_variables():
+    M, N = acc.create_dimensions()
+    K = acc.create_dimensions()
+    assert (M.name, N.name, K.name) == ("M", "N", "K")
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, 8))
+    assert A.shape == (M, 8) and A.strides == (8, 1) and A.display_name.endswith("[M, 8] array>")
+    L = acc.Array(role=acc.Role.INPUT, shape=(8, N), layout=acc.Array.Layout.LAST_MAJOR)
+    assert L.strides == (1, 8)
+    with pytest.raises(NestError, match="assign the result to variables"):
+        print(acc.create_dimensions())
+    with pytest.raises(NestError, match="only input sizes"):
+        acc.create_dimensions(acc.Role.OUTPUT)
+
+
+def test_a_run_time_size_is_the_slowest_dimension_of_a_caller_array():
+    M = acc.create_dimensions()
+    with pytest.raises(NestError, match=r"shape \(8, M\): a run-time size may be the array's first dimension"):
+        acc.Array(role=acc.Role.INPUT, shape=(8, M))
+    with pytest.raises(NestError, match="may be the array's slowest dimension"):
+        acc.Array(role=acc.Role.INPUT, shape=(M, 8), layout=(1, 16))
+    with pytest.raises(NestError, match="Role.TEMP array has a fixed size"):
+        acc.Array(role=acc.Role.TEMP, shape=(M, 8))
+    with pytest.raises(NestError, match="takes no part in arithmetic"):
+        acc.Nest(M + 1)
+    with pytest.raises(NestError, match="has no value before the function runs"):
+        range(M)
+
+
+def test_package_add_takes_every_size_the_nest_uses_from_args():
+    plan, (A, B, M) = _scale()
+    with pytest.raises(PlanError, match=r"M is a run-time size the nest uses: pass it in args"):
+        acc.Package().add(plan, args=(A, B), base_name="f")
+    N = acc.create_dimensions()
+    with pytest.raises(PlanError, match="args has the run-time size N, which no array or nest of the function uses"):
+        acc.Package().add(plan, args=(A, B, M, N), base_name="f")
+    with pytest.raises(PackageError, match="a run-time size appears twice in args"):
+        acc.Package().add(plan, args=(A, B, M, M), base_name="f")
+
+
+def test_a_size_no_argument_array_has_cannot_be_read_at_the_call():
+    M = acc.create_dimensions()
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8,))
+    nest = acc.Nest(M, 8)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[j] += 1.0
+
+    with pytest.raises(PlanError, match="the run-time size M is the extent of no argument array's dimension"):
+        acc.Package().add(nest.create_plan(H100), args=(S, M), base_name="f")
+
+
+def test_out_of_bounds_for_some_size_names_the_size():
+    M, N = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(N, 4))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 4))
+    nest = acc.Nest(M, 4)
+    i, j = nest.get_indices()
+    with pytest.raises(NestError, match=r"reads A\[1, 0\] outside its shape \(N, 4\) when M = 2, N = 1"):
+        @nest.iteration_logic
+        def _():
+            B[i, j] += A[i, j]
+
+
+# -- the analysis holds for every size --------------------------------------------------------
+
+
+def test_a_race_at_some_sizes_is_refused_with_a_witness():
+    M = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, 32))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 32))
+    nest = acc.Nest(M, 32)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, j] = A[i, j]
+        B[0, j] = A[i, j]  # every block writes row 0: blocks race once there are two (M >= 2)
+
+    plan = nest.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
+    with pytest.raises(PlanError, match=r"both write B\[0, 0\] when M = 2: a race"):
+        compile_function_plan(plan, (A, B, M))
+
+
+def test_an_output_the_nest_leaves_unwritten_for_some_size_is_refused():
+    M = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(8,))
+    B = acc.Array(role=acc.Role.OUTPUT, shape=(M, 8))
+    nest = acc.Nest(M, 4)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, j] = A[j]
+
+    with pytest.raises(PlanError, match=r"no iteration writes B\[0, 4\] when M = 1; use Role.INPUT_OUTPUT"):
+        compile_function_plan(nest.create_plan(H100), (A, B, M))
+
+
+def test_a_fixed_output_written_at_every_size_is_accepted():
+    """Its coverage is checked for sizes >= 1 only (at M = 0 no iteration would write it)."""
+    M = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(M,))
+    B = acc.Array(role=acc.Role.OUTPUT, shape=(1,))
+    nest = acc.Nest(M, 1)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[j] = A[i]
+
+    model, fn = compile_function_plan(nest.create_plan(H100), (A, B, M))
+    _passes(model, fn, (1, 3))
+
+
+def _column_sums(columns: int):
+    """S[j] += A[i, j] over M run-time rows: the schedule (j before i), its indices and arrays."""
+    M = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(M, columns))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(columns,))
+    nest = acc.Nest(M, columns)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[j] += A[i, j]
+
+    s = nest.create_schedule()
+    s.reorder(j, i)
+    return s, (i, j), (A, S, M)
+
+
+def test_a_cache_whose_tile_grows_with_the_size_is_refused():
+    s, (i, j), args = _column_sums(32)
+    plan = s.create_plan(H100)
+    plan.bind({j: G.THREAD_X})
+    plan.cache(args[0], index=i, location=acc.MemorySpace.SHARED)
+    with pytest.raises(acc.SchedcError, match="grows with the run-time size M"):
+        compile_function_plan(plan, args)
+
+
+def test_the_loop_of_a_size_is_bound_to_blocks_only():
+    M = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 32))
+    nest = acc.Nest(M, 32)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i, j] += 1.0
+
+    plan = nest.create_plan(H100)
+    plan.bind({i: G.THREAD_Y, j: G.THREAD_X})
+    with pytest.raises(PlanError, match="i runs to the run-time size M; a block's threads are fixed"):
+        compile_function_plan(plan, (A, M))
+    plan = nest.create_plan(H100)
+    plan.bind({(j, i): G.BLOCK_X})
+    with pytest.raises(PlanError, match="outermost loop of its binding only"):
+        compile_function_plan(plan, (A, M))
+
+
+def test_split_k_with_a_run_time_size_is_refused():
+    M = acc.create_dimensions()
+    plan, args = tensor_matmul(M, 64, 64, shared_ab=True, splits=2)
+    with pytest.raises(PlanError, match=r"split-K's workspace and combine are built for fixed sizes only"):
+        compile_function_plan(plan, (*args, M))
+
+
+# -- kernels ----------------------------------------------------------------------------------
+
+
+def test_simt_kernel_takes_the_size_and_guards_its_partial_tiles():
+    plan, args = _scale()
+    model, fn = compile_function_plan(plan, args)
+    kernel = fn.kernels[0]
+    assert [v.name for v in kernel.values] == ["M"] and kernel.values[0].size
+    assert not isinstance(kernel.grid[1], int)  # (M + 3) / 4 blocks, at each launch
+    from schedc.codegen.cuda import emit_source
+
+    source = emit_source([fn], "// sizes")
+    assert "int M)" in source and "if (i + ii <= M - 1)" in source
+    assert "dim3(2, (M + 3) / 4, 1)" in source
+    _passes(model, fn, (1, 3, 4, 5, 9, 17))
+    assert default_sizes(model) == {"M": 9}
+
+
+def test_serial_loop_to_the_size():
+    s, (i, j), args = _column_sums(64)
+    jj = s.split(j, 32)
+    plan = s.create_plan(H100)
+    plan.bind({j: G.BLOCK_X, jj: G.THREAD_X})
+    model, fn = compile_function_plan(plan, args)
+    from schedc.codegen.cuda import emit_source
+
+    assert "for (int i = 0; i < M; i += 1)" in emit_source([fn], "")
+    _passes(model, fn, (1, 2, 7))
+
+
+@pytest.mark.parametrize("options", [
+    {"shared_ab": True},
+    {"shared_ab": True, "instruction": acc.Instruction.WMMA},
+    {"shared_ab": True, "result": T.float16, "cache_c": 0, "k_split": 32, "pipeline": {"double_buffer": True}},
+], ids=["mma.sync", "wmma", "f16 C in a fragment, double buffer"])
+def test_tensor_core_plan_takes_any_m(options):
+    M = acc.create_dimensions()
+    plan, args = tensor_matmul(M, 64, 64, **options)
+    model, fn = compile_function_plan(plan, (*args, M))
+    _passes(model, fn, (1, 7, 16, 33))
+
+
+def test_tensor_core_operand_outside_for_some_m_names_it():
+    M = acc.create_dimensions()
+    plan, args = tensor_matmul(M, 64, 64)
+    with pytest.raises(PlanError, match=r"reads A\[1, 0\] \(operand A\) outside A\[M, 64\] when M = 1\. Cache A"):
+        compile_function_plan(plan, (*args, M))
+
+
+def test_hopper_persistent_plan_takes_any_m():
+    from hopper_matmul import matmul
+
+    M = acc.create_dimensions()
+    plan, args = matmul(M, 256, 128, block=(128, 128, 64), stages=2, output=T.float16,
+                        persistent={"group": 8})
+    model, fn = compile_function_plan(plan, (*args, M))
+    kernel = fn.kernels[0]
+    assert kernel.persistent.blocks == 132  # one a multiprocessor; fewer launched where there are fewer tiles
+    from schedc.codegen.cuda import emit_source
+
+    assert "dim3(schedc::min((M + 127) / 128 * 2, 132), 1, 1)" in emit_source([fn], "")
+    for m in (1, 100, 129):
+        reports = emulate_function(model, fn, 4, sizes={"M": m})
+        assert all(r.passed for r in reports), [str(r) for r in reports]
+
+
+# -- the package ------------------------------------------------------------------------------
+
+
+def test_package_records_the_size_and_takes_it_where_args_put_it(tmp_path):
+    plan, args = _scale(args_first=True)
+    package = acc.Package()
+    package.add(plan, args=args, base_name="scale")
+    path = package.build("scale", output_dir=tmp_path)
+    source = (tmp_path / "scale.cu").read_text()
+    assert 'extern "C" int scale(int M, const float* A, float* B)' in source
+    table = hat.read(path)
+    arguments = table["functions"]["scale"]["arguments"]
+    assert [a["name"] for a in arguments] == ["M", "A", "B"]
+    assert arguments[1]["shape"] == ["M", 64]
+    assert "run-time size (int32): the extent A.shape[0], B.shape[0]" in arguments[0]["description"]
+    assert table["device_functions"]["scale__gpu__"]["launch_parameters"][:3] == [2, "(M + 3) / 4", 1]
+    assert "int scale(int32_t M, const float* A, float* B);" in (tmp_path / "scale.hat").read_text()
+    again = acc.Package()
+    plan, args = _scale(args_first=True)
+    again.add(plan, args=args, base_name="scale")
+    other = tmp_path / "again"
+    again.build("scale", output_dir=other)
+    assert (other / "scale.cu").read_bytes() == (tmp_path / "scale.cu").read_bytes()
+    assert (other / "scale.hat").read_bytes() == path.read_bytes()
+
+
+def test_loader_reads_the_sizes_from_the_arrays(tmp_path):
+    plan, args = _scale()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="scale")
+    fn = acc.load(package.build("scale", output_dir=tmp_path)).scale
+    assert repr(fn) == "<schedc function scale(A: float32[M, 64], B: float32[M, 64])>"
+    assert [p.name for p in fn.function.caller_params] == ["A", "B"]
+    a, b = np.ones((7, 64), np.float32), np.zeros((7, 64), np.float32)
+    views, scalars = fn.check_call((a, b))
+    assert np.frombuffer(scalars["M"], np.int32)[0] == 7 and views[0].array.size == 7 * 64
+    with pytest.raises(LaunchError, match=r"A.shape\[0\] = 7 but B.shape\[0\] = 8: both are the run-time size M"):
+        fn.check_call((a, np.zeros((8, 64), np.float32)))
+    with pytest.raises(LaunchError, match=r"A.shape\[0\] = 0: the run-time size M is at least 1"):
+        fn.check_call((np.ones((0, 64), np.float32), np.ones((0, 64), np.float32)))
+    with pytest.raises(LaunchError, match="64"):  # the fixed dimension is still checked
+        fn.check_call((np.ones((7, 32), np.float32), np.ones((7, 32), np.float32)))
+
+
+def test_loader_refuses_arrays_past_32_bit_indices():
+    from schedc.package.loader import read_sizes
+
+    plan, args = _scale()
+    _, fn = compile_function_plan(plan, args)
+
+    class Shape:  # an argument's shape, without its memory
+        shape = (2**26, 64)
+
+    with pytest.raises(LaunchError, match=r"A spans 4294967296 elements at M = 67108864: the function indexes with "
+                                          "32-bit integers"):
+        read_sizes("scale(A, B)", fn, [(fn.arrays[0], Shape()), (fn.arrays[1], Shape())])
+
+
+def test_cli_emulates_at_the_sizes_given(tmp_path):
+    from click.testing import CliRunner
+
+    from schedc.cli import main
+
+    plan, args = _scale()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="scale")
+    path = package.build("scale", output_dir=tmp_path)
+    result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "M=6"])
+    assert result.exit_code == 0, result.output
+    assert "emulated scale at M = 6" in result.output and "384 elements compared" in result.output
+    result = CliRunner().invoke(main, ["emulate", str(path)])
+    assert "at M = 9" in result.output
+    result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "Q=6"])
+    assert result.exit_code != 0 and "has no run-time size Q (its sizes: M)" in result.output
+    result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "M=0"])
+    assert result.exit_code != 0 and "'M=0' is not NAME=N" in result.output
+
+
+@pytest.mark.gpu
+def test_one_build_runs_at_every_size(tmp_path):
+    from schedc.verify import run_function
+
+    plan, args = _scale()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="scale")
+    fn = acc.load(package.build("scale", output_dir=tmp_path)).scale
+    require_gpu()
+    for m in (1, 7, 16, 100, 4096):
+        reports = run_function(fn, sizes={"M": m})
+        assert all(r.passed for r in reports), [str(r) for r in reports]
+    a = np.random.default_rng(0).standard_normal((13, 64)).astype(np.float32)
+    b = np.zeros_like(a)
+    fn(a, b)
+    np.testing.assert_allclose(b, 2 * a, rtol=1e-6)
+    assert isinstance(fn.function.sizes[0], ScalarParam)
+
+
+def test_schedule_prints_the_size():
+    plan, _ = _scale()
+    assert "for i in range(0, M, 4):" in str(plan.schedule)
+    with pytest.raises(ScheduleError, match="its count is known at run time only"):
+        plan.schedule.pieces[plan.schedule.order[0]].extent  # noqa: B018
+
+
+@pytest.mark.gpu
+def test_runtime_m_sample_runs_at_every_m(tmp_path):
+    """samples/runtime_m.py built once: the Hopper GEMM and the row kernel at several M (the
+    float64 reference of a 4096-row GEMM is left to benchmarks/runtime_m.py, against torch)."""
+    from schedc.verify import run_function
+
+    from .conftest import build_sample
+
+    package = acc.load(build_sample("runtime_m", tmp_path))
+    gemm, rows = package.functions["gemm_m"], package.functions["rows_m"]
+    assert [p.name for p in gemm.function.params[:4]] == ["M", "A", "B", "C"]
+    require_gpu()
+    for fn, m in [*((gemm, m) for m in (1, 7, 16, 100, 257)), *((rows, m) for m in (1, 7, 4096))]:
+        reports = run_function(fn, sizes={"M": m})
+        assert all(r.passed for r in reports), (fn.name, m, [str(r) for r in reports])
