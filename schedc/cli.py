@@ -339,13 +339,22 @@ def _emulate_one(model, function, chosen: _Blocks, seed: int, tolerance: float |
         progress.close()
 
 
+def _check_sizes(functions: list[Function], sizes: dict[str, int] | None) -> None:
+    """Every size ``--sizes`` names is a run-time size of one of ``functions``."""
+    known = {n for fn in functions if fn.model is not None for n in fn.model.size_names}
+    for name in sorted(set(sizes or {}) - known):
+        _fail(f"--sizes {name}={sizes[name]}: no function here has a run-time size {name} "
+              f"(theirs: {', '.join(sorted(known)) or 'none'})")
+
+
 def _at_sizes(fn: Function, sizes: dict[str, int] | None):
     """The function's Model and kernels at ``sizes`` (their defaults where None), and how the
     report names them (`` at M = 33``)."""
     from .verify import at_sizes, resolved_sizes
 
+    own = {k: v for k, v in (sizes or {}).items() if fn.model is not None and k in fn.model.size_names}
     try:
-        values = resolved_sizes(fn.model, fn.name, sizes)
+        values = resolved_sizes(fn.model, fn.name, own)
         model, function = at_sizes(fn.model, fn.function, values)
     except SchedcError as e:
         _fail(str(e))
@@ -365,6 +374,7 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
     float64 reference; print which blocks and, on stderr, the progress."""
     pkg = _load(package)
     ok = True
+    _check_sizes(_functions(pkg, function), sizes)
     for fn in _functions(pkg, function):
         _checkable(fn)
         model, kernels, _, shown = _at_sizes(fn, sizes)
@@ -401,6 +411,7 @@ def verify(package: str, function: str | None, seed: int, tolerance, sizes) -> N
     _need_gpu("verify")
     pkg = _load(package)
     ok = True
+    _check_sizes(_functions(pkg, function), sizes)
     for fn in _functions(pkg, function):
         _, _, values, shown = _at_sizes(fn, sizes)
         ok &= _report(f"verified {fn.name}{shown} on the GPU",
@@ -432,9 +443,11 @@ def bench(package, function, compare_with, min_time, batch_size, min_iterations,
     options = Options(min_time=min_time, batches=batch_size, iterations=min_iterations, seed=seed)
     scale, unit = (1e3, "ms") if time_in_ms else (1.0, "s")
     rows = []
+    _check_sizes(_functions(pkg, function), sizes)
     for fn in _functions(pkg, function):
         try:
-            reports, timing, ref = bench_function(fn, options, compare_with, pkg.tolerance, sizes)
+            own = {k: v for k, v in (sizes or {}).items() if fn.model is not None and k in fn.model.size_names}
+            reports, timing, ref = bench_function(fn, options, compare_with, pkg.tolerance, own)
         except SchedcError as e:
             _fail(str(e))
         for report in reports:

@@ -86,16 +86,14 @@ def default_sizes(model) -> dict[str, int]:
 
 def resolved_sizes(model, function: str, sizes: dict[str, int] | None = None) -> dict[str, int]:
     """The values of the Model's run-time sizes: ``sizes`` checked (a PackageError names one
-    missing, unknown or below 1), ``default_sizes`` where None; {} for a Model without any."""
+    unknown or below 1), ``default_sizes`` for those it does not give; {} for a Model without any."""
     if model is None or not model.sizes:
         return {}
-    values = default_sizes(model) if sizes is None else dict(sizes)
+    values = {**default_sizes(model), **(sizes or {})}
     unknown = sorted(set(values) - set(model.size_names))
     if unknown:
         raise PackageError(function, f"has no run-time size {unknown[0]} (its sizes: {', '.join(model.size_names)})")
     for size in model.size_names:
-        if size not in values:
-            raise PackageError(function, f"has the run-time size {size}: give its value (sizes {size}=...)")
         if isinstance(values[size], bool) or not isinstance(values[size], int) or values[size] < 1:
             raise PackageError(function, f"run-time size {size} = {values[size]!r}: sizes are integers >= 1")
     return values

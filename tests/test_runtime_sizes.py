@@ -238,7 +238,8 @@ def test_simt_kernel_takes_the_size_and_guards_its_partial_tiles():
 
     source = emit_source([fn], "// sizes")
     assert "int M)" in source and "if (i + ii <= M - 1)" in source
-    assert "dim3(2, (M + 3) / 4, 1)" in source
+    assert "dim3(2, (unsigned)((((long long)M + 3LL) / 4LL)), 1)" in source  # 64-bit: M + 3 cannot overflow
+    assert "if (M < 1) return (int)cudaErrorInvalidValue;" in source
     _passes(model, fn, (1, 3, 4, 5, 9, 17))
     assert default_sizes(model) == {"M": 9}
 
@@ -285,10 +286,104 @@ def test_hopper_persistent_plan_takes_any_m():
     assert kernel.persistent.blocks == 132  # one a multiprocessor; fewer launched where there are fewer tiles
     from schedc.codegen.cuda import emit_source
 
-    assert "dim3(schedc::min((M + 127) / 128 * 2, 132), 1, 1)" in emit_source([fn], "")
+    assert "(((long long)M + 127LL) / 128LL) * 2LL) < 132LL ?" in emit_source([fn], "")
     for m in (1, 100, 129):
         reports = emulate_function(model, fn, 4, sizes={"M": m})
         assert all(r.passed for r in reports), [str(r) for r in reports]
+
+
+def test_fused_parts_keep_the_guards_of_a_run_time_size():
+    """A sum across THREAD_X then a use of it, M rows two a block: each part guards its rows
+    against M (the guard names M and the part's loops)."""
+    M = acc.create_dimensions()
+    X = acc.Array(role=acc.Role.INPUT, shape=(M, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M,))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(M, 64))
+    first, second = acc.Nest(M, 64), acc.Nest(M, 64)
+    i1, j1 = first.get_indices()
+    i2, j2 = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i1] += X[i1, j1]
+
+    @second.iteration_logic
+    def _():
+        Y[i2, j2] = X[i2, j2] * S[i2]
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, a, b = s.get_indices()
+    ii = s.split(i, 2)
+    aa, bb = s.split(a, 32), s.split(b, 32)
+    s.reorder(i, ii, f, a, aa, b, bb)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, ii: G.THREAD_Y, aa: G.THREAD_X, bb: G.THREAD_X})
+    model, fn = compile_function_plan(plan, (X, S, Y, M))
+    _passes(model, fn, (1, 2, 3, 5))
+
+
+def test_a_tuple_binding_with_the_size_loop_outermost():
+    from tests.plans import simt_matmul
+
+    M = acc.create_dimensions()
+    plan, args = simt_matmul(M, 64, 64, block=(16, 16), tuple_grid=True)  # {(i, j): BLOCK_X}
+    model, fn = compile_function_plan(plan, (*args, M))
+    _passes(model, fn, (1, 15, 17, 40))
+
+
+def test_sizes_are_distinct_and_not_generated_names():
+    def size():
+        M = acc.create_dimensions()
+        return M
+
+    M, other = size(), size()
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 8))
+    B = acc.Array(role=acc.Role.INPUT, shape=(other, 8))
+    nest = acc.Nest(M, 8)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i, j] += 1.0
+
+    with pytest.raises(PlanError, match="two different run-time sizes are named M"):
+        acc.Package().add(nest.create_plan(H100), args=(A, B, M, other), base_name="f")
+    for name in ("work", "tile_x", "A_map"):
+        with pytest.raises(NestError, match=f"a run-time size is named after its variable: {name}"):
+            exec(f"{name} = acc.create_dimensions()", {"acc": acc})
+
+
+def test_parameter_grids_with_a_run_time_size(tmp_path):
+    M = acc.create_dimensions()
+    P = acc.create_parameters()
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 64))
+    nest = acc.Nest(M, 64)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        A[i, j] += 1.0
+
+    s = nest.create_schedule()
+    ii = s.split(i, P)
+    plan = s.create_plan(H100)
+    plan.bind({i: G.BLOCK_X, ii: G.THREAD_Y, j: G.THREAD_X})
+    package = acc.Package()
+    functions = package.add(plan, args=(A, M), base_name="p", parameters=[{P: 4}, {P: 3}])
+    loaded = acc.load(package.build("p", output_dir=tmp_path))
+    assert len({f.name for f in functions}) == 2
+    for f in functions:
+        fn = loaded.functions[f.name]
+        for m in (1, 5):
+            assert all(r.passed for r in emulate_function(fn.model, fn.function, None, sizes={"M": m}))
+
+
+def test_plan_print_shows_the_size(capsys):
+    plan, _ = _scale()
+    plan.print()
+    assert "for i in range(0, M, 4):                         # BLOCK_Y, ceil(M / 4) iterations" in capsys.readouterr().out
+    with pytest.raises(PlanError, match="i runs to the run-time size M: the grid is computed at each call"):
+        plan._calc_block_grid_dim()
 
 
 # -- the package ------------------------------------------------------------------------------
@@ -335,6 +430,30 @@ def test_loader_reads_the_sizes_from_the_arrays(tmp_path):
         fn.check_call((np.ones((7, 32), np.float32), np.ones((7, 32), np.float32)))
 
 
+def test_loader_refuses_arguments_it_cannot_read_a_size_from(tmp_path):
+    plan, args = _scale()
+    package = acc.Package()
+    package.add(plan, args=args, base_name="scale")
+    fn = acc.load(package.build("scale", output_dir=tmp_path)).scale
+    for a, said in (([[0.0] * 64] * 7, "a list"), (np.zeros(64, np.float32), r"shape \(64,\)"),
+                    (None, "a NoneType")):
+        with pytest.raises(LaunchError, match=f"argument A: {said}, expected an array of shape \\(M, 64\\)"):
+            fn.check_call((a, np.zeros((7, 64), np.float32)))
+
+
+def test_loader_refuses_grids_cuda_cannot_launch():
+    from schedc.package.loader import read_sizes
+
+    plan, args = _scale()
+    _, fn = compile_function_plan(plan, args)
+
+    class Shape:  # an argument's shape, without its memory
+        shape = (262145, 64)
+
+    with pytest.raises(LaunchError, match="65537 blocks along y at M = 262145; CUDA launches at most 65535"):
+        read_sizes("scale(A, B)", fn, [(fn.arrays[0], Shape()), (fn.arrays[1], Shape())])
+
+
 def test_loader_refuses_arrays_past_32_bit_indices():
     from schedc.package.loader import read_sizes
 
@@ -364,7 +483,7 @@ def test_cli_emulates_at_the_sizes_given(tmp_path):
     result = CliRunner().invoke(main, ["emulate", str(path)])
     assert "at M = 9" in result.output
     result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "Q=6"])
-    assert result.exit_code != 0 and "has no run-time size Q (its sizes: M)" in result.output
+    assert result.exit_code != 0 and "--sizes Q=6: no function here has a run-time size Q (theirs: M)" in result.output
     result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "M=0"])
     assert result.exit_code != 0 and "'M=0' is not NAME=N" in result.output
 

@@ -11,11 +11,13 @@ from importlib import resources
 from ..ir.kernel import (
     SHARED_ALIGN,
     Buffer,
+    Const,
     Fragment,
     HostFunction,
     Kernel,
     ScalarParam,
     StructParam,
+    Var,
 )
 from ..ir.walk import walk_statements
 from . import cuda_hopper  # noqa: F401 - registers the Hopper statements' emitters
@@ -155,6 +157,9 @@ def emit_launcher(function: Kernel | HostFunction) -> str:
     if isinstance(function, Kernel):
         function = HostFunction.single(function)
     lines = [f'extern "C" int {function.name}({parameter_list(function, restrict=False)})', "{"]
+    for size in function.sizes:
+        lines.append(f"{INDENT}if ({size.name} < 1) return (int)cudaErrorInvalidValue;  // a run-time size is at "
+                     "least 1")
     for n, kernel in enumerate(function.kernels):
         if n:
             lines += [f"{INDENT}{{", f"{INDENT * 2}const int status = (int)cudaGetLastError();",
@@ -164,13 +169,28 @@ def emit_launcher(function: Kernel | HostFunction) -> str:
     return "\n".join(lines)
 
 
-def grid_text(kernel: Kernel, blocks) -> str:
-    """Blocks along a grid axis as C text: a number, or an expression of run-time sizes."""
-    return str(blocks) if isinstance(blocks, int) else Printer(kernel).expr(blocks)
+def grid_text(kernel: Kernel, blocks, host: bool = False) -> str:
+    """Blocks along a grid axis as C text: a number, or an expression of run-time sizes
+    (``host``: the launcher's, in 64-bit arithmetic, which ``M + 127`` cannot overflow)."""
+    if isinstance(blocks, int):
+        return str(blocks)
+    return f"(unsigned)({_host_expr(blocks)})" if host else Printer(kernel).expr(blocks)
+
+
+def _host_expr(e) -> str:
+    """An expression of run-time sizes in the launcher's 64-bit arithmetic (``(M + 127LL) / 128LL``)."""
+    if isinstance(e, Var):
+        return f"(long long){e.name}"
+    if isinstance(e, Const):
+        return f"{e.value}LL"
+    lhs, rhs = _host_expr(e.lhs), _host_expr(e.rhs)
+    if e.op in ("min", "max"):
+        return f"({lhs} {'<' if e.op == 'min' else '>'} {rhs} ? {lhs} : {rhs})"
+    return f"({lhs} {e.op} {rhs})"
 
 
 def _launch_lines(kernel: Kernel, n: int, count: int) -> list[str]:
-    g = tuple(grid_text(kernel, n) for n in kernel.grid)
+    g = tuple(grid_text(kernel, n, host=True) for n in kernel.grid)
     b = kernel.block
     args = ", ".join(p.name for p in kernel.arguments)
     lines = [f"{INDENT}// kernel {n + 1} of {count}"] if count > 1 else []

@@ -51,6 +51,7 @@ from ..errors import InternalError
 from ..ir import sizes
 from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
+    GRID_LIMITS,
     Binary,
     BlockCopy,
     Call,
@@ -923,17 +924,14 @@ def check_kernel(kernel: Kernel, source: str | None = None) -> int:
     return checker.count
 
 
-_GRID_LIMITS = (2**31 - 1, 65535, 65535)  # blocks along x, y, z (every CUDA GPU schedc targets)
-
-
 def _blocks(extent, axis: int, largest: dict[str, int]) -> int:
     """The most blocks (or threads) along an axis: a number, or a count of run-time sizes at
     their largest values (32-bit indexing: what the loader lets through; else CUDA's limits)."""
     if isinstance(extent, int):
         return extent
     if largest and all(v in largest for v in variables(extent)):
-        return min(_GRID_LIMITS[axis], evaluate(extent, largest))
-    return _GRID_LIMITS[axis]
+        return min(GRID_LIMITS[axis], evaluate(extent, largest))
+    return GRID_LIMITS[axis]
 
 
 def _variable_bounds(kernel: Kernel) -> dict[str, tuple[int, int]]:

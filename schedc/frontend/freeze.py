@@ -97,6 +97,13 @@ def _sizes(function: str, nest, args: tuple) -> tuple[tuple[str, int], ...]:
     is used by none."""
     where = f"Package.add({function})"
     given = [(a.name, n) for n, a in enumerate(args) if isinstance(a, Dimension)]
+    every = {id(n): n for a in [*args, *nest.arrays()] if isinstance(a, Array) for n in a.shape
+             if isinstance(n, Dimension)} | {id(n): n for n in nest.shape if isinstance(n, Dimension)} \
+        | {id(a): a for a in args if isinstance(a, Dimension)}
+    named = [d.name for d in every.values()]
+    for name in sorted({n for n in named if named.count(n) > 1}):
+        raise PlanError(where, f"two different run-time sizes are named {name}: give each size its own variable "
+                               "name (create_dimensions names a size after its variable)")
     arrays = [a for a in args if isinstance(a, Array)]
     readable = {n.name for a in arrays for n in a.shape if isinstance(n, Dimension)}
     used = readable | {n.name for a in nest.arrays() for n in a.shape if isinstance(n, Dimension)} \

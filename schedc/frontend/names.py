@@ -43,13 +43,13 @@ C_KEYWORDS = frozenset({
 GENERATED = frozenset({
     "thread", "schedc_shared", "schedc", "nvcuda", "wmma", "std", "threadIdx", "blockIdx",
     "blockDim", "gridDim", "warpSize", "dim3", "half", "uint2", "uint4", "size_t", "NULL", "assert",
-    "lane", "elem",
+    "lane", "elem", "work", "tile_x", "tile_y", "tile_z",  # a persistent kernel's loop over tiles
 })
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Names schedc derives from arrays and loops; its own names (fragments _c, _a0, _c_1_0) start with
 # an underscore, which no name of the script does.
-_DERIVED = re.compile(r".*_(shared|staged|private|edge|stage|bits|p[0-9]+)")
+_DERIVED = re.compile(r".*_(shared|staged|private|edge|stage|bits|map|p[0-9]+)")
 
 
 def unusable(name: object) -> str | None:
@@ -62,13 +62,13 @@ def unusable(name: object) -> str | None:
     >>> unusable("c"), unusable("b1_0")
     (None, None)
     >>> unusable("C_p0")
-    'C_p0 ends like a name schedc derives (A_shared, k_stage, C_p0, ...)'
+    'C_p0 ends like a name schedc derives (A_shared, k_stage, C_p0, A_map, ...)'
     """
     why = unusable_function(name)
     if why is not None:
         return why
     if _DERIVED.fullmatch(name):
-        return f"{name} ends like a name schedc derives (A_shared, k_stage, C_p0, ...)"
+        return f"{name} ends like a name schedc derives (A_shared, k_stage, C_p0, A_map, ...)"
     return None
 
 

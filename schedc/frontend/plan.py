@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import CacheError, PlanError
 from ..instructions import Instruction, check_instruction
+from ..ir.affine import Affine
 from ..ir.types import ScalarType
 from ..targets import (
     CacheStrategy,
@@ -28,6 +29,7 @@ from ..targets import (
     MMAShape,
     Target,
 )
+from .dimension import Dimension
 from .expr import Index
 from .parameters import recorded
 
@@ -104,7 +106,8 @@ class Plan:
                                             "parameters= builds each point)")
         arrays = tuple(self.schedule.nest.arrays())  # named as Package.add would with them as args
         names.name_function(list(arrays), arrays, self.schedule.order, self.schedule.nest.logic, "plan")
-        print(loop_nest(freeze(self, "plan", arrays)))
+        sizes = {id(n): n for a in arrays for n in a.shape if isinstance(n, Dimension)}  # and the run-time sizes
+        print(loop_nest(freeze(self, "plan", (*arrays, *sizes.values()))))
 
     def __getattr__(self, name: str):  # Accera's methods schedc does not have: the reason
         from ..accera_names import refuse_method
@@ -747,6 +750,9 @@ class Plan:
 
         def extent(index: Index) -> int:  # a split past its range has the range's values only
             p = schedule.pieces[index]
+            if isinstance(p.end, Affine):
+                raise PlanError("plan._calc_block_grid_dim()", f"{index.name} runs to the run-time size {p.end}: the "
+                                                               "grid is computed at each call")
             span = min([p.end - p.begin, *(schedule.groups[g].end - schedule.groups[g].begin for g in p.groups)])
             return -(-span // p.step)
 

@@ -873,6 +873,9 @@ class Persistent:
         return [self.tile(w) for w in range(block, self.count, self.blocks)][:limit]
 
 
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # blocks a launch may have along x, y, z (every GPU schedc targets)
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One ``__global__`` function and how to launch it. Its parameters are the param buffers

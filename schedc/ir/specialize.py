@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from .affine import Affine
-from .kernel import Binary, Buffer, Const, Expr, HostFunction, Kernel, ScalarParam, Var
+from .kernel import GRID_LIMITS, Binary, Buffer, Const, Expr, HostFunction, Kernel, ScalarParam, Var
 from .walk import map_all_exprs, map_stmt
 
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
@@ -35,6 +35,12 @@ def evaluate(e: Expr | int, values: dict[str, int]) -> int:
 
 def grid_at(kernel: Kernel, values: dict[str, int]) -> tuple[int, int, int]:
     return tuple(evaluate(n, values) for n in kernel.grid)
+
+
+def grids_fit(function: HostFunction, values: dict[str, int]) -> bool:
+    """Whether every kernel's grid at the run-time sizes ``values`` is one CUDA launches."""
+    return all(blocks <= limit for kernel in function.kernels
+               for blocks, limit in zip(grid_at(kernel, values), GRID_LIMITS))
 
 
 def buffer_at(buffer: Buffer, values: dict[str, int]) -> Buffer:

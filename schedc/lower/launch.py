@@ -233,22 +233,22 @@ def _coordinate(unit: GridUnit, warp_size: int, warpgroups_x: int = 1) -> Expr:
 def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
     lets = []
     inner = 1
-    for name, extent in reversed(list(zip(binding.loops, extents))):
+    # the outermost loop of a binding alone may run to a run-time size (then the total is unbounded)
+    total = math.prod(extents) if all(isinstance(e, int) for e in extents) else None
+    for position, (name, extent) in reversed(list(enumerate(zip(binding.loops, extents)))):
         part: Expr = coordinate
         if inner > 1:
             part = Binary("/", part, Const(inner))
-        if len(binding.loops) > 1 and inner * extent < math.prod(extents):
+        if position and (total is None or inner * extent < total):
             part = Binary("%", part, Const(extent))
         loop = facts.loop(name)
-        if not isinstance(extent, int):  # the outermost loop of the binding: no wrap-around
-            extent = 1
         value: Expr = part if loop.step == 1 else Binary("*", part, Const(loop.step))
         if loop.first:
             value = Binary("+", value, Const(loop.first))
         spec = model.loop(name)
         comment = f"schedule loop {name} ({binding.unit.name}): range({spec.begin}, {spec.end}, {spec.step})"
         lets.append(Let(name, value, comment))
-        inner *= extent
+        inner *= extent if position else 1
     return list(reversed(lets))
 
 

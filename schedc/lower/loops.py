@@ -97,7 +97,7 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
     threaded = threaded_units(model)
     parts: list[Stmt] = []
     for number, part in enumerate(model.parts):
-        mine = {lp.name for lp in part.loops}
+        mine = {lp.name for lp in part.loops} | set(model.size_names)  # a guard may name run-time sizes too
         loops = [lp for lp in serial if lp.name in mine and lp.name not in outside]
         kept = [g for g in guards if g.affine.variables() & inner and g.affine.variables() <= mine
                 or nest.thread_guard(g) and g.affine.variables() <= mine]

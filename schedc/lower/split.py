@@ -76,10 +76,6 @@ def find(model: Model) -> Split | None:
         raise PlanError(_render(found), f"{names} split reductions between blocks; bind one loop of one dimension "
                                         "the statements sum over to a grid unit (split-K), alone")
     unit, name = found[0]
-    if model.sizes:
-        raise PlanError(_render(found), f"{name} splits a reduction between blocks, and the function has run-time "
-                                        f"sizes ({', '.join(model.size_names)}): split-K's workspace and combine are "
-                                        "built for fixed sizes only; bind a loop of the written elements instead")
     return _split(model, unit, name)
 
 
@@ -120,6 +116,10 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
                                f"each block of the split sums an equal part; split {dim_name} by a divisor of {extent}")
     if model.tensorize is not None:
         _check_whole_tiles(model, loop, where)
+    if model.sizes:
+        raise PlanError(where, f"{name} splits a reduction between blocks, and the function has run-time sizes "
+                               f"({', '.join(model.size_names)}): split-K's workspace and combine are built for "
+                               "fixed sizes only; bind a loop of the written elements instead")
     origin, extents, gap = poly.written_box(model, target)
     if gap is not None:
         raise PlanError(where, f"the nest writes {target} only partly in the box {_box(origin, extents)} "

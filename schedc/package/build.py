@@ -158,8 +158,8 @@ class Function(str):
 
 def _digest(base_name: str, target: Target, values: dict[str, str], args: tuple) -> str:
     """Accera's function-name suffix: 16 hex digits of a stable hash of what makes the function."""
-    signature = [(a.role.value, a.element_type.value, list(a.shape), list(a.strides)) for a in args
-                 if isinstance(a, Array)]
+    signature = [(a.role.value, a.element_type.value, [str(n) for n in a.shape], list(a.strides))
+                 if isinstance(a, Array) else ("size", a.name) for a in args if isinstance(a, Array | Dimension)]
     text = json.dumps([base_name, target.name, sorted(values.items()), signature])
     return hashlib.md5(text.encode()).hexdigest()[:16]
 

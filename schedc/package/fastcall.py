@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
 from ..ir.layout import row_major_strides
-from ..ir.specialize import grid_at
+from ..ir.specialize import grid_at, grids_fit
 from . import driver
 
 
@@ -171,7 +171,7 @@ class CallPlan:
             return False
         if self.sizes:
             found = self.sized_pointers(args)
-            if found is None:
+            if found is None or not grids_fit(self.function.function, found[1]):
                 return False
             if self.context is None:
                 self._prepare()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LaunchError, PackageError
-from ..ir.kernel import Buffer, HostFunction, Kernel, ScalarParam, StructParam, from_plain
+from ..ir.kernel import GRID_LIMITS, Buffer, HostFunction, Kernel, ScalarParam, StructParam, from_plain
 from ..ir.model import Model
 from ..ir.specialize import buffer_at, grid_at
 from . import driver, hat
@@ -259,14 +259,20 @@ Launch = tuple[object, Kernel, "driver.LaunchArgs"]
 
 def read_sizes(where: str, function: HostFunction, arrays: list[tuple[Buffer, object]]) -> dict[str, int]:
     """The run-time sizes of a call, from its arrays' shapes: each the same in every array that
-    has it, at least 1, and with arrays a 32-bit index reaches (where the kernels index so)."""
+    has it, at least 1, with arrays a 32-bit index reaches (where the kernels index so) and grids
+    CUDA can launch."""
     if not function.sizes:
         return {}
     found: dict[str, tuple[int, str]] = {}
     for b, a in arrays:
         shape = getattr(a, "shape", None)
+        if not b.sized:
+            continue
         if shape is None or len(shape) != len(b.shape):
-            continue  # describe() says what is wrong with the argument
+            expected = "(" + ", ".join(map(str, b.shape)) + ")"
+            what = f"shape {tuple(shape)}" if shape is not None else f"a {type(a).__name__}"
+            raise LaunchError(f"{where}: argument {b.name}", f"{what}, expected an array of shape {expected} (its "
+                                                             "run-time sizes read from it)")
         for d, n in enumerate(b.shape):
             if isinstance(n, int):
                 continue
@@ -279,15 +285,19 @@ def read_sizes(where: str, function: HostFunction, arrays: list[tuple[Buffer, ob
     for name, (value, seen) in found.items():
         if value < 1:
             raise LaunchError(where, f"{seen} = {value}: the run-time size {name} is at least 1")
+    shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     if all(k.index_type.size == 4 for k in function.kernels):
         for b, _ in arrays:
-            known = all(str(n) in sizes for n in b.shape if not isinstance(n, int))
-            elements = buffer_at(b, sizes).size if known else 0
+            elements = buffer_at(b, sizes).size
             if elements > 2**31 - 1:
-                shown = ", ".join(f"{k} = {v}" for k, v in sizes.items())
                 raise LaunchError(where, f"{b.name} spans {elements} elements at {shown}: the function indexes with "
                                          "32-bit integers (2^31 - 1 elements at most)")
+    for kernel in function.kernels:
+        for axis, blocks, limit in zip("xyz", grid_at(kernel, sizes), GRID_LIMITS):
+            if blocks > limit:
+                raise LaunchError(where, f"{blocks} blocks along {axis} at {shown}; CUDA launches at most {limit}")
     return sizes
+
 
 
 def _shown(p: Buffer | ScalarParam) -> str:
