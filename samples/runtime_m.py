@@ -13,8 +13,9 @@ takes M where ``args`` puts it, first: ``gemm_m(M, A, B, C)``.
 - ``rows_m``: a SIMT kernel (``B = relu(A) * 2`` over rows of 1024) with run-time rows, 8 rows a block.
 """
 
-import schedc as acc
 from hopper_matmul import matmul
+
+import schedc as acc
 
 N = K = 4096
 PLAN = {"block": (128, 256, 64), "stages": 3, "output": acc.ScalarType.float16, "persistent": {"group": 8}}
