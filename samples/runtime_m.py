@@ -34,7 +34,7 @@ def rows_plan(M, columns: int = 1024):
 
     schedule = nest.create_schedule()
     ii, jj = schedule.tile({i: 8, j: 128})
-    jjj = schedule.split(jj, 4)
+    schedule.split(jj, 4)  # each thread: 4 consecutive columns
     plan = schedule.create_plan(acc.Target(acc.Target.Model.NVIDIA_H100))
     plan.bind({i: acc.GridUnit.BLOCK_Y, j: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_Y,
                jj: acc.GridUnit.THREAD_X})
