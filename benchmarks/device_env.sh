@@ -8,3 +8,12 @@ if [ -d .whl ]; then
 fi
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# sanitize TESTS [K]: memcheck, racecheck (and synccheck where $TOOLS says) of the gpu-marked tests in
+# TESTS (selected by -k K), each tool's summary printed, its log in $OUT/sanitizer_<tool>.log.
+sanitize() {
+  for tool in ${TOOLS-memcheck racecheck synccheck}; do
+    compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+      python3 -m pytest -q -p no:cacheprovider -m gpu $1 -k "${2:-gpu}" 2>&1 \
+      | tee "$OUT/sanitizer_$tool.log" | grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY" | tail -3
+  done
+}

@@ -6,10 +6,6 @@
 set -uo pipefail
 source benchmarks/device_env.sh
 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_fuse.py ${EXTRA_TESTS:-} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
-for tool in ${TOOLS-memcheck racecheck synccheck}; do
-  compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
-    python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_fuse.py -k "${SANITIZE_K:-gpu}" 2>&1 \
-    | tee "$OUT/sanitizer_$tool.log" | grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY" | tail -3
-done
+sanitize tests/test_fuse.py "${SANITIZE_K:-gpu}"
 python3 -m schedc build samples/fused_gemm.py --output-dir hat_packages 2>&1 | tail -2
 python3 benchmarks/fused_gemm.py hat_packages/fused_gemm 2>&1 | tee "$OUT/fused_gemm.txt"

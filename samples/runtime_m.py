@@ -10,6 +10,10 @@ takes M where ``args`` puts it, first: ``gemm_m(M, A, B, C)``.
 
 - ``gemm_m``: run-time M;
 - ``gemm_4096``: the same plan at M = 4096 fixed (benchmarks/runtime_m.py compares the two);
+- ``gemm_m_decode``: run-time M on a plan for few rows (64 x 64 tiles, 8 stages of 64 values of k,
+  one consumer warpgroup, 64 blocks along N however small M is; the best of the plans
+  benchmarks/decode_plans.py times): which plan serves which M is the caller's choice here (a
+  tuner's dispatch, in time);
 - ``rows_m``: a SIMT kernel (``B = relu(A) * 2`` over rows of 1024) with run-time rows, 8 rows a block.
 """
 
@@ -19,6 +23,7 @@ import schedc as acc
 
 N = K = 4096
 PLAN = {"block": (128, 256, 64), "stages": 3, "output": acc.ScalarType.float16, "persistent": {"group": 8}}
+DECODE = {"block": (64, 64, 64), "stages": 8, "output": acc.ScalarType.float16}  # benchmarks/decode_plans.py
 
 
 def rows_plan(M, columns: int = 1024):
@@ -47,6 +52,8 @@ plan, (A, B, C) = matmul(M, N, K, **PLAN)
 package.add(plan, args=(M, A, B, C), base_name="gemm_m")
 plan, args = matmul(4096, N, K, **PLAN)
 package.add(plan, args=args, base_name="gemm_4096")
+plan, (A, B, C) = matmul(M, N, K, **DECODE)
+package.add(plan, args=(M, A, B, C), base_name="gemm_m_decode")
 plan, (X, Y) = rows_plan(M)
 package.add(plan, args=(X, Y, M), base_name="rows_m")
 package.build("runtime_m", output_dir="hat_packages")

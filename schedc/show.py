@@ -130,7 +130,7 @@ def footprints(model) -> list[str]:
     tile = set(model.tensorize.loops) if model.tensorize else set()
     lines = []
     for buffer in model.buffers:
-        lines.append(f"  {buffer.name} {buffer.dtype.value}{list(buffer.shape)}:")
+        lines.append(f"  {buffer.name} {buffer.dtype.value}[{', '.join(map(str, buffer.shape))}]:")
         for spec in model.loops:
             if spec.name in tile:
                 continue

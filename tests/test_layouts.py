@@ -191,7 +191,7 @@ def test_transposing_refusals(options, b_layout, message):
         compile_plan(plan, args)
 
 
-def test_tma_and_rank_3_tiles_are_not_transposed():
+def test_tma_boxes_are_not_transposed_rank_3_tiles_are_by_slices():
     plan, args = simt_matmul(64, 64, 96, block=(16, 16), shared_k=16)
     kk = next(x for x in plan.schedule.get_indices() if x.name == "kk")
     with pytest.raises(acc.CacheError, match=r"layout LAST_MAJOR: the array has strides \[96, 1\] \(dimension 1 "
@@ -207,8 +207,12 @@ def test_tma_and_rank_3_tiles_are_not_transposed():
         Y[a, b, c] += X[a, b, c]
 
     plan = nest.create_schedule().create_plan(acc.Target(acc.Target.Model.NVIDIA_H100))
-    with pytest.raises(acc.CacheError, match=r"only 2-D tiles are transposed, this array has 3 dimensions"):
-        plan.cache(X, index=a, location=acc.MemorySpace.SHARED, layout=LAST)
+    plan.cache(X, index=a, location=acc.MemorySpace.SHARED, layout=LAST)  # rank 3: one 2-D slice at a time
+    model, kernel = compile_plan(plan, (X, Y))
+    tile = next(b for b in kernel.shared if b.name == "X_shared")
+    assert tile.strides[1] == 1 and tile.strides[1] < tile.strides[2] < tile.strides[0]  # slices column-major
+    assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=2))
+    nvrtc_compile(emit_source([kernel], "// rank-3 transposed"), "rank3_transposed", "sm_90")
 
 
 @pytest.mark.parametrize("location", [acc.MemorySpace.PRIVATE, acc.MemorySpace.MMA_FRAGMENT])

@@ -3,6 +3,7 @@ analysis cost, internal errors, the reference's meaning of recurrences, AUTO pip
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -346,14 +347,29 @@ def test_three_dimensional_shared_tiles_are_copied_slice_by_slice(pipeline):
     nvrtc_compile(emit_source([kernel], "// rank-3 tiles"), "rank3", "sm_90")
 
 
-@pytest.mark.parametrize("pipeline, layout, why", [
-    ({"double_buffer": True, "double_buffer_location": acc.MemorySpace.PRIVATE}, None, "a register double buffer"),
-    (None, acc.Array.Layout.LAST_MAJOR, "its array is not row-major"),
-])
-def test_three_dimensional_tiles_that_cannot_be_sliced_are_refused(pipeline, layout, why):
-    with pytest.raises(acc.CacheError, match=rf"cache\(A, index=bb, location=SHARED\): the tile .* has rank 3, copied "
-                                             rf"one 2-D slice at a time, but {why}"):
-        compile_plan(*batched_cache(3, 10, pipeline, layout or acc.Array.Layout.FIRST_MAJOR))
+def test_three_dimensional_tiles_in_a_register_double_buffer_are_refused():
+    pipeline = {"double_buffer": True, "double_buffer_location": acc.MemorySpace.PRIVATE}
+    with pytest.raises(acc.CacheError, match=r"cache\(A, index=bb, location=SHARED\): the tile .* has rank 3, copied "
+                                             r"one 2-D slice at a time, but a register double buffer"):
+        compile_plan(*batched_cache(3, 10, pipeline))
+
+
+@pytest.mark.parametrize("pipeline", [None, {"double_buffer": True}], ids=["sequential", "cp.async"])
+def test_three_dimensional_tiles_of_a_column_major_array_copy_strided_slices(pipeline):
+    """A LAST_MAJOR (3, 10, 16) array: its contiguous dimension (the batch) is sliced, so each
+    slice's columns are 3 elements apart in it: element by element, SRC_STEP 3."""
+    from schedc.codegen.cuda import emit_source
+    from schedc.ir.kernel import BlockCopy
+    from schedc.ir.walk import walk_statements
+    from schedc.package.compile import nvrtc_compile
+
+    model, kernel = compile_plan(*batched_cache(3, 10, pipeline, acc.Array.Layout.LAST_MAJOR))
+    copies = [s for s in walk_statements(kernel.body) if isinstance(s, BlockCopy)]
+    assert copies and all(len(c.shape) == 2 and c.vector == 1 for c in copies)
+    source = emit_source([kernel], "// strided slices")
+    assert re.search(r"schedc::block_copy(_async)?<float, \d+, \d+, 1, \w+, \d+, \w+, 0, (false, )?3>\(", source)
+    assert_passes(emulate_function(model, kernel, blocks=None, seed=6))
+    nvrtc_compile(source, "rank3_strided", "sm_90")
 
 
 @pytest.mark.parametrize("size, operand", [(1002, T.float16), (1002, T.float32)])

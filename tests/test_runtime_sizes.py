@@ -198,16 +198,22 @@ def test_a_cache_whose_tile_grows_with_the_size_is_refused():
         compile_function_plan(plan, args)
 
 
-def test_the_loop_of_a_size_is_bound_to_blocks_only():
+def _increment(columns: int):
+    """A[i, j] += 1 over (M, columns): the nest, its indices and (A, M)."""
     M = acc.create_dimensions()
-    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 32))
-    nest = acc.Nest(M, 32)
+    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, columns))
+    nest = acc.Nest(M, columns)
     i, j = nest.get_indices()
 
     @nest.iteration_logic
     def _():
         A[i, j] += 1.0
 
+    return nest, (i, j), (A, M)
+
+
+def test_the_loop_of_a_size_is_bound_to_blocks_only():
+    nest, (i, j), (A, M) = _increment(32)
     plan = nest.create_plan(H100)
     plan.bind({i: G.THREAD_Y, j: G.THREAD_X})
     with pytest.raises(PlanError, match="i runs to the run-time size M; a block's threads are fixed"):
@@ -223,6 +229,19 @@ def test_split_k_with_a_run_time_size_is_refused():
     plan, args = tensor_matmul(M, 64, 64, shared_ab=True, splits=2)
     with pytest.raises(PlanError, match=r"split-K's workspace and combine are built for fixed sizes only"):
         compile_function_plan(plan, (*args, M))
+    A = acc.Array(role=acc.Role.INPUT, shape=(M,))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(1,))
+    nest = acc.Nest(M)
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[0] += A[i]
+
+    plan = nest.create_plan(H100)
+    plan.bind({i: G.BLOCK_X})  # the sum over M rows split between M blocks
+    with pytest.raises(PlanError, match=r"i splits a reduction between blocks, and the function has run-time sizes"):
+        compile_function_plan(plan, (A, B, M))
 
 
 # -- kernels ----------------------------------------------------------------------------------
@@ -242,6 +261,23 @@ def test_simt_kernel_takes_the_size_and_guards_its_partial_tiles():
     assert "if (M < 1) return (int)cudaErrorInvalidValue;" in source
     _passes(model, fn, (1, 3, 4, 5, 9, 17))
     assert default_sizes(model) == {"M": 9}
+
+
+@pytest.mark.parametrize("pipeline", [{"stages": 3}, {"double_buffer": True},
+                                      {"double_buffer": True, "double_buffer_location": acc.MemorySpace.PRIVATE}],
+                         ids=["cp.async ring", "double buffer", "register double buffer"])
+def test_pipelines_along_a_loop_to_the_size(pipeline):
+    """Tiles of 4 rows prefetched along the loop over M's tiles: the ring's first stages exist
+    where M reaches them, each prefetch where the next tile does."""
+    s, (i, j), args = _column_sums(64)
+    ii = s.split(i, 4)
+    jj = s.split(j, 32)
+    s.reorder(j, jj, i, ii)
+    plan = s.create_plan(H100)
+    plan.bind({j: G.BLOCK_X, jj: G.THREAD_X})
+    plan.cache(args[0], index=ii, location=acc.MemorySpace.SHARED, **pipeline)
+    model, fn = compile_function_plan(plan, args)
+    _passes(model, fn, (1, 3, 4, 5, 13))
 
 
 def test_serial_loop_to_the_size():
@@ -295,24 +331,10 @@ def test_hopper_persistent_plan_takes_any_m():
 def test_fused_parts_keep_the_guards_of_a_run_time_size():
     """A sum across THREAD_X then a use of it, M rows two a block: each part guards its rows
     against M (the guard names M and the part's loops)."""
+    from .test_reduce import _sum_then_use
+
     M = acc.create_dimensions()
-    X = acc.Array(role=acc.Role.INPUT, shape=(M, 64))
-    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M,))
-    Y = acc.Array(role=acc.Role.OUTPUT, shape=(M, 64))
-    first, second = acc.Nest(M, 64), acc.Nest(M, 64)
-    i1, j1 = first.get_indices()
-    i2, j2 = second.get_indices()
-
-    @first.iteration_logic
-    def _():
-        S[i1] += X[i1, j1]
-
-    @second.iteration_logic
-    def _():
-        Y[i2, j2] = X[i2, j2] * S[i2]
-
-    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
-    f, i, a, b = s.get_indices()
+    s, (f, i, a, b), (X, S, Y) = _sum_then_use(M, 64)
     ii = s.split(i, 2)
     aa, bb = s.split(a, 32), s.split(b, 32)
     s.reorder(i, ii, f, a, aa, b, bb)
@@ -354,16 +376,8 @@ def test_sizes_are_distinct_and_not_generated_names():
 
 
 def test_parameter_grids_with_a_run_time_size(tmp_path):
-    M = acc.create_dimensions()
     P = acc.create_parameters()
-    A = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 64))
-    nest = acc.Nest(M, 64)
-    i, j = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        A[i, j] += 1.0
-
+    nest, (i, j), (A, M) = _increment(64)
     s = nest.create_schedule()
     ii = s.split(i, P)
     plan = s.create_plan(H100)
@@ -523,9 +537,10 @@ def test_runtime_m_sample_runs_at_every_m(tmp_path):
     from .conftest import build_sample
 
     package = acc.load(build_sample("runtime_m", tmp_path))
-    gemm, rows = package.functions["gemm_m"], package.functions["rows_m"]
+    gemm, rows, decode = (package.functions[n] for n in ("gemm_m", "rows_m", "gemm_m_decode"))
     assert [p.name for p in gemm.function.params[:4]] == ["M", "A", "B", "C"]
     require_gpu()
-    for fn, m in [*((gemm, m) for m in (1, 7, 16, 100, 257)), *((rows, m) for m in (1, 7, 4096))]:
+    for fn, m in [*((gemm, m) for m in (1, 7, 16, 100, 257)), *((rows, m) for m in (1, 7, 4096)),
+                  *((decode, m) for m in (1, 65))]:
         reports = run_function(fn, sizes={"M": m})
         assert all(r.passed for r in reports), (fn.name, m, [str(r) for r in reports])

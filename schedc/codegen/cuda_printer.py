@@ -17,6 +17,7 @@ from ..ir.kernel import (
     Barrier,
     Binary,
     BlockCopy,
+    Buffer,
     Call,
     Cast,
     Const,
@@ -144,6 +145,9 @@ class Printer:
 
     def block_copy(self, s: BlockCopy) -> list[str]:
         shape, lds = self.box(s.shape, s.axes, (s.target, s.source))
+        step = self.column_step(s.shape, s.axes, s.source)
+        if step != 1 and s.vector != 1:
+            raise ValueError(f"block copy from {s.source}: vectors of {s.vector} along a dimension of stride {step}")
         element = self.buffers[s.target].dtype.c_type
         function = "block_copy_async" if s.asynchronous else "block_copy"
         comment = [f"// {s.comment}"] if s.comment else []
@@ -152,8 +156,11 @@ class Printer:
         transposed = self.transposed(s.shape, s.axes, s.target)
         if transposed and s.asynchronous:
             raise ValueError(f"cp.async cannot transpose into {s.target}")
-        if swizzle or transposed:  # rows XOR-swizzled (addressed from the tile's first row), or the box transposed
-            bounded = f"{bounded or ', false'}, {swizzle}" + (", true" if transposed else "")
+        if swizzle or transposed or step != 1:  # rows XOR-swizzled (addressed from the tile's first row), the box
+            bounded = f"{bounded or ', false'}, {swizzle}"  # transposed, or the source's columns strided
+            if not s.asynchronous and (transposed or step != 1):
+                bounded += ", true" if transposed else ", false"
+            bounded += f", {step}" if step != 1 else ""
         return [*comment,
                 f"schedc::{function}<{element}, {shape[0]}, {shape[1]}, {s.vector}, {_striped(s.strategy)}, "
                 f"{self.kernel.threads_per_block}{bounded}>("
@@ -184,10 +191,17 @@ class Printer:
             if n == 0 and self.transposed(shape, axes, name):  # the target's columns are the box's rows
                 lds.append(b.strides[dims[-1]])
                 continue
-            if b.strides[dims[-1]] != 1:
+            if b.strides[dims[-1]] != 1 and not (n and isinstance(b, Buffer)):  # a global source: column_step
                 raise ValueError(f"block copy: {name}'s dimension {dims[-1]} is not contiguous")
             lds.append(b.strides[dims[-2]] if len(dims) > 1 else 0)
         return box, lds
+
+    def column_step(self, shape: tuple[int, ...], axes: tuple[int, ...], source: str) -> int:
+        """Elements between a copy's columns in its source: 1, or where a slice of a tile of rank
+        over 2 runs along no contiguous dimension of its array, that dimension's stride."""
+        b = self.buffers[source]
+        last = (axes or tuple(range(len(shape))))[-1]
+        return b.strides[len(b.strides) - len(shape) + last] if isinstance(b, Buffer) else 1
 
     def transposed(self, shape: tuple[int, ...], axes: tuple[int, ...], target: str) -> bool:
         """Whether a 2-D copy's target holds the box transposed: contiguous along the box's

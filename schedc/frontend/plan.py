@@ -904,9 +904,10 @@ def _check_element_type(where: str, source, location: MemorySpace, element_type)
 
 def _check_layout(where: str, source, location: MemorySpace, layout, engine: CopyEngine) -> tuple[int, ...]:
     """The dimension order (slowest first) of a SHARED tile whose ``layout`` differs from its
-    array's, () otherwise. A 2-D shared tile may be transposed (the block's threads read the
-    array along its rows and write the tile along its columns); register tiles (PRIVATE) and
-    fragments (MMA_FRAGMENT) are registers, which have no layout: any is accepted there."""
+    array's, () otherwise. A shared tile may be transposed (the block's threads read the array
+    along its rows and write the tile along its columns; a tile of rank over 2 one 2-D slice of
+    its last two dimensions at a time); register tiles (PRIVATE) and fragments (MMA_FRAGMENT)
+    are registers, which have no layout: any is accepted there."""
     from ..tma import dimension_order
     from .array import Array
 
@@ -919,9 +920,7 @@ def _check_layout(where: str, source, location: MemorySpace, layout, engine: Cop
     wanted = natural if layout is Array.Layout.FIRST_MAJOR else natural[::-1]
     if order == wanted or location is not MemorySpace.SHARED:
         return ()
-    why = ("a TMA box keeps the array's layout" if engine is CopyEngine.TMA
-           else None if len(order) == 2 else f"only 2-D tiles are transposed, this array has {len(order)} dimensions")
-    if why:
+    if engine is CopyEngine.TMA:
         raise CacheError(where, f"layout {layout.name}: the array has strides {list(source.strides)} (dimension "
-                                f"{order[-1]} contiguous) and {why}: leave layout unset")
+                                f"{order[-1]} contiguous) and a TMA box keeps the array's layout: leave layout unset")
     return wanted

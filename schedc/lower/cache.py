@@ -182,7 +182,8 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         raise CacheError(
             here,
             f"the footprint {fp} starts before the first element of {spec.array}"
-            f"{list(global_buffer.shape)} for some tiles; tiles are padded at the end of an array only",
+            f"[{', '.join(map(str, global_buffer.shape))}] for some tiles; tiles are padded at the end of an array "
+            "only",
             loops=(spec.index,),
         )
     pipelined = spec.pipeline == "registers" or (spec.pipeline == "async" and spec.stages > 1)
@@ -190,8 +191,8 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     limits = () if inside else fp.bounds  # zeros past what the nest reaches of the array
     dtype, name = global_buffer.dtype, f"{spec.array}_shared"
     order = tma.dimension_order(global_buffer.strides)  # the copy's order: vectors along the array's rows
-    tile_order = spec.order or order  # the tile's: the array's, or another layout= asks for
-    transposed = tile_order != order
+    columns, tile_order = _slices(global_buffer.strides, order, spec.order)
+    transposed = tile_order[-1] != columns  # the copy writes its columns down the tile's
     plain, padded = (SharedBuffer(name, dtype, fp.extents, _ordered(fp.extents, tile_order, dtype.size, pad))
                      for pad in (False, True))
     # pipelines always pad tensor-core operands; sequential caches where it adds at most 1/16;
@@ -221,16 +222,35 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         buffer = dataclasses.replace(plain, align=128)
         return SharedCache(spec.array, spec.index, buffer, fp.origin, 1, strategy, spec.pipeline, spec.stages,
                            None, (), axes, at=at, tma=tmap)
-    if len(fp.extents) > 2 and (axes or spec.pipeline == "registers"):
-        why = ("its array is not row-major" if axes else "a register double buffer stages whole tiles of "
-               "rank 1 or 2")
-        raise CacheError(here, f"the tile {fp} has rank {len(fp.extents)}, copied one 2-D slice at a time, but "
-                               f"{why}: cache at a loop further in (a tile of rank 2), or use stages=N",
-                         loops=(spec.index,))
+    if len(fp.extents) > 2 and spec.pipeline == "registers":
+        raise CacheError(here, f"the tile {fp} has rank {len(fp.extents)}, copied one 2-D slice at a time, but a "
+                               "register double buffer stages whole tiles of rank 1 or 2: cache at a loop further in "
+                               "(a tile of rank 2), or use stages=N", loops=(spec.index,))
+    rank = len(order)
+    if rank > 2 and axes:  # slices of the last two dimensions, their columns along ``columns``
+        axes = (1, 0) if columns == rank - 2 else ()
+        if order[-1] < rank - 2:  # the array's contiguous dimension is sliced: element by element
+            vector = 1
     unread = written and all(spec.array not in buffers_read(s.value) for s in model.statements)
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
                        written=written, unread=unread and carrier is None)
+
+
+def _slices(strides: tuple[int, ...], order: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """The dimension a tile's copy runs its columns along, and the tile's dimension order
+    (slowest first). A tile of rank 1 or 2 is copied along its array's rows, into the array's
+    layout or ``wanted``. One of rank over 2 is copied one 2-D slice of its last two dimensions
+    at a time: along the array's rows where the array is row-major, else along the nearer of those
+    two dimensions (the one of smaller stride); the tile keeps the leading dimensions slowest and
+    orders the last two as ``wanted`` does (by default, as the copy runs)."""
+    rank = len(order)
+    if rank <= 2:
+        return order[-1], tuple(wanted or order)
+    row_major = order == tuple(range(rank))
+    columns = rank - 1 if row_major or strides[-1] < strides[-2] else rank - 2
+    last = [d for d in wanted if d >= rank - 2] if wanted else [2 * rank - 3 - columns, columns]
+    return columns, (*range(rank - 2), *last)
 
 
 def _check_written(model, spec, here: str) -> None:
@@ -710,7 +730,8 @@ def _shifted(c: SharedCache, carrier: str, value: Affine) -> tuple[Affine, ...]:
 
 def _ahead(carrier, distance: int, loop) -> Expr:
     """``carrier + distance * step < stop``: that iteration exists."""
-    return Binary("<", Binary("+", Var(carrier.name), Const(distance * carrier.step)), Const(loop.stop(carrier.end)))
+    return Binary("<", Binary("+", Var(carrier.name), Const(distance * carrier.step)),
+                  extent_expr(loop.stop(carrier.end)))
 
 
 def _registers(caches, carrier, loop, as_expr) -> Pipeline:
@@ -748,10 +769,14 @@ def _ring(caches, carrier, loop, as_expr) -> Pipeline:
     stage = stage_var(k)
     before: list[Stmt] = [Barrier("the previous tiles are no longer read")]
     for s in range(stages - 1):
-        if loop.first + s * carrier.step <= loop.last:
-            at = Affine((), loop.first + s * carrier.step)
-            before += [_copy(c, _shifted(c, k, at), as_expr, True, Const(s),
-                             f"stage {s}: the tile of {c.array} for {k} = {at.const}") for c in caches]
+        at = Affine((), loop.first + s * carrier.step)
+        copies = [_copy(c, _shifted(c, k, at), as_expr, True, Const(s),
+                        f"stage {s}: the tile of {c.array} for {k} = {at.const}") for c in caches]
+        if not loop.fixed:  # a loop to a run-time size: the stage's iteration exists where the size reaches it
+            before.append(If(Binary("<", Const(at.const), extent_expr(loop.end)), tuple(copies),
+                             f"{k} = {at.const} is an iteration"))
+        elif at.const <= loop.last:
+            before += copies
         before.append(AsyncCommit())
     iteration: Expr = Var(k) if loop.first == 0 else Binary("-", Var(k), Const(loop.first))
     if carrier.step != 1:

@@ -107,6 +107,10 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
     if target in read:
         raise PlanError(where, f"the statements read {target}, which they accumulate into: the blocks' partial "
                                "sums would read each other's")
+    if model.sizes:
+        raise PlanError(where, f"{name} splits a reduction between blocks, and the function has run-time sizes "
+                               f"({', '.join(model.size_names)}): split-K's workspace and combine are built for "
+                               "fixed sizes only; bind a loop of the written elements instead")
     if (loop.begin, loop.end) != (0, extent) or loop.step >= extent:
         raise PlanError(where, f"{name} takes {dim_name} {loop.begin}..{loop.end - 1} in steps of {loop.step}; bind "
                                f"the outer loop of a split of {dim_name} (schedule.split({dim_name}, size) with size "
@@ -116,10 +120,6 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
                                f"each block of the split sums an equal part; split {dim_name} by a divisor of {extent}")
     if model.tensorize is not None:
         _check_whole_tiles(model, loop, where)
-    if model.sizes:
-        raise PlanError(where, f"{name} splits a reduction between blocks, and the function has run-time sizes "
-                               f"({', '.join(model.size_names)}): split-K's workspace and combine are built for "
-                               "fixed sizes only; bind a loop of the written elements instead")
     origin, extents, gap = poly.written_box(model, target)
     if gap is not None:
         raise PlanError(where, f"the nest writes {target} only partly in the box {_box(origin, extents)} "

@@ -108,7 +108,7 @@ def test_block_order_changes_only_the_order_of_products(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["thread_bound_cache", "warp_bound_cache", "scheduling_policy", "cache_layouts",
                                   "hierarchical_cache", "gemm_benchmarker", "block_bound_cache",
-                                  "shared_output_cache"])
+                                  "shared_output_cache", "batched_layouts"])
 def test_script_on_the_gpu(name, tmp_path):
     import schedc
     from schedc.verify import run_function

@@ -298,11 +298,13 @@ __device__ __forceinline__ void for_each_vector(int thread, F&& f) {
 // occupancy). BOUNDED copies take a tile at the edge of its array: only the first rows_in rows
 // and cols_in columns of the source lie inside it (cols_in a multiple of VEC); the rest of the
 // box gets zeros. SWIZZLE: the target is a swizzled tile (rows of SWIZZLE bytes), dst its first element.
-// TRANSPOSE: the target holds the box transposed (element (r, c) at c * dst_ld + r).
+// TRANSPOSE: the target holds the box transposed (element (r, c) at c * dst_ld + r). SRC_STEP:
+// elements between the source's columns (a slice of a tile of rank over 2 whose array's contiguous
+// dimension is another; VEC 1 then).
 constexpr int COPY_BATCH = 4;
 
 template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0,
-          bool TRANSPOSE = false>
+          bool TRANSPOSE = false, int SRC_STEP = 1>
 __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int src_ld, int thread,
                                            int rows_in = ROWS, int cols_in = COLS) {
     using V = typename vector_type<VEC * sizeof(T)>::type;
@@ -316,7 +318,7 @@ __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int
             vector_position<ROWS, COLS, VEC, STRIPED, THREADS>(thread, first + b, valid, row, col);
             if (first + b < per_thread && valid) {
                 const bool inside = !BOUNDED || (row < rows_in && col < cols_in);
-                held[b] = inside ? *reinterpret_cast<const V*>(src + row * src_ld + col) : V{};
+                held[b] = inside ? *reinterpret_cast<const V*>(src + row * src_ld + col * SRC_STEP) : V{};
             }
         }
 #pragma unroll
@@ -331,7 +333,8 @@ __device__ __forceinline__ void block_copy(T* dst, int dst_ld, const T* src, int
 // The same copy with cp.async (sm_80+): global to shared without registers. The data is in
 // shared memory after async_wait<N>() completes the copy's commit group. BOUNDED: vectors past
 // the array are zero-filled by cp.async itself (a source size of 0 bytes reads nothing).
-template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0>
+template <typename T, int ROWS, int COLS, int VEC, bool STRIPED, int THREADS, bool BOUNDED = false, int SWIZZLE = 0,
+          int SRC_STEP = 1>
 __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* src, int src_ld, int thread,
                                                  int rows_in = ROWS, int cols_in = COLS) {
     constexpr int bytes = VEC * sizeof(T);
@@ -339,7 +342,7 @@ __device__ __forceinline__ void block_copy_async(T* dst, int dst_ld, const T* sr
     for_each_vector<ROWS, COLS, VEC, STRIPED, THREADS>(thread, [&](int, int row, int col) {
         const unsigned target =
             static_cast<unsigned>(__cvta_generic_to_shared(dst + box_offset<SWIZZLE, T>(row, col, dst_ld)));
-        const T* source = src + row * src_ld + col;
+        const T* source = src + row * src_ld + col * SRC_STEP;
         if constexpr (BOUNDED) {
             const bool inside = row < rows_in && col < cols_in;
             const int size = inside ? bytes : 0;
