@@ -232,3 +232,31 @@ def test_register_caches_take_any_layout(location):
     assert kernels[0] == kernels[1] == kernels[2]
 
 
+
+
+def test_a_register_double_buffer_needs_a_contiguous_dimension():
+    """An array with no unit stride (layout=(64, 2)): its tiles are copied element by element,
+    which the register double buffer's row loads cannot; cp.async stages and sequential copies can."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(32, 32), layout=(64, 2))
+    B = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(32, 32))
+    nest = acc.Nest(shape=(32, 32))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        B[i, j] = A[i, j] * 2.0
+
+    def plan_with(**pipeline):
+        s = nest.create_schedule()
+        ii = s.split(i, 4)
+        plan = s.create_plan(acc.Target(acc.Target.Model.NVIDIA_H100))
+        plan.bind({j: acc.GridUnit.THREAD_X})
+        plan.cache(A, index=ii, location=acc.MemorySpace.SHARED, **pipeline)
+        return plan
+
+    with pytest.raises(acc.CacheError, match="a register double buffer loads rows of contiguous elements"):
+        compile_plan(plan_with(double_buffer=True, double_buffer_location=acc.MemorySpace.PRIVATE), (A, B))
+    for pipeline in ({}, {"stages": 2}):
+        model, kernel = compile_plan(plan_with(**pipeline), (A, B))
+        assert all(r.passed for r in emulate_function(model, kernel, blocks=None, seed=1))
+        nvrtc_compile(emit_source([kernel], "// strided"), "strided", "sm_90")

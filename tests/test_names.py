@@ -129,6 +129,9 @@ def test_explicit_name_wins(tmp_path):
     ("int", "int is a C/C++ keyword"),
     ("thread", "thread is a name the generated CUDA uses"),
     ("A_shared", "ends like a name schedc derives"),
+    ("A_slice0", "ends like a name schedc derives"),  # a rank-3 tile's slice loop
+    ("B_element", "ends like a name schedc derives"),  # an output tile's write-back loop
+    ("work", "work is a name the generated CUDA uses"),  # a persistent kernel's loop over tiles
     ("a__b", "contains __"),
 ])
 def test_explicit_names_must_be_usable_in_cuda(name, reason):

@@ -49,7 +49,7 @@ GENERATED = frozenset({
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Names schedc derives from arrays and loops; its own names (fragments _c, _a0, _c_1_0) start with
 # an underscore, which no name of the script does.
-_DERIVED = re.compile(r".*_(shared|staged|private|edge|stage|bits|map|p[0-9]+)")
+_DERIVED = re.compile(r".*_(shared|staged|private|edge|stage|bits|map|element|slice[0-9]+|p[0-9]+)")
 
 
 def unusable(name: object) -> str | None:

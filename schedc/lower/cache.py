@@ -222,6 +222,10 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         buffer = dataclasses.replace(plain, align=128)
         return SharedCache(spec.array, spec.index, buffer, fp.origin, 1, strategy, spec.pipeline, spec.stages,
                            None, (), axes, at=at, tma=tmap)
+    if spec.pipeline == "registers" and global_buffer.strides[columns] != 1:
+        raise CacheError(here, f"a register double buffer loads rows of contiguous elements, and {spec.array}'s tile "
+                               f"{fp} has none along its copy (strides {list(global_buffer.strides)}): use stages=N "
+                               "or a sequential cache", loops=(spec.index,))
     if len(fp.extents) > 2 and spec.pipeline == "registers":
         raise CacheError(here, f"the tile {fp} has rank {len(fp.extents)}, copied one 2-D slice at a time, but a "
                                "register double buffer stages whole tiles of rank 1 or 2: cache at a loop further in "
