@@ -12,7 +12,6 @@ import numpy as np
 from . import data, poly
 from .codegen.emulate import Block, Progress, emulate_sequence
 from .errors import PackageError
-from .ir.affine import Affine
 from .ir.kernel import HostFunction, Kernel
 from .ir.specialize import function_at
 from .reference import block_dims, reference
@@ -79,7 +78,7 @@ def default_sizes(model) -> dict[str, int]:
     tiles of its largest step and one element more (its loops' largest step)."""
     out = {}
     for name in model.size_names:
-        steps = [lp.step for lp in model.loops if isinstance(lp.end, Affine) and name in lp.end.variables()]
+        steps = [lp.step for lp in model.loops if not lp.fixed and name in lp.end.variables()]
         out[name] = 2 * max(steps, default=1) + 1
     return out
 

@@ -73,10 +73,6 @@ def create_dimensions(role: object = None) -> Dimension | tuple[Dimension, ...]:
         example="M, N = acc.create_dimensions()", what="sizes")))
 
 
-def is_size(value: object) -> bool:
-    return isinstance(value, Dimension)
-
-
 def as_extent(value: int | Dimension) -> int | Affine:
     """An extent in the Model's terms: an int, or the size as an Affine."""
     return value.affine if isinstance(value, Dimension) else value

@@ -2,8 +2,8 @@
 (``create_dimensions``). Every size is at least 1.
 
 >>> M = Affine((("M", 1),))
->>> fixed(M), fixed(7), at(M.plus(Affine((), -1)), {"M": 5})
-(False, True, 4)
+>>> at(M.plus(Affine((), -1)), {"M": 5}), at(7, {"M": 5})
+(4, 7)
 >>> negative_for(M.plus(Affine((), -3)))  # M - 3 < 0 for M = 1
 {'M': 1}
 >>> negative_for(Affine((("M", -2),), 9))  # 9 - 2M < 0 for M = 5
@@ -17,11 +17,6 @@ from __future__ import annotations
 from .affine import Affine
 
 Extent = int | Affine
-
-
-def fixed(extent: Extent) -> bool:
-    """Whether ``extent`` is known when the script runs."""
-    return not isinstance(extent, Affine)
 
 
 def affine(extent: Extent) -> Affine:

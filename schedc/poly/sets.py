@@ -15,7 +15,6 @@ from ..ir import sizes
 from ..ir.affine import Affine
 from ..ir.kernel import Store
 from ..ir.patterns import reduction as reduction_of
-from ..ir.sizes import when  # noqa: F401 - poly.when
 from ..ir.walk import loads
 
 PREFIX = "x_"
