@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import data
-from .errors import LaunchError
+from .errors import MismatchError
 from .ir.kernel import Binary, Call, Expr, Load, Unary
 from .ir.specialize import grid_at
 from .ir.walk import operands
 from .package import driver
-from .reference import reference
+from .reference import reference, reference_key
 from .verify import at_sizes, checkable, compare, resolved_sizes
 
 STATISTICS = ("mean", "median_of_means", "mean_of_small_means", "robust_mean", "min_of_means")
@@ -118,36 +118,65 @@ def bench_function(fn, options: Options, compare_with: str | None = None, tolera
     """Verify, then time ``fn`` (a loaded Function; at run-time ``sizes`` where it has them,
     default ``verify.default_sizes``) and optionally a reference. Returns (reports, timing,
     reference timing or None)."""
-    dev = driver.device()
-    values = resolved_sizes(fn.model, fn.name, sizes)
-    model, function = at_sizes(fn.model, fn.function, values)
-    checkable(fn.name, model, function)
-    params = function.arrays
-    arrays = data.inputs(params, options.seed)
-    reports = _verify(fn, model, params, arrays, tolerance, values)
-    set_bytes = sum(b.size * b.dtype.size for b in params)
-    sets = 1 if set_bytes > 2 * dev.l2_bytes else min(16, -(-2 * dev.l2_bytes // set_bytes) + 1)
-    memories = [_upload(params, data.inputs(params, options.seed + 1 + n)) for n in range(sets)]
-    launches = [fn.launches([m.pointer for m in ms], fn.size_scalars(values)) for ms in memories]
+    bench = Bench(fn, options.seed, tolerance, sizes)
+    timing = bench.time(options)
+    reference_timing = bench.time_reference(compare_with, options) if compare_with else None
+    return bench.reports, timing, reference_timing
 
-    def launch(i: int) -> None:
-        for handle, kernel, args in launches[i % sets]:
-            driver.launch(handle, grid_at(kernel, values), kernel.block, kernel.dynamic_shared_bytes, args,
+
+class Bench:
+    """A function verified once on random inputs (``reports``; a LaunchError where it does not
+    match) and ready to time: its input sets uploaded and its launches prepared."""
+
+    def __init__(self, fn, seed: int = 0, tolerance=None, sizes: dict[str, int] | None = None,
+                 cache: dict | None = None) -> None:
+        """``cache``: a dict that keeps, across the functions of one nest (a tuner's candidates),
+        the random inputs, the reference's results (by ``reference_key``) and the uploaded input
+        sets that the timing reads (the timed launches' outputs are never compared)."""
+        dev = driver.device()
+        self.fn = fn
+        self.values = resolved_sizes(fn.model, fn.name, sizes)
+        self.model, function = at_sizes(fn.model, fn.function, self.values)
+        checkable(fn.name, self.model, function)
+        params = function.arrays
+        cache = {} if cache is None else cache
+        signature = (tuple((b.name, b.dtype, b.shape, b.strides) for b in params), seed)
+        arrays = _kept(cache, ("inputs", signature), lambda: data.inputs(params, seed))
+        expected = _kept(cache, ("reference", reference_key(self.model), seed), lambda: reference(self.model, arrays))
+        self.reports = _verify(fn, self.model, params, arrays, tolerance, self.values, expected)
+        set_bytes = sum(b.size * b.dtype.size for b in params)
+        self.sets = 1 if set_bytes > 2 * dev.l2_bytes else min(16, -(-2 * dev.l2_bytes // set_bytes) + 1)
+        memories = _kept(cache, ("sets", signature, self.sets), lambda: [
+            _upload(params, data.inputs(params, seed + 1 + n)) for n in range(self.sets)])
+        self._memories = memories  # kept alive while the launches use them
+        self._launches = [fn.launches([m.pointer for m in ms], fn.size_scalars(self.values)) for ms in memories]
+        self._events = driver.Events()
+
+    def launch(self, i: int) -> None:
+        for handle, kernel, args in self._launches[i % self.sets]:
+            driver.launch(handle, grid_at(kernel, self.values), kernel.block, kernel.dynamic_shared_bytes, args,
                           dependent=kernel.dependent_launch)
 
-    events = driver.Events()
-    times = time_batches(launch, options, events)
-    timing = Timing(fn.name, statistics(times, options.iterations), len(times), options.iterations,
-                    flops(model))
-    reference_timing = None
-    if compare_with:
+    def time(self, options: Options) -> Timing:
+        """Time the function's launches (``time_batches``) with hatlib's statistics."""
+        times = time_batches(self.launch, options, self._events)
+        return Timing(self.fn.name, statistics(times, options.iterations), len(times), options.iterations,
+                      flops(self.model))
+
+    def time_reference(self, compare_with: str, options: Options) -> Timing:
+        """Time the reference ``compare_with`` (cublas, copy, torch) on the same shapes."""
         from .bench_reference import reference_launcher  # torch only when asked
 
-        name, ref_launch = reference_launcher(compare_with, model, options.seed, sets)
-        ref_times = time_batches(ref_launch, options, events)
-        reference_timing = Timing(name, statistics(ref_times, options.iterations), len(ref_times),
-                                  options.iterations, flops(model))
-    return reports, timing, reference_timing
+        name, ref_launch = reference_launcher(compare_with, self.model, options.seed, self.sets)
+        times = time_batches(ref_launch, options, self._events)
+        return Timing(name, statistics(times, options.iterations), len(times), options.iterations,
+                      flops(self.model))
+
+
+def _kept(cache: dict, key: tuple, make):
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 def _upload(params, arrays) -> list[driver.DeviceMemory]:
@@ -159,7 +188,9 @@ def _upload(params, arrays) -> list[driver.DeviceMemory]:
     return out
 
 
-def _verify(fn, model, params, arrays, tolerance, sizes: dict[str, int]):
+def _verify(fn, model, params, arrays, tolerance, sizes: dict[str, int], expected=None):
+    """Run ``fn`` once on ``arrays`` and compare with the reference (``expected``: the reference's
+    ``(values, touched)`` for these arrays where the caller has it already)."""
     memories = _upload(params, arrays)
     for handle, kernel, args in fn.launches([m.pointer for m in memories], fn.size_scalars(sizes)):
         driver.launch(handle, grid_at(kernel, sizes), kernel.block, kernel.dynamic_shared_bytes, args,
@@ -170,10 +201,10 @@ def _verify(fn, model, params, arrays, tolerance, sizes: dict[str, int]):
         flat = np.empty(b.size, dtype=b.dtype.numpy)
         memory.download(flat)
         outputs[b.name] = data.from_storage(b, flat)
-    expected, touched = reference(model, arrays)
-    reports = compare(model, outputs, expected, touched, tolerance=tolerance)
+    values, touched = expected if expected is not None else reference(model, arrays)
+    reports = compare(model, outputs, values, touched, tolerance=tolerance)
     failed = [r for r in reports if not r.passed]
     if failed:
-        raise LaunchError(f"bench {fn.name}", "the output does not match the reference; not timing:\n"
+        raise MismatchError(f"bench {fn.name}", "the output does not match the reference; not timing:\n"
                           + "\n".join(str(r) for r in failed))
     return reports

@@ -1,4 +1,4 @@
-"""The ``schedc`` command line: build, show, emulate, verify, bench."""
+"""The ``schedc`` command line: build, check, show, emulate, verify, bench, tune."""
 
 from __future__ import annotations
 
@@ -474,6 +474,131 @@ def bench(package, function, compare_with, min_time, batch_size, min_iterations,
             if new:
                 writer.writeheader()
             writer.writerows(rows)
+
+
+class _Gpus(click.ParamType):
+    """--gpus: ``all`` or GPU ordinals ``0,1``."""
+
+    name = "all|N,..."
+
+    def convert(self, value, param, ctx) -> tuple[int, ...] | str:
+        if isinstance(value, tuple) or value == "all":
+            return value
+        parts = [p.strip() for p in str(value).split(",")]
+        if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+            self.fail(f"{value!r} is not 'all' or distinct GPU ordinals such as 0,1", param, ctx)
+        return tuple(int(p) for p in parts)
+
+
+@main.command()
+@click.argument("script", type=click.Path(dir_okay=False), required=False)
+@click.option("--shapes", "shapes", type=_Sizes(), multiple=True,
+              help="A problem shape as the script's shape parameters, M=4096,N=4096,K=4096; repeat for several "
+                   "(one winner each). Default: the shapes in the script's grids.")
+@click.option("--function", "functions", multiple=True,
+              help="Tune only this grid (Package.add's base_name); repeat for several. The others are left out of "
+                   "the package written.")
+@click.option("--output-dir", default=None, type=click.Path(file_okay=False),
+              help="Write the winners' package into DIR/<name>/ instead of the script's output_dir.")
+@click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
+              help="The results database (default: ~/.cache/schedc/tune.sqlite, or $SCHEDC_CACHE/tune.sqlite).")
+@click.option("--budget-points", type=click.IntRange(min=1), default=None,
+              help="Points of each function and shape sent to the GPU, at most (a larger grid is sampled by "
+                   "optuna's TPE).")
+@click.option("--budget-seconds", type=click.FloatRange(min=0), default=None,
+              help="Start no point after this many seconds (those under way finish).")
+@click.option("--search", type=click.Choice(["auto", "exhaustive", "sampled"]), default="auto", show_default=True,
+              help="exhaustive: every point (the first --budget-points of each shape); sampled: optuna's TPE; "
+                   "auto: sampled where a shape has more points than --budget-points.")
+@click.option("--gpus", type=_Gpus(), default="0", show_default=True,
+              help="GPUs of this host that time candidates, one worker each: 'all' or ordinals such as 0,1.")
+@click.option("--scheduler", default=None,
+              help="A Dask scheduler's address: build on its workers and time on those with a GPU resource.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Build processes (default: one per CPU).")
+@click.option("--min-time", type=float, default=0.3, show_default=True, help="Seconds of timed batches per point.")
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds a candidate may run on the GPU before its worker is replaced.")
+@click.option("--compare", "compare_with", type=click.Choice(["cublas", "copy", "torch"]), default=None,
+              help="Time a reference beside each winner (as schedc bench --compare).")
+@click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False),
+              help="Write a PNG of every timed point's time, coloured by each parameter.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Points listed per shape.")
+@click.option("--seed", type=int, default=0, show_default=True, help="The sampler's and the inputs' seed.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--dry-run", is_flag=True, help="Check every point and count the refusals by cause; build and time "
+                                              "nothing (no GPU needed).")
+@click.option("--show", is_flag=True, help="Print the database's measurements (of SCRIPT, if given) and exit.")
+@click.option("--csv", "csv_path", default=None, type=click.Path(dir_okay=False),
+              help="Write the database's measurements (of SCRIPT, if given) to this CSV file and exit.")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False),
+              help="Write them to this JSON file and exit.")
+@click.option("--fake-timing", default=None, hidden=True,
+              help="MODULE:FUNCTION giving seconds per call from (values, shape), in place of a GPU.")
+def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_seconds, search, gpus, scheduler, jobs,
+         min_time, timeout, compare_with, plot_path, top, seed, no_progress, dry_run, show, csv_path, json_path,
+         fake_timing) -> None:
+    """Search SCRIPT's parameter grids for the fastest kernel: every point checked by the analysis
+    (refusals counted by cause, never compiled), the others built in parallel, verified once and
+    timed on the GPU, the results kept in a database, and the best point of each function and
+    shape written as the script's package."""
+    from .tune import tuner
+    from .tune.report import plot, summary
+
+    if show or csv_path or json_path:
+        _tune_table(db_path, script, show, csv_path, json_path)
+        return
+    if script is None:
+        _fail("schedc tune needs a SCRIPT (or --show)")
+    runner = None
+    if fake_timing:
+        from .tune.runners import FakeTiming
+
+        runner = FakeTiming(_import(fake_timing), slots=len(gpus) if isinstance(gpus, tuple) else 1)
+    from .tune.measure import Settings
+
+    options = tuner.Options(shapes=tuple(shapes), functions=tuple(functions), db=db_path, output_dir=output_dir,
+                            jobs=jobs or 0,
+                            budget_points=budget_points, budget_seconds=budget_seconds, search=search, seed=seed,
+                            gpus=gpus, scheduler=scheduler, timeout=timeout, compare=compare_with,
+                            settings=Settings(min_time=min_time, seed=seed), progress=not no_progress,
+                            dry_run=dry_run)
+    try:
+        outcome = tuner.tune(script, options, runner)
+    except SchedcError as e:
+        _fail(str(e) + (f"\n{e.detail}" if e.detail else ""))
+    click.echo(summary(outcome, top))
+    if plot_path:
+        click.echo(f"plot: {plot(outcome, plot_path) or 'nothing timed'}")
+    sys.exit(1 if outcome.interrupted else 0)
+
+
+def _tune_table(db_path, script, show: bool, csv_path, json_path) -> None:
+    from .tune import db
+
+    database = db.Database(db_path or db.default_path())
+    path = str(Path(script).resolve()) if script else None
+    if csv_path:
+        click.echo(f"wrote {database.export(csv_path, path)} measurements to {csv_path}")
+    if json_path:
+        click.echo(f"wrote {database.export(json_path, path)} measurements to {json_path}")
+    if show:
+        rows = database.rows(path)
+        click.echo(f"{len(rows)} measurements in {database.path}")
+        for r in rows:
+            median = f"{r['median'] * 1e6:10.2f} us" if r["median"] else " " * 13
+            click.echo(f"{Path(r['script']).name}  {r['function']}  {r['shape'] or '-'}  {r['status']:<8}{median}  "
+                       f"{r['point']}  {r['device']}")
+    database.close()
+
+
+def _import(spec: str):
+    import importlib
+
+    module, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        _fail(f"--fake-timing {spec}: {e}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,14 @@ class LaunchError(SchedcError):
     """A call of a loaded function has bad arguments, or the device refused the launch."""
 
 
+class MismatchError(LaunchError):
+    """A function ran and its output does not match the reference."""
+
+
+class TuneError(SchedcError):
+    """schedc tune cannot search: a script without grids, a bad shape, budget or database."""
+
+
 class InternalError(SchedcError):
     """A bug in schedc, not in the script: a pass produced something it must not.
 

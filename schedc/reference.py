@@ -18,7 +18,9 @@ sampled emulation compares only what it computed.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +28,7 @@ import numpy as np
 from .errors import InternalError
 from .ir.affine import Affine
 from .ir.functions import evaluate
-from .ir.kernel import Binary, Call, Cast, Const, Expr, Load, Store, Unary, Var
+from .ir.kernel import Binary, Call, Cast, Const, Expr, Load, Store, Unary, Var, to_plain
 from .ir.numeric import binary, saturate
 from .ir.patterns import accumulated, strip_float_casts
 from .ir.types import ScalarType
@@ -78,6 +80,18 @@ def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] 
     except Exception as error:  # noqa: BLE001 - the reference must understand every accepted nest
         raise InternalError("the float64 reference", f"{type(error).__name__}: {error}") from error
     return values, touched
+
+
+def reference_key(model) -> str:
+    """A digest of what ``reference`` reads of a Model: its arrays, nest, statements, fused parts
+    and the tensor-core prologue and epilogue; not the schedule, which does not change the result.
+    Two points of a parameter grid over tiles and stages have the same key, so a tuner computes
+    their reference once."""
+    t = model.tensorize
+    ops = None if t is None else (t.prologue_op.name, t.prologue_arg, t.epilogue_op.name, t.epilogue_arg)
+    fused = None if model.fusion is None else [to_plain(p) for p in model.parts]
+    what = [to_plain(model.buffers), model.dims, to_plain(model.statements), model.sizes, ops, fused]
+    return hashlib.sha256(json.dumps(what, default=str, sort_keys=True).encode()).hexdigest()
 
 
 def _accumulates(model) -> bool:

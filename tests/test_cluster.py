@@ -62,6 +62,19 @@ def test_rows_of_each_box_shared_out_when_boxes_do_not_divide():
     assert len(parts) == 2 and all(s.multicast == 0b1111 for s in parts)
 
 
+def test_a_cluster_of_one_block_is_no_cluster():
+    """plan.cluster(1) (a parameter grid's way to leave clusters out) gives the unclustered kernel."""
+    import hopper_matmul
+
+    from .kit import lower
+
+    plan, args = hopper_matmul.matmul(256, 512, 256)
+    plan.cluster(2, Y)
+    plan.cluster(1, Y)
+    assert plan.clustering is None
+    assert lower(plan, args) == kernel(256, 512, 256)
+
+
 def test_persistent_grid_in_whole_clusters():
     k = kernel(512, 512, 192, block=(128, 128, 64), stages=3, cluster=2, persistent={"group": 2})
     assert k.cluster == (2, 1, 1) and k.grid[0] % 2 == 0 and k.grid[0] == 16  # 16 tiles

@@ -706,7 +706,9 @@ class Plan:
         stages of the ring are freed cluster-wide: a block refills a stage only after the
         consumers of every block in the cluster are done with it.
 
-        **Requires:** a wgmma plan whose SHARED caches are TMA tiles; ``size`` 2, 4 or 8; the
+        ``size=1`` is no cluster (so that a parameter grid can leave clusters out).
+
+        **Requires:** a wgmma plan whose SHARED caches are TMA tiles; ``size`` 1, 2, 4 or 8; the
         blocks along ``unit`` a multiple of ``size``; a shared tile that splits into ``size``
         parts of whole 1024-byte swizzle atoms (row chunks, or groups of 8 rows); with
         ``plan.persistent``, ``unit`` BLOCK_Y (the grouped order walks it) and a ``group`` that
@@ -718,10 +720,14 @@ class Plan:
             block (x, 2c+1): TMA A(2c+1), B(x)    →      rank r: TMA A(2c+r), half r of B(x) to both
         """
         where = f"cluster(size={size!r}, unit={_enum_name(unit)})"
-        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size not in (2, 4, 8):
-            raise PlanError(where, f"size must be 2, 4 or 8 blocks (a portable cluster holds at most 8), not {size!r}")
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size not in (1, 2, 4, 8):
+            raise PlanError(where, f"size must be 2, 4 or 8 blocks (a portable cluster holds at most 8; 1: no "
+                                   f"cluster), not {size!r}")
         if not isinstance(unit, GridUnit) or unit.level != "block":
             raise PlanError(where, f"unit must be BLOCK_X, BLOCK_Y or BLOCK_Z, not {_enum_name(unit)}")
+        if size == 1:
+            self.clustering = None
+            return
         if not self.target.has_wgmma:
             raise PlanError(where, f"thread block clusters need sm_90; {self.target.name} is sm_{self.target.spec.sm}")
         self.clustering = (unit, int(size))

@@ -111,6 +111,37 @@ class BuildSession:
     added: list[Model] = field(default_factory=list)  # every function Package.add took, built or not
     observe: Callable | None = None  # observe(pass, ir) after each lowering pass (schedc show --after)
     verify_ir: bool = False  # check the kernel IR after every pass (--verify-ir)
+    collect: Collected | None = None  # schedc tune: grids and builds recorded, nothing compiled or written
+
+
+@dataclass(frozen=True)
+class GridAdd:
+    """A ``Package.add(..., parameters=[...])`` that ``schedc tune`` searches: the points of the
+    grid and where the chosen one goes in its package (``position`` among its functions)."""
+
+    package: Package
+    position: int
+    source: Plan
+    args: tuple
+    base_name: str
+    points: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class BuildCall:
+    """A ``Package.build`` of a tuned script, with its arguments, to repeat with the winners."""
+
+    package: Package
+    name: str
+    kwargs: dict
+
+
+@dataclass
+class Collected:
+    """What a script run by ``schedc tune`` adds and builds, in order."""
+
+    grids: list[GridAdd] = field(default_factory=list)
+    builds: list[BuildCall] = field(default_factory=list)
 
 
 _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("schedc_build", default=None)
@@ -118,9 +149,9 @@ _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("
 
 @contextlib.contextmanager
 def session(show_only: bool = False, output_dir: str | Path | None = None, observe: Callable | None = None,
-            verify_ir: bool = False) -> Iterator[BuildSession]:
+            verify_ir: bool = False, collect: Collected | None = None) -> Iterator[BuildSession]:
     s = BuildSession(show_only, Path(output_dir) if output_dir is not None else None, observe=observe,
-                     verify_ir=verify_ir)
+                     verify_ir=verify_ir, collect=collect)
     token = _SESSION.set(s)
     try:
         yield s
@@ -135,6 +166,7 @@ class _Added:
     function: HostFunction | None = None  # given as kernel IR; else compiled from the model
     parameters: dict[str, ParameterValue] = field(default_factory=dict)  # the values it was added with
     compiled: HostFunction | None = None  # a grid point's kernels, compiled when it was added
+    tuning: dict = field(default_factory=dict)  # schedc tune's record of how the point was chosen (the .hat's)
 
     @property
     def name(self) -> str:
@@ -203,6 +235,9 @@ class Package:
             raise PackageError(where, f"base_name: {why}")
         compilers.check_buildable(source.target)
         args = tuple(args) if isinstance(args, tuple | list) else (args,)
+        current = _SESSION.get()
+        if isinstance(parameters, list | tuple) and current is not None and current.collect is not None:
+            return self._collect(where, current.collect, source, args, base_name, tuple(parameters))
         if isinstance(parameters, list | tuple):
             return [self._add_point(where, source, args, base_name, point) for point in parameters]
         if parameters:
@@ -213,10 +248,21 @@ class Package:
                                       "Package.add(..., parameters={...})")
         return self._add_concrete(where, source, args, base_name, {})
 
-    def _add_point(self, where: str, source: Plan, args: tuple, base_name: str, point: object) -> Function:
-        if not isinstance(point, dict) or not all(isinstance(p, Parameter) and not p.op for p in point):
-            raise PackageError(where, "parameters must be a dict of parameter: value (or a list of them), with "
-                                      "parameters made by create_parameters()")
+    def _collect(self, where: str, collected: Collected, source: Plan, args: tuple, base_name: str,
+                 points: tuple) -> list[Function]:
+        """schedc tune: record the grid (checked, compiled and timed point by point by the tuner)."""
+        if not points:
+            raise PackageError(where, "parameters is an empty list: the grid has no points")
+        for point in points:
+            _check_point(where, point)
+        name_arrays(where, source, args, base_name)
+        collected.grids.append(GridAdd(self, len(self._functions), source, args, base_name, points))
+        return []
+
+    def _add_point(self, where: str, source: Plan, args: tuple, base_name: str, point: object,
+                   name: str | None = None, tuning: dict | None = None) -> Function:
+        """Add the function of one point of a grid, named ``<base_name>_<digest>`` (or ``name``)."""
+        _check_point(where, point)
         shown = describe(point)
         name_arrays(where, source, args, base_name)  # the script's names, which replayed objects keep
         try:
@@ -225,13 +271,15 @@ class Package:
             resolved = {p.name: replay.resolve(v) for p, v in point.items()}
             values = {name: typed_value(v) for name, v in resolved.items()}
             shown_values = {name: show_value(v) for name, v in resolved.items()}  # the digest's, as ever
-            name = f"{base_name}_{_digest(base_name, plan.target, shown_values, concrete)}"
-            return self._add_concrete(f"{where} at {shown}", plan, concrete, name, values)
+            name = name or f"{base_name}_{_digest(base_name, plan.target, shown_values, concrete)}"
+            return self._add_concrete(f"{where} at {shown}", plan, concrete, name, values, tuning or {})
         except SchedcError as e:
+            if str(e).startswith(f"{where} at {shown}"):  # _add_concrete's own: located already
+                raise
             raise _located(e, f"{where} at {shown}") from None
 
     def _add_concrete(self, where: str, source: Plan, args: tuple, name: str,
-                      values: dict[str, ParameterValue]) -> Function:
+                      values: dict[str, ParameterValue], tuning: dict | None = None) -> Function:
         if any(f.name == name for f in self._functions):
             raise PackageError(where, f"the package already has a function {name}")
         _check_args(where, args)
@@ -241,7 +289,7 @@ class Package:
         self._target = source.target
         model = freeze(source, name, args)
         description = "; ".join(str(s) for s in source.schedule.nest.statements)
-        added = _Added(model, description, parameters=values)
+        added = _Added(model, description, parameters=values, tuning=tuning or {})
         if values:  # a point of a grid: the analysis refuses it here, with its values
             added = dataclasses.replace(added, compiled=_function(added, None))
         self._functions.append(added)
@@ -307,6 +355,11 @@ class Package:
         where = f"Package.build({name!r})"
         if not isinstance(name, str) or not name.isidentifier():
             raise PackageError(where, "the package name must be a C identifier")
+        if (current := _SESSION.get()) is not None and current.collect is not None:  # schedc tune: built later
+            current.collect.builds.append(BuildCall(self, name, dict(
+                format=format, mode=mode, platform=platform, tolerance=tolerance, output_dir=output_dir,
+                config_file=config_file)))
+            return None
         if not self._functions:
             raise PackageError(where, "the package has no functions; call add() first")
         if not isinstance(format, Format) or not isinstance(mode, Mode):
@@ -370,6 +423,12 @@ def _function(added: _Added, observe: Callable | None, reuse: bool = True) -> Ho
             values = ", ".join(f"{k}={v}" for k, v in added.parameters.items())
             raise _located(e, f"{added.name} (parameters {values})") from None
         raise
+
+
+def _check_point(where: str, point: object) -> None:
+    if not isinstance(point, dict) or not all(isinstance(p, Parameter) and not p.op for p in point):
+        raise PackageError(where, "parameters must be a dict of parameter: value (or a list of them), with "
+                                  "parameters made by create_parameters()")
 
 
 def _located(e: SchedcError, prefix: str) -> SchedcError:
@@ -504,15 +563,40 @@ def _ir_entry(added: _Added, function: HostFunction) -> dict:
     return {"model": model, "function": to_plain(function)}
 
 
+@dataclass(frozen=True)
+class Emitted:
+    """A package's functions compiled to kernel IR and its CUDA source, not yet written."""
+
+    name: str
+    target: Target
+    added: tuple[_Added, ...]
+    functions: tuple[HostFunction, ...]
+    source: str
+
+
+def emit_package(package: Package, name: str) -> Emitted:
+    """``package``'s functions (grid points: compiled when added) and its source, named ``name``."""
+    functions = _compile(package._functions, None)
+    source = _emit(functions, _banner(name, package._target, package._functions))
+    return Emitted(name, package._target, tuple(package._functions), tuple(functions), source)
+
+
+def write_emitted(emitted: Emitted, directory: Path) -> Path:
+    """Write an emitted package into ``directory`` without a C library (NVRTC only): the .hat,
+    .cu, .cubin and .schedc.json that ``schedc.load`` reads. Returns the .hat path."""
+    return _write(emitted.name, directory, emitted.target, emitted.added, emitted.functions, emitted.source,
+                  Format.HAT_SOURCE, Mode.RELEASE, None, library=False)
+
+
 def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance,
-           description: dict | None = None) -> Path:
+           description: dict | None = None, library: bool = True) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     debug = mode is Mode.DEBUG
     arch = compilers.arch_for(target.arch, [k for f in functions for k in f.kernels])
     compiled = compilers.nvrtc_compile(source, name, arch, debug=debug)
     (directory / f"{name}.cu").write_text(source)
     (directory / f"{name}.cubin").write_bytes(compiled.cubin)
-    library = _library(name, directory, arch, format, debug)
+    library = _library(name, directory, arch, format, debug) if library else ""
     ir = {
         "schedc": __version__,
         "tolerance": tolerance,
@@ -521,7 +605,7 @@ def _write(name, directory: Path, target: Target, added, functions, source, form
     (directory / f"{name}.schedc.json").write_text(json.dumps(ir, sort_keys=True, indent=1) + "\n")
     info = hat.BuildInfo(name, target.name, arch, target.sm_count, compiled.compiler,
                          compiled.flags, library, __version__, dict(description or {}))
-    entries = [hat.HatFunction(f, a.description, function_alignments(f), a.parameters)
+    entries = [hat.HatFunction(f, a.description, function_alignments(f), a.parameters, a.tuning)
                for a, f in zip(added, functions)]
     path = directory / f"{name}.hat"
     path.write_text(hat.render(entries, info))

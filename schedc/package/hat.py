@@ -27,6 +27,7 @@ class HatFunction:
     description: str
     alignments: dict[str, int]  # bytes each array parameter's base address must be aligned to
     parameters: dict[str, int | float | bool | str] = field(default_factory=dict)  # Package.add's values
+    tuning: dict = field(default_factory=dict)  # schedc tune: how the point was chosen (auxiliary.schedc.tuning)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,8 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
         auxiliary = {"ir": f"{info.package}.schedc.json", "alignment": dict(sorted(f.alignments.items()))}
         if len(fn.kernels) > 1:  # hatlib's "launches" names one kernel: the first; here all, in order
             auxiliary["launches"] = [k.name for k in fn.kernels]
+        if f.tuning:
+            auxiliary["tuning"] = f.tuning
         hosts[fn.name] = {
             "name": fn.name,
             "description": f.description,

@@ -123,6 +123,13 @@ class Function:
         return dict(table.get("auxiliary", {}).get("accera", {}).get("parameters", {}))
 
     @property
+    def tuning(self) -> dict:
+        """How ``schedc tune`` chose this function ({} for one not tuned): its point, its time, the
+        device it was timed on and the runners-up (``auxiliary.schedc.tuning`` of the .hat)."""
+        table = self.package.hat.get("functions", {}).get(self.name, {})
+        return dict(table.get("auxiliary", {}).get("schedc", {}).get("tuning", {}))
+
+    @property
     def model(self) -> Model:
         return self.info.model
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""A Hopper matrix product to tune: ``schedc tune samples/tune_matmul.py``.
+
+C = A @ B (float16 or bfloat16 operands, C of the operands' type, float32 accumulators) as in
+``samples/hopper_matmul.py``: wgmma on TMA-filled rings of shared tiles, warpgroups of 64 rows of
+the block's tile, a persistent grid. What ``hopper_matmul`` fixes by hand is a parameter here:
+
+- ``BM`` x ``BN``: the block's tile of C (``BM / 64`` consumer warpgroups, each 64 x ``BN``);
+- ``BK``: values of k per stage, ``STAGES``: the ring's depth;
+- ``GROUP``: rows of blocks per group of the persistent grid's tile order;
+- ``CLUSTER``: blocks of a column sharing B's tile by TMA multicast (1: none);
+- ``SPECIALIZE``: a producer warpgroup issuing the copies, or every warpgroup computing.
+
+``M, N, K`` are the problem's shape: ``schedc tune --shapes M=4096,N=4096,K=4096`` tunes one
+shape (and names the winner ``matmul_fp16``), several ``--shapes`` give one winner each. Points
+that cannot run (shared memory beyond the multiprocessor's, a cluster that does not divide the
+grid, a tile wider than the matrix) are refused by the analysis, counted by cause and never
+compiled. ``schedc build`` of this script builds every point of the grid.
+"""
+
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, SHAPE = acc.create_parameters()
+WGMMA = {64: acc.MMAShape.M64xN64xK16_B1, 128: acc.MMAShape.M64xN128xK16_B1, 256: acc.MMAShape.M64xN256xK16_B1}
+
+
+def matmul(operand: acc.ScalarType):
+    """The plan and its arrays, every choice a parameter."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=operand, shape=(M, N))
+
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    schedule = nest.create_schedule()
+    ii, jj, kk = schedule.split(i, BM), schedule.split(j, BN), schedule.split(k, BK)
+    iii, jjj = schedule.split(ii, 64), schedule.split(jj, BN)  # one warpgroup's 64 rows
+    iiii, jjjj, kkk = schedule.tile({iii: 64, jjj: BN, kk: 16})
+    schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y,
+               jj: target.GridUnit.WARPGROUP_X})
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=SHAPE)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
+    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    plan.warp_specialize(SPECIALIZE)
+    plan.persistent(group=GROUP)
+    plan.cluster(CLUSTER, target.GridUnit.BLOCK_Y)
+    return plan, (A, B, C)
+
+
+def grid(m: int, n: int, k: int) -> list[dict]:
+    """The points searched at one shape (``--shapes`` replaces M, N and K)."""
+    return acc.create_parameter_grid(
+        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: [64, 128, 256], BK: [64], STAGES: [2, 3, 4, 5],
+         GROUP: [1, 4, 8, 16], CLUSTER: [1, 2], SPECIALIZE: [True, False], SHAPE: list(WGMMA.values())},
+        filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, shape:
+            shape is WGMMA[bn] and group % cluster == 0)
+
+
+if __name__ == "__main__":
+    package = acc.Package()
+    for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
+        package.add(*matmul(operand), base_name=f"matmul_{name}", parameters=grid(4096, 4096, 4096))
+    package.build("tune_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tune_matmul")

@@ -1,0 +1,276 @@
+"""schedc tune: enumeration, pruning by the analysis, the database, the early stop, the sampled
+search, shapes, faults, Ctrl-C, the plot, the Dask path and the command line, with pretend GPUs
+(``FakeTiming``: seconds from the point's values); on a GPU, a real tune of a small grid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from schedc.cli import main
+from schedc.errors import TuneError
+from schedc.package.loader import load
+from schedc.tune import FakeTiming, Options, Status, tune
+from schedc.tune.collect import parse_shape
+from schedc.tune.report import plot, summary
+
+from .conftest import has_gpu, require_gpu
+
+# a SIMT product whose block tile and stages are searched; BM=64 x BN=64 is 4096 threads a block,
+# which the analysis refuses (1024 at most); the shape M is a parameter of the arrays
+SCRIPT = """
+import schedc as acc
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+M, BM, BN, ST = acc.create_parameters()
+A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
+B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(64, 64))
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
+nest = acc.Nest((M, 64, 64))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] += A[i, k] * B[k, j]
+
+s = nest.create_schedule()
+ii, jj, kk = s.tile({i: BM, j: BN, k: 16})
+plan = s.create_plan(target)
+plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
+           jj: target.GridUnit.THREAD_X})
+plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=ST)
+grid = acc.create_parameter_grid({M: [64], BM: %(bm)s, BN: [16, 32, 64], ST: [1, 2]})
+package = acc.Package()
+package.add(plan, args=(A, B, C), base_name="mm", parameters=grid)
+package.build("small", output_dir="out")
+"""
+
+
+def write(tmp_path: Path, bm=(8, 16, 64)) -> Path:
+    path = tmp_path / "small.py"
+    path.write_text(SCRIPT % {"bm": list(bm)})
+    return path
+
+
+def seconds(values: dict, shape: str) -> float:
+    """Fastest at BM=16, BN=32, two stages; M scales it."""
+    m = int(shape.split("=")[1]) if shape else 64
+    return 1e-5 * (m / 64) * (1 + abs(values["BM"] - 16) / 16 + abs(values["BN"] - 32) / 32) * (
+        1.0 if values["ST"] == 2 else 1.1)
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> Options:
+    return Options(db=str(tmp_path / "tune.sqlite"), cache=str(tmp_path / "cache"), output_dir=str(tmp_path / "out"),
+                   jobs=2, progress=False)
+
+
+def test_the_winner_is_the_fastest_point_and_its_package_says_so(tmp_path, options):
+    outcome = tune(write(tmp_path), options, FakeTiming(seconds))
+    counts = outcome.counts()
+    assert len(outcome.points) == 18
+    assert counts[Status.REFUSED] == 4  # BM=64 with BN 32 or 64: more than 1024 threads a block
+    assert outcome.refusals() == {"# threads per block (block # x # x #); NVIDIA H100 allows #": 4}
+    assert all(p.checked.directory == "" for p in outcome.points if p.status is Status.REFUSED)  # never built
+    (winner,) = outcome.winners.values()
+    assert winner.values == {"BM": 16, "BN": 32, "ST": 2}
+    assert winner.median == min(p.median for p in outcome.points if p.median is not None)
+    hat = Path(options.output_dir) / "small" / "small.hat"
+    assert outcome.written == [hat]
+    fn = load(hat).functions["mm"]  # the tuned function takes the grid's base name
+    assert fn.parameters == {"M": 64, "BM": 16, "BN": 32, "ST": 2}
+    assert fn.tuning["point"] == fn.parameters and fn.tuning["device"] == "fake"
+    assert fn.tuning["median_seconds"] == pytest.approx(1e-5)
+    assert fn.tuning["timed"] == 14 and fn.tuning["points"] == 18
+    ups = fn.tuning["runners_up"]
+    assert [u["median_seconds"] for u in ups] == sorted(u["median_seconds"] for u in ups)
+    assert ups[0] == {"median_seconds": pytest.approx(1.1e-5), "stopped_early": False, "BM": 16, "BN": 32, "ST": 1}
+    text = summary(outcome)
+    assert "18 points: 4 refused" in text and "refused    4 x  # threads per block" in text
+
+
+def test_a_candidate_clearly_slower_than_the_best_stops_early(tmp_path, options):
+    outcome = tune(write(tmp_path), options, FakeTiming(seconds))
+    slower = [p for p in outcome.points if p.status is Status.SLOWER]
+    assert slower, "no candidate was stopped early"
+    best = outcome.winners[(0, "M=64")].median
+    assert all(p.median > best * 1.25 for p in slower)
+    assert all(p.measured.batches == 3 for p in slower)  # the probe's batches only
+
+
+def test_a_rerun_reuses_the_database_and_a_grown_grid_times_only_its_new_points(tmp_path, options):
+    first = tune(write(tmp_path, bm=(8, 16)), options, FakeTiming(seconds))
+    timed = sum(1 for p in first.points if p.median is not None)
+    calls = []
+    again = tune(write(tmp_path, bm=(8, 16)), options, FakeTiming(lambda v, s: calls.append(v) or seconds(v, s)))
+    assert calls == [] and again.reused == timed and again.build_seconds == 0.0
+    assert again.winners[(0, "M=64")].values == first.winners[(0, "M=64")].values
+    grown = tune(write(tmp_path, bm=(8, 16, 32)), options, FakeTiming(lambda v, s: calls.append(v) or seconds(v, s)))
+    assert {v["BM"] for v in calls} == {32} and grown.reused == timed
+
+
+def test_a_budget_samples_the_grid_with_optuna(tmp_path, options):
+    import dataclasses
+
+    sampled = dataclasses.replace(options, budget_points=4, seed=3)
+    outcome = tune(write(tmp_path), sampled, FakeTiming(seconds))
+    sent = [p for p in outcome.points if p.checked.status is Status.COMPILED]
+    assert len(sent) == 4  # refused points are tried too, but do not count against the budget
+    assert len(outcome.points) < 18
+    again = tune(write(tmp_path), dataclasses.replace(sampled, db=str(Path(options.db).with_name("other.sqlite"))),
+                 FakeTiming(seconds))
+    assert [p.key for p in again.points] == [p.key for p in outcome.points]  # seeded: the same points
+    calls = []
+    rerun = tune(write(tmp_path), sampled, FakeTiming(lambda v, s: calls.append(v) or seconds(v, s)))
+    assert calls == [] and rerun.reused == 4  # the study starts from the database's points
+    assert rerun.winners[(0, "M=64")].values == outcome.winners[(0, "M=64")].values
+    more = tune(write(tmp_path), dataclasses.replace(sampled, budget_points=6),
+                FakeTiming(lambda v, s: calls.append(v) or seconds(v, s)))
+    assert len(calls) == 2 and more.reused == 4  # a larger budget times only the points it adds
+
+
+def test_shapes_give_one_winner_each_named_by_shape(tmp_path, options):
+    shapes = (parse_shape("M=64"), parse_shape("M=128"))
+    import dataclasses
+
+    outcome = tune(write(tmp_path), dataclasses.replace(options, shapes=shapes), FakeTiming(seconds))
+    assert set(outcome.winners) == {(0, "M=64"), (0, "M=128")}
+    functions = load(outcome.written[0]).functions
+    assert set(functions) == {"mm_M64", "mm_M128"}
+    assert functions["mm_M128"].parameters["M"] == 128 and functions["mm_M128"].tuning["shape"] == "M=128"
+
+
+def test_a_shape_parameter_the_script_lacks_is_refused(tmp_path, options):
+    import dataclasses
+
+    with pytest.raises(TuneError, match=r"--shapes Q=4: mm has no parameter Q \(its parameters: BM, BN, M, ST\)"):
+        tune(write(tmp_path), dataclasses.replace(options, shapes=(parse_shape("Q=4"),)), FakeTiming(seconds))
+    with pytest.raises(TuneError, match="'M4' is not NAME=INTEGER"):
+        parse_shape("M4")
+
+
+def test_a_script_without_a_grid_is_refused(tmp_path, options):
+    path = tmp_path / "plain.py"
+    path.write_text("import schedc as acc\n")
+    with pytest.raises(TuneError, match="adds no parameter grid"):
+        tune(path, options, FakeTiming(seconds))
+
+
+def test_a_fault_is_recorded_and_the_search_goes_on(tmp_path, options):
+    def faulty(values, shape):
+        if values["BN"] == 16:
+            raise RuntimeError("an illegal memory access was encountered")
+        return seconds(values, shape)
+
+    outcome = tune(write(tmp_path), options, FakeTiming(faulty))
+    faults = [p for p in outcome.points if p.status is Status.FAULT]
+    assert len(faults) == 6 and all(p.values["BN"] == 16 for p in faults)
+    assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
+    assert "BUG (fault) mm" in summary(outcome)
+
+
+def test_ctrl_c_keeps_the_results_measured_so_far(tmp_path, options):
+    calls = []
+
+    def interrupted(values, shape):
+        calls.append(values)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return seconds(values, shape)
+
+    outcome = tune(write(tmp_path), options, FakeTiming(interrupted))
+    assert outcome.interrupted and outcome.written == []
+    from schedc.tune.db import Database
+
+    assert len(Database(options.db).rows()) == 4
+
+
+def test_the_plot_draws_every_timed_point(tmp_path, options):
+    outcome = tune(write(tmp_path), options, FakeTiming(seconds))
+    png = plot(outcome, tmp_path / "tune.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_the_dask_path_finds_the_same_winner(tmp_path, options):
+    distributed = pytest.importorskip("distributed")
+    from schedc.tune import DaskCluster
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        outcome = tune(write(tmp_path), options, DaskCluster(client, timing=seconds))
+    assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
+    assert outcome.counts()[Status.REFUSED] == 4
+
+
+def test_a_dask_cluster_without_gpu_workers_is_refused():
+    distributed = pytest.importorskip("distributed")
+    from schedc.tune import DaskCluster
+
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client, pytest.raises(TuneError, match="no worker has a GPU resource"):
+        DaskCluster(client)
+
+
+def test_the_command_line_tunes_shows_and_exports(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))
+    script = write(tmp_path)
+    run = CliRunner().invoke(main, ["tune", str(script), "--fake-timing", "tests.test_tune:seconds", "--no-progress",
+                                    "--output-dir", str(tmp_path / "pkg"), "--top", "2", "--plot",
+                                    str(tmp_path / "p.png")])
+    assert run.exit_code == 0, run.output
+    assert "mm at M=64: 14 timed" in run.output and (tmp_path / "pkg" / "small" / "small.hat").is_file()
+    assert (tmp_path / "p.png").is_file()
+    shown = CliRunner().invoke(main, ["tune", "--show", str(script)])
+    assert shown.exit_code == 0 and "14 measurements" in shown.output
+    exported = CliRunner().invoke(main, ["tune", str(script), "--json", str(tmp_path / "t.json")])
+    rows = json.loads((tmp_path / "t.json").read_text())
+    assert exported.exit_code == 0 and len(rows) == 14 and rows[0]["status"] == "timed"
+    bad = CliRunner().invoke(main, ["tune", str(script), "--gpus", "0,0"])
+    assert bad.exit_code == 2 and "distinct GPU ordinals" in bad.output
+
+
+@pytest.mark.gpu
+def test_a_tune_on_the_gpu_verifies_times_and_writes_the_winner(tmp_path, options):
+    """On a GPU: every candidate verified against the reference and timed; the winner's package
+    loads and verifies. Without one, the same points are checked and compiled (pretend timing)."""
+    import dataclasses
+
+    from schedc.tune.measure import Settings
+
+    quick = dataclasses.replace(options, settings=Settings(min_time=0.02, batches=3, iterations=5))
+    if not has_gpu():
+        outcome = tune(write(tmp_path), quick, FakeTiming(seconds))
+        assert outcome.counts()[Status.REFUSED] == 4
+        require_gpu()
+    outcome = tune(write(tmp_path), quick)
+    counts = outcome.counts()
+    assert counts[Status.REFUSED] == 4 and not any(counts[s] for s in Status if s.bug), summary(outcome)
+    assert counts[Status.TIMED] + counts[Status.SLOWER] == 14
+    from schedc.verify import run_function
+
+    fn = load(outcome.written[0]).functions["mm"]
+    assert all(r.passed for r in run_function(fn))
+    assert fn.tuning["device"] == outcome.device["device"]
+
+
+
+
+
+def test_the_sampler_leaves_out_parameters_the_others_determine():
+    """In the Hopper sample's grid the MMA shape is tied to BN by the filter and BK has one value:
+    the sampler searches the other six."""
+    from schedc.tune import collect
+    from schedc.tune.search import _free, groups
+
+    root = Path(__file__).resolve().parent.parent
+    source = collect.Source.of(root / "samples" / "tune_matmul.py", [{"M": 256, "N": 256, "K": 256}],
+                               ("matmul_fp16",))
+    script = collect.run(source)
+    ((group, points),) = groups(script.grids).items()
+    assert len(points) == 504
+    assert _free(script.grids[0], points) == ["BM", "BN", "STAGES", "GROUP", "CLUSTER", "SPECIALIZE"]
+    with pytest.raises(TuneError, match=r"--function mm: .* has no grid of that name \(its grids: matmul_fp16, "):
+        collect.run(collect.Source.of(source.path, functions=("mm",)))
