@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The tuner on one GPU against all of a host's: points timed per minute and the winners.
 
-Tunes benchmarks/tune_scaling.py (48 points, exhaustive) three times, each into a fresh database
+Tunes benchmarks/tune_scaling.py (144 points, exhaustive) three times, each into a fresh database
 after one pretend-timed run has compiled every candidate (so that the three time the GPUs, not
 NVRTC): on GPU 0; on every GPU of the host (one worker each); on a Dask cluster of one worker
 per GPU (pinned by CUDA_VISIBLE_DEVICES, as dask-cuda's LocalCUDACluster does) and CPU workers

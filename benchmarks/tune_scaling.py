@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A tuning script for the tuner's own benchmark (benchmarks/tune_gpus.py): the fp16 Hopper
-product of samples/tune_matmul.py at 4096^3 over a compact grid near its best points (block tiles
-128 x 128 and 128 x 256, 2 to 5 stages, groups 4, 8, 16, with and without clusters)."""
+product of samples/tune_matmul.py at 4096^3 over a grid near its best points (block tiles of 128
+or 256 rows and 64, 128 or 256 columns, 2 to 5 stages, groups 4, 8, 16, with and without clusters;
+144 points, about 110 of them past the analysis)."""
 
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import tune_matmul as t  # noqa: E402
 import schedc as acc  # noqa: E402
 
 grid = acc.create_parameter_grid(
-    {t.M: [4096], t.N: [4096], t.K: [4096], t.BM: [128], t.BN: [128, 256], t.BK: [64], t.STAGES: [2, 3, 4, 5],
+    {t.M: [4096], t.N: [4096], t.K: [4096], t.BM: [128, 256], t.BN: [64, 128, 256], t.BK: [64], t.STAGES: [2, 3, 4, 5],
      t.GROUP: [4, 8, 16], t.CLUSTER: [1, 2], t.SPECIALIZE: [True], t.SHAPE: list(t.WGMMA.values())},
     filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, shape: shape is t.WGMMA[bn])
 

@@ -131,8 +131,8 @@ class Bench:
     def __init__(self, fn, seed: int = 0, tolerance=None, sizes: dict[str, int] | None = None,
                  cache: dict | None = None) -> None:
         """``cache``: a dict that keeps, across the functions of one nest (a tuner's candidates),
-        the random inputs, the reference's results (by ``reference_key``) and the uploaded input
-        sets that the timing reads (the timed launches' outputs are never compared)."""
+        the random inputs and the reference's results (by ``reference_key``); each function's
+        timing still starts from freshly uploaded input sets, as ``schedc bench``'s does."""
         dev = driver.device()
         self.fn = fn
         self.values = resolved_sizes(fn.model, fn.name, sizes)
@@ -146,8 +146,9 @@ class Bench:
         self.reports = _verify(fn, self.model, params, arrays, tolerance, self.values, expected)
         set_bytes = sum(b.size * b.dtype.size for b in params)
         self.sets = 1 if set_bytes > 2 * dev.l2_bytes else min(16, -(-2 * dev.l2_bytes // set_bytes) + 1)
-        memories = _kept(cache, ("sets", signature, self.sets), lambda: [
-            _upload(params, data.inputs(params, seed + 1 + n)) for n in range(self.sets)])
+        sets = _kept(cache, ("sets", signature, self.sets), lambda: [
+            data.inputs(params, seed + 1 + n) for n in range(self.sets)])
+        memories = [_upload(params, arrays) for arrays in sets]
         self._memories = memories  # kept alive while the launches use them
         self._launches = [fn.launches([m.pointer for m in ms], fn.size_scalars(self.values)) for ms in memories]
         self._events = driver.Events()

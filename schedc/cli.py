@@ -520,6 +520,11 @@ class _Gpus(click.ParamType):
               help="Seconds a candidate may run on the GPU before its worker is replaced.")
 @click.option("--compare", "compare_with", type=click.Choice(["cublas", "copy", "torch"]), default=None,
               help="Time a reference beside each winner (as schedc bench --compare).")
+@click.option("--finalists", type=click.IntRange(min=1), default=3, show_default=True,
+              help="The fastest points of each shape timed again one after the other on one GPU; the fastest "
+                   "of them wins.")
+@click.option("--tie", type=click.FloatRange(min=0), default=0.005, show_default=True,
+              help="Finalists within this fraction of the fastest tie: the first in the grid's order wins.")
 @click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False),
               help="Write a PNG of every timed point's time, coloured by each parameter.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Points listed per shape.")
@@ -535,8 +540,8 @@ class _Gpus(click.ParamType):
 @click.option("--fake-timing", default=None, hidden=True,
               help="MODULE:FUNCTION giving seconds per call from (values, shape), in place of a GPU.")
 def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_seconds, search, gpus, scheduler, jobs,
-         min_time, timeout, compare_with, plot_path, top, seed, no_progress, dry_run, show, csv_path, json_path,
-         fake_timing) -> None:
+         min_time, timeout, compare_with, finalists, tie, plot_path, top, seed, no_progress, dry_run, show, csv_path,
+         json_path, fake_timing) -> None:
     """Search SCRIPT's parameter grids for the fastest kernel: every point checked by the analysis
     (refusals counted by cause, never compiled), the others built in parallel, verified once and
     timed on the GPU, the results kept in a database, and the best point of each function and
@@ -559,7 +564,8 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
     options = tuner.Options(shapes=tuple(shapes), functions=tuple(functions), db=db_path, output_dir=output_dir,
                             jobs=jobs or 0,
                             budget_points=budget_points, budget_seconds=budget_seconds, search=search, seed=seed,
-                            gpus=gpus, scheduler=scheduler, timeout=timeout, compare=compare_with,
+                            gpus=gpus, scheduler=scheduler, timeout=timeout, compare=compare_with, finalists=finalists,
+                            tie=tie,
                             settings=Settings(min_time=min_time, seed=seed), progress=not no_progress,
                             dry_run=dry_run)
     try:

@@ -29,12 +29,13 @@ CREATE TABLE IF NOT EXISTS measurements (
     source_hash TEXT, device TEXT, driver TEXT, schedc TEXT, shape TEXT,
     script TEXT, function TEXT, name TEXT, point TEXT,
     status TEXT, median REAL, stats TEXT, batches INTEGER, iterations INTEGER, flops INTEGER,
-    reason TEXT, relative_error REAL, reference TEXT, reference_median REAL, measured_at REAL,
+    reason TEXT, relative_error REAL, reference TEXT, reference_median REAL, measured_at REAL, confirmed INTEGER,
     PRIMARY KEY (source_hash, device, driver, schedc, shape));
 """
 
 COLUMNS = ("script", "function", "shape", "point", "status", "median", "flops", "device", "driver", "schedc",
-           "name", "reference", "reference_median", "relative_error", "reason", "source_hash", "measured_at")
+           "name", "reference", "reference_median", "relative_error", "confirmed", "reason", "source_hash",
+           "measured_at")
 
 
 def default_path() -> Path:
@@ -88,22 +89,23 @@ class Database:
     def measured(self, source_hash: str, device: dict, shape: str) -> Measured | None:
         row = self.connection.execute(
             "SELECT status, median, stats, batches, iterations, flops, reason, relative_error, reference, "
-            "reference_median FROM measurements WHERE source_hash = ? AND device = ? AND driver = ? AND schedc = ? "
-            "AND shape = ?", (source_hash, device["device"], device["driver"], __version__, shape)).fetchone()
+            "reference_median, confirmed FROM measurements WHERE source_hash = ? AND device = ? AND driver = ? "
+            "AND schedc = ? AND shape = ?",
+            (source_hash, device["device"], device["driver"], __version__, shape)).fetchone()
         if row is None:
             return None
-        status, median, stats, batches, iterations, flops, reason, error, reference, reference_median = row
+        status, median, stats, batches, iterations, flops, reason, error, reference, reference_median, confirmed = row
         return Measured(Status(status), median, json.loads(stats), batches, iterations, flops, reason, error,
-                        reference or "", reference_median or 0.0)
+                        reference or "", reference_median or 0.0, confirmed=bool(confirmed))
 
     def record_measurement(self, source_hash: str, device: dict, shape: str, script: str, function: str,
                            name: str, point: str, m: Measured) -> None:
         with self.connection:
             self.connection.execute(
-                f"INSERT OR REPLACE INTO measurements VALUES ({', '.join('?' * 20)})",
+                f"INSERT OR REPLACE INTO measurements VALUES ({', '.join('?' * 21)})",
                 (source_hash, device["device"], device["driver"], __version__, shape, script, function, name, point,
                  m.status.value, m.median, json.dumps(m.stats), m.batches, m.iterations, m.flops, m.reason,
-                 m.relative_error, m.reference, m.reference_median, time.time()))
+                 m.relative_error, m.reference, m.reference_median, time.time(), int(m.confirmed)))
 
     def rows(self, script: str | None = None) -> list[dict]:
         """Every measurement (of one script's path), best first per function and shape."""

@@ -71,12 +71,16 @@ def _measured(status: Status, timing, error: float, started: float) -> Measured:
 
 
 def device_info() -> dict[str, str]:
-    """The GPU this worker times on: its name, the driver's version and its ordinal."""
+    """The GPU this worker times on: its name, the driver's version, its compute capability and
+    its PCI bus (which tells apart the GPUs of one host)."""
     from ..package import driver
 
     dev = driver.device()
-    version = driver.check(driver._driver().cuDriverGetVersion(), "cuDriverGetVersion")
-    return {"device": dev.name, "driver": f"{version // 1000}.{version % 1000 // 10}", "sm": str(dev.sm)}
+    cuda = driver._driver()
+    version = driver.check(cuda.cuDriverGetVersion(), "cuDriverGetVersion")
+    bus = driver.check(cuda.cuDeviceGetPCIBusId(32, dev.device), "cuDeviceGetPCIBusId")
+    bus = bus.split(b"\0")[0].decode() if isinstance(bus, bytes) else str(bus)
+    return {"device": dev.name, "driver": f"{version // 1000}.{version % 1000 // 10}", "sm": str(dev.sm), "bus": bus}
 
 
 def package_path(directory: str, function: str) -> str:

@@ -63,6 +63,7 @@ class Measured:
     reference: str = ""  # the reference timed beside it (cublas), when asked
     reference_median: float = 0.0
     seconds: float = 0.0  # spent on the GPU worker
+    confirmed: bool = False  # timed again among the finalists, one after the other on one GPU
 
 
 def kind(text: str) -> str:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import TuneError
+from ..errors import InternalError, TuneError
 from . import candidate, collect, measure
 from .results import Checked, Measured, Status, Task
 
@@ -52,10 +52,13 @@ class LocalGPUs:
         infos = [self.workers[g].submit(measure.device_info) for g in gpus]
         found = [f.result(timeout=300) for f in infos]
         names = {i["device"] for i in found}
+        if len({i["bus"] for i in found}) < len(found):
+            raise InternalError("schedc tune", f"the workers of GPUs {gpus} see the same device ({found}): "
+                                               "CUDA_VISIBLE_DEVICES did not pin them")
         if len(names) > 1:
             raise TuneError("--gpus", f"the GPUs differ ({', '.join(sorted(names))}): time on GPUs of one "
                                       "model, e.g. --gpus 0,1 of the same kind")
-        self.info = found[0]
+        self.info = {k: v for k, v in found[0].items() if k != "bus"}
 
     @property
     def slots(self) -> int:
@@ -81,7 +84,7 @@ class LocalGPUs:
         if measured.status is Status.FAULT:
             _stop(self.workers[gpu])
             self.workers[gpu] = _worker(gpu)
-        self.free.append(gpu)
+        self.free = sorted([*self.free, gpu])  # the first GPU first: the finalists are timed on one
         return measured
 
     def overdue(self) -> None:

@@ -41,6 +41,8 @@ class Options:
     scheduler: object = None  # a Dask scheduler's address or a distributed.Client
     timeout: float = 120.0  # seconds a candidate may run on the GPU
     compare: str | None = None  # a reference timed beside each winner: cublas, copy, torch
+    finalists: int = 3  # the fastest points of each function and shape timed again, in turn on one GPU
+    tie: float = 0.005  # finalists within this fraction of the fastest are a tie: the first in the grid's order wins
     settings: measure.Settings = field(default_factory=measure.Settings)
     progress: bool = True
     write: bool = True  # write the winners' package(s)
@@ -336,27 +338,32 @@ class _Quiet:
 
 
 def _winners(outcome: Outcome, options: Options, database: db.Database, runner) -> None:
-    """The fastest timed point of each function and shape (timed beside the reference, where one
-    is asked for)."""
+    """The fastest point of each function and shape, among its ``finalists`` fastest (those
+    stopped early by their probe's time) timed again one after the other on one GPU (beside the
+    reference, where one is asked for): the search spread candidates over GPUs and time, and its
+    order is not a fair race. Finalists within ``tie`` of the fastest are as fast as the timing can
+    tell: the first of them in the grid's order wins, so that reruns pick the same point."""
     for group in groups(outcome.script.grids):
-        ranked = [p for p in outcome.ranked(group) if p.status is Status.TIMED]
-        if ranked:
-            outcome.winners[group] = ranked[0]
-    if not options.compare:
-        return
-    for point in outcome.winners.values():
-        if point.measured.reference == options.compare or point.measured.reference_median:
-            continue  # timed beside it before (a rerun from the database)
-        while runner.slots < 1:
-            time.sleep(0.05)
-        future = runner.submit(point.checked, point.values, point.shape, options.settings, None, options.compare)
-        measured = runner.result(future)
-        if measured.status is Status.TIMED:
-            point.measured = dataclasses.replace(point.measured, reference=measured.reference,
-                                                 reference_median=measured.reference_median)
-            database.record_measurement(point.checked.source_hash, runner.info, point.shape,
-                                        outcome.script.source.path, point.function, point.checked.name, point.key,
-                                        point.measured)
+        finalists = outcome.ranked(group)[:max(1, options.finalists)]  # a point stopped early by a lucky best too
+        if not all(p.measured.confirmed for p in finalists):
+            for point in finalists:
+                _confirm(outcome, point, options, database, runner)
+        timed = [p for p in finalists if p.status is Status.TIMED]
+        if timed:
+            best = min(p.median for p in timed)
+            tied = [p for p in timed if p.median <= best * (1 + options.tie)]
+            outcome.winners[group] = min(tied, key=lambda p: p.task.point)  # a rerun's winner, whatever the noise
+
+
+def _confirm(outcome: Outcome, point: Point, options: Options, database: db.Database, runner) -> None:
+    while runner.slots < 1:
+        time.sleep(0.05)
+    future = runner.submit(point.checked, point.values, point.shape, options.settings, None, options.compare)
+    measured = dataclasses.replace(runner.result(future), confirmed=True)
+    outcome.gpu_seconds += measured.seconds
+    point.measured = measured
+    database.record_measurement(point.checked.source_hash, runner.info, point.shape, outcome.script.source.path,
+                                point.function, point.checked.name, point.key, measured)
 
 
 def function_name(grid: collect.Grid, shape: str, shapes: int) -> str:
