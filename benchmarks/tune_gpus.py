@@ -44,14 +44,13 @@ def run(label: str, folder: Path, **options) -> dict:
 
 
 def dask_gpus(gpus: int):
-    from distributed import Client, Nanny, SpecCluster
+    from distributed import Client, Nanny, Scheduler, SpecCluster
 
     workers = {f"gpu{g}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {"GPU": 1},
                                                      "env": {"CUDA_VISIBLE_DEVICES": str(g)}}} for g in range(gpus)}
     cpus = max(1, (os.cpu_count() or 2) - gpus - 1)
     workers.update({f"cpu{c}": {"cls": Nanny, "options": {"nthreads": 1}} for c in range(cpus)})
-    cluster = SpecCluster(workers=workers, scheduler={"cls": __import__("distributed").Scheduler,
-                                                      "options": {"dashboard_address": None}})
+    cluster = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
     return cluster, Client(cluster)
 
 

@@ -516,6 +516,7 @@ class _Gpus(click.ParamType):
               help="A Dask scheduler's address: build on its workers and time on those with a GPU resource.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Build processes (default: one per CPU).")
 @click.option("--min-time", type=float, default=0.3, show_default=True, help="Seconds of timed batches per point.")
+@_SIZES
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds a candidate may run on the GPU before its worker is replaced.")
 @click.option("--compare", "compare_with", type=click.Choice(["cublas", "copy", "torch"]), default=None,
@@ -540,8 +541,8 @@ class _Gpus(click.ParamType):
 @click.option("--fake-timing", default=None, hidden=True,
               help="MODULE:FUNCTION giving seconds per call from (values, shape), in place of a GPU.")
 def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_seconds, search, gpus, scheduler, jobs,
-         min_time, timeout, compare_with, finalists, tie, plot_path, top, seed, no_progress, dry_run, show, csv_path,
-         json_path, fake_timing) -> None:
+         min_time, sizes, timeout, compare_with, finalists, tie, plot_path, top, seed, no_progress, dry_run, show,
+         csv_path, json_path, fake_timing) -> None:
     """Search SCRIPT's parameter grids for the fastest kernel: every point checked by the analysis
     (refusals counted by cause, never compiled), the others built in parallel, verified once and
     timed on the GPU, the results kept in a database, and the best point of each function and
@@ -566,7 +567,8 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
                             budget_points=budget_points, budget_seconds=budget_seconds, search=search, seed=seed,
                             gpus=gpus, scheduler=scheduler, timeout=timeout, compare=compare_with, finalists=finalists,
                             tie=tie,
-                            settings=Settings(min_time=min_time, seed=seed), progress=not no_progress,
+                            settings=Settings(min_time=min_time, seed=seed, sizes=tuple((sizes or {}).items())),
+                            progress=not no_progress,
                             dry_run=dry_run)
     try:
         outcome = tuner.tune(script, options, runner)

@@ -21,6 +21,17 @@ class SchedcError(Exception):
         self.model = None  # the frozen Model being compiled, when there is one
         super().__init__(f"{where}: {what}" if where else what)
 
+    def __reduce__(self):
+        """Pickled with its fields (a worker process's error reaches the tuner whole)."""
+        return _rebuilt, (type(self), self.where, self.what, self.detail, self.loops, self.args)
+
+
+def _rebuilt(cls: type, where: str, what: str, detail: str, loops: tuple, args: tuple) -> SchedcError:
+    error = cls.__new__(cls)
+    error.where, error.what, error.detail, error.loops, error.model = where, what, detail, tuple(loops), None
+    error.args = args
+    return error
+
 
 class NestError(SchedcError):
     """An array, nest or iteration-logic statement is malformed."""

@@ -10,7 +10,7 @@ from .codegen.cuda_printer import Printer
 from .ir.kernel import Cast, FragmentStore, HostFunction, Kernel
 from .ir.model import Model
 from .ir.walk import walk_statements
-from .lower import resources
+from .lower import advice, resources
 from .lower.loops import in_loops
 
 
@@ -184,5 +184,8 @@ def report(package: str, model, function: HostFunction | Kernel) -> str:
         f"occupancy: {use.blocks_per_sm} block(s) of {use.threads} threads per SM, limited by {use.limited_by}",
     ]
     lines += _tile_paths(kernel)
-    lines += [f"warning: {w}" for w in use.warnings(gpu)]
+    notes = list(dict.fromkeys(str(n) for k in function.kernels for n in advice.advise(k, model, gpu)))
+    spill = any(n.startswith("advice (local memory)") for n in notes)
+    lines += [f"warning: {w}" for w in use.warnings(gpu) if not (spill and "spill" in w)]
+    lines += notes
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from schedc.cli import main
-from schedc.errors import TuneError
+from schedc.errors import LaunchError, TuneError
 from schedc.package.loader import load
 from schedc.tune import FakeTiming, Options, Status, tune
 from schedc.tune.collect import parse_shape
@@ -138,9 +138,17 @@ def test_shapes_give_one_winner_each_named_by_shape(tmp_path, options):
 
     outcome = tune(write(tmp_path), dataclasses.replace(options, shapes=shapes), FakeTiming(seconds))
     assert set(outcome.winners) == {(0, "M=64"), (0, "M=128")}
-    functions = load(outcome.written[0]).functions
+    package = load(outcome.written[0])
+    functions = package.functions
     assert set(functions) == {"mm_M64", "mm_M128"}
     assert functions["mm_M128"].parameters["M"] == 128 and functions["mm_M128"].tuning["shape"] == "M=128"
+    import numpy as np
+
+    arrays = [np.zeros((128, 64), np.float32), np.zeros((64, 64), np.float32), np.zeros((128, 64), np.float32)]
+    assert package.mm.select(*arrays) is functions["mm_M128"]  # pkg.mm calls the one tuned for the shapes
+    with pytest.raises(LaunchError, match=r"mm: no function was tuned for arrays of shapes \(96, 64\), .*; tuned: "
+                                          r"mm_M64: \(64, 64\), \(64, 64\), \(64, 64\); mm_M128"):
+        package["mm"](np.zeros((96, 64), np.float32), *arrays[1:])
 
 
 def test_a_shape_parameter_the_script_lacks_is_refused(tmp_path, options):
@@ -157,6 +165,25 @@ def test_a_script_without_a_grid_is_refused(tmp_path, options):
     path.write_text("import schedc as acc\n")
     with pytest.raises(TuneError, match="adds no parameter grid"):
         tune(path, options, FakeTiming(seconds))
+
+
+def test_without_a_gpu_the_tuner_says_so(tmp_path, options):
+    if has_gpu():
+        pytest.skip("this host has a GPU")
+    with pytest.raises(TuneError, match="needs an NVIDIA GPU to time the candidates and this host has none"):
+        tune(write(tmp_path), options)
+
+
+def test_errors_cross_process_boundaries_whole():
+    """A worker's error reaches the tuner with its fields (a process pool pickles it)."""
+    import pickle
+
+    from schedc.errors import InternalError, LaunchError
+
+    error = pickle.loads(pickle.dumps(LaunchError("cuda", "no device", loops=("i",))))
+    assert (type(error), error.where, error.what, error.loops, str(error)) == (
+        LaunchError, "cuda", "no device", ("i",), "cuda: no device")
+    assert str(pickle.loads(pickle.dumps(InternalError("pass", "x")))) == str(InternalError("pass", "x"))
 
 
 def test_a_fault_is_recorded_and_the_search_goes_on(tmp_path, options):
@@ -305,3 +332,53 @@ def test_finalists_within_the_tie_margin_go_to_the_first_in_the_grid(tmp_path, o
     exact = tune(write(tmp_path), dataclasses.replace(options, tie=0.0, db=str(tmp_path / "exact.sqlite")),
                  FakeTiming(close))
     assert exact.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
+
+
+SIZED = """
+import schedc as acc
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+BM, BN = acc.create_parameters()
+M = acc.create_dimensions()
+A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
+B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(64, 64))
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
+nest = acc.Nest((M, 64, 64))
+i, j, k = nest.get_indices()
+
+@nest.iteration_logic
+def _():
+    C[i, j] += A[i, k] * B[k, j]
+
+s = nest.create_schedule()
+ii, jj, kk = s.tile({i: BM, j: BN, k: 16})
+plan = s.create_plan(target)
+plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
+           jj: target.GridUnit.THREAD_X})
+package = acc.Package()
+package.add(plan, args=(M, A, B, C), base_name="mm", parameters=acc.create_parameter_grid({BM: [8, 16], BN: [16, 32]}))
+package.build("sized", output_dir="out")
+"""
+
+
+def test_a_function_of_run_time_sizes_is_timed_at_the_sizes_asked_and_kept_apart_by_them(tmp_path, options):
+    import dataclasses
+
+    from schedc.tune.measure import Settings
+
+    path = tmp_path / "sized.py"
+    path.write_text(SIZED)
+    calls = []
+
+    def counted(values, shape):
+        calls.append(values)
+        return 1e-5 * values["BM"] / values["BN"]
+
+    at_4096 = dataclasses.replace(options, settings=Settings(sizes=(("M", 4096),)))
+    first = tune(path, at_4096, FakeTiming(counted))
+    assert first.winners[(0, "")].values == {"BM": 8, "BN": 32} and len(calls) == 4 + 3
+    from schedc.tune.db import Database
+
+    assert {r["shape"] for r in Database(options.db).rows()} == {"; sizes M=4096"}
+    tune(path, dataclasses.replace(options, settings=Settings(sizes=(("M", 7),))), FakeTiming(counted))
+    assert len(calls) == 2 * (4 + 3)  # timed again at M = 7: other sizes, other measurements
+    assert load(first.written[0]).functions["mm"].model.size_names == ("M",)

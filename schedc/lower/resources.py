@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..instructions import FAMILIES
-from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Store
+from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Roles, Store
 from ..ir.walk import walk_statements
 
 BASE_REGISTERS = 24
@@ -35,6 +35,10 @@ class Resources:
 
 
 def registers(kernel: Kernel) -> int:
+    """The estimate; for a kernel of warp roles, what each thread holds at launch (the roles
+    pass fitted each role's registers within it, ``setmaxnreg`` moving them between roles)."""
+    if any(isinstance(s, Roles) for s in walk_statements(kernel.body)):
+        return kernel.registers_at_launch
     total = BASE_REGISTERS
     for s in walk_statements(kernel.body):
         if isinstance(s, Fragment):

@@ -408,6 +408,7 @@ class LoadedPackage:
         self.name = path.stem
         self.hat = hat.read(path)
         self.functions = self._functions()
+        self.dispatchers = _dispatchers(self.functions)
         self._module = None
 
     def _functions(self) -> dict[str, Function]:
@@ -454,13 +455,17 @@ class LoadedPackage:
                 f"the package was compiled for {arch}; this GPU ({dev.name}) is sm_{dev.sm}",
             )
 
-    def __getattr__(self, name: str) -> Function:
+    def __getattr__(self, name: str) -> Function | Dispatcher:
         functions = self.__dict__.get("functions", {})
         if name in functions:
             return functions[name]
+        if name in self.__dict__.get("dispatchers", {}):
+            return self.__dict__["dispatchers"][name]
         raise AttributeError(f"package {self.__dict__.get('name')} has no function {name}")
 
-    def __getitem__(self, name: str) -> Function:
+    def __getitem__(self, name: str) -> Function | Dispatcher:
+        if name in self.dispatchers and name not in self.functions:
+            return self.dispatchers[name]
         if name not in self.functions:
             raise KeyError(f"package {self.name} has no function {name}; it has {', '.join(self.functions)}")
         return self.functions[name]
@@ -468,6 +473,45 @@ class LoadedPackage:
     @property
     def names(self) -> list[str]:
         return list(self.functions)
+
+
+class Dispatcher:
+    """A function ``schedc tune`` tuned at several shapes (``--shapes``): one function per shape
+    (``mm_M4096_N4096_K4096``, ...), and this callable, named after the grid (``pkg.mm``), which
+    calls the one tuned for the arrays' shapes."""
+
+    def __init__(self, name: str, functions: list[Function]) -> None:
+        self.name = name
+        self.functions = functions
+
+    def select(self, *args) -> Function:
+        """The function tuned for the shapes of ``args`` (arrays in the call's order); a
+        LaunchError lists the tuned shapes where none matches."""
+        for fn in self.functions:
+            arrays = [p for p in fn.function.caller_params if isinstance(p, Buffer)]
+            given = [a for a in args if hasattr(a, "shape")]
+            if len(given) == len(arrays) and all(tuple(a.shape) == tuple(b.shape) for a, b in zip(given, arrays)):
+                return fn
+        shown = ", ".join(str(tuple(a.shape)) for a in args if hasattr(a, "shape"))
+        tuned = "; ".join(f"{fn.name}: " + ", ".join(str(tuple(p.shape)) for p in fn.function.caller_params
+                                                     if isinstance(p, Buffer)) for fn in self.functions)
+        raise LaunchError(self.name, f"no function was tuned for arrays of shapes {shown}; tuned: {tuned}")
+
+    def __call__(self, *args, **kwargs):
+        return self.select(*args)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<dispatch {self.name} over {', '.join(fn.name for fn in self.functions)}>"
+
+
+def _dispatchers(functions: dict[str, Function]) -> dict[str, Dispatcher]:
+    """The tuned grids of several shapes: their functions, by the grid's name."""
+    groups: dict[str, list[Function]] = {}
+    for fn in functions.values():
+        name = fn.tuning.get("dispatch")
+        if name:
+            groups.setdefault(name, []).append(fn)
+    return {name: Dispatcher(name, fns) for name, fns in groups.items()}
 
 
 def _host_function(entry: dict) -> HostFunction:

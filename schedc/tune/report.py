@@ -53,6 +53,7 @@ def _table(outcome: Outcome, group, top: int) -> list[str]:
     for n, p in enumerate(ranked[:top], 1):
         tflops = p.measured.flops / p.median / 1e12 if p.measured.flops else 0.0
         mark = " (stopped early)" if p.status is Status.SLOWER else ""
+        mark += " (winner)" if p is winner else ""
         lines.append(f"  {n:>4} {p.median * 1e6:>11.2f} {tflops:>8.1f}  "
                      + "  ".join(str(p.values[k]) for k in names) + mark)
     return lines

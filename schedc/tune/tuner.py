@@ -102,6 +102,13 @@ class Outcome:
         return sorted(timed, key=lambda p: p.median)
 
 
+def stored_shape(shape: str, settings: measure.Settings) -> str:
+    """The shape as the database keys a measurement: the point's shape and the run-time sizes it
+    was timed at (``M=4096; sizes M=100``)."""
+    sizes = ", ".join(f"{k}={v}" for k, v in settings.sizes)
+    return f"{shape}; sizes {sizes}" if sizes else shape
+
+
 def tune(script: str | Path, options: Options = Options(), runner=None) -> Outcome:
     """Tune ``script``'s grids (``Options``); ``runner``: where candidates are timed (default:
     this host's GPUs, or the Dask cluster of ``options.scheduler``; ``runners.FakeTiming`` for a
@@ -120,8 +127,12 @@ def tune(script: str | Path, options: Options = Options(), runner=None) -> Outco
         dask.bind(source, cache)
     jobs = options.jobs or os.cpu_count() or 1
     builders = dask or runners.Builders(source, cache, jobs, build=not options.dry_run)  # forked first
-    if runner is None:
-        runner = runners.LocalGPUs(_gpus(options.gpus), options.timeout)
+    try:
+        runner = runner or runners.LocalGPUs(_gpus(options.gpus), options.timeout)
+    except BaseException:
+        if builders is not dask:
+            builders.close()
+        raise
     outcome = Outcome(parsed, runner.info)
     try:
         _Search(parsed, options, database, builders, runner, outcome).run()
@@ -143,11 +154,18 @@ def tune(script: str | Path, options: Options = Options(), runner=None) -> Outco
 
 
 def _gpus(gpus: tuple[int, ...] | str) -> list[int]:
+    """The GPUs asked for, each of them on this host (a TuneError says what is missing)."""
+    count = runners.gpu_count()
+    if count == 0:
+        raise TuneError("schedc tune", "needs an NVIDIA GPU to time the candidates and this host has none "
+                                       "(--dry-run checks the points without one; --scheduler ADDRESS times them on "
+                                       "a Dask cluster's GPUs)")
     if gpus == "all":
-        count = runners.gpu_count()
-        if count == 0:
-            raise TuneError("--gpus all", "this host has no GPU (time elsewhere: --scheduler ADDRESS)")
         return list(range(count))
+    missing = [g for g in gpus if g >= count]
+    if missing:
+        raise TuneError(f"--gpus {','.join(map(str, gpus))}", f"this host has {count} GPU(s), ordinals 0 to "
+                                                              f"{count - 1}; there is no GPU {missing[0]}")
     return list(gpus)
 
 
@@ -181,7 +199,8 @@ class _Search:
                     continue
                 measured = None
                 if checked.status is Status.COMPILED:
-                    measured = self.db.measured(checked.source_hash, self.runner.info, shape)
+                    measured = self.db.measured(checked.source_hash, self.runner.info,
+                                                stored_shape(shape, self.options.settings))
                     if measured is None or measured.status not in (Status.TIMED, Status.SLOWER):
                         continue
                     point.reused = True
@@ -280,7 +299,8 @@ class _Search:
             self.proposer.tell(point.task, None, counted=False)
             self._advance(counted=False)
             return
-        known = self.db.measured(checked.source_hash, self.runner.info, point.shape)
+        shape = stored_shape(point.shape, self.options.settings)
+        known = self.db.measured(checked.source_hash, self.runner.info, shape)
         if known is not None and known.status in (Status.TIMED, Status.SLOWER):
             point.reused = True
             self.outcome.reused += 1
@@ -290,7 +310,8 @@ class _Search:
 
     def _measured(self, point: Point, measured: Measured) -> None:
         self.outcome.gpu_seconds += measured.seconds
-        self.db.record_measurement(point.checked.source_hash, self.runner.info, point.shape,
+        self.db.record_measurement(point.checked.source_hash, self.runner.info,
+                                   stored_shape(point.shape, self.options.settings),
                                    self.script.source.path, point.function, point.checked.name, point.key, measured)
         self._measured_is(point, measured)
 
@@ -362,7 +383,8 @@ def _confirm(outcome: Outcome, point: Point, options: Options, database: db.Data
     measured = dataclasses.replace(runner.result(future), confirmed=True)
     outcome.gpu_seconds += measured.seconds
     point.measured = measured
-    database.record_measurement(point.checked.source_hash, runner.info, point.shape, outcome.script.source.path,
+    database.record_measurement(point.checked.source_hash, runner.info, stored_shape(point.shape, options.settings),
+                                outcome.script.source.path,
                                 point.function, point.checked.name, point.key, measured)
 
 
@@ -423,6 +445,8 @@ def _record(outcome: Outcome, group: Group) -> dict:
     }
     if winner.shape:
         record["shape"] = winner.shape
+    if sum(1 for g, _ in outcome.winners if g == group[0]) > 1:
+        record["dispatch"] = grid.base_name  # the loaded package's pkg.<base_name> picks by the arrays' shapes
     if winner.measured.reference:
         record["reference"] = winner.measured.reference
         record["reference_median_seconds"] = winner.measured.reference_median

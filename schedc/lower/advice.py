@@ -1,0 +1,236 @@
+"""What ``schedc check`` advises before anything runs, read off a kernel as lowered: the
+addresses one warp (the block's first 32 threads) computes for each global or shared access
+of its statements, and the resources the kernel holds.
+
+- **coalescing**: a global access whose warp touches more 32-byte sectors than its bytes need
+  (a GEMV whose threads each read a row of A);
+- **bank conflicts**: a shared tile read or written by a warp in ``CONFLICTS`` (4) or more words
+  of one bank (a tile read down its columns; schedc lays tiles out and pads them against most);
+- **local memory**: registers beyond what a thread may hold (ptxas spills them);
+- **occupancy**: a SIMT kernel (no tensor-core tiles, which want registers more than warps) that
+  keeps a quarter of a multiprocessor's warps or fewer.
+
+Each note says what it found, with the numbers, and the plan change that removes it. The warp's
+addresses come from the kernel's own index expressions (loop counters and block indices at 0),
+so the advice covers what the CUDA text will do, for every plan kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.kernel import (
+    Binary,
+    Buffer,
+    Cast,
+    Const,
+    Fragment,
+    Kernel,
+    Let,
+    PrivateArray,
+    Roles,
+    SharedBuffer,
+    Store,
+    Unary,
+    Var,
+)
+from ..ir.walk import loads, walk_statements
+from . import resources
+
+SECTOR = 32  # bytes a global memory transaction moves
+BANKS = 32  # 4-byte banks of shared memory
+CONFLICTS = 4  # words of one bank a warp's access touches from which check says so
+
+
+@dataclass(frozen=True)
+class Note:
+    """One piece of advice: its topic and what to change, with the numbers."""
+
+    topic: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"advice ({self.topic}): {self.text}"
+
+
+def advise(kernel: Kernel, model, gpu) -> list[Note]:
+    """The notes for ``kernel`` of ``model`` on ``gpu`` (none where nothing is amiss)."""
+    warp = _Warp(kernel)
+    notes: list[Note] = []
+    seen: set = set()
+    for buffer, index, write in _accesses(kernel):
+        note = warp.note(buffer, index, write, model)
+        if note is not None and (note.topic, note.text) not in seen:
+            seen.add((note.topic, note.text))
+            notes.append(note)
+    return notes + _resources(kernel, gpu)
+
+
+def _accesses(kernel: Kernel):
+    """(buffer, index, written) of every element access of the kernel's statements."""
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Store):
+            yield s.buffer, s.index, True
+        for load in loads(s):
+            yield load.buffer, load.index, False
+
+
+class _Warp:
+    """The first warp of a block: its lanes' thread indices, and the values of the kernel's
+    per-thread locals (``Let``) for them; anything else (loop counters, block indices) is 0."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        bx, by, _ = kernel.block
+        lanes = np.arange(min(32, kernel.threads_per_block))
+        self.lanes = len(lanes)
+        self.threads = {"threadIdx.x": lanes % bx, "threadIdx.y": (lanes // bx) % by,
+                        "threadIdx.z": lanes // (bx * by)}
+        self.lets = {s.name: s.value for s in walk_statements(kernel.body) if isinstance(s, Let)}
+        self.buffers: dict[str, Buffer | SharedBuffer] = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
+        self.block = kernel.block
+
+    def values(self, exprs: tuple) -> list[np.ndarray]:
+        """Each expression's value in each lane."""
+        env: dict[str, np.ndarray] = dict(self.threads)
+        return [self._value(e, env, 0) for e in exprs]
+
+    def _value(self, e, env: dict, depth: int) -> np.ndarray:
+        if isinstance(e, Const):
+            number = int(e.value) if isinstance(e.value, int | bool) else 0
+            return np.full(self.lanes, number, dtype=np.int64)
+        if isinstance(e, Var):
+            if e.name not in env and e.name in self.lets and depth < 64:
+                env[e.name] = self._value(self.lets[e.name], env, depth + 1)
+            return env.get(e.name, np.zeros(self.lanes, dtype=np.int64))
+        if isinstance(e, Binary):
+            return _binary(e.op, self._value(e.lhs, env, depth + 1), self._value(e.rhs, env, depth + 1))
+        if isinstance(e, Unary) and e.op == "-":
+            return -self._value(e.operand, env, depth + 1)
+        if isinstance(e, Cast):
+            return self._value(e.operand, env, depth + 1)
+        return np.zeros(self.lanes, dtype=np.int64)  # data, not an index: no address of its own
+
+    def note(self, name: str, index: tuple, write: bool, model) -> Note | None:
+        buffer = self.buffers.get(name)
+        if buffer is None or len(index) != len(buffer.strides) or self.lanes < 2:
+            return None
+        if isinstance(buffer, SharedBuffer) and buffer.swizzle:
+            return None  # tile loads address swizzled tiles; the family's layout is conflict-free
+        subscripts = self.values(index)
+        address = sum(s * stride for s, stride in zip(subscripts, buffer.strides))
+        if np.all(address == address[0]):
+            return None  # one element for the warp: a broadcast
+        moving = _moving(subscripts, buffer.strides, self.block)
+        if isinstance(buffer, SharedBuffer):  # each iteration's access is its own: its banks alone
+            return _banks(buffer, subscripts, address, write, model, moving)
+        return _sectors(buffer, subscripts, address, write, moving, self.block)
+
+
+def _binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op in ("/", "%"):
+        safe = np.where(b == 0, 1, b)
+        return a // safe if op == "/" else a % safe
+    if op == "max":
+        return np.maximum(a, b)
+    if op == "min":
+        return np.minimum(a, b)
+    return np.zeros_like(a)  # a comparison or logic: not part of an address
+
+
+def _moving(subscripts: list[np.ndarray], strides: tuple[int, ...], block) -> str:
+    """Along which dimensions (and strides) the next thread along x, and along y where the warp
+    spans several rows of threads, moves the access."""
+    parts = []
+    for axis, lane in (("x", 1), ("y", block[0])):
+        if lane >= len(subscripts[0]) or (axis == "y" and block[0] >= 32):
+            continue
+        moved = [f"{int(sub[lane] - sub[0])} along dimension {d} (stride {s})"
+                 for d, (sub, s) in enumerate(zip(subscripts, strides)) if sub[lane] != sub[0]]
+        parts.append(f"threadIdx.{axis} moves it {' and '.join(moved)}" if moved
+                     else f"threadIdx.{axis} leaves it in place")
+    return "; ".join(parts)
+
+
+def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, moving: str, block) -> Note | None:
+    """A note where the warp's access uses at most half of the bytes its sectors move (each
+    instruction on its own: L1 serves a sector once per instruction and lane group)."""
+    size = buffer.dtype.size
+    elements = np.unique(address)
+    sectors = np.unique(np.concatenate([(elements * size) // SECTOR, (elements * size + size - 1) // SECTOR]))
+    useful = len(elements) * size
+    moved = len(sectors) * SECTOR
+    if useful * 2 > moved:
+        return None
+    contiguous = int(np.argmin(buffer.strides)) if buffer.strides else 0
+    verb = "writes" if write else "reads"
+    change = (f"bind the loop along {buffer.name}'s contiguous dimension {contiguous} to THREAD_X"
+              + ("" if write else f", or read {buffer.name} through a shared tile (plan.cache({buffer.name}, "
+                                  "index=..., location=SHARED), whose copy is coalesced)"))
+    text = (f"{buffer.name} {_shown(subscripts)}: a warp {verb} {len(elements)} elements in {len(sectors)} sectors "
+            f"of {SECTOR} bytes ({moved} bytes moved for {useful} used, {100 * useful // moved}%; block "
+            f"{block[0]}x{block[1]}x{block[2]}: {moving}); {change}")
+    return Note("coalescing", text)
+
+
+def _banks(buffer: SharedBuffer, subscripts, address: np.ndarray, write: bool, model, moving: str) -> Note | None:
+    size = buffer.dtype.size
+    first, last = (address * size) // 4, (address * size + size - 1) // 4
+    words = np.unique(np.concatenate([first, last]))
+    ways = int(max(np.unique(words[words % BANKS == b]).size for b in np.unique(words % BANKS)))
+    if ways < CONFLICTS or (size > 4 and ways <= size // 4):
+        return None
+    array = next((c.array for c in getattr(model, "caches", ()) if buffer.name.startswith(f"{c.array}_")),
+                 buffer.name)
+    verb = "writes" if write else "reads"
+    text = (f"{buffer.name} {_shown(subscripts)} (the shared tile of {array}): a warp {verb} it in {ways} words of one "
+            f"bank ({ways}-way bank conflicts: the access takes {ways} times as long; {moving}); give the tile the "
+            "other layout "
+            f"(plan.cache({array}, ..., layout=...)) or bind the loop along the tile's contiguous dimension to "
+            "THREAD_X")
+    return Note("bank conflicts", text)
+
+
+def _shown(subscripts) -> str:
+    """The first two threads' subscripts: ``[0, 0] then [1, 0]``."""
+    first = ", ".join(str(int(s[0])) for s in subscripts)
+    second = ", ".join(str(int(s[1])) for s in subscripts)
+    return f"[{first}] then [{second}]"
+
+
+def _resources(kernel: Kernel, gpu) -> list[Note]:
+    use = resources.estimate(kernel, gpu)
+    notes = [Note("local memory", f"the register tile {s.name} ({'x'.join(map(str, s.shape))} {s.dtype.value}) is "
+                                  "too large for registers and lives in the thread's local memory: a PRIVATE cache "
+                                  "over fewer elements (an inner index) keeps it in registers")
+             for s in walk_statements(kernel.body) if isinstance(s, PrivateArray) and s.local]
+    if use.registers > gpu.max_registers_per_thread:
+        notes.append(Note("local memory", f"about {use.registers} registers a thread (estimate) exceed the "
+                                          f"{gpu.max_registers_per_thread} a thread can hold: ptxas spills the rest to "
+                                          "local memory; give each thread fewer elements (smaller PRIVATE caches or "
+                                          "MMA_FRAGMENT tiles, more threads per block)"))
+    tensor = any(isinstance(s, Roles | Fragment) for s in walk_statements(kernel.body))
+    warps = -(-use.threads // gpu.warp_size) * use.blocks_per_sm
+    most = gpu.max_threads_per_sm // gpu.warp_size
+    if use.blocks_per_sm and not tensor and warps * 4 <= most:  # tensor-core tiles want registers, not warps
+        notes.append(Note("occupancy", f"{use.blocks_per_sm} block(s) of {use.threads} threads a multiprocessor "
+                                       f"keep {warps} of its {most} warps, limited by {use.limited_by}: "
+                                       + _remedy(use.limited_by)))
+    return notes
+
+
+def _remedy(limit: str) -> str:
+    if limit.startswith("shared"):
+        return "fewer stages or smaller shared tiles let more blocks in"
+    if limit.startswith("registers"):
+        return "fewer elements a thread (smaller register tiles) let more blocks in"
+    if limit.startswith("blocks"):
+        return "more threads a block (a larger tile bound to threads) use the blocks a multiprocessor holds"
+    return "more threads a block keep more warps in flight"
