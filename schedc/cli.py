@@ -516,7 +516,10 @@ class _Gpus(click.ParamType):
               help="A Dask scheduler's address: build on its workers and time on those with a GPU resource.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Build processes (default: one per CPU).")
 @click.option("--min-time", type=float, default=0.3, show_default=True, help="Seconds of timed batches per point.")
-@_SIZES
+@click.option("--sizes", type=_Sizes(), multiple=True,
+              help="Run-time sizes (create_dimensions) to time a function of them at, M=4096; repeat for buckets "
+                   "(M=16, M=256, M=4096): a winner each, and pkg.<base_name> calls the one of the smallest bucket "
+                   "that holds the call's sizes.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds a candidate may run on the GPU before its worker is replaced.")
 @click.option("--compare", "compare_with", type=click.Choice(["cublas", "copy", "torch"]), default=None,
@@ -567,7 +570,7 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
                             budget_points=budget_points, budget_seconds=budget_seconds, search=search, seed=seed,
                             gpus=gpus, scheduler=scheduler, timeout=timeout, compare=compare_with, finalists=finalists,
                             tie=tie,
-                            settings=Settings(min_time=min_time, seed=seed, sizes=tuple((sizes or {}).items())),
+                            sizes=tuple(sizes), settings=Settings(min_time=min_time, seed=seed),
                             progress=not no_progress,
                             dry_run=dry_run)
     try:

@@ -360,25 +360,66 @@ package.build("sized", output_dir="out")
 """
 
 
-def test_a_function_of_run_time_sizes_is_timed_at_the_sizes_asked_and_kept_apart_by_them(tmp_path, options):
+def test_a_function_of_run_time_sizes_is_tuned_in_buckets_and_dispatched_by_the_call_sizes(tmp_path, options):
     import dataclasses
 
-    from schedc.tune.measure import Settings
+    import numpy as np
 
     path = tmp_path / "sized.py"
     path.write_text(SIZED)
     calls = []
 
-    def counted(values, shape):
-        calls.append(values)
-        return 1e-5 * values["BM"] / values["BN"]
+    def counted(values, shape):  # narrow tiles win for few rows, wide ones for many
+        calls.append((values, shape))
+        rows = int(shape.split("=")[1])
+        return 1e-5 * (values["BM"] / values["BN"] if rows > 64 else values["BN"] / values["BM"])
 
-    at_4096 = dataclasses.replace(options, settings=Settings(sizes=(("M", 4096),)))
-    first = tune(path, at_4096, FakeTiming(counted))
-    assert first.winners[(0, "")].values == {"BM": 8, "BN": 32} and len(calls) == 4 + 3
+    buckets = dataclasses.replace(options, sizes=({"M": 16}, {"M": 4096}))
+    outcome = tune(path, buckets, FakeTiming(counted))
+    assert outcome.winners[(0, "M=16")].values == {"BM": 16, "BN": 16}
+    assert outcome.winners[(0, "M=4096")].values == {"BM": 8, "BN": 32}
+    assert {s for _, s in calls} == {"M=16", "M=4096"}  # each candidate timed at each bucket's sizes
     from schedc.tune.db import Database
 
-    assert {r["shape"] for r in Database(options.db).rows()} == {"; sizes M=4096"}
-    tune(path, dataclasses.replace(options, settings=Settings(sizes=(("M", 7),))), FakeTiming(counted))
-    assert len(calls) == 2 * (4 + 3)  # timed again at M = 7: other sizes, other measurements
-    assert load(first.written[0]).functions["mm"].model.size_names == ("M",)
+    assert {r["shape"] for r in Database(options.db).rows()} == {"M=16", "M=4096"}
+    package = load(outcome.written[0])
+    assert set(package.functions) == {"mm_M16", "mm_M4096"}
+    assert package.functions["mm_M16"].tuning["sizes"] == {"M": 16}
+
+    def arrays(m):  # a Python call passes the arrays; M is read from their shapes
+        return np.zeros((m, 64), np.float32), np.zeros((64, 64), np.float32), np.zeros((m, 64), np.float32)
+
+    assert package.mm.select(*arrays(7)).name == "mm_M16"
+    assert package.mm.select(*arrays(16)).name == "mm_M16"
+    assert package.mm.select(*arrays(17)).name == "mm_M4096"
+    assert package.mm.select(*arrays(9000)).name == "mm_M4096"  # past the largest bucket: the largest
+    with pytest.raises(TuneError, match=r"--sizes N=4: give each run-time size of mm a value \(its run-time sizes: M\)"):
+        tune(path, dataclasses.replace(options, sizes=({"N": 4},)), FakeTiming(counted))
+
+
+@pytest.mark.gpu
+def test_buckets_of_run_time_sizes_on_the_gpu_compute_the_product(tmp_path, options):
+    """On a GPU: candidates timed at each bucket's sizes; the dispatcher's call at M = 50 (the
+    second bucket) matches numpy. Without one, the same candidates are built (pretend timing)."""
+    import dataclasses
+
+    import numpy as np
+
+    from schedc.tune.measure import Settings
+
+    path = tmp_path / "sized.py"
+    path.write_text(SIZED)
+    quick = dataclasses.replace(options, sizes=({"M": 16}, {"M": 100}),
+                                settings=Settings(min_time=0.02, batches=3, iterations=5))
+    if not has_gpu():
+        assert set(tune(path, quick, FakeTiming(seconds)).winners) == {(0, "M=16"), (0, "M=100")}
+        require_gpu()
+    outcome = tune(path, quick)
+    assert not any(p.status.bug for p in outcome.points), summary(outcome)
+    package = load(outcome.written[0])
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((50, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    c = np.zeros((50, 64), np.float32)
+    package.mm(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    assert package.mm.select(a, b, c).name == "mm_M100"

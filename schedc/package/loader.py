@@ -476,17 +476,23 @@ class LoadedPackage:
 
 
 class Dispatcher:
-    """A function ``schedc tune`` tuned at several shapes (``--shapes``): one function per shape
-    (``mm_M4096_N4096_K4096``, ...), and this callable, named after the grid (``pkg.mm``), which
-    calls the one tuned for the arrays' shapes."""
+    """A function ``schedc tune`` tuned at several shapes (``--shapes``) or run-time sizes
+    (``--sizes``): one function per shape or bucket of sizes (``mm_M4096_N4096_K4096``,
+    ``mm_M16``, ...), and this callable, named after the grid (``pkg.mm``), which calls the one
+    tuned for the arrays' shapes, or, for run-time sizes, the one of the smallest bucket whose
+    sizes are all at least the call's (the largest bucket past them)."""
 
     def __init__(self, name: str, functions: list[Function]) -> None:
         self.name = name
         self.functions = functions
+        self.buckets = sorted((tuple(sorted(fn.tuning["sizes"].items())), fn) for fn in functions
+                              if fn.tuning.get("sizes"))
 
     def select(self, *args) -> Function:
-        """The function tuned for the shapes of ``args`` (arrays in the call's order); a
-        LaunchError lists the tuned shapes where none matches."""
+        """The function for ``args`` (arrays, and sizes where the functions take them, in the
+        call's order); a LaunchError lists the tuned shapes where none matches."""
+        if self.buckets:
+            return self._bucket(args)
         for fn in self.functions:
             arrays = [p for p in fn.function.caller_params if isinstance(p, Buffer)]
             given = [a for a in args if hasattr(a, "shape")]
@@ -496,6 +502,15 @@ class Dispatcher:
         tuned = "; ".join(f"{fn.name}: " + ", ".join(str(tuple(p.shape)) for p in fn.function.caller_params
                                                      if isinstance(p, Buffer)) for fn in self.functions)
         raise LaunchError(self.name, f"no function was tuned for arrays of shapes {shown}; tuned: {tuned}")
+
+    def _bucket(self, args) -> Function:
+        first = self.buckets[0][1]
+        arrays = [(p, a) for p, a in zip(first.function.caller_params, args) if isinstance(p, Buffer)]
+        sizes = read_sizes(self.name, first.function, arrays)
+        for bucket, fn in self.buckets:
+            if all(sizes[name] <= value for name, value in bucket):
+                return fn
+        return self.buckets[-1][1]
 
     def __call__(self, *args, **kwargs):
         return self.select(*args)(*args, **kwargs)

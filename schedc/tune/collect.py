@@ -5,6 +5,7 @@ grid's points with the problem shapes asked for (``--shapes``), and a key of the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import TuneError
+from ..frontend.dimension import Dimension
 from ..frontend.parameters import Parameter, ParameterValue, parameters_in, show_value, typed_value
 from ..package.build import BuildCall, Collected, GridAdd, session
 
@@ -30,14 +32,16 @@ class Source:
     text: str
     shapes: tuple[tuple[tuple[str, int], ...], ...] = ()
     functions: tuple[str, ...] = ()  # the grids tuned, by base name (all when empty)
+    sizes: tuple[tuple[tuple[str, int], ...], ...] = ()  # run-time sizes to time at: one bucket each
 
     @staticmethod
-    def of(path: str | Path, shapes: list[Shape] | None = None, functions: tuple[str, ...] = ()) -> Source:
+    def of(path: str | Path, shapes: list[Shape] | None = None, functions: tuple[str, ...] = (),
+           sizes: list[Shape] | None = None) -> Source:
         file = Path(path)
         if not file.is_file():
             raise TuneError(str(path), "no such script")
         return Source(str(file.resolve()), file.read_text(), tuple(tuple(s.items()) for s in shapes or ()),
-                      tuple(functions))
+                      tuple(functions), tuple(tuple(s.items()) for s in sizes or ()))
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Grid:
     add: GridAdd
     points: tuple[dict[Parameter, object], ...]
     shape_parameters: tuple[Parameter, ...]
+    sizes: tuple[tuple[tuple[str, int], ...], ...] = ()  # each point's run-time sizes (--sizes), or none
 
     @property
     def base_name(self) -> str:
@@ -59,12 +64,19 @@ class Grid:
 
     def key(self, index: int) -> str:
         """The point as text, the same in every run of the script (the database's key)."""
-        return json.dumps([[p.name, show_value(v)] for p, v in self.points[index].items()])
+        return json.dumps([[p.name, show_value(v)] for p, v in self.points[index].items()]
+                          + [[name, value] for name, value in self.run_sizes(index).items()])
+
+    def run_sizes(self, index: int) -> dict[str, int]:
+        """The run-time sizes the point is timed at ({} for a function without any, or default ones)."""
+        return dict(self.sizes[index]) if self.sizes else {}
 
     def shape(self, index: int) -> str:
-        """The point's problem shape: its shape parameters' values (``M=4096, N=4096``), or ""."""
+        """The point's problem shape: its shape parameters' values and its run-time sizes
+        (``M=4096, N=4096``), or ""."""
         point = self.points[index]
-        return ", ".join(f"{p.name}={show_value(point[p])}" for p in self.shape_parameters if p in point)
+        return ", ".join([*(f"{p.name}={show_value(point[p])}" for p in self.shape_parameters if p in point),
+                          *(f"{name}={value}" for name, value in self.run_sizes(index).items())])
 
     def searched(self, index: int) -> dict[str, ParameterValue]:
         """The point's values of the parameters searched (all but the shape's)."""
@@ -108,10 +120,10 @@ def run(source: Source) -> Script:
                                                       f"{', '.join(names)})")
         adds = [add for add in adds if add.base_name in source.functions]
     shapes = [dict(s) for s in source.shapes]
-    grids = tuple(_grid(add, shapes) for add in adds)
+    grids = tuple(_sized(_grid(add, shapes), [dict(s) for s in source.sizes]) for add in adds)
     local = sorted(m.__file__ for name, m in sys.modules.items()
                    if name not in before and _local(getattr(m, "__file__", None), path.parent))
-    key = _digest([source.text, source.shapes, [Path(f).read_text() for f in local], schedc_digest()])
+    key = _digest([source.text, source.shapes, source.sizes, [Path(f).read_text() for f in local], schedc_digest()])
     return Script(source, grids, tuple(collected.builds), key)
 
 
@@ -144,6 +156,22 @@ def _grid(add: GridAdd, shapes: list[Shape]) -> Grid:
     for point in points:
         unique.setdefault(json.dumps([[p.name, show_value(v)] for p, v in point.items()]), point)
     return Grid(add, tuple(unique.values()), tuple(shape_parameters))
+
+
+def _sized(grid: Grid, sizes: list[Shape]) -> Grid:
+    """``grid`` with each point once per run-time sizes asked for (a bucket each); a TuneError
+    names a size the function does not have."""
+    if not sizes:
+        return grid
+    names = [a.name for a in grid.add.args if isinstance(a, Dimension)]
+    for bucket in sizes:
+        unknown = [n for n in bucket if n not in names]
+        if unknown or set(bucket) != set(names):
+            has = f"its run-time sizes: {', '.join(names)}" if names else "it has no run-time sizes (create_dimensions)"
+            raise TuneError(f"--sizes {_shown(bucket)}", f"give each run-time size of {grid.base_name} a value ({has})")
+    points = tuple(p for _ in sizes for p in grid.points)
+    each = tuple(tuple((n, bucket[n]) for n in names) for bucket in sizes for _ in grid.points)
+    return dataclasses.replace(grid, points=points, sizes=each)
 
 
 def parse_shape(text: str) -> Shape:

@@ -28,6 +28,7 @@ class Options:
     """How ``tune`` searches (see ``schedc tune --help``)."""
 
     shapes: tuple[collect.Shape, ...] = ()
+    sizes: tuple[collect.Shape, ...] = ()  # run-time sizes to time a function of them at: a winner (bucket) each
     functions: tuple[str, ...] = ()  # the grids tuned, by base name (default: all; the others leave the package)
     db: str | None = None  # default: db.default_path()
     cache: str | None = None  # compiled candidates; default: db.cache_root()
@@ -102,19 +103,12 @@ class Outcome:
         return sorted(timed, key=lambda p: p.median)
 
 
-def stored_shape(shape: str, settings: measure.Settings) -> str:
-    """The shape as the database keys a measurement: the point's shape and the run-time sizes it
-    was timed at (``M=4096; sizes M=100``)."""
-    sizes = ", ".join(f"{k}={v}" for k, v in settings.sizes)
-    return f"{shape}; sizes {sizes}" if sizes else shape
-
-
 def tune(script: str | Path, options: Options = Options(), runner=None) -> Outcome:
     """Tune ``script``'s grids (``Options``); ``runner``: where candidates are timed (default:
     this host's GPUs, or the Dask cluster of ``options.scheduler``; ``runners.FakeTiming`` for a
     run without a GPU). Ctrl-C stops the search and keeps every result measured so far."""
     started = time.monotonic()
-    source = collect.Source.of(script, list(options.shapes), options.functions)
+    source = collect.Source.of(script, list(options.shapes), options.functions, list(options.sizes))
     parsed = collect.script(source, fresh=True)
     database = db.Database(options.db or db.default_path())
     cache = str(options.cache or db.cache_root())
@@ -199,8 +193,7 @@ class _Search:
                     continue
                 measured = None
                 if checked.status is Status.COMPILED:
-                    measured = self.db.measured(checked.source_hash, self.runner.info,
-                                                stored_shape(shape, self.options.settings))
+                    measured = self.db.measured(checked.source_hash, self.runner.info, shape)
                     if measured is None or measured.status not in (Status.TIMED, Status.SLOWER):
                         continue
                     point.reused = True
@@ -277,8 +270,8 @@ class _Search:
         while self.ready and self.runner.slots > 0:
             point = self.ready.popleft()
             group = (point.task.grid, point.shape)
-            future = self.runner.submit(point.checked, point.values, point.shape, self.options.settings,
-                                        self.best.get(group))
+            future = self.runner.submit(point.checked, point.values, point.shape,
+                                        _settings(self.script, point, self.options), self.best.get(group))
             self.timing[future] = point
 
     def _checked(self, point: Point, future: cf.Future) -> None:
@@ -299,8 +292,7 @@ class _Search:
             self.proposer.tell(point.task, None, counted=False)
             self._advance(counted=False)
             return
-        shape = stored_shape(point.shape, self.options.settings)
-        known = self.db.measured(checked.source_hash, self.runner.info, shape)
+        known = self.db.measured(checked.source_hash, self.runner.info, point.shape)
         if known is not None and known.status in (Status.TIMED, Status.SLOWER):
             point.reused = True
             self.outcome.reused += 1
@@ -310,8 +302,7 @@ class _Search:
 
     def _measured(self, point: Point, measured: Measured) -> None:
         self.outcome.gpu_seconds += measured.seconds
-        self.db.record_measurement(point.checked.source_hash, self.runner.info,
-                                   stored_shape(point.shape, self.options.settings),
+        self.db.record_measurement(point.checked.source_hash, self.runner.info, point.shape,
                                    self.script.source.path, point.function, point.checked.name, point.key, measured)
         self._measured_is(point, measured)
 
@@ -376,15 +367,21 @@ def _winners(outcome: Outcome, options: Options, database: db.Database, runner) 
             outcome.winners[group] = min(tied, key=lambda p: p.task.point)  # a rerun's winner, whatever the noise
 
 
+def _settings(script: collect.Script, point: Point, options: Options) -> measure.Settings:
+    """How the point is timed: at its run-time sizes, where it has any."""
+    sizes = script.grids[point.task.grid].run_sizes(point.task.point)
+    return dataclasses.replace(options.settings, sizes=tuple(sizes.items())) if sizes else options.settings
+
+
 def _confirm(outcome: Outcome, point: Point, options: Options, database: db.Database, runner) -> None:
     while runner.slots < 1:
         time.sleep(0.05)
-    future = runner.submit(point.checked, point.values, point.shape, options.settings, None, options.compare)
+    future = runner.submit(point.checked, point.values, point.shape, _settings(outcome.script, point, options), None,
+                           options.compare)
     measured = dataclasses.replace(runner.result(future), confirmed=True)
     outcome.gpu_seconds += measured.seconds
     point.measured = measured
-    database.record_measurement(point.checked.source_hash, runner.info, stored_shape(point.shape, options.settings),
-                                outcome.script.source.path,
+    database.record_measurement(point.checked.source_hash, runner.info, point.shape, outcome.script.source.path,
                                 point.function, point.checked.name, point.key, measured)
 
 
@@ -447,6 +444,8 @@ def _record(outcome: Outcome, group: Group) -> dict:
         record["shape"] = winner.shape
     if sum(1 for g, _ in outcome.winners if g == group[0]) > 1:
         record["dispatch"] = grid.base_name  # the loaded package's pkg.<base_name> picks by the arrays' shapes
+    if grid.run_sizes(winner.task.point):
+        record["sizes"] = grid.run_sizes(winner.task.point)  # the bucket: calls up to these sizes
     if winner.measured.reference:
         record["reference"] = winner.measured.reference
         record["reference_median_seconds"] = winner.measured.reference_median
