@@ -61,13 +61,22 @@ def seconds(values: dict, shape: str) -> float:
         1.0 if values["ST"] == 2 else 1.1)
 
 
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory) -> Path:
+    """One compile cache for the module's tunes (keyed by source: each kernel compiled once)."""
+    return tmp_path_factory.mktemp("kernels")
+
+
 @pytest.fixture
-def options(tmp_path: Path) -> Options:
-    return Options(db=str(tmp_path / "tune.sqlite"), cache=str(tmp_path / "cache"), output_dir=str(tmp_path / "out"),
-                   jobs=2, progress=False)
+def options(tmp_path: Path, kernels: Path) -> Options:
+    return Options(db=str(tmp_path / "tune.sqlite"), cache=str(kernels), output_dir=str(tmp_path / "out"),
+                   jobs=2, progress=False, write=False)  # tests of the package written ask for it
 
 
 def test_the_winner_is_the_fastest_point_and_its_package_says_so(tmp_path, options):
+    import dataclasses
+
+    options = dataclasses.replace(options, write=True)
     outcome = tune(write(tmp_path), options, FakeTiming(seconds))
     counts = outcome.counts()
     assert len(outcome.points) == 18
@@ -136,7 +145,7 @@ def test_shapes_give_one_winner_each_named_by_shape(tmp_path, options):
     shapes = (parse_shape("M=64"), parse_shape("M=128"))
     import dataclasses
 
-    outcome = tune(write(tmp_path), dataclasses.replace(options, shapes=shapes), FakeTiming(seconds))
+    outcome = tune(write(tmp_path), dataclasses.replace(options, shapes=shapes, write=True), FakeTiming(seconds))
     assert set(outcome.winners) == {(0, "M=64"), (0, "M=128")}
     package = load(outcome.written[0])
     functions = package.functions
@@ -208,8 +217,11 @@ def test_ctrl_c_keeps_the_results_measured_so_far(tmp_path, options):
             raise KeyboardInterrupt
         return seconds(values, shape)
 
-    outcome = tune(write(tmp_path), options, FakeTiming(interrupted))
+    import dataclasses
+
+    outcome = tune(write(tmp_path), dataclasses.replace(options, write=True), FakeTiming(interrupted))
     assert outcome.interrupted and outcome.written == []
+    assert not (Path(options.output_dir) / "small").exists()
     from schedc.tune.db import Database
 
     assert len(Database(options.db).rows()) == 4
@@ -268,7 +280,7 @@ def test_a_tune_on_the_gpu_verifies_times_and_writes_the_winner(tmp_path, option
 
     from schedc.tune.measure import Settings
 
-    quick = dataclasses.replace(options, settings=Settings(min_time=0.02, batches=3, iterations=5))
+    quick = dataclasses.replace(options, write=True, settings=Settings(min_time=0.02, batches=3, iterations=5))
     if not has_gpu():
         outcome = tune(write(tmp_path), quick, FakeTiming(seconds))
         assert outcome.counts()[Status.REFUSED] == 4
@@ -374,7 +386,7 @@ def test_a_function_of_run_time_sizes_is_tuned_in_buckets_and_dispatched_by_the_
         rows = int(shape.split("=")[1])
         return 1e-5 * (values["BM"] / values["BN"] if rows > 64 else values["BN"] / values["BM"])
 
-    buckets = dataclasses.replace(options, sizes=({"M": 16}, {"M": 4096}))
+    buckets = dataclasses.replace(options, sizes=({"M": 16}, {"M": 4096}), write=True)
     outcome = tune(path, buckets, FakeTiming(counted))
     assert outcome.winners[(0, "M=16")].values == {"BM": 16, "BN": 16}
     assert outcome.winners[(0, "M=4096")].values == {"BM": 8, "BN": 32}
@@ -409,7 +421,7 @@ def test_buckets_of_run_time_sizes_on_the_gpu_compute_the_product(tmp_path, opti
 
     path = tmp_path / "sized.py"
     path.write_text(SIZED)
-    quick = dataclasses.replace(options, sizes=({"M": 16}, {"M": 100}),
+    quick = dataclasses.replace(options, sizes=({"M": 16}, {"M": 100}), write=True,
                                 settings=Settings(min_time=0.02, batches=3, iterations=5))
     if not has_gpu():
         pretend = FakeTiming(lambda values, shape: 1e-5 * values["BM"] / values["BN"])
