@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from schedc.tune import DaskCluster, FakeTiming, Options, Status, tune
-from schedc.tune.measure import Settings
-from schedc.tune.report import summary
-from schedc.tune.runners import gpu_count
+from schedc.tuning import DaskCluster, FakeTiming, Options, Status, tune
+from schedc.tuning.measure import Settings
+from schedc.tuning.report import summary
+from schedc.tuning.runners import gpu_count
 
 SCRIPT = Path(__file__).resolve().parent / "tune_scaling.py"
 

@@ -111,6 +111,27 @@ def type_size_bytes(element_type: ScalarType) -> int:
 __all__ += ["AUTO", "Cache", "DelayedParameter", "Function", "LoopIndex", "NativeArray", "inf", "type_size_bytes"]
 
 
+def tune(script, options=None, runner=None, **choices):
+    """``schedc tune`` from Python: search ``script``'s parameter grids and write its package
+    with the winners; returns the ``schedc.tuning.Outcome`` (every point tried, the winners,
+    where the time went). ``options`` is a ``schedc.tuning.Options``, or give its fields as
+    keywords (``shapes=[{"M": 4096, "N": 4096, "K": 4096}], budget_points=200, compare="cublas"``);
+    ``runner``: where candidates are timed (``schedc.tuning.FakeTiming`` for a run without a GPU).
+    Call it under ``if __name__ == "__main__":`` (the GPU workers are started as new processes)."""
+    from .tuning import Options
+    from .tuning import tune as search
+
+    if options is None:
+        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in choices.items()}
+        options = Options(**plain)
+    elif choices:
+        raise TypeError("give schedc.tune an Options or its fields as keywords, not both")
+    return search(script, options, runner)
+
+
+__all__ += ["tune"]
+
+
 def __getattr__(name: str):
     from .accera_names import refuse
 

@@ -149,7 +149,8 @@ def show(script: str, function: str | None, no_source: bool, after: str | None, 
 def check(script: str, verify_ir: bool) -> None:
     """Check SCRIPT's plans without building: every function it adds to a package (built or
     not), with the scheduled loop nest, launch, footprints of each array inside each loop,
-    resources and occupancy, and every error, with the nest marked."""
+    resources and occupancy, advice (uncoalesced accesses, bank conflicts, local memory, low
+    occupancy, each with the plan change that removes it), and every error, with the nest marked."""
     from . import show as views
     from .package.build import session
 
@@ -550,8 +551,8 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
     (refusals counted by cause, never compiled), the others built in parallel, verified once and
     timed on the GPU, the results kept in a database, and the best point of each function and
     shape written as the script's package."""
-    from .tune import tuner
-    from .tune.report import plot, summary
+    from .tuning import tuner
+    from .tuning.report import plot, summary
 
     if show or csv_path or json_path:
         _tune_table(db_path, script, show, csv_path, json_path)
@@ -560,10 +561,10 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
         _fail("schedc tune needs a SCRIPT (or --show)")
     runner = None
     if fake_timing:
-        from .tune.runners import FakeTiming
+        from .tuning.runners import FakeTiming
 
         runner = FakeTiming(_import(fake_timing), slots=len(gpus) if isinstance(gpus, tuple) else 1)
-    from .tune.measure import Settings
+    from .tuning.measure import Settings
 
     options = tuner.Options(shapes=tuple(shapes), functions=tuple(functions), db=db_path, output_dir=output_dir,
                             jobs=jobs or 0,
@@ -584,7 +585,7 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
 
 
 def _tune_table(db_path, script, show: bool, csv_path, json_path) -> None:
-    from .tune import db
+    from .tuning import db
 
     database = db.Database(db_path or db.default_path())
     path = str(Path(script).resolve()) if script else None

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from schedc.cli import main
 from schedc.errors import LaunchError, TuneError
 from schedc.package.loader import load
-from schedc.tune import FakeTiming, Options, Status, tune
-from schedc.tune.collect import parse_shape
-from schedc.tune.report import plot, summary
+from schedc.tuning import FakeTiming, Options, Status, tune
+from schedc.tuning.collect import parse_shape
+from schedc.tuning.report import plot, summary
 
 from .conftest import has_gpu, require_gpu
 
@@ -222,7 +222,7 @@ def test_ctrl_c_keeps_the_results_measured_so_far(tmp_path, options):
     outcome = tune(write(tmp_path), dataclasses.replace(options, write=True), FakeTiming(interrupted))
     assert outcome.interrupted and outcome.written == []
     assert not (Path(options.output_dir) / "small").exists()
-    from schedc.tune.db import Database
+    from schedc.tuning.db import Database
 
     assert len(Database(options.db).rows()) == 4
 
@@ -235,7 +235,7 @@ def test_the_plot_draws_every_timed_point(tmp_path, options):
 
 def test_the_dask_path_finds_the_same_winner(tmp_path, options):
     distributed = pytest.importorskip("distributed")
-    from schedc.tune import DaskCluster
+    from schedc.tuning import DaskCluster
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
@@ -246,7 +246,7 @@ def test_the_dask_path_finds_the_same_winner(tmp_path, options):
 
 def test_a_dask_cluster_without_gpu_workers_is_refused():
     distributed = pytest.importorskip("distributed")
-    from schedc.tune import DaskCluster
+    from schedc.tuning import DaskCluster
 
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client, pytest.raises(TuneError, match="no worker has a GPU resource"):
@@ -278,7 +278,7 @@ def test_a_tune_on_the_gpu_verifies_times_and_writes_the_winner(tmp_path, option
     loads and verifies. Without one, the same points are checked and compiled (pretend timing)."""
     import dataclasses
 
-    from schedc.tune.measure import Settings
+    from schedc.tuning.measure import Settings
 
     quick = dataclasses.replace(options, write=True, settings=Settings(min_time=0.02, batches=3, iterations=5))
     if not has_gpu():
@@ -302,8 +302,8 @@ def test_a_tune_on_the_gpu_verifies_times_and_writes_the_winner(tmp_path, option
 def test_the_sampler_leaves_out_parameters_the_others_determine():
     """In the Hopper sample's grid the MMA shape is tied to BN by the filter and BK has one value:
     the sampler searches the other six."""
-    from schedc.tune import collect
-    from schedc.tune.search import _free, groups
+    from schedc.tuning import collect
+    from schedc.tuning.search import _free, groups
 
     root = Path(__file__).resolve().parent.parent
     source = collect.Source.of(root / "samples" / "tune_matmul.py", [{"M": 256, "N": 256, "K": 256}],
@@ -391,7 +391,7 @@ def test_a_function_of_run_time_sizes_is_tuned_in_buckets_and_dispatched_by_the_
     assert outcome.winners[(0, "M=16")].values == {"BM": 16, "BN": 16}
     assert outcome.winners[(0, "M=4096")].values == {"BM": 8, "BN": 32}
     assert {s for _, s in calls} == {"M=16", "M=4096"}  # each candidate timed at each bucket's sizes
-    from schedc.tune.db import Database
+    from schedc.tuning.db import Database
 
     assert {r["shape"] for r in Database(options.db).rows()} == {"M=16", "M=4096"}
     package = load(outcome.written[0])
@@ -417,7 +417,7 @@ def test_buckets_of_run_time_sizes_on_the_gpu_compute_the_product(tmp_path, opti
 
     import numpy as np
 
-    from schedc.tune.measure import Settings
+    from schedc.tuning.measure import Settings
 
     path = tmp_path / "sized.py"
     path.write_text(SIZED)
@@ -436,3 +436,13 @@ def test_buckets_of_run_time_sizes_on_the_gpu_compute_the_product(tmp_path, opti
     package.mm(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     assert package.mm.select(a, b, c).name == "mm_M100"
+
+
+def test_schedc_tune_from_python_takes_the_options_as_keywords(tmp_path, kernels):
+    import schedc
+
+    outcome = schedc.tune(write(tmp_path), db=str(tmp_path / "t.sqlite"), cache=str(kernels), jobs=2, progress=False,
+                          write=False, shapes=[{"M": 64}], runner=FakeTiming(seconds))
+    assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
+    with pytest.raises(TypeError, match="not both"):
+        schedc.tune(write(tmp_path), Options(), budget_points=3)
