@@ -45,11 +45,12 @@ class LocalGPUs:
 
     def __init__(self, gpus: list[int], timeout: float = 120.0) -> None:
         self.gpus, self.timeout = list(gpus), timeout
-        self.workers = {gpu: _worker(gpu) for gpu in gpus}
+        self.threads = max(1, (os.cpu_count() or 1) // (2 * len(gpus)))  # numpy's threads a worker: no oversubscription
+        self.workers: dict[int, cf.ProcessPoolExecutor] = {}
+        infos = [self._start(gpu).submit(measure.device_info) for gpu in gpus]
         self.free = list(gpus)
         self.running: dict[cf.Future, tuple[int, float]] = {}  # future -> (gpu, when started)
         self.killed: set[cf.Future] = set()
-        infos = [self.workers[g].submit(measure.device_info) for g in gpus]
         found = [f.result(timeout=300) for f in infos]
         names = {i["device"] for i in found}
         if len({i["bus"] for i in found}) < len(found):
@@ -83,9 +84,27 @@ class LocalGPUs:
             measured = Measured(Status.FAULT, reason=why, seconds=time.monotonic() - started)
         if measured.status is Status.FAULT:
             _stop(self.workers[gpu])
-            self.workers[gpu] = _worker(gpu)
+            self._start(gpu)
         self.free = sorted([*self.free, gpu])  # the first GPU first: the finalists are timed on one
         return measured
+
+    def _start(self, gpu: int) -> cf.ProcessPoolExecutor:
+        """A worker process for ``gpu``, started now, in an environment that pins it to its GPU and
+        gives numpy's thread pools their share of the cores (the variables a process reads when it
+        starts; as Dask's nannies set them for their workers)."""
+        pinned = {"CUDA_VISIBLE_DEVICES": str(gpu), **dict.fromkeys(_THREADS, str(self.threads))}
+        saved = {k: os.environ.get(k) for k in pinned}
+        os.environ.update(pinned)
+        try:
+            self.workers[gpu] = _worker()
+            self.workers[gpu].submit(int).result(timeout=300)  # the process starts here, with this environment
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        return self.workers[gpu]
 
     def overdue(self) -> None:
         """Stop the workers whose candidate runs past the timeout (its future then fails)."""
@@ -100,13 +119,11 @@ class LocalGPUs:
             worker.shutdown(wait=False, cancel_futures=True)
 
 
-def _worker(gpu: int) -> cf.ProcessPoolExecutor:
-    return cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_pin, initargs=(gpu,))
+_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _pin(gpu: int) -> None:
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+def _worker() -> cf.ProcessPoolExecutor:
+    return cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _stop(executor: cf.ProcessPoolExecutor) -> None:
