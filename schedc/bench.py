@@ -140,7 +140,7 @@ class Bench:
         checkable(fn.name, self.model, function)
         params = function.arrays
         cache = {} if cache is None else cache
-        signature = (tuple((b.name, b.dtype, b.shape, b.strides) for b in params), seed)
+        signature = (tuple((b.name, b.dtype, b.shape, b.strides, b.role, b.kind) for b in params), seed)
         arrays = _kept(cache, ("inputs", signature), lambda: data.inputs(params, seed))
         expected = _kept(cache, ("reference", reference_key(self.model), seed), lambda: reference(self.model, arrays))
         self.reports = _verify(fn, self.model, params, arrays, tolerance, self.values, expected)

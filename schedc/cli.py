@@ -580,11 +580,23 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
         _fail(str(e) + (f"\n{e.detail}" if e.detail else ""))
     click.echo(summary(outcome, top))
     if plot_path:
-        click.echo(f"plot: {plot(outcome, plot_path) or 'nothing timed'}")
+        try:
+            click.echo(f"plot: {plot(outcome, plot_path) or 'nothing timed'}")
+        except ImportError:
+            _fail("--plot needs matplotlib: pip install 'schedc[tune]' (the results are in the database)")
     sys.exit(1 if outcome.interrupted else 0)
 
 
 def _tune_table(db_path, script, show: bool, csv_path, json_path) -> None:
+    try:
+        _tune_rows(db_path, script, show, csv_path, json_path)
+    except SchedcError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write {e.filename}: {e.strerror}")
+
+
+def _tune_rows(db_path, script, show: bool, csv_path, json_path) -> None:
     from .tuning import db
 
     database = db.Database(db_path or db.default_path())

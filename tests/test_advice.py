@@ -75,6 +75,17 @@ def test_a_tile_read_down_its_columns_has_bank_conflicts_and_a_padded_one_not():
     assert not [n for n in advise(_kernel(read, shared=(two_way,)), None, H100.spec) if n.topic == "bank conflicts"]
 
 
+def test_eight_byte_elements_conflict_per_half_warp():
+    """A warp's 8-byte accesses run in two phases of 16 lanes: a column of doubles is 16-way."""
+    f64 = ScalarType.float64
+    read = Store("A", (TX, Const(0)), Load("D_shared", (TX, Const(0)), f64))
+    column = SharedBuffer("D_shared", f64, (32, 32), (32, 1))
+    (note,) = [str(n) for n in advise(_kernel(read, shared=(column,)), None, H100.spec) if "bank" in str(n)]
+    assert "(16-way bank conflicts" in note
+    rows = SharedBuffer("D_shared", f64, (32, 32), (1, 32))  # along the row: conflict-free
+    assert not [n for n in advise(_kernel(read, shared=(rows,)), None, H100.spec) if n.topic == "bank conflicts"]
+
+
 def test_a_register_tile_in_local_memory_is_named():
     tile = PrivateArray("C_private", F32, (64, 64), local=True)
     (note,) = [str(n) for n in advise(_kernel(tile), None, H100.spec)]

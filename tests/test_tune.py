@@ -222,6 +222,7 @@ def test_ctrl_c_keeps_the_results_measured_so_far(tmp_path, options):
     outcome = tune(write(tmp_path), dataclasses.replace(options, write=True), FakeTiming(interrupted))
     assert outcome.interrupted and outcome.written == []
     assert not (Path(options.output_dir) / "small").exists()
+    assert "interrupted: the results so far are in the database" in summary(outcome)  # points still pending too
     from schedc.tuning.db import Database
 
     assert len(Database(options.db).rows()) == 4
@@ -446,3 +447,27 @@ def test_schedc_tune_from_python_takes_the_options_as_keywords(tmp_path, kernels
     assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
     with pytest.raises(TypeError, match="not both"):
         schedc.tune(write(tmp_path), Options(), budget_points=3)
+
+
+def test_two_grids_of_one_name_in_two_packages_keep_their_own_checks(tmp_path, options):
+    """Packages each adding a grid named mm (float32 and float64): each grid's candidates are its
+    own, in this run and from the database in the next."""
+    script = tmp_path / "twice.py"
+    text = SCRIPT % {"bm": [8, 16]}
+    text = text.replace("package.build(\"small\", output_dir=\"out\")", "package.build(\"small\", output_dir=\"out\")\n"
+                        + text.split("package = acc.Package()")[0].split("import schedc as acc")[1]
+                        .replace("float32", "float64") + "package = acc.Package()\n"
+                        "package.add(plan, args=(A, B, C), base_name=\"mm\", parameters=grid)\n"
+                        "package.build(\"wide\", output_dir=\"out\")\n")
+    script.write_text("import schedc as acc\n" + text.split("import schedc as acc", 1)[1])
+    for _ in range(2):  # the second run: checks from the database
+        outcome = tune(script, options, FakeTiming(seconds))
+        names = [{p.checked.name for p in outcome.points if p.task.grid == g and p.checked.name} for g in (0, 1)]
+        assert names[0] and names[1] and not names[0] & names[1]
+
+
+def test_a_function_of_run_time_sizes_needs_the_sizes_to_time_it_at(tmp_path, options):
+    path = tmp_path / "sized.py"
+    path.write_text(SIZED)
+    with pytest.raises(TuneError, match=r"mm: takes run-time sizes \(M\): give the sizes to time it at, --sizes M=4096"):
+        tune(path, options, FakeTiming(seconds))

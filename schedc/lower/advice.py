@@ -2,8 +2,8 @@
 addresses one warp (the block's first 32 threads) computes for each global or shared access
 of its statements, and the resources the kernel holds.
 
-- **coalescing**: a global access whose warp touches more 32-byte sectors than its bytes need
-  (a GEMV whose threads each read a row of A);
+- **coalescing**: a global access whose warp moves more than four times the bytes it uses in
+  32-byte sectors (a GEMV whose threads each read a row of A);
 - **bank conflicts**: a shared tile read or written by a warp in ``CONFLICTS`` (4) or more words
   of one bank (a tile read down its columns; schedc lays tiles out and pads them against most);
 - **local memory**: registers beyond what a thread may hold (ptxas spills them);
@@ -160,14 +160,15 @@ def _moving(subscripts: list[np.ndarray], strides: tuple[int, ...], block) -> st
 
 
 def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, moving: str, block) -> Note | None:
-    """A note where the warp's access uses at most half of the bytes its sectors move (each
-    instruction on its own: L1 serves a sector once per instruction and lane group)."""
+    """A note where the warp's access uses less than a quarter of the bytes its sectors move, each
+    instruction on its own (a thread per row of the array; a thread's 4 consecutive elements, whose
+    sectors the next instructions read from L1, are not flagged)."""
     size = buffer.dtype.size
     elements = np.unique(address)
     sectors = np.unique(np.concatenate([(elements * size) // SECTOR, (elements * size + size - 1) // SECTOR]))
     useful = len(elements) * size
     moved = len(sectors) * SECTOR
-    if useful * 2 > moved:
+    if useful * 4 >= moved:
         return None
     contiguous = int(np.argmin(buffer.strides)) if buffer.strides else 0
     verb = "writes" if write else "reads"
@@ -181,11 +182,12 @@ def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, movin
 
 
 def _banks(buffer: SharedBuffer, subscripts, address: np.ndarray, write: bool, model, moving: str) -> Note | None:
+    """A note where a phase of the warp's access (128 bytes of lanes: all 32 for 4-byte elements,
+    16 for 8-byte ones) touches ``CONFLICTS`` or more words of one bank."""
     size = buffer.dtype.size
-    first, last = (address * size) // 4, (address * size + size - 1) // 4
-    words = np.unique(np.concatenate([first, last]))
-    ways = int(max(np.unique(words[words % BANKS == b]).size for b in np.unique(words % BANKS)))
-    if ways < CONFLICTS or (size > 4 and ways <= size // 4):
+    lanes = max(1, 128 // max(4, size))
+    ways = max(_ways(address[start:start + lanes], size) for start in range(0, len(address), lanes))
+    if ways < CONFLICTS:
         return None
     array = next((c.array for c in getattr(model, "caches", ()) if buffer.name.startswith(f"{c.array}_")),
                  buffer.name)
@@ -198,6 +200,13 @@ def _banks(buffer: SharedBuffer, subscripts, address: np.ndarray, write: bool, m
     return Note("bank conflicts", text)
 
 
+def _ways(address: np.ndarray, size: int) -> int:
+    """The most distinct 4-byte words of one bank the lanes' elements touch."""
+    first, last = (address * size) // 4, (address * size + size - 1) // 4
+    words = np.unique(np.concatenate([first, last]))
+    return int(max(np.unique(words[words % BANKS == b]).size for b in np.unique(words % BANKS)))
+
+
 def _shown(subscripts) -> str:
     """The first two threads' subscripts: ``[0, 0] then [1, 0]``."""
     first = ", ".join(str(int(s[0])) for s in subscripts)
@@ -207,11 +216,12 @@ def _shown(subscripts) -> str:
 
 def _resources(kernel: Kernel, gpu) -> list[Note]:
     use = resources.estimate(kernel, gpu)
+    roles = any(isinstance(s, Roles) for s in walk_statements(kernel.body))  # the roles pass fitted their registers
     notes = [Note("local memory", f"the register tile {s.name} ({'x'.join(map(str, s.shape))} {s.dtype.value}) is "
                                   "too large for registers and lives in the thread's local memory: a PRIVATE cache "
                                   "over fewer elements (an inner index) keeps it in registers")
              for s in walk_statements(kernel.body) if isinstance(s, PrivateArray) and s.local]
-    if use.registers > gpu.max_registers_per_thread:
+    if use.registers > gpu.max_registers_per_thread and not roles:
         notes.append(Note("local memory", f"about {use.registers} registers a thread (estimate) exceed the "
                                           f"{gpu.max_registers_per_thread} a thread can hold: ptxas spills the rest to "
                                           "local memory; give each thread fewer elements (smaller PRIVATE caches or "

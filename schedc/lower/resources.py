@@ -38,7 +38,7 @@ def registers(kernel: Kernel) -> int:
     """The estimate; for a kernel of warp roles, what each thread holds at launch (the roles
     pass fitted each role's registers within it, ``setmaxnreg`` moving them between roles)."""
     if any(isinstance(s, Roles) for s in walk_statements(kernel.body)):
-        return kernel.registers_at_launch
+        return min(kernel.registers_at_launch, MAX_REGISTERS_WARNING)  # a thread holds 255 at most
     total = BASE_REGISTERS
     for s in walk_statements(kernel.body):
         if isinstance(s, Fragment):

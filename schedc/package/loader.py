@@ -17,6 +17,7 @@ schedc.errors.PackageError: no/such/package.hat: no such package file
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -485,14 +486,16 @@ class Dispatcher:
     def __init__(self, name: str, functions: list[Function]) -> None:
         self.name = name
         self.functions = functions
-        self.buckets = sorted((tuple(sorted(fn.tuning["sizes"].items())), fn) for fn in functions
-                              if fn.tuning.get("sizes"))
+        self.buckets = [fn for fn in functions if fn.tuning.get("sizes")]
 
     def select(self, *args) -> Function:
         """The function for ``args`` (arrays, and sizes where the functions take them, in the
         call's order); a LaunchError lists the tuned shapes where none matches."""
         if self.buckets:
             return self._bucket(args)
+        return self._exact(args)
+
+    def _exact(self, args) -> Function:
         for fn in self.functions:
             arrays = [p for p in fn.function.caller_params if isinstance(p, Buffer)]
             given = [a for a in args if hasattr(a, "shape")]
@@ -504,19 +507,35 @@ class Dispatcher:
         raise LaunchError(self.name, f"no function was tuned for arrays of shapes {shown}; tuned: {tuned}")
 
     def _bucket(self, args) -> Function:
-        first = self.buckets[0][1]
-        arrays = [(p, a) for p, a in zip(first.function.caller_params, args) if isinstance(p, Buffer)]
-        sizes = read_sizes(self.name, first.function, arrays)
-        for bucket, fn in self.buckets:
-            if all(sizes[name] <= value for name, value in bucket):
-                return fn
-        return self.buckets[-1][1]
+        """Among the buckets whose fixed extents are the arrays' (one per shape where the grid
+        has shapes too): the smallest (by the product of its sizes) that holds the call's sizes,
+        else the largest."""
+        fitting = [fn for fn in self.buckets if _fixed_match(fn, args)]
+        if not fitting:
+            return self._exact(args)  # none of the arrays' fixed extents: refused with the tuned shapes
+        arrays = [(p, a) for p, a in zip(fitting[0].function.caller_params, args) if isinstance(p, Buffer)]
+        sizes = read_sizes(self.name, fitting[0].function, arrays)
+
+        def volume(fn) -> int:
+            return math.prod(fn.tuning["sizes"].values())
+
+        holding = [fn for fn in fitting if all(sizes[n] <= v for n, v in fn.tuning["sizes"].items())]
+        return min(holding, key=volume) if holding else max(fitting, key=volume)
 
     def __call__(self, *args, **kwargs):
         return self.select(*args)(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<dispatch {self.name} over {', '.join(fn.name for fn in self.functions)}>"
+
+
+def _fixed_match(fn: Function, args) -> bool:
+    """Whether the arrays among ``args`` have ``fn``'s arrays' fixed extents (run-time sizes aside)."""
+    arrays = [p for p in fn.function.caller_params if isinstance(p, Buffer)]
+    given = [a for a in args if hasattr(a, "shape")]
+    return len(given) == len(arrays) and all(
+        len(a.shape) == len(b.shape) and all(not isinstance(n, int) or n == m for n, m in zip(b.shape, a.shape))
+        for a, b in zip(given, arrays))
 
 
 def _dispatchers(functions: dict[str, Function]) -> dict[str, Dispatcher]:

@@ -44,7 +44,7 @@ def check_point(source: collect.Source, task: Task, cache: str, inline: bool = F
     except SchedcError as e:
         return Checked(task, Status.FAILED, str(e), kind(e.what), name=str(name),
                        seconds=time.perf_counter() - started)
-    files = {f.name: f.read_bytes() for f in directory.iterdir() if f.name.endswith(_FILES)} if inline else {}
+    files = files_of(str(directory)) if inline else {}
     return Checked(task, Status.COMPILED, name=str(name), source_hash=digest, directory=str(directory),
                    files=files, seconds=time.perf_counter() - started)
 
@@ -62,6 +62,12 @@ def _write(emitted, directory: Path) -> None:
                 raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def files_of(directory: str) -> dict[str, bytes]:
+    """A built candidate's files (for a worker that does not share this disk)."""
+    folder = Path(directory)
+    return {f.name: f.read_bytes() for f in folder.iterdir() if f.name.endswith(_FILES)} if folder.is_dir() else {}
 
 
 def unpack(files: dict[str, bytes]) -> Path:

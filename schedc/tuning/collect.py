@@ -101,7 +101,6 @@ def run(source: Source) -> Script:
     path = Path(source.path)
     if not path.is_file() or path.read_text() != source.text:  # another host: run a copy of the text
         path = _copy(source)
-    before = set(sys.modules)
     sys.path.insert(0, str(path.parent))
     try:
         with session(collect=collected):
@@ -121,9 +120,10 @@ def run(source: Source) -> Script:
         adds = [add for add in adds if add.base_name in source.functions]
     shapes = [dict(s) for s in source.shapes]
     grids = tuple(_sized(_grid(add, shapes), [dict(s) for s in source.sizes]) for add in adds)
-    local = sorted(m.__file__ for name, m in sys.modules.items()
-                   if name not in before and _local(getattr(m, "__file__", None), path.parent))
-    key = _digest([source.text, source.shapes, source.sizes, [Path(f).read_text() for f in local], schedc_digest()])
+    files = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
+    local = sorted(f for f in files if _local(f, path.parent))  # every module beside the script, however imported
+    key = _digest([source.text, source.shapes, source.sizes, source.functions, [Path(f).read_text() for f in local],
+                   schedc_digest()])
     return Script(source, grids, tuple(collected.builds), key)
 
 
@@ -161,9 +161,13 @@ def _grid(add: GridAdd, shapes: list[Shape]) -> Grid:
 def _sized(grid: Grid, sizes: list[Shape]) -> Grid:
     """``grid`` with each point once per run-time sizes asked for (a bucket each); a TuneError
     names a size the function does not have."""
+    names = [a.name for a in grid.add.args if isinstance(a, Dimension)]
+    if names and not sizes:
+        example = ",".join(f"{n}=4096" for n in names)
+        raise TuneError(grid.base_name, f"takes run-time sizes ({', '.join(names)}): give the sizes to time it at, "
+                                        f"--sizes {example} (repeat it for buckets of sizes, a winner each)")
     if not sizes:
         return grid
-    names = [a.name for a in grid.add.args if isinstance(a, Dimension)]
     for bucket in sizes:
         unknown = [n for n in bucket if n not in names]
         if unknown or set(bucket) != set(names):

@@ -27,7 +27,8 @@ def summary(outcome: Outcome, top: int = 10) -> str:
         lines.append(f"  refused {n:>4} x  {kind}")
     for p in outcome.points:
         if p.status.bug:
-            why = (p.measured.reason if p.measured is not None else p.checked.reason).splitlines()[0]
+            why = ((p.measured.reason if p.measured is not None else p.checked.reason) or "").strip()
+            why = why.splitlines()[0] if why else "(no message)"
             lines.append(f"  BUG ({p.status.value}) {p.function} {p.key}: {why}")
     for group in groups(outcome.script.grids) if not dry else ():
         lines += _table(outcome, group, top)

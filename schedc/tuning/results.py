@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 class Status(enum.Enum):
     """Where a point ended."""
 
+    PENDING = "pending"  # proposed, its check not back (a search stopped by Ctrl-C or its time budget)
     REFUSED = "refused"  # the analysis or the resource model refused it: nothing was compiled
     ACCEPTED = "accepted"  # passed the checks; not built (a dry run)
     FAILED = "build failed"  # accepted, then the build failed (NVRTC, ptxas or schedc): a bug, the message kept

@@ -32,7 +32,13 @@ class Builders:
         self.build_slots = jobs
 
     def submit(self, task: Task) -> cf.Future:
-        return self.pool.submit(candidate.check_point, self.source, task, self.cache, False, self.build)
+        try:
+            return self.pool.submit(candidate.check_point, self.source, task, self.cache, False, self.build)
+        except cf.process.BrokenProcessPool:  # a build process died (its point is recorded): start anew
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = cf.ProcessPoolExecutor(max_workers=self.build_slots,
+                                               mp_context=multiprocessing.get_context("fork"))
+            return self.pool.submit(candidate.check_point, self.source, task, self.cache, False, self.build)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -45,6 +51,8 @@ class LocalGPUs:
 
     def __init__(self, gpus: list[int], timeout: float = 120.0) -> None:
         self.gpus, self.timeout = list(gpus), timeout
+        if not gpus:
+            raise TuneError("--gpus", "name at least one GPU (or 'all')")
         self.threads = max(1, (os.cpu_count() or 1) // (2 * len(gpus)))  # numpy's threads a worker: no oversubscription
         self.workers: dict[int, cf.ProcessPoolExecutor] = {}
         infos = [self._start(gpu).submit(measure.device_info) for gpu in gpus]
@@ -92,7 +100,9 @@ class LocalGPUs:
         """A worker process for ``gpu``, started now, in an environment that pins it to its GPU and
         gives numpy's thread pools their share of the cores (the variables a process reads when it
         starts; as Dask's nannies set them for their workers)."""
-        pinned = {"CUDA_VISIBLE_DEVICES": str(gpu), **dict.fromkeys(_THREADS, str(self.threads))}
+        inherited = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        device = inherited[gpu] if gpu < len(inherited) else str(gpu)  # ordinals count the devices this process sees
+        pinned = {"CUDA_VISIBLE_DEVICES": device, **dict.fromkeys(_THREADS, str(self.threads))}
         saved = {k: os.environ.get(k) for k in pinned}
         os.environ.update(pinned)
         try:
@@ -116,7 +126,7 @@ class LocalGPUs:
 
     def close(self) -> None:
         for worker in self.workers.values():
-            worker.shutdown(wait=False, cancel_futures=True)
+            _stop(worker)  # a worker in a hung kernel would keep the interpreter from exiting
 
 
 _THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -252,7 +262,8 @@ class DaskCluster:
             task = self.client.submit(fake_measure, self.timing, values, shape, settings, best, reference,
                                       resources={"GPU": 1}, pure=False)
         else:
-            task = self.client.submit(_measure_files, checked.files, checked.name, settings, best, reference,
+            files = checked.files or candidate.files_of(checked.directory)  # a check from the database: its files
+            task = self.client.submit(_measure_files, files, checked.name, settings, best, reference,
                                       resources={"GPU": 1}, pure=False)
         future = self._wrap(task)
         self.running.add(future)

@@ -88,6 +88,7 @@ class Sampled:
         self.seen: dict[Group, set[int]] = {g: set() for g in self.studies}
         self.trials: dict[Task, tuple[Group, object]] = {}
         self.total = sum(min(budget, len(points)) for points in groups(grids).values())
+        self.where = {Task(g[0], p): (g, key) for g, index in self.index.items() for key, p in index.items()}
 
     def next(self) -> Task | None:
         for group in self.studies:
@@ -132,8 +133,7 @@ class Sampled:
     def known(self, task: Task, value: float | None, sent: bool) -> None:
         """Add a point the database knows to its group's study: its time (None: refused or
         failed, a failed trial); ``sent``: it passed the checks (it counts against the budget)."""
-        group = next(g for g in self.studies if g[0] == task.grid and task.point in self.index[g].values())
-        key = next(k for k, p in self.index[group].items() if p == task.point)
+        group, key = self.where[task]
         distributions = self._distributions(group)
         params = dict(zip(distributions, key))
         state = self.optuna.trial.TrialState

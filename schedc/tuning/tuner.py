@@ -65,7 +65,9 @@ class Point:
 
     @property
     def status(self) -> Status:
-        return self.measured.status if self.measured is not None else self.checked.status
+        if self.measured is not None:
+            return self.measured.status
+        return self.checked.status if self.checked is not None else Status.PENDING
 
     @property
     def median(self) -> float | None:
@@ -90,12 +92,11 @@ class Outcome:
     reused: int = 0
 
     def counts(self) -> collections.Counter:
-        return collections.Counter(p.status for p in self.points if p.checked is not None)
+        return collections.Counter(p.status for p in self.points)
 
     def refusals(self) -> collections.Counter:
         """Refused points by cause (their messages with the numbers blanked)."""
-        return collections.Counter(p.checked.kind for p in self.points
-                                   if p.checked is not None and p.status is Status.REFUSED)
+        return collections.Counter(p.checked.kind for p in self.points if p.status is Status.REFUSED)
 
     def ranked(self, group: Group) -> list[Point]:
         """The group's timed points (and those stopped early, at their probe's time), fastest first."""
@@ -111,6 +112,19 @@ def tune(script: str | Path, options: Options = Options(), runner=None) -> Outco
     source = collect.Source.of(script, list(options.shapes), options.functions, list(options.sizes))
     parsed = collect.script(source, fresh=True)
     database = db.Database(options.db or db.default_path())
+    try:
+        outcome = _run(source, parsed, options, database, runner)
+        if options.write and not outcome.interrupted and not options.dry_run:
+            outcome.written = _write(outcome, options)
+    finally:
+        database.close()
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _run(source: collect.Source, parsed: collect.Script, options: Options, database: db.Database,
+         runner) -> Outcome:
+    """Search and pick the winners; the build pool and the GPU workers are closed whatever happens."""
     cache = str(options.cache or db.cache_root())
     if options.dry_run:
         runner = runners.NoTiming()
@@ -123,28 +137,19 @@ def tune(script: str | Path, options: Options = Options(), runner=None) -> Outco
     builders = dask or runners.Builders(source, cache, jobs, build=not options.dry_run)  # forked first
     try:
         runner = runner or runners.LocalGPUs(_gpus(options.gpus), options.timeout)
-    except BaseException:
-        if builders is not dask:
-            builders.close()
-        raise
-    outcome = Outcome(parsed, runner.info)
-    try:
-        _Search(parsed, options, database, builders, runner, outcome).run()
-    except KeyboardInterrupt:
-        outcome.interrupted = True
+        outcome = Outcome(parsed, runner.info)
+        try:
+            _Search(parsed, options, database, builders, runner, outcome).run()
+            if not options.dry_run:
+                _winners(outcome, options, database, runner)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+        return outcome
     finally:
         if builders is not dask:
             builders.close()
-    try:
-        if not outcome.interrupted and not options.dry_run:
-            _winners(outcome, options, database, runner)
-    finally:
-        runner.close()
-        outcome.seconds = time.monotonic() - started
-    if options.write and not outcome.interrupted and not options.dry_run:
-        outcome.written = _write(outcome, options)
-    database.close()
-    return outcome
+        if runner is not None:
+            runner.close()
 
 
 def _gpus(gpus: tuple[int, ...] | str) -> list[int]:
@@ -176,6 +181,7 @@ class _Search:
         self.timing: dict[cf.Future, Point] = {}
         self.proposer = self._proposer()
         self.stopping = False
+        self.counts: collections.Counter = collections.Counter()  # points ended, by status (and "compiled")
         self.bar = _progress(self.proposer.total, options.progress)
         if isinstance(self.proposer, Sampled):
             self._warm()
@@ -188,7 +194,7 @@ class _Search:
             for index in indices:
                 task = Task(g, index)
                 point = Point(task, grid.base_name, shape, grid.searched(index), grid.key(index))
-                checked = self.db.checked(self.script.key, point.function, point.key, task)
+                checked = self.db.checked(self.script.key, _check_key(point), point.key, task)
                 if checked is None or checked.status is Status.ACCEPTED:
                     continue
                 measured = None
@@ -203,7 +209,7 @@ class _Search:
                 self.proposer.known(task, point.median, sent=measured is not None)
                 if measured is not None and measured.status is Status.TIMED:
                     self.best[(g, shape)] = min(self.best.get((g, shape), float("inf")), measured.median)
-                self._advance(counted=measured is not None)
+                self._advance(point, counted=measured is not None)
 
     def _proposer(self):
         sizes = [len(points) for points in groups(self.script.grids).values()]
@@ -213,8 +219,9 @@ class _Search:
         search = self.options.search
         if search not in ("auto", "exhaustive", "sampled"):
             raise TuneError(f"--search {search}", "choose exhaustive, sampled or auto")
-        if search == "sampled" or (search == "auto" and budget is not None and max(sizes) > budget):
-            slots = max(1, self.runner.slots) + self.builders.build_slots
+        sample = search == "sampled" or (search == "auto" and budget is not None and max(sizes) > budget)
+        if sample and not self.options.dry_run:  # a dry run checks every point
+            slots = 2 * max(1, self.runner.slots)  # few in flight: the sampler learns from each time it is told
             return Sampled(self.script.grids, budget or max(sizes), self.options.seed, in_flight=slots)
         return Exhaustive(self.script.grids, budget)
 
@@ -259,7 +266,7 @@ class _Search:
             point = Point(task, grid.base_name, grid.shape(task.point), grid.searched(task.point),
                           grid.key(task.point))
             self.outcome.points.append(point)
-            cached = self.db.checked(self.script.key, point.function, point.key, task)
+            cached = self.db.checked(self.script.key, _check_key(point), point.key, task)
             if cached is not None:
                 self._checked_is(point, cached, reused=True)
             else:
@@ -277,20 +284,21 @@ class _Search:
     def _checked(self, point: Point, future: cf.Future) -> None:
         try:
             checked = future.result()
-        except Exception as error:  # noqa: BLE001 - a build process died: the point is recorded as a bug
+        except Exception as error:  # noqa: BLE001 - a build process died: a bug of this run, not kept for the next
             checked = Checked(point.task, Status.FAILED, f"the build process failed: {type(error).__name__}: {error}",
                               "the build process failed")
+            self._checked_is(point, checked, reused=True)
+            return
         self.outcome.build_seconds += checked.seconds
         self._checked_is(point, checked, reused=False)
 
     def _checked_is(self, point: Point, checked: Checked, reused: bool) -> None:
         point.checked = checked
         if not reused and checked.status is not Status.ACCEPTED:
-            self.db.record_check(self.script.key, point.function, point.key,
-                                 dataclasses.replace(checked, files={}))
+            self.db.record_check(self.script.key, _check_key(point), point.key, dataclasses.replace(checked, files={}))
         if checked.status is not Status.COMPILED or self.options.dry_run:
             self.proposer.tell(point.task, None, counted=False)
-            self._advance(counted=False)
+            self._advance(point, counted=False)
             return
         known = self.db.measured(checked.source_hash, self.runner.info, point.shape)
         if known is not None and known.status in (Status.TIMED, Status.SLOWER):
@@ -312,20 +320,28 @@ class _Search:
         if measured.status is Status.TIMED and measured.median < self.best.get(group, float("inf")):
             self.best[group] = measured.median
         self.proposer.tell(point.task, point.median)
-        self._advance(counted=True)
+        self._advance(point, counted=True)
 
-    def _advance(self, counted: bool) -> None:
-        """Show a point's end: the bar counts every point of an exhaustive search, and the points
-        that count against the budget of a sampled one."""
-        counts = self.outcome.counts()
+    def _advance(self, point: Point, counted: bool) -> None:
+        """Count and show a point's end: the bar counts every point of an exhaustive search, and
+        the points that count against the budget of a sampled one."""
+        counts = self.counts
+        counts[point.status] += 1
+        counts["compiled"] += int(point.checked is not None and point.checked.status is Status.COMPILED)
         best = min(self.best.values(), default=None)
-        compiled = sum(1 for p in self.outcome.points if p.checked and p.checked.status is Status.COMPILED)
+        compiled = counts["compiled"]
         self.bar.set_postfix_str(
             f"refused {counts[Status.REFUSED]}, compiled {compiled}, "
             f"timed {counts[Status.TIMED] + counts[Status.SLOWER]}, bugs {sum(counts[s] for s in Status if s.bug)}"
             + (f", best {best * 1e6:.1f} us" if best is not None else ""), refresh=False)
         if counted or isinstance(self.proposer, Exhaustive):
             self.bar.update(1)
+
+
+def _check_key(point: Point) -> str:
+    """A point's grid in the checks' table: its place among the script's grids and its name (two
+    packages may each add a grid of one base name)."""
+    return f"{point.task.grid}:{point.function}"
 
 
 def _progress(total: int, shown: bool):
@@ -357,7 +373,8 @@ def _winners(outcome: Outcome, options: Options, database: db.Database, runner) 
     tell: the first of them in the grid's order wins, so that reruns pick the same point."""
     for group in groups(outcome.script.grids):
         finalists = outcome.ranked(group)[:max(1, options.finalists)]  # a point stopped early by a lucky best too
-        if not all(p.measured.confirmed for p in finalists):
+        referenced = not options.compare or all(p.measured.reference for p in finalists)
+        if not all(p.measured.confirmed for p in finalists) or not referenced:
             for point in finalists:
                 _confirm(outcome, point, options, database, runner)
         timed = [p for p in finalists if p.status is Status.TIMED]
@@ -402,7 +419,10 @@ def _write(outcome: Outcome, options: Options) -> list[Path]:
                if (g, shape) not in outcome.winners]
     if missing:
         shown = "; ".join(f"{name} at {shape}" if shape else name for name, shape in missing)
-        raise TuneError(script.source.path, f"no point was timed for {shown}: see the refusals above")
+        counts = outcome.counts()
+        tally = ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s]) or "none tried"
+        raise TuneError(script.source.path, f"no point was timed for {shown} (points: {tally}); `schedc tune "
+                                            "--dry-run` lists the refusals by cause; no package written")
     for build in script.builds:
         package = build.package
         inserted = 0
