@@ -34,7 +34,8 @@ class Options:
     cache: str | None = None  # compiled candidates; default: db.cache_root()
     output_dir: str | None = None  # the winners' package folder (DIR/<package>/); default: the script's
     jobs: int = 0  # build processes (0: one per CPU)
-    budget_points: int | None = None  # points of each function and shape sent to the GPU, at most
+    budget_points: int | None = None  # sampled: points of each function and shape sent to the GPU, at most;
+    # exhaustive: the first this many points of each function and shape (refused ones among them)
     budget_seconds: float | None = None  # no new point started after this many seconds
     search: str = "auto"  # exhaustive, sampled (optuna), or auto: sampled where a group has more points than the budget
     seed: int = 0
@@ -395,6 +396,9 @@ def _confirm(outcome: Outcome, point: Point, options: Options, database: db.Data
         time.sleep(0.05)
     future = runner.submit(point.checked, point.values, point.shape, _settings(outcome.script, point, options), None,
                            options.compare)
+    while not future.done():  # a hung finalist is stopped as the search's candidates are
+        cf.wait([future], timeout=1.0)
+        runner.overdue()
     measured = dataclasses.replace(runner.result(future), confirmed=True)
     outcome.gpu_seconds += measured.seconds
     point.measured = measured
