@@ -19,12 +19,9 @@ from schedc.tuning.report import plot, summary
 
 from .conftest import has_gpu, require_gpu
 
-# a SIMT product whose block tile and stages are searched; BM=64 x BN=64 is 4096 threads a block,
+# a SIMT product (its plan shared with SIZED below) whose block tile and stages are searched; BM=64 x BN=64 is 4096 threads a block,
 # which the analysis refuses (1024 at most); the shape M is a parameter of the arrays
-SCRIPT = """
-import schedc as acc
-target = acc.Target(acc.Target.Model.NVIDIA_H100)
-M, BM, BN, ST = acc.create_parameters()
+PRODUCT = """
 A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
 B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(64, 64))
 C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
@@ -40,7 +37,12 @@ ii, jj, kk = s.tile({i: BM, j: BN, k: 16})
 plan = s.create_plan(target)
 plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
            jj: target.GridUnit.THREAD_X})
-plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=ST)
+"""
+SCRIPT = """
+import schedc as acc
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+M, BM, BN, ST = acc.create_parameters()
+""" + PRODUCT + """plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=ST)
 grid = acc.create_parameter_grid({M: [64], BM: %(bm)s, BN: [16, 32, 64], ST: [1, 2]})
 package = acc.Package()
 package.add(plan, args=(A, B, C), base_name="mm", parameters=grid)
@@ -352,22 +354,7 @@ import schedc as acc
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 BM, BN = acc.create_parameters()
 M = acc.create_dimensions()
-A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
-B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(64, 64))
-C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.float32, shape=(M, 64))
-nest = acc.Nest((M, 64, 64))
-i, j, k = nest.get_indices()
-
-@nest.iteration_logic
-def _():
-    C[i, j] += A[i, k] * B[k, j]
-
-s = nest.create_schedule()
-ii, jj, kk = s.tile({i: BM, j: BN, k: 16})
-plan = s.create_plan(target)
-plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_Y,
-           jj: target.GridUnit.THREAD_X})
-package = acc.Package()
+""" + PRODUCT + """package = acc.Package()
 package.add(plan, args=(M, A, B, C), base_name="mm", parameters=acc.create_parameter_grid({BM: [8, 16], BN: [16, 32]}))
 package.build("sized", output_dir="out")
 """
