@@ -458,3 +458,20 @@ def test_a_function_of_run_time_sizes_needs_the_sizes_to_time_it_at(tmp_path, op
     path.write_text(SIZED)
     with pytest.raises(TuneError, match=r"mm: takes run-time sizes \(M\): give the sizes to time it at, --sizes M=4096"):
         tune(path, options, FakeTiming(seconds))
+
+
+def test_a_database_of_an_older_schedc_gains_the_columns_it_lacks(tmp_path):
+    import sqlite3
+
+    from schedc.tuning import db
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    columns = [f"{n} {t}" for n, t in db._TABLES["measurements"] if n != "confirmed"]
+    old.execute(f"CREATE TABLE measurements ({', '.join(columns)}, PRIMARY KEY (source_hash, device, driver, schedc, "
+                "shape))")
+    old.commit()
+    old.close()
+    database = db.Database(path)
+    assert database.rows() == []
+    assert "confirmed" in {row[1] for row in database.connection.execute("PRAGMA table_info(measurements)")}

@@ -20,18 +20,20 @@ from .. import __version__
 from ..errors import TuneError
 from .results import Checked, Measured, Status, Task
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS checks (
-    script_key TEXT, function TEXT, point TEXT,
-    status TEXT, reason TEXT, kind TEXT, name TEXT, source_hash TEXT, directory TEXT,
-    PRIMARY KEY (script_key, function, point));
-CREATE TABLE IF NOT EXISTS measurements (
-    source_hash TEXT, device TEXT, driver TEXT, schedc TEXT, shape TEXT,
-    script TEXT, function TEXT, name TEXT, point TEXT,
-    status TEXT, median REAL, stats TEXT, batches INTEGER, iterations INTEGER, flops INTEGER,
-    reason TEXT, relative_error REAL, reference TEXT, reference_median REAL, measured_at REAL, confirmed INTEGER,
-    PRIMARY KEY (source_hash, device, driver, schedc, shape));
-"""
+_TABLES: dict[str, tuple[tuple[str, str], ...]] = {  # each table's columns, in order
+    "checks": (("script_key", "TEXT"), ("function", "TEXT"), ("point", "TEXT"), ("status", "TEXT"),
+               ("reason", "TEXT"), ("kind", "TEXT"), ("name", "TEXT"), ("source_hash", "TEXT"), ("directory", "TEXT")),
+    "measurements": (("source_hash", "TEXT"), ("device", "TEXT"), ("driver", "TEXT"), ("schedc", "TEXT"),
+                     ("shape", "TEXT"), ("script", "TEXT"), ("function", "TEXT"), ("name", "TEXT"), ("point", "TEXT"),
+                     ("status", "TEXT"), ("median", "REAL"), ("stats", "TEXT"), ("batches", "INTEGER"),
+                     ("iterations", "INTEGER"), ("flops", "INTEGER"), ("reason", "TEXT"), ("relative_error", "REAL"),
+                     ("reference", "TEXT"), ("reference_median", "REAL"), ("measured_at", "REAL"),
+                     ("confirmed", "INTEGER")),
+}
+_KEYS = {"checks": ("script_key", "function", "point"),
+         "measurements": ("source_hash", "device", "driver", "schedc", "shape")}
+_SCHEMA = "\n".join(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'{n} {t}' for n, t in columns)}, "
+                     f"PRIMARY KEY ({', '.join(_KEYS[table])}));" for table, columns in _TABLES.items())
 
 COLUMNS = ("script", "function", "shape", "point", "status", "median", "flops", "device", "driver", "schedc",
            "name", "reference", "reference_median", "relative_error", "confirmed", "reason", "source_hash",
@@ -58,8 +60,18 @@ class Database:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.connection = sqlite3.connect(self.path)
             self.connection.executescript(_SCHEMA)
+            self._migrate()
         except (OSError, sqlite3.Error) as error:
             raise TuneError(f"--db {path}", f"cannot open the results database: {error}") from None
+
+    def _migrate(self) -> None:
+        """Add the columns a database written by an older schedc lacks (columns are only added)."""
+        for table, columns in _TABLES.items():
+            have = {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns:
+                if name not in have:
+                    self.connection.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        self.connection.commit()
 
     def close(self) -> None:
         self.connection.close()
@@ -80,7 +92,8 @@ class Database:
     def record_check(self, script_key: str, function: str, point: str, checked: Checked) -> None:
         with self.connection:
             self.connection.execute(
-                "INSERT OR REPLACE INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO checks ({', '.join(n for n, _ in _TABLES['checks'])}) "
+                f"VALUES ({', '.join('?' * len(_TABLES['checks']))})",
                 (script_key, function, point, checked.status.value, checked.reason, checked.kind, checked.name,
                  checked.source_hash, checked.directory))
 
@@ -102,7 +115,8 @@ class Database:
                            name: str, point: str, m: Measured) -> None:
         with self.connection:
             self.connection.execute(
-                f"INSERT OR REPLACE INTO measurements VALUES ({', '.join('?' * 21)})",
+                f"INSERT OR REPLACE INTO measurements ({', '.join(n for n, _ in _TABLES['measurements'])}) "
+                f"VALUES ({', '.join('?' * len(_TABLES['measurements']))})",
                 (source_hash, device["device"], device["driver"], __version__, shape, script, function, name, point,
                  m.status.value, m.median, json.dumps(m.stats), m.batches, m.iterations, m.flops, m.reason,
                  m.relative_error, m.reference, m.reference_median, time.time(), int(m.confirmed)))
