@@ -475,3 +475,24 @@ def test_a_database_of_an_older_schedc_gains_the_columns_it_lacks(tmp_path):
     database = db.Database(path)
     assert database.rows() == []
     assert "confirmed" in {row[1] for row in database.connection.execute("PRAGMA table_info(measurements)")}
+
+
+def hangs_once(values: dict, shape: str) -> float:
+    """Pretend timing on a Dask worker: the point BM=8, BN=16, ST=1 hangs."""
+    if values == {"BM": 8, "BN": 16, "ST": 1}:
+        import time
+
+        time.sleep(30)  # past the test's 3-second timeout; without one, a slow point only
+    return seconds(values, shape)
+
+
+def test_a_candidate_that_hangs_on_a_dask_worker_is_stopped_and_the_search_goes_on(tmp_path, options):
+    distributed = pytest.importorskip("distributed")
+    from schedc.tuning import DaskCluster
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        outcome = tune(write(tmp_path), options, DaskCluster(client, timing=hangs_once, timeout=3))
+    (hung,) = [p for p in outcome.points if p.status is Status.FAULT]
+    assert hung.values == {"BM": 8, "BN": 16, "ST": 1} and "ran past 3 s and was stopped" in hung.measured.reason
+    assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}

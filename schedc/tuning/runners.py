@@ -8,6 +8,7 @@ where it is not the point (tests, ``schedc tune --fake-timing``)."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
 import time
@@ -217,9 +218,11 @@ class DaskCluster:
     """A Dask distributed cluster (``--scheduler ADDRESS``, or a ``distributed.Client``): points
     are built on any worker (files sent back: workers need not share a disk), candidates timed on
     workers with a ``GPU`` resource, one each (dask-cuda's LocalCUDACluster pins one worker per
-    GPU; give it ``resources={"GPU": 1}``). ``timing``: pretend GPUs (``FakeTiming``'s)."""
+    GPU; give it ``resources={"GPU": 1}``). ``timing``: pretend GPUs (``FakeTiming``'s). A
+    candidate that runs past ``timeout`` seconds is cancelled and its worker restarted; so is the
+    worker of a candidate that faulted (its CUDA context is lost)."""
 
-    def __init__(self, scheduler, timing: Timing | None = None) -> None:
+    def __init__(self, scheduler, timing: Timing | None = None, timeout: float = 120.0) -> None:
         try:
             from distributed import Client
         except ImportError:
@@ -228,7 +231,7 @@ class DaskCluster:
             self.client = scheduler if isinstance(scheduler, Client) else Client(scheduler, timeout=30)
         except OSError as error:
             raise TuneError(f"--scheduler {scheduler}", f"cannot reach the Dask scheduler: {error}") from None
-        self.timing = timing
+        self.timing, self.timeout = timing, timeout
         self.source: collect.Source | None = None
         self.cache = ""
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
@@ -239,7 +242,8 @@ class DaskCluster:
                             "dask-cuda: LocalCUDACluster(resources={'GPU': 1}) or dask-cuda-worker --resources GPU=1)")
         self.free = gpus
         self.build_slots = max(1, sum(w.get("nthreads", 1) for w in workers))
-        self.running: set[cf.Future] = set()
+        self.running: dict[cf.Future, tuple[object, float]] = {}  # future -> (Dask task, when submitted)
+        self.killed: set[cf.Future] = set()
         self.info = (self._wrap(self.client.submit(_fake_info, resources={"GPU": 1}, pure=False)) if timing
                      else self._wrap(self.client.submit(measure.device_info, resources={"GPU": 1}, pure=False))
                      ).result(timeout=300)
@@ -266,19 +270,40 @@ class DaskCluster:
             task = self.client.submit(_measure_files, files, checked.name, settings, best, reference,
                                       resources={"GPU": 1}, pure=False)
         future = self._wrap(task)
-        self.running.add(future)
+        self.running[future] = (task, time.monotonic())
         return future
 
     def result(self, future: cf.Future) -> Measured:
-        self.running.discard(future)
+        task, started = self.running.pop(future)
         self.free += 1
         try:
-            return future.result()
-        except Exception as error:  # noqa: BLE001 - a worker lost: recorded, Dask retries elsewhere next time
-            return Measured(Status.FAULT, reason=f"the Dask task failed ({type(error).__name__}: {error})")
+            measured = future.result()
+        except Exception as error:  # noqa: BLE001 - a worker lost or the task cancelled: recorded
+            why = (f"ran past {self.timeout:g} s and was stopped" if future in self.killed
+                   else f"the Dask task failed ({type(error).__name__}: {error})")
+            return Measured(Status.FAULT, reason=why, seconds=time.monotonic() - started)
+        if measured.status is Status.FAULT and self.timing is None:
+            holders = self.client.who_has(task).get(task.key, ())
+            self._restart(list(holders))
+        return measured
 
     def overdue(self) -> None:
-        pass
+        """Cancel the candidates past the timeout and restart the workers running them."""
+        now = time.monotonic()
+        late = {task.key: future for future, (task, started) in self.running.items()
+                if now - started > self.timeout and future not in self.killed}
+        if not late:
+            return
+        processing = self.client.processing()
+        for future in late.values():
+            self.killed.add(future)
+            self.client.cancel(self.running[future][0], force=True)
+        self._restart([w for w, keys in processing.items() if any(k in late for k in keys)])
+
+    def _restart(self, workers: list) -> None:
+        if workers:  # a worker that does not come back is the cluster's to replace
+            with contextlib.suppress(Exception):
+                self.client.restart_workers(workers, timeout=120)
 
     def close(self) -> None:
         pass

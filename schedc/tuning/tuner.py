@@ -130,7 +130,7 @@ def _run(source: collect.Source, parsed: collect.Script, options: Options, datab
     if options.dry_run:
         runner = runners.NoTiming()
     if runner is None and options.scheduler is not None:
-        runner = runners.DaskCluster(options.scheduler)
+        runner = runners.DaskCluster(options.scheduler, timeout=options.timeout)
     dask = runner if isinstance(runner, runners.DaskCluster) else None
     if dask is not None:
         dask.bind(source, cache)
