@@ -496,3 +496,26 @@ def test_a_candidate_that_hangs_on_a_dask_worker_is_stopped_and_the_search_goes_
     (hung,) = [p for p in outcome.points if p.status is Status.FAULT]
     assert hung.values == {"BM": 8, "BN": 16, "ST": 1} and "ran past 3 s and was stopped" in hung.measured.reason
     assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
+
+
+def test_a_worker_on_another_host_runs_the_script_with_its_helper_modules(tmp_path):
+    """A Dask worker whose disk lacks the script runs a copy of it beside copies of the modules it
+    imports from its folder: the same grids, the same key."""
+    import dataclasses
+
+    from schedc.tuning import collect
+
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "sizes.py").write_text("ROWS = [8, 16]\n")
+    script = tmp_path / "with_helper.py"
+    script.write_text("from helpers.sizes import ROWS\n" + (SCRIPT % {"bm": "ROWS"}))
+    here = collect.run(collect.Source.of(script))
+    assert sorted(p for p, _ in here.modules) == ["helpers/__init__.py", "helpers/sizes.py"]
+    elsewhere = dataclasses.replace(here.source, path=str(tmp_path / "gone" / "with_helper.py"), modules=here.modules)
+    import sys
+
+    for name in [n for n in sys.modules if n == "helpers" or n.startswith("helpers.")]:
+        del sys.modules[name]  # as a fresh worker process has not imported them
+    there = collect.run(elsewhere)
+    assert len(there.grids[0].points) == len(here.grids[0].points) == 12 and there.key == here.key

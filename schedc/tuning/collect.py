@@ -33,6 +33,7 @@ class Source:
     shapes: tuple[tuple[tuple[str, int], ...], ...] = ()
     functions: tuple[str, ...] = ()  # the grids tuned, by base name (all when empty)
     sizes: tuple[tuple[tuple[str, int], ...], ...] = ()  # run-time sizes to time at: one bucket each
+    modules: tuple[tuple[str, str], ...] = ()  # the local modules it imports (path beside it, text), for other hosts
 
     @staticmethod
     def of(path: str | Path, shapes: list[Shape] | None = None, functions: tuple[str, ...] = (),
@@ -92,6 +93,7 @@ class Script:
     grids: tuple[Grid, ...]
     builds: tuple[BuildCall, ...]
     key: str
+    modules: tuple[tuple[str, str], ...] = ()  # the modules beside the script it imported: (relative path, text)
 
 
 def run(source: Source) -> Script:
@@ -122,9 +124,11 @@ def run(source: Source) -> Script:
     grids = tuple(_sized(_grid(add, shapes), [dict(s) for s in source.sizes]) for add in adds)
     files = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
     local = sorted(f for f in files if _local(f, path.parent))  # every module beside the script, however imported
-    key = _digest([source.text, source.shapes, source.sizes, source.functions, [Path(f).read_text() for f in local],
+    modules = tuple((str(Path(f).resolve().relative_to(path.parent.resolve())), Path(f).read_text())
+                    for f in local if Path(f).resolve() != path.resolve())
+    key = _digest([source.text, source.shapes, source.sizes, source.functions, [text for _, text in modules],
                    schedc_digest()])
-    return Script(source, grids, tuple(collected.builds), key)
+    return Script(source, grids, tuple(collected.builds), key, modules)
 
 
 _RUN: dict[Source, Script] = {}  # this process's runs of scripts (a build process inherits the tuner's)
@@ -201,6 +205,10 @@ def _copy(source: Source) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="schedc-tune-"))
     path = folder / Path(source.path).name
     path.write_text(source.text)
+    for relative, text in source.modules:  # the helpers it imports, where it imports them from
+        module = folder / relative
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(text)
     return path
 
 

@@ -132,8 +132,8 @@ def _run(source: collect.Source, parsed: collect.Script, options: Options, datab
     if runner is None and options.scheduler is not None:
         runner = runners.DaskCluster(options.scheduler, timeout=options.timeout)
     dask = runner if isinstance(runner, runners.DaskCluster) else None
-    if dask is not None:
-        dask.bind(source, cache)
+    if dask is not None:  # its workers may be on other hosts: the script's helper modules travel with it
+        dask.bind(dataclasses.replace(source, modules=parsed.modules), cache)
     jobs = options.jobs or os.cpu_count() or 1
     builders = dask or runners.Builders(source, cache, jobs, build=not options.dry_run)  # forked first
     try:
