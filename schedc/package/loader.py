@@ -497,9 +497,7 @@ class Dispatcher:
 
     def _exact(self, args) -> Function:
         for fn in self.functions:
-            arrays = [p for p in fn.function.caller_params if isinstance(p, Buffer)]
-            given = [a for a in args if hasattr(a, "shape")]
-            if len(given) == len(arrays) and all(tuple(a.shape) == tuple(b.shape) for a, b in zip(given, arrays)):
+            if _fixed_match(fn, args):
                 return fn
         shown = ", ".join(str(tuple(a.shape)) for a in args if hasattr(a, "shape"))
         tuned = "; ".join(f"{fn.name}: " + ", ".join(str(tuple(p.shape)) for p in fn.function.caller_params

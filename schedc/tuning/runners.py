@@ -32,7 +32,8 @@ class Builders:
         self.pool.submit(int).result()  # a fork pool starts all its processes at its first task
         self.build_slots = jobs
 
-    def submit(self, task: Task) -> cf.Future:
+    def check(self, task: Task) -> cf.Future:
+        """Check and build ``task``'s point in a build process."""
         try:
             return self.pool.submit(candidate.check_point, self.source, task, self.cache, False, self.build)
         except cf.process.BrokenProcessPool:  # a build process died (its point is recorded): start anew
@@ -107,7 +108,7 @@ class LocalGPUs:
         saved = {k: os.environ.get(k) for k in pinned}
         os.environ.update(pinned)
         try:
-            self.workers[gpu] = _worker()
+            self.workers[gpu] = cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
             self.workers[gpu].submit(int).result(timeout=300)  # the process starts here, with this environment
         finally:
             for k, v in saved.items():
@@ -131,10 +132,6 @@ class LocalGPUs:
 
 
 _THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def _worker() -> cf.ProcessPoolExecutor:
-    return cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _stop(executor: cf.ProcessPoolExecutor) -> None:
@@ -244,9 +241,8 @@ class DaskCluster:
         self.build_slots = max(1, sum(w.get("nthreads", 1) for w in workers))
         self.running: dict[cf.Future, tuple[object, float]] = {}  # future -> (Dask task, when submitted)
         self.killed: set[cf.Future] = set()
-        self.info = (self._wrap(self.client.submit(_fake_info, resources={"GPU": 1}, pure=False)) if timing
-                     else self._wrap(self.client.submit(measure.device_info, resources={"GPU": 1}, pure=False))
-                     ).result(timeout=300)
+        probe = _fake_info if timing else measure.device_info
+        self.info = self._wrap(self.client.submit(probe, resources={"GPU": 1}, pure=False)).result(timeout=300)
 
     @property
     def slots(self) -> int:
@@ -256,7 +252,8 @@ class DaskCluster:
         """The script whose points the workers build, and their compile cache (on their disks)."""
         self.source, self.cache = source, cache
 
-    def submit_check(self, task: Task) -> cf.Future:
+    def check(self, task: Task) -> cf.Future:
+        """Check and build ``task``'s point on any worker (its files sent back)."""
         return self._wrap(self.client.submit(candidate.check_point, self.source, task, self.cache, True, pure=False))
 
     def submit(self, checked: Checked, values: dict, shape: str, settings: measure.Settings,

@@ -42,9 +42,6 @@ class Exhaustive:
     def tell(self, task: Task, value: float | None, counted: bool = True) -> None:
         pass
 
-    def known(self, task: Task, value: float | None, sent: bool) -> None:
-        """A point whose result the database has: it is met in turn (and found there)."""
-
     def done(self) -> bool:
         return self.finished
 

@@ -196,13 +196,13 @@ class _Search:
                 task = Task(g, index)
                 point = Point(task, grid.base_name, shape, grid.searched(index), grid.key(index))
                 checked = self.db.checked(self.script.key, _check_key(point), point.key, task)
-                if checked is None or checked.status is Status.ACCEPTED:
+                if checked is None:
                     continue
                 measured = None
                 if checked.status is Status.COMPILED:
-                    measured = self.db.measured(checked.source_hash, self.runner.info, shape)
-                    if measured is None or measured.status not in (Status.TIMED, Status.SLOWER):
-                        continue
+                    measured = self._timed(checked, shape)
+                    if measured is None:
+                        continue  # built, not timed: the sampler proposes it in turn
                     point.reused = True
                     self.outcome.reused += 1
                 point.checked, point.measured = checked, measured
@@ -271,8 +271,7 @@ class _Search:
             if cached is not None:
                 self._checked_is(point, cached, reused=True)
             else:
-                submit = getattr(self.builders, "submit_check", None) or self.builders.submit
-                self.checking[submit(task)] = point
+                self.checking[self.builders.check(task)] = point
 
     def _dispatch(self) -> None:
         while self.ready and self.runner.slots > 0:
@@ -301,13 +300,18 @@ class _Search:
             self.proposer.tell(point.task, None, counted=False)
             self._advance(point, counted=False)
             return
-        known = self.db.measured(checked.source_hash, self.runner.info, point.shape)
-        if known is not None and known.status in (Status.TIMED, Status.SLOWER):
+        known = self._timed(checked, point.shape)
+        if known is not None:
             point.reused = True
             self.outcome.reused += 1
             self._measured_is(point, known)
         else:
             self.ready.append(point)
+
+    def _timed(self, checked: Checked, shape: str) -> Measured | None:
+        """The database's time of a built candidate on this device at ``shape``, if it has one."""
+        known = self.db.measured(checked.source_hash, self.runner.info, shape)
+        return known if known is not None and known.status in (Status.TIMED, Status.SLOWER) else None
 
     def _measured(self, point: Point, measured: Measured) -> None:
         self.outcome.gpu_seconds += measured.seconds
@@ -330,9 +334,8 @@ class _Search:
         counts[point.status] += 1
         counts["compiled"] += int(point.checked is not None and point.checked.status is Status.COMPILED)
         best = min(self.best.values(), default=None)
-        compiled = counts["compiled"]
         self.bar.set_postfix_str(
-            f"refused {counts[Status.REFUSED]}, compiled {compiled}, "
+            f"refused {counts[Status.REFUSED]}, compiled {counts['compiled']}, "
             f"timed {counts[Status.TIMED] + counts[Status.SLOWER]}, bugs {sum(counts[s] for s in Status if s.bug)}"
             + (f", best {best * 1e6:.1f} us" if best is not None else ""), refresh=False)
         if counted or isinstance(self.proposer, Exhaustive):
