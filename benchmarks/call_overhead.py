@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Wall time per call from PyTorch: a schedc function ``fn(a, b, c)`` on torch tensors of 4096
 floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; the same
-function as a ``torch.library`` operator (``schedc.torch.custom_op``) eagerly and inside
-``torch.compile``, beside torch's allocating add; then where a schedc call spends its
-microseconds (cProfile, by function).
+function as a ``torch.library`` operator (``schedc.torch.custom_op``) eagerly, inside
+``torch.compile`` (a graph of one call, and the difference a call makes in a graph of eight)
+and in CUDA graphs, beside torch's allocating add; the function in a replayed CUDA graph beside
+its kernel's time; then where a schedc call spends its microseconds (cProfile, by function).
 
 The kernel itself takes a few microseconds; every figure is dominated by the host: the median
 of ``--repeats`` runs of ``--calls`` calls each (after a warm-up), wall time divided by calls,
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import schedc as acc  # noqa: E402
 from schedc import torch as schedc_torch  # noqa: E402
+from schedc.package import native as schedc_native  # noqa: E402
 from tests.plans import vector_add  # noqa: E402
 
 N = 4096
@@ -56,6 +58,81 @@ def per_call(call, calls: int, repeats: int) -> float:
         torch.cuda.synchronize()
         times.append((time.perf_counter() - start) / calls * 1e6)
     return statistics.median(times)
+
+
+def chain(op, count: int):
+    """``(p, q) -> op(...op(op(p, q), q)..., q)``, ``count`` calls."""
+    def run(p, q):
+        for _ in range(count):
+            p = op(p, q)
+        return p
+    return run
+
+
+def chained(op, x, y, options, check: bool = True) -> list[tuple[str, float]]:
+    """The operator's cost inside a compiled graph: a function of 8 chained calls against one of 1,
+    the difference per call (the compiled function's own entry cost falls out); and the same
+    graph of 8 calls compiled with CUDA graphs (mode="reduce-overhead"), per call."""
+    import torch
+
+    one, eight = (torch.compile(chain(op, n), fullgraph=True) for n in (1, 8))
+    result = eight(x, y)
+    assert not check or torch.allclose(result, x + 8 * y), "the chained operator is wrong"
+    one(x, y)
+    first, last = (per_call(lambda f=f: f(x, y), options.calls, options.repeats) for f in (one, eight))
+    graphs = torch.compile(chain(op, 8), fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):
+        graphs(x, y)
+    replayed = per_call(lambda: graphs(x, y), options.calls, options.repeats) / 8
+    return [("op in a compiled graph, each of 8", (last - first) / 7),
+            ("  the same graph, CUDA graphs, each", replayed)]
+
+
+def graphed(fn, x, y, out, options) -> list[tuple[str, float]]:
+    """``fn`` captured 100 times in a CUDA graph and replayed: per call (the kernel's own time and
+    the replay's share), beside the kernel's time alone (CUDA events around 100 eager calls)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(x, y, out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(100):
+            fn(x, y, out)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y), "the replayed graph is wrong"
+    replay = per_call(graph.replay, max(options.calls // 100, 20), options.repeats) / 100
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(options.repeats):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / 100)
+    return [("fn in a replayed CUDA graph", replay),
+            ("  GPU time per call there (events)", statistics.median(times))]
+
+
+def floor(x, y, options) -> list[tuple[str, float]]:
+    """What any operator implemented in Python costs: one that only allocates its result
+    (``torch.empty_like``), eagerly and as a call among 8 in a compiled graph."""
+    import torch
+
+    library = torch.library.Library("schedc_floor", "FRAGMENT")
+    library.define("nothing(Tensor a, Tensor b) -> Tensor")
+    library.impl("nothing", lambda a, b: torch.empty_like(a), "CUDA")
+    torch.library.register_fake("schedc_floor::nothing", lambda a, b: torch.empty_like(a), lib=library)
+    op = torch.ops.schedc_floor.nothing
+    eager = per_call(lambda: op(x, y), options.calls, options.repeats)
+    rows = chained(op, x, y, options, check=False)
+    return [("a Python operator that only allocates", eager), ("  in a compiled graph, each of 8", rows[0][1]),
+            ("  the same graph, CUDA graphs, each", rows[1][1])]
 
 
 def triton_add():
@@ -93,9 +170,14 @@ def main() -> None:
         fn(x, y, out)
         torch.cuda.synchronize()
         assert torch.equal(out, x + y), "the schedc add is wrong"
-        rows = [("schedc fn(a, b, c)", per_call(lambda: fn(x, y, out), options.calls, options.repeats)),
-                ("torch.add(a, b, out=c)", per_call(lambda: torch.add(x, y, out=out), options.calls,
-                                                     options.repeats))]
+        plan = fn._plan
+        native = plan.native
+        rows = [("schedc fn(a, b, c)", per_call(lambda: fn(x, y, out), options.calls, options.repeats))]
+        plan.native = None  # the same call launched through ctypes (the fast path without its C part)
+        rows.append(("  the same, ctypes launch", per_call(lambda: fn(x, y, out), options.calls, options.repeats)))
+        plan.native = native
+        rows.append(("torch.add(a, b, out=c)", per_call(lambda: torch.add(x, y, out=out), options.calls,
+                                                         options.repeats)))
         op = schedc_torch.custom_op(fn, "schedc_bench::add")  # functional: allocates its output
         compiled = torch.compile(lambda p, q: op(p, q), fullgraph=True)
         assert torch.equal(compiled(x, y), x + y), "the compiled operator is wrong"
@@ -105,11 +187,15 @@ def main() -> None:
         compiled_add = torch.compile(lambda p, q: torch.add(p, q), fullgraph=True)
         rows.append(("torch.add inside torch.compile", per_call(lambda: compiled_add(x, y), options.calls,
                                                                  options.repeats)))
+        rows += chained(op, x, y, options)
+        rows += graphed(fn, x, y, out, options)
+        rows += floor(x, y, options)
         triton = triton_add()
         if triton is not None:
             rows.append(("Triton add[grid](a, b, c, n)", per_call(lambda: triton(x, y, out), options.calls,
                                                                   options.repeats)))
-        print(f"{torch.cuda.get_device_name()}: wall time per call, median of {options.repeats} x {options.calls}")
+        print(f"{torch.cuda.get_device_name()}: wall time per call, median of {options.repeats} x {options.calls}"
+              f" (C launch: {'yes' if native is not None else 'no, ' + schedc_native.reason()})")
         for name, us in rows:
             print(f"  {name:<32} {us:8.2f} us")
         if options.profile:
@@ -120,6 +206,15 @@ def main() -> None:
             profiler.disable()
             torch.cuda.synchronize()
             text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+            compiled_chain = torch.compile(chain(op, 8), fullgraph=True)
+            compiled_chain(x, y)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(options.calls // 8):
+                compiled_chain(x, y)
+            profiler.disable()
+            torch.cuda.synchronize()
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
             print(text.getvalue())
 

@@ -12,6 +12,8 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import schedc
 from schedc.errors import LaunchError
@@ -51,6 +53,191 @@ def test_a_stand_in_torch_module_leaves_the_call_to_the_general_path(tmp_path, m
     with pytest.raises(LaunchError, match=r"standin\(A, B, C\): expected 3 arrays, got 1"):
         fn(np.zeros((32, 16), np.float32))
     assert fn._plan is not None and not fn._plan.enabled
+
+
+# -- the C part (fastlaunch.c), on the CPU: a stand-in torch, the driver's calls as callbacks ----
+
+
+class _Dtype:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Tensor:
+    """What the fast path reads of a torch tensor, set by hand."""
+
+    def __init__(self, dtype, shape, strides, pointer, device=0, fails=None) -> None:
+        self.dtype, self.shape, self._strides, self._pointer, self._device = dtype, tuple(shape), tuple(strides), \
+            pointer, device
+        self.fails = fails
+
+    def get_device(self) -> int:
+        return self._device
+
+    def stride(self) -> tuple:
+        return self._strides
+
+    def is_contiguous(self) -> bool:
+        expected, step = [], 1
+        for n in reversed(self.shape):
+            expected.insert(0, step)
+            step *= n
+        return all(n == 1 or s == e for n, s, e in zip(self.shape, self._strides, expected))
+
+    def data_ptr(self) -> int:
+        if self.fails is not None:
+            raise self.fails
+        return self._pointer
+
+
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class _Driver:
+    """cuLaunchKernel and cuCtxSetCurrent as C callbacks: each launch's function, grid, block,
+    shared bytes, stream and pointers recorded; ``results`` the codes the next launches return."""
+
+    def __init__(self, arrays: int) -> None:
+        self.launched, self.contexts, self.results = [], [], []
+
+        def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+            pointers = [ctypes.c_uint64.from_address(params[n]).value for n in range(arrays)]
+            self.launched.append((function, (gx, gy, gz), (bx, by, bz), shared, stream, pointers))
+            return self.results.pop(0) if self.results else 0
+
+        def set_current(context):
+            self.contexts.append(context)
+            return 0
+        self.cuLaunchKernel, self.cuCtxSetCurrent = _LAUNCH(launch), _SET(set_current)
+
+
+@pytest.fixture(scope="module")
+def native_package(tmp_path_factory):
+    """C[64, 48] += A[64, 32] @ B[32, 48], built once for the tests of the C part."""
+    from schedc.package import native
+
+    if native.fast_launch() is None:
+        pytest.skip(f"the C part did not build: {native.reason()}")
+    return build(*simt_matmul(64, 48, 32, block=(16, 16)), "native", tmp_path_factory.mktemp("native"))
+
+
+@pytest.fixture
+def native_plan(native_package, monkeypatch):
+    """A CallPlan of ``native_package``'s function under a stand-in torch, its C launch, the
+    driver's stand-in and the stand-in's float32."""
+    fn = schedc.load(native_package).native
+    float32 = _Dtype("float32")
+    stand_in = types.SimpleNamespace(Tensor=_Tensor, float32=float32, float16=_Dtype("float16"),
+                                     _C=types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000))
+    monkeypatch.setitem(sys.modules, "torch", stand_in)
+    plan = fastcall.CallPlan(fn)
+    plan.handles, plan.context = [0xF00], 0xC0
+    library = _Driver(3)
+    plan.native = fastcall.native_plan(plan, library)
+    return plan, library, float32
+
+
+def _arguments(float32, base=0x10000):
+    return (_Tensor(float32, (64, 32), (32, 1), base), _Tensor(float32, (32, 48), (48, 1), base + 0x4000),
+            _Tensor(float32, (64, 48), (48, 1), base + 0x8000))
+
+
+def test_the_c_launch_passes_the_kernel_its_grid_and_the_tensors_addresses(native_plan):
+    plan, library, float32 = native_plan
+    args = _arguments(float32)
+    assert plan.call(args, None)
+    kernel = plan.kernels[0]
+    assert library.launched == [(0xF00, kernel.grid, kernel.block, kernel.dynamic_shared_bytes, 0x5000,
+                                 [0x10000, 0x14000, 0x18000])]
+
+
+def test_the_c_launch_sets_the_functions_context_where_a_launch_fails_and_reports_a_second_failure(native_plan,
+                                                                                                   monkeypatch):
+    plan, library, float32 = native_plan
+    library.results = [201]  # CUDA_ERROR_INVALID_CONTEXT, then success
+    assert plan.call(_arguments(float32), None)
+    assert library.contexts == [0xC0] and len(library.launched) == 2
+    library.results = [201, 201]
+    assert plan.native.call(_arguments(float32)) == 201
+    failures = []
+    monkeypatch.setattr(fastcall, "_failed", lambda result, stream: failures.append((result, stream)))
+    library.results = [201, 201]
+    plan.call(_arguments(float32), None)
+    assert failures == [(201, 0x5000)]
+
+
+def test_a_tensor_that_cannot_say_its_address_goes_the_general_way_but_an_interrupt_is_raised(native_plan):
+    plan, library, float32 = native_plan
+    a, b, c = _arguments(float32)
+    assert plan.native.call((a, b, _Tensor(float32, c.shape, c._strides, 0x18000, fails=RuntimeError("meta")))) == -1
+    with pytest.raises(KeyboardInterrupt):
+        plan.native.call((a, b, _Tensor(float32, c.shape, c._strides, 0x18000, fails=KeyboardInterrupt())))
+    assert library.launched == []
+
+
+_SHAPES = {"A": (64, 32), "B": (32, 48), "C": (64, 48)}
+_CHANGES = ("dtype", "wider", "fewer dimensions", "more dimensions", "cpu", "other device", "column-major",
+            "padded rows", "misaligned", "null", "overlapping", "not a tensor")
+
+
+@st.composite
+def _calls(draw):
+    """The function's arguments, most of them right, up to two of them changed: another dtype,
+    shape, device or layout, an address misaligned, null or shared with another array, or not a
+    tensor; or the call has another count."""
+    float32 = _Dtype("float32")
+    args = [_Tensor(float32, shape, _row_major(shape), 0x100000 * (n + 1)) for n, shape in enumerate(_SHAPES.values())]
+    for _ in range(draw(st.integers(0, 2))):
+        n, change = draw(st.integers(0, 2)), draw(st.sampled_from(_CHANGES))
+        value, (rows, columns) = args[n], list(_SHAPES.values())[n]
+        if not isinstance(value, _Tensor):
+            continue
+        if change == "dtype":
+            value.dtype = _Dtype("float16")
+        elif change in ("wider", "fewer dimensions", "more dimensions"):
+            value.shape = {"wider": (rows, columns + 1), "fewer dimensions": (rows * columns,),
+                           "more dimensions": (rows, columns, 1)}[change]
+            value._strides = _row_major(value.shape)
+        elif change in ("cpu", "other device"):
+            value._device = -1 if change == "cpu" else 1
+        elif change in ("column-major", "padded rows"):
+            value._strides = (1, rows) if change == "column-major" else (columns + 8, 1)
+        elif change in ("misaligned", "null"):
+            value._pointer = value._pointer + 2 if change == "misaligned" else 0
+        elif change == "overlapping":
+            value._pointer = args[(n + 1) % 3]._pointer + 64
+        else:
+            args[n] = np.zeros(value.shape, np.float32)
+    count = draw(st.sampled_from([3] * 8 + [2, 4]))
+    return (*args, None)[:count]
+
+
+def _row_major(shape: tuple) -> tuple:
+    return tuple(int(np.prod(shape[d + 1:])) for d in range(len(shape)))
+
+
+def _stand_in_dtypes(args, float32):
+    """The drawn arguments with the fixture's float32 (dtype singletons are compared by identity)."""
+    for value in args:
+        if isinstance(value, _Tensor) and value.dtype.name == "float32":
+            value.dtype = float32
+    return args
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_calls())
+def test_the_c_checks_take_exactly_the_calls_the_python_checks_take(native_plan, args):
+    plan, library, float32 = native_plan
+    args = _stand_in_dtypes(args, float32)
+    library.launched.clear()
+    expected = plan.pointers(args)
+    assert (plan.native.call(args) == 0) == (expected is not None)
+    assert [launch[-1] for launch in library.launched] == ([expected] if expected is not None else [])
 
 
 # -- on the GPU ----------------------------------------------------------------------------------
@@ -231,6 +418,30 @@ def test_cuda_graphs_capture_and_replay_a_call(tmp_path, splits):
         torch.cuda.synchronize()
         assert torch.allclose(replayed, c, rtol=1e-5) and torch.allclose(c.double(), a.double() @ b.double(),
                                                                          rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_the_c_launch_serves_a_function_of_the_callers_arrays_and_leaves_wrong_calls_to_the_general_path(tmp_path):
+    from schedc.package import native
+
+    from .plans import vector_add
+
+    fn = schedc.load(build(*vector_add(4096), "fast_native", tmp_path)).fast_native
+    torch = _torch()
+    a, b, c = torch.rand(4096, device="cuda"), torch.rand(4096, device="cuda"), torch.empty(4096, device="cuda")
+    fn(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
+    assert (fn._plan.native is not None) == (native.fast_launch() is not None), native.reason()
+    with pytest.raises(LaunchError, match="argument a: dtype float64, expected float32"):
+        fn(a.double(), b, c)
+    with pytest.raises(LaunchError, match="overlap in memory"):
+        fn(a, b, a)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # the current stream, asked of torch at each call
+        fn(b, b, c)
+    side.synchronize()
+    assert torch.equal(c, b + b)
 
 
 @pytest.mark.gpu

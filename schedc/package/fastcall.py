@@ -1,6 +1,8 @@
 """The fast path of a call on CUDA torch tensors: what does not depend on the call's arguments
 is computed once per function, and a call is a few attribute reads and comparisons per tensor
-and one ``cuLaunchKernel`` per kernel through ctypes, with a parameter buffer prepared once.
+and one ``cuLaunchKernel`` per kernel, with a parameter buffer prepared once. A function of one
+kernel whose parameters are the caller's arrays makes its checks and launch in C
+(``fastlaunch.c``, ``native.py``: 0.6 of the ctypes launch's time); any other through ctypes.
 
 The fast path makes the same checks as the general one (count, dtype, shape, strides, device,
 alignment, null pointers, overlap of a written array, the stream to launch on) and takes a call
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
 from ..ir.layout import row_major_strides
 from ..ir.specialize import grid_at, grids_fit
-from . import driver
+from . import driver, native
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class CallPlan:
     def __init__(self, function) -> None:
         torch = sys.modules["torch"]
         self.function = function
+        self.native = None  # a function of one kernel of the caller's arrays: its launch in C, where it builds
         # a stand-in module (a test's, a stub) has no tensors to take: the general path serves
         self.enabled = isinstance(getattr(torch, "Tensor", None), type) and hasattr(torch, "_C") \
             and hasattr(torch, "float32")
@@ -167,6 +170,12 @@ class CallPlan:
 
     def call(self, args: tuple, stream: object) -> bool:
         """Launch on ``args`` and return True, or return False (the general path takes the call)."""
+        native = self.native
+        if native is not None and stream is None:
+            result = native.call(args)
+            if result > 0:
+                _failed(result, self.stream(0))
+            return result == 0
         if not self.enabled:
             return False
         if self.sizes:
@@ -227,6 +236,16 @@ class CallPlan:
             self.raw_launch = library["cuLaunchKernel"]  # a function object of its own, without argtypes
             self.raw_launch.restype = ctypes.c_int
         self.context = int(driver.device().context)
+        if self.lean is not None and not self.sizes and isinstance(library, ctypes.CDLL):  # a stand-in: ctypes
+            self.native = native_plan(self, library)
+
+    def native_arrays(self) -> list[tuple]:
+        """The arrays' checks as ``fastlaunch.c``'s Plan takes them: (position, dtype, shape,
+        strides, which strides are fixed, row-major, bytes, alignment)."""
+        fixed = [{d for d, _ in spec.strides} for spec in self.arrays]
+        return [(position, spec.torch_dtype, spec.shape, spec.all_strides,
+                 [d in fixed[n] for d in range(len(spec.shape))], spec.row_major, spec.nbytes, spec.alignment)
+                for n, (position, spec) in enumerate(self.positions)]
 
     def _launch_all(self, args: tuple, pointers: list[int], sizes: dict[str, int], stream: object) -> None:
         """Every kernel of the function, its scalars, run-time ``sizes``, workspaces and structs,
@@ -281,6 +300,20 @@ class CallPlan:
         if self._struct_cache is None or self._struct_cache[0] != key:
             self._struct_cache = (key, self.function._structs(named, sizes))
         return self._struct_cache[1]
+
+
+def native_plan(plan: CallPlan, library: ctypes.CDLL, ordinal: int = 0):
+    """``plan``'s launch in C (a function of one kernel whose parameters are the caller's arrays),
+    or None where the C part did not build (``native.reason()``)."""
+    module = native.fast_launch()
+    if module is None:
+        return None
+    kernel = plan.kernels[0]
+    address = ctypes.cast(library.cuLaunchKernel, ctypes.c_void_p).value
+    set_current = ctypes.cast(library.cuCtxSetCurrent, ctypes.c_void_p).value
+    return module.Plan(plan.tensor, plan.stream, ordinal, plan.arity, plan.native_arrays(), plan.pairs, address,
+                       set_current, plan.context, plan.handles[0], kernel.grid, kernel.block,
+                       kernel.dynamic_shared_bytes)
 
 
 def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sqlite3
 import time
 from dataclasses import asdict
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import TuneError
+from ..package.native import cache_root
 from .results import Checked, Measured, Status, Task
 
 _TABLES: dict[str, tuple[tuple[str, str], ...]] = {  # each table's columns, in order
@@ -43,12 +43,6 @@ COLUMNS = ("script", "function", "shape", "point", "status", "median", "flops", 
 def default_path() -> Path:
     """``$SCHEDC_CACHE/tune.sqlite`` or ``~/.cache/schedc/tune.sqlite``."""
     return cache_root() / "tune.sqlite"
-
-
-def cache_root() -> Path:
-    """Where the tuner keeps its database and compiled candidates: ``$SCHEDC_CACHE`` or
-    ``~/.cache/schedc``."""
-    return Path(os.environ.get("SCHEDC_CACHE") or Path.home() / ".cache" / "schedc")
 
 
 class Database:

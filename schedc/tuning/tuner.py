@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import TuneError
 from ..frontend.parameters import show_value
 from ..package.build import session
+from ..package.native import cache_root
 from . import collect, db, measure, runners
 from .results import Checked, Measured, Status, Task
 from .search import Exhaustive, Group, Sampled, groups
@@ -31,7 +32,7 @@ class Options:
     sizes: tuple[collect.Shape, ...] = ()  # run-time sizes to time a function of them at: a winner (bucket) each
     functions: tuple[str, ...] = ()  # the grids tuned, by base name (default: all; the others leave the package)
     db: str | None = None  # default: db.default_path()
-    cache: str | None = None  # compiled candidates; default: db.cache_root()
+    cache: str | None = None  # compiled candidates; default: cache_root()
     output_dir: str | None = None  # the winners' package folder (DIR/<package>/); default: the script's
     jobs: int = 0  # build processes (0: one per CPU)
     budget_points: int | None = None  # sampled: points of each function and shape sent to the GPU, at most;
@@ -126,7 +127,7 @@ def tune(script: str | Path, options: Options = Options(), runner=None) -> Outco
 def _run(source: collect.Source, parsed: collect.Script, options: Options, database: db.Database,
          runner) -> Outcome:
     """Search and pick the winners; the build pool and the GPU workers are closed whatever happens."""
-    cache = str(options.cache or db.cache_root())
+    cache = str(options.cache or cache_root())
     if options.dry_run:
         runner = runners.NoTiming()
     if runner is None and options.scheduler is not None:
