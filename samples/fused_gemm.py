@@ -12,6 +12,9 @@ product, before C leaves by TMA: C is written once, never read back from global 
 - ``relu_fp16_<M>x<N>x<K>``: C = relu(A @ B + bias), an epilogue of a few instructions an element;
 - ``matmul_fp16_<M>x<N>x<K>``: the same plan without the epilogue (what the fused kernels are
   measured against in ``benchmarks/fused_gemm.py``).
+
+``fused_matmul`` builds the plan for any epilogue, operand and output type
+(``samples/fp8_matmul.py`` scales FP8 products with it).
 """
 
 import math
@@ -21,17 +24,22 @@ import schedc as acc
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
-def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 3,
-                fused: bool = True, group: int = 8, accumulate: bool = False, activation: str = "gelu"):
-    """The plan and its arrays (A, B, C, bias; without ``fused``: A, B, C). ``accumulate``:
-    C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk);
-    ``activation``: "gelu" (the erf form) or "relu"."""
+WGMMA_K = {acc.ScalarType.float8_e4m3: 32, acc.ScalarType.float8_e5m2: 32, acc.ScalarType.float32: 8}  # else 16
+
+
+def fused_matmul(M: int, N: int, K: int, epilogue=None, inputs: tuple = (), operand=acc.ScalarType.float16,
+                 output=None, b_layout=acc.Array.Layout.FIRST_MAJOR, block=(128, 256, 64), stages: int = 3,
+                 group: int = 8, accumulate: bool = False):
+    """The Hopper plan of ``C += A @ B`` fused with the epilogue nest ``C[i, j] = epilogue(C[i, j], j)``
+    (None: the product alone), and its arrays (A, B, C, then ``inputs``, the arrays the epilogue
+    reads). A and B of ``operand``, C of ``output`` (default: the operand's type) accumulated in
+    float32 fragments; ``accumulate``: C is read (``C = epilogue(C + A @ B)``), else only written."""
     bm, bn, bk = block
-    shape = acc.MMAShape[f"M64xN{bn}xK16_B1"]
-    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
-    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT if accumulate else acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
-    bias = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
+    shape = acc.MMAShape[f"M64xN{bn}xK{WGMMA_K.get(operand, 16)}_B1"]
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N), layout=b_layout)
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT if accumulate else acc.Role.OUTPUT, element_type=output or operand,
+                  shape=(M, N))
 
     product = acc.Nest(shape=(M, N, K))
     i, j, k = product.get_indices()
@@ -41,25 +49,21 @@ def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128
         C[i, j] += A[i, k] * B[k, j]
 
     schedule = product.create_schedule()
-    if fused:
-        epilogue = acc.Nest(shape=(M, N))
-        i1, j1 = epilogue.get_indices()
+    if epilogue is not None:
+        after = acc.Nest(shape=(M, N))
+        i1, j1 = after.get_indices()
 
-        @epilogue.iteration_logic
+        @after.iteration_logic
         def _():
-            x = C[i1, j1] + bias[j1]
-            if activation == "gelu":
-                C[i1, j1] = 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
-            else:
-                C[i1, j1] = acc.max(x, 0.0)
+            C[i1, j1] = epilogue(C[i1, j1], j1)
 
-        schedule = acc.fuse((schedule, epilogue.create_schedule()), partial=2)
+        schedule = acc.fuse((schedule, after.create_schedule()), partial=2)
         f, i, j, k = schedule.get_indices()
     ii, jj, kk = schedule.split(i, bm), schedule.split(j, bn), schedule.split(k, bk)
     iii, jjj = schedule.split(ii, 64), schedule.split(jj, bn)  # one warpgroup's tile of C
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
     iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
-    schedule.reorder(i, j, *((f,) if fused else ()), ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    schedule.reorder(i, j, *((f,) if epilogue is not None else ()), ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
 
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
@@ -71,7 +75,23 @@ def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128
     plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
     plan.warp_specialize(True)
     plan.persistent(group=group)
-    return plan, ((A, B, C, bias) if fused else (A, B, C))
+    return plan, (A, B, C, *inputs)
+
+
+def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 3,
+                fused: bool = True, group: int = 8, accumulate: bool = False, activation: str = "gelu"):
+    """The plan and its arrays (A, B, C, bias; without ``fused``: A, B, C). ``accumulate``:
+    C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk);
+    ``activation``: "gelu" (the erf form) or "relu"."""
+    bias = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
+
+    def epilogue(c, j):
+        x = c + bias[j]
+        if activation == "gelu":
+            return 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
+        return acc.max(x, 0.0)
+    return fused_matmul(M, N, K, epilogue if fused else None, (bias,) if fused else (), dtype, block=block,
+                        stages=stages, group=group, accumulate=accumulate)
 
 
 SHAPES = ((4096, 4096, 4096), (8192, 4096, 2048))

@@ -30,7 +30,8 @@ import schedc as acc
 
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M64xN{n}xK16_B1",
-          acc.ScalarType.float32: "M64xN{n}xK8_B1"}
+          acc.ScalarType.float32: "M64xN{n}xK8_B1", acc.ScalarType.float8_e4m3: "M64xN{n}xK32_B1",
+          acc.ScalarType.float8_e5m2: "M64xN{n}xK32_B1"}
 
 
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,

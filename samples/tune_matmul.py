@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A Hopper matrix product to tune: ``schedc tune samples/tune_matmul.py``.
 
-C = A @ B (float16 or bfloat16 operands, C of the operands' type, float32 accumulators) as in
-``samples/hopper_matmul.py``: wgmma on TMA-filled rings of shared tiles, warpgroups of 64 rows of
-the block's tile, a persistent grid. What ``hopper_matmul`` fixes by hand is a parameter here:
+C = A @ B (float16 or bfloat16 operands and C of their type; or float8_e4m3 operands, B
+column-major, and C of bfloat16; float32 accumulators) as in ``samples/hopper_matmul.py``: wgmma
+on TMA-filled rings of shared tiles, warpgroups of 64 rows of the block's tile, a persistent grid.
+What ``hopper_matmul`` fixes by hand is a parameter here:
 
 - ``BM`` x ``BN``: the block's tile of C (``BM / 64`` consumer warpgroups, each 64 x ``BN``);
 - ``BK``: values of k per stage, ``STAGES``: the ring's depth;
@@ -23,13 +24,17 @@ import schedc as acc
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, SHAPE = acc.create_parameters()
 WGMMA = {64: acc.MMAShape.M64xN64xK16_B1, 128: acc.MMAShape.M64xN128xK16_B1, 256: acc.MMAShape.M64xN256xK16_B1}
+WGMMA_FP8 = {n: acc.MMAShape[f"M64xN{n}xK32_B1"] for n in (64, 128, 256)}  # 8-bit floats: 32 values of k
 
 
 def matmul(operand: acc.ScalarType):
-    """The plan and its arrays, every choice a parameter."""
+    """The plan and its arrays, every choice a parameter (8-bit floats: B column-major, as wgmma
+    reads them k-contiguous, and C of bfloat16)."""
+    fp8 = operand.arithmetic is not operand
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
-    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=operand, shape=(M, N))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N),
+                  layout=acc.Array.Layout.LAST_MAJOR if fp8 else acc.Array.Layout.FIRST_MAJOR)
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=acc.ScalarType.bfloat16 if fp8 else operand, shape=(M, N))
 
     nest = acc.Nest(shape=(M, N, K))
     i, j, k = nest.get_indices()
@@ -41,7 +46,7 @@ def matmul(operand: acc.ScalarType):
     schedule = nest.create_schedule()
     ii, jj, kk = schedule.split(i, BM), schedule.split(j, BN), schedule.split(k, BK)
     iii, jjj = schedule.split(ii, 64), schedule.split(jj, BN)  # one warpgroup's 64 rows
-    iiii, jjjj, kkk = schedule.tile({iii: 64, jjj: BN, kk: 16})
+    iiii, jjjj, kkk = schedule.tile({iii: 64, jjj: BN, kk: 32 if fp8 else 16})
     schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
 
     plan = schedule.create_plan(target)
@@ -57,17 +62,21 @@ def matmul(operand: acc.ScalarType):
     return plan, (A, B, C)
 
 
-def grid(m: int, n: int, k: int) -> list[dict]:
+def grid(m: int, n: int, k: int, fp8: bool = False) -> list[dict]:
     """The points searched at one shape (``--shapes`` replaces M, N and K)."""
+    shapes = WGMMA_FP8 if fp8 else WGMMA
     return acc.create_parameter_grid(
-        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: [64, 128, 256], BK: [64], STAGES: [2, 3, 4, 5],
-         GROUP: [1, 4, 8, 16], CLUSTER: [1, 2], SPECIALIZE: [True, False], SHAPE: list(WGMMA.values())},
+        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: [64, 128, 256], BK: [64, 128] if fp8 else [64],
+         STAGES: [2, 3, 4, 5, 6] if fp8 else [2, 3, 4, 5], GROUP: [1, 4, 8, 16], CLUSTER: [1, 2],
+         SPECIALIZE: [True, False], SHAPE: list(shapes.values())},
         filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, shape:
-            shape is WGMMA[bn] and group % cluster == 0)
+            shape is shapes[bn] and group % cluster == 0)
 
 
 if __name__ == "__main__":
     package = acc.Package()
     for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
         package.add(*matmul(operand), base_name=f"matmul_{name}", parameters=grid(4096, 4096, 4096))
+    package.add(*matmul(acc.ScalarType.float8_e4m3), base_name="matmul_fp8",
+                parameters=grid(4096, 4096, 4096, fp8=True))
     package.build("tune_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tune_matmul")

@@ -67,9 +67,14 @@ class Timing:
 
 
 def flops(model) -> int:
-    """Arithmetic operations of the nest: operations per point times the number of points."""
-    points = math.prod(n for _, n in model.dims)
-    return points * sum(_operations(s.value) for s in model.statements)
+    """Arithmetic operations of the nest: each statement's operations per point times the points
+    it runs at (a fused part skips the other parts' unfused dimensions: an epilogue after
+    ``C += A @ B`` runs once per element of C, not per k)."""
+    total = 0
+    for n, s in enumerate(model.statements):
+        skipped = model.fusion.foreign(model.fusion.part_of(n)) if model.fusion is not None else frozenset()
+        total += math.prod(size for d, (_, size) in enumerate(model.dims) if d not in skipped) * _operations(s.value)
+    return total
 
 
 def _operations(e: Expr) -> int:

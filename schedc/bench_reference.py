@@ -87,6 +87,8 @@ def _cublas(model, seed: int, sets: int):
     dtypes = {ScalarType.float16: torch.float16, ScalarType.bfloat16: torch.bfloat16,
               ScalarType.float32: torch.float32, ScalarType.float64: torch.float64}
     buffers = {role: model.buffer(name) for role, (name, _) in roles.items()}
+    if buffers["A"].dtype.arithmetic is not buffers["A"].dtype:
+        return _scaled_mm(buffers, roles, seed, sets, dtypes, torch)
     if any(b.dtype not in dtypes for b in buffers.values()):
         raise LaunchError("--compare cublas", "cuBLAS reference needs floating-point arrays")
     tf32 = model.tensorize is not None and buffers["A"].dtype is ScalarType.float32
@@ -119,6 +121,32 @@ def _cublas(model, seed: int, sets: int):
             a, b, _ = operands[i % sets]
             torch.matmul(a, b, out=outputs[i % sets])
     return name, launch
+
+
+def _scaled_mm(buffers, roles, seed: int, sets: int, dtypes, torch):
+    """An 8-bit float product: cuBLAS through ``torch._scaled_mm`` (A row-major, B column-major,
+    per-tensor scales of 1, float32 accumulation without cuBLAS's extra promotions, as wgmma
+    accumulates), C of the function's type (written, not accumulated)."""
+    a, b, c = (buffers[role] for role in ("A", "B", "C"))
+    if b.dtype is not a.dtype or c.dtype not in dtypes:
+        raise LaunchError("--compare cublas", f"torch._scaled_mm multiplies two {a.dtype.value} operands into "
+                                              f"bfloat16, float16 or float32, not {b.dtype.value} into {c.dtype.value}")
+    (m, k), n = a.shape, b.shape[1]
+    operand = getattr(torch, a.dtype.torch_name)
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+
+    def pair():
+        left = (torch.rand((m, k), device="cuda", generator=generator) + 0.0625).to(operand)
+        right = (torch.rand((n, k), device="cuda", generator=generator) + 0.0625).to(operand).t()
+        return left, right
+    operands = [pair() for _ in range(sets)]
+    torch.cuda.synchronize()
+
+    def launch(i: int) -> None:
+        left, right = operands[i % sets]
+        torch._scaled_mm(left, right, one, one, out_dtype=dtypes[c.dtype], use_fast_accum=True)
+    return f"cuBLAS torch._scaled_mm {a.dtype.value} (fast accumulation; output {c.dtype.value})", launch
 
 
 def _copy(model):

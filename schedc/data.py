@@ -10,6 +10,7 @@ import numpy as np
 
 from .ir.functions import relative_error
 from .ir.kernel import Binary, Buffer, Call, Expr, Load
+from .ir.numeric import strided_view
 from .ir.types import ScalarType
 from .ir.walk import subexpressions
 
@@ -18,9 +19,13 @@ TOLERANCES = {
     "float64": 1e-12,
     "float32": 1e-5,
     "tensor_float32": 1e-4,  # fp16/bf16 products accumulated in float32 by tensor cores
+    # 8-bit float products: wgmma keeps fewer bits of their sums than float32 (about 14 of 24)
+    "tensor_float8": 1e-3,
     "tf32": 2e-3,
     "float16": 5e-3,
     "bfloat16": 3e-2,
+    "float8_e4m3": 1.3e-1,  # results rounded to 3 mantissa bits: one unit is 2^-3 of the value
+    "float8_e5m2": 2.5e-1,
     "exact": 0.0,
 }
 
@@ -45,7 +50,8 @@ def precisions(model) -> list[str | float]:
     if t is not None:
         operand = next(b.dtype for b in model.buffers if b.name not in written)
         if operand.is_float:
-            found.append("tf32" if operand is ScalarType.float32 else "tensor_float32")
+            found.append("tf32" if operand is ScalarType.float32 else
+                         "tensor_float8" if operand.arithmetic is not operand else "tensor_float32")
         return found
     for s in model.statements:
         found.extend(_name(dt) for dt in _arithmetic_types(s.value))
@@ -60,8 +66,8 @@ def _name(dtype: ScalarType) -> str:
 
 def _arithmetic_types(e: Expr):
     for x in subexpressions(e):
-        if isinstance(x, Binary | Call | Load) and x.dtype is not None:
-            yield x.dtype
+        if isinstance(x, Binary | Call | Load) and x.dtype is not None and x.dtype.arithmetic is x.dtype:
+            yield x.dtype  # (an 8-bit float is loaded exactly and computed in float32)
 
 
 def random_array(buffer: Buffer, rng: np.random.Generator) -> np.ndarray:
@@ -118,5 +124,4 @@ def from_storage(buffer: Buffer, flat: np.ndarray) -> np.ndarray:
 
 
 def _view(buffer: Buffer, flat: np.ndarray) -> np.ndarray:
-    strides = tuple(s * flat.itemsize for s in buffer.strides)
-    return np.lib.stride_tricks.as_strided(flat, buffer.shape, strides)
+    return strided_view(flat, buffer.shape, tuple(s * flat.itemsize for s in buffer.strides))

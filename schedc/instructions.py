@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from .errors import PlanError
 from .ir.kernel import Binary, Const, Expr
 from .ir.types import ScalarType
-from .targets import WGMMA_16, WGMMA_TF32, Instruction, MMAShape, Target
+from .targets import WGMMA_16, WGMMA_FP8, WGMMA_TF32, Instruction, MMAShape, Target
 
 # -- lane layouts ------------------------------------------------------------------------------
 
@@ -141,6 +141,7 @@ class Mode:
     precision: str
     shapes: tuple[MMAShape, ...]  # warp tiles (plan.tensorize's mma_shape) the family builds
     mnk: tuple[int, int, int]
+    transposes: bool = True  # reads operand tiles whose m or n is contiguous (wgmma's tf32 and fp8: k only)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,10 @@ class Family:
             if mode.operand == operand and accumulator in mode.accumulators and shape in mode.shapes:
                 return mode
         return None
+
+    def transposes(self, precision: str) -> bool:
+        """Whether the family's instructions of ``precision`` read m- or n-major operand tiles."""
+        return all(m.transposes for m in self.modes if m.precision == precision)
 
     def tile_layout(self, use: str, mnk: tuple[int, int, int], precision: str,
                     accumulator: ScalarType | None = None) -> LaneLayout:
@@ -229,7 +234,8 @@ def _stacked(one: LaneLayout, down: int, across: int) -> LaneLayout:
     return LaneLayout(one.rows * down, one.cols * across, per * down * across, row, col, one.bits)
 
 
-OPERAND_BITS = {"tf32": 32, "s8": 8, "u8": 8}  # bits of an operand element by precision (others: 16)
+# bits of an operand element by precision (others: 16)
+OPERAND_BITS = {"tf32": 32, "s8": 8, "u8": 8, "e4m3": 8, "e5m2": 8}
 _WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
 _MMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1)
 _F32, _F16, _BF16 = ScalarType.float32, ScalarType.float16, ScalarType.bfloat16
@@ -256,11 +262,13 @@ MMA_SYNC = Family(
 )
 
 WGMMA = Family(
-    "wgmma", Instruction.WGMMA, "wgmma.mma_async.m64nNk16 / m64nNk8 (sm_90a), operands in shared memory",
+    "wgmma", Instruction.WGMMA, "wgmma.mma_async.m64nNk16 / m64nNk8 / m64nNk32 (sm_90a), operands in shared memory",
     "warpgroup", 90,
     (Mode(_F16, (_F32,), "fp16", WGMMA_16, (64, 0, 16)),
      Mode(_BF16, (_F32,), "bf16", WGMMA_16, (64, 0, 16)),
-     Mode(_F32, (_F32,), "tf32", WGMMA_TF32, (64, 0, 8))),
+     Mode(_F32, (_F32,), "tf32", WGMMA_TF32, (64, 0, 8), transposes=False),
+     Mode(ScalarType.float8_e4m3, (_F32,), "e4m3", WGMMA_FP8, (64, 0, 32), transposes=False),
+     Mode(ScalarType.float8_e5m2, (_F32,), "e5m2", WGMMA_FP8, (64, 0, 32), transposes=False)),
     speed=3, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
 )
 WARPGROUP = 128  # threads that issue one wgmma

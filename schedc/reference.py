@@ -29,7 +29,7 @@ from .errors import InternalError
 from .ir.affine import Affine
 from .ir.functions import evaluate
 from .ir.kernel import Binary, Call, Cast, Const, Expr, Load, Store, Unary, Var, to_plain
-from .ir.numeric import binary, saturate
+from .ir.numeric import binary, saturate, to_float8
 from .ir.patterns import accumulated, strip_float_casts
 from .ir.types import ScalarType
 from .ir.walk import loads, operands
@@ -156,7 +156,10 @@ class _State:
         raise TypeError(f"unknown expression {e!r}")
 
     def narrow(self, data, dtype: ScalarType | None):
-        """``data`` rounded to a 16-bit float ``dtype`` (module docstring), else as it is."""
+        """``data`` rounded to a 16-bit float ``dtype`` (module docstring) or, always, to an 8-bit
+        float one (a conversion to it: no operation computes in it), else as it is."""
+        if dtype is not None and dtype.arithmetic is not dtype:
+            return to_float8(data, dtype).astype(np.float64)
         if dtype not in (ScalarType.float16, ScalarType.bfloat16) or self.wide:
             return data
         return np.asarray(data).astype(dtype.numpy).astype(np.float64)

@@ -76,8 +76,8 @@ class _Shape(enum.Enum):
     """Tensor-core operation shapes (one pass): ``M{m}xN{n}xK{k}_B{blocks}``, every member of
     Accera's, and the warpgroup shapes of Hopper's wgmma. NVIDIA warp tensor cores have the first
     four; the next ten are AMD MFMA shapes, which ``tensorize`` refuses on NVIDIA targets with the
-    nearest NVIDIA shape; ``M64xN{n}xK16_B1`` (16-bit operands) and ``M64xN{n}xK8_B1`` (tf32),
-    n = 8, 16, ..., 256, are one warpgroup's wgmma tile (sm_90a).
+    nearest NVIDIA shape; ``M64xN{n}xK16_B1`` (16-bit operands), ``M64xN{n}xK8_B1`` (tf32) and
+    ``M64xN{n}xK32_B1`` (8-bit floats), n = 8, 16, ..., 256, are one warpgroup's wgmma tile (sm_90a).
 
     >>> MMAShape.M64xN64xK4_B2.mnk, MMAShape.M64xN64xK4_B2.blocks
     ((64, 64, 4), 2)
@@ -101,7 +101,7 @@ _ACCERA_SHAPES = [
     "M32xN32xK4_B1", "M64xN64xK4_B4", "M64xN64xK4_B2", "M32xN32xK8_B1",
 ]
 WGMMA_N = tuple(range(8, 257, 8))  # wgmma's n: multiples of 8 up to 256
-_WGMMA_SHAPES = [f"M64xN{n}xK{k}_B1" for k in (16, 8) for n in WGMMA_N]
+_WGMMA_SHAPES = [f"M64xN{n}xK{k}_B1" for k in (16, 8, 32) for n in WGMMA_N]
 MMAShape = _Shape("MMAShape", [(name, name) for name in _ACCERA_SHAPES + _WGMMA_SHAPES], module=__name__,
                   qualname="MMAShape")
 MMAShape.__doc__ = _Shape.__doc__
@@ -172,6 +172,7 @@ class TensorCoreMode:
 _WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1)
 WGMMA_16 = tuple(MMAShape[f"M64xN{n}xK16_B1"] for n in WGMMA_N)
 WGMMA_TF32 = tuple(MMAShape[f"M64xN{n}xK8_B1"] for n in WGMMA_N)
+WGMMA_FP8 = tuple(MMAShape[f"M64xN{n}xK32_B1"] for n in WGMMA_N)
 _F32 = ScalarType.float32
 TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), _WMMA_16, "fp16", 70),
@@ -180,6 +181,8 @@ TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float16, (_F32,), WGMMA_16, "fp16", 90),
     TensorCoreMode(ScalarType.bfloat16, (_F32,), WGMMA_16, "bf16", 90),
     TensorCoreMode(ScalarType.float32, (_F32,), WGMMA_TF32, "tf32", 90),
+    TensorCoreMode(ScalarType.float8_e4m3, (_F32,), WGMMA_FP8, "e4m3", 90),
+    TensorCoreMode(ScalarType.float8_e5m2, (_F32,), WGMMA_FP8, "e5m2", 90),
     TensorCoreMode(ScalarType.int8, (ScalarType.int32,), _WMMA_16, "s8", 72),
     TensorCoreMode(ScalarType.uint8, (ScalarType.int32,), _WMMA_16, "u8", 72),
 )
@@ -336,7 +339,7 @@ class TensorCoreInfo:
 
 
 NVIDIA_SHAPES = (MMAShape.M16xN16xK16_B1, MMAShape.M16xN16xK8_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1,
-                 *WGMMA_16, *WGMMA_TF32)
+                 *WGMMA_16, *WGMMA_TF32, *WGMMA_FP8)
 
 
 def describe_shapes(shapes) -> str:
@@ -346,8 +349,8 @@ def describe_shapes(shapes) -> str:
     'M16xN16xK16_B1, M64xN{8..256 by 8}xK16_B1'
     """
     shapes = list(dict.fromkeys(shapes))
-    names = [s.value for s in shapes if s not in WGMMA_16 and s not in WGMMA_TF32]
-    for run, k in ((WGMMA_16, 16), (WGMMA_TF32, 8)):
+    names = [s.value for s in shapes if s not in WGMMA_16 and s not in WGMMA_TF32 and s not in WGMMA_FP8]
+    for run, k in ((WGMMA_16, 16), (WGMMA_TF32, 8), (WGMMA_FP8, 32)):
         ns = [s.mnk[1] for s in shapes if s in run]
         if ns == list(WGMMA_N):
             names.append(f"M64xN{{8..256 by 8}}xK{k}_B1")

@@ -92,7 +92,7 @@ def _allocator(outputs: list[Buffer], torch) -> Callable:
     """``device -> the outputs``, empty, of the function's shapes, types and strides (what does not
     depend on the call is worked out here, once)."""
     def maker(b: Buffer) -> Callable:
-        dtype, shape = getattr(torch, b.dtype.value), torch.Size(b.shape)
+        dtype, shape = getattr(torch, b.dtype.torch_name), torch.Size(b.shape)
         if tuple(b.strides) == row_major_strides(b.shape):  # torch.empty: a little faster than empty_strided
             return lambda device: torch.empty(shape, dtype=dtype, device=device)
         return lambda device: torch.empty_strided(shape, b.strides, dtype=dtype, device=device)

@@ -14,6 +14,7 @@ from .codegen.emulate import Block, Progress, emulate_sequence
 from .errors import PackageError
 from .ir.kernel import HostFunction, Kernel
 from .ir.specialize import function_at
+from .ir.types import is_float_dtype
 from .reference import block_dims, reference
 
 
@@ -197,7 +198,7 @@ def _sampled_reference(model, arrays, blocks):
 
 
 def _wide(dtype: np.dtype) -> type:
-    return np.float64 if dtype.kind == "f" or dtype.name == "bfloat16" else np.int64
+    return np.float64 if is_float_dtype(dtype) else np.int64
 
 
 def compare(model, outputs, expected, touched, written=None, tolerance=None) -> list[Report]:
@@ -279,6 +280,6 @@ def _tally(out, ref, mask, written) -> _Tally:
 
 def _largest(dtype: np.dtype) -> float:
     """The largest finite value of a floating-point type (infinity for others)."""
-    if dtype.kind == "f" or dtype.name == "bfloat16":
+    if is_float_dtype(dtype):
         return float(ml_dtypes.finfo(dtype).max)
     return np.inf

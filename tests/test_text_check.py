@@ -24,6 +24,7 @@ from schedc.package.compile import nvrtc_compile
 
 S = ScalarType
 TYPES = list(ScalarType)
+COMPUTABLE = [t for t in TYPES if t.arithmetic is t]  # the 8-bit floats are stored only
 FLOATS = [t for t in TYPES if t.is_float]
 I, J = Var("i"), Var("j")
 SUBSCRIPTS = ((I, J), (Binary("+", I, Const(1)), J), (Const(0), Binary("-", Const(15), J)),
@@ -357,6 +358,10 @@ class _Choices:
 
 
 def _tree(c: _Choices, t: ScalarType, depth: int):
+    if t.arithmetic is not t:  # a stored-only type (8-bit floats): loaded, or converted to from another
+        if depth == 0 or c.choice((True, False)):
+            return _a(t, c.choice(SUBSCRIPTS)) if c.choice((True, False)) else _b(t)
+        return Cast(_tree(c, c.choice(COMPUTABLE), depth - 1), t)
     negates = "-" in c.operators and (t is not S.bool or c.negate_bools)
     kinds = ("load", "const", "binary", "binary", "cast") + (("unary",) if negates else ())
     kind = c.choice(("load", "const") if depth == 0 else kinds)
@@ -367,7 +372,7 @@ def _tree(c: _Choices, t: ScalarType, depth: int):
     if kind == "unary":
         return Unary("-", _tree(c, t, depth - 1), t)
     if kind == "cast":
-        return Cast(_tree(c, c.choice(c.types), depth - 1), t)
+        return Cast(_tree(c, c.choice(c.types), depth - 1), t)  # (of an 8-bit float: a load, or a cast to it)
     operators = c.operators if negates else tuple(op for op in c.operators if op != "-")
     return Binary(c.choice(operators), _tree(c, t, depth - 1), _tree(c, t, depth - 1), t)
 
@@ -472,7 +477,7 @@ def test_nvrtc_compiles_random_trees_of_every_type_in_their_types(arch):
     of the text): asserted with decltype, so NVRTC checks the checker's type rules."""
     rng = random.Random(7)
     values = {t: [_tree(_Choices(rng=rng), t, 3) for _ in range(12)] for t in TYPES}
-    for t in TYPES:  # every operator once at the top, on loads
+    for t in COMPUTABLE:  # every operator once at the top, on loads
         values[t] += [Binary(op, _a(t), _b(t), t) for op in OPERATORS] + [Unary("-", Unary("-", _a(t), t), t)]
     kernel = _kernel(values)
     source = emit_source([kernel], "// random trees")

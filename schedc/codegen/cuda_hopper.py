@@ -4,7 +4,7 @@ the per-shape wgmma helpers a source file defines before its kernels."""
 
 from __future__ import annotations
 
-from ..instructions import WARPGROUP, descriptor, operand_k_major, wgmma_accumulator
+from ..instructions import WARPGROUP, WGMMA, descriptor, operand_k_major, wgmma_accumulator
 from ..ir.kernel import (
     BulkCommit,
     BulkWait,
@@ -190,7 +190,7 @@ class Wgmma(MmaSync):
         return [f"{helper_name(a, b, c)}({s.d}, {s.a}, {s.b});"]
 
 
-_PTX_TYPES = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32"}
+_PTX_TYPES = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2"}
 
 
 def helper_name(a: Fragment, b: Fragment, c: Fragment) -> str:
@@ -217,7 +217,7 @@ def _helper(name: str, a: Fragment, b: Fragment, c: Fragment) -> str:
     count = c.n // 2
     ptx = _PTX_TYPES[a.precision]
     ta, tb = (0 if operand_k_major(f.use, f.layout) else 1 for f in (a, b))
-    trans = "" if a.precision == "tf32" else f", {ta}, {tb}"
+    trans = f", {ta}, {tb}" if WGMMA.transposes(a.precision) else ""  # imm-trans-a/b: 16-bit types only
     registers = ", ".join(f"%{n}" for n in range(count))
     outputs = ", ".join(f'"+f"(d[{n}])' for n in range(count))
     return "\n".join([

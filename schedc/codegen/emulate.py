@@ -59,9 +59,9 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
-from ..ir.numeric import binary, round_tf32, saturate
+from ..ir.numeric import binary, round_tf32, saturate, to_float8
 from ..ir.registry import Registry
-from ..ir.types import ScalarType
+from ..ir.types import ScalarType, is_float_dtype
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .shared import SharedError, SharedMemory
 
@@ -717,8 +717,10 @@ def _cast(value, dtype: ScalarType):
     value = np.asarray(value)
     if dtype is ScalarType.bool:
         return value != 0
-    if dtype.is_integer and value.dtype.kind == "f":
+    if dtype.is_integer and is_float_dtype(value.dtype):
         return saturate(value, dtype)
+    if dtype.arithmetic is not dtype:  # an 8-bit float: saturating
+        return to_float8(value, dtype)
     return value.astype(dtype.numpy)
 
 

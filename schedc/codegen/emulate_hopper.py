@@ -66,6 +66,7 @@ from ..ir.kernel import (
     WarpgroupFence,
     WarpgroupWait,
 )
+from ..ir.types import is_float_dtype
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .emulate_tensor import TILE_STATEMENTS, Executor, multiply
 
@@ -480,7 +481,7 @@ def _tma_store(b, s: TmaStore, mask) -> None:
             offset += index * array.strides[d]
         memory = b.memory[spec.array]
         if s.adds:  # in the array's type, as the TMA unit adds (the blocks run one after another here)
-            wide = np.float32 if memory.dtype.kind == "f" or memory.dtype.name == "bfloat16" else memory.dtype
+            wide = np.float32 if is_float_dtype(memory.dtype) else memory.dtype
             total = memory[offset[inside]].astype(wide) + values[inside].astype(wide)
             memory[offset[inside]] = total.astype(memory.dtype)
         else:

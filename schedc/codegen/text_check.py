@@ -101,10 +101,11 @@ _CTYPES = {
     "long long": _CType("int", 64, 5), "unsigned long long": _CType("uint", 64, 5),
     "float": _CType("float", 32, 1), "double": _CType("float", 64, 2),
     "__half": _CType("half", 16, 0), "__nv_bfloat16": _CType("half", 16, 0),
+    "__nv_fp8_e4m3": _CType("fp8", 8, 0), "__nv_fp8_e5m2": _CType("fp8", 8, 0),  # cuda_fp8.h: no operators
 }
 _SPELLINGS = {"unsigned": "unsigned int", **{name: name for name in _CTYPES}}
 _TYPE_WORDS = {"signed", "unsigned", "char", "short", "int", "long", "bool", "float", "double", "__half",
-               "__nv_bfloat16"}
+               "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2"}
 _KEYWORDS = {"const", "for", "if", "else", "return", "sizeof", "this", "new", "delete", "auto", "void",
              "nullptr", "static_cast", "reinterpret_cast", "const_cast", "dynamic_cast"}
 _UNSIGNED = {"int": "unsigned int", "long": "unsigned long", "long long": "unsigned long long"}
@@ -151,6 +152,8 @@ def _promote(ctype: str) -> str:
 def _usual(a: str, b: str) -> str | None:
     """C++'s usual arithmetic conversions; None where no built-in or fp16 operator applies."""
     ia, ib = _info(a), _info(b)
+    if "fp8" in (ia.kind, ib.kind):
+        return None  # cuda_fp8.h: conversions only
     if "half" in (ia.kind, ib.kind):
         return a if a == b else None  # cuda_fp16.h: operators of two __half (mixing is ambiguous)
     if ia.kind == "float" or ib.kind == "float":
@@ -572,6 +575,8 @@ def _arithmetic(op: str, a: _Node, b: _Node) -> _Node:
 
 
 def _negate(a: _Node) -> _Node:
+    if _info(a.ctype).kind == "fp8":
+        raise _TextError(f"no operator - for {a.ctype}")
     ctype = a.ctype if _info(a.ctype).kind == "half" else _promote(a.ctype)
     return _Node("neg", ctype, (_implicit(a, ctype),), "-")
 

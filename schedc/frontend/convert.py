@@ -46,14 +46,17 @@ def value_expr(node: fe.Expr, context: ScalarType) -> k.Expr:
     if isinstance(node, fe.Index):
         return k.Cast(k.Var(node.name), dtype)
     if isinstance(node, fe.Const):
+        if dtype.arithmetic is not dtype:  # a stored-only type (8-bit floats): the constant rounded at run time
+            return k.Cast(k.Const(_convert_constant(node.value, dtype.arithmetic), dtype.arithmetic), dtype)
         return k.Const(_convert_constant(node.value, dtype), dtype)
     if isinstance(node, fe.Access):
         return k.Load(node.array.name, tuple(index_expr(i) for i in node.indices), dtype)
     if isinstance(node, fe.Cast):
         inner = node.operand.dtype if node.operand.dtype is not None else dtype
         return k.Cast(value_expr(node.operand, inner), dtype)
+    dtype = dtype.arithmetic  # an operation: of 8-bit floats computed in float32 (rounded where stored)
     if isinstance(node, fe.Unary):
-        return k.Unary(node.op, value_expr(node.operand, dtype), dtype)
+        return k.Unary(node.op, _as(value_expr(node.operand, dtype), dtype), dtype)
     if isinstance(node, fe.Call):
         return _call(node, dtype)
     if isinstance(node, fe.Binary) and node.op in k.COMPARISONS:
@@ -71,6 +74,7 @@ def _comparison(node: fe.Binary) -> k.Binary:
         common = ScalarType.float32
     if common is None:
         return k.Binary(node.op, index_expr(node.lhs), index_expr(node.rhs), ScalarType.bool)
+    common = common.arithmetic
     lhs, rhs = value_expr(node.lhs, common), value_expr(node.rhs, common)
     if common in _PROMOTED:  # C++ compares them as int: say so (every value fits, the order holds)
         common = ScalarType.int32

@@ -15,6 +15,7 @@ array([-1,  1])
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .types import ScalarType
@@ -60,6 +61,30 @@ def saturate(x, dtype: ScalarType) -> np.ndarray:
     inside = np.where(high | low | np.isnan(t), 0.0, t).astype(dtype.numpy)
     top, bottom = dtype.numpy.type(info.max), dtype.numpy.type(info.min)
     return np.where(high, top, np.where(low, bottom, inside)).astype(dtype.numpy)
+
+
+def to_float8(x, dtype: ScalarType) -> np.ndarray:
+    """Values converted to an 8-bit float type as the kernels convert them (cuda_fp8.h's
+    ``__NV_SATFINITE``): to nearest, ties to even, beyond the largest finite value (infinities
+    too) to it; NaN stays NaN.
+
+    >>> to_float8(np.array([1000.0, -np.inf, 0.3, np.nan]), ScalarType.float8_e4m3).astype(float).tolist()
+    [448.0, -448.0, 0.3125, nan]
+    """
+    x = np.asarray(x)
+    if x.dtype.kind != "f":  # integers, bfloat16, the 8-bit floats themselves: through float64 (exact)
+        x = x.astype(np.float64)
+    largest = float(ml_dtypes.finfo(dtype.numpy).max)
+    return np.clip(x, -largest, largest).astype(dtype.numpy)
+
+
+def strided_view(array: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """``np.lib.stride_tricks.as_strided`` (byte ``strides``), also for ml_dtypes' types, whose
+    arrays numpy strides as their bits (it does not understand float8_e5m2's '<f1')."""
+    if array.dtype.isbuiltin == 2:
+        bits = np.lib.stride_tricks.as_strided(array.view(f"u{array.itemsize}"), shape, strides)
+        return bits.view(array.dtype)
+    return np.lib.stride_tricks.as_strided(array, shape, strides)
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:

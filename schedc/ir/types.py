@@ -22,6 +22,8 @@ class _TypeInfo:
     hat_type: str
     rank: int  # promotion order within its kind
     kind: str  # "bool", "int", "uint", "float"
+    torch: str = ""  # torch's name where it is not schedc's
+    stored_only: bool = False  # no arithmetic in CUDA C++: operations on it compute in float32
 
 
 _INFO: dict[str, _TypeInfo] = {
@@ -34,6 +36,10 @@ _INFO: dict[str, _TypeInfo] = {
     "uint32": _TypeInfo(np.dtype(np.uint32), "unsigned int", "uint32_t", 3, "uint"),
     "int64": _TypeInfo(np.dtype(np.int64), "long long", "int64_t", 4, "int"),
     "uint64": _TypeInfo(np.dtype(np.uint64), "unsigned long long", "uint64_t", 4, "uint"),
+    "float8_e4m3": _TypeInfo(np.dtype(ml_dtypes.float8_e4m3fn), "__nv_fp8_e4m3", "float8_e4m3_t", 0, "float",
+                             "float8_e4m3fn", True),
+    "float8_e5m2": _TypeInfo(np.dtype(ml_dtypes.float8_e5m2), "__nv_fp8_e5m2", "float8_e5m2_t", 0, "float",
+                             "float8_e5m2", True),
     "float16": _TypeInfo(np.dtype(np.float16), "__half", "float16_t", 1, "float"),
     "bfloat16": _TypeInfo(np.dtype(ml_dtypes.bfloat16), "__nv_bfloat16", "bfloat16_t", 1, "float"),
     "float32": _TypeInfo(np.dtype(np.float32), "float", "float", 2, "float"),
@@ -53,6 +59,8 @@ class ScalarType(enum.Enum):
     uint32 = "uint32"
     int64 = "int64"
     uint64 = "uint64"
+    float8_e4m3 = "float8_e4m3"  # 4 exponent bits, 3 mantissa bits, no infinities (OCP's E4M3FN)
+    float8_e5m2 = "float8_e5m2"
     float16 = "float16"
     bfloat16 = "bfloat16"
     float32 = "float32"
@@ -86,11 +94,29 @@ class ScalarType(enum.Enum):
     def is_signed(self) -> bool:
         return _INFO[self.value].kind in ("int", "float")
 
+    @property
+    def torch_name(self) -> str:
+        """The name of torch's type (``torch.float8_e4m3fn`` for float8_e4m3)."""
+        return _INFO[self.value].torch or self.value
+
+    @property
+    def arithmetic(self) -> ScalarType:
+        """The type the kernels compute operations of this type in: float32 for the 8-bit floats,
+        which are stored only (their values are exact in float32: the result is rounded once,
+        where it is stored or cast); the type itself otherwise.
+
+        >>> ScalarType.float8_e4m3.arithmetic, ScalarType.float16.arithmetic
+        (<ScalarType.float32: 'float32'>, <ScalarType.float16: 'float16'>)
+        """
+        return ScalarType.float32 if _INFO[self.value].stored_only else self
+
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType:
     """The type of a binary operation on ``a`` and ``b``: the wider one, floats over integers.
 
-    float16 with bfloat16 gives float32, since neither holds the other.
+    float16 with bfloat16 gives float32, since neither holds the other. (This is the type a
+    result has for the rules of assignment; the kernel computes an 8-bit float one in float32,
+    ``ScalarType.arithmetic``, and rounds it once where it is stored.)
     """
     if a == b:
         return a
@@ -144,3 +170,16 @@ def from_numpy(dtype: np.dtype) -> ScalarType:
         if info.numpy == dtype:
             return ScalarType(name)
     raise KeyError(f"numpy dtype {dtype} has no ScalarType")
+
+
+def is_float_dtype(dtype: np.dtype) -> bool:
+    """Whether a numpy dtype holds floating-point values: numpy's own, and ml_dtypes' bfloat16
+    and 8-bit floats (whose ``kind`` is "V" for some).
+
+    >>> is_float_dtype(np.dtype(ml_dtypes.float8_e4m3fn)), is_float_dtype(np.dtype(np.int8))
+    (True, False)
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return True
+    return any(info.numpy == dtype and info.kind == "float" for info in _INFO.values())

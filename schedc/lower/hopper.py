@@ -691,9 +691,9 @@ class _Products:
         m, n, k = model.tensorize.mma_shape.mnk
         k_dim = self._k_dim(role, operand)
         k_major = k_dim == c.inner
-        if not k_major and tm.precision == "tf32":
+        if not k_major and not tm.instructions.transposes(tm.precision):
             layout = "FIRST_MAJOR" if k_dim == len(operand.subscripts) - 1 else "LAST_MAJOR"
-            raise CacheError(here, f"tf32 wgmma reads operands whose k is contiguous; {c.array}"
+            raise CacheError(here, f"{tm.precision} wgmma reads operands whose k is contiguous; {c.array}"
                                    + (f" (operand {role})" if c.array != role else "") + " is contiguous "
                                    f"along its dimension {c.inner}, not along k (its dimension {k_dim}): make "
                                    f"{c.array} Array.Layout.{layout}", loops=(c.index,))

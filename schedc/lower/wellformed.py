@@ -807,6 +807,19 @@ class _Checker:
             for arg in e.args:
                 self.expr(arg, scope, where)
             self.call(e, [self.dtype_of(a, scope) for a in e.args], where)
+        self.computable(e, scope, where)
+
+    def computable(self, e: Expr, scope: _Scope, where: str) -> None:
+        """No operation, constant or comparison in a stored-only type (the 8-bit floats: CUDA
+        C++ has conversions of them only)."""
+        compared = isinstance(e, Binary) and e.op in _COMPARISONS
+        types = [self.dtype_of(x, scope) for x in (e.lhs, e.rhs)] if compared else \
+            [e.dtype] if isinstance(e, Binary | Unary | Call | Const) else []
+        for dtype in types:
+            if dtype is not None and dtype.arithmetic is not dtype:
+                what = f"'{e.op}'" if isinstance(e, Binary | Unary) else type(e).__name__.lower()
+                self.report("types", f"{where}: a {what} of {dtype.value} values, which have no arithmetic "
+                                     f"(compute in {dtype.arithmetic.value} and convert)")
 
     def call(self, e: Call, types: list[ScalarType | None], where: str) -> None:
         """A function's arguments of its signature's types (``functions.SIGNATURES``)."""

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import LaunchError
 from ..ir.kernel import Buffer
 from ..ir.layout import row_major_strides
+from ..ir.numeric import strided_view
 from ..ir.types import ScalarType, from_numpy
 
 _TYPESTR = {
@@ -25,12 +26,12 @@ _TYPESTR = {
     "u1": ScalarType.uint8, "u2": ScalarType.uint16, "u4": ScalarType.uint32, "u8": ScalarType.uint64,
     "b1": ScalarType.bool,
 }
-# DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
+# DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool, 10 float8_e4m3fn, 12 float8_e5m2
 _DLPACK = {(0, 8): ScalarType.int8, (0, 16): ScalarType.int16, (0, 32): ScalarType.int32,
            (0, 64): ScalarType.int64, (1, 8): ScalarType.uint8, (1, 16): ScalarType.uint16,
            (1, 32): ScalarType.uint32, (1, 64): ScalarType.uint64, (2, 16): ScalarType.float16,
            (2, 32): ScalarType.float32, (2, 64): ScalarType.float64, (4, 16): ScalarType.bfloat16,
-           (6, 8): ScalarType.bool}
+           (6, 8): ScalarType.bool, (10, 8): ScalarType.float8_e4m3, (12, 8): ScalarType.float8_e5m2}
 _DLPACK_CUDA, _DLPACK_CPU = 2, 1
 
 
@@ -144,7 +145,7 @@ def _numpy(label, buffer, array: np.ndarray, read, written) -> ArgumentView:
         raise LaunchError(label, "read-only, but the function writes it")
     # the storage span from the first element: the layout's gaps travel too (a layout with
     # gaps is uploaded even for outputs, so the gaps come back unchanged)
-    span = np.lib.stride_tricks.as_strided(array, (buffer.size,), (array.itemsize,))
+    span = strided_view(array, (buffer.size,), (array.itemsize,))
     gaps = buffer.size != array.size
     return ArgumentView(buffer.name, False, array.ctypes.data, buffer.size * array.itemsize,
                         read or gaps, written, span)

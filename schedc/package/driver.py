@@ -164,7 +164,8 @@ def _address(value) -> int:
     return ctypes.addressof(value) if isinstance(value, ctypes.c_void_p) else value[1]
 
 
-_TENSOR_MAP_TYPES = {"uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "uint16": "UINT16", "int16": "UINT16",
+_TENSOR_MAP_TYPES = {"uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "float8_e4m3": "UINT8",
+                     "float8_e5m2": "UINT8", "uint16": "UINT16", "int16": "UINT16",
                      "uint32": "UINT32", "int32": "INT32", "uint64": "UINT64", "int64": "INT64",
                      "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32", "float64": "FLOAT64"}
 

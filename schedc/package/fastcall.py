@@ -317,7 +317,7 @@ def native_plan(plan: CallPlan, library: ctypes.CDLL, ordinal: int = 0):
 
 
 def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:
-    dtype = getattr(torch, buffer.dtype.value, None)  # torch names its types as schedc does (None: no such type)
+    dtype = getattr(torch, buffer.dtype.torch_name, None)  # None: a torch without the type
     sized = tuple((d, str(n)) for d, n in enumerate(buffer.shape) if not isinstance(n, int))
     shape = tuple(n if isinstance(n, int) else 0 for n in buffer.shape)  # 0: a run-time size
     long = tuple(n or 2 for n in shape)  # a run-time size's dimension counts as longer than 1: its stride is fixed

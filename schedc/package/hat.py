@@ -175,6 +175,18 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
     )
 
 
+_FLOAT8_TYPES = ["#ifndef SCHEDC_FLOAT8_TYPES", "#define SCHEDC_FLOAT8_TYPES",
+                 "typedef uint8_t float8_e4m3_t;  // OCP E4M3 (FN) bits",
+                 "typedef uint8_t float8_e5m2_t;  // OCP E5M2 bits", "#endif"]
+
+
+def _has_float8(functions: list[HatFunction]) -> bool:
+    """Whether any parameter is of an 8-bit float type (their typedefs are declared then only,
+    so that the headers of packages without them stay as they were)."""
+    return any(getattr(p, "dtype", None) is not None and p.dtype.arithmetic is not p.dtype
+               for f in functions for p in f.function.params)
+
+
 def declarations(functions: list[HatFunction], package: str) -> str:
     lines = [
         f"// C declarations of the host launchers in lib{package}.so",
@@ -185,6 +197,7 @@ def declarations(functions: list[HatFunction], package: str) -> str:
         "typedef uint16_t float16_t;  // IEEE binary16 bits",
         "typedef uint16_t bfloat16_t;  // bfloat16 bits",
         "#endif",
+        *(_FLOAT8_TYPES if _has_float8(functions) else []),
         "#ifdef __cplusplus",
         'extern "C" {',
         "#endif",

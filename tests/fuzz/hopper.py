@@ -3,7 +3,8 @@
 1 to 8 consumer warpgroups, 1 to 8 stages of 16 to 128 values of k, sizes below one tile and
 below one stage or ragged, layouts, persistent grids, clusters along either block axis,
 ``_blocks_per_SM``, warp specialization on and off with register counts, prologue and epilogue
-ops, C as OUTPUT or INPUT_OUTPUT and of 16-bit types accumulated in float32 fragments.
+ops, C as OUTPUT or INPUT_OUTPUT and of 16-bit types accumulated in float32 fragments; operands
+of every wgmma type (16-bit, tf32, the 8-bit floats).
 
 >>> import random
 >>> p = hopper_program(random.Random(1), "NVIDIA_H100")
@@ -40,9 +41,11 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     pitch = 1 if rng.random() < 0.1 else 16 // mode.operand.size  # TMA: rows 16 bytes apart (mostly drawn so)
     sizes = (_size(rng, block[0], pitch), _size(rng, block[1], pitch), _size(rng, k_stage, pitch))
     output = operand if operand != "float32" and rng.random() < 0.4 else "float32"  # C += A * B in C's type
+    if mode.operand.arithmetic is not mode.operand:  # 8-bit floats: C of a 16-bit type or float32
+        output = rng.choice(("bfloat16", "float16", "float32"))
     role = "OUTPUT" if rng.random() < 0.25 else "INPUT_OUTPUT"
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(2)]
-    if operand == "float32" and rng.random() < 0.8:  # tf32 reads k-contiguous operands: mostly drawn so
+    if mode.precision in ("tf32", "e4m3", "e5m2") and rng.random() < 0.8:  # k-contiguous operands: mostly drawn so
         layouts = ["FIRST_MAJOR", "LAST_MAJOR"]
     splits = choose(rng, {1: 80, 2: 10, 3: 5, 4: 5})
     if splits > 1:  # split-K: the blocks along BLOCK_Z each sum a part of k, mostly whole stages

@@ -44,7 +44,7 @@ FUNCTIONS = {"exp": 3, "tanh": 3, "sigmoid": 2, "erf": 1, "sqrt": 2, "log": 2, "
              "round": 1, "pow": 1, "select": 5}
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 DTYPES = {"float32": 30, "float16": 10, "bfloat16": 7, "float64": 8, "int8": 6, "int16": 5, "int32": 9,
-          "int64": 5, "uint8": 6, "bool": 4}
+          "int64": 5, "uint8": 6, "bool": 4, "float8_e4m3": 3, "float8_e5m2": 2}
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8")
 WIDE = ("float32", "float64", "int32", "int64")  # accumulators of long sums
 CONSTANTS = (0.5, 2.0, -1.5, 0.25, -0.125, 3.0, 1.0, -2.0, 2, 3, -1, -3, 1)

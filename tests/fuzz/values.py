@@ -28,7 +28,8 @@ from schedc.ir.types import ScalarType, promote
 
 from .program import Bin, Cast, Cmp, Const, Expr, Fn, IndexValue, Neg, Ref, expr_children
 
-FLOAT_LIMITS = {"float16": 6.0e4, "bfloat16": 1e30, "float32": 1e30, "float64": math.inf}
+FLOAT_LIMITS = {"float8_e4m3": 400.0, "float8_e5m2": 5.0e4, "float16": 6.0e4, "bfloat16": 1e30, "float32": 1e30,
+                "float64": math.inf}
 
 
 class Unsafe(Exception):
@@ -107,7 +108,8 @@ def _absorb_weak(weak: Expr, strong: ScalarType) -> ScalarType:
 def effective_type(e: Expr, context: ScalarType | None, dtypes) -> ScalarType:
     """The type the kernel computes ``e`` in (schedc.frontend.convert.value_expr)."""
     own = static_type(e, dtypes)
-    return own if own is not None else (context or ScalarType.int64)
+    dtype = own if own is not None else (context or ScalarType.int64)
+    return dtype.arithmetic if not isinstance(e, Ref | Cast) else dtype  # 8-bit float operations: float32
 
 
 def bounds(e: Expr, context: ScalarType | None, env: dict[str, Interval], dtypes, extents) -> Interval:
@@ -262,7 +264,10 @@ def exact(e: Expr, dtypes, env: dict[str, Interval]) -> bool:
 
 
 def stored_exactly(value: Expr, target: ScalarType, dtypes, env) -> bool:
-    """Whether storing ``value`` into an array of ``target`` keeps the reference's value."""
+    """Whether storing ``value`` into an array of ``target`` keeps the reference's value (an
+    8-bit float rounds nearly every value: never taken as exact)."""
+    if target.arithmetic is not target:
+        return False
     return not target.is_float or exact(value, dtypes, env)
 
 
@@ -295,7 +300,7 @@ def _widens(source: ScalarType, target: ScalarType) -> bool:
         return True
     if not target.is_float:
         return False
-    ranks = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
+    ranks = {"float8_e4m3": 0, "float8_e5m2": 0, "float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
     return source == target or ranks[source.value] < ranks[target.value]
 
 

@@ -3,6 +3,7 @@
 // Inlined into every generated .cu so that any NVRTC compiles it with the CUDA headers alone.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <mma.h>
 
 namespace schedc {
@@ -13,6 +14,11 @@ template <typename A> struct same_type<A, A> { static constexpr bool value = tru
 template <typename T> struct is_16bit_float { static constexpr bool value = false; };
 template <> struct is_16bit_float<__half> { static constexpr bool value = true; };
 template <> struct is_16bit_float<__nv_bfloat16> { static constexpr bool value = true; };
+// 8-bit floats: stored only (no arithmetic); their conversions are explicit and saturate to the
+// largest finite value (__NV_SATFINITE)
+template <typename T> struct is_8bit_float { static constexpr bool value = false; };
+template <> struct is_8bit_float<__nv_fp8_e4m3> { static constexpr bool value = true; };
+template <> struct is_8bit_float<__nv_fp8_e5m2> { static constexpr bool value = true; };
 
 // The range of each integer type (no standard headers under NVRTC).
 template <typename T> struct int_range { static constexpr bool known = false; };
@@ -39,10 +45,21 @@ __device__ __forceinline__ To saturated(double v) {
 }
 
 // Value conversion with C++ semantics, except floating point to integer, which saturates;
-// 16-bit floats convert through float (exact for them), except from double, which rounds once.
+// 16-bit floats convert through float (exact for them), except from double, which rounds once;
+// 8-bit floats convert through float, and to them from float or double, each rounding once.
 template <typename To, typename From>
 __device__ __forceinline__ To convert(From x) {
-    if constexpr (int_range<To>::known && is_16bit_float<From>::value) {
+    if constexpr (is_8bit_float<From>::value) {  // exact in float, then as from float
+        return convert<To>(static_cast<float>(x));
+    } else if constexpr (is_8bit_float<To>::value) {  // rounded once: from float, or from double (exact for the rest)
+        if constexpr (same_type<From, float>::value) {
+            return To(x);
+        } else if constexpr (is_16bit_float<From>::value) {
+            return To(static_cast<float>(x));
+        } else {
+            return To(static_cast<double>(x));
+        }
+    } else if constexpr (int_range<To>::known && is_16bit_float<From>::value) {
         return saturated<To>(static_cast<double>(static_cast<float>(x)));
     } else if constexpr (int_range<To>::known && (same_type<From, float>::value || same_type<From, double>::value)) {
         return saturated<To>(static_cast<double>(x));
