@@ -80,6 +80,9 @@ def describe(where: str, buffer: Buffer, value: object, alignment: int) -> Argum
 def _describe(label, buffer: Buffer, value: object, read, written, alignment) -> ArgumentView:
     if isinstance(value, np.ndarray):
         return _numpy(label, buffer, value, read, written)
+    stored_only = _torch_stored_only(value)
+    if stored_only is not None:
+        return _torch_tensor(label, buffer, value, stored_only, read, written, alignment)
     interface = _cuda_array_interface(value)
     if interface is not None and interface.get("typestr", "")[1:2] == "V" and hasattr(value, "__dlpack__"):
         interface = None  # an opaque element type (torch's bfloat16): DLPack names it
@@ -154,8 +157,29 @@ def _numpy(label, buffer, array: np.ndarray, read, written) -> ArgumentView:
 def _cuda_array_interface(value: object) -> dict | None:
     try:
         return getattr(value, "__cuda_array_interface__", None)
-    except (TypeError, AttributeError, RuntimeError):
+    except (TypeError, AttributeError, RuntimeError, KeyError):
         return None  # e.g. torch bfloat16 tensors: use DLPack instead
+
+
+def _torch_stored_only(value: object) -> ScalarType | None:
+    """The 8-bit float type of a torch tensor of one (which neither interface exports), else None."""
+    if type(value).__module__.split(".")[0] != "torch" or not hasattr(value, "data_ptr"):
+        return None
+    name = str(getattr(value, "dtype", "")).removeprefix("torch.")
+    return next((t for t in ScalarType if t.torch_name == name and t.arithmetic is not t), None)
+
+
+def _torch_tensor(label, buffer, value, dtype: ScalarType, read, written, alignment) -> ArgumentView:
+    """A torch tensor of an 8-bit float type, read through its own attributes: on the GPU its
+    address, else its bytes as a numpy array of ml_dtypes' type."""
+    if value.device.type != "cuda":
+        import torch
+
+        return _numpy(label, buffer, value.view(torch.uint8).numpy().view(dtype.numpy), read, written)
+    _expect(label, buffer, dtype, tuple(value.shape), tuple(value.stride()))
+    view = _pointer_view(label, buffer, value.data_ptr(), read, written, alignment)  # (view.source keeps it)
+    view.location = f"cuda:{value.device.index or 0}"
+    return view
 
 
 def _device_interface(label, buffer, interface: dict, read, written, alignment) -> ArgumentView:
