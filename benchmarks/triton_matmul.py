@@ -4,7 +4,8 @@
 with CUDA events beside cuBLAS (torch.matmul) in the same run. Runs on the GPU only.
 
 Usage: python benchmarks/triton_matmul.py [M,N,K:type ...]   (default: the sizes of
-BENCHMARKS.md: 4096^3 and 8192^3 in fp16 and bf16, 4096^3 in tf32, 2048x1024x2048 in fp16)
+BENCHMARKS.md: 4096^3 and 8192^3 in fp16 and bf16, 4096^3 in tf32, 2048x1024x2048 in fp16;
+type e4m3: FP8 operands, B column-major, bfloat16 C, beside cuBLAS's ``torch._scaled_mm``)
 Prints one line per problem: Triton and cuBLAS median milliseconds and Triton / cuBLAS speed.
 """
 
@@ -21,7 +22,7 @@ CONFIGS = [
     triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP": 8}, num_stages=s, num_warps=w)
     for bm, bn, bk, s, w in ((128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4),
                              (128, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
-                             (128, 256, 32, 3, 8))
+                             (128, 256, 32, 3, 8), (128, 256, 128, 3, 8), (128, 128, 128, 4, 8))
 ]
 
 
@@ -74,14 +75,31 @@ def median_ms(fn, repeats: int = 30) -> float:
     return statistics.median(times)
 
 
-TYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}
+TYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "e4m3": torch.float8_e4m3fn}
 DEFAULT = ["4096,4096,4096:fp16", "8192,8192,8192:fp16", "4096,4096,4096:bf16", "8192,8192,8192:bf16",
            "4096,4096,4096:tf32", "2048,1024,2048:fp16"]
+
+
+def measure_fp8(M: int, N: int, K: int) -> str:
+    """Triton and cuBLAS (``torch._scaled_mm``, scales of 1, fast accumulation, as schedc bench's
+    reference) on e4m3 A (row-major) and B (column-major), bfloat16 C."""
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    ours = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    triton_ms = median_ms(lambda: triton_matmul(a, b, ours))
+    cublas_ms = median_ms(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True))
+    expected = a.float() @ b.float()
+    error = ((ours.float() - expected).norm() / expected.norm()).item()
+    return (f"{M}x{N}x{K} e4m3: triton {triton_ms:.4f} ms, cublas {cublas_ms:.4f} ms, "
+            f"triton/cublas speed {cublas_ms / triton_ms:.3f} (relative error {error:.3g})")
 
 
 def measure(M: int, N: int, K: int, type_name: str) -> str:
     """Triton (float32 C) and cuBLAS (torch.matmul, C in the operands' type, as schedc bench's
     cuBLAS reference for mixed types) on the same operands."""
+    if type_name == "e4m3":
+        return measure_fp8(M, N, K)
     dtype = TYPES[type_name]
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)

@@ -13,7 +13,9 @@ persistent grid.
 
 - ``fp8_e4m3_<M>``: at 4096^3 and 8192^3;
 - ``fp8_e4m3_<M>_unscaled``: the product alone (C = A @ B), what ``schedc bench --compare cublas``
-  measures against ``torch._scaled_mm``.
+  measures against ``torch._scaled_mm``;
+- ``fp8_e4m3_4096_rowwise``: per-row scales of A and per-column scales of B
+  (``C[i, j] = (A @ B)[i, j] * scale_a[i] * scale_b[j]``).
 """
 
 from fused_gemm import fused_matmul
@@ -22,12 +24,17 @@ import schedc as acc
 
 
 def fp8_matmul(M: int, N: int, K: int, operand=acc.ScalarType.float8_e4m3, output=acc.ScalarType.bfloat16,
-               block=(128, 256, 128), stages: int = 3, group: int = 8, scaled: bool = True):
-    """The plan and its arrays (A, B, C, scale_a, scale_b; without ``scaled``: A, B, C)."""
-    scales = tuple(acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(1,), name=name)
-                   for name in ("scale_a", "scale_b"))
+               block=(128, 256, 128), stages: int = 3, group: int = 8, scaled: bool = True, rowwise: bool = False):
+    """The plan and its arrays (A, B, C, scale_a, scale_b; without ``scaled``: A, B, C). The
+    scales are per tensor (one element each), or with ``rowwise`` one per row of A (M) and one per
+    column of B (N)."""
+    shapes = ((M,), (N,)) if rowwise else ((1,), (1,))
+    scales = tuple(acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=shape, name=name)
+                   for name, shape in zip(("scale_a", "scale_b"), shapes))
 
-    def scale(c, j):
+    def scale(c, i, j):
+        if rowwise:
+            return acc.cast(c * scales[0][i] * scales[1][j], output)
         return acc.cast(c * (scales[0][0] * scales[1][0]), output)
     return fused_matmul(M, N, K, scale if scaled else None, scales if scaled else (), operand, output,
                         acc.Array.Layout.LAST_MAJOR, block, stages, group)
@@ -38,4 +45,5 @@ if __name__ == "__main__":
     for size in (4096, 8192):
         package.add(*fp8_matmul(size, size, size), base_name=f"fp8_e4m3_{size}")
         package.add(*fp8_matmul(size, size, size, scaled=False), base_name=f"fp8_e4m3_{size}_unscaled")
+    package.add(*fp8_matmul(4096, 4096, 4096, rowwise=True), base_name="fp8_e4m3_4096_rowwise")
     package.build("fp8_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/fp8_matmul")

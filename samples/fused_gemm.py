@@ -30,7 +30,7 @@ WGMMA_K = {acc.ScalarType.float8_e4m3: 32, acc.ScalarType.float8_e5m2: 32, acc.S
 def fused_matmul(M: int, N: int, K: int, epilogue=None, inputs: tuple = (), operand=acc.ScalarType.float16,
                  output=None, b_layout=acc.Array.Layout.FIRST_MAJOR, block=(128, 256, 64), stages: int = 3,
                  group: int = 8, accumulate: bool = False):
-    """The Hopper plan of ``C += A @ B`` fused with the epilogue nest ``C[i, j] = epilogue(C[i, j], j)``
+    """The Hopper plan of ``C += A @ B`` fused with the epilogue nest ``C[i, j] = epilogue(C[i, j], i, j)``
     (None: the product alone), and its arrays (A, B, C, then ``inputs``, the arrays the epilogue
     reads). A and B of ``operand``, C of ``output`` (default: the operand's type) accumulated in
     float32 fragments; ``accumulate``: C is read (``C = epilogue(C + A @ B)``), else only written."""
@@ -55,7 +55,7 @@ def fused_matmul(M: int, N: int, K: int, epilogue=None, inputs: tuple = (), oper
 
         @after.iteration_logic
         def _():
-            C[i1, j1] = epilogue(C[i1, j1], j1)
+            C[i1, j1] = epilogue(C[i1, j1], i1, j1)
 
         schedule = acc.fuse((schedule, after.create_schedule()), partial=2)
         f, i, j, k = schedule.get_indices()
@@ -85,7 +85,7 @@ def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128
     ``activation``: "gelu" (the erf form) or "relu"."""
     bias = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
 
-    def epilogue(c, j):
+    def epilogue(c, i, j):
         x = c + bias[j]
         if activation == "gelu":
             return 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))

@@ -162,13 +162,13 @@ def test_an_operand_whose_k_is_not_contiguous_is_refused_with_the_layout_to_use(
         build(*_hopper(E4M3, T.bfloat16, b_layout=acc.Array.Layout.FIRST_MAJOR), "fp8_n_major", tmp_path)
 
 
-@pytest.mark.parametrize("scaled", [True, False])
-def test_the_fp8_sample_emulates_with_its_scales_on_the_fragments(scaled):
-    plan, args = fp8_matmul(256, 512, 256, scaled=scaled, group=2)
+@pytest.mark.parametrize("scaled, rowwise", [(True, False), (False, False), (True, True)])
+def test_the_fp8_sample_emulates_with_its_scales_on_the_fragments(scaled, rowwise):
+    plan, args = fp8_matmul(256, 512, 256, scaled=scaled, group=2, rowwise=rowwise)
     model, function = compile_function_plan(plan, args)
     reports = verify.emulate_function(model, function, blocks=2, seed=4)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
-    # the bench counts the epilogue once per element of C (C * (scale_a * scale_b): 2 operations)
+    # the bench counts the epilogue once per element of C (C * scale_a * scale_b: 2 operations)
     assert flops(model) == 2 * 256 * 512 * 256 + (2 * 256 * 512 if scaled else 0)
 
 
