@@ -41,8 +41,8 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     pitch = 1 if rng.random() < 0.1 else 16 // mode.operand.size  # TMA: rows 16 bytes apart (mostly drawn so)
     sizes = (_size(rng, block[0], pitch), _size(rng, block[1], pitch), _size(rng, k_stage, pitch))
     output = operand if operand != "float32" and rng.random() < 0.4 else "float32"  # C += A * B in C's type
-    if mode.operand.arithmetic is not mode.operand:  # 8-bit floats: C of a 16-bit type or float32
-        output = rng.choice(("bfloat16", "float16", "float32"))
+    if mode.operand.arithmetic is not mode.operand:  # 8-bit floats: C of a 16-bit type, float32 or theirs
+        output = rng.choice(("bfloat16", "float16", "float32", operand))
     role = "OUTPUT" if rng.random() < 0.25 else "INPUT_OUTPUT"
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(2)]
     if mode.precision in ("tf32", "e4m3", "e5m2") and rng.random() < 0.8:  # k-contiguous operands: mostly drawn so
