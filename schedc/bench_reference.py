@@ -2,7 +2,9 @@
 
 - ``cublas``: the nest's matrix product through torch (cuBLAS): ``C.addmm_(A, B)`` when all
   three arrays share a type, else ``torch.matmul(A, B)`` in the operands' type (cuBLAS
-  accumulates in float32). tf32 is allowed exactly when the plan multiplies in tf32.
+  accumulates in float32); of 8-bit floats ``torch._scaled_mm``. tf32 is allowed exactly when
+  the plan multiplies in tf32. A product fused with an epilogue on C is compared with the
+  product alone.
 - ``copy``: a device-to-device copy moving as many bytes as the function must (each input read
   once, each output written once), through the driver.
 - ``torch``: an element-wise statement ``C[i, j] = A[i, j] op B[i, j] ...`` (``+ - * /`` of
@@ -35,11 +37,12 @@ def reference_launcher(kind: str, model, seed: int, sets: int) -> tuple[str, Cal
 
 
 def matmul_roles(model) -> dict[str, tuple[str, bool]] | None:
-    """For ``C[p, q] += A[., .] * B[., .]``: each role's buffer and whether it is used
-    transposed (A as [r, p], B as [q, r]). None when the nest is not a matrix product."""
-    if len(model.statements) != 1:
+    """For ``C[p, q] += A[., .] * B[., .]`` (alone, or fused with an epilogue that writes C only):
+    each role's buffer and whether it is used transposed (A as [r, p], B as [q, r]). None when the
+    nest is not a matrix product."""
+    s = _product_statement(model)
+    if s is None:
         return None
-    s = model.statements[0]
     value = _strip(s.value)
     if not (isinstance(value, Binary) and value.op == "+"):
         return None
@@ -65,6 +68,19 @@ def matmul_roles(model) -> dict[str, tuple[str, bool]] | None:
     return None
 
 
+def _product_statement(model):
+    """The nest's one statement, or the first part's one statement of a fused nest whose other
+    parts write the same array (an epilogue: the reference times the product alone)."""
+    if len(model.statements) == 1:
+        return model.statements[0]
+    fusion = model.fusion
+    if fusion is None or len(fusion.parts[0]) != 1:
+        return None
+    first = model.statements[fusion.parts[0][0]]
+    rest = [model.statements[n] for part in fusion.parts[1:] for n in part]
+    return first if all(s.buffer == first.buffer for s in rest) else None
+
+
 def _strip(e):
     while isinstance(e, Cast):
         e = e.operand
@@ -80,6 +96,11 @@ def _cublas(model, seed: int, sets: int):
     roles = matmul_roles(model)
     if roles is None:
         raise LaunchError("--compare cublas", f"{model.function} is not a matrix product C += A * B")
+    name, launch = _cublas_product(model, roles, seed, sets)
+    return (f"{name}, the product alone" if len(model.statements) > 1 else name), launch
+
+
+def _cublas_product(model, roles, seed: int, sets: int):
     try:
         import torch
     except ImportError:

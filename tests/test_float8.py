@@ -14,6 +14,7 @@ import pytest
 import schedc as acc
 from schedc import verify
 from schedc.bench import flops
+from schedc.bench_reference import matmul_roles
 from schedc.codegen.text_check import check_kernel
 from schedc.errors import CacheError, InternalError, LaunchError, NestError
 from schedc.ir.kernel import Binary, Buffer, Call, Cast, Kernel, Load, Store, Unary, Var
@@ -168,8 +169,18 @@ def test_the_fp8_sample_emulates_with_its_scales_on_the_fragments(scaled, rowwis
     model, function = compile_function_plan(plan, args)
     reports = verify.emulate_function(model, function, blocks=2, seed=4)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
-    # the bench counts the epilogue once per element of C (C * scale_a * scale_b: 2 operations)
+    # the bench counts the epilogue once per element of C (C * scale_a * scale_b: 2 operations),
+    # and compares the fused function with cuBLAS's product alone
     assert flops(model) == 2 * 256 * 512 * 256 + (2 * 256 * 512 if scaled else 0)
+    assert matmul_roles(model) == {"A": ("A", False), "B": ("B", False), "C": ("C", False)}
+
+
+def test_the_cublas_reference_is_refused_where_the_nest_is_no_product_or_writes_other_arrays():
+    from .plans import elementwise, write_then_read
+
+    for plan, args in (write_then_read(32, 64), elementwise(32, 64)):
+        model, _ = compile_function_plan(plan, args)
+        assert matmul_roles(model) is None
 
 
 # -- on the GPU ----------------------------------------------------------------------------------
