@@ -424,8 +424,9 @@ def verify(package: str, function: str | None, seed: int, tolerance, sizes) -> N
 @click.argument("package", type=click.Path())
 @click.option("--function", "function", default=None, help="Only this function.")
 @click.option("--compare", "compare_with", type=click.Choice(["cublas", "copy", "torch"]), default=None,
-              help="Time a reference in the same run and print the ratio: cublas (matrix products), "
-                   "copy (a device copy of the bytes moved), torch (element-wise statements).")
+              help="Time a reference in the same run and print the ratio: cublas (matrix products, "
+                   "8-bit floats through torch._scaled_mm; a fused epilogue's product alone), copy (a device "
+                   "copy of the bytes moved), torch (element-wise statements).")
 @click.option("--min-time", type=float, default=1.0, show_default=True, help="Seconds of timed batches, at least.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True, help="Batches, at least.")
 @click.option("--min-iterations", type=click.IntRange(min=1), default=20, show_default=True, help="Launches per batch.")
