@@ -175,7 +175,7 @@ def test_the_fp8_sample_emulates_with_its_scales_on_the_fragments(scaled, rowwis
     assert matmul_roles(model) == {"A": ("A", False), "B": ("B", False), "C": ("C", False)}
 
 
-def test_the_cublas_reference_is_refused_where_the_nest_is_no_product_or_writes_other_arrays():
+def test_the_cublas_reference_is_refused_where_the_nest_is_not_one_product():
     from .plans import elementwise, write_then_read
 
     for plan, args in (write_then_read(32, 64), elementwise(32, 64)):
