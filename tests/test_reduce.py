@@ -65,6 +65,8 @@ CASES = {
     "int8 max, 64 lanes": {"dtype": T.int8, "op": "max", "lanes": 64},
     "bf16 min, 1024 lanes": {"dtype": T.bfloat16, "op": "min", "lanes": 1024, "N": 3000},
     "int32 sum, 8 lanes, a partial last tile": {"dtype": T.int32, "lanes": 8, "N": 21},
+    "e4m3 max, 64 lanes": {"dtype": T.float8_e4m3, "op": "max", "lanes": 64},
+    "e5m2 into a float32 sum, 32 lanes": {"dtype": T.float8_e5m2, "target_dtype": T.float32, "lanes": 32},
 }
 
 
@@ -326,6 +328,7 @@ GPU = {
     "sum 1024 lanes": lambda: rows(lanes=1024, N=5000, M=6),
     "fp16 max 128 lanes, 2 rows": lambda: rows(dtype=T.float16, op="max", lanes=128, per_block=2, M=9),
     "int8 min 16 lanes": lambda: rows(dtype=T.int8, op="min", lanes=16, per_block=8, M=20),
+    "e4m3 max 64 lanes": lambda: rows(dtype=T.float8_e4m3, op="max", lanes=64, per_block=2, M=9),
     "gemv": lambda: gemv.gemv(256, 8192),
     "softmax fp16": lambda: softmax.softmax(64, 4096, T.float16, 256),
     "softmax fp32 1024 threads": lambda: softmax.softmax(16, 32768, T.float32, 1024),

@@ -115,8 +115,8 @@ def find(model, enclosing: frozenset[str] = frozenset()) -> ThreadReduction | No
 
 
 def partial_type(target: ScalarType) -> ScalarType:
-    """16-bit floats sum in float32, narrow integers in int32 (shuffles move 32 or 64 bits)."""
-    if target in (ScalarType.float16, ScalarType.bfloat16):
+    """16- and 8-bit floats sum in float32, narrow integers in int32 (shuffles move 32 or 64 bits)."""
+    if target.is_float and target.size < 4:
         return ScalarType.float32
     if target.is_integer and target.size < 4:
         return ScalarType.int32
