@@ -419,3 +419,13 @@ def test_each_stream_has_its_own_workspace(monkeypatch):
     first = fn.workspace_pointers(0)
     assert fn.workspace_pointers(0) == first and fn.workspace_pointers(0x55) != first
     assert allocated == [2 * 32 * 32 * 4] * 2
+
+
+def test_sampled_blocks_of_a_split_k_function_are_compared_where_they_wrote():
+    """The combine kernel's blocks run over rows of C, not the plan's tiles: a sample of them is
+    compared with the whole reference on the elements they wrote (once a false mismatch)."""
+    plan, args = kit.hopper_matmul.matmul(256, 256, 1024, block=(128, 128, 64), stages=2, output=acc.ScalarType.float16,
+                                          splits=2)
+    model, function = compile_function_plan(plan, args)
+    (report,) = emulate_function(model, function, blocks=2, seed=1)
+    assert report.passed and report.compared == 2 * 256, report
