@@ -6,8 +6,10 @@ cores an element-wise operation or cast whose type is float16 or bfloat16 rounds
 (a tensorized plan's fused epilogue computes in its accumulator's type, so it does not),
 as the kernel's arithmetic does (up to fused multiply-adds; its error can exceed the type's
 tolerance relative to a result much smaller than the operands, as in ``i - (A[i] + i)``); a
+conversion to an 8-bit float always rounds (saturating), as no operation computes in one; a
 contraction ``C[p] += X`` sums in float64. A statement ``C[p] += X`` whose other
-loops only sum is evaluated as one contraction (einsum, BLAS for products of two arrays);
+loops only sum is evaluated as one contraction (einsum, BLAS for products of two arrays),
+except into an 8-bit float array without tensor cores (the kernel rounds the sum at each step);
 other statements run vectorised over the written dimensions and sequentially over the rest,
 in nest order. A tensorized plan's prologue/epilogue ops are part of its meaning:
 ``C = epilogue(prologue(C) + A @ B)``.
@@ -70,7 +72,7 @@ def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] 
             extents = dict(part.dims)
             state = _State(part, values, {d: v for d, v in (dims or {}).items() if extents[d] > 1},
                            wide=model.tensorize is not None)
-            if _accumulates(part):
+            if _accumulates(part) and not _rounds_each_step(part, model):
                 state.contract(part.statements[0])
             else:
                 state.sequential()
@@ -92,6 +94,15 @@ def reference_key(model) -> str:
     fused = None if model.fusion is None else [to_plain(p) for p in model.parts]
     what = [to_plain(model.buffers), model.dims, to_plain(model.statements), model.sizes, ops, fused]
     return hashlib.sha256(json.dumps(what, default=str, sort_keys=True).encode()).hexdigest()
+
+
+def _rounds_each_step(part, model) -> bool:
+    """A sum into an 8-bit float array off the tensor cores: the kernel stores (rounds) it at each
+    step of its loops, which a contraction (rounding once) would not reproduce within tolerance;
+    the sequential evaluation rounds where the kernel does. (Tensor cores keep the sum in float32
+    fragments and round once.)"""
+    target = part.buffer(part.statements[0].buffer).dtype
+    return target.arithmetic is not target and model.tensorize is None
 
 
 def _accumulates(model) -> bool:

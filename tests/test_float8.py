@@ -97,6 +97,18 @@ def test_a_cast_to_an_8_bit_float_saturates_in_the_emulator_and_the_reference():
     assert np.array_equal(outputs["B"], expected) and np.abs(to_float8(a, E4M3).astype(float)).max() == 448.0
 
 
+@pytest.mark.parametrize("shared", [0, 16])
+def test_a_sum_into_an_8_bit_float_array_rounds_at_each_step_in_the_reference_as_in_the_kernel(shared):
+    """C (e4m3) += A * B over 64 values of k on SIMT cores: each step stores C, rounded to 3 bits;
+    the reference rounds there too (summed exactly and rounded once it would be ~0.5 off)."""
+    from .plans import simt_matmul
+
+    plan, args = simt_matmul(64, 64, 64, block=(16, 16), shared_k=shared, dtype=E4M3)
+    model, function = compile_function_plan(plan, args)
+    (report,) = verify.emulate_function(model, function, blocks=2, seed=1)
+    assert report.passed and report.relative_error == 0.0, report
+
+
 def test_a_float32_value_needs_a_cast_into_an_8_bit_float_array_and_a_product_widens_into_bfloat16():
     with pytest.raises(NestError, match="a float32 value does not convert implicitly to float8_e4m3; use cast"):
         _elementwise(E4M3, lambda a, i: a * acc.cast(2.0, T.float32))
