@@ -209,6 +209,17 @@ def test_the_gpu_rounds_as_the_emulator_does(tmp_path, out_type):
 
 
 @pytest.mark.gpu
+def test_the_gpu_rounds_a_sum_into_an_8_bit_float_array_at_each_step_as_the_emulator(tmp_path):
+    from .plans import simt_matmul
+
+    fn = acc.load(build(*simt_matmul(64, 64, 64, block=(16, 16), shared_k=16, dtype=E5M2), "fp8_sum",
+                        tmp_path)).fp8_sum
+    require_gpu()
+    for reports in (verify.compare_with_emulator(fn, seed=2, tolerance=0.0), verify.run_function(fn, seed=2)):
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("operand, output", [(E4M3, T.bfloat16), (E5M2, T.float32)])
 def test_fp8_wgmma_products_verify_on_the_gpu(tmp_path, operand, output):
     fn = acc.load(build(*_hopper(operand, output, size=(384, 256, 640)), "fp8_gemm", tmp_path)).fp8_gemm
