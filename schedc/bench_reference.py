@@ -109,7 +109,7 @@ def _cublas_product(model, roles, seed: int, sets: int):
               ScalarType.float32: torch.float32, ScalarType.float64: torch.float64}
     buffers = {role: model.buffer(name) for role, (name, _) in roles.items()}
     if buffers["A"].dtype.arithmetic is not buffers["A"].dtype:
-        return _scaled_mm(buffers, roles, seed, sets, dtypes, torch)
+        return _scaled_mm(buffers, seed, sets, dtypes, torch)
     if any(b.dtype not in dtypes for b in buffers.values()):
         raise LaunchError("--compare cublas", "cuBLAS reference needs floating-point arrays")
     tf32 = model.tensorize is not None and buffers["A"].dtype is ScalarType.float32
@@ -144,7 +144,7 @@ def _cublas_product(model, roles, seed: int, sets: int):
     return name, launch
 
 
-def _scaled_mm(buffers, roles, seed: int, sets: int, dtypes, torch):
+def _scaled_mm(buffers, seed: int, sets: int, dtypes, torch):
     """An 8-bit float product: cuBLAS through ``torch._scaled_mm`` (A row-major, B column-major,
     per-tensor scales of 1, float32 accumulation without cuBLAS's extra promotions, as wgmma
     accumulates), C of the function's type (written, not accumulated)."""
