@@ -5,14 +5,16 @@
 # Usage (device machine, repository root): OUT=out bash benchmarks/device_hopper.sh
 # Env: BENCH=0 skips timing, TRITON=0 skips Triton, SANITIZE=0 skips compute-sanitizer,
 # PROFILE="f1 f2" functions for ncu (default matmul_fp16_4096), SCRIPT another build script
-# (SCRIPT_ARGS its arguments), VERIFY_EXCLUDE a regex of functions not verified (their float64
+# (SCRIPT_ARGS its arguments; BUILD=0 uses the carried hat_packages/<script>), VERIFY_EXCLUDE a regex of functions not verified (their float64
 # reference on the CPU takes minutes at 8192^3).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 SCRIPT=${SCRIPT:-samples/hopper_matmul.py}
 NAME=$(basename "$SCRIPT" .py)
 HAT=hat_packages/$NAME/$NAME.hat
-python3 "$SCRIPT" ${SCRIPT_ARGS:-} > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+if [ "${BUILD:-1}" = 1 ]; then  # BUILD=0: the package was built on the CPU and carried
+  python3 "$SCRIPT" ${SCRIPT_ARGS:-} > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
 cuobjdump -sass hat_packages/$NAME/$NAME.cubin > "$OUT/sass.txt" 2>&1
 echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt"), UTMALDG $(grep -c UTMALDG "$OUT/sass.txt"), HMMA $(grep -c 'HMMA' "$OUT/sass.txt")"
 if [ -n "${VERIFY_EXCLUDE:-}" ]; then

@@ -15,8 +15,9 @@ import schedc as acc  # noqa: E402
 
 grid = acc.create_parameter_grid(
     {t.M: [4096], t.N: [4096], t.K: [4096], t.BM: [128, 256], t.BN: [64, 128, 256], t.BK: [64], t.STAGES: [2, 3, 4, 5],
-     t.GROUP: [4, 8, 16], t.CLUSTER: [1, 2], t.SPECIALIZE: [True], t.SHAPE: list(t.WGMMA.values())},
-    filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, shape: shape is t.WGMMA[bn])
+     t.GROUP: [4, 8, 16], t.CLUSTER: [1, 2], t.SPECIALIZE: [True], t.TEAMS: [1],
+     t.SHAPE: list(t.WGMMA.values())},
+    filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, teams, shape: shape is t.WGMMA[bn])
 
 if __name__ == "__main__":
     package = acc.Package()

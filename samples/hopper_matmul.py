@@ -38,7 +38,7 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
            specialize: bool = True, b_layout=acc.Array.Layout.FIRST_MAJOR, warpgroup_n: int | None = None,
            output=acc.ScalarType.float32, persistent: dict | None = None, cluster: int = 1,
            epilogue: tuple | None = None, prologue: tuple | None = None, a_layout=acc.Array.Layout.FIRST_MAJOR,
-           splits: int = 1):
+           splits: int = 1, teams: int = 1):
     """The plan and its arrays. ``block`` = (m, n, k) of a block's tile; each consumer
     warpgroup computes 64 rows x ``warpgroup_n`` (default: the block's n) columns; C has
     the type ``output`` and is accumulated in float32 fragments; ``persistent``: the arguments of
@@ -48,7 +48,9 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     ``prologue``: one applied to C's fragments before the products (``SET``: they start from the
     argument and C is not read); ``a_layout``, ``b_layout``: the operands' layouts; ``splits``: blocks
     along BLOCK_Z that each sum ``K / splits`` values of k (split-K: schedc adds the partial sums in a
-    second kernel)."""
+    second kernel); ``teams``: with 2 (ping-pong, persistent grids), two consumer warpgroups take the
+    block's tiles in turn, each holding a whole block tile (its 64-row parts register-blocked), so
+    that one stores C while the other multiplies."""
     bm, bn, bk = block
     wn = warpgroup_n or bn
     shape = acc.MMAShape[SHAPES[operand].format(n=wn)]
@@ -70,11 +72,14 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
     iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
     outer = (k, i, j) if splits > 1 else (i, j)
-    schedule.reorder(*outer, ii, jj, ks, kk, iii, jjj, iiii, jjjj, kkk)
+    if teams == 1:  # the block's warpgroups share its tile: 64 rows each
+        schedule.reorder(*outer, ii, jj, ks, kk, iii, jjj, iiii, jjjj, kkk)
+    else:  # each team's warpgroup holds the whole tile, 64 rows at a time
+        schedule.reorder(*outer, jj, ks, kk, ii, iii, jjj, iiii, jjjj, kkk)
 
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
-               ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X,
+               **({ii: target.GridUnit.WARPGROUP_Y} if teams == 1 else {}), jj: target.GridUnit.WARPGROUP_X,
                **({k: target.GridUnit.BLOCK_Z} if splits > 1 else {})})
     op, arg = epilogue or (acc.MMAFragmentOp.NONE, 0.0)
     first_op, first_arg = prologue or (acc.MMAFragmentOp.NONE, 0.0)
@@ -83,7 +88,7 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
-    plan.warp_specialize(specialize)
+    plan.warp_specialize(specialize, teams=teams)
     if persistent is not None:
         plan.persistent(**persistent)
     if cluster > 1:

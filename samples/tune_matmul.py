@@ -10,7 +10,9 @@ What ``hopper_matmul`` fixes by hand is a parameter here:
 - ``BK``: values of k per stage, ``STAGES``: the ring's depth;
 - ``GROUP``: rows of blocks per group of the persistent grid's tile order;
 - ``CLUSTER``: blocks of a column sharing B's tile by TMA multicast (1: none);
-- ``SPECIALIZE``: a producer warpgroup issuing the copies, or every warpgroup computing.
+- ``SPECIALIZE``: a producer warpgroup issuing the copies, or every warpgroup computing;
+- ``TEAMS``: 2 gives the block two teams of ``BM / 64`` consumer warpgroups that take its tiles in
+  turn (ping-pong: one team stores its tile while the other multiplies; warp-specialized only).
 
 ``M, N, K`` are the problem's shape: ``schedc tune --shapes M=4096,N=4096,K=4096`` tunes one
 shape (and names the winner ``matmul_fp16``), several ``--shapes`` give one winner each. Points
@@ -22,7 +24,7 @@ compiled. ``schedc build`` of this script builds every point of the grid.
 import schedc as acc
 
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
-M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, SHAPE = acc.create_parameters()
+M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, TEAMS, SHAPE = acc.create_parameters()
 WGMMA = {64: acc.MMAShape.M64xN64xK16_B1, 128: acc.MMAShape.M64xN128xK16_B1, 256: acc.MMAShape.M64xN256xK16_B1}
 WGMMA_FP8 = {n: acc.MMAShape[f"M64xN{n}xK32_B1"] for n in (64, 128, 256)}  # 8-bit floats: 32 values of k
 
@@ -56,7 +58,7 @@ def matmul(operand: acc.ScalarType):
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
     plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
-    plan.warp_specialize(SPECIALIZE)
+    plan.warp_specialize(SPECIALIZE, teams=TEAMS)
     plan.persistent(group=GROUP)
     plan.cluster(CLUSTER, target.GridUnit.BLOCK_Y)
     return plan, (A, B, C)
@@ -68,9 +70,9 @@ def grid(m: int, n: int, k: int, fp8: bool = False) -> list[dict]:
     return acc.create_parameter_grid(
         {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: [64, 128, 256], BK: [64, 128] if fp8 else [64],
          STAGES: [2, 3, 4, 5, 6] if fp8 else [2, 3, 4, 5], GROUP: [1, 4, 8, 16], CLUSTER: [1, 2],
-         SPECIALIZE: [True, False], SHAPE: list(shapes.values())},
-        filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, shape:
-            shape is shapes[bn] and group % cluster == 0)
+         SPECIALIZE: [True, False], TEAMS: [1, 2], SHAPE: list(shapes.values())},
+        filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, teams, shape:
+            shape is shapes[bn] and group % cluster == 0 and (specialize or teams == 1))
 
 
 if __name__ == "__main__":

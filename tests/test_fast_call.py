@@ -12,7 +12,7 @@ import types
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import schedc
@@ -190,10 +190,16 @@ def _calls(draw):
     """The function's arguments, most of them right, up to two of them changed: another dtype,
     shape, device or layout, an address misaligned, null or shared with another array, or not a
     tensor; or the call has another count."""
+    changes = [(draw(st.integers(0, 2)), draw(st.sampled_from(_CHANGES))) for _ in range(draw(st.integers(0, 2)))]
+    count = draw(st.sampled_from([3] * 8 + [2, 4]))
+    return _with_changes(changes, count)
+
+
+def _with_changes(changes: list, count: int = 3) -> tuple:
+    """The function's arguments with ``changes`` [(argument, change)] made in turn, ``count`` of them."""
     float32 = _Dtype("float32")
     args = [_Tensor(float32, shape, _row_major(shape), 0x100000 * (n + 1)) for n, shape in enumerate(_SHAPES.values())]
-    for _ in range(draw(st.integers(0, 2))):
-        n, change = draw(st.integers(0, 2)), draw(st.sampled_from(_CHANGES))
+    for n, change in changes:
         value, (rows, columns) = args[n], list(_SHAPES.values())[n]
         if not isinstance(value, _Tensor):
             continue
@@ -210,10 +216,10 @@ def _calls(draw):
         elif change in ("misaligned", "null"):
             value._pointer = value._pointer + 2 if change == "misaligned" else 0
         elif change == "overlapping":
-            value._pointer = args[(n + 1) % 3]._pointer + 64
+            other = args[(n + 1) % 3]
+            value._pointer = (other._pointer if isinstance(other, _Tensor) else 0x100000 * ((n + 1) % 3 + 1)) + 64
         else:
             args[n] = np.zeros(value.shape, np.float32)
-    count = draw(st.sampled_from([3] * 8 + [2, 4]))
     return (*args, None)[:count]
 
 
@@ -230,6 +236,7 @@ def _stand_in_dtypes(args, float32):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(_with_changes([(1, "not a tensor"), (0, "overlapping")]))
 @given(_calls())
 def test_the_c_checks_take_exactly_the_calls_the_python_checks_take(native_plan, args):
     plan, library, float32 = native_plan

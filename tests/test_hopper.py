@@ -19,14 +19,18 @@ from schedc.codegen.emulate_hopper import hardware_swizzle
 from schedc.errors import CacheError, PlanError
 from schedc.instructions import swizzle_column
 from schedc.ir.kernel import (
+    Binary,
+    Const,
     Fragment,
     FragmentAdd,
     FragmentLoad,
     If,
+    Loop,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
     Roles,
+    Var,
     WarpgroupFence,
     WarpgroupWait,
 )
@@ -61,6 +65,14 @@ PLANS = {
     "cluster_persistent": ((512, 512, 192), {"block": (128, 128, 64), "stages": 3, "output": F16, "cluster": 2,
                                              "persistent": {"blocks": 4, "group": 2}}),
     "cluster_of_four_rows_partial_k": ((512, 256, 200), {"block": (128, 128, 64), "cluster": 4}),
+    # two consumer teams taking a persistent block's tiles in turn (ping-pong): 12 tiles on 5 blocks
+    # (teams with unequal counts), partial tiles and a partial stage of k, one team a cluster's
+    "ping_pong": ((384, 512, 192), {"block": (128, 128, 64), "stages": 3, "output": F16, "teams": 2,
+                                    "persistent": {"blocks": 5, "group": 2}}),
+    "ping_pong_partial_tiles": ((200, 304, 136), {"block": (128, 128, 64), "stages": 2, "teams": 2,
+                                                  "persistent": {"blocks": 2}}),
+    "ping_pong_cluster": ((512, 512, 192), {"block": (64, 256, 64), "stages": 4, "output": F16, "cluster": 2,
+                                            "teams": 2, "persistent": {"blocks": 4, "group": 2}}),
 }
 
 
@@ -183,6 +195,8 @@ def test_register_budget_of_the_roles():
 
 @pytest.mark.parametrize("call, message", [
     (lambda p: p.warp_specialize(True, 40, 230), "consumer_registers must be a multiple of 8 from 24 to 256"),
+    (lambda p: p.warp_specialize(True, teams=0), "teams must be a positive integer"),
+    (lambda p: p.warp_specialize(False, teams=2), "keep enabled=True, or teams=1"),
     (lambda p: p.warp_specialize(True, 40), "give both producer_registers and consumer_registers"),
     (lambda p: p.warp_specialize("yes"), "enabled must be True or False"),
 ])
@@ -416,7 +430,8 @@ def test_sample_on_the_gpu(tmp_path):
 @pytest.mark.parametrize("name", ["partial_tiles", "four_warpgroups", "fp16_one_thread_issues",
                                   "column_major_b_fp16", "k_tile_of_two_chunks", "bf16_output_partial_tiles",
                                   "persistent", "persistent_one_thread_issues", "cluster", "cluster_persistent",
-                                  "cluster_of_four_rows_partial_k"])
+                                  "cluster_of_four_rows_partial_k", "ping_pong", "ping_pong_partial_tiles",
+                                  "ping_pong_cluster"])
 def test_plans_on_the_gpu(name, tmp_path):
     from schedc.verify import run_function
 
@@ -472,3 +487,49 @@ def test_generic_write_read_by_wgmma_without_the_proxy_fence():
 
 def test_generic_write_then_proxy_fence_is_visible_to_wgmma():
     emulate_broken(_generic_store_into_a_stage(fence=True))
+
+
+# -- consumer teams taking tiles in turn (warp_specialize(teams=2): ping-pong) ------------------
+
+
+def _ping_pong(**options):
+    (M, N, K), plan = PLANS["ping_pong"]
+    return kernel(M, N, K, **{**plan, **options})
+
+
+def test_teams_take_a_persistent_blocks_tiles_in_turn():
+    k = _ping_pong()
+    assert k.block == (384, 1, 1)  # two teams of one consumer warpgroup, and the producer
+    consumers = next(s for s in k.body if isinstance(s, Roles)).roles[1]
+    assert (consumers.name, consumers.threads, consumers.teams) == ("consumers", 256, 2)
+    inits = {(s.barrier, s.index.value): s.count for s in walk_statements(k.body) if isinstance(s, MbarrierInit)}
+    assert inits["empty", 0] == 128  # a stage's consumers are one team
+    assert inits["turn", 0] == inits["turn", 1] == 128
+    (work,) = [s for s in walk_statements(consumers.body) if isinstance(s, Loop) and s.var == "work"]
+    team = Binary("/", Var("threadIdx.x"), Const(128))
+    assert (work.start, work.step) == (Binary("+", Var("blockIdx.x"), Binary("*", team, Const(5))), 10)
+
+
+def test_teams_wait_for_their_turn_and_hand_it_on():
+    consumers = next(s for s in _ping_pong().body if isinstance(s, Roles)).roles[1]
+    waits = [s for s in walk_statements(consumers.body) if isinstance(s, MbarrierWait) and s.barrier == "turn"]
+    gives = [s for s in walk_statements(consumers.body) if isinstance(s, MbarrierArrive) and s.barrier == "turn"]
+    item = Binary("/", Var("work"), Const(5))  # the block's work items before this one
+    assert [(s.index, s.parity) for s in waits] == [
+        (Binary("%", item, Const(2)), Binary("%", Binary("/", Binary("-", item, Const(1)), Const(2)), Const(2)))]
+    assert [s.index for s in gives] == [Binary("%", Binary("+", item, Const(1)), Const(2))]
+
+
+def test_teams_are_refused_without_a_persistent_grid():
+    with pytest.raises(PlanError, match=r"warp_specialize\(teams=2\).*add plan.persistent\(\), or teams=1"):
+        kernel(256, 512, 256, block=(128, 128, 64), teams=2)
+
+
+def test_a_team_that_does_not_wait_for_its_turn_is_caught():
+    """Without the turn, a team waits on a stage's full barrier while another team's use of the
+    stage before is pending: its parity names that earlier phase."""
+    k = _ping_pong()
+    k = dataclasses.replace(k, body=rewrite(k.body, lambda s: () if isinstance(s, If) and any(
+        isinstance(t, MbarrierWait) and t.barrier == "turn" for t in s.body) else (s,)))
+    with pytest.raises(EmulationError, match="team 1 of the consumers role"):
+        emulate_broken(k)

@@ -138,7 +138,9 @@ def _roles(p, s: Roles, pad: str, depth: int) -> list[str]:
     """One branch per role on the thread's warpgroup; each first moves its register budget."""
     default = p.kernel.registers_at_launch
     lines = [f"{pad}// warp specialization: " + "; ".join(
-        f"{r.name} = threads {r.first}..{r.first + r.threads - 1}" for r in s.roles)]
+        f"{r.name} = threads {r.first}..{r.first + r.threads - 1}"
+        + (f" ({r.teams} teams of {r.threads // r.teams} taking tiles in turn)" if r.teams > 1 else "")
+        for r in s.roles)]
     for n, role in enumerate(s.roles):
         cond = f"threadIdx.x >= {role.first} && threadIdx.x < {role.first + role.threads}"
         head = "if" if n == 0 else "} else if"

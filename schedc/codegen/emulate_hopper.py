@@ -141,7 +141,7 @@ class Hopper:
         self.wgmma_time: dict[str, int] = {}
         self.open: dict[str, _Group] = {}  # per role: the products since its last commit
         self.groups: dict[str, list[_Group]] = {}  # per role: committed, oldest first
-        self.in_flight: dict[str, int] = {}  # fragment -> the product time it waits for
+        self.in_flight: dict[tuple[str, str], int] = {}  # (agent, fragment) -> the product time it waits for
         self.dirty: dict[str, set[str]] = {}  # per role: accumulators written since its wgmma.fence
         self.writes: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # buffer -> (agent id, time)
         self.reads: dict[str, dict[str, np.ndarray]] = {}  # buffer -> agent -> last read time
@@ -311,6 +311,9 @@ def _name(agent: str) -> str:
     if "/" in agent:  # a block of a cluster: rank/role
         rank, role = agent.split("/", 1)
         return f"the cluster's block {rank}" if role == "block" else f"{_name(role)} of the cluster's block {rank}"
+    if " team " in agent:  # a team of a role (Role.parts)
+        role, team = agent.rsplit(" team ", 1)
+        return f"team {team} of the {role} role"
     return f"the {agent} role" if agent != "block" else "the block"
 
 
@@ -568,8 +571,8 @@ def _wgmma_wait(b, s: WarpgroupWait, mask) -> None:
     for group in done:
         h.clocks[agent] = _join(h.clock(agent), {f"wgmma:{agent}": group.time})
         for name in group.fragments:
-            if h.in_flight.get(name, -1) <= group.time:
-                h.in_flight.pop(name, None)
+            if h.in_flight.get((agent, name), -1) <= group.time:
+                h.in_flight.pop((agent, name), None)
 
 
 # Tile statements that touch an accumulator's elements, and whether they change them: while a
@@ -593,10 +596,14 @@ class Wgmma(Executor):
         TILE_STATEMENTS.handler(s)(self, s, mask, _groups(mask, b))
 
     def declare(self, s: Fragment, groups) -> None:
-        if s.use == "accumulator":
-            self.b.fragments[s.name] = np.zeros((len(groups), WARPGROUP, s.n // 2), dtype=s.dtype.numpy)
+        """Zeros in the declaring warpgroups' rows (other teams' warpgroups keep theirs)."""
+        shape, dtype = ((len(groups), WARPGROUP, s.n // 2), s.dtype.numpy) if s.use == "accumulator" else \
+            ((len(groups),), np.int64)  # each warpgroup's tile address
+        held = self.b.fragments.get(s.name)
+        if held is None or held.shape != shape or held.dtype != dtype:
+            self.b.fragments[s.name] = np.zeros(shape, dtype=dtype)
         else:
-            self.b.fragments[s.name] = np.zeros((len(groups),), dtype=np.int64)  # each warpgroup's tile address
+            held[groups] = 0
 
     def element_layout(self, spec: Fragment):
         return wgmma_accumulator(spec.n, spec.dtype), WARPGROUP
@@ -632,7 +639,7 @@ class Wgmma(Executor):
             b.fragments.update(whole)
 
     def idle(self, h: Hopper, name: str, what: str) -> None:
-        if name in h.in_flight:
+        if (_agent(self.b), name) in h.in_flight:
             raise self.b.error("race", f"{what} of the accumulator {name} while a wgmma on it is in flight "
                                "(wgmma.wait_group first)", [0], name, "-")
 
@@ -697,7 +704,7 @@ class Wgmma(Executor):
         group = h.open.setdefault(agent, _Group(time, set()))
         group.time = time
         group.fragments.add(s.d)
-        h.in_flight[s.d] = time
+        h.in_flight[agent, s.d] = time
 
     def elements(self, s, mask, groups) -> None:
         """An accumulator from or to global memory, element by element (zeros past C's edge),
@@ -848,7 +855,8 @@ def _roles(b, s: Roles, mask) -> None:
                       "-", "-")
     h = _hopper(b)
     prefix = f"{h.rank}/" if h.cluster.size > 1 else ""
-    names = [prefix + role.name for role in s.roles]
+    parts = [(role, prefix + name, first, threads) for role in s.roles for name, first, threads in role.parts]
+    names = [name for _, name, _, _ in parts]
     lone = h.turns is None  # a block on its own: its roles take turns among themselves
     turns = _Turns(names) if lone else h.turns
     if lone:
@@ -858,12 +866,12 @@ def _roles(b, s: Roles, mask) -> None:
     main = _agent(b)
     base = h.clock(main)
     forks = []
-    for role, name in zip(s.roles, names):
+    for role, name, first, count in parts:  # each team of a role its own coroutine
         fork = copy.copy(b)
         fork.env, fork.iteration, fork.agent = dict(b.env), dict(b.iteration), name
         h.clocks[name] = _join(base, {name: 0})
         threads = np.zeros(b.threads, dtype=bool)
-        threads[role.first:role.first + role.threads] = True
+        threads[first:first + count] = True
         forks.append((name, role, fork, threads))
 
     def run(name, role, fork, threads) -> None:

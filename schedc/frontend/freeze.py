@@ -83,6 +83,7 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         blocks_per_sm=plan.blocks_per_sm,
         dynamic_shared=plan.dynamic_shared,
         specialization=plan.specialization,
+        teams=plan.teams,
         persistence=plan.persistence,
         clustering=plan.clustering,
         split_deterministic=plan.split_deterministic,

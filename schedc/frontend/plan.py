@@ -143,6 +143,7 @@ class Plan:
         self.unrolled: list[Index] = []
         self.caches: list[CacheRequest] = []
         self.specialization: tuple[bool, int, int] | None = None  # warp_specialize (None: AUTO)
+        self.teams = 1  # warp_specialize(teams=): consumer teams taking a persistent grid's tiles in turn
         self.persistence: tuple[int, int] | None = None  # persistent: (group, blocks; 0 = one per SM)
         self.split_deterministic = True  # split_k: a split reduction's sums added in a fixed order
         self.clustering: tuple[GridUnit, int] | None = None  # cluster: (block unit, blocks along it)
@@ -600,7 +601,7 @@ class Plan:
 
     @recorded(_later)
     def warp_specialize(self, enabled: bool = True, producer_registers: int | None = None,
-                        consumer_registers: int | None = None) -> None:
+                        consumer_registers: int | None = None, teams: int = 1) -> None:
         """Split the block into a producer warpgroup that only issues the TMA copies of the
         SHARED caches and consumer warpgroups that only compute, meeting at a full and an empty
         mbarrier per stage of the ring (sm_90, a plan tensorized with a wgmma shape whose
@@ -613,6 +614,14 @@ class Plan:
         it releases, at most 232). Without a call, AUTO: on for TMA pipelines.
         ``enabled=False``: every warpgroup computes and one thread issues the copies.
 
+        ``teams``: the consumer warpgroups the WARPGROUP bindings name share each tile of C
+        (cooperative, ``teams=1``); with ``teams=2`` (ping-pong) the block holds two such teams
+        that take the persistent grid's tiles in turn (``plan.persistent`` required), so that one
+        team stores its tile of C while the other multiplies. The teams issue their products in
+        tile order (a turn barrier passes from one to the next after its last product of a
+        tile); each team's epilogue overlaps the next team's products. Every team holds its
+        own accumulators: the registers a consumer thread needs stay those of one tile.
+
         Before → after (2 consumer warpgroups)::
 
             for k ...:  wait for tile k          if warpgroup == 2:   # producer
@@ -621,9 +630,15 @@ class Plan:
                                                    for k ...: wait for tile k; wgmma; free stage
         """
         where = f"warp_specialize(enabled={enabled!r}, producer_registers={producer_registers!r}, " \
-                f"consumer_registers={consumer_registers!r})"
+                f"consumer_registers={consumer_registers!r}" + (f", teams={teams!r})" if teams != 1 else ")")
         if not isinstance(enabled, bool):
             raise PlanError(where, f"enabled must be True or False, not {enabled!r}")
+        if isinstance(teams, bool) or not isinstance(teams, int | np.integer) or teams < 1:
+            raise PlanError(where, f"teams must be a positive integer (consumer teams taking tiles in turn), "
+                                   f"not {teams!r}")
+        if teams > 1 and not enabled:
+            raise PlanError(where, "consumer teams take tiles in turn while a producer warpgroup fills the ring for "
+                                   "all of them: keep enabled=True, or teams=1")
         if (producer_registers is None) != (consumer_registers is None):
             raise PlanError(where, "give both producer_registers and consumer_registers, or neither")
         for name, value in (("producer_registers", producer_registers), ("consumer_registers", consumer_registers)):
@@ -636,6 +651,7 @@ class Plan:
             raise PlanError(where, f"warp specialization with TMA producers needs sm_90; {self.target.name} is "
                                    f"sm_{self.target.spec.sm}")
         self.specialization = (enabled, int(producer_registers or 0), int(consumer_registers or 0))
+        self.teams = int(teams)
 
     # -- persistent grid ----------------------------------------------------------------------
 

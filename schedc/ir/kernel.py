@@ -600,13 +600,24 @@ class WarpgroupWait:
 class Role:
     """One part of a warp-specialized block: threads ``first`` .. ``first + threads - 1`` (whole
     warpgroups) run ``body``; ``registers`` (``setmaxnreg``, 0: unchanged) is what each of its
-    threads may hold."""
+    threads may hold. Its threads form ``teams`` teams of ``threads / teams`` (whole warpgroups)
+    that run ``body`` independently of each other, meeting only at mbarriers (the teams of
+    consumers that take tiles in turn, ``warp_specialize(teams=)``)."""
 
     name: str
     first: int
     threads: int
     registers: int
     body: tuple[Stmt, ...]
+    teams: int = 1
+
+    @property
+    def parts(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, first thread, threads) of each team: the role itself where it has one."""
+        if self.teams == 1:
+            return ((self.name, self.first, self.threads),)
+        size = self.threads // self.teams
+        return tuple((f"{self.name} team {g}", self.first + g * size, size) for g in range(self.teams))
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,7 @@ class Model:
     dynamic_shared: int = 0  # create_plan(_dynamic_shared_memory_size=): bytes per block (0: what caches need)
     # plan.warp_specialize(enabled, producer registers, consumer registers); None: AUTO
     specialization: tuple[bool, int, int] | None = None
+    teams: int = 1  # warp_specialize(teams=): consumer teams taking a persistent grid's tiles in turn
     persistence: tuple[int, int] | None = None  # plan.persistent: (group, blocks; 0 = one per multiprocessor)
     clustering: tuple[GridUnit, int] | None = None  # plan.cluster: (the block unit, blocks along it)
     split_deterministic: bool = True  # plan.split_k: a split reduction's sums added in a fixed order

@@ -255,7 +255,7 @@ def _share(model, caches: list[TmaCache]) -> list[TmaCache]:
 
 
 def _check_budget(model, caches: list[TmaCache]) -> None:
-    buffers = [c.buffer for c in caches] + list(_barriers(caches[0].stages))
+    buffers = [c.buffer for c in caches] + list(_barriers(caches[0].stages)) + list(_turns(model.teams))
     _, total = shared_layout(buffers)
     gpu = model.gpu
     if total > gpu.shared_memory_max:
@@ -270,6 +270,13 @@ def _check_budget(model, caches: list[TmaCache]) -> None:
 def _barriers(stages: int) -> tuple[SharedBuffer, SharedBuffer]:
     return (SharedBuffer("full", ScalarType.uint64, (stages,), (1,)),
             SharedBuffer("empty", ScalarType.uint64, (stages,), (1,)))
+
+
+TURN = "turn"  # the consumer teams' turn barriers: team g's turn completes a phase of turn[g]
+
+
+def _turns(teams: int) -> tuple[SharedBuffer, ...]:
+    return (SharedBuffer(TURN, ScalarType.uint64, (teams,), (1,)),) if teams > 1 else ()
 
 
 # -- the kernel --------------------------------------------------------------------------------
@@ -310,7 +317,8 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
     None (the threads store C themselves): ``epilogue.plan_output``."""
     full, empty = _barriers(caches[0].stages)
     tiles_per_group = math.prod(len(tensor._values(model, b)) for b in roles.shape.blocked)
-    output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty),
+    output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty,
+                                                         *_turns(launch.teams)),
                                   roles.shape.outer, tiles_per_group)
     if model.adds_into and output is None:
         c = model.buffer(model.adds_into)
@@ -336,24 +344,25 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         return affine_expr(a, order)
 
     stages = caches[0].stages
-    consumers = launch.threads
+    consumers, team = launch.threads, launch.team_threads  # a stage's consumers: one team's threads
     full, empty = _barriers(stages)
     block_lets, group_lets = split_coordinates(model, launch)
     cluster = math.prod(launch.cluster)
-    ring = _Ring(model, facts, shape, stages, launch.persistent, cluster)
+    ring = _Ring(model, facts, shape, stages, launch.persistent, cluster, launch.teams)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers, model.blocks_per_sm))
     products = _Products(model, tiles, caches, as_expr, budget, output).bind(shape, ring)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
-        *(MbarrierInit("empty", Const(s), consumers if cluster == 1 else consumers // WARP * cluster)
+        *(MbarrierInit("empty", Const(s), team if cluster == 1 else team // WARP * cluster)
           for s in range(stages)),
+        *(MbarrierInit(TURN, Const(g), team) for g in range(launch.teams if launch.teams > 1 else 0)),
         *(output.setup() if output is not None else ()),
         Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
-        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead))),
-        *((epilogue.stores_done(),) if output is not None else ()))
+        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead)),
+        launch.team()), *((epilogue.stores_done(),) if output is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
                        persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,
@@ -361,14 +370,15 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
                        "one thread of the producer warpgroup issues every copy"),)
         body: tuple[Stmt, ...] = (*setup, Roles((
             Role("producer", consumers, PRODUCER_THREADS, producer_regs, producer),
-            Role("consumers", 0, consumers, consumer_regs, consumer))))
+            Role("consumers", 0, consumers, consumer_regs, consumer, launch.teams))))
         threads = consumers + PRODUCER_THREADS
     else:
         body = (*setup, *consumer)
         threads = consumers
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
-    buffers = (*(c.buffer for c in caches), full, empty, *(output.shared if output is not None else ()))
+    buffers = (*(c.buffer for c in caches), full, empty, *_turns(launch.teams),
+               *(output.shared if output is not None else ()))
     values = (*(c.map for c in caches), *((output.map,) if output is not None else ()))
     return assemble(model, launch, body, buffers, values, block=(threads, 1, 1))
 
@@ -411,6 +421,7 @@ class _Ring:
     stages: int
     persistent: Persistent | None = None
     cluster: int = 1  # blocks of the cluster: each stage is freed by the consumers of all of them
+    teams: int = 1  # consumer teams taking the block's work items in turn (the producer fills all)
 
     def free(self, index: Expr, comment: str) -> Stmt:
         """The consumers are done with a stage: arrive on its empty barrier. In a cluster, one
@@ -431,13 +442,16 @@ class _Ring:
         return self._mixed(names, False)
 
     def c_tiles(self) -> Expr:
-        """The block's tiles of C so far: the persistent rounds and the outer loops, mixed radix."""
-        return self._mixed(self.shape.outer, True)
+        """The team's tiles of C so far (the block's, with one team): its persistent rounds and
+        the outer loops, mixed radix."""
+        return self._mixed(self.shape.outer, True, self.teams)
 
-    def _mixed(self, names: tuple[str, ...], rounds: bool) -> Expr:
+    def _mixed(self, names: tuple[str, ...], rounds: bool, teams: int = 1) -> Expr:
         t: Expr = Const(0)
         if rounds and self.persistent is not None:
-            t = Binary("/", Var(WORK), Const(self.persistent.blocks))
+            t = self.work_item()
+            if teams > 1:
+                t = Binary("/", t, Const(teams))
         for name in names:
             lf, spec = self.facts.loop(name), self.model.loop(name)
             step: Expr = Var(name) if lf.first == 0 else Binary("-", Var(name), Const(lf.first))
@@ -445,6 +459,31 @@ class _Ring:
                 step = Binary("/", step, Const(spec.step))
             t = step if isinstance(t, Const) and t.value == 0 else Binary("+", Binary("*", t, Const(lf.extent)), step)
         return t
+
+    def work_item(self) -> Expr:
+        """The block's work items before this one (``work = blockIdx.x + item * blocks``)."""
+        return Binary("/", Var(WORK), Const(self.persistent.blocks))
+
+    def turn(self, first: Expr | None, last: Expr | None) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+        """With several teams, what a team does before its first products of a work item and
+        after its last (``first`` and ``last``: the conditions of those passes of the outer
+        loops, None where there are none): it waits for its turn, then hands the turn on. The
+        teams issue their products in the ring's order, so that no team waits on a stage's full
+        barrier while a phase of another team's use of it before may still be pending (a parity
+        wait would take that earlier phase for its own). Item ``u`` is team ``u % teams``'s; it
+        waits for phase ``(u - 1) / teams`` of ``turn[u % teams]``, which the team of item
+        ``u - 1`` completes after that item's products."""
+        if self.teams == 1:
+            return (), ()
+        item = self.work_item()
+        wait: Stmt = If(Binary(">=", Var(WORK), Const(self.persistent.blocks)), (
+            MbarrierWait(TURN, Binary("%", item, Const(self.teams)),
+                         Binary("%", Binary("/", Binary("-", item, Const(1)), Const(self.teams)), Const(2)),
+                         "the team before has issued the products of the block's work item before"),),
+            "the block's first work item goes first")
+        give: Stmt = MbarrierArrive(TURN, Binary("%", Binary("+", item, Const(1)), Const(self.teams)), 0,
+                                    "this work item's products are issued: the next team's turn")
+        return ((wait if first is None else If(first, (wait,))),), ((give if last is None else If(last, (give,))),)
 
     def lets(self, prefix: str = "") -> tuple[Let, ...]:
         t = f"{prefix}tile"
@@ -614,8 +653,14 @@ def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products,
         finish, prologue = (), ()
     pipelined = _nest(model, facts, shape.pipelined, step)
     before, after = products.accumulators(facts)
-    per_tile = (*before, *prologue, *pipelined, *finish, *after)
+    wait, give = ring.turn(_at(facts, shape.outer, last=False), _at(facts, shape.outer, last=True))
+    per_tile = (*before, *prologue, *wait, *pipelined, *give, *finish, *after)
     return _nest(model, facts, shape.outer, per_tile)
+
+
+def _at(facts, names: tuple[str, ...], last: bool) -> Expr | None:
+    """The loops ``names`` all at their first (or last) values; None where there are none."""
+    return all_of(Binary("==", Var(n), Const(facts.loop(n).last if last else facts.loop(n).first)) for n in names)
 
 
 def _not(cond: Expr) -> Expr:
@@ -801,7 +846,9 @@ def _registers(model, tiles, shape: LoopShape, launch: Launch) -> tuple[bool, in
     m, n, _ = model.tensorize.mma_shape.mnk
     per_tile = math.prod(len(tensor._values(model, b)) for b in shape.blocked) * tiles.accumulator_type.size
     budget = _Budget(model, consumers, enabled, blocks, per_tile * m, tiles.operand_type.size)
-    block = f"{consumers // WARPGROUP} consumer warpgroup(s)" + (" and the producer warpgroup" if enabled else "")
+    block = f"{consumers // WARPGROUP} consumer warpgroup(s)" + \
+        (f" ({model.teams} teams of {consumers // WARPGROUP // model.teams}, warp_specialize(teams=))"
+         if model.teams > 1 else "") + (" and the producer warpgroup" if enabled else "")
     gpu = model.gpu
     if threads > gpu.max_threads_per_block:
         raise PlanError(budget.where, f"{block} are {threads} threads; a block of {gpu.name} has at most "

@@ -4,7 +4,9 @@ A bound loop with range(first, stop, step) takes ``first + step * coordinate``. 
 loops bound to one axis enumerates their combinations, the last loop fastest. With WARP_*
 bound (or a tensorized plan) the block is ``(warp_x * 32, warp_y, 1)`` threads; with
 WARPGROUP_* bound it is ``(warpgroup_x * warpgroup_y * 128, 1, 1)``, warpgroup ``w = threadIdx.x / 128``
-at (w % warpgroup_x, w / warpgroup_x).
+at (w % warpgroup_x, w / warpgroup_x). With ``warp_specialize(teams=T)`` the block holds T such
+teams of consumer warpgroups (``w`` counts within the thread's team, ``threadIdx.x /
+team_threads``), which take a persistent grid's tiles in turn.
 
 A persistent plan (``plan.persistent``) launches ``blocks`` blocks that loop over the grid's
 tiles (``persistent_loop``): the block coordinates are then ``tile_x``, ``tile_y``, ``tile_z``,
@@ -32,10 +34,20 @@ class Launch:
     coordinates: tuple[Let, ...]  # one per bound loop, outermost binding first
     persistent: Persistent | None = None
     cluster: tuple[int, int, int] = (1, 1, 1)  # blocks of a thread block cluster (plan.cluster)
+    teams: int = 1  # warp_specialize(teams=): teams of the block's warpgroups, taking tiles in turn
 
     @property
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def team_threads(self) -> int:
+        """The threads of one team (all of the block's with one team)."""
+        return self.threads // self.teams
+
+    def team(self) -> Expr:
+        """The thread's team: its warpgroups are the team's WARPGROUP coordinates."""
+        return Binary("/", Var("threadIdx.x"), Const(self.team_threads))
 
 
 _AXES = "xyz"
@@ -48,8 +60,10 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
         block[0] = model.gpu.warp_size
     groups = {b.unit: math.prod(facts.loop(n).extent for n in b.loops) for b in model.bindings
               if b.unit.level == "warpgroup"}
+    teams = 1
     if groups or (model.tensorize is not None and _warpgroup_family(model)):
-        block[0] = WARPGROUP * math.prod(groups.values())
+        teams = _teams(model)
+        block[0] = WARPGROUP * math.prod(groups.values()) * teams
     lets: list[Let] = []
     for binding in sorted(model.bindings, key=lambda b: _rank(b.unit)):
         _check_sized(model, facts, binding)
@@ -65,13 +79,14 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
             block[0] = total * model.gpu.warp_size
         elif binding.unit is GridUnit.WARP_Y:
             block[1] = total
-        coordinate = _coordinate(binding.unit, model.gpu.warp_size, groups.get(GridUnit.WARPGROUP_X, 1))
+        coordinate = _coordinate(binding.unit, model.gpu.warp_size, groups.get(GridUnit.WARPGROUP_X, 1),
+                                 math.prod(groups.values()) if teams > 1 else 0)
         lets.extend(_decompose(model, facts, binding, extents, coordinate))
     rank = {lp.name: n for n, lp in enumerate(model.loops)}
     lets.sort(key=lambda let: rank[let.name])
     cluster = cluster_shape(model, grid)
     if model.persistence is None:
-        return Launch(tuple(grid), tuple(block), tuple(lets), cluster=cluster)
+        return Launch(tuple(grid), tuple(block), tuple(lets), cluster=cluster, teams=teams)
     group, blocks = model.persistence
     tiles = _product(grid)
     size = math.prod(cluster)
@@ -88,7 +103,16 @@ def launch_shape(model, facts: PolyFacts) -> Launch:
         tile["blockIdx.z"] = Const(0)
     lets = [Let(let.name, substitute(let.value, tile), let.comment) for let in lets]
     return Launch((launched, 1, 1), tuple(block), tuple(lets), Persistent(tuple(grid), blocks, group),
-                  (size, 1, 1))
+                  (size, 1, 1), teams)
+
+
+def _teams(model) -> int:
+    """warp_specialize(teams=): refused without a persistent grid for the teams to take turns on."""
+    if model.teams > 1 and model.persistence is None:
+        raise PlanError(f"warp_specialize(teams={model.teams})", f"{model.teams} consumer teams take the tiles of a "
+                                                                 "persistent grid in turn, and this plan launches one "
+                                                                 "block a tile: add plan.persistent(), or teams=1")
+    return model.teams
 
 
 def sized_count(loop) -> Expr:
@@ -168,12 +192,14 @@ def split_coordinates(model, launch: Launch) -> tuple[tuple[Let, ...], tuple[Let
     return block, tuple(let for let in lets if let not in block)
 
 
-def persistent_loop(launch: Launch, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+def persistent_loop(launch: Launch, body: tuple[Stmt, ...], team: Expr | None = None) -> tuple[Stmt, ...]:
     """``body`` (which reads ``tile_x/y/z``) once per tile of a persistent launch: work item
     ``w`` of ``blockIdx.x``, ``blockIdx.x + blocks``, ... is the tile in grouped order (``group``
     rows of tiles, column by column). The loop is one more serial loop around the body: shared
     caches already wait for every thread before refilling a buffer inside an outer loop, and
-    TMA rings wait on their empty barriers."""
+    TMA rings wait on their empty barriers. With ``team`` (the thread's of the launch's
+    ``teams``), the block's work items are dealt out in turn: team ``g`` takes its ``g``-th,
+    ``g + teams``-th, ..."""
     p = launch.persistent
     if p is None:
         return body
@@ -193,8 +219,13 @@ def persistent_loop(launch: Launch, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
                 *lets)
     count = _product(list(p.tiles))
     shown = count if isinstance(count, int) else "run-time number of"
-    return (Loop(WORK, Var("blockIdx.x"), _as_expr(count), p.blocks, (*lets, *body), False,
-                 f"persistent: {p.blocks} resident blocks take the {shown} tiles in turn"),)
+    if team is None or launch.teams == 1:
+        return (Loop(WORK, Var("blockIdx.x"), _as_expr(count), p.blocks, (*lets, *body), False,
+                     f"persistent: {p.blocks} resident blocks take the {shown} tiles in turn"),)
+    first = Binary("+", Var("blockIdx.x"), Binary("*", team, Const(p.blocks)))
+    return (Loop(WORK, first, _as_expr(count), p.blocks * launch.teams, (*lets, *body), False,
+                 f"persistent: {p.blocks} resident blocks take the {shown} tiles in turn, and the "
+                 f"{launch.teams} teams of a block take its tiles in turn"),)
 
 
 def _as_expr(n: int | Expr) -> Expr:
@@ -215,13 +246,17 @@ def _warpgroup_family(model) -> bool:
     return model.tensorize.mma_shape in (*WGMMA_16, *WGMMA_TF32)
 
 
-def _coordinate(unit: GridUnit, warp_size: int, warpgroups_x: int = 1) -> Expr:
+def _coordinate(unit: GridUnit, warp_size: int, warpgroups_x: int = 1, per_team: int = 0) -> Expr:
+    """The unit's coordinate of the thread; warpgroups count within the thread's team where the
+    block holds several (``per_team`` warpgroups each)."""
     if unit.level == "block":
         return Var(f"blockIdx.{unit.axis}")
     if unit.level == "thread":
         return Var(f"threadIdx.{unit.axis}")
     if unit.level == "warpgroup":
         group: Expr = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))
+        if per_team:
+            group = Binary("%", group, Const(per_team))
         if unit is GridUnit.WARPGROUP_X:
             return Binary("%", group, Const(warpgroups_x)) if warpgroups_x > 1 else Const(0)
         return Binary("/", group, Const(warpgroups_x)) if warpgroups_x > 1 else group

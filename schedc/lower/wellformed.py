@@ -694,6 +694,9 @@ class _Checker:
                     or role.first + role.threads > self.threads:
                 self.report("hopper", f"role {role.name}: threads {role.first}..{role.first + role.threads - 1} "
                                       f"are not whole warpgroups of the block's {self.threads}")
+            if role.teams < 1 or role.threads % (role.teams * WARPGROUP):
+                self.report("hopper", f"role {role.name}: {role.threads} threads do not make {role.teams} team(s) of "
+                                      "whole warpgroups")
             if threads & taken:
                 self.report("hopper", f"role {role.name} shares threads with another role")
             taken |= threads

@@ -24,6 +24,8 @@ def features(p: Program) -> list[str]:
         found.append(f"_blocks_per_SM={p.blocks_per_sm}")
     if p.specialize is not None:
         found.append("warp_specialize" + str(p.specialize))
+    if p.teams > 1:
+        found.append(f"{p.teams} consumer teams taking tiles in turn")
     found += [f"{', '.join(b.indices)} on {b.unit}" for b in p.bindings]
     found += ["split-K (a reduction's loop on blocks)"] if split_k(p) else []
     found += ["split_k(deterministic=False)"] if p.order_free else []
@@ -54,6 +56,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"cluster"} if p.cluster is not None else set()
     found |= {"_blocks_per_SM"} if p.blocks_per_sm else set()
     found |= {f"warp_specialize({p.specialize[0]})"} if p.specialize is not None else set()
+    found |= {"consumer teams"} if p.teams > 1 else set()
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"split-K"} if split_k(p) else set()
     found |= {"fused epilogue"} if p.epilogue else set()

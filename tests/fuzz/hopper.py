@@ -100,4 +100,18 @@ def _extras(rng: random.Random, program: Program) -> Program:
         program = replace(program, specialize=(False, 0, 0))
     elif kind == "registers":
         program = replace(program, specialize=(True, rng.choice((24, 40, 56)), rng.choice((160, 200, 232, 240))))
+    if kind != "off" and (program.persistent is not None or rng.random() < 0.05) and rng.random() < 0.4:
+        program = _teams(rng, program)
+    return program
+
+
+def _teams(rng: random.Random, program: Program) -> Program:
+    """Consumer teams taking the tiles in turn (ping-pong); a team's warpgroups as drawn, or one
+    warpgroup holding the block's rows of warpgroup tiles register-blocked."""
+    program = replace(program, teams=choose(rng, {2: 85, 3: 15}))
+    if rng.random() < 0.5 and "ii" in program.order:
+        order = [n for n in program.order if n != "ii"]
+        order.insert(order.index("iii"), "ii")  # ii inside the k loops: register-blocked
+        bindings = tuple(b for b in program.bindings if b.indices != ("ii",))
+        program = replace(program, order=tuple(order), bindings=bindings)
     return program

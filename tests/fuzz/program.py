@@ -190,6 +190,7 @@ class Program:
     cluster: tuple[int, str] | None = None  # plan.cluster(size, unit)
     blocks_per_sm: int = 0  # schedule.create_plan(target, _blocks_per_SM=); 0: unset
     specialize: tuple[bool, int, int] | None = None  # plan.warp_specialize(enabled, producer_, consumer_registers)
+    teams: int = 1  # plan.warp_specialize(teams=): consumer teams taking a persistent grid's tiles in turn
     order_free: bool = False  # plan.split_k(deterministic=False): a split's sums added into C by TMA reductions
     # a second nest over the first two indices fused after this one (acc.fuse(..., partial=2)): its
     # statements, subscripted by the first nest's index names; the fusing index "f" is in ``order``

@@ -176,10 +176,11 @@ def _plan(program: Program) -> str:
     if program.cluster is not None:
         size, unit = program.cluster
         lines.append(f"plan.cluster({size}, target.GridUnit.{unit})")
-    if program.specialize is not None:
-        enabled, producer, consumer = program.specialize
+    if program.specialize is not None or program.teams > 1:
+        enabled, producer, consumer = program.specialize or (True, 0, 0)
         registers = f", producer_registers={producer}, consumer_registers={consumer}" if producer else ""
-        lines.append(f"plan.warp_specialize({enabled}{registers})")
+        teams = f", teams={program.teams}" if program.teams > 1 else ""
+        lines.append(f"plan.warp_specialize({enabled}{registers}{teams})")
     if program.order_free:
         lines.append("plan.split_k(deterministic=False)")
     return "\n".join(lines) + "\n"

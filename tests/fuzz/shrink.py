@@ -141,6 +141,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, blocks_per_sm=0)
     if p.specialize is not None:
         yield replace(p, specialize=None)
+    if p.teams > 1:
+        yield replace(p, teams=1)
     if p.order_free:
         yield replace(p, order_free=False)
     for n, c in enumerate(p.caches):
