@@ -98,6 +98,14 @@ def _b8(lane, e):
     return 4 * (lane % 4) + e, lane // 4
 
 
+def _a8k32(lane, e):
+    return lane // 4 + 8 * ((e // 4) % 2), 4 * (lane % 4) + e % 4 + 16 * (e // 8)
+
+
+def _b8k32(lane, e):
+    return 4 * (lane % 4) + e % 4 + 16 * (e // 4), lane // 4
+
+
 def _c(lane, e):
     return lane // 4 + 8 * (e // 2), 2 * (lane % 4) + e % 2
 
@@ -115,8 +123,10 @@ def _layout(rows, cols, elements, f, bits) -> LaneLayout:
 
 
 # one mma.sync instruction's operands (PTX ISA, "Matrix fragments for mma.m16n8k16 / m16n8k8";
-# 8-bit integers: "... for mma.m16n8k16 with integer type")
+# 8-bit integers: "... for mma.m16n8k16 with integer type"; 8-bit floats: "... for mma.m16n8k32")
 _MMA_SYNC_LAYOUTS = {
+    **{("matrix_a", p): _layout(16, 32, 16, _a8k32, 8) for p in ("e4m3", "e5m2")},
+    **{("matrix_b", p): _layout(32, 8, 8, _b8k32, 8) for p in ("e4m3", "e5m2")},
     ("matrix_a", 8): _layout(16, 16, 8, _a8, 8),
     ("matrix_b", 8): _layout(16, 8, 4, _b8, 8),
     ("matrix_a", 16): _layout(16, 16, 8, _a16, 16),
@@ -142,6 +152,7 @@ class Mode:
     shapes: tuple[MMAShape, ...]  # warp tiles (plan.tensorize's mma_shape) the family builds
     mnk: tuple[int, int, int]
     transposes: bool = True  # reads operand tiles whose m or n is contiguous (wgmma's tf32 and fp8: k only)
+    min_sm: int = 0  # a mode newer than its family (mma.sync's 8-bit floats: sm_89)
 
 
 @dataclass(frozen=True)
@@ -186,6 +197,10 @@ class Family:
         return _stacked(one, m // im, n // in_)
 
     def instruction_layout(self, use: str, precision: str, accumulator: ScalarType | None = None) -> LaneLayout:
+        """One instruction's layout of ``use``: the precision's own (mma.sync's k32 8-bit floats),
+        else by the element's width."""
+        if use != "accumulator" and (use, precision) in self.layouts:
+            return self.layouts[use, precision]
         bits = (accumulator.size * 8 if accumulator is not None else 32) if use == "accumulator" \
             else OPERAND_BITS.get(precision, 16)
         return self.layouts[use, bits]
@@ -251,12 +266,15 @@ WMMA = Family(
 )
 
 MMA_SYNC = Family(
-    "mma_sync", Instruction.MMA_SYNC, "ldmatrix + mma.sync.aligned.m16n8k16 / m16n8k8", "warp", 80,
+    "mma_sync", Instruction.MMA_SYNC, "ldmatrix + mma.sync.aligned.m16n8k16 / m16n8k8 / m16n8k32 (8-bit floats, sm_89)",
+    "warp", 80,
     (Mode(_F16, (_F32, _F16), "fp16", _MMA_16, (16, 8, 16)),
      Mode(_BF16, (_F32,), "bf16", _MMA_16, (16, 8, 16)),
      Mode(_F32, (_F32,), "tf32", (MMAShape.M16xN16xK8_B1,), (16, 8, 8)),
      Mode(ScalarType.int8, (ScalarType.int32,), "s8", _MMA_16, (16, 8, 16)),
-     Mode(ScalarType.uint8, (ScalarType.int32,), "u8", _MMA_16, (16, 8, 16))),
+     Mode(ScalarType.uint8, (ScalarType.int32,), "u8", _MMA_16, (16, 8, 16)),
+     Mode(ScalarType.float8_e4m3, (_F32,), "e4m3", (MMAShape.M16xN16xK32_B1,), (16, 8, 32), min_sm=89),
+     Mode(ScalarType.float8_e5m2, (_F32,), "e5m2", (MMAShape.M16xN16xK32_B1,), (16, 8, 32), min_sm=89)),
     speed=2, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
     layouts=_MMA_SYNC_LAYOUTS,
 )
@@ -290,7 +308,11 @@ def family_for(target: Target, operand: ScalarType, accumulator: ScalarType, sha
     ``placed``: the plan needs to know where each accumulator element lies (a fused epilogue),
     which a family with an opaque tile (wmma) does not say."""
     wanted = list(FAMILIES.values()) if requested is Instruction.AUTO else [BY_INSTRUCTION[requested]]
-    usable = [f for f in wanted if target.spec.sm >= f.min_sm and f.mode(operand, accumulator, shape)]
+    def runs(f: Family) -> bool:
+        mode = f.mode(operand, accumulator, shape)
+        return mode is not None and target.spec.sm >= max(f.min_sm, mode.min_sm)
+
+    usable = [f for f in wanted if runs(f)]
     if placed and usable and all(f.opaque for f in usable):
         names = ", ".join(f.name for f in FAMILIES.values() if not f.opaque)
         raise LookupError(f"a fused epilogue computes in the accumulator's registers, and {usable[0].name} does "
@@ -303,8 +325,11 @@ def family_for(target: Target, operand: ScalarType, accumulator: ScalarType, sha
         raise LookupError(f"no tensor-core instruction multiplies {operand.value} into {accumulator.value} "
                           f"with {shape.name}")
     family = wanted[0]
-    if target.spec.sm < family.min_sm:
-        raise LookupError(f"{requested.name} needs sm_{family.min_sm} or newer; {target.name} is sm_{target.spec.sm}")
+    mode = family.mode(operand, accumulator, shape)
+    need = max(family.min_sm, mode.min_sm if mode is not None else 0)
+    if target.spec.sm < need:
+        what = f" with {operand.value} operands" if mode is not None and mode.min_sm > family.min_sm else ""
+        raise LookupError(f"{requested.name}{what} needs sm_{need} or newer; {target.name} is sm_{target.spec.sm}")
     modes = "; ".join(f"{m.operand.value} into {'/'.join(a.value for a in m.accumulators)} with "
                       f"{', '.join(s.name for s in m.shapes)}" for m in family.modes)
     raise LookupError(f"{requested.name} multiplies {modes}; not {operand.value} into {accumulator.value} with "

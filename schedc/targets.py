@@ -102,8 +102,9 @@ _ACCERA_SHAPES = [
 ]
 WGMMA_N = tuple(range(8, 257, 8))  # wgmma's n: multiples of 8 up to 256
 _WGMMA_SHAPES = [f"M64xN{n}xK{k}_B1" for k in (16, 8, 32) for n in WGMMA_N]
-MMAShape = _Shape("MMAShape", [(name, name) for name in _ACCERA_SHAPES + _WGMMA_SHAPES], module=__name__,
-                  qualname="MMAShape")
+_FP8_WARP_SHAPES = ["M16xN16xK32_B1"]  # a warp's tile of 8-bit floats: two mma.sync.m16n8k32 (sm_89)
+MMAShape = _Shape("MMAShape", [(name, name) for name in _ACCERA_SHAPES + _FP8_WARP_SHAPES + _WGMMA_SHAPES],
+                  module=__name__, qualname="MMAShape")
 MMAShape.__doc__ = _Shape.__doc__
 
 
@@ -183,6 +184,8 @@ TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float32, (_F32,), WGMMA_TF32, "tf32", 90),
     TensorCoreMode(ScalarType.float8_e4m3, (_F32,), WGMMA_FP8, "e4m3", 90),
     TensorCoreMode(ScalarType.float8_e5m2, (_F32,), WGMMA_FP8, "e5m2", 90),
+    TensorCoreMode(ScalarType.float8_e4m3, (_F32,), (MMAShape.M16xN16xK32_B1,), "e4m3", 89),
+    TensorCoreMode(ScalarType.float8_e5m2, (_F32,), (MMAShape.M16xN16xK32_B1,), "e5m2", 89),
     TensorCoreMode(ScalarType.int8, (ScalarType.int32,), _WMMA_16, "s8", 72),
     TensorCoreMode(ScalarType.uint8, (ScalarType.int32,), _WMMA_16, "u8", 72),
 )
@@ -304,6 +307,10 @@ class TensorCoreInfo:
         for name, offered in shapes.items():
             nearest.setdefault(min(offered, key=lambda s: (_distance(s, mma_shape), s.value)), []).append(name)
         offers = "; ".join(f"{shape.value} for {_listed(names)}" for shape, names in nearest.items())
+        newer = [m for m in TENSOR_CORE_MODES if mma_shape in m.shapes and m.min_sm > self._model.sm]
+        if newer:  # a shape of newer tensor cores
+            types = _listed(list(dict.fromkeys(m.operand.value for m in newer)))
+            kind = f" ({types} operands on sm_{min(m.min_sm for m in newer)} or newer; it is sm_{self._model.sm})"
         return f"{self._model.name} tensor cores have no {mma_shape.value}{kind}; the nearest shapes it has: {offers}"
 
     def mode_for(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> str:
@@ -339,7 +346,7 @@ class TensorCoreInfo:
 
 
 NVIDIA_SHAPES = (MMAShape.M16xN16xK16_B1, MMAShape.M16xN16xK8_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16_B1,
-                 *WGMMA_16, *WGMMA_TF32, *WGMMA_FP8)
+                 MMAShape.M16xN16xK32_B1, *WGMMA_16, *WGMMA_TF32, *WGMMA_FP8)
 
 
 def describe_shapes(shapes) -> str:

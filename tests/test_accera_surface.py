@@ -20,7 +20,8 @@ ACCERA_SHAPES = ("M64xN64xK1_B4", "M64xN64xK1_B2", "M32xN32xK2_B1", "M16xN16xK4_
 def test_every_accera_mma_shape_is_a_member():
     names = {s.name for s in acc.MMAShape}
     assert set(ACCERA_SHAPES) <= names
-    assert names - set(ACCERA_SHAPES) == {f"M64xN{n}xK{k}_B1" for n in range(8, 257, 8) for k in (16, 8, 32)}  # wgmma
+    assert names - set(ACCERA_SHAPES) == {f"M64xN{n}xK{k}_B1" for n in range(8, 257, 8) for k in (16, 8, 32)} | {
+        "M16xN16xK32_B1"}  # wgmma, and mma.sync's 8-bit floats (sm_89)
     assert acc.MMAShape.M64xN64xK1_B4.mnk == (64, 64, 1) and acc.MMAShape.M64xN64xK1_B4.blocks == 4
 
 
@@ -45,7 +46,7 @@ def test_the_nearest_shape_is_the_closest_in_m_n_and_k_for_each_operand_type(v10
     assert info.missing(acc.MMAShape.M16xN16xK8_B1).endswith("the nearest shapes it has: M16xN16xK16_B1 for float16")
     assert H100.tensor_core_info.missing(acc.MMAShape.M16xN16xK4_B1).endswith(
         "M16xN16xK16_B1 for float16, bfloat16, int8 and uint8; M16xN16xK8_B1 for float32 (tf32); "
-        "M64xN16xK32_B1 for float8_e4m3 and float8_e5m2")
+        "M16xN16xK32_B1 for float8_e4m3 and float8_e5m2")
 
 
 def test_mma_shape_to_tuple():

@@ -16,11 +16,12 @@ from schedc import verify
 from schedc.bench import flops
 from schedc.bench_reference import matmul_roles
 from schedc.codegen.text_check import check_kernel
-from schedc.errors import CacheError, InternalError, LaunchError, NestError
+from schedc.errors import CacheError, InternalError, LaunchError, NestError, TargetError
 from schedc.ir.kernel import Binary, Buffer, Call, Cast, Kernel, Load, Store, Unary, Var
 from schedc.ir.numeric import to_float8
 from schedc.ir.types import converts_implicitly, is_float_dtype, promote
 from schedc.ir.walk import subexpressions, walk_statements
+from schedc.package.compile import nvrtc_compile
 
 from .conftest import require_gpu
 from .plans import H100, build, compile_function_plan
@@ -187,6 +188,56 @@ def test_the_fp8_sample_emulates_with_its_scales_on_the_fragments(scaled, rowwis
     assert matmul_roles(model) == {"A": ("A", False), "B": ("B", False), "C": ("C", False)}
 
 
+# -- mma.sync on sm_89 and newer: m16n8k32 ------------------------------------------------------
+
+L4 = acc.Target(acc.Target.Model.NVIDIA_L4)  # sm_89 (Ada)
+K32 = acc.MMAShape.M16xN16xK32_B1
+LAST = acc.Array.Layout.LAST_MAJOR
+
+
+def _mma_sync(operand, target=L4, **options):
+    from .plans import tensor_matmul
+
+    return tensor_matmul(64, 64, 160, operand, mma=K32, target=target, b_layout=LAST, **options)
+
+
+def test_the_k32_lane_layouts_are_ptxs():
+    """PTX ISA, "Matrix fragments for mma.m16n8k32": a_i at row groupID (+8 for i % 8 >= 4),
+    column threadID_in_group * 4 + i % 4 (+16 for i >= 8); b_i at row threadID_in_group * 4 + i % 4
+    (+16 for i >= 4), column groupID."""
+    from schedc.instructions import MMA_SYNC
+
+    a, b = (MMA_SYNC.instruction_layout(use, "e4m3") for use in ("matrix_a", "matrix_b"))
+    assert (a.rows, a.cols, a.elements, b.rows, b.cols, b.elements) == (16, 32, 16, 32, 8, 8)
+    lane = 4 * 3 + 2  # groupID 3, threadID_in_group 2
+    assert [(a.row(lane, i), a.col(lane, i)) for i in (0, 3, 4, 8, 13)] == [(3, 8), (3, 11), (11, 8), (3, 24), (11, 25)]
+    assert [(b.row(lane, i), b.col(lane, i)) for i in (0, 3, 4, 7)] == [(8, 3), (11, 3), (24, 3), (27, 3)]
+    assert MMA_SYNC.instruction_shape("e5m2") == (16, 8, 32)
+
+
+@pytest.mark.parametrize("operand, options", [(E4M3, {}), (E5M2, {"shared_ab": True, "k_split": 64}),
+                                              (E4M3, {"shared_ab": True, "k_split": 32, "cache_c": 0,
+                                                      "fragment_type": T.float32, "result": T.bfloat16})])
+def test_mma_sync_multiplies_8_bit_floats_on_ada(operand, options):
+    model, function = compile_function_plan(*_mma_sync(operand, **options))
+    reports = verify.emulate_function(model, function, None, seed=3)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_the_mma_sync_instruction_is_m16n8k32_of_the_operands_type_for_sm_89(tmp_path):
+    path = build(*_mma_sync(E5M2, shared_ab=True, k_split=64), "fp8_ada", tmp_path)
+    assert "schedc::mma_m16n8k32(" in (path.parent / "fp8_ada.cu").read_text()
+    ptx = nvrtc_compile((path.parent / "fp8_ada.cu").read_text(), "fp8_ada", "sm_89").ptx
+    assert "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx  # A's k-contiguous rows, 16 bytes at a time
+
+
+def test_8_bit_float_tiles_are_refused_before_sm_89_with_the_architecture_they_need():
+    with pytest.raises(TargetError, match=r"NVIDIA A100 tensor cores have no M16xN16xK32_B1 \(float8_e4m3 and "
+                                        r"float8_e5m2 operands on sm_89 or newer; it is sm_80\)"):
+        _mma_sync(E4M3, target=acc.Target(acc.Target.Model.NVIDIA_A100))
+
+
 def test_the_cublas_reference_is_refused_where_the_nest_is_not_one_product():
     from .plans import elementwise, write_then_read
 
@@ -223,6 +274,17 @@ def test_the_gpu_rounds_a_sum_into_an_8_bit_float_array_at_each_step_as_the_emul
 @pytest.mark.parametrize("operand, output", [(E4M3, T.bfloat16), (E5M2, T.float32)])
 def test_fp8_wgmma_products_verify_on_the_gpu(tmp_path, operand, output):
     fn = acc.load(build(*_hopper(operand, output, size=(384, 256, 640)), "fp8_gemm", tmp_path)).fp8_gemm
+    require_gpu()
+    reports = verify.run_function(fn, seed=2)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operand", [E4M3, E5M2])
+def test_fp8_mma_sync_products_verify_on_the_gpu(tmp_path, operand):
+    """The same instruction on the H100 (sm_90 runs sm_89's mma.sync)."""
+    fn = acc.load(build(*_mma_sync(operand, target=H100, shared_ab=True, k_split=64), "fp8_mma_sync",
+                        tmp_path)).fp8_mma_sync
     require_gpu()
     reports = verify.run_function(fn, seed=2)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))

@@ -561,6 +561,24 @@ __device__ __forceinline__ void mma_m16n8k16(int* d, const T* a, const T* b) {
     }
 }
 
+// d (16x8) += a (16x32, row) * b (32x8, col): 8-bit floats (e4m3 or e5m2) into float32 (sm_89 and newer)
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k32(float* d, const T* a, const T* b) {
+    const unsigned* x = reinterpret_cast<const unsigned*>(a);
+    const unsigned* y = reinterpret_cast<const unsigned*>(b);
+    if constexpr (same_type<T, __nv_fp8_e4m3>::value) {
+        asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+    } else {
+        asm("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+    }
+}
+
 // d (16x8) += a (16x8, row) * b (8x8, col) in tf32 (operands already rounded by to_tf32)
 __device__ __forceinline__ void mma_m16n8k8(float* d, const float* a, const float* b) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
