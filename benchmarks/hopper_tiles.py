@@ -15,16 +15,7 @@ given), then on the GPU
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
-
-import hopper_matmul  # noqa: E402
-
-import schedc as acc  # noqa: E402
+from variants import acc, build, hopper_matmul
 
 F16, BF16, F32 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType.float32
 SHORT = {F16: "fp16", BF16: "bf16", F32: "tf32"}
@@ -86,26 +77,13 @@ def name_of(operand, size, block, wn, stages, specialize, output, group, cluster
         (f"_x{cluster}" if cluster > 1 else "")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output", nargs="?", default="hat_packages")
-    parser.add_argument("--only", default="", help="build only the variants whose name contains this")
-    options = parser.parse_args()
-    package = acc.Package()
-    for variant in VARIANTS:
-        operand, size, block, wn, stages, specialize, output, group = variant[:8]
-        cluster, blocks = (*variant[8:], *(1, 0)[len(variant) - 8:])
-        name = name_of(*variant)
-        if options.only not in name:
-            continue
-        layout = acc.Array.Layout.LAST_MAJOR if operand is F32 else acc.Array.Layout.FIRST_MAJOR
-        plan, args = hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, specialize=specialize,
-                                          warpgroup_n=wn, output=output, b_layout=layout,
-                                          persistent={"group": group, **({"blocks": blocks} if blocks else {})}
-                                          if group else None, cluster=cluster)
-        package.add(plan, args, base_name=name)
-    package.build("hopper_tiles", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{options.output}/hopper_tiles")
+def plan_of(operand, size, block, wn, stages, specialize, output, group, cluster=1, blocks=0) -> tuple:
+    layout = acc.Array.Layout.LAST_MAJOR if operand is F32 else acc.Array.Layout.FIRST_MAJOR
+    return hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, specialize=specialize,
+                                warpgroup_n=wn, output=output, b_layout=layout,
+                                persistent={"group": group, **({"blocks": blocks} if blocks else {})}
+                                if group else None, cluster=cluster)
 
 
 if __name__ == "__main__":
-    main()
+    build(__doc__, "hopper_tiles", ((name_of(*v), lambda v=v: plan_of(*v)) for v in VARIANTS))

@@ -18,16 +18,7 @@ given), then on the GPU
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
-
-import hopper_matmul  # noqa: E402
-
-import schedc as acc  # noqa: E402
+from variants import acc, build, hopper_matmul
 
 F16, BF16, E4M3 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType.float8_e4m3
 SHORT = {F16: "fp16", BF16: "bf16", E4M3: "e4m3"}
@@ -62,23 +53,12 @@ def name_of(operand, size, teams, block, stages, group) -> str:
     return f"{SHORT[operand]}_{dims}_{kind}_b{'x'.join(map(str, block))}_s{stages}_p{group}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output", nargs="?", default="hat_packages")
-    parser.add_argument("--only", default="", help="build only the variants whose name contains this")
-    options = parser.parse_args()
-    package = acc.Package()
-    for operand, size, teams, block, stages, group in VARIANTS:
-        name = name_of(operand, size, teams, block, stages, group)
-        if options.only not in name:
-            continue
-        b_layout = acc.Array.Layout.LAST_MAJOR if operand is E4M3 else acc.Array.Layout.FIRST_MAJOR
-        output = BF16 if operand is E4M3 else operand
-        plan, args = hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, output=output,
-                                          b_layout=b_layout, persistent={"group": group}, teams=teams)
-        package.add(plan, args, base_name=name)
-    package.build("ping_pong", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{options.output}/ping_pong")
+def plan_of(operand, size, teams, block, stages, group) -> tuple:
+    b_layout = acc.Array.Layout.LAST_MAJOR if operand is E4M3 else acc.Array.Layout.FIRST_MAJOR
+    return hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages,
+                                output=BF16 if operand is E4M3 else operand, b_layout=b_layout,
+                                persistent={"group": group}, teams=teams)
 
 
 if __name__ == "__main__":
-    main()
+    build(__doc__, "ping_pong", ((name_of(*v), lambda v=v: plan_of(*v)) for v in VARIANTS))

@@ -16,16 +16,7 @@ given), then on the GPU
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
-
-import hopper_matmul  # noqa: E402
-
-import schedc as acc  # noqa: E402
+from variants import acc, build, hopper_matmul
 
 F16, BF16 = acc.ScalarType.float16, acc.ScalarType.bfloat16
 SHORT = {F16: "fp16", BF16: "bf16"}
@@ -82,24 +73,13 @@ def name_of(operand, size, block, stages, splits, group, deterministic=True) -> 
             + (f"_p{group}" if group else "") + ("" if deterministic else "_add"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output", nargs="?", default="hat_packages")
-    parser.add_argument("--only", default="", help="build only the variants whose name contains this")
-    options = parser.parse_args()
-    package = acc.Package()
-    for variant in VARIANTS:
-        operand, size, block, stages, splits, group, *deterministic = variant
-        name = name_of(*variant)
-        if options.only not in name:
-            continue
-        plan, args = hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, output=operand,
-                                          splits=splits, persistent={"group": group} if group else None)
-        if deterministic and not deterministic[0]:
-            plan.split_k(deterministic=False)
-        package.add(plan, args, base_name=name)
-    package.build("split_k", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{options.output}/split_k")
+def plan_of(operand, size, block, stages, splits, group, deterministic=True) -> tuple:
+    plan, args = hopper_matmul.matmul(*size, operand=operand, block=block, stages=stages, output=operand,
+                                      splits=splits, persistent={"group": group} if group else None)
+    if not deterministic:
+        plan.split_k(deterministic=False)
+    return plan, args
 
 
 if __name__ == "__main__":
-    main()
+    build(__doc__, "split_k", ((name_of(*v), lambda v=v: plan_of(*v)) for v in VARIANTS))
