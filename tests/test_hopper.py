@@ -533,3 +533,19 @@ def test_a_team_that_does_not_wait_for_its_turn_is_caught():
         isinstance(t, MbarrierWait) and t.barrier == "turn" for t in s.body) else (s,)))
     with pytest.raises(EmulationError, match="team 1 of the consumers role"):
         emulate_broken(k)
+
+
+def test_the_ping_pong_kernel_is_the_golden_source(update_golden):
+    """The generated part of the ping-pong kernel's .cu (tests/golden/hopper_ping_pong.cu): the
+    teams' persistent loop, their turn waits and hand-overs, one team's stage frees."""
+    from pathlib import Path
+
+    from schedc.codegen.cuda import without_runtime
+
+    source = without_runtime(emit_source([_ping_pong()], "// hopper ping-pong"))
+    path = Path(__file__).parent / "golden" / "hopper_ping_pong.cu"
+    if update_golden:
+        path.write_text(source)
+    assert source == path.read_text(), f"the ping-pong kernel differs from {path}; if intended, run pytest --update-golden"
+    assert "for (int work = blockIdx.x + threadIdx.x / 128 * 5; work < 12; work += 10) {" in source
+    assert "schedc::mbarrier_wait(&turn[work / 5 % 2], (work / 5 - 1) / 2 % 2);" in source

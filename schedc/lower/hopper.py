@@ -71,8 +71,8 @@ from ..ir.types import ScalarType
 from ..targets import CopyEngine, MemorySpace
 from . import cache, epilogue, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
+from .registers import PRODUCER_THREADS, role_registers
 
-PRODUCER_THREADS = WARPGROUP
 WARP = 32
 
 
@@ -306,9 +306,9 @@ class WarpRoles:
 
 def plan_roles(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], launch: Launch) -> WarpRoles:
     """The block's roles and their registers, refused with the changes that fit where the
-    launch or ptxas would refuse them (``_registers``)."""
+    launch or ptxas would refuse them (``registers.role_registers``)."""
     shape = _loops(model, tiles, caches[0])
-    return WarpRoles(shape, *_registers(model, tiles, shape, launch))
+    return WarpRoles(shape, *role_registers(model, tiles, shape, launch))
 
 
 def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], launch: Launch,
@@ -822,112 +822,3 @@ def _early_fits(model, tiles: tensor.TensorMatch, count: int, registers: int) ->
     stored = model.buffer(tiles.c.buffer).dtype
     needed = count * per_tile * (tiles.accumulator_type.size + stored.size) // 4
     return needed + REGISTER_MARGIN <= registers
-
-
-# registers ptxas needs in a consumer thread besides its accumulators (descriptors, addresses,
-# counters): measured with NVRTC 13.0 for sm_90a, "Insufficient registers" below it at 32, 64
-# and 128 accumulator registers alike
-PTXAS_MARGIN = 26
-
-
-def _registers(model, tiles, shape: LoopShape, launch: Launch) -> tuple[bool, int, int]:
-    """Warp specialization and the roles' setmaxnreg budgets (AUTO: on, the producer keeps 40
-    and the consumers share what it releases, at most 232), refused where the block or the
-    registers exceed what the launch and ptxas accept, with the changes that fit."""
-    enabled, producer, consumer = model.specialization or (True, 0, 0)
-    consumers = launch.threads
-    threads = consumers + (PRODUCER_THREADS if enabled else 0)
-    blocks = max(1, model.blocks_per_sm)
-    held = launch_registers(threads, blocks)
-    explicit = bool(producer)
-    if not explicit:
-        producer = 40
-        consumer = min(232, held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8)
-    m, n, _ = model.tensorize.mma_shape.mnk
-    per_tile = math.prod(len(tensor._values(model, b)) for b in shape.blocked) * tiles.accumulator_type.size
-    budget = _Budget(model, consumers, enabled, blocks, per_tile * m, tiles.operand_type.size)
-    block = f"{consumers // WARPGROUP} consumer warpgroup(s)" + \
-        (f" ({model.teams} teams of {consumers // WARPGROUP // model.teams}, warp_specialize(teams=))"
-         if model.teams > 1 else "") + (" and the producer warpgroup" if enabled else "")
-    gpu = model.gpu
-    if threads > gpu.max_threads_per_block:
-        raise PlanError(budget.where, f"{block} are {threads} threads; a block of {gpu.name} has at most "
-                                      f"{gpu.max_threads_per_block}: {budget.ways(n, size=True)}",
-                        loops=model.tensorize.loops)
-    accumulators = budget.accumulators(n)
-    need = accumulators + PTXAS_MARGIN
-    count = per_tile // tiles.accumulator_type.size
-    holds = (f"each consumer thread holds {accumulators} accumulator registers ({count} tile(s) of {m}x{n} "
-             f"{tiles.accumulator_type.value} per warpgroup) and ptxas needs about {PTXAS_MARGIN} more")
-    if need > held:
-        raise PlanError(budget.where, f"{block} are {threads} threads, {blocks} block(s) a multiprocessor: ptxas "
-                                      f"compiles the kernel within 65536 / {threads * blocks} = {held} registers a "
-                                      f"thread (__launch_bounds__), and {holds}: {budget.ways(n)}",
-                        loops=model.tensorize.loops)
-    if not enabled:
-        return enabled, producer, consumer
-    where = (f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})" if explicit else
-             budget.where)
-    total = producer * PRODUCER_THREADS + consumer * consumers
-    if total > held * threads:
-        raise PlanError(where, f"{PRODUCER_THREADS} producer threads x {producer} + {consumers} consumer threads x "
-                               f"{consumer} = {total} registers; the block's {threads} threads hold {held} each at "
-                               f"launch ({held * threads} in all), and setmaxnreg only moves them between roles "
-                               f"(consumers may take at most "
-                               f"{held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8})")
-    if need > consumer:
-        raise PlanError(where, f"{holds}; consumer_registers={consumer} is too few (at least {-(-need // 8) * 8})"
-                        if explicit else f"the consumers' share of the registers is {consumer} (setmaxnreg), and "
-                                         f"{holds}: {budget.ways(n)}")
-    return enabled, producer, consumer
-
-
-@dataclass(frozen=True)
-class _Budget:
-    """The changes to a wgmma plan's block that fit the registers and the block size, for its
-    refusals, in the user's calls."""
-
-    model: object
-    consumers: int  # consumer threads
-    enabled: bool  # warp-specialized
-    blocks: int  # _blocks_per_SM (at least 1)
-    column_bytes: int  # bytes of a column of the warpgroup's accumulator tiles
-    operand_size: int  # bytes of an element of A and B
-
-    def accumulators(self, n: int) -> int:
-        """A consumer thread's accumulator registers for warpgroup tiles ``n`` columns wide."""
-        return self.column_bytes * n // (4 * WARPGROUP)
-
-    @property
-    def where(self) -> str:
-        t = self.model.tensorize
-        return f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
-
-    def fits(self, consumers: int, enabled: bool, blocks: int, n: int) -> bool:
-        threads = consumers + (PRODUCER_THREADS if enabled else 0)
-        held = launch_registers(threads, blocks)
-        if enabled:  # the consumers' setmaxnreg share (AUTO) bounds them too
-            held = min(held, 232, held + PRODUCER_THREADS * (held - 40) // consumers // 8 * 8)
-        return threads <= self.model.gpu.max_threads_per_block and self.accumulators(n) + PTXAS_MARGIN <= held
-
-    def ways(self, n: int, size: bool = False) -> str:
-        """The changes that fit, each alone: fewer warpgroups, narrower warpgroup tiles, no
-        producer warpgroup, fewer blocks a multiprocessor."""
-        out = []
-        fewer = next((g for g in range(self.consumers // WARPGROUP - 1, 0, -1)
-                      if self.fits(g * WARPGROUP, self.enabled, self.blocks, n)), 0)
-        if fewer:
-            out.append(f"at most {fewer} warpgroup(s) a block (a smaller block tile)")
-        if not size:
-            size = self.operand_size  # B's tile rows: 32, 64 or a multiple of 128 bytes (plan_tma)
-            swizzled = [w for w in range(n - 8, 0, -8) if w * size % 128 == 0 or w * size in (32, 64)]
-            narrow = next((w for w in swizzled if self.fits(self.consumers, self.enabled, self.blocks, w)), 0)
-            if narrow:
-                out.append(f"warpgroup tiles of at most 64 x {narrow} (mma_shape M64xN{narrow}xK*, a smaller block "
-                           "tile)")
-        if self.enabled and self.fits(self.consumers, False, self.blocks, n):
-            out.append("warp_specialize(False) (no producer warpgroup)")
-        if self.blocks > 1 and self.fits(self.consumers, self.enabled, 1, n):
-            out.append(f"create_plan without _blocks_per_SM={self.blocks}")
-        return "; or ".join(out) if out else "no block of this tile fits: use a smaller block tile"
-
