@@ -308,7 +308,7 @@ def plan_roles(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], l
     """The block's roles and their registers, refused with the changes that fit where the
     launch or ptxas would refuse them (``registers.role_registers``)."""
     shape = _loops(model, tiles, caches[0])
-    return WarpRoles(shape, *role_registers(model, tiles, shape, launch))
+    return WarpRoles(shape, *role_registers(model, tiles, shape.blocked, launch))
 
 
 def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], launch: Launch,

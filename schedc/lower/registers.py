@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..ir.kernel import launch_registers
 from . import tensor
 from .launch import WARPGROUP, Launch
-
-if TYPE_CHECKING:
-    from .hopper import LoopShape
 
 PRODUCER_THREADS = WARPGROUP
 
@@ -29,7 +25,7 @@ PRODUCER_THREADS = WARPGROUP
 PTXAS_MARGIN = 26
 
 
-def role_registers(model, tiles, shape: LoopShape, launch: Launch) -> tuple[bool, int, int]:
+def role_registers(model, tiles, blocked: tuple[str, ...], launch: Launch) -> tuple[bool, int, int]:
     """Warp specialization and the roles' setmaxnreg budgets (AUTO: on, the producer keeps 40
     and the consumers share what it releases, at most 232), refused where the block or the
     registers exceed what the launch and ptxas accept, with the changes that fit."""
@@ -43,7 +39,7 @@ def role_registers(model, tiles, shape: LoopShape, launch: Launch) -> tuple[bool
         producer = 40
         consumer = min(232, held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8)
     m, n, _ = model.tensorize.mma_shape.mnk
-    per_tile = math.prod(len(tensor._values(model, b)) for b in shape.blocked) * tiles.accumulator_type.size
+    per_tile = math.prod(len(tensor._values(model, b)) for b in blocked) * tiles.accumulator_type.size
     budget = Budget(model, consumers, enabled, blocks, per_tile * m, tiles.operand_type.size)
     block = f"{consumers // WARPGROUP} consumer warpgroup(s)" + \
         (f" ({model.teams} teams of {consumers // WARPGROUP // model.teams}, warp_specialize(teams=))"
