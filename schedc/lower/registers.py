@@ -28,7 +28,8 @@ PTXAS_MARGIN = 26
 def role_registers(model, tiles, blocked: tuple[str, ...], launch: Launch) -> tuple[bool, int, int]:
     """Warp specialization and the roles' setmaxnreg budgets (AUTO: on, the producer keeps 40
     and the consumers share what it releases, at most 232), refused where the block or the
-    registers exceed what the launch and ptxas accept, with the changes that fit."""
+    registers exceed what the launch and ptxas accept, with the changes that fit. ``blocked``: the
+    register-blocked loops (an accumulator tile per value of each)."""
     enabled, producer, consumer = model.specialization or (True, 0, 0)
     consumers = launch.threads
     threads = consumers + (PRODUCER_THREADS if enabled else 0)
