@@ -100,6 +100,8 @@ def launch(model, kernel: Kernel) -> str:
         else:
             tiles = "tiles of a (" + ", ".join(grid_text(kernel, n) for n in p.tiles) + ")"
         persistent = f" (persistent: they take the {tiles} grid in turn, in groups of {p.group} rows)"
+        if model.teams > 1:
+            persistent = persistent[:-1] + f"; {model.teams} teams of consumer warpgroups take a block's tiles in turn)"
     return (
         f"grid {shown} x block {kernel.block}: {grid} blocks{persistent} of {threads} threads "
         f"({warps} warps), {kernel.dynamic_shared_bytes} bytes of dynamic shared memory, "

@@ -520,6 +520,17 @@ def test_teams_wait_for_their_turn_and_hand_it_on():
     assert [s.index for s in gives] == [Binary("%", Binary("+", item, Const(1)), Const(2))]
 
 
+def test_check_says_the_teams_take_a_blocks_tiles_in_turn():
+    from schedc.show import launch
+
+    from .plans import compile_plan
+
+    (M, N, K), options = PLANS["ping_pong"]
+    model, k = compile_plan(*hopper_matmul.matmul(M, N, K, **options))
+    assert "in groups of 2 rows; 2 teams of consumer warpgroups take a block's tiles in turn) of 384 threads" \
+        in launch(model, k)
+
+
 def test_teams_are_refused_without_a_persistent_grid():
     with pytest.raises(PlanError, match=r"warp_specialize\(teams=2\).*add plan.persistent\(\), or teams=1"):
         kernel(256, 512, 256, block=(128, 128, 64), teams=2)
