@@ -73,6 +73,8 @@ PLANS = {
                                                   "persistent": {"blocks": 2}}),
     "ping_pong_cluster": ((512, 512, 192), {"block": (64, 256, 64), "stages": 4, "output": F16, "cluster": 2,
                                             "teams": 2, "persistent": {"blocks": 4, "group": 2}}),
+    "three_teams": ((448, 384, 384), {"block": (64, 128, 64), "stages": 3, "output": F16, "teams": 3,
+                                      "persistent": {"blocks": 4, "group": 2}}),
 }
 
 
@@ -431,7 +433,7 @@ def test_sample_on_the_gpu(tmp_path):
                                   "column_major_b_fp16", "k_tile_of_two_chunks", "bf16_output_partial_tiles",
                                   "persistent", "persistent_one_thread_issues", "cluster", "cluster_persistent",
                                   "cluster_of_four_rows_partial_k", "ping_pong", "ping_pong_partial_tiles",
-                                  "ping_pong_cluster"])
+                                  "ping_pong_cluster", "three_teams"])
 def test_plans_on_the_gpu(name, tmp_path):
     from schedc.verify import run_function
 

@@ -65,6 +65,10 @@ PLANS = {
     "wgmma_persistent_relu": (lambda: kit.hopper_matmul.matmul(256, 128, 384, block=(128, 128, 64), stages=2,
                                                                splits=3, persistent={"group": 2},
                                                                epilogue=(OPS.ReLU, 0.0)), 2),
+    # each block's parts taken in turn by three consumer teams
+    "wgmma_three_teams": (lambda: kit.hopper_matmul.matmul(192, 256, 384, block=(64, 128, 64), stages=3,
+                                                           output=T.float16, splits=2, teams=3,
+                                                           persistent={"group": 2, "blocks": 3}), 2),
 }
 
 
@@ -181,7 +185,7 @@ def test_a_row_sum_split_between_blocks():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["simt", "wmma_relu", "wgmma", "wgmma_persistent_relu"])
+@pytest.mark.parametrize("name", ["simt", "wmma_relu", "wgmma", "wgmma_persistent_relu", "wgmma_three_teams"])
 def test_split_k_on_the_gpu_is_correct_and_deterministic(name, tmp_path):
     """The GPU's C matches the reference and the emulator's; two calls on the same inputs give
     the same bits (the partial sums are added in one order)."""
