@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from schedc.instructions import FAMILIES
+from schedc.ir.types import ScalarType, converts_implicitly
 from schedc.targets import MODELS, TENSOR_CORE_MODES
 from schedc.targets import Model as TargetModel
 
@@ -45,8 +47,9 @@ def tensor_program(rng: random.Random, target: str) -> Program:
     sizes = (_size(rng, block[0], 0.3), _size(rng, block[1], 0.15), _size(rng, k_split or k_step, 0.15))
     accumulator = rng.choice(mode.accumulators).value
     fragments = ""  # C of a 16-bit type accumulated in float32 fragments (an MMA_FRAGMENT element_type)
-    if accumulator == "float32" and rng.random() < 0.25:
-        fragments, accumulator = "float32", rng.choice(("float16", "bfloat16"))
+    narrow = [t for t in ("float16", "bfloat16") if converts_implicitly(mode.operand, ScalarType(t))]
+    if accumulator == "float32" and narrow and rng.random() < 0.25:  # (C += A * B needs no cast)
+        fragments, accumulator = "float32", rng.choice(narrow)
     splits = choose(rng, {1: 85, 2: 8, 3: 4, 4: 3})
     if splits > 1:  # split-K: each block along BLOCK_Z sums a part of k, mostly of whole k tiles
         step = k_split or k_step
@@ -59,7 +62,9 @@ def tensor_program(rng: random.Random, target: str) -> Program:
     steps.append(Tile((("ii", m), ("jj", n), (k_root + "k" if k_split else k_root, k_step))))
     program = Program(target, arrays, sizes, (_statement(),), tuple(steps))
     partial = any(size % step for size, step in zip((*sizes[:2], sizes[2] // splits), (*block, k_split or k_step)))
-    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup, fragments, splits > 1)
+    able = tuple(f.instruction.name for f in FAMILIES.values()
+                 if f.issued_by == "warp" and f.mode(mode.operand, ScalarType(fragments or accumulator), shape))
+    return _plan(rng, program, shape.name, passes, partial, arrays[2].role, warpgroup, fragments, splits > 1, able)
 
 
 def _size(rng: random.Random, tile: int, partial: float) -> int:
@@ -99,7 +104,7 @@ def _statement() -> Statement:
 
 
 def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str,
-          warpgroup: bool = False, fragments: str = "", split: bool = False) -> Program:
+          warpgroup: bool = False, fragments: str = "", split: bool = False, able: tuple[str, ...] = ()) -> Program:
     _, _, created = simulate_steps(program)
     tile = created[-1]
     k_loops = tuple(names[0] for names in created[2:-1])  # the serial pieces of k outside the tile
@@ -112,8 +117,8 @@ def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: 
     bindings = (Binding(("i",), f"BLOCK_{y}"), Binding(("j",), f"BLOCK_{x}"),
                 Binding(("ii",), f"{unit}_{y}"), Binding(("jj",), f"{unit}_{x}"))
     bindings += (Binding(("k",), "BLOCK_Z"),) if split else ()
-    tensorize = _tensorize(rng, tile, mma, passes, c_role, warpgroup)
-    caches = _caches(rng, k_loops, partial or warpgroup, fragments)
+    tensorize = _tensorize(rng, tile, mma, passes, c_role, warpgroup, able)
+    caches = _caches(rng, k_loops, partial or warpgroup, fragments, warpgroup)
     return replace(program, order=order, bindings=bindings, tensorize=tensorize, caches=caches)
 
 
@@ -130,22 +135,31 @@ def _shuffled(rng: random.Random, order: tuple[str, ...], tile: tuple[str, ...])
     return (*outer, *tile)
 
 
-def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str, warpgroup: bool = False) -> Tensorize:
+def _tensorize(rng: random.Random, tile, mma: str, passes: int, c_role: str, warpgroup: bool = False,
+               able: tuple[str, ...] = ()) -> Tensorize:
+    """The tensorize call; a warp family named mostly among those that have the mode (``able``),
+    sometimes any (its refusal is a case too)."""
     fused = rng.choice([None, *[f for f in (1, 2, 4) if passes % f == 0]])
     prologue = "SET" if c_role == "OUTPUT" else choose(rng, {"NONE": 55, "SET": 15, "SCALE": 15, "ReLU": 15})
     epilogue = choose(rng, {"NONE": 60, "SCALE": 25, "ReLU": 15})
-    instruction = choose(rng, {"AUTO": 50, "WGMMA": 50} if warpgroup else {"AUTO": 50, "WMMA": 25, "MMA_SYNC": 25})
+    named = able if able and rng.random() < 0.9 else ("WMMA", "MMA_SYNC")
+    instruction = choose(rng, {"AUTO": 50, "WGMMA": 50}) if warpgroup else \
+        ("AUTO" if rng.random() < 0.5 else rng.choice(named))
     return Tensorize(tuple(tile), mma, passes, fused, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
                      epilogue, rng.choice((0.5, 2.0, -1.0)), instruction)
 
 
-def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool, fragments: str = "") -> tuple[CacheDirective, ...]:
+def _caches(rng: random.Random, k_loops: tuple[str, ...], partial: bool, fragments: str = "",
+            warpgroup: bool = False) -> tuple[CacheDirective, ...]:
+    """SHARED caches of A and B, C's fragments; a wgmma plan's draws mostly what it takes (both
+    operands in a ring of TMA tiles in their array's layout), sometimes what it refuses."""
     caches = []
-    if len(k_loops) == 2 and rng.random() < (0.85 if partial else 0.55):
-        kind = choose(rng, PIPELINES)
+    valid = warpgroup and rng.random() < 0.85
+    if len(k_loops) == 2 and (valid or rng.random() < (0.85 if partial else 0.55)):
+        kind = choose(rng, {k: w for k, w in PIPELINES.items() if k != "registers"} if valid else PIPELINES)
         stages = rng.randint(1, 4) if kind == "stages" else 0
-        for array in ("A", "B") if rng.random() < 0.9 else ("A",):
-            caches.append(CacheDirective(array, k_loops[-1], "SHARED", kind, stages, layout=layout(rng)))
+        for array in ("A", "B") if valid or rng.random() < 0.9 else ("A",):
+            caches.append(CacheDirective(array, k_loops[-1], "SHARED", kind, stages, layout="" if valid else layout(rng)))
     if fragments or rng.random() < 0.4:
         caches.append(CacheDirective("C", rng.choice(k_loops), "MMA_FRAGMENT", element_type=fragments))
     return tuple(caches)
