@@ -17,6 +17,9 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
 - warp-specialized (``plan.warp_specialize``; AUTO: on): one extra producer warpgroup issues
   every copy while the others compute, registers moved to the consumers by ``setmaxnreg``;
   otherwise thread 0 issues the copy ``stages - 1`` tiles ahead inside the consumers' loop;
+- with consumer teams (``warp_specialize(teams=T)``, persistent grids): team ``g`` takes the block's
+  work items ``g``, ``g + T``, ...; a stage's empty barrier counts one team's threads, and a turn
+  barrier per team makes the teams issue their products in the ring's order (``_Ring.turn``);
 - clustered (``plan.cluster``): a tile the cluster's blocks share is copied in parts, each block
   multicasting its part into every block's stage; one thread per consumer warp frees a stage in
   every block of the cluster; cluster barriers follow the set-up and end the kernel;
