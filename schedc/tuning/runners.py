@@ -240,6 +240,7 @@ class DaskCluster:
         self.free = gpus
         self.build_slots = max(1, sum(w.get("nthreads", 1) for w in workers))
         self.running: dict[cf.Future, tuple[object, float]] = {}  # future -> (Dask task, when submitted)
+        self.began: dict[cf.Future, float] = {}  # future -> when first seen on a worker
         self.killed: set[cf.Future] = set()
         probe = _fake_info if timing else measure.device_info
         self.info = self._wrap(self.client.submit(probe, resources={"GPU": 1}, pure=False)).result(timeout=300)
@@ -272,6 +273,7 @@ class DaskCluster:
 
     def result(self, future: cf.Future) -> Measured:
         task, started = self.running.pop(future)
+        self.began.pop(future, None)
         self.free += 1
         try:
             measured = future.result()
@@ -285,13 +287,21 @@ class DaskCluster:
         return measured
 
     def overdue(self) -> None:
-        """Cancel the candidates past the timeout and restart the workers running them."""
+        """Cancel the candidates past the timeout and restart the workers running them. A
+        candidate's time counts from when a worker took it (seen at these calls, about once a
+        second), so one waiting for a restarting worker is not charged for the wait."""
+        if not self.running:
+            return
         now = time.monotonic()
-        late = {task.key: future for future, (task, started) in self.running.items()
-                if now - started > self.timeout and future not in self.killed}
+        processing = self.client.processing()
+        taken = {key for keys in processing.values() for key in keys}
+        for future, (task, _) in self.running.items():
+            if task.key in taken:
+                self.began.setdefault(future, now)
+        late = {task.key: future for future, (task, _) in self.running.items()
+                if now - self.began.get(future, now) > self.timeout and future not in self.killed}
         if not late:
             return
-        processing = self.client.processing()
         for future in late.values():
             self.killed.add(future)
             self.client.cancel(self.running[future][0], force=True)
