@@ -225,6 +225,18 @@ def test_sm90_features_refused_on_older_targets():
         plan.warp_specialize()
 
 
+@pytest.mark.parametrize("call, shown", [({}, r"warp_specialize\(\)"), ({"teams": 2}, r"warp_specialize\(teams=2\)")])
+def test_warp_specialization_is_refused_without_a_tma_ring(call, shown):
+    from .plans import compile_plan, tensor_matmul
+
+    plan, args = tensor_matmul(64, 64, 64)
+    plan.persistent()
+    plan.warp_specialize(True, **call)
+    with pytest.raises(PlanError, match=shown + r": a producer warpgroup issues the TMA copies of a wgmma plan's "
+                                               r"SHARED caches, and this plan \(mma_sync tiles\) has none"):
+        compile_plan(plan, args)
+
+
 def test_warpgroups_and_warps_are_not_mixed():
     plan, _ = _plan()
     s = plan.schedule

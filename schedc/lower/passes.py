@@ -89,8 +89,9 @@ def shared_caches(ir: Lowering) -> Lowering:
         return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.tiles))
     if ir.model.specialization is not None and ir.model.specialization[0]:
         enabled, producer, consumer = ir.model.specialization
-        call = "warp_specialize()" if not producer else \
-            f"warp_specialize(producer_registers={producer}, consumer_registers={consumer})"
+        arguments = [f"producer_registers={producer}, consumer_registers={consumer}"] if producer else []
+        arguments += [f"teams={ir.model.teams}"] if ir.model.teams > 1 else []
+        call = f"warp_specialize({', '.join(arguments)})"
         kind = "a SIMT plan" if ir.tiles is None else f"{ir.tiles.family} tiles"
         raise PlanError(call, f"a producer warpgroup issues the TMA copies of a wgmma plan's SHARED caches, and this "
                               f"plan ({kind}) has none: tensorize with a wgmma shape (M64xN*xK16_B1) and cache A and B "
