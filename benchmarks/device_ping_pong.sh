@@ -4,7 +4,8 @@
 # mma.sync, verify and time both kinds of plan beside cuBLAS, then ncu's speed-of-light and memory
 # sections (shared memory's load against the tensor pipe's) for one plan of each kind.
 # Usage (device machine, repository root): OUT=out bash benchmarks/device_ping_pong.sh
-# Env: TESTS=0 skips the tests, BENCH=0 the timing, PROFILE="f1 f2" the functions for ncu.
+# Env: TESTS=0 skips the tests, BENCH=0 the timing, PROFILE="f1 f2" the functions for ncu, FUZZ=N
+# also runs N random Hopper and N random tensor-core programs on the GPU (teams and fp8 mma.sync drawn).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 export SCHEDC_CACHE=${SCHEDC_CACHE:-/tmp/schedc-cache}
@@ -13,6 +14,12 @@ HAT=hat_packages/ping_pong/ping_pong.hat
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper.py tests/test_split_k.py \
     tests/test_float8.py -k "ping_pong or teams or mma_sync" 2>&1 | tee "$OUT/tests.log" | tail -3
+fi
+if [ "${FUZZ:-0}" -gt 0 ]; then
+  for kind in hopper tensor; do
+    timeout 400 python3 -m tests.fuzz --count "$FUZZ" --seed 27 --jobs 14 --gpu --kind $kind 2>&1 \
+      | tee "$OUT/fuzz_$kind.log" | tail -2
+  done
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   timeout 420 python3 -m schedc bench "$HAT" --compare cublas --time-in-ms --min-time "${MIN_TIME:-0.5}" \
