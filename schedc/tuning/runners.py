@@ -240,7 +240,7 @@ class DaskCluster:
         self.free = gpus
         self.build_slots = max(1, sum(w.get("nthreads", 1) for w in workers))
         self.running: dict[cf.Future, tuple[object, float]] = {}  # future -> (Dask task, when submitted)
-        self.began: dict[cf.Future, float] = {}  # future -> when first seen on a worker
+        self.began: dict[cf.Future, float] = {}  # future -> when its worker started it (time.time())
         self.killed: set[cf.Future] = set()
         probe = _fake_info if timing else measure.device_info
         self.info = self._wrap(self.client.submit(probe, resources={"GPU": 1}, pure=False)).result(timeout=300)
@@ -261,11 +261,11 @@ class DaskCluster:
                best: float | None, reference: str | None = None) -> cf.Future:
         self.free -= 1
         if self.timing is not None:
-            task = self.client.submit(fake_measure, self.timing, values, shape, settings, best, reference,
+            task = self.client.submit(_started, fake_measure, self.timing, values, shape, settings, best, reference,
                                       resources={"GPU": 1}, pure=False)
         else:
             files = checked.files or candidate.files_of(checked.directory)  # a check from the database: its files
-            task = self.client.submit(_measure_files, files, checked.name, settings, best, reference,
+            task = self.client.submit(_started, _measure_files, files, checked.name, settings, best, reference,
                                       resources={"GPU": 1}, pure=False)
         future = self._wrap(task)
         self.running[future] = (task, time.monotonic())
@@ -288,26 +288,28 @@ class DaskCluster:
 
     def overdue(self) -> None:
         """Cancel the candidates past the timeout and restart the workers running them. A
-        candidate's time counts from when a worker took it (seen at these calls, about once a
-        second), so one waiting for a restarting worker is not charged for the wait."""
+        candidate's time counts from when its worker last started it (the worker logs it:
+        ``_started``), so one queued behind another on a worker, or waiting for a restarting one,
+        is not charged for the wait."""
         if not self.running:
             return
-        now = time.monotonic()
-        processing = self.client.processing()
-        taken = {key for keys in processing.values() for key in keys}
+        now = time.time()
+        started = {message["key"]: when for when, message in self.client.get_events(STARTED)}  # the latest
         for future, (task, _) in self.running.items():
-            if task.key in taken:
-                self.began.setdefault(future, now)
+            if task.key in started:
+                self.began[future] = started[task.key]
         late = {task.key: future for future, (task, _) in self.running.items()
                 if now - self.began.get(future, now) > self.timeout and future not in self.killed}
         if not late:
             return
+        processing = self.client.processing()
         for future in late.values():
             self.killed.add(future)
             self.client.cancel(self.running[future][0], force=True)
         self._restart([w for w, keys in processing.items() if any(k in late for k in keys)])
 
     def _restart(self, workers: list) -> None:
+        """Restart ``workers`` (waiting for them)."""
         if workers:  # a worker that does not come back is the cluster's to replace
             with contextlib.suppress(Exception):
                 self.client.restart_workers(workers, timeout=120)
@@ -331,6 +333,19 @@ class DaskCluster:
 
 def _fake_info() -> dict[str, str]:
     return {"device": "fake", "driver": "0", "sm": "0"}
+
+
+STARTED = "schedc-candidate-started"  # the Dask event topic of candidates starting on their workers
+
+
+def _started(measure_fn: Callable, *args) -> Measured:
+    """On a Dask worker: log that this task starts (the client's timeout counts from here), then
+    run ``measure_fn``."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    worker.log_event(STARTED, {"key": worker.get_current_task()})
+    return measure_fn(*args)
 
 
 def _measure_files(files: dict[str, bytes], function: str, settings: measure.Settings, best: float | None,
