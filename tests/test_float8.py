@@ -162,6 +162,30 @@ def test_wgmma_multiplies_8_bit_floats_into_float32_fragments(operand, output):
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
 
 
+@pytest.mark.parametrize("operand, k", [(T.float16, 16), (E4M3, 32)])
+def test_a_wgmma_plan_without_warpgroup_bindings_is_one_warpgroup_of_any_operand_type(operand, k):
+    """No loop on WARPGROUP_*: the block is one consumer warpgroup and the producer (the 8-bit
+    floats' shapes once gave it one warp)."""
+    from .plans import matmul_arrays
+
+    nest, (A, B, C) = matmul_arrays(128, 128, 256, operand, T.float32, b_layout=acc.Array.Layout.LAST_MAJOR)
+    i, j, kk_ = nest.get_indices()
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 64), s.split(j, 128), s.split(kk_, 64)
+    iii, jjj, kkk = s.tile({ii: 64, jj: 128, kk: k})
+    s.reorder(i, j, kk_, kk, ii, jj, iii, jjj, kkk)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_Y, j: H100.GridUnit.BLOCK_X})
+    plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape[f"M64xN128xK{k}_B1"])
+    for array in (A, B):
+        plan.cache(array, index=kk, location=acc.MemorySpace.SHARED, stages=2)
+    plan.cache(C, index=kk_, location=acc.MemorySpace.MMA_FRAGMENT)
+    model, function = compile_function_plan(plan, (A, B, C))
+    assert function.kernels[0].block == (256, 1, 1)
+    reports = verify.emulate_function(model, function, None, seed=1)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
 def test_the_wgmma_instruction_is_k32_of_the_operands_type_without_transposes(tmp_path):
     path = build(*_hopper(E5M2, T.bfloat16), "fp8_text", tmp_path)
     text = (path.parent / "fp8_text.cu").read_text()

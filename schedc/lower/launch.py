@@ -240,10 +240,11 @@ WARPGROUP = 128  # threads of a warpgroup
 
 
 def _warpgroup_family(model) -> bool:
-    """A tensorized plan of a warpgroup shape (wgmma's M64xN*): warpgroups issue its tiles."""
-    from ..targets import WGMMA_16, WGMMA_TF32
+    """A tensorized plan of a warpgroup shape (wgmma's M64xN*, of any operand type): warpgroups
+    issue its tiles."""
+    from ..instructions import WGMMA
 
-    return model.tensorize.mma_shape in (*WGMMA_16, *WGMMA_TF32)
+    return any(model.tensorize.mma_shape in mode.shapes for mode in WGMMA.modes)
 
 
 def _coordinate(unit: GridUnit, warp_size: int, warpgroups_x: int = 1, per_team: int = 0) -> Expr:
