@@ -365,7 +365,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
         model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead)),
-        launch.team()), *((epilogue.stores_done(),) if output is not None else ()))
+        by_team=True), *((epilogue.stores_done(),) if output is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
                        persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,

@@ -192,13 +192,13 @@ def split_coordinates(model, launch: Launch) -> tuple[tuple[Let, ...], tuple[Let
     return block, tuple(let for let in lets if let not in block)
 
 
-def persistent_loop(launch: Launch, body: tuple[Stmt, ...], team: Expr | None = None) -> tuple[Stmt, ...]:
+def persistent_loop(launch: Launch, body: tuple[Stmt, ...], by_team: bool = False) -> tuple[Stmt, ...]:
     """``body`` (which reads ``tile_x/y/z``) once per tile of a persistent launch: work item
     ``w`` of ``blockIdx.x``, ``blockIdx.x + blocks``, ... is the tile in grouped order (``group``
     rows of tiles, column by column). The loop is one more serial loop around the body: shared
     caches already wait for every thread before refilling a buffer inside an outer loop, and
-    TMA rings wait on their empty barriers. With ``team`` (the thread's of the launch's
-    ``teams``), the block's work items are dealt out in turn: team ``g`` takes its ``g``-th,
+    TMA rings wait on their empty barriers. ``by_team``: the block's work items are dealt out
+    to the launch's teams in turn (``Launch.team``): team ``g`` takes its ``g``-th,
     ``g + teams``-th, ..."""
     p = launch.persistent
     if p is None:
@@ -219,10 +219,10 @@ def persistent_loop(launch: Launch, body: tuple[Stmt, ...], team: Expr | None = 
                 *lets)
     count = _product(list(p.tiles))
     shown = count if isinstance(count, int) else "run-time number of"
-    if team is None or launch.teams == 1:
+    if not by_team or launch.teams == 1:
         return (Loop(WORK, Var("blockIdx.x"), _as_expr(count), p.blocks, (*lets, *body), False,
                      f"persistent: {p.blocks} resident blocks take the {shown} tiles in turn"),)
-    first = Binary("+", Var("blockIdx.x"), Binary("*", team, Const(p.blocks)))
+    first = Binary("+", Var("blockIdx.x"), Binary("*", launch.team(), Const(p.blocks)))
     return (Loop(WORK, first, _as_expr(count), p.blocks * launch.teams, (*lets, *body), False,
                  f"persistent: {p.blocks} resident blocks take the {shown} tiles in turn, and the "
                  f"{launch.teams} teams of a block take its tiles in turn"),)
