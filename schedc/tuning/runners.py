@@ -240,7 +240,6 @@ class DaskCluster:
         self.free = gpus
         self.build_slots = max(1, sum(w.get("nthreads", 1) for w in workers))
         self.running: dict[cf.Future, tuple[object, float]] = {}  # future -> (Dask task, when submitted)
-        self.began: dict[cf.Future, float] = {}  # future -> when its worker started it (time.time())
         self.killed: set[cf.Future] = set()
         probe = _fake_info if timing else measure.device_info
         self.info = self._wrap(self.client.submit(probe, resources={"GPU": 1}, pure=False)).result(timeout=300)
@@ -273,7 +272,6 @@ class DaskCluster:
 
     def result(self, future: cf.Future) -> Measured:
         task, started = self.running.pop(future)
-        self.began.pop(future, None)
         self.free += 1
         try:
             measured = future.result()
@@ -295,11 +293,8 @@ class DaskCluster:
             return
         now = time.time()
         started = {message["key"]: when for when, message in self.client.get_events(STARTED)}  # the latest
-        for future, (task, _) in self.running.items():
-            if task.key in started:
-                self.began[future] = started[task.key]
         late = {task.key: future for future, (task, _) in self.running.items()
-                if now - self.began.get(future, now) > self.timeout and future not in self.killed}
+                if now - started.get(task.key, now) > self.timeout and future not in self.killed}
         if not late:
             return
         processing = self.client.processing()
