@@ -5,7 +5,8 @@
 # sections (shared memory's load against the tensor pipe's) for one plan of each kind.
 # Usage (device machine, repository root): OUT=out bash benchmarks/device_ping_pong.sh
 # Env: TESTS=0 skips the tests, BENCH=0 the timing, PROFILE="f1 f2" the functions for ncu, FUZZ=N
-# also runs N random Hopper and N random tensor-core programs on the GPU (teams and fp8 mma.sync drawn).
+# also runs N random Hopper and N random tensor-core programs on the GPU (teams and fp8 mma.sync drawn),
+# FUZZ_TIMEOUT seconds each (400); the SASS of the profiled functions lands in $OUT/sass_F.txt.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 export SCHEDC_CACHE=${SCHEDC_CACHE:-/tmp/schedc-cache}
@@ -17,7 +18,7 @@ if [ "${TESTS:-1}" = 1 ]; then
 fi
 if [ "${FUZZ:-0}" -gt 0 ]; then
   for kind in hopper tensor; do
-    timeout 400 python3 -m tests.fuzz --count "$FUZZ" --seed 27 --jobs 14 --gpu --kind $kind 2>&1 \
+    timeout "${FUZZ_TIMEOUT:-400}" python3 -m tests.fuzz --count "$FUZZ" --seed 27 --jobs 14 --gpu --kind $kind 2>&1 \
       | tee "$OUT/fuzz_$kind.log" | tail -2
   done
 fi
@@ -28,7 +29,8 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 for f in ${PROFILE:-fp16_4096_coop_b128x256x64_s3_p4 fp16_4096_pp_b128x128x64_s4_p8}; do
   timeout 180 ncu --kernel-name "regex:${f}__" --launch-count 1 --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
     python3 -m schedc bench "$HAT" --function "$f" --min-time 0.01 > "$OUT/ncu_$f.txt" 2>&1
-  echo "ncu $f:"; grep -E "Throughput|Shared|Bank|Stall|Warp Cycles" "$OUT/ncu_$f.txt" | head -24 | sed 's/^/  /'
+  cuobjdump -sass -fun "${f}__gpu__" "${HAT%.hat}.cubin" > "$OUT/sass_$f.txt" 2>&1
+  echo "ncu $f ($(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_$f.txt") SASS instructions):"; grep -E "Throughput|Shared|Bank|Stall|Warp Cycles|Executed Ipc|Instructions|Pipe|Duration|Frequency" "$OUT/ncu_$f.txt" | head -40 | sed 's/^/  /'
 done
