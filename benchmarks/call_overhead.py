@@ -2,8 +2,9 @@
 """Wall time per call from PyTorch: a schedc function ``fn(a, b, c)`` on torch tensors of 4096
 floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; the same
 function as a ``torch.library`` operator (``schedc.torch.custom_op``) eagerly, inside
-``torch.compile`` (a graph of one call, and the difference a call makes in a graph of eight)
-and in CUDA graphs, beside torch's allocating add; the function in a replayed CUDA graph beside
+``torch.compile`` (a graph of one call, and the difference a call makes in a graph of eight,
+its kernel in C++ and in Python) and in CUDA graphs, beside torch's allocating add in the same
+graphs; the function in a replayed CUDA graph beside
 its kernel's time; then where a schedc call spends its microseconds (cProfile, by function).
 
 The kernel itself takes a few microseconds; every figure is dominated by the host: the median
@@ -75,6 +76,7 @@ def chained(op, x, y, options, check: bool = True) -> list[tuple[str, float]]:
     graph of 8 calls compiled with CUDA graphs (mode="reduce-overhead"), per call."""
     import torch
 
+    torch._dynamo.reset()  # each chain's code is compiled anew: dynamo counts recompilations per code object
     one, eight = (torch.compile(chain(op, n), fullgraph=True) for n in (1, 8))
     result = eight(x, y)
     assert not check or torch.allclose(result, x + 8 * y), "the chained operator is wrong"
@@ -188,6 +190,10 @@ def main() -> None:
         rows.append(("torch.add inside torch.compile", per_call(lambda: compiled_add(x, y), options.calls,
                                                                  options.repeats)))
         rows += chained(op, x, y, options)
+        python_op = schedc_torch.custom_op(fn, "schedc_bench::add_python", native=False)
+        rows += [(f"  the same, the op's kernel in Python, {name[3:]}", us)
+                 for name, us in chained(python_op, x, y, options)[:1]]
+        rows += [(f"torch.add {name[3:]}", us) for name, us in chained(torch.add, x, y, options)]
         rows += graphed(fn, x, y, out, options)
         rows += floor(x, y, options)
         triton = triton_add()
@@ -195,7 +201,8 @@ def main() -> None:
             rows.append(("Triton add[grid](a, b, c, n)", per_call(lambda: triton(x, y, out), options.calls,
                                                                   options.repeats)))
         print(f"{torch.cuda.get_device_name()}: wall time per call, median of {options.repeats} x {options.calls}"
-              f" (C launch: {'yes' if native is not None else 'no, ' + schedc_native.reason()})")
+              f" (C launch: {'yes' if native is not None else 'no, ' + schedc_native.reason()};"
+              f" the op's kernel: {schedc_torch.kernel_of('schedc_bench::add')})")
         for name, us in rows:
             print(f"  {name:<32} {us:8.2f} us")
         if options.profile:

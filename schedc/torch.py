@@ -9,6 +9,13 @@ the function's parameters: a function whose written arrays are all OUTPUT arrays
 implementation ``torch.compile`` traces with allocates the outputs with the function's shapes,
 types and strides and checks nothing else; the CUDA implementation is the function's call.
 
+Where the function is one kernel whose parameters are the caller's arrays, the CUDA kernel is
+C++ (``schedc/package/torchop.cpp``, built against the installed torch at the first
+``custom_op``, once per machine): the dispatcher reaches the launch with no Python in between,
+which is what an operator costs inside a compiled graph. It makes the fast call's checks and hands
+any call that fails one to the function's Python call, which explains it with the same message.
+``kernel_of(name)`` says which kernel an operator has, and why not C++.
+
 >>> schema_of([("A", "input"), ("B", "input"), ("C", "output"), ("alpha", "float")], "vadd")
 'vadd(Tensor A, Tensor B, float alpha) -> Tensor'
 >>> schema_of([("A", "input"), ("C", "input_output")], "acc")
@@ -25,6 +32,7 @@ from .ir.kernel import Buffer, ScalarParam
 from .ir.layout import row_major_strides
 
 _LIBRARIES: dict[str, object] = {}  # torch.library.Library per namespace, kept alive
+_KERNELS: dict[str, str] = {}  # operator name -> "C++", or why its CUDA kernel is Python
 
 
 def schema_of(params: list[tuple[str, str]], name: str) -> str:
@@ -68,9 +76,10 @@ def _scalar_kind(p: ScalarParam) -> str:
     return "float" if p.dtype.is_float else "int"
 
 
-def custom_op(fn, name: str):
+def custom_op(fn, name: str, native: bool = True):
     """Register the loaded function ``fn`` as the operator ``name`` ("namespace::op"); returns
-    ``torch.ops.namespace.op``. See the module docstring for its schema."""
+    ``torch.ops.namespace.op``. See the module docstring for its schema; ``native=False`` keeps
+    its CUDA kernel in Python even where it could be C++."""
     import torch
 
     namespace, _, op = name.partition("::")
@@ -83,9 +92,45 @@ def custom_op(fn, name: str):
     if library is None:
         library = _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
     library.define(schema(fn, op))
-    library.impl(op, _implementation(fn, params, outputs, torch), "CUDA")
+    why = _native_kernel(fn, namespace, op, returned, torch) if native else "custom_op(native=False)"
+    if why:
+        library.impl(op, _implementation(fn, params, outputs, torch), "CUDA")
+    _KERNELS[name] = why or "C++"
     torch.library.register_fake(name, _fake(outputs, torch), lib=library)
     return getattr(getattr(torch.ops, namespace), op)
+
+
+def kernel_of(name: str) -> str:
+    """Which CUDA kernel the operator ``name`` registered by ``custom_op`` has: "C++", or "Python:
+    " and why not C++."""
+    if name not in _KERNELS:
+        raise PackageError(f"kernel_of({name!r})", "custom_op registered no operator of this name")
+    return _KERNELS[name] if _KERNELS[name] == "C++" else f"Python: {_KERNELS[name]}"
+
+
+def _native_kernel(fn, namespace: str, op: str, returned: list[str], torch) -> str:
+    """Register the operator's CUDA kernel in C++ (``torchop.cpp``); "" when done, else why not."""
+    from .package import fastcall, native
+
+    host = fn.function
+    if len(host.kernels) != 1 or host.sizes or host.workspaces or not fastcall.lean(host) \
+            or not all(isinstance(p, Buffer) for p in host.caller_params):
+        return "the function is not one kernel whose parameters are the caller's arrays"
+    module = native.torch_ops()
+    if module is None:
+        return f"the C++ kernel did not build: {native.reason()}"
+    plan = fastcall.CallPlan(fn)
+    if not plan.enabled:
+        return "torch has no tensors here"
+
+    def prepare() -> tuple:
+        if plan.context is None:
+            plan._prepare()
+        return fastcall.launch_parts(plan, fastcall.libcuda())
+
+    module.register_kernel(namespace, op, fastcall.operator_arrays(plan, set(returned)), list(plan.pairs), 0,
+                           prepare, fn, fastcall.launch_failed)
+    return ""
 
 
 def _allocator(outputs: list[Buffer], torch) -> Callable:

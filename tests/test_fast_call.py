@@ -165,7 +165,7 @@ def test_the_c_launch_sets_the_functions_context_where_a_launch_fails_and_report
     library.results = [201, 201]
     assert plan.native.call(_arguments(float32)) == 201
     failures = []
-    monkeypatch.setattr(fastcall, "_failed", lambda result, stream: failures.append((result, stream)))
+    monkeypatch.setattr(fastcall, "launch_failed", lambda result, stream: failures.append((result, stream)))
     library.results = [201, 201]
     plan.call(_arguments(float32), None)
     assert failures == [(201, 0x5000)]
@@ -254,7 +254,7 @@ def test_the_c_checks_take_exactly_the_calls_the_python_checks_take(native_plan,
 def launches(monkeypatch):
     """The grids of the kernels the fast path launched (cuLaunchKernel through ctypes)."""
     seen = []
-    real = fastcall._libcuda
+    real = fastcall.libcuda
 
     class Counting:
         """The driver's library, its launches counted (opened at the first launch, on a GPU)."""
@@ -276,7 +276,7 @@ def launches(monkeypatch):
 
     def proxy():
         return Counting()
-    monkeypatch.setattr(fastcall, "_libcuda", proxy)
+    monkeypatch.setattr(fastcall, "libcuda", proxy)
     return seen
 
 

@@ -83,3 +83,80 @@ def test_a_mutating_operator_inside_torch_compile(tmp_path):
     result = torch.compile(model, fullgraph=True)(a, b, c)
     torch.cuda.synchronize()
     assert torch.allclose(c, expected, rtol=1e-5) and torch.allclose(result, expected + 1.0, rtol=1e-5)
+
+
+def test_kernel_of_names_only_registered_operators():
+    with pytest.raises(acc.PackageError, match="custom_op registered no operator of this name"):
+        schedc_torch.kernel_of("schedc_test::never_registered")
+
+
+def test_a_function_of_tensor_maps_keeps_its_operators_kernel_in_python(tmp_path):
+    pytest.importorskip("torch")
+    from .kit import hopper_matmul
+
+    fn = acc.load(build(*hopper_matmul.matmul(128, 256, 64, stages=1, output=acc.ScalarType.float16), "hm",
+                        tmp_path)).hm
+    name = f"schedc_test::hm{next(_names)}"
+    schedc_torch.custom_op(fn, name)
+    assert schedc_torch.kernel_of(name) == \
+        "Python: the function is not one kernel whose parameters are the caller's arrays"
+    python = f"schedc_test::vadd{next(_names)}"
+    schedc_torch.custom_op(_vadd(tmp_path / "vadd"), python, native=False)
+    assert schedc_torch.kernel_of(python) == "Python: custom_op(native=False)"
+
+
+def _outcome(call):
+    """What a call gives: ("result", tensors) or ("error", its type and message)."""
+    try:
+        return "result", call()
+    except Exception as error:  # noqa: BLE001 -- the outcome compared is the error itself
+        return "error", (type(error).__name__, str(error))
+
+
+@pytest.mark.gpu
+def test_the_cpp_kernel_takes_the_call_and_hands_wrong_calls_to_the_functions_own(tmp_path):
+    """The operator's kernel is C++ (torchop.cpp) and, for calls its checks refuse, does what the
+    function's own call does: the same result, or the same error with the same message."""
+    vadd = _vadd(tmp_path)
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    name = f"schedc_test::vadd{next(_names)}"
+    op = schedc_torch.custom_op(vadd, name)
+    assert schedc_torch.kernel_of(name) == "C++"
+    a, b = torch.rand(N, device="cuda"), torch.rand(N, device="cuda")
+    assert torch.allclose(op(a, b), a + torch.tanh(b), rtol=1e-6)
+    wide = torch.rand(2 * N, device="cuda")
+    calls = {"short": (a[:-1], b), "float64": (a.double(), b), "on the CPU": (a.cpu(), b),
+             "strided": (wide[::2], b), "misaligned": (wide[1:N + 1], b)}
+    for what, args in calls.items():
+        direct = _outcome(lambda args=args: (vadd(*args, out := torch.empty(N, device="cuda")), out)[1])
+        through = _outcome(lambda args=args: op(*args))
+        assert direct[0] == through[0], (what, direct, through)
+        if direct[0] == "error":
+            assert through[1] == direct[1], what
+        else:
+            assert torch.equal(through[1], direct[1]), what
+
+
+@pytest.mark.gpu
+def test_the_cpp_kernel_of_a_mutating_operator_from_threads(tmp_path):
+    """Calls from several threads at once (the dispatcher holds no GIL): each its own parameters."""
+    import concurrent.futures
+
+    matmul = acc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "mm", tmp_path)).mm
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    name = f"schedc_test::mm{next(_names)}"
+    op = schedc_torch.custom_op(matmul, name)
+    assert schedc_torch.kernel_of(name) == "C++"
+    sets = [(torch.rand(64, 32, device="cuda"), torch.rand(32, 48, device="cuda"), torch.zeros(64, 48, device="cuda"))
+            for _ in range(16)]
+
+    def run(n):
+        for _ in range(20):
+            op(*sets[n])
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(run, range(16)))
+    torch.cuda.synchronize()
+    for a, b, c in sets:
+        assert torch.allclose(c, 20 * (a @ b), rtol=1e-4)

@@ -174,7 +174,7 @@ class CallPlan:
         if native is not None and stream is None:
             result = native.call(args)
             if result > 0:
-                _failed(result, self.stream(0))
+                launch_failed(result, self.stream(0))
             return result == 0
         if not self.enabled:
             return False
@@ -204,7 +204,7 @@ class CallPlan:
                     self.set_current(self.context)
                     result = self.raw_launch(*self.lean_launch, handle, *self.lean_params)
             if result:
-                _failed(result, stream)
+                launch_failed(result, stream)
             return True
         with self.lock:
             self._launch_all(args, pointers, {}, stream)
@@ -223,11 +223,10 @@ class CallPlan:
         fn = self.function
         self.driver_handles = fn.handles()
         self.handles = [int(h) for h in self.driver_handles]
-        library = _libcuda()
+        library = libcuda()
         self.cu_launch, self.set_current = library.cuLaunchKernel, library.cuCtxSetCurrent
         kernel = self.kernels[0]
-        if len(self.kernels) == 1 and not kernel.values and not kernel.dependent_launch \
-                and [b.name for b in kernel.params] == [a.name for a in self.arrays]:
+        if lean(self.function.function):
             # ctypes objects made once: a call converts none of its arguments (raw_launch has no argtypes)
             self.lean = self.slots[0]
             self.lean_launch = (ctypes.c_void_p(self.handles[0]), *map(ctypes.c_uint, (*kernel.grid, *kernel.block)),
@@ -276,7 +275,7 @@ class CallPlan:
             result = self.cu_launch(function, *grid, *kernel.block, kernel.dynamic_shared_bytes,
                                     handle or None, slots.address, None)
             if result:
-                _failed(result, handle)
+                launch_failed(result, handle)
 
     def _workspaces(self, stream: int) -> dict[str, int]:
         """The function's workspaces for calls on ``stream``, allocated by torch's allocator at
@@ -302,18 +301,41 @@ class CallPlan:
         return self._struct_cache[1]
 
 
+def lean(host) -> bool:
+    """Whether the host function is one kernel whose parameters are the caller's arrays, in order
+    (no values: scalars, run-time sizes, tensor maps), launched plainly: its launch can be made once."""
+    kernel = host.kernels[0]
+    return len(host.kernels) == 1 and not kernel.values and not kernel.dependent_launch \
+        and [b.name for b in kernel.params] == [p.name for p in host.caller_params if isinstance(p, Buffer)]
+
+
 def native_plan(plan: CallPlan, library: ctypes.CDLL, ordinal: int = 0):
     """``plan``'s launch in C (a function of one kernel whose parameters are the caller's arrays),
     or None where the C part did not build (``native.reason()``)."""
     module = native.fast_launch()
     if module is None:
         return None
+    return module.Plan(plan.tensor, plan.stream, ordinal, plan.arity, plan.native_arrays(), plan.pairs,
+                       *launch_parts(plan, library))
+
+
+def launch_parts(plan: CallPlan, library: ctypes.CDLL) -> tuple:
+    """What a launch in C takes of a prepared lean ``plan``: cuLaunchKernel's and cuCtxSetCurrent's
+    addresses, the context, the kernel's handle, its grid, block and dynamic shared bytes."""
     kernel = plan.kernels[0]
     address = ctypes.cast(library.cuLaunchKernel, ctypes.c_void_p).value
     set_current = ctypes.cast(library.cuCtxSetCurrent, ctypes.c_void_p).value
-    return module.Plan(plan.tensor, plan.stream, ordinal, plan.arity, plan.native_arrays(), plan.pairs, address,
-                       set_current, plan.context, plan.handles[0], kernel.grid, kernel.block,
-                       kernel.dynamic_shared_bytes)
+    return (address, set_current, plan.context, plan.handles[0], tuple(kernel.grid), tuple(kernel.block),
+            kernel.dynamic_shared_bytes)
+
+
+def operator_arrays(plan: CallPlan, returned: set[str]) -> list[tuple]:
+    """The arrays' checks as ``torchop.cpp``'s kernel takes them, in the parameters' order: (dtype,
+    shape, strides, which strides are fixed, row-major, returned (allocated by the operator),
+    bytes, alignment)."""
+    return [(dtype, shape, strides, fixed, row_major, plan.arrays[n].name in returned, nbytes, alignment)
+            for n, (_, dtype, shape, strides, fixed, row_major, nbytes, alignment)
+            in enumerate(plan.native_arrays())]
 
 
 def _array_spec(buffer: Buffer, alignment: int, torch) -> _Array:
@@ -360,7 +382,7 @@ def _current_stream_function(torch):
 _LIBCUDA: list = []
 
 
-def _libcuda():
+def libcuda():
     if not _LIBCUDA:
         library = ctypes.CDLL("libcuda.so.1")
         library.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 6, ctypes.c_uint, ctypes.c_void_p,
@@ -372,7 +394,8 @@ def _libcuda():
     return _LIBCUDA[0]
 
 
-def _failed(result: int, stream: int) -> None:
+def launch_failed(result: int, stream: int) -> None:
+    """Raise the driver's error for a launch on ``stream`` that returned ``result``."""
     where = "cuLaunchKernel" if not stream else f"cuLaunchKernel on stream 0x{stream:x}"
     driver.check(driver.result_code(result), where)
 

@@ -1,8 +1,14 @@
-"""The fast path's C part (``fastlaunch.c``): built with the system's C compiler against this
-Python's headers at its first use, once per machine (``$SCHEDC_CACHE/native/<hash>/``, or
-``~/.cache/schedc``), and loaded. Without a compiler or the headers, or with
-``SCHEDC_NATIVE=0``, ``fast_launch()`` is None and the fast path launches through ctypes;
-``reason()`` says why.
+"""The fast path's native parts, built at their first use once per machine
+(``$SCHEDC_CACHE/native/<hash>/``, or ``~/.cache/schedc``) and loaded:
+
+- ``fast_launch()``: ``fastlaunch.c``, built with the system's C compiler against this Python's
+  headers; without it the fast path launches through ctypes.
+- ``torch_ops()``: ``torchop.cpp``, an operator's boxed C++ kernel (``schedc.torch.custom_op``),
+  built with the system's C++ compiler against the installed torch (a CUDA build; one build per
+  torch version); without it the operators' kernels are Python functions.
+
+Without a compiler or the headers, or with ``SCHEDC_NATIVE=0``, each is None and ``reason()``
+says why.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from types import ModuleType
 
 SOURCE = Path(__file__).with_name("fastlaunch.c")
 MODULE = "_schedc_fastlaunch"
+TORCH_SOURCE = Path(__file__).with_name("torchop.cpp")
+TORCH_MODULE = "_schedc_torchop"
 _WHY: list[str] = []
 
 
@@ -35,18 +43,34 @@ def cache_root() -> Path:
 @functools.cache
 def fast_launch() -> ModuleType | None:
     """The built module (its ``Plan``), or None (``reason()`` says why)."""
+    return _module(MODULE, SOURCE, "", lambda output: compile_command(SOURCE, output))
+
+
+@functools.cache
+def torch_ops() -> ModuleType | None:
+    """The built operator module (its ``register_kernel``), or None (``reason()`` says why): torch
+    must be imported, a CUDA build, with its headers."""
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(torch.version, "cuda", None) is None:
+        return _without("torch is not imported, or is not a CUDA build")
+    return _module(TORCH_MODULE, TORCH_SOURCE, torch.__version__ + str(Path(torch.__file__).parent),
+                   lambda output: torch_compile_command(TORCH_SOURCE, output, torch))
+
+
+def _module(name: str, source: Path, extra: str, command) -> ModuleType | None:
+    """The extension module ``name`` built from ``source`` by ``command(output)`` (cached by the
+    source, this Python and ``extra``), loaded; or None."""
     if os.environ.get("SCHEDC_NATIVE", "1") == "0":
         return _without("SCHEDC_NATIVE=0")
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + sys.version.encode() + suffix.encode()).hexdigest()[:24]
-    path = cache_root() / "native" / key / f"{MODULE}{suffix}"
+    key = hashlib.sha256(source.read_bytes() + sys.version.encode() + suffix.encode() + extra.encode())
+    path = cache_root() / "native" / key.hexdigest()[:24] / f"{name}{suffix}"
     if not path.exists():
-        failure = _build(path)
+        failure = _build(path, command)
         if failure:
             return _without(failure)
     try:
-        spec = importlib.util.spec_from_file_location(MODULE, path)
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except (ImportError, OSError) as error:
@@ -76,17 +100,52 @@ def compile_command(source: Path, output: Path) -> list[str] | None:
     return [*compiler, "-O2", "-shared", "-fPIC", "-Wall", "-Werror", f"-I{include}", str(source), "-o", str(output)]
 
 
-def _build(path: Path) -> str:
-    """Compile into ``path`` (another process may be doing the same: each writes a file of its own
-    and renames it into place); "" on success, else why not."""
+def torch_compile_command(source: Path, output: Path, torch) -> list[str] | None:
+    """The C++ compiler's command line building the operator module against ``torch``: its headers
+    and libraries, its C++ ABI and pybind11 flags, the CUDA toolkit's headers; None without a
+    compiler or headers."""
+    compiler = shlex.split(os.environ.get("CXX") or "c++")
+    root = Path(torch.__file__).parent
+    include, cuda = sysconfig.get_paths().get("include"), _cuda_include()
+    if shutil.which(compiler[0]) is None or not include or cuda is None \
+            or not (root / "include" / "torch" / "library.h").exists():
+        return None
+    flags = [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    for flag in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+        value = getattr(torch._C, f"_PYBIND11_{flag}", None)
+        if value:
+            flags.append(f'-DPYBIND11_{flag}="{value}"')
+    lib = root / "lib"
+    return [*compiler, "-O2", "-shared", "-fPIC", "-std=c++17", "-w", *flags, f"-I{root / 'include'}",
+            f"-I{root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}", f"-I{cuda}", f"-I{include}",
+            str(source), "-o", str(output), f"-L{lib}", f"-Wl,-rpath,{lib}", "-lc10", "-lc10_cuda", "-ltorch",
+            "-ltorch_cpu", "-ltorch_python"]
+
+
+def _cuda_include() -> Path | None:
+    """The CUDA toolkit's headers (cuda_runtime_api.h): $CUDA_HOME's, else nvcc's."""
+    homes = [os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or ""]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        homes.append(str(Path(nvcc).resolve().parent.parent))
+    homes.append("/usr/local/cuda")
+    for home in filter(None, homes):
+        if (Path(home) / "include" / "cuda_runtime_api.h").exists():
+            return Path(home) / "include"
+    return None
+
+
+def _build(path: Path, make_command) -> str:
+    """Compile into ``path`` with ``make_command(output)`` (another process may be doing the same:
+    each writes a file of its own and renames it into place); "" on success, else why not."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         output = Path(scratch) / path.name
-        command = compile_command(SOURCE, output)
+        command = make_command(output)
         if command is None:
-            return "no C compiler or no Python.h"
+            return f"no compiler or no headers for {path.name}"
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as error:
             return f"{command[0]} failed: {error}"
         if done.returncode:
