@@ -2,10 +2,11 @@
 """Wall time per call from PyTorch: a schedc function ``fn(a, b, c)`` on torch tensors of 4096
 floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; the same
 function as a ``torch.library`` operator (``schedc.torch.custom_op``) eagerly, inside
-``torch.compile`` (a graph of one call, and the difference a call makes in a graph of eight,
-its kernel in C++ and in Python) and in CUDA graphs, beside torch's allocating add in the same
-graphs; the function in a replayed CUDA graph beside
-its kernel's time; then where a schedc call spends its microseconds (cProfile, by function).
+``torch.compile`` (a graph of one call, and the difference a call makes in a graph of eight, its
+kernel in C++ and in Python) and in CUDA graphs, beside torch's allocating add in the same graphs;
+a small wgmma product whose kernel takes TMA tensor maps, directly and as an operator; the function
+in a replayed CUDA graph beside its kernel's time; then where a schedc call spends its microseconds
+(cProfile, by function).
 
 The kernel itself takes a few microseconds; every figure is dominated by the host: the median
 of ``--repeats`` runs of ``--calls`` calls each (after a warm-up), wall time divided by calls,
@@ -42,6 +43,38 @@ def build(directory: Path) -> Path:
     package = acc.Package()
     package.add(*vector_add(N), base_name="add")
     return package.build("add", output_dir=directory)
+
+
+def build_gemm(directory: Path) -> Path:
+    """A small wgmma product whose kernel takes TMA tensor maps: 256 x 512 x 256 float16,
+    ``C += A @ B`` (the Hopper sample's plan, 2 stages, a persistent grid)."""
+    sys.path.insert(0, str(ROOT / "samples"))
+    import hopper_matmul
+
+    package = acc.Package()
+    package.add(*hopper_matmul.matmul(256, 512, 256, stages=2, output=acc.ScalarType.float16,
+                                      persistent={"group": 2}), base_name="gemm")
+    return package.build("gemm", output_dir=directory)
+
+
+def gemm_rows(directory: Path, options) -> list[tuple[str, float]]:
+    """The small wgmma product called directly, as an operator (C++ kernel: its tensor maps kept
+    while the addresses are the same) and as one whose kernel is Python."""
+    import torch
+
+    fn = acc.load(build_gemm(directory)).gemm
+    a, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((256, 256), (256, 512)))
+    c = torch.zeros(256, 512, device="cuda", dtype=torch.float16)
+    op = schedc_torch.custom_op(fn, "schedc_bench::gemm")
+    python_op = schedc_torch.custom_op(fn, "schedc_bench::gemm_python", native=False)
+    c.zero_()
+    op(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.allclose(c.float(), a.float() @ b.float(), atol=0.5, rtol=1e-2), "the gemm operator is wrong"
+    return [("wgmma 256x512x256 fn(a, b, c)", per_call(lambda: fn(a, b, c), options.calls, options.repeats)),
+            (f"  as an operator ({schedc_torch.kernel_of('schedc_bench::gemm')} kernel)",
+             per_call(lambda: op(a, b, c), options.calls, options.repeats)),
+            ("  as an operator, Python kernel", per_call(lambda: python_op(a, b, c), options.calls, options.repeats))]
 
 
 def per_call(call, calls: int, repeats: int) -> float:
@@ -194,6 +227,7 @@ def main() -> None:
         rows += [(f"  the same, the op's kernel in Python, {name[3:]}", us)
                  for name, us in chained(python_op, x, y, options)[:1]]
         rows += [(f"torch.add {name[3:]}", us) for name, us in chained(torch.add, x, y, options)]
+        rows += gemm_rows(Path(directory) / "gemm", options)
         rows += graphed(fn, x, y, out, options)
         rows += floor(x, y, options)
         triton = triton_add()

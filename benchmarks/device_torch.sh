@@ -16,5 +16,5 @@ if [ "${TESTS:-1}" = 1 ]; then
     | tee "$OUT/tests.log" | tail -15
 fi
 for run in $(seq "${RUNS:-2}"); do
-  timeout 300 python3 benchmarks/call_overhead.py 2>&1 | tee "$OUT/call_overhead_$run.log" | grep -v "^\s*$" | tail -30
+  timeout 300 python3 benchmarks/call_overhead.py ${CALLS:+--calls $CALLS} 2>&1 | tee "$OUT/call_overhead_$run.log" | grep -v "^\s*$" | tail -30
 done

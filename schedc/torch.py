@@ -9,7 +9,8 @@ the function's parameters: a function whose written arrays are all OUTPUT arrays
 implementation ``torch.compile`` traces with allocates the outputs with the function's shapes,
 types and strides and checks nothing else; the CUDA implementation is the function's call.
 
-Where the function is one kernel whose parameters are the caller's arrays, the CUDA kernel is
+Where the function is one kernel whose parameters are the caller's arrays (and their TMA tensor
+maps, encoded again only when an address changes), the CUDA kernel is
 C++ (``schedc/package/torchop.cpp``, built against the installed torch at the first
 ``custom_op``, once per machine): the dispatcher reaches the launch with no Python in between,
 which is what an operator costs inside a compiled graph. It makes the fast call's checks and hands
@@ -112,10 +113,8 @@ def _native_kernel(fn, namespace: str, op: str, returned: list[str], torch) -> s
     """Register the operator's CUDA kernel in C++ (``torchop.cpp``); "" when done, else why not."""
     from .package import fastcall, native
 
-    host = fn.function
-    if len(host.kernels) != 1 or host.sizes or host.workspaces or not fastcall.lean(host) \
-            or not all(isinstance(p, Buffer) for p in host.caller_params):
-        return "the function is not one kernel whose parameters are the caller's arrays"
+    if not fastcall.launchable_in_c(fn.function):
+        return "the function is not one kernel whose parameters are the caller's arrays (and their tensor maps)"
     module = native.torch_ops()
     if module is None:
         return f"the C++ kernel did not build: {native.reason()}"
@@ -129,7 +128,8 @@ def _native_kernel(fn, namespace: str, op: str, returned: list[str], torch) -> s
         return fastcall.launch_parts(plan, fastcall.libcuda())
 
     module.register_kernel(namespace, op, fastcall.operator_arrays(plan, set(returned)), list(plan.pairs), 0,
-                           prepare, fn, fastcall.launch_failed)
+                           len(fn.function.kernels[0].values), prepare, fastcall.encoder(fn), fn,
+                           fastcall.launch_failed)
     return ""
 
 

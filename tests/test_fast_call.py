@@ -102,12 +102,14 @@ class _Driver:
     """cuLaunchKernel and cuCtxSetCurrent as C callbacks: each launch's function, grid, block,
     shared bytes, stream and pointers recorded; ``results`` the codes the next launches return."""
 
-    def __init__(self, arrays: int) -> None:
-        self.launched, self.contexts, self.results = [], [], []
+    def __init__(self, arrays: int, values: int = 0) -> None:
+        self.launched, self.contexts, self.results, self.values = [], [], [], []
 
         def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
             pointers = [ctypes.c_uint64.from_address(params[n]).value for n in range(arrays)]
             self.launched.append((function, (gx, gy, gz), (bx, by, bz), shared, stream, pointers))
+            self.values.append([ctypes.string_at(params[arrays + v], 128) for v in range(values)])
+            self.aligned = all(params[arrays + v] % 64 == 0 for v in range(values))  # as CUtensorMap's type is
             return self.results.pop(0) if self.results else 0
 
         def set_current(context):
@@ -140,6 +142,38 @@ def native_plan(native_package, monkeypatch):
     library = _Driver(3)
     plan.native = fastcall.native_plan(plan, library)
     return plan, library, float32
+
+
+def test_the_c_launch_encodes_the_tensor_maps_again_only_when_an_address_changes(tmp_path, monkeypatch):
+    """A wgmma function's kernel takes TMA tensor maps after the arrays: the C launch has them
+    encoded at the first call and where an address changed, and passes them by value."""
+    from schedc.package import native
+
+    if native.fast_launch() is None:
+        pytest.skip(f"the C part did not build: {native.reason()}")
+    fn = schedc.load(build(*hopper_matmul.matmul(128, 256, 128, stages=2), "tma", tmp_path)).tma
+    float16, float32 = _Dtype("float16"), _Dtype("float32")
+    stand_in = types.SimpleNamespace(Tensor=_Tensor, float32=float32, float16=float16,
+                                     _C=types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000))
+    monkeypatch.setitem(sys.modules, "torch", stand_in)
+    plan = fastcall.CallPlan(fn)
+    plan.handles, plan.context = [0xF00], 0xC0
+    count = len(fn.function.kernels[0].values)
+    assert fastcall.launchable_in_c(fn.function) and count == 3  # A's, B's and C's maps
+    library, encoded = _Driver(3, count), []
+
+    def encode(*addresses):
+        encoded.append(addresses)
+        return [bytes([len(encoded), v]) * 64 for v in range(count)]
+    plan.native = fastcall.native_plan(plan, library, encode=encode)
+    a, b = _Tensor(float16, (128, 128), (128, 1), 0x10000), _Tensor(float16, (128, 256), (256, 1), 0x20000)
+    c, moved = (_Tensor(float32, (128, 256), (256, 1), address) for address in (0x40000, 0x80000))
+    assert [plan.native.call(args) for args in ((a, b, c), (a, b, c), (a, b, moved))] == [0, 0, 0]
+    assert encoded == [(0x10000, 0x20000, 0x40000), (0x10000, 0x20000, 0x80000)]
+    first, second = ([bytes([n, v]) * 64 for v in range(count)] for n in (1, 2))
+    assert library.values == [first, first, second] and library.aligned
+    assert [launch[-1] for launch in library.launched] == [[0x10000, 0x20000, 0x40000]] * 2 + [[0x10000, 0x20000,
+                                                                                                0x80000]]
 
 
 def _arguments(float32, base=0x10000):
@@ -353,6 +387,29 @@ def test_hopper_functions_rebuild_their_tensor_maps_for_new_tensors(tmp_path, la
         torch.cuda.synchronize()
         assert torch.allclose(c.double(), expected, rtol=1e-3, atol=1e-3)
     assert launches == [fn.kernel.grid] * 2
+
+
+@pytest.mark.gpu
+def test_hopper_functions_launch_in_c_with_their_tensor_maps_kept_per_address(tmp_path):
+    from schedc.package import native
+
+    plan, args = hopper_matmul.matmul(128, 256, 128, block=(128, 256, 64), stages=2)
+    fn = schedc.load(build(plan, args, "c_hopper", tmp_path)).c_hopper
+    torch = _torch()
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90a")
+    for _ in range(3):  # new tensors each time, each called twice: the maps encoded anew, then kept
+        a = torch.rand(128, 128, device="cuda").half()
+        b = torch.rand(128, 256, device="cuda").half()
+        c = torch.rand(128, 256, device="cuda")
+        expected, original = _reference(torch, a, b, c), c.clone()
+        fn(a, b, c)
+        first = c.clone()
+        c.copy_(original)
+        fn(a, b, c)  # the same addresses: the maps kept
+        torch.cuda.synchronize()
+        assert torch.allclose(first.double(), expected, rtol=1e-3, atol=1e-3) and torch.equal(c, first)
+    assert (fn._plan.native is not None) == (native.fast_launch() is not None), native.reason()
 
 
 @pytest.mark.gpu

@@ -90,19 +90,45 @@ def test_kernel_of_names_only_registered_operators():
         schedc_torch.kernel_of("schedc_test::never_registered")
 
 
-def test_a_function_of_tensor_maps_keeps_its_operators_kernel_in_python(tmp_path):
+def test_a_function_of_two_kernels_keeps_its_operators_kernel_in_python(tmp_path):
     pytest.importorskip("torch")
     from .kit import hopper_matmul
 
-    fn = acc.load(build(*hopper_matmul.matmul(128, 256, 64, stages=1, output=acc.ScalarType.float16), "hm",
-                        tmp_path)).hm
-    name = f"schedc_test::hm{next(_names)}"
+    plan = hopper_matmul.matmul(128, 256, 256, stages=2, output=acc.ScalarType.float16, splits=2)
+    fn = acc.load(build(*plan, "split", tmp_path)).split
+    name = f"schedc_test::split{next(_names)}"
     schedc_torch.custom_op(fn, name)
-    assert schedc_torch.kernel_of(name) == \
-        "Python: the function is not one kernel whose parameters are the caller's arrays"
+    assert schedc_torch.kernel_of(name) == "Python: the function is not one kernel whose parameters are the " \
+        "caller's arrays (and their tensor maps)"
     python = f"schedc_test::vadd{next(_names)}"
     schedc_torch.custom_op(_vadd(tmp_path / "vadd"), python, native=False)
     assert schedc_torch.kernel_of(python) == "Python: custom_op(native=False)"
+
+
+@pytest.mark.gpu
+def test_the_cpp_kernel_of_a_hopper_function_encodes_its_tensor_maps_for_each_address(tmp_path):
+    """A wgmma function whose kernel takes TMA tensor maps: the C++ kernel's results match the
+    function's own call, on the same tensors again (the maps kept) and on others (encoded anew)."""
+    from .kit import hopper_matmul
+
+    fn = acc.load(build(*hopper_matmul.matmul(256, 512, 256, stages=2, output=acc.ScalarType.float16,
+                                              persistent={"group": 2}), "hm", tmp_path)).hm
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    name = f"schedc_test::hm{next(_names)}"
+    op = schedc_torch.custom_op(fn, name)
+    assert schedc_torch.kernel_of(name) == "C++"
+    for _ in range(3):
+        a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        b = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+        c = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+        direct, through = c.clone(), c.clone()
+        fn(a, b, direct)
+        for _ in range(2):
+            op(a, b, through)
+            torch.cuda.synchronize()
+            assert torch.equal(through, direct)
+            through.copy_(c)
 
 
 def _outcome(call):

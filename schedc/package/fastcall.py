@@ -1,7 +1,8 @@
 """The fast path of a call on CUDA torch tensors: what does not depend on the call's arguments
 is computed once per function, and a call is a few attribute reads and comparisons per tensor
 and one ``cuLaunchKernel`` per kernel, with a parameter buffer prepared once. A function of one
-kernel whose parameters are the caller's arrays makes its checks and launch in C
+kernel whose parameters are the caller's arrays (and their TMA tensor maps, encoded again only
+where an address changed: ``launchable_in_c``) makes its checks and launch in C
 (``fastlaunch.c``, ``native.py``: 0.6 of the ctypes launch's time); any other through ctypes.
 
 The fast path makes the same checks as the general one (count, dtype, shape, strides, device,
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
@@ -235,7 +237,8 @@ class CallPlan:
             self.raw_launch = library["cuLaunchKernel"]  # a function object of its own, without argtypes
             self.raw_launch.restype = ctypes.c_int
         self.context = int(driver.device().context)
-        if self.lean is not None and not self.sizes and isinstance(library, ctypes.CDLL):  # a stand-in: ctypes
+        if launchable_in_c(self.function.function) and not self.sizes \
+                and isinstance(library, ctypes.CDLL):  # a stand-in library: ctypes
             self.native = native_plan(self, library)
 
     def native_arrays(self) -> list[tuple]:
@@ -309,14 +312,40 @@ def lean(host) -> bool:
         and [b.name for b in kernel.params] == [p.name for p in host.caller_params if isinstance(p, Buffer)]
 
 
-def native_plan(plan: CallPlan, library: ctypes.CDLL, ordinal: int = 0):
-    """``plan``'s launch in C (a function of one kernel whose parameters are the caller's arrays),
-    or None where the C part did not build (``native.reason()``)."""
+def launchable_in_c(host) -> bool:
+    """Whether the host function is one kernel whose parameters are the caller's arrays, in order,
+    then by-value structs made of their addresses (TMA tensor maps), launched plainly, with no
+    scalars, run-time sizes or workspaces: its launch in C has the structs encoded per address."""
+    kernel = host.kernels[0]
+    arrays = [p.name for p in host.caller_params if isinstance(p, Buffer)]
+    return len(host.kernels) == 1 and not kernel.dependent_launch and not host.sizes and not host.workspaces \
+        and len(arrays) == len(host.caller_params) and [b.name for b in kernel.params] == arrays \
+        and all(isinstance(v, StructParam) for v in kernel.values)
+
+
+def encoder(function) -> Callable[..., list[bytes]]:
+    """``(*addresses) -> the kernel's by-value structs`` for the function's arrays at those
+    addresses (in the kernel's order), as ``launchable_in_c`` functions' launches in C take them."""
+    host = function.function
+    names = [p.name for p in host.caller_params]
+    values = [v.name for v in host.kernels[0].values]
+
+    def encode(*addresses: int) -> list[bytes]:
+        structs = function._structs(dict(zip(names, addresses)), {})
+        return [structs[name] for name in values]
+    return encode
+
+
+def native_plan(plan: CallPlan, library: ctypes.CDLL, ordinal: int = 0, encode: Callable | None = None):
+    """``plan``'s launch in C (a function of one kernel whose parameters are the caller's arrays,
+    and their tensor maps, encoded by ``encode`` or ``encoder``'s), or None where the C part did
+    not build (``native.reason()``)."""
     module = native.fast_launch()
     if module is None:
         return None
+    values = len(plan.kernels[0].values)
     return module.Plan(plan.tensor, plan.stream, ordinal, plan.arity, plan.native_arrays(), plan.pairs,
-                       *launch_parts(plan, library))
+                       *launch_parts(plan, library), values, (encode or encoder(plan.function)) if values else None)
 
 
 def launch_parts(plan: CallPlan, library: ctypes.CDLL) -> tuple:

@@ -1,11 +1,14 @@
 /* The fast path's per-call work in C (schedc.package.native builds it with the system's C compiler
  * at the first call on torch tensors, once per machine): a function of one kernel whose parameters
- * are the caller's arrays. Plan(...).call(args) makes fastcall.CallPlan.pointers' checks on each
- * argument -- its type, dtype, shape, device, strides, alignment, a null pointer, the overlap of a
- * written array -- asks torch for its current stream, and launches with a parameter buffer made
- * once. It returns -1 where a check fails (the general path takes the call and explains it), 0
- * once launched, or the driver's error code. It holds the GIL from the first check to the launch
- * and runs no Python code between filling the buffer and launching, so threads take turns. */
+ * are the caller's arrays, and after them the by-value structs made of the arrays' addresses (TMA
+ * tensor maps). Plan(...).call(args) makes fastcall.CallPlan.pointers' checks on each argument --
+ * its type, dtype, shape, device, strides, alignment, a null pointer, the overlap of a written
+ * array --, asks torch for its current stream, has the structs encoded (by the Python callable
+ * it was given) where the addresses differ from the last call's, and launches with a parameter
+ * buffer made once. It returns -1 where a check fails (the general path takes the call and
+ * explains it), 0 once launched, or the driver's error code. It holds the GIL from the first
+ * check to the launch and runs no Python code between filling the buffer and launching, so
+ * threads take turns. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -13,6 +16,8 @@
 
 #define MAX_DIMS 8
 #define MAX_ARRAYS 32
+#define MAX_VALUES 16
+#define VALUE_BYTES 128  /* a CUtensorMap */
 
 typedef int (*launch_fn)(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                          unsigned bz, unsigned shared, void *stream, void **params, void **extra);
@@ -47,7 +52,13 @@ typedef struct {
     void *function;
     unsigned grid[3], block[3], shared;
     uint64_t pointers[MAX_ARRAYS];
-    void *params[MAX_ARRAYS];
+    Py_ssize_t value_count;
+    PyObject *encode;              /* (*addresses) -> the structs' bytes; NULL without structs */
+    int encoded;                   /* values hold the structs of the addresses in encoded_for */
+    uint64_t encoded_for[MAX_ARRAYS];
+    unsigned char *values;         /* value_count structs of VALUE_BYTES, 64-byte aligned in storage */
+    unsigned char storage[MAX_VALUES * VALUE_BYTES + 64];
+    void *params[MAX_ARRAYS + MAX_VALUES];
 } Plan;
 
 static PyObject *s_dtype, *s_shape, *s_get_device, *s_is_contiguous, *s_stride, *s_data_ptr;
@@ -142,6 +153,50 @@ static int array_fits(Plan *self, PyObject *value, const Array *a, uint64_t *poi
     return 1;
 }
 
+/* the structs for these addresses into values: -1 with a Python error set, else 0 (Python code
+ * runs here: it is called before the parameter buffer is filled) */
+static int encode_values(Plan *self, const uint64_t *pointers, unsigned char *values) {
+    PyObject *addresses = PyTuple_New(self->count);
+    if (!addresses)
+        return -1;
+    for (int n = 0; n < self->count; n++) {
+        PyObject *address = PyLong_FromUnsignedLongLong(pointers[n]);
+        if (!address) {
+            Py_DECREF(addresses);
+            return -1;
+        }
+        PyTuple_SET_ITEM(addresses, n, address);
+    }
+    PyObject *encoded = PyObject_CallObject(self->encode, addresses);
+    Py_DECREF(addresses);
+    if (!encoded)
+        return -1;
+    PyObject *items = PySequence_Fast(encoded, "the structs' bytes");
+    Py_DECREF(encoded);
+    if (!items)
+        return -1;
+    int failed = PySequence_Fast_GET_SIZE(items) != self->value_count;
+    for (Py_ssize_t v = 0; v < self->value_count && !failed; v++) {
+        char *data;
+        Py_ssize_t size;
+        if (PyBytes_AsStringAndSize(PySequence_Fast_GET_ITEM(items, v), &data, &size) < 0) {
+            Py_DECREF(items);
+            return -1;
+        }
+        failed = size > VALUE_BYTES;
+        if (!failed) {
+            memset(values + v * VALUE_BYTES, 0, VALUE_BYTES);
+            memcpy(values + v * VALUE_BYTES, data, (size_t)size);
+        }
+    }
+    Py_DECREF(items);
+    if (failed) {
+        PyErr_SetString(PyExc_ValueError, "Plan: the structs encoded are not the kernel's");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *plan_call(Plan *self, PyObject *args) {
     if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != self->arity)
         return PyLong_FromLong(-1);
@@ -157,6 +212,11 @@ static PyObject *plan_call(Plan *self, PyObject *args) {
         if (pointers[a] < pointers[b] + self->arrays[b].nbytes && pointers[b] < pointers[a] + self->arrays[a].nbytes)
             return PyLong_FromLong(-1);
     }
+    unsigned char values[MAX_VALUES * VALUE_BYTES];
+    int encode = self->value_count
+        && !(self->encoded && !memcmp(self->encoded_for, pointers, sizeof(uint64_t) * self->count));
+    if (encode && encode_values(self, pointers, values) < 0)
+        return NULL;
     PyObject *stream_object = PyObject_CallOneArg(self->stream_function, self->ordinal_object);
     if (!stream_object)
         return NULL;
@@ -164,6 +224,11 @@ static PyObject *plan_call(Plan *self, PyObject *args) {
     Py_DECREF(stream_object);
     if (!stream && PyErr_Occurred())
         return NULL;
+    if (encode) {  /* no Python code from here to the launch: another thread's call cannot come between */
+        memcpy(self->values, values, (size_t)VALUE_BYTES * self->value_count);
+        memcpy(self->encoded_for, pointers, sizeof(uint64_t) * self->count);
+        self->encoded = 1;
+    }
     memcpy(self->pointers, pointers, sizeof(uint64_t) * self->count);
     int result = self->launch(self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0],
                               self->block[1], self->block[2], self->shared, stream, self->params, NULL);
@@ -230,24 +295,31 @@ static void plan_dealloc(Plan *self) {
     Py_XDECREF(self->tensor_type);
     Py_XDECREF(self->stream_function);
     Py_XDECREF(self->ordinal_object);
+    Py_XDECREF(self->encode);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* Plan(tensor_type, stream_function, ordinal, arity, arrays, pairs, launch, set_context, context,
- *      function, grid, block, shared): launch and set_context the addresses of cuLaunchKernel and
- *      cuCtxSetCurrent (or of stand-ins), context and function the driver's handles. */
+ *      function, grid, block, shared[, values, encode]): launch and set_context the addresses of
+ *      cuLaunchKernel and cuCtxSetCurrent (or of stand-ins), context and function the driver's
+ *      handles; values the kernel's by-value structs after the arrays, encode(*addresses) their
+ *      bytes for the arrays at those addresses. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
-    PyObject *tensor_type, *stream_function, *arrays, *pairs;
+    PyObject *tensor_type, *stream_function, *arrays, *pairs, *encode = Py_None;
     unsigned long long launch, set_context, context, function;
     if (self->tensor_type) {
         PyErr_SetString(PyExc_TypeError, "Plan: made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "OOLnOOKKKK(III)(III)I", &tensor_type, &stream_function, &self->ordinal,
+    if (!PyArg_ParseTuple(args, "OOLnOOKKKK(III)(III)I|nO", &tensor_type, &stream_function, &self->ordinal,
                           &self->arity, &arrays, &pairs, &launch, &set_context, &context, &function, &self->grid[0],
                           &self->grid[1], &self->grid[2], &self->block[0], &self->block[1], &self->block[2],
-                          &self->shared))
+                          &self->shared, &self->value_count, &encode))
         return -1;
+    if (self->value_count < 0 || self->value_count > MAX_VALUES || (self->value_count && !PyCallable_Check(encode))) {
+        PyErr_Format(PyExc_ValueError, "Plan: at most %d structs, and a callable to encode them", MAX_VALUES);
+        return -1;
+    }
     if (!PyType_Check(tensor_type) || !PyCallable_Check(stream_function) || !launch || !set_context) {
         PyErr_SetString(PyExc_TypeError, "Plan: a type, a callable and two function addresses are needed");
         return -1;
@@ -299,6 +371,13 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     self->function = (void *)(uintptr_t)function;
     for (int n = 0; n < self->count; n++)
         self->params[n] = &self->pointers[n];
+    self->values = (unsigned char *)(((uintptr_t)self->storage + 63) & ~(uintptr_t)63);
+    for (Py_ssize_t v = 0; v < self->value_count; v++)
+        self->params[self->count + v] = self->values + v * VALUE_BYTES;
+    if (self->value_count) {
+        Py_INCREF(encode);
+        self->encode = encode;
+    }
     return 0;
 }
 

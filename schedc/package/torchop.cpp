@@ -6,7 +6,9 @@
  * it makes fastlaunch.c's checks on each tensor -- dtype, shape, device, strides, alignment, a null
  * pointer, the overlap of a written array --, allocates the returned outputs on the arguments'
  * device, and launches on torch's current stream with a parameter buffer of its own (threads may
- * call at once: the dispatcher does not hold the GIL). Where a check fails it calls the function
+ * call at once: the dispatcher does not hold the GIL). A kernel's by-value structs (TMA tensor
+ * maps) are encoded by Python for the call's addresses and kept: encoded again only when the
+ * addresses change. Where a check fails it calls the function
  * from Python with the same arguments (the general path: it explains what is wrong with schedc's
  * message, or takes a call this one does not), and a launch that fails is reported by Python too. */
 #include <ATen/core/Tensor.h>
@@ -18,8 +20,10 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +34,11 @@ namespace py = pybind11;
 namespace {
 
 constexpr int kMaxArrays = 32;
+constexpr int kMaxValues = 16;
+
+struct alignas(64) Value {  // a by-value kernel parameter (a CUtensorMap is 128 bytes, 64-aligned)
+  unsigned char bytes[128];
+};
 
 using LaunchFn = int (*)(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                          unsigned bz, unsigned shared, void *stream, void **params, void **extra);
@@ -69,10 +78,11 @@ std::vector<int64_t> ints_of(const py::handle &sequence) {
 
 class Kernel : public c10::OperatorKernel {
  public:
-  Kernel(std::vector<Array> arrays, std::vector<std::pair<int, int>> pairs, int64_t ordinal, py::object prepare,
-         py::object general, py::object failed)
-      : arrays_(std::move(arrays)), pairs_(std::move(pairs)), ordinal_(ordinal), prepare_(std::move(prepare)),
-        general_(std::move(general)), failed_(std::move(failed)) {
+  Kernel(std::vector<Array> arrays, std::vector<std::pair<int, int>> pairs, int64_t ordinal, size_t values,
+         py::object prepare, py::object encode, py::object general, py::object failed)
+      : arrays_(std::move(arrays)), pairs_(std::move(pairs)), ordinal_(ordinal), values_(values),
+        prepare_(std::move(prepare)), encode_(std::move(encode)), general_(std::move(general)),
+        failed_(std::move(failed)) {
     for (const auto &a : arrays_)
       given_ += a.returned ? 0 : 1;
   }
@@ -81,10 +91,12 @@ class Kernel : public c10::OperatorKernel {
     if (Py_IsInitialized()) {
       py::gil_scoped_acquire gil;
       prepare_ = py::object();
+      encode_ = py::object();
       general_ = py::object();
       failed_ = py::object();
     } else {
       prepare_.release();
+      encode_.release();
       general_.release();
       failed_.release();
     }
@@ -170,11 +182,56 @@ class Kernel : public c10::OperatorKernel {
     return launch_;
   }
 
+  // the by-value structs for these addresses: the kept ones where the addresses are the same,
+  // else encoded by Python (no lock is held while the GIL is taken: a thread holding the GIL
+  // may be waiting for the lock)
+  void values_for(const std::array<uint64_t, kMaxArrays> &pointers, std::array<Value, kMaxValues> &out) {
+    const size_t count = arrays_.size();
+    {
+      std::lock_guard<std::mutex> lock(values_mutex_);
+      if (values_kept_ && std::equal(pointers.begin(), pointers.begin() + count, kept_for_.begin())) {
+        std::copy(kept_.begin(), kept_.begin() + values_, out.begin());
+        return;
+      }
+    }
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        py::tuple addresses(count);
+        for (size_t n = 0; n < count; n++)
+          addresses[n] = py::int_(pointers[n]);
+        py::list encoded = encode_(*addresses);
+        if (encoded.size() != values_)
+          throw py::value_error("schedc operator: the structs encoded are not the kernel's");
+        for (size_t v = 0; v < values_; v++) {
+          std::string bytes = encoded[v].cast<py::bytes>();
+          if (bytes.size() > sizeof(Value::bytes))
+            throw py::value_error("schedc operator: a by-value struct past 128 bytes");
+          std::memset(out[v].bytes, 0, sizeof(Value::bytes));
+          std::memcpy(out[v].bytes, bytes.data(), bytes.size());
+        }
+      } catch (py::error_already_set &e) {
+        e.restore();
+        throw python_error();
+      }
+    }
+    std::lock_guard<std::mutex> lock(values_mutex_);
+    std::copy(out.begin(), out.begin() + values_, kept_.begin());
+    std::copy(pointers.begin(), pointers.begin() + count, kept_for_.begin());
+    values_kept_ = true;
+  }
+
   void launch(std::array<uint64_t, kMaxArrays> &pointers) {
     const Launch &l = prepared();
-    std::array<void *, kMaxArrays> params{};
+    std::array<void *, kMaxArrays + kMaxValues> params{};
+    std::array<Value, kMaxValues> values;
     for (size_t n = 0; n < arrays_.size(); n++)
       params[n] = &pointers[n];
+    if (values_) {
+      values_for(pointers, values);
+      for (size_t v = 0; v < values_; v++)
+        params[arrays_.size() + v] = values[v].bytes;
+    }
     void *stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(ordinal_)).stream();
     int result = l.launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
                           stream, params.data(), nullptr);
@@ -218,10 +275,15 @@ class Kernel : public c10::OperatorKernel {
   std::vector<Array> arrays_;
   std::vector<std::pair<int, int>> pairs_;
   int64_t ordinal_;
+  size_t values_;
   size_t given_ = 0;
-  py::object prepare_, general_, failed_;
+  py::object prepare_, encode_, general_, failed_;
   std::once_flag once_;
   Launch launch_;
+  std::mutex values_mutex_;
+  bool values_kept_ = false;
+  std::array<uint64_t, kMaxArrays> kept_for_{};
+  std::array<Value, kMaxValues> kept_;
 };
 
 std::vector<std::unique_ptr<torch::Library>> &libraries() {
@@ -229,14 +291,17 @@ std::vector<std::unique_ptr<torch::Library>> &libraries() {
   return *kept;
 }
 
-/* register_kernel(namespace, op, arrays, pairs, ordinal, prepare, general, failed): arrays in the
- * function's parameter order, each (dtype, shape, strides, fixed, row_major, returned, nbytes,
- * alignment); prepare() -> (cuLaunchKernel's address, cuCtxSetCurrent's, context, function, grid,
- * block, shared bytes); general(*arrays) the function's own call; failed(result, stream) raises. */
+/* register_kernel(namespace, op, arrays, pairs, ordinal, values, prepare, encode, general, failed):
+ * arrays in the function's parameter order (the kernel's pointer parameters), each (dtype, shape,
+ * strides, fixed, row_major, returned, nbytes, alignment); values: the kernel's by-value structs
+ * after them; prepare() -> (cuLaunchKernel's address, cuCtxSetCurrent's, context, function, grid,
+ * block, shared bytes); encode(*addresses) -> the structs' bytes for the arrays at those addresses;
+ * general(*arrays) the function's own call; failed(result, stream) raises. */
 void register_kernel(const std::string &ns, const std::string &op, const py::list &arrays, const py::list &pairs,
-                     int64_t ordinal, py::object prepare, py::object general, py::object failed) {
-  if (arrays.size() > static_cast<size_t>(kMaxArrays))
-    throw py::value_error("schedc operator: at most 32 arrays");
+                     int64_t ordinal, size_t values, py::object prepare, py::object encode, py::object general,
+                     py::object failed) {
+  if (arrays.size() > static_cast<size_t>(kMaxArrays) || values > static_cast<size_t>(kMaxValues))
+    throw py::value_error("schedc operator: at most 32 arrays and 16 by-value structs");
   std::vector<Array> specs;
   for (const auto &item : arrays) {
     py::tuple t = item.cast<py::tuple>();
@@ -265,8 +330,8 @@ void register_kernel(const std::string &ns, const std::string &op, const py::lis
   auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::CUDA, __FILE__,
                                                   __LINE__);
   library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(
-                                std::move(specs), std::move(checked), ordinal, std::move(prepare),
-                                std::move(general), std::move(failed))));
+                                std::move(specs), std::move(checked), ordinal, values, std::move(prepare),
+                                std::move(encode), std::move(general), std::move(failed))));
   libraries().push_back(std::move(library));
 }
 
