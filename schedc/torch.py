@@ -117,19 +117,25 @@ def _native_kernel(fn, namespace: str, op: str, returned: list[str], torch) -> s
         return "the function is not one kernel whose parameters are the caller's arrays (and their tensor maps)"
     module = native.torch_ops()
     if module is None:
-        return f"the C++ kernel did not build: {native.reason()}"
+        return f"the C++ kernel did not build: {native.reason(native.TORCH_MODULE)}"
     plan = fastcall.CallPlan(fn)
     if not plan.enabled:
         return "torch has no tensors here"
+    missing = [a.name for a in plan.arrays if a.torch_dtype is None]
+    if missing:
+        return f"this torch has no dtype for {', '.join(missing)}"
 
     def prepare() -> tuple:
         if plan.context is None:
             plan._prepare()
         return fastcall.launch_parts(plan, fastcall.libcuda())
 
-    module.register_kernel(namespace, op, fastcall.operator_arrays(plan, set(returned)), list(plan.pairs), 0,
-                           len(fn.function.kernels[0].values), prepare, fastcall.encoder(fn), fn,
-                           fastcall.launch_failed)
+    try:
+        module.register_kernel(namespace, op, fastcall.operator_arrays(plan, set(returned)), list(plan.pairs), 0,
+                               len(fn.function.kernels[0].values), prepare, fastcall.encoder(fn), fn,
+                               fastcall.launch_failed)
+    except (RuntimeError, ValueError, TypeError) as error:  # the operator is defined: its kernel stays Python
+        return f"the C++ kernel was not registered: {error}"
     return ""
 
 

@@ -176,6 +176,63 @@ def test_the_c_launch_encodes_the_tensor_maps_again_only_when_an_address_changes
                                                                                                 0x80000]]
 
 
+def test_a_call_made_while_another_asks_for_its_stream_lends_it_no_tensor_maps(tmp_path, monkeypatch):
+    """Asking torch for the stream runs Python, where another thread's call may come between (here:
+    made from the stream's function itself): each launch still gets the maps of its own addresses."""
+    from schedc.package import native
+
+    if native.fast_launch() is None:
+        pytest.skip(f"the C part did not build: {native.reason()}")
+    fn = schedc.load(build(*hopper_matmul.matmul(128, 256, 128, stages=2), "tma", tmp_path)).tma
+    float16, float32 = _Dtype("float16"), _Dtype("float32")
+    a, b = _Tensor(float16, (128, 128), (128, 1), 0x10000), _Tensor(float16, (128, 256), (256, 1), 0x20000)
+    c, moved = (_Tensor(float32, (128, 256), (256, 1), address) for address in (0x40000, 0x80000))
+    between = []
+
+    def stream(ordinal):
+        if between:
+            plan.native.call((a, b, between.pop()))
+        return 0x5000
+    stand_in = types.SimpleNamespace(Tensor=_Tensor, float32=float32, float16=float16,
+                                     _C=types.SimpleNamespace(_cuda_getCurrentRawStream=stream))
+    monkeypatch.setitem(sys.modules, "torch", stand_in)
+    plan = fastcall.CallPlan(fn)
+    plan.handles, plan.context = [0xF00], 0xC0
+    library = _Driver(3, 3)
+    plan.native = fastcall.native_plan(plan, library, encode=lambda *addresses: [
+        addresses[2].to_bytes(8, "little") * 16] * 3)
+    assert plan.native.call((a, b, c)) == 0
+    between.append(moved)
+    assert plan.native.call((a, b, c)) == 0  # the maps of c were kept, and the call between encodes moved's
+    for (*_, pointers), values in zip(library.launched, library.values):
+        assert values == [pointers[2].to_bytes(8, "little") * 16] * 3
+    assert [launch[-1][2] for launch in library.launched] == [0x40000, 0x80000, 0x40000]
+
+
+def test_a_function_launched_in_c_with_tensor_maps_is_freed_when_dropped(tmp_path, monkeypatch):
+    """The launch in C holds the structs' encoder, which holds the function only weakly: the
+    function, its plan and its launch make no cycle the collector cannot see (Plan is no GC type)."""
+    import gc
+    import weakref
+
+    from schedc.package import native
+
+    if native.fast_launch() is None:
+        pytest.skip(f"the C part did not build: {native.reason()}")
+    fn = schedc.load(build(*hopper_matmul.matmul(128, 256, 128, stages=2), "tma", tmp_path)).tma
+    stand_in = types.SimpleNamespace(Tensor=_Tensor, float32=_Dtype("float32"), float16=_Dtype("float16"),
+                                     _C=types.SimpleNamespace(_cuda_getCurrentRawStream=lambda ordinal: 0x5000))
+    monkeypatch.setitem(sys.modules, "torch", stand_in)
+    fn._plan = fastcall.CallPlan(fn)
+    fn._plan.handles, fn._plan.context = [0xF00], 0xC0
+    fn._plan.native = fastcall.native_plan(fn._plan, _Driver(3, 3))
+    assert fn._plan.native is not None
+    held = weakref.ref(fn)
+    del fn
+    gc.collect()
+    assert held() is None
+
+
 def _arguments(float32, base=0x10000):
     return (_Tensor(float32, (64, 32), (32, 1), base), _Tensor(float32, (32, 48), (48, 1), base + 0x4000),
             _Tensor(float32, (64, 48), (48, 1), base + 0x8000))

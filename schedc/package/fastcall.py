@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -312,6 +313,9 @@ def lean(host) -> bool:
         and [b.name for b in kernel.params] == [p.name for p in host.caller_params if isinstance(p, Buffer)]
 
 
+MAX_ARRAYS, MAX_STRUCTS = 32, 16  # what fastlaunch.c and torchop.cpp hold of a launch
+
+
 def launchable_in_c(host) -> bool:
     """Whether the host function is one kernel whose parameters are the caller's arrays, in order,
     then by-value structs made of their addresses (TMA tensor maps), launched plainly, with no
@@ -320,18 +324,21 @@ def launchable_in_c(host) -> bool:
     arrays = [p.name for p in host.caller_params if isinstance(p, Buffer)]
     return len(host.kernels) == 1 and not kernel.dependent_launch and not host.sizes and not host.workspaces \
         and len(arrays) == len(host.caller_params) and [b.name for b in kernel.params] == arrays \
-        and all(isinstance(v, StructParam) for v in kernel.values)
+        and all(isinstance(v, StructParam) for v in kernel.values) \
+        and len(arrays) <= MAX_ARRAYS and len(kernel.values) <= MAX_STRUCTS
 
 
 def encoder(function) -> Callable[..., list[bytes]]:
     """``(*addresses) -> the kernel's by-value structs`` for the function's arrays at those
-    addresses (in the kernel's order), as ``launchable_in_c`` functions' launches in C take them."""
+    addresses (in the kernel's order), as ``launchable_in_c`` functions' launches in C take them.
+    It holds the function weakly: the function holds its launch in C, which holds this."""
     host = function.function
     names = [p.name for p in host.caller_params]
     values = [v.name for v in host.kernels[0].values]
+    held = weakref.ref(function)
 
     def encode(*addresses: int) -> list[bytes]:
-        structs = function._structs(dict(zip(names, addresses)), {})
+        structs = held()._structs(dict(zip(names, addresses)), {})
         return [structs[name] for name in values]
     return encode
 

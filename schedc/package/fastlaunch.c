@@ -212,17 +212,20 @@ static PyObject *plan_call(Plan *self, PyObject *args) {
         if (pointers[a] < pointers[b] + self->arrays[b].nbytes && pointers[b] < pointers[a] + self->arrays[a].nbytes)
             return PyLong_FromLong(-1);
     }
-    unsigned char values[MAX_VALUES * VALUE_BYTES];
-    int encode = self->value_count
-        && !(self->encoded && !memcmp(self->encoded_for, pointers, sizeof(uint64_t) * self->count));
-    if (encode && encode_values(self, pointers, values) < 0)
-        return NULL;
     PyObject *stream_object = PyObject_CallOneArg(self->stream_function, self->ordinal_object);
     if (!stream_object)
         return NULL;
     void *stream = PyLong_AsVoidPtr(stream_object);
     Py_DECREF(stream_object);
     if (!stream && PyErr_Occurred())
+        return NULL;
+    /* The structs kept are used only where no Python code runs between finding them right and the
+     * launch (Python code may let another thread's call change them); encoded ones are this call's
+     * own copy until the buffer is filled, after the last Python code. */
+    unsigned char values[MAX_VALUES * VALUE_BYTES];
+    int encode = self->value_count
+        && !(self->encoded && !memcmp(self->encoded_for, pointers, sizeof(uint64_t) * self->count));
+    if (encode && encode_values(self, pointers, values) < 0)
         return NULL;
     if (encode) {  /* no Python code from here to the launch: another thread's call cannot come between */
         memcpy(self->values, values, (size_t)VALUE_BYTES * self->value_count);

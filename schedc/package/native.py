@@ -31,7 +31,7 @@ SOURCE = Path(__file__).with_name("fastlaunch.c")
 MODULE = "_schedc_fastlaunch"
 TORCH_SOURCE = Path(__file__).with_name("torchop.cpp")
 TORCH_MODULE = "_schedc_torchop"
-_WHY: list[str] = []
+_WHY: dict[str, str] = {}  # module -> why it is None
 
 
 def cache_root() -> Path:
@@ -46,13 +46,19 @@ def fast_launch() -> ModuleType | None:
     return _module(MODULE, SOURCE, "", lambda output: compile_command(SOURCE, output))
 
 
+def reason(module: str = MODULE) -> str:
+    """Why ``fast_launch()`` (or the module named: ``TORCH_MODULE`` for ``torch_ops()``) is None
+    ("" where it is not)."""
+    return _WHY.get(module, "")
+
+
 @functools.cache
 def torch_ops() -> ModuleType | None:
     """The built operator module (its ``register_kernel``), or None (``reason()`` says why): torch
     must be imported, a CUDA build, with its headers."""
     torch = sys.modules.get("torch")
     if torch is None or getattr(torch.version, "cuda", None) is None:
-        return _without("torch is not imported, or is not a CUDA build")
+        return _without(TORCH_MODULE, "torch is not imported, or is not a CUDA build")
     return _module(TORCH_MODULE, TORCH_SOURCE, torch.__version__ + str(Path(torch.__file__).parent),
                    lambda output: torch_compile_command(TORCH_SOURCE, output, torch))
 
@@ -61,30 +67,25 @@ def _module(name: str, source: Path, extra: str, command) -> ModuleType | None:
     """The extension module ``name`` built from ``source`` by ``command(output)`` (cached by the
     source, this Python and ``extra``), loaded; or None."""
     if os.environ.get("SCHEDC_NATIVE", "1") == "0":
-        return _without("SCHEDC_NATIVE=0")
+        return _without(name, "SCHEDC_NATIVE=0")
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     key = hashlib.sha256(source.read_bytes() + sys.version.encode() + suffix.encode() + extra.encode())
     path = cache_root() / "native" / key.hexdigest()[:24] / f"{name}{suffix}"
     if not path.exists():
         failure = _build(path, command)
         if failure:
-            return _without(failure)
+            return _without(name, failure)
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except (ImportError, OSError) as error:
-        return _without(f"{path} does not load: {error}")
+        return _without(name, f"{path} does not load: {error}")
     return module
 
 
-def reason() -> str:
-    """Why ``fast_launch()`` is None ("" where it is not)."""
-    return _WHY[-1] if _WHY else ""
-
-
-def _without(why: str) -> None:
-    _WHY.append(why)
+def _without(module: str, why: str) -> None:
+    _WHY[module] = why
     return None
 
 
@@ -107,8 +108,8 @@ def torch_compile_command(source: Path, output: Path, torch) -> list[str] | None
     compiler = shlex.split(os.environ.get("CXX") or "c++")
     root = Path(torch.__file__).parent
     include, cuda = sysconfig.get_paths().get("include"), _cuda_include()
-    if shutil.which(compiler[0]) is None or not include or cuda is None \
-            or not (root / "include" / "torch" / "library.h").exists():
+    if shutil.which(compiler[0]) is None or not include or not (Path(include) / "Python.h").exists() \
+            or cuda is None or not (root / "include" / "torch" / "library.h").exists():
         return None
     flags = [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
     for flag in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
@@ -123,16 +124,18 @@ def torch_compile_command(source: Path, output: Path, torch) -> list[str] | None
 
 
 def _cuda_include() -> Path | None:
-    """The CUDA toolkit's headers (cuda_runtime_api.h): $CUDA_HOME's, else nvcc's."""
-    homes = [os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or ""]
+    """The CUDA runtime's headers (cuda_runtime_api.h): $CUDA_HOME's, the pip wheel's
+    (nvidia/cuda_runtime) beside torch, nvcc's, /usr/local/cuda's."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    found = [Path(home) / "include"] if home else []
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        found.append(Path(root) / "cuda_runtime" / "include")
     nvcc = shutil.which("nvcc")
     if nvcc:
-        homes.append(str(Path(nvcc).resolve().parent.parent))
-    homes.append("/usr/local/cuda")
-    for home in filter(None, homes):
-        if (Path(home) / "include" / "cuda_runtime_api.h").exists():
-            return Path(home) / "include"
-    return None
+        found.append(Path(nvcc).resolve().parent.parent / "include")
+    found.append(Path("/usr/local/cuda/include"))
+    return next((path for path in found if (path / "cuda_runtime_api.h").exists()), None)
 
 
 def _build(path: Path, make_command) -> str:

@@ -22,10 +22,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,15 @@ struct Launch {
   void *function = nullptr;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
 };
+
+// the Python error of E carried by the exception thrown (held in it, not only in this thread's
+// state: a thread the dispatcher runs on may have no Python thread state of its own)
+[[noreturn]] void rethrow(py::error_already_set &e) {
+  e.restore();
+  python_error error;
+  error.persist();
+  throw error;
+}
 
 c10::ScalarType dtype_of(const py::handle &object) {
   if (!THPDtype_Check(object.ptr()))
@@ -108,20 +119,28 @@ class Kernel : public c10::OperatorKernel {
     auto args = torch::jit::last(*stack, given_);
     size_t next = 0;
     bool fits = true;
+    std::optional<c10::Device> first;  // the first tensor argument's device
     for (size_t n = 0; n < count; n++) {
       const Array &a = arrays_[n];
-      if (a.returned) {
-        tensors[n] = at::empty_strided(a.shape, a.strides, at::TensorOptions().dtype(a.dtype).device(
-                                                               c10::Device(c10::DeviceType::CUDA, ordinal_)));
+      if (a.returned)
         continue;
-      }
       const c10::IValue &value = args[next++];
       if (!value.isTensor()) {
         fits = false;
         continue;
       }
       tensors[n] = value.toTensor();
+      if (!first && tensors[n].defined())
+        first = tensors[n].device();
       fits = fits && this->fits(tensors[n], a);
+    }
+    // the outputs: on the function's device where every check passed, else where the Python
+    // operator makes them (the first tensor argument's device), for the function's own call
+    const c10::Device device = fits || !first ? c10::Device(c10::DeviceType::CUDA, ordinal_) : *first;
+    for (size_t n = 0; n < count; n++) {
+      const Array &a = arrays_[n];
+      if (a.returned)
+        tensors[n] = at::empty_strided(a.shape, a.strides, at::TensorOptions().dtype(a.dtype).device(device));
     }
     std::array<uint64_t, kMaxArrays> pointers{};
     for (size_t n = 0; n < count && fits; n++)
@@ -160,9 +179,13 @@ class Kernel : public c10::OperatorKernel {
     return pointer % a.alignment == 0 && (pointer || !a.nbytes);
   }
 
+  // the launch's handles, asked of Python at the first launch (the GIL serializes the asking;
+  // no lock of this kernel is held while it is taken)
   const Launch &prepared() {
-    std::call_once(once_, [this] {
-      py::gil_scoped_acquire gil;
+    if (ready_.load(std::memory_order_acquire))
+      return launch_;
+    py::gil_scoped_acquire gil;
+    if (!ready_.load(std::memory_order_relaxed)) {
       try {
         py::tuple t = prepare_();
         launch_.launch = reinterpret_cast<LaunchFn>(t[0].cast<uintptr_t>());
@@ -175,10 +198,10 @@ class Kernel : public c10::OperatorKernel {
         }
         launch_.shared = t[6].cast<unsigned>();
       } catch (py::error_already_set &e) {
-        e.restore();
-        throw python_error();
+        rethrow(e);
       }
-    });
+      ready_.store(true, std::memory_order_release);
+    }
     return launch_;
   }
 
@@ -211,8 +234,7 @@ class Kernel : public c10::OperatorKernel {
           std::memcpy(out[v].bytes, bytes.data(), bytes.size());
         }
       } catch (py::error_already_set &e) {
-        e.restore();
-        throw python_error();
+        rethrow(e);
       }
     }
     std::lock_guard<std::mutex> lock(values_mutex_);
@@ -245,8 +267,7 @@ class Kernel : public c10::OperatorKernel {
       try {
         failed_(result, reinterpret_cast<uintptr_t>(stream));
       } catch (py::error_already_set &e) {
-        e.restore();
-        throw python_error();
+        rethrow(e);
       }
     }
   }
@@ -261,14 +282,16 @@ class Kernel : public c10::OperatorKernel {
         if (!arrays_[n].returned && !args[next].isTensor()) {
           call[n] = py::none();  // the schema admits tensors only; an undefined one is None
         } else {
-          call[n] = py::reinterpret_steal<py::object>(THPVariable_Wrap(tensors[n]));
+          PyObject *wrapped = THPVariable_Wrap(tensors[n]);
+          if (!wrapped)
+            throw py::error_already_set();
+          call[n] = py::reinterpret_steal<py::object>(wrapped);
         }
         next += arrays_[n].returned ? 0 : 1;
       }
       general_(*call);
     } catch (py::error_already_set &e) {
-      e.restore();
-      throw python_error();
+      rethrow(e);
     }
   }
 
@@ -278,7 +301,7 @@ class Kernel : public c10::OperatorKernel {
   size_t values_;
   size_t given_ = 0;
   py::object prepare_, encode_, general_, failed_;
-  std::once_flag once_;
+  std::atomic<bool> ready_{false};
   Launch launch_;
   std::mutex values_mutex_;
   bool values_kept_ = false;
