@@ -224,9 +224,10 @@ def main() -> None:
                                                                  options.repeats)))
         rows += chained(op, x, y, options)
         python_op = schedc_torch.custom_op(fn, "schedc_bench::add_python", native=False)
-        rows += [(f"  the same, the op's kernel in Python, {name[3:]}", us)
+        rows += [(f"  the same, the op's kernel in Python, {name.strip().removeprefix('op ')}", us)
                  for name, us in chained(python_op, x, y, options)[:1]]
-        rows += [(f"torch.add {name[3:]}", us) for name, us in chained(torch.add, x, y, options)]
+        rows += [(f"torch.add, {name.strip().removeprefix('op ')}", us)
+                 for name, us in chained(torch.add, x, y, options)]
         rows += gemm_rows(Path(directory) / "gemm", options)
         rows += graphed(fn, x, y, out, options)
         rows += floor(x, y, options)
