@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-import runpy
 import sys
 import time
 from dataclasses import dataclass
@@ -33,19 +32,16 @@ def _fail(message: str) -> None:
 
 
 def _run_script(script: str, show_only: bool, output_dir: str | None = None, **options):
-    from .package.build import session
+    from .package.build import run_script, session
 
     path = Path(script)
     if not path.is_file():
         _fail(f"{script}: no such script")
-    sys.path.insert(0, str(path.resolve().parent))
     try:
         with session(show_only=show_only, output_dir=output_dir, **options) as built:
-            runpy.run_path(str(path), run_name="__main__")
+            run_script(path)
     except SchedcError as e:
         _fail(str(e) + (f"\n{e.detail}" if e.detail else ""))
-    finally:
-        sys.path.pop(0)
     return built
 
 
@@ -152,19 +148,16 @@ def check(script: str, verify_ir: bool) -> None:
     resources and occupancy, advice (uncoalesced accesses, bank conflicts, local memory, low
     occupancy, each with the plan change that removes it), and every error, with the nest marked."""
     from . import show as views
-    from .package.build import session
+    from .package.build import run_script, session
 
     path = Path(script)
     if not path.is_file():
         _fail(f"{script}: no such script")
-    sys.path.insert(0, str(path.resolve().parent))
     try:
         with session(show_only=True, verify_ir=verify_ir) as built:
-            runpy.run_path(str(path), run_name="__main__")
+            run_script(path)
     except SchedcError as e:
         _check_failed(e)
-    finally:
-        sys.path.pop(0)
     checked = [(package, model, function) for package, model, function, _ in built.shown] + _unbuilt(built)
     if not checked:
         _fail(f"{script} adds no function to a package")

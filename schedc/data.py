@@ -6,11 +6,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from .ir.affine import Affine
 from .ir.functions import relative_error
 from .ir.kernel import Binary, Buffer, Call, Expr, Load
 from .ir.numeric import strided_view
+from .ir.patterns import accumulated
 from .ir.types import ScalarType
 from .ir.walk import subexpressions
 
@@ -57,7 +61,22 @@ def precisions(model) -> list[str | float]:
         found.extend(_name(dt) for dt in _arithmetic_types(s.value))
         found.extend(8 * relative_error(e.function) for e in subexpressions(s.value)
                      if isinstance(e, Call) and e.dtype is not ScalarType.float64)
+        found.extend(_long_sum(model, s))
     return found
+
+
+def _long_sum(model, store) -> list[float]:
+    """A sum kept in a 16-bit float array (off the tensor cores) rounds at each of its steps, so
+    its error grows with the number of terms, about as their square root (errors of either sign):
+    the type's tolerance times sqrt(terms / 64) past 64 terms (fp16: 5e-3 over 64 terms, 4e-2 over
+    4096). The reference sums exactly; only the kernel rounds each step.
+    """
+    target = model.buffer(store.buffer).dtype
+    if target not in (ScalarType.float16, ScalarType.bfloat16) or accumulated(store) is None:
+        return []
+    written = {d for i in store.index for d in Affine.of(i).variables()}
+    terms = math.prod(n for name, n in model.dims if name not in written)
+    return [TOLERANCES[target.value] * math.sqrt(terms / 64)] if terms > 64 else []
 
 
 def _name(dtype: ScalarType) -> str:

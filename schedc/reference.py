@@ -150,7 +150,10 @@ class _State:
             inner = self.evaluate(e.operand, dims)
             source = getattr(e.operand, "dtype", None)
             floating = source is not None and source.is_float
-            return Tensor(self.narrow(_cast(inner.data, e.dtype, floating), e.dtype), inner.dims)
+            data = inner.data
+            if floating and e.dtype.is_integer and source is ScalarType.float32:
+                data = data.astype(np.float32).astype(np.float64)  # the float32 value the kernel truncates
+            return Tensor(self.narrow(_cast(data, e.dtype, floating), e.dtype), inner.dims)
         if isinstance(e, Unary):
             inner = self.evaluate(e.operand, dims)
             return Tensor(_wrap(-inner.data, e.dtype), inner.dims)
@@ -225,7 +228,8 @@ class _State:
                 total = Tensor(total.data * len(self.dims[d]), total.dims)
         old = self.gather(store.buffer, store.index, self.dims)
         new = _prologue(self.model, old.aligned(written)) + total.aligned(written)
-        self.scatter(store, Tensor(_epilogue(self.model, new), written), self.dims)
+        target = self.model.buffer(store.buffer).dtype  # an integer sum wraps at its type's width, as each step's
+        self.scatter(store, Tensor(_wrap(_epilogue(self.model, new), target), written), self.dims)
 
     def sequential(self) -> None:
         """Vectorised over dimensions that carry no dependence (see ``_vector_dims``), in nest

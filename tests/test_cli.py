@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -298,3 +299,15 @@ def test_emulate_help_names_the_default_and_all():
     text = " ".join(result.output.split())
     assert "--blocks N|all" in text and "or all of them" in text
     assert "Default: the grid's corners, where partial tiles lie, and a few spread over it" in text
+
+
+@pytest.mark.parametrize("command", ["show", "check"])
+def test_a_script_sees_its_own_command_line_not_schedcs(tmp_path, command):
+    script = tmp_path / "argv_script.py"
+    seen = tmp_path / "argv.txt"
+    source = (ROOT / "samples" / "hello_matmul.py").read_text()
+    script.write_text(f"import sys\nopen({str(seen)!r}, 'w').write(repr(sys.argv))\n" + source)
+    before = list(sys.argv)
+    result = CliRunner().invoke(main, [command, str(script)])
+    assert result.exit_code == 0, result.output
+    assert seen.read_text() == repr([str(script)]) and sys.argv == before

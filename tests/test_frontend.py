@@ -75,6 +75,14 @@ def test_nest_shape_errors():
         (lambda A, B, i, j: B.__setitem__((i, j), acc.cast(A[i, j], T.float16) + 1.0), NestError, None),
         (lambda A, B, i, j: B.__setitem__((i, j), A[i, j] if A[i, j] else 0), NestError, "no truth value"),
         (lambda A, B, i, j: B.__setitem__((i, j), A[i, "j"]), NestError, "cannot use a str"),
+        (lambda A, B, i, j: B.__setitem__((i, j), A[i // 2, j]), NestError,
+         r"i // 2: '//' is not built in schedc's iteration logic: '/' of integers divides as C does"),
+        (lambda A, B, i, j: B.__setitem__((i, j), A[i % 4, j]), NestError,
+         r"i % 4: '%' is not built .* a - b \* \(a / b\)"),
+        (lambda A, B, i, j: B.__setitem__((i, j), 9 % A[i, j]), NestError, r"9 % A\[i, j\]: '%' is not built"),
+        (lambda A, B, i, j: B.__setitem__((i, j), A[i, j] << 1), NestError, "'<<' is not built .* bitwise"),
+        (lambda A, B, i, j: B.__setitem__((i, j), 1 >> A[i, j]), NestError, "'>>' is not built"),
+        (lambda A, B, i, j: B.__setitem__((i, j), A[i, j] ^ A[j, i]), NestError, "'\\^' is not built"),
     ],
 )
 def test_iteration_logic_rejects(statement, error, message):
@@ -273,3 +281,9 @@ def test_bounds_verdict_matches_enumeration(M, N, a, b, c, size):
     else:
         with pytest.raises(NestError, match="outside its shape"):
             nest.iteration_logic(lambda: B.__setitem__((i, j), A[a * i + b * j + c]))
+
+
+def test_an_arrays_errors_name_its_role_as_the_script_writes_it():
+    with pytest.raises(NestError, match=r"^Array\(role=Role.INPUT\): element_type must be a ScalarType, not "
+                                        r"'float32'"):
+        acc.Array(role=acc.Role.INPUT, element_type="float32", shape=(2,))

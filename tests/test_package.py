@@ -276,3 +276,14 @@ def test_library_formats_need_nvcc(tmp_path, monkeypatch):
         with pytest.raises(PackageError, match="needs nvcc, which is not installed"):
             _small_package().build("small", format=format, output_dir=tmp_path)
     assert _small_package().build("small", format=schedc.Package.Format.DEFAULT, output_dir=tmp_path).exists()
+
+
+def test_an_output_dir_that_cannot_be_made_is_named(tmp_path):
+    from .plans import vector_add
+
+    (tmp_path / "file").write_text("in the way")
+    package = schedc.Package()
+    package.add(*vector_add(64), base_name="v")
+    with pytest.raises(PackageError, match=r"Package.build\('v'\): output_dir '.*file/sub': cannot make the "
+                                               r"folder: Not a directory"):
+        package.build("v", output_dir=tmp_path / "file" / "sub")

@@ -60,6 +60,34 @@ def test_sequential_statements_and_last_write():
     assert np.allclose(values["S"], s) and np.array_equal(values["L"], last)
 
 
+def test_an_integer_sum_wraps_at_its_types_width_as_each_step_does():
+    """C[i, j] += A[i, k] * B[k, j] in int8, sums far past int8's range: the contraction's result
+    is what adding and wrapping at each step gives."""
+    nest, args = matmul_arrays(4, 5, 300, operand=T.int8, result=T.int8)
+    model = _model(nest, args)
+    arrays = data.inputs(model.buffers, seed=6)
+    values, _ = reference(model, arrays)
+    A, B, C = (np.asarray(arrays[n], dtype=np.int8) for n in "ABC")
+    expected = C.copy()
+    for k in range(300):
+        expected = (expected.astype(np.int64) + A[:, k:k + 1].astype(np.int64) * B[k].astype(np.int64)) \
+            .astype(np.int8)
+    assert np.abs(values["C"]).max() <= 128 and np.array_equal(values["C"], expected)
+
+
+def test_a_float32_value_truncated_to_an_integer_is_the_float32_one():
+    """cast(X * 300.0, int16) with X = -0.76f: float32's product is -228.0 exactly (what the kernel
+    truncates), float64's -227.9999971...: the reference truncates the float32 value."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(2,), name="X")
+    Q = acc.Array(role=acc.Role.OUTPUT, shape=(2,), element_type=T.int16, name="Q")
+    nest = acc.Nest(2)
+    (i,) = nest.get_indices()
+    nest.iteration_logic(lambda: Q.__setitem__(i, acc.cast(X[i] * 300.0, T.int16)))
+    model = _model(nest, (X, Q))
+    values, _ = reference(model, {"X": np.array([-0.76, 0.5], dtype=np.float32), "Q": np.zeros(2, np.int16)})
+    assert values["Q"].tolist() == [-228, 150]
+
+
 def test_terms_independent_of_a_summed_dimension_repeat():
     A = acc.Array(role=acc.Role.INPUT, shape=(3,), name="A")
     C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(3,), name="C")
@@ -254,3 +282,13 @@ def test_sixteen_bit_arithmetic_rounds_as_the_kernel_does(dtype):
     expected = (index - (a + index)).astype(np.float64)
     assert np.array_equal(values["C"], expected)
     assert not np.allclose(values["C"], -a.astype(np.float64), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype, K, expected", [
+    (T.float16, 64, 5e-3), (T.float16, 4096, 4e-2), (T.bfloat16, 1024, 1.2e-1), (T.float32, 4096, 1e-5)])
+def test_a_sum_kept_in_a_16_bit_float_is_allowed_an_error_growing_with_its_terms(dtype, K, expected):
+    """The kernel rounds a 16-bit sum at each step (the emulator and the GPU agree), the reference
+    sums exactly: the tolerance grows as the square root of the terms past 64."""
+    nest, args = matmul_arrays(4, 8, K, operand=dtype, result=dtype)
+    model = _model(nest, args)
+    assert data.tolerance_for(data.precisions(model)) == pytest.approx(expected)

@@ -62,7 +62,8 @@ class Array:
         data: np.ndarray | None = None,
         name: str | None = None,
     ) -> None:
-        where = "Array(" + (f"name={name!r}, " if name else "") + f"role={role!r})"
+        shown = f"{type(role).__name__}.{role.name}" if isinstance(role, enum.Enum) else repr(role)
+        where = "Array(" + (f"name={name!r}, " if name else "") + f"role={shown})"
         arguments = {"role": role, "element_type": element_type, "shape": shape, "layout": layout, "data": data,
                      "name": name}
         self._recording = Recording(Call("__init__", (), arguments), deferred=has_parameter(arguments))

@@ -107,6 +107,36 @@ class Expr(Logic):
     def __ror__(self, other: object) -> Expr:
         return logical("||", other, self, "|")
 
+    def __floordiv__(self, other: object) -> Expr:
+        _not_built("//", self, other)
+
+    def __rfloordiv__(self, other: object) -> Expr:
+        _not_built("//", other, self)
+
+    def __mod__(self, other: object) -> Expr:
+        _not_built("%", self, other)
+
+    def __rmod__(self, other: object) -> Expr:
+        _not_built("%", other, self)
+
+    def __lshift__(self, other: object) -> Expr:
+        _not_built("<<", self, other)
+
+    def __rlshift__(self, other: object) -> Expr:
+        _not_built("<<", other, self)
+
+    def __rshift__(self, other: object) -> Expr:
+        _not_built(">>", self, other)
+
+    def __rrshift__(self, other: object) -> Expr:
+        _not_built(">>", other, self)
+
+    def __xor__(self, other: object) -> Expr:
+        _not_built("^", self, other)
+
+    def __rxor__(self, other: object) -> Expr:
+        _not_built("^", other, self)
+
     def __invert__(self) -> Expr:
         if self.dtype is not ScalarType.bool:
             raise NestError(f"~{render(self)}", "'~' of a value that is not a bool: bitwise operators are not "
@@ -240,6 +270,21 @@ def binary(op: str, lhs: object, rhs: object) -> Binary:
     if op in "+-*/":
         _no_bool_arithmetic(op, dtype, f"{render(left)} {op} {render(right)}")
     return Binary(op, left, right, dtype)
+
+
+_NOT_BUILT = {
+    "//": "'/' of integers divides as C does (toward zero); of floats, acc.floor(a / b) rounds down",
+    "%": "C's remainder of integers is a - b * (a / b) ('/' of integers divides toward zero)",
+    "<<": "bitwise operators are not built in schedc (multiply by a power of two)",
+    ">>": "bitwise operators are not built in schedc (divide by a power of two)",
+    "^": "bitwise operators are not built in schedc (acc.not_equal of two conditions is their exclusive or)",
+}
+
+
+def _not_built(op: str, lhs: object, rhs: object) -> None:
+    """Refuse an operator Python has but schedc's iteration logic does not, saying what to write."""
+    raise NestError(f"{_shown(lhs)} {op} {_shown(rhs)}", f"'{op}' is not built in schedc's iteration logic: "
+                                                          f"{_NOT_BUILT[op]}")
 
 
 def _no_bool_arithmetic(op: str, dtype: ScalarType | None, where: str) -> None:

@@ -128,7 +128,8 @@ def check_lanes(model, reduction: ThreadReduction, block: tuple[int, int, int]) 
     if lanes & (lanes - 1):
         raise PlanError(f"a reduction across threads ({', '.join(reduction.loops)})",
                         f"THREAD_X has {lanes} threads; the combine halves them: make it a power of two "
-                        "(split the reduced loop by one)", loops=reduction.loops)
+                        "(split the reduced loop by a power of two and bind the inner part to THREAD_X)",
+                        loops=reduction.loops)
 
 
 def scratch_name(dtype: ScalarType) -> str:

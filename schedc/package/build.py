@@ -147,6 +147,22 @@ class Collected:
 _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("schedc_build", default=None)
 
 
+def run_script(path: Path) -> None:
+    """Run the schedule script at ``path`` as ``python SCRIPT`` would: as ``__main__``, its folder
+    importable, ``sys.argv`` the script alone (not the schedc command that runs it)."""
+    import runpy
+    import sys
+
+    argv, sys.argv = sys.argv, [str(path)]
+    sys.path.insert(0, str(Path(path).resolve().parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv = argv
+        if str(Path(path).resolve().parent) in sys.path:  # (the script may have taken it out itself)
+            sys.path.remove(str(Path(path).resolve().parent))
+
+
 @contextlib.contextmanager
 def session(show_only: bool = False, output_dir: str | Path | None = None, observe: Callable | None = None,
             verify_ir: bool = False, collect: Collected | None = None) -> Iterator[BuildSession]:
@@ -459,7 +475,7 @@ class _IRRecord:
             passes[:] = [(step.name, text)]
 
     def write(self, directory: Path, format: Format) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        made(directory, "Package.build: output_dir")
         for function, passes in self.texts.items():
             for n, (step, text) in enumerate(passes):
                 name = f"{function}.{n}_{step}.txt" if self.verbose else f"{function}.txt"
@@ -588,9 +604,22 @@ def write_emitted(emitted: Emitted, directory: Path) -> Path:
                   Format.HAT_SOURCE, Mode.RELEASE, None, library=False)
 
 
+def made(directory: Path, where: str) -> Path:
+    """``directory``, made with its parents where missing; a PackageError naming it where it
+    cannot be (a file in the way, no permission)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PackageError(f"{where} {str(directory)!r}",
+                           f"cannot make the folder: {error.strerror or error}"
+                           + (f" ({error.filename})" if error.filename and str(error.filename) != str(directory)
+                              else "")) from None
+    return directory
+
+
 def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance,
            description: dict | None = None, library: bool = True) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+    made(directory, f"Package.build({name!r}): output_dir")
     debug = mode is Mode.DEBUG
     arch = compilers.arch_for(target.arch, [k for f in functions for k in f.kernels])
     compiled = compilers.nvrtc_compile(source, name, arch, debug=debug)

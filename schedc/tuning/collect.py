@@ -9,7 +9,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import runpy
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from .. import __version__
 from ..errors import TuneError
 from ..frontend.dimension import Dimension
 from ..frontend.parameters import Parameter, ParameterValue, parameters_in, show_value, typed_value
-from ..package.build import BuildCall, Collected, GridAdd, session
+from ..package.build import BuildCall, Collected, GridAdd, run_script, session
 
 Shape = dict[str, int]  # problem-size parameters by name: {"M": 4096, "N": 4096, "K": 4096}
 
@@ -103,12 +102,8 @@ def run(source: Source) -> Script:
     path = Path(source.path)
     if not path.is_file() or path.read_text() != source.text:  # another host: run a copy of the text
         path = _copy(source)
-    sys.path.insert(0, str(path.parent))
-    try:
-        with session(collect=collected):
-            runpy.run_path(str(path), run_name="__main__")
-    finally:
-        sys.path.remove(str(path.parent))
+    with session(collect=collected):
+        run_script(path)
     if not collected.grids:
         raise TuneError(source.path, "adds no parameter grid: schedc tune searches the points of "
                                      "Package.add(..., parameters=acc.create_parameter_grid({...}))")
