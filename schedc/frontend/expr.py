@@ -38,6 +38,16 @@ class Storage(Protocol):
     def display_name(self) -> str: ...
 
 
+def _refused(op: str) -> tuple:
+    """``op``'s method and its reflected one, both refusing it (``_not_built``)."""
+    def forward(self, other: object):
+        _not_built(op, self, other)
+
+    def reflected(self, other: object):
+        _not_built(op, other, self)
+    return forward, reflected
+
+
 class Expr(Logic):
     """Base of every expression node: arithmetic operators build larger trees."""
 
@@ -107,35 +117,12 @@ class Expr(Logic):
     def __ror__(self, other: object) -> Expr:
         return logical("||", other, self, "|")
 
-    def __floordiv__(self, other: object) -> Expr:
-        _not_built("//", self, other)
-
-    def __rfloordiv__(self, other: object) -> Expr:
-        _not_built("//", other, self)
-
-    def __mod__(self, other: object) -> Expr:
-        _not_built("%", self, other)
-
-    def __rmod__(self, other: object) -> Expr:
-        _not_built("%", other, self)
-
-    def __lshift__(self, other: object) -> Expr:
-        _not_built("<<", self, other)
-
-    def __rlshift__(self, other: object) -> Expr:
-        _not_built("<<", other, self)
-
-    def __rshift__(self, other: object) -> Expr:
-        _not_built(">>", self, other)
-
-    def __rrshift__(self, other: object) -> Expr:
-        _not_built(">>", other, self)
-
-    def __xor__(self, other: object) -> Expr:
-        _not_built("^", self, other)
-
-    def __rxor__(self, other: object) -> Expr:
-        _not_built("^", other, self)
+    # operators Python has and the iteration logic does not: refused, saying what to write
+    __floordiv__, __rfloordiv__ = _refused("//")
+    __mod__, __rmod__ = _refused("%")
+    __lshift__, __rlshift__ = _refused("<<")
+    __rshift__, __rrshift__ = _refused(">>")
+    __xor__, __rxor__ = _refused("^")
 
     def __invert__(self) -> Expr:
         if self.dtype is not ScalarType.bool:
