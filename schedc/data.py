@@ -12,11 +12,11 @@ import numpy as np
 
 from .ir.affine import Affine
 from .ir.functions import relative_error
-from .ir.kernel import Binary, Buffer, Call, Expr, Load
+from .ir.kernel import Binary, Buffer, Call, Expr
 from .ir.numeric import strided_view
 from .ir.patterns import accumulated
 from .ir.types import ScalarType
-from .ir.walk import subexpressions
+from .ir.walk import loads, subexpressions
 
 # Relative error ||out - ref|| / ||ref|| allowed per arithmetic precision (the lowest wins).
 TOLERANCES = {
@@ -40,29 +40,43 @@ def tolerance_for(precisions: list[str | float]) -> float:
     return max((p if isinstance(p, float) else TOLERANCES[p]) for p in precisions) if precisions else 0.0
 
 
-def precisions(model) -> list[str | float]:
+def precisions(model, output: str | None = None) -> list[str | float]:
     """The arithmetic precisions a model's results depend on: the types it computes in, and for
     each element-wise function in float32 or a 16-bit type, its documented error on the GPU
     (several units in the last place: beyond float32's tolerance for fast_exp) times a margin
-    of 8 for the operations after it."""
+    of 8 for the operations after it. With ``output``, those of that array alone: the statements
+    that write it and, through the arrays they read, the statements those depend on (an int8
+    result beside a bfloat16 one is still checked exactly)."""
     found: list[str | float] = []
     written = {s.buffer for s in model.statements}
-    for b in model.buffers:
-        if b.name in written:
-            found.append(_name(b.dtype))
     t = model.tensorize
+    statements = model.statements if output is None or t is not None else _feeding(model, output)
+    for b in model.buffers:
+        if b.name in {s.buffer for s in statements}:
+            found.append(_name(b.dtype))
     if t is not None:
         operand = next(b.dtype for b in model.buffers if b.name not in written)
         if operand.is_float:
             found.append("tf32" if operand is ScalarType.float32 else
                          "tensor_float8" if operand.arithmetic is not operand else "tensor_float32")
         return found
-    for s in model.statements:
+    for s in statements:
         found.extend(_name(dt) for dt in _arithmetic_types(s.value))
         found.extend(8 * relative_error(e.function) for e in subexpressions(s.value)
                      if isinstance(e, Call) and e.dtype is not ScalarType.float64)
         found.extend(_long_sum(model, s))
     return found
+
+
+def _feeding(model, output: str) -> list:
+    """The statements whose results reach ``output``: those writing it, and transitively those
+    writing an array one of them reads (in the model's order)."""
+    wanted, grown = {output}, True
+    while grown:
+        reads = {x.buffer for s in model.statements if s.buffer in wanted for x in loads(s.value)}
+        grown = not reads <= wanted
+        wanted |= reads
+    return [s for s in model.statements if s.buffer in wanted]
 
 
 def _long_sum(model, store) -> list[float]:
@@ -84,9 +98,11 @@ def _name(dtype: ScalarType) -> str:
 
 
 def _arithmetic_types(e: Expr):
+    """The types ``e``'s operations compute in (a load is exact: a float16 array read into float32
+    arithmetic adds float32's error, not float16's; an 8-bit float computes in float32)."""
     for x in subexpressions(e):
-        if isinstance(x, Binary | Call | Load) and x.dtype is not None and x.dtype.arithmetic is x.dtype:
-            yield x.dtype  # (an 8-bit float is loaded exactly and computed in float32)
+        if isinstance(x, Binary | Call) and x.dtype is not None and x.dtype.arithmetic is x.dtype:
+            yield x.dtype
 
 
 def random_array(buffer: Buffer, rng: np.random.Generator) -> np.ndarray:

@@ -209,12 +209,12 @@ def _wide(dtype: np.dtype) -> type:
 def compare(model, outputs, expected, touched, written=None, tolerance=None) -> list[Report]:
     """One report per written parameter: the outputs against the reference over the elements the
     reference touched (``written``, where known, the elements the run wrote)."""
-    tol = data.tolerance_for(data.precisions(model)) if tolerance is None else tolerance
     visible = {b.name for b in model.buffers if b.kind == "param"}  # TEMP scratch is internal
     reports = []
     for name, mask in sorted(touched.items()):
         if name not in visible:
             continue
+        tol = data.tolerance_for(data.precisions(model, name)) if tolerance is None else tolerance
         was_written = None if written is None else written[name]
         t = _tally(outputs[name], expected[name], mask, was_written)
         relative = float("nan") if t.bad else (t.err2 ** 0.5 / t.ref2 ** 0.5 if t.ref2 else t.err2 ** 0.5)

@@ -292,3 +292,26 @@ def test_a_sum_kept_in_a_16_bit_float_is_allowed_an_error_growing_with_its_terms
     nest, args = matmul_arrays(4, 8, K, operand=dtype, result=dtype)
     model = _model(nest, args)
     assert data.tolerance_for(data.precisions(model)) == pytest.approx(expected)
+
+
+def test_each_output_is_checked_at_the_precision_of_what_computes_it():
+    """One statement's bfloat16 result does not loosen another's int8 one; a float16 array read
+    into float32 arithmetic is checked at float32's tolerance (the load is exact)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(8,), name="X")
+    N = acc.Array(role=acc.Role.INPUT, element_type=T.int8, shape=(8,), name="N")
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(8,), name="Y")
+    Q = acc.Array(role=acc.Role.OUTPUT, element_type=T.int8, shape=(8,), name="Q")
+    Z = acc.Array(role=acc.Role.OUTPUT, element_type=T.bfloat16, shape=(8,), name="Z")
+    nest = acc.Nest(8)
+    (i,) = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i] = acc.cast(X[i], T.float32) * 3.0
+        Q[i] = N[i] * 2
+        Z[i] = acc.cast(acc.cast(X[i], T.float32) * 0.5, T.bfloat16)
+
+    model = _model(nest, (X, N, Y, Q, Z))
+    tolerances = {name: data.tolerance_for(data.precisions(model, name)) for name in "YQZ"}
+    assert tolerances == {"Y": 1e-5, "Q": 0.0, "Z": 3e-2}
+    assert data.tolerance_for(data.precisions(model)) == 3e-2  # the whole function's, as before
