@@ -50,7 +50,8 @@ def test_a_gemv_whose_threads_each_read_a_row_is_not_coalesced():
     (note,) = notes(*gemv())
     assert note == ("advice (coalescing): A [0, 0] then [1, 0]: a warp reads 32 elements in 32 sectors of 32 bytes "
                     "(1024 bytes moved for 128 used, 12%; block 128x1x1: threadIdx.x moves it 1 along dimension 0 "
-                    "(stride 1024)); bind the loop along A's contiguous dimension 1 to THREAD_X, or read A through a "
+                    "(stride 1024)); bind the loop along A's contiguous dimension 1 (along k, which the statement "
+                    "sums: a reduction across threads) to THREAD_X, or read A through a "
                     "shared tile (plan.cache(A, index=..., location=SHARED), whose copy is coalesced)")
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
     Buffer,
@@ -125,7 +126,7 @@ class _Warp:
         moving = _moving(subscripts, buffer.strides, self.block)
         if isinstance(buffer, SharedBuffer):  # each iteration's access is its own: its banks alone
             return _banks(buffer, subscripts, address, write, model, moving)
-        return _sectors(buffer, subscripts, address, write, moving, self.block)
+        return _sectors(buffer, subscripts, address, write, moving, self.block, _summed_along(model, name, buffer))
 
 
 def _binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -159,7 +160,23 @@ def _moving(subscripts: list[np.ndarray], strides: tuple[int, ...], block) -> st
     return "; ".join(parts)
 
 
-def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, moving: str, block) -> Note | None:
+def _summed_along(model, name: str, buffer) -> list[str]:
+    """The nest dimensions in the subscript of ``name``'s contiguous dimension that a statement
+    reading it sums over (binding them to threads makes a reduction across threads)."""
+    if not buffer.strides:
+        return []
+    contiguous = int(np.argmin(buffer.strides))
+    found: list[str] = []
+    for s in getattr(model, "statements", ()):
+        kept = {d for i in s.index for d in Affine.of(i).variables()}
+        for x in loads(s.value):
+            if x.buffer == name and len(x.index) > contiguous:
+                found += [d for d in sorted(Affine.of(x.index[contiguous]).variables() - kept) if d not in found]
+    return found
+
+
+def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, moving: str, block,
+             summed: list[str] = ()) -> Note | None:
     """A note where the warp's access uses less than a quarter of the bytes its sectors move, each
     instruction on its own (a thread per row of the array; a thread's 4 consecutive elements, whose
     sectors the next instructions read from L1, are not flagged)."""
@@ -172,7 +189,9 @@ def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, movin
         return None
     contiguous = int(np.argmin(buffer.strides)) if buffer.strides else 0
     verb = "writes" if write else "reads"
-    change = (f"bind the loop along {buffer.name}'s contiguous dimension {contiguous} to THREAD_X"
+    along = (f" (along {', '.join(summed)}, which the statement sums: a reduction across threads)"
+             if summed and not write else "")
+    change = (f"bind the loop along {buffer.name}'s contiguous dimension {contiguous}{along} to THREAD_X"
               + ("" if write else f", or read {buffer.name} through a shared tile (plan.cache({buffer.name}, "
                                   "index=..., location=SHARED), whose copy is coalesced)"))
     text = (f"{buffer.name} {_shown(subscripts)}: a warp {verb} {len(elements)} elements in {len(sectors)} sectors "
