@@ -83,8 +83,7 @@ def _long_sum(model, store) -> list[float]:
     """A sum kept in a 16-bit float array (off the tensor cores) rounds at each of its steps, so
     its error grows with the number of terms, about as their square root (errors of either sign):
     the type's tolerance times sqrt(terms / 64) past 64 terms (fp16: 5e-3 over 64 terms, 4e-2 over
-    4096). The reference sums exactly; only the kernel rounds each step.
-    """
+    4096). The reference sums exactly; only the kernel rounds each step."""
     target = model.buffer(store.buffer).dtype
     if target not in (ScalarType.float16, ScalarType.bfloat16) or accumulated(store) is None:
         return []

@@ -25,6 +25,7 @@ any call that fails one to the function's Python call, which explains it with th
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Callable
 
@@ -125,14 +126,10 @@ def _native_kernel(fn, namespace: str, op: str, returned: list[str], torch) -> s
     if missing:
         return f"this torch has no dtype for {', '.join(missing)}"
 
-    def prepare() -> tuple:
-        if plan.context is None:
-            plan._prepare()
-        return fastcall.launch_parts(plan, fastcall.libcuda())
-
     try:
         module.register_kernel(namespace, op, fastcall.operator_arrays(plan, set(returned)), list(plan.pairs), 0,
-                               len(fn.function.kernels[0].values), prepare, fastcall.encoder(fn), fn,
+                               len(fn.function.kernels[0].values), functools.partial(fastcall.prepared_launch, plan),
+                               fastcall.encoder(fn), fn,
                                fastcall.launch_failed)
     except (RuntimeError, ValueError, TypeError) as error:  # the operator is defined: its kernel stays Python
         return f"the C++ kernel was not registered: {error}"

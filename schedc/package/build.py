@@ -153,14 +153,15 @@ def run_script(path: Path) -> None:
     import runpy
     import sys
 
+    folder = str(Path(path).resolve().parent)
     argv, sys.argv = sys.argv, [str(path)]
-    sys.path.insert(0, str(Path(path).resolve().parent))
+    sys.path.insert(0, folder)
     try:
         runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv = argv
-        if str(Path(path).resolve().parent) in sys.path:  # (the script may have taken it out itself)
-            sys.path.remove(str(Path(path).resolve().parent))
+        if folder in sys.path:  # (the script may have taken it out itself)
+            sys.path.remove(folder)
 
 
 @contextlib.contextmanager

@@ -305,14 +305,6 @@ class CallPlan:
         return self._struct_cache[1]
 
 
-def lean(host) -> bool:
-    """Whether the host function is one kernel whose parameters are the caller's arrays, in order
-    (no values: scalars, run-time sizes, tensor maps), launched plainly: its launch can be made once."""
-    kernel = host.kernels[0]
-    return len(host.kernels) == 1 and not kernel.values and not kernel.dependent_launch \
-        and [b.name for b in kernel.params] == [p.name for p in host.caller_params if isinstance(p, Buffer)]
-
-
 MAX_ARRAYS, MAX_STRUCTS = 32, 16  # what fastlaunch.c and torchop.cpp hold of a launch
 
 
@@ -326,6 +318,12 @@ def launchable_in_c(host) -> bool:
         and len(arrays) == len(host.caller_params) and [b.name for b in kernel.params] == arrays \
         and all(isinstance(v, StructParam) for v in kernel.values) \
         and len(arrays) <= MAX_ARRAYS and len(kernel.values) <= MAX_STRUCTS
+
+
+def lean(host) -> bool:
+    """A ``launchable_in_c`` function whose kernel takes no by-value structs: its ctypes launch too
+    is made once."""
+    return launchable_in_c(host) and not host.kernels[0].values
 
 
 def encoder(function) -> Callable[..., list[bytes]]:
@@ -355,9 +353,17 @@ def native_plan(plan: CallPlan, library: ctypes.CDLL, ordinal: int = 0, encode: 
                        *launch_parts(plan, library), values, (encode or encoder(plan.function)) if values else None)
 
 
+def prepared_launch(plan: CallPlan) -> tuple:
+    """``launch_parts`` of ``plan`` through libcuda, preparing it first (at its first launch)."""
+    if plan.context is None:
+        plan._prepare()
+    return launch_parts(plan, libcuda())
+
+
 def launch_parts(plan: CallPlan, library: ctypes.CDLL) -> tuple:
-    """What a launch in C takes of a prepared lean ``plan``: cuLaunchKernel's and cuCtxSetCurrent's
-    addresses, the context, the kernel's handle, its grid, block and dynamic shared bytes."""
+    """What a launch in C takes of a prepared ``launchable_in_c`` plan: cuLaunchKernel's and
+    cuCtxSetCurrent's addresses, the context, the kernel's handle, its grid, block and dynamic
+    shared bytes."""
     kernel = plan.kernels[0]
     address = ctypes.cast(library.cuLaunchKernel, ctypes.c_void_p).value
     set_current = ctypes.cast(library.cuCtxSetCurrent, ctypes.c_void_p).value

@@ -225,9 +225,10 @@ static PyObject *plan_call(Plan *self, PyObject *args) {
     unsigned char values[MAX_VALUES * VALUE_BYTES];
     int encode = self->value_count
         && !(self->encoded && !memcmp(self->encoded_for, pointers, sizeof(uint64_t) * self->count));
-    if (encode && encode_values(self, pointers, values) < 0)
-        return NULL;
-    if (encode) {  /* no Python code from here to the launch: another thread's call cannot come between */
+    if (encode) {
+        if (encode_values(self, pointers, values) < 0)
+            return NULL;
+        /* no Python code from here to the launch: another thread's call cannot come between */
         memcpy(self->values, values, (size_t)VALUE_BYTES * self->value_count);
         memcpy(self->encoded_for, pointers, sizeof(uint64_t) * self->count);
         self->encoded = 1;
