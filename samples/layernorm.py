@@ -1,13 +1,18 @@
 """Layer normalisation of rows, Y = (X - mean) / sqrt(var + eps) * gamma + beta, in one kernel.
 
-Five nests fused over the rows (``acc.fuse(..., partial=1)``), as ``samples/softmax.py`` runs
-them: the row's sums set to zero (TEMP arrays), the sum of X, the sum of squared deviations from
-the mean, the mean and the reciprocal standard deviation (once a row, on its first thread), and
-the normalised row scaled by ``gamma`` and shifted by ``beta`` (per column). The
-sums are reductions across the block's threads (THREAD_X); the row comes into shared memory once;
-the arithmetic is float32.
+Nests fused over the rows (``acc.fuse(..., partial=1)``), as ``samples/softmax.py`` runs them:
+the row's sums set to zero (TEMP arrays); the sums (reductions across the block's threads,
+THREAD_X); the mean and the reciprocal standard deviation (once a row, on its first thread); the
+normalised row scaled by ``gamma`` and shifted by ``beta`` (per column). The row comes into
+shared memory once; the arithmetic is float32. The sums take one pass over the row or two:
 
-- ``layernorm_fp16_8192x4096``: float16 X, Y, gamma and beta (``benchmarks/softmax.py`` times it
+- one (``one_pass=True``): the sums of ``d = X[i, j] - X[i, 0]`` and of ``d * d`` in one nest, two
+  reductions across threads side by side; the variance is E[d^2] - E[d]^2, which does not cancel
+  where the row's mean is large beside its spread (the shift is one of the row's own values);
+- two: the sum of X, then the sum of squared deviations from the mean.
+
+- ``layernorm_fp16_8192x4096``: float16 X, Y, gamma and beta, one pass;
+  ``layernorm_two_pass_fp16_8192x4096`` the same in two (``benchmarks/softmax.py`` times them
   against ``torch.nn.functional.layer_norm``).
 """
 
@@ -17,8 +22,13 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 F32 = acc.ScalarType.float32
 
 
-def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, eps: float = 1e-5):
-    """The plan and its arrays (X, gamma, beta, Y)."""
+def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, eps: float = 1e-5,
+              one_pass: bool = False):
+    """The plan and its arrays (X, gamma, beta, Y). ``one_pass``: the sums of the row's values and
+    of their squares in one pass (two reductions across threads in one nest), each value taken
+    from the row's first, ``d = X[i, j] - X[i, 0]`` (the shifted-data form: the variance
+    E[d^2] - E[d]^2 does not cancel where the mean is large beside the deviations), instead of a
+    second pass over the deviations from the mean: one pass over the row fewer."""
     X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     gamma = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
     beta = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
@@ -39,7 +49,12 @@ def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, 
 
     @sums.iteration_logic
     def _():
-        total[i1] += acc.cast(X[i1, j1], F32)
+        if one_pass:
+            d = acc.cast(X[i1, j1], F32) - acc.cast(X[i1, 0], F32)
+            total[i1] += d
+            squares[i1] += d * d
+        else:
+            total[i1] += acc.cast(X[i1, j1], F32)
 
     deviations = acc.Nest(shape=(M, N))
     i2, j2 = deviations.get_indices()
@@ -54,8 +69,13 @@ def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, 
 
     @inverse.iteration_logic
     def _():  # the row's mean and 1 / standard deviation, once a row
-        total[i4] = total[i4] * (1.0 / N)
-        squares[i4] = 1.0 / acc.sqrt(squares[i4] * (1.0 / N) + eps)
+        if one_pass:  # total and squares: of the values less the row's first
+            shift = total[i4] * (1.0 / N)
+            squares[i4] = 1.0 / acc.sqrt(acc.max(squares[i4] * (1.0 / N) - shift * shift, 0.0) + eps)
+            total[i4] = shift + acc.cast(X[i4, 0], F32)
+        else:
+            total[i4] = total[i4] * (1.0 / N)
+            squares[i4] = 1.0 / acc.sqrt(squares[i4] * (1.0 / N) + eps)
 
     scaled = acc.Nest(shape=(M, N))
     i3, j3 = scaled.get_indices()
@@ -65,20 +85,20 @@ def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, 
         y = (acc.cast(X[i3, j3], F32) - total[i3]) * squares[i3] * acc.cast(gamma[j3], F32) + acc.cast(beta[j3], F32)
         Y[i3, j3] = acc.cast(y, dtype)
 
-    nests = (init, sums, deviations, inverse, scaled)
+    nests = (init, sums, *(() if one_pass else (deviations,)), inverse, scaled)
     schedule = acc.fuse(tuple(n.create_schedule() for n in nests), partial=1)
-    f, i, j1, j2, j3 = schedule.get_indices()
+    f, i, *rows = schedule.get_indices()
     ii = schedule.split(i, 1)  # one row: the loop its shared copy sits at
-    t1, t2, t3 = (schedule.split(j, threads) for j in (j1, j2, j3))
-    schedule.reorder(i, ii, f, j1, t1, j2, t2, j3, t3)
+    parts = [schedule.split(j, threads) for j in rows]
+    schedule.reorder(i, ii, f, *(index for pair in zip(rows, parts) for index in pair))
     plan = schedule.create_plan(target)
-    plan.bind({i: target.GridUnit.BLOCK_X, t1: target.GridUnit.THREAD_X, t2: target.GridUnit.THREAD_X,
-               t3: target.GridUnit.THREAD_X})
+    plan.bind({i: target.GridUnit.BLOCK_X, **{t: target.GridUnit.THREAD_X for t in parts}})
     plan.cache(X, index=ii, location=target.MemorySpace.SHARED)
     return plan, (X, gamma, beta, Y)
 
 
 if __name__ == "__main__":
     package = acc.Package()
-    package.add(*layernorm(8192, 4096), base_name="layernorm_fp16_8192x4096")
+    package.add(*layernorm(8192, 4096, one_pass=True), base_name="layernorm_fp16_8192x4096")
+    package.add(*layernorm(8192, 4096), base_name="layernorm_two_pass_fp16_8192x4096")
     package.build("layernorm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/layernorm")

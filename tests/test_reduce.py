@@ -110,6 +110,45 @@ def test_refused_reductions(change, message):
         compile_function_plan(plan, args)
 
 
+def moments(M=8, N=1000, lanes=256, dtype=T.float32, reads_sum=False):
+    """A row's sum, sum of squares and maximum, three reductions in one nest over the same loop
+    on THREAD_X (``reads_sum``: the second statement reads the sum, which is refused)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
+    S, Q, P = (acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float32, shape=(M,)) for _ in range(3))
+    nest = acc.Nest(M, N)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        x = acc.cast(X[i, j], T.float32)
+        S[i] += x
+        Q[i] += x * (S[i] if reads_sum else x)
+        P[i] = acc.max(P[i], x)
+
+    s = nest.create_schedule()
+    jj = s.split(j, lanes)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, jj: H100.GridUnit.THREAD_X})
+    return plan, (X, S, Q, P)
+
+
+@pytest.mark.parametrize("lanes, dtype", [(256, T.float32), (32, T.float16), (1024, T.bfloat16)])
+def test_several_reductions_in_one_nest_match_the_reference(lanes, dtype):
+    plan, args = moments(N=3000 if lanes == 1024 else 1000, lanes=lanes, dtype=dtype)
+    model, fn = compile_function_plan(plan, args)
+    combines = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, ThreadReduce)]
+    assert [(c.op, c.array) for c in combines] == [("+", "_partial"), ("+", "_partial_s1"), ("max", "_partial_s2")]
+    _passed(emulate_function(model, fn, None, seed=4))
+    nvrtc_compile(emit_source([fn], "// moments"), "moments", "sm_90")
+
+
+def test_a_reduction_reading_another_reductions_target_is_refused():
+    plan, args = moments(reads_sum=True)
+    with pytest.raises(PlanError, match=r"Q's \+ reads S, which this nest reduces across threads: each thread would "
+                                        "read a partial value"):
+        compile_function_plan(plan, args)
+
+
 def _row_sum(N=64, overwrite=False):
     """S[i] += X[i, j] over 8 rows (``overwrite``: S[i] = X[i, j], no reduction): the nest's
     schedule, its indices and arrays."""
@@ -179,6 +218,8 @@ ROWS = {
     "softmax fp32, 32 threads, X uncached": lambda: softmax.softmax(4, 700, T.float32, 32, cache=False),
     "softmax fp16 fast (fast_exp, a reciprocal part)": lambda: softmax.softmax(5, 2000, T.float16, 128, fast=True),
     "layernorm fp16": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
+    "layernorm fp16 in one pass (two reductions in one part)": lambda: layernorm.layernorm(5, 3000, T.float16, 128,
+                                                                                           one_pass=True),
 }
 
 
@@ -187,9 +228,32 @@ def test_fused_row_kernels_match_the_reference(name):
     plan, args = ROWS[name]()
     model, fn = compile_function_plan(plan, args)
     body = list(walk_statements(fn.kernels[-1].body))
-    assert sum(isinstance(s, ThreadReduce) for s in body) == 2  # two of the four parts reduce across threads
+    assert sum(isinstance(s, ThreadReduce) for s in body) == 2  # two parts reduce across threads (or one part twice)
     _passed(emulate_function(model, fn, None, seed=8))
     nvrtc_compile(emit_source([fn], "// rows"), "rows", "sm_90")
+
+
+@pytest.mark.parametrize("one_pass", [False, True], ids=["two passes", "one pass, shifted"])
+def test_layernorm_holds_rows_whose_mean_is_large_beside_their_spread(one_pass):
+    """Rows of float32 values near 10^4 with a spread of 1: E[x^2] - E[x]^2 would cancel every digit
+    (float32 keeps 7); the one-pass form sums the values less the row's first, so it holds."""
+    import numpy as np
+
+    from schedc.codegen.emulate import emulate_sequence
+    from schedc.data import from_storage, to_storage
+
+    plan, args = layernorm.layernorm(4, 2048, T.float32, 128, one_pass=one_pass)
+    _, fn = compile_function_plan(plan, args)
+    rng = np.random.default_rng(0)
+    x = (1e4 + rng.standard_normal((4, 2048))).astype(np.float32)
+    gamma, beta = np.ones(2048, np.float32), np.zeros(2048, np.float32)
+    arrays = {"X": x, "gamma": gamma, "beta": beta, "Y": np.zeros_like(x)}
+    params = {b.name: b for b in fn.arrays}
+    run = emulate_sequence(fn, {name: to_storage(params[name], a) for name, a in arrays.items()})
+    y = from_storage(params["Y"], run.storage["Y"])
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    assert np.abs(y - want).max() < 1e-2
 
 
 def test_parts_on_threads_meet_at_barriers():
@@ -334,6 +398,8 @@ GPU = {
     "softmax fp32 1024 threads": lambda: softmax.softmax(16, 32768, T.float32, 1024),
     "softmax fp16 fast": lambda: softmax.softmax(64, 4096, T.float16, 256, fast=True),
     "layernorm fp16": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
+    "layernorm fp16 in one pass": lambda: layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True),
+    "sum, squares and max in one nest, bf16": lambda: moments(M=9, N=3000, lanes=512, dtype=T.bfloat16),
 }
 
 

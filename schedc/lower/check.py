@@ -24,9 +24,9 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_fusion(model)
     for part in model.parts:
         across = reduce.find(part, model.outside_fusion)
-        if across is not None:
-            reduce.check_lanes(part, across, launch.block)
-        _check_races(part, across.loops if across is not None else ())
+        if across:
+            reduce.check_lanes(part, across[0], launch.block)
+        _check_races(part, across[0].loops if across else ())
         _check_order(part)
 
 

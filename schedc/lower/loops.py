@@ -45,19 +45,19 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         around = (before, after)
     else:
         innermost = _statements(model, model.statements, shared, registers, as_expr)
-    across = reduce.find(model) if tiles is None and model.fusion is None else None
-    if across is not None:  # each thread's partial: the statement adds into it
-        innermost = (reduce.partial_update(across, innermost[0]),)
+    across = reduce.find(model) if tiles is None and model.fusion is None else ()
+    if across:  # each thread's partials: the statements add into them
+        innermost = tuple(reduce.partial_update(r, s) for r, s in zip(across, innermost, strict=True))
     unrolled = private.unrolled(registers)
     # a cache placed before a loop that is unrolled into fragments is filled at the innermost level
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
     parted = []
     if model.fusion is not None and tiles is None:
-        parted = [reduce.find(part, model.outside_fusion) for part in model.parts]
-    combine = reduce.scratches((across, *parted), launch.block)
+        parted = [r for part in model.parts for r in reduce.find(part, model.outside_fusion)]
+    combine = reduce.scratches((*across, *parted), launch.block)
     nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
                  barriers=bool(shared) or bool(combine) or bool(threaded_units(model)))
-    if across is not None:
+    if across:
         body = _across_threads(model, nest, across, serial, innermost, guards)
     elif model.fusion is None or tiles is not None:
         body = nest.levels(serial, innermost, guards)
@@ -103,17 +103,17 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
         own = nest.for_part(part, outside, {lp.name for lp in loops})
         statements = _statements(model, part.statements, own.shared, own.registers, nest.as_expr)
-        across = reduce.find(part, outside)
-        if across is not None:  # each part's partial of its own
-            across = dataclasses.replace(across, name=f"{reduce.PARTIAL}_{number}")
-            statements = (reduce.partial_update(across, statements[0]),)
+        across = tuple(dataclasses.replace(r, name=reduce.partial_name(f"{reduce.PARTIAL}_{number}", s))
+                       for s, r in enumerate(reduce.find(part, outside)))  # each part's partials of its own
+        if across:
+            statements = tuple(reduce.partial_update(r, st) for r, st in zip(across, statements, strict=True))
         idle = [Binary("==", Var(f"threadIdx.{u.axis}"), Const(0)) for u in sorted(threaded, key=str)
                 if all(b.unit is not u for b in part.bindings)]
         if idle:  # the part's instances lie at the others' first thread (Accera's padding)
             statements = (If(all_of(idle), statements, "this part runs on the first thread of the axis"),)
         if threaded and number:
             parts.append(Barrier("the part before has written what this one reads"))
-        if across is not None:
+        if across:
             parts += _across_threads(part, own, across, loops, statements, kept, tuple(idle))
         else:
             parts += own.levels(loops, statements, kept)
@@ -121,21 +121,27 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
     return nest.levels(outer, tuple(parts), top, parts=True)
 
 
-def _across_threads(model, nest: _Nest, across: reduce.ThreadReduction, serial: list, innermost, guards,
-                    idle: tuple[Expr, ...] = ()):
-    """A reduction across threads: the partial set before the serial loops, the combine after
-    them (every thread of the block reaches it: no guard wraps it), the total written by the
-    row's first thread where the row's own guards hold (and ``idle``: a fused schedule's part
-    runs on the first thread of the axes it has no loop on)."""
-    store = model.statements[0]  # a reduction across threads is its nest's (or part's) one statement
-    target = in_loops(model, store)  # (a fused schedule's part: over the whole schedule's loops)
+def _across_threads(model, nest: _Nest, across: tuple[reduce.ThreadReduction, ...], serial: list, innermost,
+                    guards, idle: tuple[Expr, ...] = ()):
+    """Reductions across threads (one a statement of the nest or part): the partials set before
+    the serial loops, the combines after them (every thread of the block reaches them: no guard
+    wraps them), each total written by the row's first thread where the row's own guards hold
+    (and ``idle``: a fused schedule's part runs on the first thread of the axes it has no loop
+    on)."""
     serial_names = {lp.name for lp in serial}
-    row = [g for g in guards if not g.affine.variables() & (serial_names | set(across.loops))]
+    row = [g for g in guards if not g.affine.variables() & (serial_names | set(across[0].loops))]
     conditions = [*([_conjunction(row, [lp.name for lp in model.loops])] if row else []), *idle]
     kept = all_of(conditions) if conditions else None
-    first = {name: nest.facts.loop(name).first for name in across.loops}
-    before, after = reduce.around(across, target, model.buffer(store.buffer).dtype, nest.launch.block, kept, first)
-    return (*before, *nest.levels(serial, innermost, guards), *after)
+    first = {name: nest.facts.loop(name).first for name in across[0].loops}
+    before, combines, writes = [], [], []
+    for reduction, store in zip(across, model.statements, strict=True):
+        target = in_loops(model, store)  # (a fused schedule's part: over the whole schedule's loops)
+        start, (combine, write) = reduce.around(reduction, target, model.buffer(store.buffer).dtype,
+                                                nest.launch.block, kept, first)
+        before += start
+        combines.append(combine)
+        writes.append(write)
+    return (*before, *nest.levels(serial, innermost, guards), *combines, *writes)
 
 
 def threaded_units(model) -> set:

@@ -6,7 +6,9 @@ Each thread keeps its own partial (a one-element register array, starting at op'
 block combine their partials (``ThreadReduce``: shuffles within a warp, one shared element per
 warp across warps), and the row's first thread writes ``T[p] = T[p] op total``. The race check
 accepts exactly this: threads that differ only in the reduced loop meet on T's element through
-the combine, and nowhere else (the nest has this statement alone). A 16-bit float T sums in
+the combine, and nowhere else. A nest may reduce several arrays over the same loop (a row's sum
+and sum of squares): every statement is then such a reduction, each with its own partial and
+combine, and none reads another's T (it would read a partial value). A 16-bit float T sums in
 float32 and narrow integers in int32 (rounded or wrapped once, when T is written).
 
 Before → after, a row sum with 256 threads along j::
@@ -42,7 +44,7 @@ from ..ir.kernel import (
     Var,
     all_of,
 )
-from ..ir.patterns import reduction, widened
+from ..ir.patterns import buffers_read, reduction, widened
 from ..ir.types import ScalarType
 from ..targets import GridUnit
 
@@ -77,27 +79,44 @@ def reduced_loops(model) -> tuple[str, ...]:
     return tuple(reduced)
 
 
-def find(model, enclosing: frozenset[str] = frozenset()) -> ThreadReduction | None:
-    """The plan's reduction across threads, checked, or None (no thread-bound loop is reduced,
-    or the statement is no reduction: the race check then says why). ``enclosing``: serial loops
-    around the whole reduction (a fused schedule's loops before its fusing index), which may
-    move T's element: each of their iterations reduces anew."""
+def find(model, enclosing: frozenset[str] = frozenset()) -> tuple[ThreadReduction, ...]:
+    """The plan's reductions across threads, checked, one per statement (each with a partial of
+    its own), or none (no thread-bound loop is reduced, or a statement is no reduction: the race
+    check then says why). ``enclosing``: serial loops around the whole reduction (a fused
+    schedule's loops before its fusing index), which may move T's element: each of their
+    iterations reduces anew."""
     loops = reduced_loops(model)
     if not loops or model.fusion is not None:
-        return None
-    if len(model.statements) != 1 or reduction(model.statements[0]) is None:
-        return None
-    store = model.statements[0]
-    op, _ = reduction(store)
+        return ()
+    if any(reduction(s) is None for s in model.statements):
+        return ()
     where = f"a reduction across threads ({', '.join(loops)})"
     units = {model.binding_of(n) for n in loops}
     x = next((b for b in model.bindings if b.unit is GridUnit.THREAD_X), None)
+    first = model.statements[0]
     if units != {GridUnit.THREAD_X} or set(x.loops) != set(loops):
-        raise PlanError(where, f"{store.buffer}'s {op} over {', '.join(loops)} combines the threads of a row: bind "
-                               "the reduced loop(s), and only them, to THREAD_X (the rows' other loops to THREAD_Y, "
-                               "THREAD_Z or blocks)", loops=loops)
+        raise PlanError(where, f"{first.buffer}'s {reduction(first)[0]} over {', '.join(loops)} combines the threads "
+                               "of a row: bind the reduced loop(s), and only them, to THREAD_X (the rows' other "
+                               "loops to THREAD_Y, THREAD_Z or blocks)", loops=loops)
     if model.tensorize is not None:
         raise PlanError(where, "a tensorized plan reduces within its tiles: bind warps, not threads", loops=loops)
+    targets = {s.buffer for s in model.statements}
+    found = []
+    for number, store in enumerate(model.statements):
+        read = sorted(buffers_read(reduction(store)[1]) & targets)
+        if read:
+            raise PlanError(where, f"{store.buffer}'s {reduction(store)[0]} reads {read[0]}, which this nest "
+                                   "reduces across threads: each thread would read a partial value. Reduce it in a "
+                                   "nest before this one (acc.fuse runs them in turn)", loops=loops)
+        found.append(_checked(model, store, loops, enclosing, where, number))
+    return tuple(found)
+
+
+def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[str], where: str,
+             number: int) -> ThreadReduction:
+    """The reduction of the nest's statement ``number``, refused where its element moves with a
+    serial loop, it is bool or it is cached."""
+    op, _ = reduction(store)
     written = {v for i in store.index for v in Affine.of(i).variables()}
     serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None
               and lp.name not in enclosing]
@@ -111,7 +130,12 @@ def find(model, enclosing: frozenset[str] = frozenset()) -> ThreadReduction | No
     if any(c.array == store.buffer for c in model.caches):
         raise PlanError(where, f"{store.buffer} is cached; its reduction across threads writes it once, from one "
                                "thread of a row: leave it uncached", loops=loops)
-    return ThreadReduction(op, loops, partial_type(target))
+    return ThreadReduction(op, loops, partial_type(target), partial_name(PARTIAL, number))
+
+
+def partial_name(base: str, number: int) -> str:
+    """The partial of a nest's statement ``number`` (its first keeps ``base``)."""
+    return base if number == 0 else f"{base}_s{number}"
 
 
 def partial_type(target: ScalarType) -> ScalarType:

@@ -152,10 +152,11 @@ class ScheduleBuilder:
     def thread_reduce(self) -> None:
         """A reduction across threads, sometimes: the inner piece of a summed index (along which
         no statement writes) bound to THREAD_X in place of what was there (refused unless its
-        threads are a power of two, the nest has one reduction statement, ...)."""
+        threads are a power of two, every statement of the nest is a reduction none of the others
+        reads, ...)."""
         written = {x.index for s in self.nest.statements for x in s.target.subscripts}
         roots = [n for n in self.by_root if n not in written and len(self.by_root[n]) > 1]
-        chance = 0.3 if len(self.nest.statements) == 1 and self.nest.statements[0].accumulate else 0.02
+        chance = 0.3 if all(s.accumulate for s in self.nest.statements) else 0.02
         if not roots or self.rng.random() >= chance:
             return
         inner = self.by_root[self.rng.choice(roots)][-1]

@@ -34,10 +34,11 @@ def map_statement(b: NestBuilder) -> None:
     b.add(Statement(Ref(name, b.target(indices, exact=role == "OUTPUT")), value), b.interval_of(value, dtype))
 
 
-def reduction_statement(b: NestBuilder) -> None:
+def reduction_statement(b: NestBuilder, kept: list[str] | None = None) -> list[str]:
     """``T[kept] += value``, summed over the other nest indices (``C[0] += ...`` when none is
-    kept): products of two reads, a constant times a read, or any value."""
-    kept = b.rng.sample(b.names, b.rng.randint(0, len(b.names) - 1))
+    kept): products of two reads, a constant times a read, or any value. Returns ``kept`` (a
+    second reduction over the same indices: several reductions in one nest)."""
+    kept = b.rng.sample(b.names, b.rng.randint(0, len(b.names) - 1)) if kept is None else kept
     terms = math.prod(b.extents[n] for n in b.names if n not in kept)
     few = math.prod(b.extents[n] for n in kept) < FEW
     half = b.rng.choice(("float16", "bfloat16"))
@@ -50,6 +51,7 @@ def reduction_statement(b: NestBuilder) -> None:
     name = b.new_array("INPUT_OUTPUT", dtype, len(subs))
     got = b.interval_of(value, dtype)
     b.add(Statement(Ref(name, subs), value, accumulate=True), Interval(-4 + terms * got.lo, 4 + terms * got.hi))
+    return kept
 
 
 def _outputs(b: NestBuilder, target: Ref) -> int:
@@ -147,7 +149,9 @@ def build_nest(rng: random.Random, kind: str) -> Nest:
     b = NestBuilder(rng, dims)
     first = {"elementwise": map_statement, "multi": map_statement, "reduction": reduction_statement,
              "matmul": matmul_statement, "recurrence": recurrence_statement}[kind]
-    first(b)
+    kept = first(b)
+    if kind == "reduction" and rng.random() < 0.15:  # a second reduction over the same indices
+        reduction_statement(b, kept)
     more = {"multi": rng.choice((1, 1, 2)), "elementwise": int(rng.random() < 0.2),
             "reduction": int(rng.random() < 0.2), "recurrence": int(rng.random() < 0.3)}.get(kind, 0)
     for _ in range(more):
