@@ -196,8 +196,8 @@ def _sampled_reference(model, arrays, blocks):
     touched: dict[str, np.ndarray] = {}
     for block in blocks:
         values, mask = reference(model, arrays, block_dims(model, facts, block))
-        for name, m in mask.items():
-            expected[name] = np.where(m, values[name], expected[name])
+        for name, m in mask.items():  # a TEMP array (scratch, not compared) starts as the reference's own
+            expected[name] = np.where(m, values[name], expected.get(name, values[name]))
             touched[name] = touched.get(name, np.zeros_like(m)) | m
     return expected, touched
 

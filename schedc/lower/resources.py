@@ -1,7 +1,8 @@
 """Per-block resources of a kernel and the occupancy they allow, from the target table.
 
-Registers are an estimate (ptxas decides): a base for indices and addresses, two per value a
-statement loads, and each tensor-core fragment's registers (its family's table entry).
+Registers are an estimate (ptxas decides): a base for indices and addresses, each tensor-core
+fragment's registers (its family's table entry) and register tile's, and two per value a
+statement stores or loads, for the statements live at once (``_live``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from ..instructions import FAMILIES
 from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Roles, Store
-from ..ir.walk import walk_statements
+from ..ir.walk import bodies, walk_statements
 
 BASE_REGISTERS = 24
 MAX_REGISTERS_WARNING = 255
@@ -45,9 +46,22 @@ def registers(kernel: Kernel) -> int:
             total += FAMILIES[s.family].registers(s.use, (s.m, s.n, s.k), s.precision, s.dtype)
         elif isinstance(s, PrivateArray):
             total += s.registers
-        elif isinstance(s, Store):
-            total += 2 * (1 + _loads(s.value))
-    return total
+    return total + _live(kernel.body)
+
+
+def _live(body) -> int:
+    """The registers of the values the statements of ``body`` hold at once: two per value a
+    statement stores or loads, summed over a body's own statements (an unrolled body's may
+    interleave) plus the largest of its nested bodies (a loop's values are dead after it: a
+    fused schedule's parts run one after another).
+
+    >>> from schedc.ir.kernel import Const, Load, Loop, Store, Var
+    >>> two = Store("Y", (Var("i"),), Load("X", (Var("i"),), None))
+    >>> _live((Loop("i", Const(0), Const(8), 1, (two, two)), Loop("j", Const(0), Const(8), 1, (two,))))
+    8
+    """
+    own = sum(2 * (1 + _loads(s.value)) for s in body if isinstance(s, Store))
+    return own + max((_live(b) for s in body for b in bodies(s)), default=0)
 
 
 def _loads(expr) -> int:
