@@ -3,7 +3,8 @@
 floats (``c = a + b``), beside torch's own add and a Triton kernel, in the same run; the same
 function as a ``torch.library`` operator (``schedc.torch.custom_op``) eagerly, inside
 ``torch.compile`` (a graph of one call, and the difference a call makes in a graph of eight, its
-kernel in C++ and in Python) and in CUDA graphs, beside torch's allocating add in the same graphs;
+kernel in C++ and in Python; the same graphs with inductor's C++ wrapper and without its size and
+alignment asserts) and in CUDA graphs, beside torch's allocating add in the same graphs;
 a small wgmma product whose kernel takes TMA tensor maps, directly and as an operator; the function
 in a replayed CUDA graph beside its kernel's time; then where a schedc call spends its microseconds
 (cProfile, by function).
@@ -94,6 +95,10 @@ def per_call(call, calls: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+INDUCTOR = (("inductor's C++ wrapper", {"cpp_wrapper": True}),
+            ("no size or alignment asserts", {"size_asserts": False, "alignment_asserts": False}))
+
+
 def chain(op, count: int):
     """``(p, q) -> op(...op(op(p, q), q)..., q)``, ``count`` calls."""
     def run(p, q):
@@ -103,18 +108,21 @@ def chain(op, count: int):
     return run
 
 
-def chained(op, x, y, options, check: bool = True) -> list[tuple[str, float]]:
+def chained(op, x, y, options, check: bool = True, inductor: dict | None = None) -> list[tuple[str, float]]:
     """The operator's cost inside a compiled graph: a function of 8 chained calls against one of 1,
     the difference per call (the compiled function's own entry cost falls out); and the same
-    graph of 8 calls compiled with CUDA graphs (mode="reduce-overhead"), per call."""
+    graph of 8 calls compiled with CUDA graphs (mode="reduce-overhead"), per call. ``inductor``:
+    inductor options of the two graphs (then only the first row)."""
     import torch
 
     torch._dynamo.reset()  # each chain's code is compiled anew: dynamo counts recompilations per code object
-    one, eight = (torch.compile(chain(op, n), fullgraph=True) for n in (1, 8))
+    one, eight = (torch.compile(chain(op, n), fullgraph=True, options=inductor) for n in (1, 8))
     result = eight(x, y)
     assert not check or torch.allclose(result, x + 8 * y), "the chained operator is wrong"
     one(x, y)
     first, last = (per_call(lambda f=f: f(x, y), options.calls, options.repeats) for f in (one, eight))
+    if inductor:
+        return [("op in a compiled graph, each of 8", (last - first) / 7)]
     graphs = torch.compile(chain(op, 8), fullgraph=True, mode="reduce-overhead")
     for _ in range(3):
         graphs(x, y)
@@ -223,6 +231,11 @@ def main() -> None:
         rows.append(("torch.add inside torch.compile", per_call(lambda: compiled_add(x, y), options.calls,
                                                                  options.repeats)))
         rows += chained(op, x, y, options)
+        for label, inductor in INDUCTOR:
+            try:
+                rows += [(f"  the same, {label}", chained(op, x, y, options, inductor=inductor)[0][1])]
+            except Exception as error:  # noqa: BLE001 - an inductor mode this torch lacks is a row's note
+                print(f"{label}: {type(error).__name__}: {str(error)[:300]}")
         python_op = schedc_torch.custom_op(fn, "schedc_bench::add_python", native=False)
         rows += [(f"  the same, the op's kernel in Python, {name.strip().removeprefix('op ')}", us)
                  for name, us in chained(python_op, x, y, options)[:1]]

@@ -9,6 +9,7 @@ where schedc and cuBLAS differ in time but not in clock-scaled time, the differe
 the GPU keeps (power), not the cycles the kernel takes.
 
 Usage (device machine): python3 benchmarks/clocks.py PACKAGE.hat [--function F ...] [--seconds 3]
+[--reference cublas|none]  (none: the functions alone, e.g. a fused kernel beside its plain plan)
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def main() -> int:
     parser.add_argument("--function", action="append")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--reference", default="cublas", help="the reference timed beside each function "
+                        "(a name `schedc bench --compare` takes), or none")
     args = parser.parse_args()
     from schedc.bench import Bench, Options
     from schedc.package.loader import load
@@ -74,8 +77,9 @@ def main() -> int:
         for _ in range(args.rounds):
             timing, rows = sampled(lambda b=bench: b.time(options))
             print(line("schedc", timing.stats["median_of_means"] * 1e3, rows))
-            timing, rows = sampled(lambda b=bench: b.time_reference("cublas", options))
-            print(line(f"reference ({timing.name})", timing.stats["median_of_means"] * 1e3, rows))
+            if args.reference != "none":
+                timing, rows = sampled(lambda b=bench: b.time_reference(args.reference, options))
+                print(line(f"reference ({timing.name})", timing.stats["median_of_means"] * 1e3, rows))
     return 0
 
 

@@ -4,13 +4,15 @@ epilogue and against PyTorch's forms of ``gelu(A @ B + bias)``, on the GPU, in o
 
 For each shape: ``gelu_fp16_<M>x<N>x<K>`` (schedc, fused), ``relu_fp16_<M>x<N>x<K>`` (a cheap
 epilogue, for scale) and ``matmul_fp16_<M>x<N>x<K>`` (schedc, the product alone) from the sample's
-package; torch's best eager form ``gelu(addmm(bias, A, B))``,
+package, and the ping-pong plans ``gelu_pp_*`` and ``matmul_pp_*``; torch's best eager form ``gelu(addmm(bias, A, B))``,
 the three ops ``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function
 is checked against torch first (fp16 tolerance relative to the largest value). Times are
 ``triton.testing.do_bench`` medians (L2 flushed between calls), in ms, the median of five rounds
 that time every form in turn; ``x plain`` is the fused
 kernel's speed relative to the plain one (plain time / fused time, ≥ 0.97 wanted) and ``x torch``
-relative to torch's addmm form (> 1: schedc faster).
+relative to torch's addmm form (> 1: schedc faster). The same for the ping-pong pair
+(``gelu_pp_*``, ``matmul_pp_*``); ``x best``: the faster plain kernel's time over the faster fused
+one's.
 
 Usage (on the GPU, repository root): python benchmarks/fused_gemm.py [PACKAGE_DIR]
 (builds samples/fused_gemm.py into hat_packages/fused_gemm unless it is there).
@@ -38,14 +40,17 @@ def main() -> None:
     package = sample_package("fused_gemm", out.parent)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     print(f"{'shape':>16} {'fused':>8} {'plain':>8} {'x plain':>8} {'addmm+gelu':>10} {'3 ops':>8} "
-          f"{'mm':>8} {'x torch':>8} {'relu':>8} {'x plain':>8}")
+          f"{'mm':>8} {'x torch':>8} {'relu':>8} {'x plain':>8} {'pp fused':>8} {'pp plain':>8} {'x plain':>8} "
+          f"{'x torch':>8} {'x best':>8}")
     for M, N, K in fused_gemm.SHAPES:
         rounds = [measure(package, M, N, K) for _ in range(ROUNDS)]  # interleaved: clocks drift between runs
-        times = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
-        print(f"{f'{M}x{N}x{K}':>16} {times['fused']:8.4f} {times['plain']:8.4f} "
-              f"{times['plain'] / times['fused']:8.3f} {times['addmm']:10.4f} {times['three']:8.4f} "
-              f"{times['mm']:8.4f} {times['addmm'] / times['fused']:8.3f} {times['relu']:8.4f} "
-              f"{times['plain'] / times['relu']:8.3f}")
+        t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        print(f"{f'{M}x{N}x{K}':>16} {t['fused']:8.4f} {t['plain']:8.4f} "
+              f"{t['plain'] / t['fused']:8.3f} {t['addmm']:10.4f} {t['three']:8.4f} "
+              f"{t['mm']:8.4f} {t['addmm'] / t['fused']:8.3f} {t['relu']:8.4f} "
+              f"{t['plain'] / t['relu']:8.3f} {t['pp_fused']:8.4f} {t['pp_plain']:8.4f} "
+              f"{t['pp_plain'] / t['pp_fused']:8.3f} {t['addmm'] / t['pp_fused']:8.3f} "
+              f"{min(t['plain'], t['pp_plain']) / min(t['fused'], t['pp_fused']):8.3f}")
 
 
 def measure(package, M: int, N: int, K: int) -> dict[str, float]:
@@ -59,14 +64,15 @@ def measure(package, M: int, N: int, K: int) -> dict[str, float]:
     b = torch.randn(K, N, device="cuda", dtype=torch.float16) / K ** 0.5
     bias = torch.randn(N, device="cuda", dtype=torch.float16)
     c = torch.empty(M, N, device="cuda", dtype=torch.float16)
-    fused = package.functions[f"gelu_fp16_{M}x{N}x{K}"]
-    plain = package.functions[f"matmul_fp16_{M}x{N}x{K}"]
-    for name, run, expected in ((fused.name, lambda: fused(a, b, c, bias), lambda: F.gelu(torch.addmm(bias, a, b))),
-                                (plain.name, lambda: plain(a, b, c), lambda: a @ b)):
-        run()
-        want = expected().float()
+    functions = package.functions
+    fused, pp_fused = (functions[f"gelu{kind}_fp16_{M}x{N}x{K}"] for kind in ("", "_pp"))
+    plain, pp_plain = (functions[f"matmul{kind}_fp16_{M}x{N}x{K}"] for kind in ("", "_pp"))
+    for fn in (fused, pp_fused, plain, pp_plain):
+        c.zero_()
+        fn(a, b, c, bias) if fn in (fused, pp_fused) else fn(a, b, c)
+        want = (F.gelu(torch.addmm(bias, a, b)) if fn in (fused, pp_fused) else a @ b).float()
         error = ((c.float() - want).abs().max() / want.abs().max()).item()
-        assert error < 2e-2, f"{name}: relative error {error:.3e}"
+        assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
     relu = package.functions[f"relu_fp16_{M}x{N}x{K}"]
     relu(a, b, c, bias)
     want = F.relu(torch.addmm(bias, a, b)).float()
@@ -75,6 +81,8 @@ def measure(package, M: int, N: int, K: int) -> dict[str, float]:
         "relu": do_bench(lambda: relu(a, b, c, bias), return_mode="median"),
         "fused": do_bench(lambda: fused(a, b, c, bias), return_mode="median"),
         "plain": do_bench(lambda: plain(a, b, c), return_mode="median"),
+        "pp_fused": do_bench(lambda: pp_fused(a, b, c, bias), return_mode="median"),
+        "pp_plain": do_bench(lambda: pp_plain(a, b, c), return_mode="median"),
         "addmm": do_bench(lambda: F.gelu(torch.addmm(bias, a, b)), return_mode="median"),
         "three": do_bench(lambda: F.gelu(torch.mm(a, b) + bias), return_mode="median"),
         "mm": do_bench(lambda: torch.mm(a, b), return_mode="median"),

@@ -7,7 +7,7 @@ NVRTC): on GPU 0; on every GPU of the host (one worker each); on a Dask cluster 
 per GPU (pinned by CUDA_VISIBLE_DEVICES, as dask-cuda's LocalCUDACluster does) and CPU workers
 for the builds. Prints each run's timed points per minute, its winner, and the speed-up.
 
-Usage (on the device): python3 benchmarks/tune_gpus.py [--out DIR]
+Usage (on the device): python3 benchmarks/tune_gpus.py [--out DIR] [--no-dask]
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def dask_gpus(gpus: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
+    parser.add_argument("--no-dask", action="store_true", help="only one GPU against all (no Dask cluster)")
     args = parser.parse_args()
     folder = Path(args.out or tempfile.mkdtemp(prefix="tune-gpus-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -64,7 +65,7 @@ def main() -> None:
     print(f"{gpus} GPUs", flush=True)
     run("build", folder, runner=FakeTiming(pretend))  # every candidate compiled into the cache
     rows = [run("one_gpu", folder, gpus=(0,)), run("all_gpus", folder, gpus="all")]
-    if gpus > 1:
+    if gpus > 1 and not args.no_dask:
         cluster, client = dask_gpus(gpus)
         try:
             rows.append(run("dask_gpus", folder, runner=DaskCluster(client)))

@@ -11,7 +11,10 @@ product, before C leaves by TMA: C is written once, never read back from global 
 - ``gelu_fp16_<M>x<N>x<K>``: float16 A, B, bias and C at 4096^3 and 8192 x 4096 x 2048;
 - ``relu_fp16_<M>x<N>x<K>``: C = relu(A @ B + bias), an epilogue of a few instructions an element;
 - ``matmul_fp16_<M>x<N>x<K>``: the same plan without the epilogue (what the fused kernels are
-  measured against in ``benchmarks/fused_gemm.py``).
+  measured against in ``benchmarks/fused_gemm.py``);
+- ``gelu_pp_fp16_<M>x<N>x<K>``, ``matmul_pp_fp16_<M>x<N>x<K>``: the ping-pong plan
+  (``warp_specialize(teams=2)``, 128 x 128 x 64 tiles, 4 stages) with and without the epilogue:
+  one consumer warpgroup runs a tile's epilogue and stores it while the other multiplies the next.
 
 ``fused_matmul`` builds the plan for any epilogue, operand and output type
 (``samples/fp8_matmul.py`` scales FP8 products with it).
@@ -29,11 +32,15 @@ WGMMA_K = {acc.ScalarType.float8_e4m3: 32, acc.ScalarType.float8_e5m2: 32, acc.S
 
 def fused_matmul(M: int, N: int, K: int, epilogue=None, inputs: tuple = (), operand=acc.ScalarType.float16,
                  output=None, b_layout=acc.Array.Layout.FIRST_MAJOR, block=(128, 256, 64), stages: int = 3,
-                 group: int = 8, accumulate: bool = False):
+                 group: int = 8, accumulate: bool = False, teams: int = 1, blocks: int | None = None):
     """The Hopper plan of ``C += A @ B`` fused with the epilogue nest ``C[i, j] = epilogue(C[i, j], i, j)``
     (None: the product alone), and its arrays (A, B, C, then ``inputs``, the arrays the epilogue
     reads). A and B of ``operand``, C of ``output`` (default: the operand's type) accumulated in
-    float32 fragments; ``accumulate``: C is read (``C = epilogue(C + A @ B)``), else only written."""
+    float32 fragments; ``accumulate``: C is read (``C = epilogue(C + A @ B)``), else only written;
+    ``teams``: 2 for ping-pong (two consumer warpgroups take the block's tiles in turn, each holding
+    a whole tile as 64-row parts, so that one runs its epilogue and stores while the other
+    multiplies), 1 for cooperative (they share each tile, 64 rows each); ``group``, ``blocks``: the
+    persistent grid's (``plan.persistent``)."""
     bm, bn, bk = block
     shape = acc.MMAShape[f"M64xN{bn}xK{WGMMA_K.get(operand, 16)}_B1"]
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
@@ -63,23 +70,28 @@ def fused_matmul(M: int, N: int, K: int, epilogue=None, inputs: tuple = (), oper
     iii, jjj = schedule.split(ii, 64), schedule.split(jj, bn)  # one warpgroup's tile of C
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
     iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
-    schedule.reorder(i, j, *((f,) if epilogue is not None else ()), ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    fusing = (f,) if epilogue is not None else ()
+    if teams == 1:  # the block's warpgroups share its tile: 64 rows each
+        schedule.reorder(i, j, *fusing, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    else:  # each team's warpgroup holds the whole tile, 64 rows at a time
+        schedule.reorder(i, j, *fusing, jj, k, kk, ii, iii, jjj, iiii, jjjj, kkk)
 
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X,
-               ii: target.GridUnit.WARPGROUP_Y, jj: target.GridUnit.WARPGROUP_X})
+               **({ii: target.GridUnit.WARPGROUP_Y} if teams == 1 else {}), jj: target.GridUnit.WARPGROUP_X})
     first = acc.MMAFragmentOp.NONE if accumulate else acc.MMAFragmentOp.SET  # SET: C's fragments start at 0
     plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape, prologue_op=first, prologue_arg=0.0)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
-    plan.warp_specialize(True)
-    plan.persistent(group=group)
+    plan.warp_specialize(True, teams=teams)
+    plan.persistent(group=group, blocks=blocks)
     return plan, (A, B, C, *inputs)
 
 
 def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 3,
-                fused: bool = True, group: int = 8, accumulate: bool = False, activation: str = "gelu"):
+                fused: bool = True, group: int = 8, accumulate: bool = False, activation: str = "gelu",
+                teams: int = 1, blocks: int | None = None):
     """The plan and its arrays (A, B, C, bias; without ``fused``: A, B, C). ``accumulate``:
     C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk);
     ``activation``: "gelu" (the erf form) or "relu"."""
@@ -91,10 +103,12 @@ def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128
             return 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
         return acc.max(x, 0.0)
     return fused_matmul(M, N, K, epilogue if fused else None, (bias,) if fused else (), dtype, block=block,
-                        stages=stages, group=group, accumulate=accumulate)
+                        stages=stages, group=group, accumulate=accumulate, teams=teams,
+                        blocks=blocks)
 
 
 SHAPES = ((4096, 4096, 4096), (8192, 4096, 2048))
+PING_PONG = {"block": (128, 128, 64), "stages": 4, "teams": 2}  # the ping-pong plan's tiles and stages
 
 if __name__ == "__main__":
     package = acc.Package()
@@ -102,4 +116,6 @@ if __name__ == "__main__":
         package.add(*gelu_matmul(M, N, K), base_name=f"gelu_fp16_{M}x{N}x{K}")
         package.add(*gelu_matmul(M, N, K, activation="relu"), base_name=f"relu_fp16_{M}x{N}x{K}")
         package.add(*gelu_matmul(M, N, K, fused=False), base_name=f"matmul_fp16_{M}x{N}x{K}")
+        for name, fused in (("gelu", True), ("matmul", False)):  # ping-pong: an epilogue beside products
+            package.add(*gelu_matmul(M, N, K, fused=fused, **PING_PONG), base_name=f"{name}_pp_fp16_{M}x{N}x{K}")
     package.build("fused_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/fused_gemm")

@@ -4,14 +4,16 @@ Each row is a block: ``acc.fuse`` of four nests over the rows (``partial=1``) ru
 the initialisation of the row's maximum and sum (TEMP arrays: ``mx = -inf``, ``sm = 0``), the
 maximum (``mx = acc.max(mx, X)``), the sum of exponentials (``sm += exp(X - mx)``) and the
 normalisation, in turn. Each part runs its own loop over the row on the block's threads
-(THREAD_X, 256 or 1024 of them): the maximum and the sum are reductions across threads (each
+(THREAD_X, 256 to 1024 of them): the maximum and the sum are reductions across threads (each
 thread's partial, warp shuffles, one shared element a warp), a barrier separates the parts, and
 the first part runs on the row's first thread. The row itself is copied into shared memory once
 (``plan.cache(X, index=ii, ...)`` at the one-row loop outside the fusing index, 16 bytes a
 copy), so the three parts read X from there; the arithmetic is float32.
 
-- ``softmax_<type>_<M>x<N>``: float16 and float32 rows of 4096 (8192 rows) and of 32768 (1024
-  rows); ``benchmarks/softmax.py`` times them against ``torch.softmax``;
+- ``softmax_<type>_<M>x<N>``: float16 and float32 rows of 4096 (8192 rows, 256 threads) and of
+  32768 (4096 rows; 512 threads for float16, three 64 KB rows a multiprocessor, and 1024 for
+  float32, one 128 KB row);
+  ``benchmarks/softmax.py`` times them against ``torch.softmax``;
 - ``softmax_fast_<type>_<M>x<N>``: the same with ``acc.fast_exp`` and the reciprocal of the row's
   sum taken once (the kernels are bound by instructions an element, not by memory).
 """
@@ -88,12 +90,14 @@ def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, ca
     return plan, (X, Y)
 
 
-SHAPES = ((8192, 4096, 256), (1024, 32768, 1024))  # rows, columns, threads
+# rows, columns, threads a row: a float32 row of 32768 fills 128 KB of shared memory, one block a
+# multiprocessor, so it takes 1024 threads; three float16 rows of 64 KB fit, 512 threads each
+SHAPES = {"fp16": ((8192, 4096, 256), (4096, 32768, 512)), "fp32": ((8192, 4096, 256), (4096, 32768, 1024))}
 
 if __name__ == "__main__":
     package = acc.Package()
     for dtype, name in ((acc.ScalarType.float16, "fp16"), (F32, "fp32")):
-        for M, N, threads in SHAPES:
+        for M, N, threads in SHAPES[name]:
             package.add(*softmax(M, N, dtype, threads), base_name=f"softmax_{name}_{M}x{N}")
             package.add(*softmax(M, N, dtype, threads, fast=True), base_name=f"softmax_fast_{name}_{M}x{N}")
     package.build("softmax", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/softmax")

@@ -280,9 +280,11 @@ def test_fused_tensor_golden_source(update_golden):
     assert source == path.read_text(), f"the fused kernel differs from {path}; if intended, run pytest --update-golden"
 
 
+@pytest.mark.parametrize("teams", [1, 2], ids=["cooperative", "ping-pong"])
 @pytest.mark.parametrize("accumulate", [False, True], ids=["C written", "C read by TMA"])
-def test_hopper_fused_gemm_sample_emulates(accumulate):
-    plan, args = fused_gemm.gelu_matmul(256, 512, 128, accumulate=accumulate)
+def test_hopper_fused_gemm_sample_emulates(accumulate, teams):
+    plan, args = fused_gemm.gelu_matmul(256, 512, 128, accumulate=accumulate, blocks=3,
+                                        **(fused_gemm.PING_PONG if teams == 2 else {}))
     model, fn = compile_function_plan(plan, args)
     maps = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, FragmentMap)]
     assert maps and all(m.columns is not None for m in maps)  # chunk by chunk, beside C's TMA loads and stores
@@ -299,6 +301,10 @@ GPU_PLANS = {
                                           fragment_type=T.float32, k_split=32, epilogue=_bias_tanh),
     "wgmma": lambda: fused_gemm.gelu_matmul(512, 1024, 256),
     "wgmma, C read": lambda: fused_gemm.gelu_matmul(512, 1024, 256, accumulate=True),
+    # a few blocks, so that each takes several tiles and both teams work
+    "wgmma ping-pong": lambda: fused_gemm.gelu_matmul(512, 1024, 256, group=2, blocks=5, **fused_gemm.PING_PONG),
+    "wgmma ping-pong, C read": lambda: fused_gemm.gelu_matmul(384, 640, 192, accumulate=True, group=3, blocks=4,
+                                                              **fused_gemm.PING_PONG),
 }
 
 
