@@ -256,6 +256,16 @@ def test_layernorm_holds_rows_whose_mean_is_large_beside_their_spread(one_pass):
     assert np.abs(y - want).max() < 1e-2
 
 
+def test_some_blocks_of_a_function_with_temporary_arrays_emulate():
+    """``schedc emulate`` samples blocks of a large grid: the reference of those blocks holds the
+    TEMP arrays (the row's sums) beside the parameters, which are compared alone."""
+    plan, args = layernorm.layernorm(40, 512, T.float16, 64, one_pass=True)
+    model, fn = compile_function_plan(plan, args)
+    reports = emulate_function(model, fn, 3, seed=2)
+    assert [r.array for r in reports] == ["Y"]
+    _passed(reports)
+
+
 def test_parts_on_threads_meet_at_barriers():
     """A part reads what the part before wrote from another thread (the row's maximum, written by
     its first thread): a barrier separates each two parts, reached by every thread. The emulator
