@@ -118,6 +118,20 @@ def test_split_variables_name_the_split_loops(tmp_path):
         show(path)
 
 
+@pytest.mark.parametrize("extra, message", [
+    ("plan.bind({rows: g.THREAD_X})", r"^bind\(\{rows: THREAD_X\}\): rows is already bound to THREAD_Y"),
+    ("plan.cache(In, index=rows, location=acc.MemorySpace.SHARED, layout=5)",
+     r"^cache\(In, index=rows, location=SHARED\): layout must be"),
+    ("schedule.split(rows, 3)", r"^split\(rows, 3\): the schedule already has a plan"),
+])
+def test_calls_before_package_add_name_split_loops_as_the_script_does(tmp_path, extra, message):
+    """A split's index is bound to its variable only after ``split`` returns; the calls after it
+    (which raise before ``Package.add`` names anything) call it by that variable, not ``ii``."""
+    path = write(tmp_path, extra, rename={"ii": "rows", "jj": "cols"})
+    with pytest.raises(acc.SchedcError, match=message):
+        show(path)
+
+
 def test_explicit_name_wins(tmp_path):
     text = SCRIPT.replace("shape=(4, 64, 32))", "shape=(4, 64, 32), name='X')")
     model, _, source = show(write(tmp_path, text=text))

@@ -25,13 +25,13 @@ unfused index. A GEMM with its epilogue, before → after ``reorder(i, j, f, k)`
 ...     C[i1, j1] = acc.max(C[i1, j1] + bias[j1], 0.0)
 >>> schedule = acc.fuse((gemm.create_schedule(), epilogue.create_schedule()), partial=2)
 >>> f, i, j, k = schedule.get_indices()
->>> [x.name for x in (f, i, j, k)], schedule.get_fusing_index() is f
+>>> [x.name for x in (f, i, j, k)], schedule.get_fusing_index() is f  # named by position, until used
 (['f', 'i0', 'j0', 'k0'], True)
->>> schedule.reorder(i, j, f, k)
+>>> schedule.reorder(i, j, f, k)  # a call names them after the script's variables
 >>> schedule.reorder(i, j, k, f)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-schedc.errors.ScheduleError: reorder(i0, j0, k0, f): the fusing index f must come before the unfused index k0 ...
+schedc.errors.ScheduleError: reorder(i, j, k, f): the fusing index f must come before the unfused index k ...
 """
 
 from __future__ import annotations

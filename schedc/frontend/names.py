@@ -206,5 +206,29 @@ def name_indices(indices: list, logics: Iterable[Callable]) -> None:
     name_objects(indices, [index.default_name for index in indices], logics)
 
 
+def name_in_use(indices: list, logics: Iterable[Callable], arguments: object, index_type: type) -> None:
+    """Before a scheduling call: a schedule's ``indices`` named after the variables bound to them
+    by now in the scopes of ``logics`` (``name_indices``), and any index among ``arguments`` that
+    is not one of them (another nest's, which the call refuses by name) after its own nest's."""
+    if indices:
+        name_indices(indices, logics)
+    ours = {id(i) for i in indices}
+    for other in _indices_in(arguments, index_type):
+        if id(other) not in ours and hasattr(other.owner, "logic"):
+            name_objects([other], [other.name], other.owner.logic)
+
+
+def _indices_in(value: object, index_type: type) -> Iterator:
+    if isinstance(value, index_type):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _indices_in(key, index_type)
+            yield from _indices_in(item, index_type)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _indices_in(item, index_type)
+
+
 def _explicit(o: object) -> str | None:
     return getattr(o, "explicit_name", None)

@@ -347,10 +347,15 @@ def recorded(placeholder: Callable | None = None):
     """Decorator of a scheduling method: the call is recorded (for ``Replay``); when the object
     is deferred, or a parameter is among the arguments (which defers it), ``placeholder`` runs
     instead of the method (the method itself when None: it does nothing a parameter affects),
-    returning placeholder indices or handles. Calls a recorded method makes are not recorded."""
+    returning placeholder indices or handles. Calls a recorded method makes are not recorded.
+    Before the outermost call the object's ``_name_indices(arguments)``, where it has one, names
+    the indices after the script's variables bound to them by then (a split's index is bound to
+    its variable only after ``split`` returns), so that a message names them as the script does."""
     def decorate(method):
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
+            if not getattr(self, "_in_call", False):  # the indices as the script calls them, for messages
+                getattr(self, "_name_indices", lambda *_: None)((args, kwargs))
             recording: Recording | None = getattr(self, "_recording", None)
             if recording is None:
                 return method(self, *args, **kwargs)

@@ -31,6 +31,7 @@ from ..targets import (
 )
 from .dimension import Dimension
 from .expr import Index
+from .names import name_in_use
 from .parameters import recorded
 
 
@@ -92,6 +93,10 @@ def _cache_later(plan, source, index=None, *args, location=MemorySpace.SHARED, *
 class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
+
+    def _name_indices(self, arguments: object) -> None:
+        """Before a call (``recorded``): the indices named as the script's variables name them now."""
+        name_in_use(list(self.schedule.pieces), self.schedule.nest.logic, arguments, Index)
 
     def print(self) -> None:
         """Print the scheduled loop nest (Accera's ``plan.print()``): each loop with its range,

@@ -34,7 +34,7 @@ from ..errors import ScheduleError
 from ..ir.affine import Affine
 from .dimension import as_extent
 from .expr import Index
-from .names import unusable
+from .names import name_in_use, unusable
 from .parameters import Call, Recording, deferred, has_parameter, recorded
 
 
@@ -114,6 +114,10 @@ class Schedule:
 
     def piece(self, index: Index) -> Piece:
         return self.pieces[index]
+
+    def _name_indices(self, arguments: object) -> None:
+        """Before a call (``recorded``): the indices named as the script's variables name them now."""
+        name_in_use(list(self.pieces), self.nest.logic, arguments, Index)
 
     def __str__(self) -> str:
         lines = []
