@@ -156,6 +156,24 @@ def test_tensorize_innermost():
         compile_plan(plan, args)
 
 
+def test_a_cache_inside_the_tensorized_tile_is_refused_with_the_loops_outside_it():
+    plan, args = tensorized(order=("i", "j", "k", "ii", "jj", "iii", "jjj", "kk"))
+    plan.cache(args[0], index=plan.schedule.order[-2], location=acc.MemorySpace.SHARED)  # jjj
+    with pytest.raises(acc.CacheError, match=r"jjj is a loop of the tensorized tile \(tensorize\(indices=\(iii, "
+                                             r"jjj, kk\)\)\): .* cache at iii \(the whole tile\) or a loop outside "
+                                             r"it \(k\)$"):
+        compile_plan(plan, args)
+
+
+def test_a_tile_that_is_not_innermost_is_said_before_a_cache_inside_it():
+    """Tensorized loops that are not the innermost three: that is the error, not the cache placed
+    at one of them (whose 'loops outside the tile' would then include loops inside it)."""
+    plan, args = tensorized(order=("i", "j", "ii", "jj", "iii", "k", "jjj", "kk"))
+    plan.cache(args[0], index=plan.schedule.order[-2], location=acc.MemorySpace.SHARED)  # jjj
+    with pytest.raises(PlanError, match=r"iii, jjj, kk must be the innermost three loops"):
+        compile_plan(plan, args)
+
+
 def test_tensorize_extents():
     plan, args = tensorized(tile=(16, 16, 32))
     with pytest.raises(PlanError, match="kk has 32 iterations; M16xN16xK16_B1 with 1 pass\\(es\\) needs 16"):

@@ -151,6 +151,8 @@ def _written_before(model, n: int, load) -> bool:
 
 def _check_caches(model) -> None:
     tile = model.tensorize.loops if model.tensorize is not None else ()
+    if {lp.name for lp in model.loops[-len(tile):]} != set(tile):
+        tile = ()  # not the innermost loops: the tensorize pass says so, a cache inside them is no question yet
     for cache in model.caches:
         if cache.location is MemorySpace.MMA_FRAGMENT and model.tensorize is None:
             raise CacheError(
@@ -159,7 +161,8 @@ def _check_caches(model) -> None:
                 loops=(cache.index,),
             )
         if cache.index in tile[1:]:
-            outside = [lp.name for lp in model.loops if lp.name not in tile and model.binding_of(lp.name) is None]
+            first = min(i for i, lp in enumerate(model.loops) if lp.name in tile)
+            outside = [lp.name for lp in model.loops[:first] if model.binding_of(lp.name) is None]
             way = f"{tile[0]} (the whole tile)" + (f" or a loop outside it ({', '.join(outside)})" if outside else "")
             raise CacheError(
                 f"cache({cache.array}, index={cache.index}, location={cache.location.name})",
