@@ -4,6 +4,7 @@ loader that reads the sizes from the arrays."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -14,8 +15,8 @@ import schedc as acc
 from schedc.errors import LaunchError, NestError, PackageError, PlanError, ScheduleError
 from schedc.ir.kernel import ScalarParam
 from schedc.package import hat
-from schedc.verify import default_sizes, emulate_function
-from tests.plans import H100, compile_function_plan, tensor_matmul
+from schedc.verify import at_sizes, default_sizes, emulate_function
+from tests.plans import H100, build, compile_function_plan, tensor_matmul
 
 from .conftest import require_gpu
 
@@ -75,8 +76,6 @@ def test_a_run_time_size_is_the_slowest_dimension_of_a_caller_array():
         acc.Array(role=acc.Role.INPUT, shape=(8, M))
     with pytest.raises(NestError, match="may be the array's slowest dimension"):
         acc.Array(role=acc.Role.INPUT, shape=(M, 8), layout=(1, 16))
-    with pytest.raises(NestError, match="Role.TEMP array has a fixed size"):
-        acc.Array(role=acc.Role.TEMP, shape=(M, 8))
     with pytest.raises(NestError, match="takes no part in arithmetic"):
         acc.Nest(M + 1)
     with pytest.raises(NestError, match="has no value before the function runs"):
@@ -528,6 +527,76 @@ def test_schedule_prints_the_size():
         plan.schedule.pieces[plan.schedule.order[0]].extent  # noqa: B018
 
 
+def _row_max_less(M):
+    """Y = X - the row's maximum over M rows (a run-time size) of 300, the maxima a TEMP array of M."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(M, 300))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(M, 300))
+    peak = acc.Array(role=acc.Role.TEMP, shape=(M,))
+    first, second, third = acc.Nest(M), acc.Nest(M, 300), acc.Nest(M, 300)
+    (i0,), (i1, j1), (i2, j2) = first.get_indices(), second.get_indices(), third.get_indices()
+
+    @first.iteration_logic
+    def _():
+        peak[i0] = -math.inf
+
+    @second.iteration_logic
+    def _():
+        peak[i1] = acc.max(peak[i1], X[i1, j1])
+
+    @third.iteration_logic
+    def _():
+        Y[i2, j2] = X[i2, j2] - peak[i2]
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule(), third.create_schedule()), partial=1)
+    _, i, j1, j2 = s.get_indices()
+    t1, t2 = s.split(j1, 64), s.split(j2, 64)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, t1: H100.GridUnit.THREAD_X, t2: H100.GridUnit.THREAD_X})
+    return plan, (M, X, Y)
+
+
+def test_a_temporary_array_of_a_run_time_size_is_a_workspace_of_the_calls_size(tmp_path):
+    """TEMP arrays of a run-time size live in a workspace the loader allocates for the call's
+    sizes (a C caller passes it: the .hat gives its bytes as a formula); the kernel emulates
+    right at any size."""
+    M = acc.create_dimensions()
+    plan, args = _row_max_less(M)
+    build(plan, args, "rowmax", tmp_path)
+    fn = acc.load(tmp_path / "rowmax.hat").functions["rowmax"]
+    (workspace,) = fn.function.workspaces
+    assert workspace.name == "peak" and workspace.kind == "workspace"
+    assert [p.name for p in fn.function.params] == ["M", "X", "Y", "peak"]
+    hat = (tmp_path / "rowmax.hat").read_text()
+    assert "workspace float32[M] (4*M bytes of device memory the caller allocates for the largest sizes" in hat
+    assert "int rowmax(int M, const float* X, float* Y, float* peak)" in (tmp_path / "rowmax.cu").read_text()
+    for m in (1, 5, 33):
+        model, function = at_sizes(fn.model, fn.function, {"M": m})
+        reports = emulate_function(model, function, None, seed=m)
+        assert [r.array for r in reports] == ["Y"] and all(r.passed for r in reports), [str(r) for r in reports]
+
+
+def test_a_workspace_of_a_run_time_size_grows_with_the_calls_sizes(monkeypatch, tmp_path):
+    """The loader allocates a run-time-sized workspace for the call's sizes, per stream, and again
+    only where a call needs more than the stream's has."""
+    from schedc.package import driver, loader
+
+    allocated = []
+
+    class Memory:
+        def __init__(self, nbytes: int) -> None:
+            allocated.append(nbytes)
+            self.pointer, self.nbytes = 0x1000 * len(allocated), nbytes
+
+    monkeypatch.setattr(driver, "DeviceMemory", Memory)
+    M = acc.create_dimensions()
+    model, function = compile_function_plan(*_row_max_less(M))
+    fn = loader.Function(None, loader.FunctionInfo("f", model, function, {}))
+    first = fn.workspace_pointers(0, {"M": 50})
+    assert fn.workspace_pointers(0, {"M": 7}) == first and allocated == [200]
+    assert fn.workspace_pointers(0, {"M": 51}) != first and allocated == [200, 204]
+    assert fn.workspace_pointers(5, {"M": 1}) and allocated == [200, 204, 4]
+
+
 @pytest.mark.gpu
 def test_runtime_m_sample_runs_at_every_m(tmp_path):
     """samples/runtime_m.py built once: the Hopper GEMM and the row kernel at several M (the
@@ -537,10 +606,11 @@ def test_runtime_m_sample_runs_at_every_m(tmp_path):
     from .conftest import build_sample
 
     package = acc.load(build_sample("runtime_m", tmp_path))
-    gemm, rows, decode = (package.functions[n] for n in ("gemm_m", "rows_m", "gemm_m_decode"))
+    gemm, rows, decode, softmax_m, layernorm_m = (package.functions[n] for n in (
+        "gemm_m", "rows_m", "gemm_m_decode", "softmax_m", "layernorm_m"))
     assert [p.name for p in gemm.function.params[:4]] == ["M", "A", "B", "C"]
     require_gpu()
     for fn, m in [*((gemm, m) for m in (1, 7, 16, 100, 257)), *((rows, m) for m in (1, 7, 4096)),
-                  *((decode, m) for m in (1, 65))]:
+                  *((decode, m) for m in (1, 65)), *((f, m) for f in (softmax_m, layernorm_m) for m in (1, 300, 77))]:
         reports = run_function(fn, sizes={"M": m})
         assert all(r.passed for r in reports), (fn.name, m, [str(r) for r in reports])

@@ -415,7 +415,7 @@ def test_each_stream_has_its_own_workspace(monkeypatch):
     class Memory:
         def __init__(self, nbytes: int) -> None:
             allocated.append(nbytes)
-            self.pointer = 0x1000 * len(allocated)
+            self.pointer, self.nbytes = 0x1000 * len(allocated), nbytes
 
     monkeypatch.setattr(driver, "DeviceMemory", Memory)
     model, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2))

@@ -85,7 +85,7 @@ class Array:
         self.element_type = element_type
         self.shape = _check_shape(where, shape)
         self.strides = _strides(where, self.shape, layout)
-        if self.sized and role in (Role.CONST, Role.TEMP):
+        if self.sized and role is Role.CONST:
             raise NestError(where, f"a Role.{role.name} array has a fixed size: its shape {_shown(self.shape)} has "
                                    "a run-time size")
         self.layout = layout if isinstance(layout, Layout) else tuple(layout)

@@ -168,6 +168,8 @@ def _buffer(array: Array, kind: str) -> k.Buffer:
         bits = array.data.view(np.dtype(f"u{array.element_type.size}") if array.element_type.size > 1 else np.uint8)
         data = tuple(int(x) for x in _storage_order(array, bits))
     shape = tuple(as_extent(n) for n in array.shape)
+    if kind == k.BufferKind.TEMP and not all(isinstance(n, int) for n in shape):
+        kind = k.BufferKind.WORKSPACE  # scratch of a run-time size: the loader allocates it for the call's sizes
     return k.Buffer(array.name, array.element_type, shape, array.strides, kind, array.role.value, data)
 
 

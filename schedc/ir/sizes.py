@@ -76,6 +76,11 @@ def largest(buffers, limit: int = 2**31 - 1) -> dict[str, int]:
     return out
 
 
+def nbytes_at(buffer, sizes: dict[str, int]) -> int:
+    """The bytes a Buffer spans for the run-time ``sizes`` (a workspace's allocation)."""
+    return at(span(buffer), sizes) * buffer.dtype.size
+
+
 def span(buffer) -> int | Affine:
     """The elements a Buffer spans: an Affine of the run-time sizes where it has one."""
     total = Affine((), 1)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..ir.kernel import Buffer, Kernel, ScalarParam, StructParam
 from ..ir.layout import row_major_strides
+from ..ir.sizes import nbytes_at
 from ..ir.specialize import grid_at, grids_fit
 from . import driver, native
 
@@ -264,7 +265,7 @@ class CallPlan:
             driver.wait_for(handle, producer)
         named = dict(zip((a.name for a in self.arrays), pointers))
         if self.workspaces:
-            named.update(self._workspaces(handle))
+            named.update(self._workspaces(handle, sizes))
         if self.structs:
             scalars.update(self._structs(named, sizes))
         for kernel, slots, function, original in zip(self.kernels, self.slots, self.handles, self.driver_handles):
@@ -281,19 +282,19 @@ class CallPlan:
             if result:
                 launch_failed(result, handle)
 
-    def _workspaces(self, stream: int) -> dict[str, int]:
+    def _workspaces(self, stream: int, sizes: dict[str, int]) -> dict[str, int]:
         """The function's workspaces for calls on ``stream``, allocated by torch's allocator at
         the first such call: so a first call inside a CUDA graph capture takes them from the
         graph's memory pool (a driver allocation would end the capture), and the graph's replays
         keep them. Calls captured on one stream share a workspace with the other captures there
-        (replay those graphs one after another), not with eager calls."""
+        (replay those graphs one after another), not with eager calls. A workspace of a run-time
+        size is allocated again where the call's ``sizes`` need more than it has."""
         torch = sys.modules["torch"]
-        key = (stream, torch.cuda.is_current_stream_capturing())
-        found = self.workspace_tensors.get(key)
-        if found is None:
-            found = {b.name: torch.empty(max(b.size * b.dtype.size, 1), dtype=torch.uint8, device="cuda")
-                     for b in self.function.function.workspaces}
-            self.workspace_tensors[key] = found
+        found = self.workspace_tensors.setdefault((stream, torch.cuda.is_current_stream_capturing()), {})
+        for b in self.function.function.workspaces:
+            need = max(nbytes_at(b, sizes), 1)
+            if b.name not in found or found[b.name].numel() < need:
+                found[b.name] = torch.empty(need, dtype=torch.uint8, device="cuda")
         return {name: tensor.data_ptr() for name, tensor in found.items()}
 
     def _structs(self, named: dict[str, int], sizes: dict[str, int]) -> dict[str, bytes]:

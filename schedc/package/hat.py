@@ -14,6 +14,7 @@ import tomli_w
 
 from ..codegen.cuda import STRUCT_TYPES, grid_text
 from ..errors import PackageError
+from ..ir import sizes
 from ..ir.kernel import Buffer, HostFunction, Param, ScalarParam, StructParam
 
 DEVICE_SUFFIX = "__gpu__"
@@ -48,12 +49,18 @@ def _shape(b: Buffer) -> list:
     return [n if isinstance(n, int) else str(n) for n in b.shape]
 
 
+def _bytes(b: Buffer) -> str:
+    """A workspace's bytes: ``64 bytes``, or a formula of the run-time sizes (``4*M bytes``)."""
+    span = sizes.span(b)
+    return f"{span * b.dtype.size if isinstance(span, int) else span.scale(b.dtype.size)} bytes"
+
+
 def _parameter(b: Buffer) -> dict:
     workspace = b.kind == "workspace"
     shown = "[" + ", ".join(map(str, _shape(b))) + "]"
-    what = (f"workspace {b.dtype.value}{shown} ({b.size * b.dtype.size} bytes of device memory the caller "
-            "allocates once; contents undefined between calls)") if workspace else \
-        f"{b.role} array {b.dtype.value}{shown}"
+    what = (f"workspace {b.dtype.value}{shown} ({_bytes(b)} of device memory the caller allocates "
+            f"{'for the largest sizes it calls with' if b.sized else 'once'}; contents undefined between calls)") \
+        if workspace else f"{b.role} array {b.dtype.value}{shown}"
     return {
         "name": b.name,
         "description": what,

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..errors import LaunchError, PackageError
 from ..ir.kernel import GRID_LIMITS, Buffer, HostFunction, Kernel, ScalarParam, StructParam, from_plain
 from ..ir.model import Model
+from ..ir.sizes import nbytes_at
 from ..ir.specialize import buffer_at, grid_at
 from . import driver, hat
 from .arrays import ArgumentView, describe
@@ -223,20 +224,23 @@ class Function:
         workspaces of the calls on ``stream``; by-value structs are built here (a CUDA call: the
         driver encodes tensor maps)."""
         arrays = dict(zip((b.name for b in self.function.arrays), pointers))
-        arrays.update(self.workspace_pointers(stream))
+        arrays.update(self.workspace_pointers(stream, self._sizes(scalars)))
         values = {**(scalars or {}), **self._structs(arrays, self._sizes(scalars))}
         handles = [self.handle()] if len(self.function.kernels) == 1 else self.handles()
         return [(handle, kernel, driver.LaunchArgs([*(arrays[b.name] for b in kernel.params),
                                                     *(values[v.name] for v in kernel.values)]))
                 for handle, kernel in zip(handles, self.function.kernels)]
 
-    def workspace_pointers(self, stream: int = 0) -> dict[str, int]:
+    def workspace_pointers(self, stream: int = 0, sizes: dict[str, int] | None = None) -> dict[str, int]:
         """The device address of each workspace of the calls on ``stream``: allocated at the first
-        such call, then reused (two calls on different streams may overlap: each has its own)."""
-        if stream not in self._workspaces:
-            self._workspaces[stream] = {b.name: driver.DeviceMemory(b.size * b.dtype.size)
-                                        for b in self.function.workspaces}
-        return {name: memory.pointer for name, memory in self._workspaces[stream].items()}
+        such call, then reused (two calls on different streams may overlap: each has its own); a
+        workspace of a run-time size is allocated again where the call's ``sizes`` need more."""
+        kept = self._workspaces.setdefault(stream, {})
+        for b in self.function.workspaces:
+            need = nbytes_at(b, sizes or {})
+            if b.name not in kept or kept[b.name].nbytes < need:
+                kept[b.name] = driver.DeviceMemory(need)
+        return {name: memory.pointer for name, memory in kept.items()}
 
     def _structs(self, pointers: dict[str, int], sizes: dict[str, int]) -> dict[str, bytes]:
         declared = {b.name: buffer_at(b, sizes) for b in (*self.function.arrays, *self.function.workspaces)}
