@@ -3,7 +3,21 @@ coarse features counted over a campaign (what it covered, what schedc accepted).
 
 from __future__ import annotations
 
-from .program import Bin, Cast, Const, Fn, IndexValue, Neg, Program, Tile, loop_spans, refs, simulate_steps, walk
+from .program import (
+    Bin,
+    Cast,
+    Const,
+    Fn,
+    IndexValue,
+    Neg,
+    Program,
+    Tile,
+    loop_spans,
+    refs,
+    runtime_dims,
+    simulate_steps,
+    walk,
+)
 
 
 def features(p: Program) -> list[str]:
@@ -49,6 +63,8 @@ def coverage_features(p: Program) -> set[str]:
     found = {f"nest rank {len(p.dims)}", f"target {p.target}", f"{len(p.statements)} statement(s)"}
     found |= {f"type {a.dtype}" for a in p.arrays} | {f"role {a.role}" for a in p.arrays}
     found |= {f"layout {a.layout}" for a in p.arrays}
+    if p.runtime and any(a.role == "TEMP" and a.name in (runtime_dims(p) or {}) for a in p.arrays):
+        found.add("TEMP array of a run-time size (a workspace)")
     found |= {f"{c.location} cache" + (f" ({c.pipeline})" if c.pipeline != "sync" else "") for c in p.caches}
     found |= {f"bind {b.unit.split('_')[0]}" + (" (tuple)" if len(b.indices) > 1 else "") for b in p.bindings}
     found |= {"unroll"} if p.unrolls else set()

@@ -14,7 +14,7 @@ from dataclasses import replace
 from .epilogue import fusable, with_epilogue
 from .hopper import hopper_program
 from .nest import choose
-from .program import Bin, Program, Statement, loop_extents, runtime_dims, schedule_indices, with_array_names
+from .program import Bin, Program, Statement, loop_extents, refs, runtime_dims, schedule_indices, with_array_names
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
 from .tensor import tensor_program
@@ -31,11 +31,42 @@ REFERENCE_POINTS = 4000  # points of the reference's sequential loop
 def generate(seed: int, index: int, kind: str | None = None) -> Program:
     """Program ``index`` of the campaign ``seed``: random, and cheap enough to emulate; with
     ``kind``, of that kind only (a key of ``PROGRAM_KINDS``)."""
-    rng = random.Random(f"schedc-fuzz/{seed}/{index}" + (f"/{kind}" if kind else ""))
+    key = f"schedc-fuzz/{seed}/{index}" + (f"/{kind}" if kind else "")
+    rng = random.Random(key)
     while True:
-        program = _attempt(rng, kind)
+        program = _with_temp(random.Random(f"{key}/temp"), _attempt(rng, kind))  # its own draws: the rest unchanged
         if affordable(program):
             return program
+
+
+def _with_temp(rng: random.Random, program: Program) -> Program:
+    """Sometimes an array that one statement writes (``=``) before any reads it, and that later
+    statements read only at that statement's subscripts, becomes a TEMP array: scratch the caller
+    does not pass (a workspace when the first dimension is a run-time size, preferred then)."""
+    chance = 0.5 if program.runtime else 0.2  # a run-time size's TEMP array is a workspace: draw it more
+    if program.tensorize is not None or program.epilogue or program.order_free or rng.random() >= chance:
+        return program
+    cached = {c.array for c in program.caches}
+    written = [s.target.array for s in program.statements]
+    candidates = [a.name for a in program.arrays if a.role != "INPUT" and a.name not in cached
+                  and written.count(a.name) == 1 and _temporary(program.statements, a.name)
+                  and any(w != a.name for w in written)]
+    if not candidates:
+        return program
+    sized = [name for name in candidates if program.runtime and name in (runtime_dims(program) or {})]
+    chosen = rng.choice(sized or candidates)
+    return replace(program, arrays=tuple(replace(a, role="TEMP") if a.name == chosen else a for a in program.arrays))
+
+
+def _temporary(statements, name: str) -> bool:
+    """Whether array ``name`` is written (``=``, not reading itself) before any statement reads it,
+    and read after only at the subscripts written."""
+    (first,) = [n for n, s in enumerate(statements) if s.target.array == name]
+    store = statements[first]
+    if store.accumulate or any(r.array == name for s in statements[:first + 1] for r in refs(s)):
+        return False
+    return all(r.subscripts == store.target.subscripts for s in statements[first + 1:] for r in refs(s)
+               if r.array == name)
 
 
 def _attempt(rng: random.Random, only: str | None = None) -> Program:

@@ -27,7 +27,7 @@ class ArrayDecl:
     """``acc.Array(role=..., element_type=..., shape=..., layout=...)`` named ``name``."""
 
     name: str
-    role: str  # INPUT, INPUT_OUTPUT, OUTPUT
+    role: str  # INPUT, INPUT_OUTPUT, OUTPUT, TEMP (scratch the caller does not pass)
     dtype: str  # a ScalarType name
     shape: tuple[int, ...]
     layout: str = "FIRST_MAJOR"

@@ -217,7 +217,8 @@ def _cache(c) -> str:
 
 
 def _package(program: Program) -> str:
-    names = [a.name for a in program.arrays] + ([RUNTIME_SIZE] if program.runtime and runtime_dims(program) else [])
+    names = [a.name for a in program.arrays if a.role != "TEMP"]  # TEMP arrays are the function's own
+    names += [RUNTIME_SIZE] if program.runtime and runtime_dims(program) else []
     args = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
     return (f"package = acc.Package()\n"
             f"package.add(plan, args={args}, base_name={program.name!r})\n"
