@@ -91,3 +91,20 @@ def v100(monkeypatch):
     import schedc as acc
 
     return acc.Target(acc.Target.Model.NVIDIA_V100)
+
+
+@pytest.fixture
+def device_allocations(monkeypatch) -> list[int]:
+    """The loader's device allocations, in bytes, in order: ``driver.DeviceMemory`` replaced by a
+    stand-in that records each size and hands out distinct addresses (no GPU needed)."""
+    from schedc.package import driver
+
+    allocated: list[int] = []
+
+    class Memory:
+        def __init__(self, nbytes: int) -> None:
+            allocated.append(nbytes)
+            self.pointer, self.nbytes = 0x1000 * len(allocated), nbytes
+
+    monkeypatch.setattr(driver, "DeviceMemory", Memory)
+    return allocated

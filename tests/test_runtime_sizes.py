@@ -575,26 +575,18 @@ def test_a_temporary_array_of_a_run_time_size_is_a_workspace_of_the_calls_size(t
         assert [r.array for r in reports] == ["Y"] and all(r.passed for r in reports), [str(r) for r in reports]
 
 
-def test_a_workspace_of_a_run_time_size_grows_with_the_calls_sizes(monkeypatch, tmp_path):
+def test_a_workspace_of_a_run_time_size_grows_with_the_calls_sizes(device_allocations):
     """The loader allocates a run-time-sized workspace for the call's sizes, per stream, and again
     only where a call needs more than the stream's has."""
-    from schedc.package import driver, loader
+    from schedc.package import loader
 
-    allocated = []
-
-    class Memory:
-        def __init__(self, nbytes: int) -> None:
-            allocated.append(nbytes)
-            self.pointer, self.nbytes = 0x1000 * len(allocated), nbytes
-
-    monkeypatch.setattr(driver, "DeviceMemory", Memory)
     M = acc.create_dimensions()
     model, function = compile_function_plan(*_row_max_less(M))
     fn = loader.Function(None, loader.FunctionInfo("f", model, function, {}))
     first = fn.workspace_pointers(0, {"M": 50})
-    assert fn.workspace_pointers(0, {"M": 7}) == first and allocated == [200]
-    assert fn.workspace_pointers(0, {"M": 51}) != first and allocated == [200, 204]
-    assert fn.workspace_pointers(5, {"M": 1}) and allocated == [200, 204, 4]
+    assert fn.workspace_pointers(0, {"M": 7}) == first and device_allocations == [200]
+    assert fn.workspace_pointers(0, {"M": 51}) != first and device_allocations == [200, 204]
+    assert fn.workspace_pointers(5, {"M": 1}) and device_allocations == [200, 204, 4]
 
 
 @pytest.mark.gpu

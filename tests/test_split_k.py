@@ -405,24 +405,16 @@ def test_a_sum_split_into_parts_of_one_value():
     assert function.kernels[1].grid == (1, 1, 2)
 
 
-def test_each_stream_has_its_own_workspace(monkeypatch):
+def test_each_stream_has_its_own_workspace(device_allocations):
     """Calls on one stream reuse their workspace (they run one after another); a call on another
     stream gets its own, so calls on two streams may overlap."""
-    from schedc.package import driver, loader
+    from schedc.package import loader
 
-    allocated = []
-
-    class Memory:
-        def __init__(self, nbytes: int) -> None:
-            allocated.append(nbytes)
-            self.pointer, self.nbytes = 0x1000 * len(allocated), nbytes
-
-    monkeypatch.setattr(driver, "DeviceMemory", Memory)
     model, function = compile_function_plan(*simt_matmul(32, 32, 64, block=(16, 16), splits=2))
     fn = loader.Function(None, loader.FunctionInfo("f", model, function, {}))
     first = fn.workspace_pointers(0)
     assert fn.workspace_pointers(0) == first and fn.workspace_pointers(0x55) != first
-    assert allocated == [2 * 32 * 32 * 4] * 2
+    assert device_allocations == [2 * 32 * 32 * 4] * 2
 
 
 def test_sampled_blocks_of_a_split_k_function_are_compared_where_they_wrote():
