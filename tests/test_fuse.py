@@ -6,6 +6,7 @@ the GPU; every refusal with its reason."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 import schedc as acc
 from schedc.codegen.cuda import emit_source, without_runtime
 from schedc.errors import PlanError, ScheduleError
-from schedc.ir.kernel import FragmentMap, FragmentStore
+from schedc.ir.kernel import FragmentMap, FragmentStore, ThreadReduce
 from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
 from schedc.reference import reference
@@ -302,6 +303,7 @@ GPU_PLANS = {
     "wgmma": lambda: fused_gemm.gelu_matmul(512, 1024, 256),
     "wgmma, C read": lambda: fused_gemm.gelu_matmul(512, 1024, 256, accumulate=True),
     # a few blocks, so that each takes several tiles and both teams work
+    "attention by rows": lambda: attention_rows(M=33, N=200, D=64, threads=64),
     "wgmma ping-pong": lambda: fused_gemm.gelu_matmul(512, 1024, 256, group=2, blocks=5, **fused_gemm.PING_PONG),
     "wgmma ping-pong, C read": lambda: fused_gemm.gelu_matmul(384, 640, 192, accumulate=True, group=3, blocks=4,
                                                               **fused_gemm.PING_PONG),
@@ -345,14 +347,113 @@ def test_an_element_shared_by_several_fused_points_is_refused():
         compile_function_plan(plan, (X, S, Y))
 
 
-def test_an_unfused_subscript_of_a_shared_array_is_named():
-    product, epilogue, (A, B, C, bias) = _nests()
-    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=1)  # j unfused: C[i, j] moves
+def test_a_row_shared_by_parts_fused_over_rows_is_accepted():
+    """Fused over i alone, the product and the epilogue each run their own loop over j: C[i, j]
+    moves with each part's own j, but its row is the fused point's, so the parts running in turn
+    at each i compute what the two nests compute one after the other."""
+    product, epilogue, args = _nests(M=6, N=40, K=5)
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=1)
     f, i, j0, k, j1 = s.get_indices()
+    t0, t1 = s.split(j0, 8), s.split(j1, 8)
+    s.reorder(i, f, j0, k, t0, j1, t1)
     plan = s.create_plan(H100)
-    with pytest.raises(ScheduleError, match=r"statement 1 \(schedule 0\) writes C\[i0, j0\], which moves with its own "
-                                            r"index j0"):
+    plan.bind({i: H100.GridUnit.BLOCK_X, t0: H100.GridUnit.THREAD_X, t1: H100.GridUnit.THREAD_X})
+    model, fn = compile_function_plan(plan, args)
+    _passed(emulate_function(model, fn, None, seed=3))
+
+
+def test_a_row_of_another_fused_point_is_refused():
+    """The epilogue reads row 7 - i of C, which the product writes at another fused point (after
+    this one, for the first half): refused, with both accesses."""
+    product, _, (A, B, C, bias) = _nests()
+    after = acc.Nest(8, 8)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        C[x, y] = C[7 - x, y] + bias[y]
+
+    s = acc.fuse((product.create_schedule(), after.create_schedule()), partial=1)
+    plan = s.create_plan(H100)
+    with pytest.raises(ScheduleError, match=r"statement 2 \(schedule 1\) reads C\[-i0 \+ 7, y\] and statement 1 "
+                                            r"writes C\[i0, j0\]: fused schedules run in turn only at each point.* "
+                                            r"each element belongs to one point"):
         compile_function_plan(plan, (A, B, C, bias))
+
+
+def attention_rows(M=6, N=40, D=16, threads=16, dtype=T.float16):
+    """softmax(Q K^T / sqrt(D)) V with one block a query row: nests fused over the rows (scores,
+    their maximum and sum of exponentials as reductions across threads, the exponentials, the
+    product with V, the division), sharing the row's scores S[i, :] and output sums O_[i, :] (TEMP
+    arrays) between them."""
+    F32 = T.float32
+    Q, K, V = (acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=shape) for shape in ((M, D), (N, D), (N, D)))
+    O = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, D))
+    S = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M, N))
+    sums = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M, D))
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,)) for _ in range(2))
+    init, clear, zero = acc.Nest(M), acc.Nest(M, N), acc.Nest(M, D)
+    scores, maximum, exp, add, mix, out = (acc.Nest(*shape) for shape in ((M, N, D), (M, N), (M, N), (M, N),
+                                                                         (M, D, N), (M, D)))
+    (i0,), (i1, j1), (i2, d2) = init.get_indices(), clear.get_indices(), zero.get_indices()
+    (i3, j3, d3), (i4, j4), (i5, j5) = scores.get_indices(), maximum.get_indices(), exp.get_indices()
+    (i6, j6), (i7, d7, j7), (i8, d8) = add.get_indices(), mix.get_indices(), out.get_indices()
+
+    @init.iteration_logic
+    def _():
+        peak[i0] = -math.inf
+        total[i0] = 0.0
+
+    @clear.iteration_logic
+    def _():
+        S[i1, j1] = 0.0
+
+    @zero.iteration_logic
+    def _():
+        sums[i2, d2] = 0.0
+
+    @scores.iteration_logic
+    def _():
+        S[i3, j3] += acc.cast(Q[i3, d3], F32) * acc.cast(K[j3, d3], F32) * (1.0 / math.sqrt(D))
+
+    @maximum.iteration_logic
+    def _():
+        peak[i4] = acc.max(peak[i4], S[i4, j4])
+
+    @exp.iteration_logic
+    def _():
+        S[i5, j5] = acc.exp(S[i5, j5] - peak[i5])
+
+    @add.iteration_logic
+    def _():
+        total[i6] += S[i6, j6]
+
+    @mix.iteration_logic
+    def _():
+        sums[i7, d7] += S[i7, j7] * acc.cast(V[j7, d7], F32)
+
+    @out.iteration_logic
+    def _():
+        O[i8, d8] = acc.cast(sums[i8, d8] / total[i8], dtype)
+
+    nests = (init, clear, zero, scores, maximum, exp, add, mix, out)
+    s = acc.fuse(tuple(n.create_schedule() for n in nests), partial=1)
+    f, i, j1, d2, j3, d3, j4, j5, j6, d7, j7, d8 = s.get_indices()
+    parts = [s.split(x, threads) for x in (j1, d2, j3, j4, j5, j6, d7, d8)]
+    s.reorder(i, f, j1, parts[0], d2, parts[1], j3, parts[2], d3, j4, parts[3], j5, parts[4], j6, parts[5],
+              j7, d7, parts[6], d8, parts[7])
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, **{t: H100.GridUnit.THREAD_X for t in parts}})
+    return plan, (Q, K, V, O)
+
+
+def test_attention_by_rows_matches_the_reference():
+    plan, args = attention_rows()
+    model, fn = compile_function_plan(plan, args)
+    body = list(walk_statements(fn.kernels[-1].body))
+    assert sum(isinstance(st, ThreadReduce) for st in body) == 2  # the row's maximum and sum
+    _passed(emulate_function(model, fn, None, seed=4))
+    nvrtc_compile(emit_source([fn], "// attention"), "attention", "sm_90")
 
 
 def test_the_fusing_index_is_not_unrolled_and_the_product_comes_first():

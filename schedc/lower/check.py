@@ -32,8 +32,8 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
 
 def _check_fusion(model) -> None:
     """A fused schedule runs its parts in turn at each point of the fused dimensions, and only
-    there: an array one part writes may be touched by another only element by element at the
-    same fused point (the same subscripts, of fused dimensions only). A part's unfused loops may
+    there: an array one part writes may be touched by another only at elements of the same fused
+    point (``_shared_by_points``). A part's unfused loops may
     be bound to threads only (the parts run in turn on the block's threads), as many in each part
     that binds a unit."""
     fusion = model.fusion
@@ -64,27 +64,42 @@ def _check_fusion(model) -> None:
                                                                       for ld in loads(statement.value)]
         for verb, array, index in accesses:
             touches.setdefault(array, []).append((part, n, verb, tuple(Affine.of(i) for i in index)))
+    fused = [name for name, _ in model.dims if name not in unfused]
     for array, uses in touches.items():
         written = {part for part, _, verb, _ in uses if verb == "writes"}
         if not written or len({part for part, *_ in uses}) < 2:
             continue
-        _, n0, verb0, first = next(u for u in uses if u[2] == "writes")
-        rule = ("fused schedules run in turn only at each point of the fused dimensions, so an array one of "
-                "them writes may be shared only element by element there: the same subscripts, of the fused "
-                "indices only, a different element at each point")
-        where = f"acc.fuse (fusing index {fusion.name})"
-        for part, n, verb, subscripts in uses:
-            names = sorted({v for a in subscripts for v in a.variables()} & unfused)
-            said = f"statement {n + 1} (schedule {part}) {verb} {array}[{_render(subscripts)}]"
-            if names:
-                raise ScheduleError(where, f"{said}, which moves with its own index {names[0]}: {rule}")
-            if subscripts != first:
-                raise ScheduleError(where, f"{said} and statement {n0 + 1} {verb0} {array}[{_render(first)}]: {rule}")
-        fused = [name for d, (name, _) in enumerate(model.dims) if name not in unfused]
-        if _rank(first, fused) < len(fused):
-            raise ScheduleError(where, f"statement {n0 + 1} {verb0} {array}[{_render(first)}], one element for "
-                                       f"several points of the fused indices ({', '.join(fused)}), and another "
-                                       f"fused schedule touches it: {rule}")
+        _shared_by_points(fusion.name, array, uses, unfused, fused)
+
+
+def _shared_by_points(fusing: str, array: str, uses: list, unfused: set[str], fused: list[str]) -> None:
+    """An array several parts touch, one writing it, is shared legally where each of its elements
+    belongs to one point of the fused dimensions: some of its dimensions are subscripted alike
+    in every access, by the fused indices only, and tell the points apart (a row ``S[i, :]`` of
+    a schedule fused over ``i``; its other subscripts may move with each part's own loops)."""
+    _, n0, verb0, first = next(u for u in uses if u[2] == "writes")
+    kept = [d for d in range(len(first))
+            if all(sub[d] == first[d] and not (first[d].variables() & unfused) for *_, sub in uses)]
+    if _rank(tuple(first[d] for d in kept), fused) == len(fused):
+        return
+    rule = ("fused schedules run in turn only at each point of the fused dimensions, so an array one of "
+            "them writes may be shared only where each element belongs to one point: some of its "
+            "dimensions subscripted alike in every access, by the fused indices only, a different element "
+            "at each point")
+    where = f"acc.fuse (fusing index {fusing})"
+    candidates = [d for d in range(len(first)) if not first[d].variables() & unfused]  # of fused indices only
+    for part, n, verb, subscripts in uses:
+        if any(subscripts[d] != first[d] for d in candidates):
+            raise ScheduleError(where, f"statement {n + 1} (schedule {part}) {verb} {array}[{_render(subscripts)}] "
+                                       f"and statement {n0 + 1} {verb0} {array}[{_render(first)}]: {rule}")
+    if not candidates:
+        names = sorted({v for a in first for v in a.variables()} & unfused)
+        raise ScheduleError(where, f"statement {n0 + 1} {verb0} {array}[{_render(first)}], which moves with its "
+                                   f"own index {names[0]} in every dimension, and another fused schedule touches it: "
+                                   f"{rule}")
+    raise ScheduleError(where, f"statement {n0 + 1} {verb0} {array}[{_render(first)}], one element for "
+                               f"several points of the fused indices ({', '.join(fused)}), and another "
+                               f"fused schedule touches it: {rule}")
 
 
 def _rank(subscripts: tuple[Affine, ...], names: list[str]) -> int:
