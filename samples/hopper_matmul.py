@@ -31,7 +31,8 @@ import schedc as acc
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 SHAPES = {acc.ScalarType.float16: "M64xN{n}xK16_B1", acc.ScalarType.bfloat16: "M64xN{n}xK16_B1",
           acc.ScalarType.float32: "M64xN{n}xK8_B1", acc.ScalarType.float8_e4m3: "M64xN{n}xK32_B1",
-          acc.ScalarType.float8_e5m2: "M64xN{n}xK32_B1"}
+          acc.ScalarType.float8_e5m2: "M64xN{n}xK32_B1", acc.ScalarType.int8: "M64xN{n}xK32_B1",
+          acc.ScalarType.uint8: "M64xN{n}xK32_B1"}
 
 
 def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 256, 64), stages: int = 4,
@@ -87,7 +88,9 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
                    epilogue_op=op, epilogue_arg=arg)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
-    plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    integer = operand in (acc.ScalarType.int8, acc.ScalarType.uint8)  # int32 fragments; floats' in float32
+    plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT,
+               element_type=acc.ScalarType.int32 if integer else acc.ScalarType.float32)
     plan.warp_specialize(specialize, teams=teams)
     if persistent is not None:
         plan.persistent(**persistent)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from .errors import PlanError
 from .ir.kernel import Binary, Const, Expr
 from .ir.types import ScalarType
-from .targets import WGMMA_16, WGMMA_FP8, WGMMA_TF32, Instruction, MMAShape, Target
+from .targets import WGMMA_16, WGMMA_FP8, WGMMA_INT8, WGMMA_TF32, Instruction, MMAShape, Target
 
 # -- lane layouts ------------------------------------------------------------------------------
 
@@ -280,13 +280,16 @@ MMA_SYNC = Family(
 )
 
 WGMMA = Family(
-    "wgmma", Instruction.WGMMA, "wgmma.mma_async.m64nNk16 / m64nNk8 / m64nNk32 (sm_90a), operands in shared memory",
+    "wgmma", Instruction.WGMMA, "wgmma.mma_async.m64nNk16 / m64nNk8 / m64nNk32 (8-bit floats and integers; sm_90a), "
+    "operands in shared memory",
     "warpgroup", 90,
     (Mode(_F16, (_F32,), "fp16", WGMMA_16, (64, 0, 16)),
      Mode(_BF16, (_F32,), "bf16", WGMMA_16, (64, 0, 16)),
      Mode(_F32, (_F32,), "tf32", WGMMA_TF32, (64, 0, 8), transposes=False),
      Mode(ScalarType.float8_e4m3, (_F32,), "e4m3", WGMMA_FP8, (64, 0, 32), transposes=False),
-     Mode(ScalarType.float8_e5m2, (_F32,), "e5m2", WGMMA_FP8, (64, 0, 32), transposes=False)),
+     Mode(ScalarType.float8_e5m2, (_F32,), "e5m2", WGMMA_FP8, (64, 0, 32), transposes=False),
+     Mode(ScalarType.int8, (ScalarType.int32,), "s8", WGMMA_INT8, (64, 0, 32), transposes=False),
+     Mode(ScalarType.uint8, (ScalarType.int32,), "u8", WGMMA_INT8, (64, 0, 32), transposes=False)),
     speed=3, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
 )
 WARPGROUP = 128  # threads that issue one wgmma

@@ -174,6 +174,8 @@ _WMMA_16 = (MMAShape.M16xN16xK16_B1, MMAShape.M32xN8xK16_B1, MMAShape.M8xN32xK16
 WGMMA_16 = tuple(MMAShape[f"M64xN{n}xK16_B1"] for n in WGMMA_N)
 WGMMA_TF32 = tuple(MMAShape[f"M64xN{n}xK8_B1"] for n in WGMMA_N)
 WGMMA_FP8 = tuple(MMAShape[f"M64xN{n}xK32_B1"] for n in WGMMA_N)
+# 8-bit integers (s32 accumulators): n of 8, 16, 24, then multiples of 16 (ptxas refuses m64n40k32.s32.s8)
+WGMMA_INT8 = tuple(s for s in WGMMA_FP8 if s.mnk[1] < 32 or s.mnk[1] % 16 == 0)
 _F32 = ScalarType.float32
 TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float16, (_F32, ScalarType.float16), _WMMA_16, "fp16", 70),
@@ -188,6 +190,8 @@ TENSOR_CORE_MODES: tuple[TensorCoreMode, ...] = (
     TensorCoreMode(ScalarType.float8_e5m2, (_F32,), (MMAShape.M16xN16xK32_B1,), "e5m2", 89),
     TensorCoreMode(ScalarType.int8, (ScalarType.int32,), _WMMA_16, "s8", 72),
     TensorCoreMode(ScalarType.uint8, (ScalarType.int32,), _WMMA_16, "u8", 72),
+    TensorCoreMode(ScalarType.int8, (ScalarType.int32,), WGMMA_INT8, "s8", 90),
+    TensorCoreMode(ScalarType.uint8, (ScalarType.int32,), WGMMA_INT8, "u8", 90),
 )
 
 
@@ -361,6 +365,8 @@ def describe_shapes(shapes) -> str:
         ns = [s.mnk[1] for s in shapes if s in run]
         if ns == list(WGMMA_N):
             names.append(f"M64xN{{8..256 by 8}}xK{k}_B1")
+        elif ns == [s.mnk[1] for s in WGMMA_INT8]:
+            names.append(f"M64xN{{8, 16, 24, 32..256 by 16}}xK{k}_B1")
         else:
             names += [f"M64xN{n}xK{k}_B1" for n in ns]
     return ", ".join(names)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import schedc as acc
+from schedc import verify
 from schedc.codegen.cuda import emit_source
 from schedc.codegen.emulate import EmulationError, emulate
 from schedc.codegen.emulate_hopper import hardware_swizzle
@@ -39,6 +40,7 @@ from schedc.package.compile import arch_for, nvrtc_compile
 
 from .conftest import build_sample, require_gpu
 from .kit import BF16, COL, F16, F32, emulate_broken, hopper_matmul, kernel, lower, rewrite, run
+from .plans import build, compile_function_plan
 
 PLANS = {
     "fp16_specialized": ((256, 512, 256), {}),
@@ -574,3 +576,51 @@ def test_the_ping_pong_kernel_is_the_golden_source(update_golden):
     assert source == path.read_text(), f"the ping-pong kernel differs from {path}; if intended, run pytest --update-golden"
     assert "for (int work = blockIdx.x + threadIdx.x / 128 * 5; work < 12; work += 10) {" in source
     assert "schedc::mbarrier_wait(&turn[work / 5 % 2], (work / 5 - 1) / 2 % 2);" in source
+
+
+# -- 8-bit integers on wgmma -----------------------------------------------------------------
+
+
+def _integer(operand, size=(256, 256, 512), output=acc.ScalarType.int32, block=(128, 128, 128)):
+    return hopper_matmul.matmul(*size, operand=operand, output=output, block=block, stages=2,
+                                b_layout=acc.Array.Layout.LAST_MAJOR, persistent={"group": 2})
+
+
+@pytest.mark.parametrize("operand", [acc.ScalarType.int8, acc.ScalarType.uint8])
+def test_wgmma_multiplies_8_bit_integers_into_int32_exactly(operand):
+    model, function = compile_function_plan(*_integer(operand, size=(192, 384, 320)))
+    reports = verify.emulate_function(model, function, None, seed=5)
+    assert [r.array for r in reports] == ["C"] and all(r.passed and r.max_abs_error == 0 for r in reports), \
+        "\n".join(map(str, reports))
+
+
+def test_the_integer_wgmma_instruction_is_s32_k32_without_scales(tmp_path):
+    path = build(*_integer(acc.ScalarType.int8), "s8_text", tmp_path)
+    text = (path.parent / "s8_text.cu").read_text()
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " in text
+    assert '"%64, %65, p;' in text  # scale-d only: the integer form takes no imm-scale-a/b
+    assert "void schedc_wgmma_m64n128k32_int32_s8_00(int (&d)[64]," in text
+    assert '"+r"(d[0])' in text
+
+
+def test_integer_wgmma_takes_only_the_widths_ptxas_takes():
+    """ptxas refuses m64n40k32.s32.s8 (8-bit integers take n of 8, 16, 24 and multiples of 16),
+    though 8-bit floats take every multiple of 8: the plan is refused before compiling."""
+    with pytest.raises(PlanError, match=r"int8 operands need one of the shapes .*M64xN\{8, 16, 24, 32..256 by "
+                                        r"16\}xK32_B1, not M64xN40xK32_B1"):
+        compile_function_plan(*_integer(acc.ScalarType.int8, size=(128, 80, 128), block=(64, 40, 64)))
+
+
+def test_int32_fragments_of_8_bit_integers_do_not_convert_into_a_float32_c():
+    with pytest.raises(CacheError, match="element_type int32 for float32 C: fragments convert between floating-point "
+                                         "types only"):
+        compile_function_plan(*_integer(acc.ScalarType.int8, output=acc.ScalarType.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("operand", [acc.ScalarType.int8, acc.ScalarType.uint8])
+def test_integer_wgmma_products_verify_on_the_gpu(tmp_path, operand):
+    fn = acc.load(build(*_integer(operand, size=(384, 256, 640)), "s8_gemm", tmp_path)).s8_gemm
+    require_gpu()
+    reports = verify.run_function(fn, seed=2)
+    assert reports and all(r.passed and r.max_abs_error == 0 for r in reports), "\n".join(map(str, reports))

@@ -192,7 +192,8 @@ class Wgmma(MmaSync):
         return [f"{helper_name(a, b, c)}({s.d}, {s.a}, {s.b});"]
 
 
-_PTX_TYPES = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2"}
+_PTX_TYPES = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
+_INTEGER = ("s8", "u8")  # s32 accumulators; the instruction takes no scale or negation of a and b
 
 
 def helper_name(a: Fragment, b: Fragment, c: Fragment) -> str:
@@ -218,19 +219,23 @@ def helpers(kernels: list[Kernel]) -> list[str]:
 def _helper(name: str, a: Fragment, b: Fragment, c: Fragment) -> str:
     count = c.n // 2
     ptx = _PTX_TYPES[a.precision]
+    integer = a.precision in _INTEGER
     ta, tb = (0 if operand_k_major(f.use, f.layout) else 1 for f in (a, b))
     trans = f", {ta}, {tb}" if WGMMA.transposes(a.precision) else ""  # imm-trans-a/b: 16-bit types only
+    scales = "" if integer else f", 1, 1{trans}"  # imm-scale-a/b (and trans): floating-point forms only
     registers = ", ".join(f"%{n}" for n in range(count))
-    outputs = ", ".join(f'"+f"(d[{n}])' for n in range(count))
+    outputs = ", ".join(f'"+{"r" if integer else "f"}"(d[{n}])' for n in range(count))
+    d_type, element = ("s32", "int") if integer else ("f32", "float")
     return "\n".join([
-        f"// d (64x{c.n}, f32) += a (64x{a.k}) * b ({a.k}x{c.n}), {ptx}: a {'k' if not ta else 'm'}-major, "
+        f"// d (64x{c.n}, {d_type}) += a (64x{a.k}) * b ({a.k}x{c.n}), {ptx}: a {'k' if not ta else 'm'}-major, "
         f"b {'k' if not tb else 'n'}-major, from matrix descriptors",
-        f"__device__ __forceinline__ void {name}(float (&d)[{count}], unsigned long long a, unsigned long long b) {{",
+        f"__device__ __forceinline__ void {name}({element} (&d)[{count}], unsigned long long a, "
+        "unsigned long long b) {",
         "#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)",
         '    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(count + 2) + ', 0;\\n"',
-        f'        "wgmma.mma_async.sync.aligned.m64n{c.n}k{a.k}.f32.{ptx}.{ptx} "',
+        f'        "wgmma.mma_async.sync.aligned.m64n{c.n}k{a.k}.{d_type}.{ptx}.{ptx} "',
         f'        "{{{registers}}}, "',
-        f'        "%{count}, %{count + 1}, p, 1, 1{trans};\\n}}\\n"',
+        f'        "%{count}, %{count + 1}, p{scales};\\n}}\\n"',
         f"        : {outputs}",
         '        : "l"(a), "l"(b), "r"(1) : "memory");',
         "#else",

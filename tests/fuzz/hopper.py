@@ -43,9 +43,12 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     output = operand if operand != "float32" and rng.random() < 0.4 else "float32"  # C += A * B in C's type
     if mode.operand.arithmetic is not mode.operand:  # 8-bit floats: C of a 16-bit type, float32 or theirs
         output = rng.choice(("bfloat16", "float16", "float32", operand))
+    integer = mode.operand.is_integer  # 8-bit integers: into int32 C and fragments (which convert floats only)
+    if integer:
+        output = "int32"
     role = "OUTPUT" if rng.random() < 0.25 else "INPUT_OUTPUT"
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(2)]
-    if mode.precision in ("tf32", "e4m3", "e5m2") and rng.random() < 0.8:  # k-contiguous operands: mostly drawn so
+    if mode.precision in ("tf32", "e4m3", "e5m2", "s8", "u8") and rng.random() < 0.8:  # k-contiguous operands
         layouts = ["FIRST_MAJOR", "LAST_MAJOR"]
     splits = choose(rng, {1: 80, 2: 10, 3: 5, 4: 5})
     if splits > 1:  # split-K: the blocks along BLOCK_Z each sum a part of k, mostly whole stages
@@ -67,7 +70,8 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     tensorize = Tensorize(("iiii", "jjjj", k_tile), shape.name, 1, None, prologue, rng.choice((0.0, 1.5, -1.0, 0.5)),
                           epilogue, rng.choice((0.5, 2.0, -1.0)), rng.choice(("AUTO", "WGMMA")))
     stages = choose(rng, {1: 15, 2: 25, 3: 25, 4: 20, 6: 8, 8: 7})
-    fragments = "float32" if output != "float32" or rng.random() < 0.3 else ""
+    accumulator = "int32" if integer else "float32"
+    fragments = accumulator if output != accumulator or rng.random() < 0.3 else ""
     caches = tuple(CacheDirective(a, k_stages, "SHARED", "stages" if stages > 1 else "sync",
                                   stages if stages > 1 else 0) for a in ("A", "B")) + \
         (CacheDirective("C", k_serial, "MMA_FRAGMENT", element_type=fragments),)
