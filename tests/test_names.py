@@ -153,6 +153,21 @@ def test_explicit_names_must_be_usable_in_cuda(name, reason):
         acc.Array(role=acc.Role.INPUT, shape=(4,), name=name)
 
 
+@pytest.mark.parametrize("name", ["norm", "exp", "max", "erff", "printf"])
+def test_a_function_named_as_a_library_function_is_refused_at_add(name):
+    """The C launcher ``extern "C" int norm(...)`` collides with CUDA's math library's ``norm``
+    (nvcc refused it at build); Package.add says so first. Arrays and loops may take such names
+    (they are the kernel's locals)."""
+    from schedc.errors import PackageError
+    from tests.plans import simt_matmul
+
+    plan, args = simt_matmul(16, 16, 16, block=(16, 16))
+    with pytest.raises(PackageError, match=rf"base_name: {name} is a function of CUDA's math or the C library: "
+                                           rf"the C launcher {name}\(\) would collide with it"):
+        acc.Package().add(plan, args=args, base_name=name)
+    assert acc.Array(role=acc.Role.INPUT, shape=(4,), name=name).name == name
+
+
 @pytest.mark.parametrize("variable", ["int", "thread", "threadIdx", "In_shared", "_In", "cudaIn", "batched"])
 def test_unusable_variables_fall_back_to_positions(tmp_path, variable):
     """C++ keywords, names the CUDA uses or derives, and the function's own name."""

@@ -213,7 +213,7 @@ def test_generated_inputs_fit_the_parameters(variant):
 
     model, kernel = compile_plan(*VARIANTS[variant][0]())
     arrays = data.inputs(kernel.buffers, seed=0)
-    for b in kernel.params:
+    for b in (p for p in kernel.params if p.kind == "param"):  # not workspaces: the loader allocates them
         view = describe("f", b, arrays[b.name], 1)
         assert view.array.size == b.size
 

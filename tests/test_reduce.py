@@ -266,6 +266,22 @@ def test_some_blocks_of_a_function_with_temporary_arrays_emulate():
     _passed(reports)
 
 
+def test_arrays_threads_hand_values_through_are_not_restrict():
+    """In a kernel with __syncthreads(), the arrays it writes and reads (the row's maximum, written
+    by one thread and read by the others after the barrier) are not __restrict__: a compiler may
+    hoist a load through a restrict pointer that has not escaped above a barrier. Inputs and
+    arrays only written keep it, and so does a kernel without barriers."""
+    from schedc.codegen.cuda import parameter_list
+
+    M = acc.create_dimensions()  # mx and sm of M rows: workspaces, the kernel's parameters
+    plan, (X, Y) = softmax.softmax(M, 700, T.float32, 64, cache=False)
+    _, fn = compile_function_plan(plan, (M, X, Y))
+    signature = parameter_list(fn.kernels[-1], restrict=True)
+    assert signature.startswith("const float* __restrict__ X, float* __restrict__ Y, float* mx, float* sm")
+    _, plain = compile_function_plan(*rows(lanes=32))  # one reduction within a warp: no barrier
+    assert parameter_list(plain.kernels[-1], restrict=True) == "const float* __restrict__ X, float* __restrict__ S"
+
+
 def test_parts_on_threads_meet_at_barriers():
     """A part reads what the part before wrote from another thread (the row's maximum, written by
     its first thread): a barrier separates each two parts, reached by every thread. The emulator

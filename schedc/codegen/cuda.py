@@ -10,16 +10,21 @@ from importlib import resources
 
 from ..ir.kernel import (
     SHARED_ALIGN,
+    Barrier,
+    BlockCopy,
     Buffer,
     Const,
     Fragment,
+    FragmentLoad,
+    FragmentStore,
     HostFunction,
     Kernel,
     ScalarParam,
+    Store,
     StructParam,
     Var,
 )
-from ..ir.walk import walk_statements
+from ..ir.walk import loads, walk_statements
 from . import cuda_hopper  # noqa: F401 - registers the Hopper statements' emitters
 from .cuda_printer import EMITTERS, INDENT, Printer
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
@@ -88,8 +93,14 @@ def launcher_name(kernel: Kernel) -> str:
 
 def parameter_list(owner: Kernel | HostFunction, restrict: bool) -> str:
     """A kernel's parameters (``restrict``: its __global__ signature) or a function's (its host
-    launcher's): pointers, scalars, and structs (``const __grid_constant__`` in a kernel)."""
-    qualifier = " __restrict__" if restrict else ""
+    launcher's): pointers, scalars, and structs (``const __grid_constant__`` in a kernel).
+
+    In a kernel with ``__syncthreads()``, the arrays it both writes and reads are not
+    ``__restrict__``: its threads may hand values to each other through them across the barrier
+    (a row's maximum written by one thread, read by the others in the next part), and a compiler
+    may move a load through a restrict pointer that has not escaped above the barrier, reading a
+    stale value."""
+    shared = handed_over(owner) if isinstance(owner, Kernel) else set()
     params = []
     for p in owner.arguments if isinstance(owner, Kernel) else owner.params:
         if isinstance(p, ScalarParam):
@@ -99,8 +110,22 @@ def parameter_list(owner: Kernel | HostFunction, restrict: bool) -> str:
             params.append(f"{grid_constant}{STRUCT_TYPES[p.builder]} {p.name}")
         else:
             const = "const " if p.role == "input" else ""
+            qualifier = " __restrict__" if restrict and p.name not in shared else ""
             params.append(f"{const}{p.dtype.c_type}*{qualifier} {p.name}")
     return ", ".join(params)
+
+
+def handed_over(kernel: Kernel) -> set[str]:
+    """The global arrays a kernel with ``__syncthreads()`` both writes and reads (through which its
+    threads may hand values to each other across a barrier); none without a barrier."""
+    body = list(walk_statements(kernel.body))
+    if not any(isinstance(s, Barrier) for s in body):
+        return set()
+    written = {s.buffer for s in body if isinstance(s, Store | FragmentStore)} | \
+        {s.target for s in body if isinstance(s, BlockCopy)}
+    read = {ld.buffer for ld in loads(kernel.body)} | {s.source for s in body if isinstance(s, BlockCopy)} | \
+        {s.buffer for s in body if isinstance(s, FragmentLoad)}
+    return written & read & {b.name for b in kernel.buffers}
 
 
 def emit_kernel(kernel: Kernel, check: bool = True) -> str:

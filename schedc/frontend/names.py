@@ -46,6 +46,24 @@ GENERATED = frozenset({
     "lane", "elem", "work", "tile_x", "tile_y", "tile_z",  # a persistent kernel's loop over tiles
 })
 
+# Functions the launchers' translation unit declares with C linkage (CUDA's math library and the C
+# library its runtime header brings in): an ``extern "C"`` launcher of the same name does not compile.
+_MATH = (
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign", "cos", "cosh", "cospi",
+    "cyl_bessel_i0", "cyl_bessel_i1", "erf", "erfc", "erfcinv", "erfcx", "erfinv", "exp", "exp10", "exp2", "expm1",
+    "fabs", "fdim", "fdivide", "floor", "fma", "fmax", "fmin", "fmod", "frexp", "hypot", "ilogb", "j0", "j1", "jn",
+    "ldexp", "lgamma", "llrint", "llround", "log", "log10", "log1p", "log2", "logb", "lrint", "lround", "modf",
+    "nan", "nearbyint", "nextafter", "norm", "norm3d", "norm4d", "normcdf", "normcdfinv", "pow", "rcbrt",
+    "remainder", "remquo", "rhypot", "rint", "rnorm", "rnorm3d", "rnorm4d", "round", "rsqrt", "scalbln", "scalbn",
+    "sin", "sincos", "sincospi", "sinh", "sinpi", "sqrt", "tan", "tanh", "tgamma", "trunc", "y0", "y1", "yn",
+)
+_LIBRARY = (
+    "abs", "labs", "llabs", "div", "ldiv", "max", "min", "malloc", "calloc", "realloc", "free", "memcpy", "memset",
+    "memmove", "memcmp", "printf", "fprintf", "sprintf", "snprintf", "puts", "exit", "abort", "atexit", "rand",
+    "srand", "time", "clock", "qsort", "bsearch", "strlen", "strcmp", "strcpy", "atoi", "atof",
+)
+LIBRARY_FUNCTIONS = frozenset({*_MATH, *(f"{name}f" for name in _MATH), *_LIBRARY})
+
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Names schedc derives from arrays and loops; its own names (fragments _c, _a0, _c_1_0) start with
 # an underscore, which no name of the script does.
@@ -89,6 +107,19 @@ def unusable_function(name: object) -> str | None:
     if name in GENERATED or name.startswith("cuda"):
         return f"{name} is a name the generated CUDA uses"
     return None
+
+
+def unusable_launcher(name: object) -> str | None:
+    """Why ``name`` cannot name a function: ``unusable_function``'s reasons, or a function of the
+    CUDA or C library of that name, which its ``extern "C"`` launcher would collide with.
+
+    >>> unusable_launcher("norm"), unusable_launcher("layer_norm")
+    ("norm is a function of CUDA's math or the C library: the C launcher norm() would collide with it", None)
+    """
+    why = unusable_function(name)
+    if why is None and name in LIBRARY_FUNCTIONS:
+        return f"{name} is a function of CUDA's math or the C library: the C launcher {name}() would collide with it"
+    return why
 
 
 def variables(logic: Callable) -> Iterator[tuple[str, object]]:

@@ -247,7 +247,7 @@ class Package:
                 where, "schedc builds GPU plans: pass schedule.create_plan(Target(...)), "
                 f"not a {type(source).__name__}"
             )
-        why = names.unusable_function(base_name)
+        why = names.unusable_launcher(base_name)
         if why is not None:
             raise PackageError(where, f"base_name: {why}")
         compilers.check_buildable(source.target)

@@ -7,7 +7,7 @@
 using namespace nvcuda;
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_1000_fp16__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_1000_fp16__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[3, 128, 32], 24576 bytes
@@ -157,7 +157,7 @@ matmul_1000_fp16__gpu__(const __half* __restrict__ A, const __half* __restrict__
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_1000_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
+matmul_1000_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float32[3, 128, 32], 49152 bytes

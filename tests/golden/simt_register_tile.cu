@@ -6,7 +6,7 @@
 using namespace nvcuda;
 
 extern "C" __global__ void __launch_bounds__(256)
-simt_register_tile__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
+simt_register_tile__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float32[2, 64, 16], 8192 bytes

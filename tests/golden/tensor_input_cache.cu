@@ -6,7 +6,7 @@
 using namespace nvcuda;
 
 extern "C" __global__ void __launch_bounds__(128)
-tensor_input_cache__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+tensor_input_cache__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[32, 256], 16384 bytes

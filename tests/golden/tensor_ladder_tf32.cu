@@ -52,7 +52,7 @@ tensor_matmul_tf32__gpu__(const float* __restrict__ A, const float* __restrict__
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
+tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float32[32, 128], 16384 bytes
@@ -106,7 +106,7 @@ tensor_input_cache_tf32__gpu__(const float* __restrict__ A, const float* __restr
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
+tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float32[2, 32, 128], 32768 bytes
@@ -170,7 +170,7 @@ tensor_input_double_buffer_cache_tf32__gpu__(const float* __restrict__ A, const 
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C)
+tensor_input_output_cache_tf32__gpu__(const float* __restrict__ A, const float* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float32[2, 32, 128], 32768 bytes

@@ -13,7 +13,7 @@
 using namespace nvcuda;
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[128, 32], 8192 bytes
@@ -148,7 +148,7 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[3, 128, 32], 24576 bytes
@@ -298,7 +298,7 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[4, 128, 32], 32768 bytes
@@ -453,7 +453,7 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[5, 128, 32], 40960 bytes
@@ -613,7 +613,7 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[128, 32], 8192 bytes
@@ -748,7 +748,7 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[3, 128, 32], 24576 bytes
@@ -898,7 +898,7 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[4, 128, 32], 32768 bytes
@@ -1053,7 +1053,7 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[5, 128, 32], 40960 bytes

@@ -13,7 +13,7 @@
 using namespace nvcuda;
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[128, 32], 10224 bytes
@@ -91,7 +91,7 @@ matmul_v3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, flo
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[3, 128, 32], 30704 bytes
@@ -184,7 +184,7 @@ matmul_v4_s3__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[4, 128, 32], 40944 bytes
@@ -282,7 +282,7 @@ matmul_v4_s4__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[5, 128, 32], 51184 bytes
@@ -385,7 +385,7 @@ matmul_v4_s5__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, 
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[128, 32], 10224 bytes
@@ -463,7 +463,7 @@ matmul_v3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[3, 128, 32], 30704 bytes
@@ -556,7 +556,7 @@ matmul_v4_s3_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[4, 128, 32], 40944 bytes
@@ -654,7 +654,7 @@ matmul_v4_s4_k14336__gpu__(const __half* __restrict__ A, const __half* __restric
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C)
+matmul_v4_s5_k14336__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, float* C)
 {
     extern __shared__ __align__(128) unsigned char schedc_shared[];
     // shared buffer A_shared: float16[5, 128, 32], 51184 bytes
