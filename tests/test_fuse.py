@@ -362,6 +362,23 @@ def test_a_row_shared_by_parts_fused_over_rows_is_accepted():
     _passed(emulate_function(model, fn, None, seed=3))
 
 
+def test_a_cache_of_a_row_the_parts_share_is_refused():
+    """C's rows are shared by the product and the epilogue, each with its own loop over j: a
+    cache of C (its copies placed in one part) is not built for that, and is refused (the random
+    tester found a register tile of C there racing between threads)."""
+    product, epilogue, args = _nests(M=6, N=40, K=5)
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=1)
+    f, i, j0, k, j1 = s.get_indices()
+    t0 = s.split(j0, 8)
+    s.reorder(i, f, j0, t0, k, j1)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, t0: H100.GridUnit.THREAD_X})
+    plan.cache(args[2], index=k, location=acc.MemorySpace.PRIVATE)
+    with pytest.raises(acc.CacheError, match=r"cache\(C, index=k0, location=PRIVATE\): C is shared by fused schedules "
+                                             r"that each run their own loops over it"):
+        compile_function_plan(plan, args)
+
+
 def test_a_row_of_another_fused_point_is_refused():
     """The epilogue reads row 7 - i of C, which the product writes at another fused point (after
     this one, for the first half): refused, with both accesses."""

@@ -70,6 +70,13 @@ def _check_fusion(model) -> None:
         if not written or len({part for part, *_ in uses}) < 2:
             continue
         _shared_by_points(fusion.name, array, uses, unfused, fused)
+        moving = any({v for a in subscripts for v in a.variables()} & unfused for *_, subscripts in uses)
+        cached = next((c for c in model.caches if c.array == array), None)
+        if moving and cached is not None:
+            raise CacheError(f"cache({array}, index={cached.index}, location={cached.location.name})",
+                             f"{array} is shared by fused schedules that each run their own loops over it (the "
+                             "elements of a fused point): a cache of it is not built for that; leave it uncached",
+                             loops=(cached.index,))
 
 
 def _shared_by_points(fusing: str, array: str, uses: list, unfused: set[str], fused: list[str]) -> None:

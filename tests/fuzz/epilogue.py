@@ -1,4 +1,5 @@
-"""Random epilogues fused after a product (``acc.fuse((product, after), partial=2)``), on tensor
+"""Random epilogues fused after a product (``acc.fuse((product, after), partial=2)``, or on SIMT
+plans sometimes ``partial=1``: over the rows alone, C's rows shared by the two nests' own loops), on tensor
 cores or SIMT (there, with k sometimes on THREAD_X: a reduction across threads, then the epilogue
 on the first thread):
 element-wise statements over C's element that add a bias by column or a scale by row, a residual
@@ -45,9 +46,26 @@ def with_epilogue(rng: random.Random, program: Program) -> Program:
                                     if key in used)
     order, root = schedule_indices(program)
     order = list(program.order or order)
+    if program.tensorize is None and _rows_fusable(program) and rng.random() < 0.4:
+        # fused over i alone: i's loops first, then each nest's own (the epilogue's column loop last)
+        rows = [name for name in order if root.get(name) == "i"]
+        rest = [name for name in order if root.get(name) != "i"]
+        return replace(program, arrays=arrays, epilogue=tuple(statements), order=(*rows, "f", *rest, "j1"),
+                       rows_only=True)
     first_k = next(n for n, name in enumerate(order) if root.get(name) == "k")
     order.insert(first_k, "f")
     return replace(program, arrays=arrays, epilogue=tuple(statements), order=tuple(order))
+
+
+def _rows_fusable(program: Program) -> bool:
+    """Whether the product can be fused with its epilogue over i alone: C indexed [i, j] (its rows
+    the fused points) and no loop of j or k bound to blocks or warps (a part's own loops run in
+    turn on the block's threads; the epilogue's column loop stays serial, on the first thread)."""
+    _, root = schedule_indices(program)
+    if [x.index for x in program.statements[0].target.subscripts] != ["i", "j"]:
+        return False
+    return not any(root.get(n) in ("j", "k") and not b.unit.startswith("THREAD") for b in program.bindings
+                   for n in b.indices)
 
 
 def _float_forms(C, t) -> list:

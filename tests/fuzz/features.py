@@ -26,7 +26,8 @@ def features(p: Program) -> list[str]:
     if p.tensorize is not None:
         found.append(f"tensorize {p.tensorize.mma} ({p.tensorize.instruction})")
     if p.epilogue:
-        found.append(f"fused epilogue of {len(p.epilogue)} statement(s)")
+        found.append(f"fused epilogue of {len(p.epilogue)} statement(s)"
+                     + (" over the rows alone (partial=1)" if p.rows_only else ""))
         found += sorted({f"acc.{n.name} (epilogue)" for s in p.epilogue for n in walk(s.value) if isinstance(n, Fn)})
     found += [f"{c.location} cache of {c.array} at {c.index}" + (f" ({c.pipeline})" if c.pipeline != "sync" else "")
               + (f" in {c.element_type}" if c.element_type else "") for c in p.caches]
@@ -76,6 +77,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"split-K"} if split_k(p) else set()
     found |= {"fused epilogue"} if p.epilogue else set()
+    found |= {"fused over the rows alone"} if p.rows_only else set()
     found |= {"split-K by TMA reductions"} if p.order_free else set()
     found |= {"run-time size"} if p.runtime else set()
     found |= {"reorder"} if p.order is not None else set()

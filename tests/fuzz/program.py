@@ -195,6 +195,9 @@ class Program:
     # a second nest over the first two indices fused after this one (acc.fuse(..., partial=2)): its
     # statements, subscripted by the first nest's index names; the fusing index "f" is in ``order``
     epilogue: tuple[Statement, ...] = ()
+    # fused over the first index alone (acc.fuse(..., partial=1)): each nest runs its own loops over
+    # the rest, the second nest's own column loop "j1" last in ``order`` (C's rows shared by the parts)
+    rows_only: bool = False
     # the first nest dimension is the run-time size RUNTIME_SIZE (acc.create_dimensions), and so is
     # the slowest dimension of every array it indexes (``runtime_dims``)
     runtime: bool = False

@@ -144,8 +144,9 @@ def render_subscript(s: Subscript) -> str:
 def _schedule(program: Program) -> str:
     lines = ["schedule = nest.create_schedule()"]
     if program.epilogue:
-        lines = ["schedule = acc.fuse((nest.create_schedule(), after.create_schedule()), partial=2)",
-                 f"f, {', '.join(program.nest_indices)} = schedule.get_indices()"]
+        partial, own = (1, ", j1") if program.rows_only else (2, "")
+        lines = [f"schedule = acc.fuse((nest.create_schedule(), after.create_schedule()), partial={partial})",
+                 f"f, {', '.join(program.nest_indices)}{own} = schedule.get_indices()"]
     _, _, created = simulate_steps(program)
     for step, names in zip(program.steps, created):
         if isinstance(step, Tile):

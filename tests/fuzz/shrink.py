@@ -120,7 +120,7 @@ def _plan_variants(p: Program) -> Iterator[Program]:
     if p.runtime:
         yield replace(p, runtime=False)
     if p.epilogue:
-        yield replace(p, epilogue=(), order=tuple(n for n in p.order if n != "f"))
+        yield replace(p, epilogue=(), rows_only=False, order=tuple(n for n in p.order if n not in ("f", "j1")))
         for n in range(len(p.epilogue)) if len(p.epilogue) > 1 else ():
             yield replace(p, epilogue=_without(p.epilogue, n))
     if p.tensorize is not None:
@@ -300,7 +300,7 @@ def _complete_order(p: Program, names: tuple[str, ...]) -> tuple[str, ...] | Non
     """The reorder restricted to existing indices, missing ones placed after their parents."""
     if p.order is None:
         return None
-    order = [n for n in p.order if n in names or n == "f" and p.epilogue]
+    order = [n for n in p.order if n in names or n == "f" and p.epilogue or n == "j1" and p.rows_only]
     parent = parents(p)
     for name in names:
         if name not in order:
