@@ -173,7 +173,7 @@ def _written_before(model, n: int, load) -> bool:
 
 def _check_caches(model) -> None:
     tile = model.tensorize.loops if model.tensorize is not None else ()
-    if {lp.name for lp in model.loops[-len(tile):]} != set(tile):
+    if tile and {lp.name for lp in model.loops[-len(tile):]} != set(tile):
         tile = ()  # not the innermost loops: the tensorize pass says so, a cache inside them is no question yet
     for cache in model.caches:
         if cache.location is MemorySpace.MMA_FRAGMENT and model.tensorize is None:

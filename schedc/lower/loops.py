@@ -103,8 +103,7 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
         own = nest.for_part(part, outside, {lp.name for lp in loops})
         statements = _statements(model, part.statements, own.shared, own.registers, nest.as_expr)
-        across = tuple(dataclasses.replace(r, name=reduce.partial_name(f"{reduce.PARTIAL}_{number}", s))
-                       for s, r in enumerate(reduce.find(part, outside)))  # each part's partials of its own
+        across = reduce.find(part, outside, base=f"{reduce.PARTIAL}_{number}")  # each part's partials of its own
         if across:
             statements = tuple(reduce.partial_update(r, st) for r, st in zip(across, statements, strict=True))
         idle = [Binary("==", Var(f"threadIdx.{u.axis}"), Const(0)) for u in sorted(threaded, key=str)

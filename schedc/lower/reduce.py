@@ -79,12 +79,12 @@ def reduced_loops(model) -> tuple[str, ...]:
     return tuple(reduced)
 
 
-def find(model, enclosing: frozenset[str] = frozenset()) -> tuple[ThreadReduction, ...]:
+def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL) -> tuple[ThreadReduction, ...]:
     """The plan's reductions across threads, checked, one per statement (each with a partial of
-    its own), or none (no thread-bound loop is reduced, or a statement is no reduction: the race
-    check then says why). ``enclosing``: serial loops around the whole reduction (a fused
-    schedule's loops before its fusing index), which may move T's element: each of their
-    iterations reduces anew."""
+    its own, named after ``base``), or none (no thread-bound loop is reduced, or a statement is no
+    reduction: the race check then says why). ``enclosing``: serial loops around the whole
+    reduction (a fused schedule's loops before its fusing index), which may move T's element:
+    each of their iterations reduces anew."""
     loops = reduced_loops(model)
     if not loops or model.fusion is not None:
         return ()
@@ -108,14 +108,14 @@ def find(model, enclosing: frozenset[str] = frozenset()) -> tuple[ThreadReductio
             raise PlanError(where, f"{store.buffer}'s {reduction(store)[0]} reads {read[0]}, which this nest "
                                    "reduces across threads: each thread would read a partial value. Reduce it in a "
                                    "nest before this one (acc.fuse runs them in turn)", loops=loops)
-        found.append(_checked(model, store, loops, enclosing, where, number))
+        found.append(_checked(model, store, loops, enclosing, where, partial_name(base, number)))
     return tuple(found)
 
 
 def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[str], where: str,
-             number: int) -> ThreadReduction:
-    """The reduction of the nest's statement ``number``, refused where its element moves with a
-    serial loop, it is bool or it is cached."""
+             name: str) -> ThreadReduction:
+    """The reduction of one of the nest's statements (its partial ``name``), refused where its
+    element moves with a serial loop, it is bool or it is cached."""
     op, _ = reduction(store)
     written = {v for i in store.index for v in Affine.of(i).variables()}
     serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None
@@ -130,7 +130,7 @@ def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[s
     if any(c.array == store.buffer for c in model.caches):
         raise PlanError(where, f"{store.buffer} is cached; its reduction across threads writes it once, from one "
                                "thread of a row: leave it uncached", loops=loops)
-    return ThreadReduction(op, loops, partial_type(target), partial_name(PARTIAL, number))
+    return ThreadReduction(op, loops, partial_type(target), name)
 
 
 def partial_name(base: str, number: int) -> str:
