@@ -436,3 +436,33 @@ def test_reductions_on_the_gpu(name, tmp_path):
     build(plan, args, "reduce", tmp_path)
     require_gpu()
     _passed(run_function(acc.load(tmp_path / "reduce.hat").functions["reduce"], seed=3))
+
+
+def test_calls_on_two_streams_keep_their_own_scratch(tmp_path):
+    """TEMP arrays are workspaces the loader allocates per stream (a ``__device__`` array would be
+    shared by calls running at once): the launcher takes them, and two streams' calls of a layer
+    norm (64 rows: both kernels fit the GPU at once) give each stream's own rows."""
+    plan, args = layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True)
+    path = build(plan, args, "rows_norm", tmp_path)
+    source = (tmp_path / "rows_norm.cu").read_text()
+    assert "__device__ float" not in source
+    assert "int rows_norm(const __half* X, const __half* gamma, const __half* beta, __half* Y, float* " in source
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    fn = acc.load(path).functions["rows_norm"]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    xs = [torch.randn(64, 4096, device="cuda", generator=gen, dtype=torch.float16) * (1 + 9 * s) + 3 * s
+          for s in range(2)]
+    gamma = torch.rand(4096, device="cuda", generator=gen, dtype=torch.float16) + 0.5
+    beta = torch.randn(4096, device="cuda", generator=gen, dtype=torch.float16)
+    ys = [torch.empty_like(x) for x in xs]
+    torch.cuda.synchronize()
+    for _ in range(50):
+        for s, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                fn(xs[s], gamma, beta, ys[s])
+    torch.cuda.synchronize()
+    for x, y in zip(xs, ys):
+        want = torch.nn.functional.layer_norm(x.float(), (4096,), gamma.float(), beta.float(), 1e-5)
+        assert (y.float() - want).abs().max().item() < 2e-2

@@ -62,9 +62,9 @@ def emit_source(kernels: list[Kernel | HostFunction], banner: str) -> str:
     seen: set[str] = set()
     for kernel in every:
         for buffer in kernel.buffers:
-            if buffer.kind in ("const", "temp") and buffer.name not in seen:
+            if buffer.kind == "const" and buffer.name not in seen:
                 seen.add(buffer.name)
-                parts.append(_global_buffer(buffer))
+                parts.append(_constant_buffer(buffer))
     parts += cuda_hopper.helpers(every)
     for kernel in every:
         parts.append(emit_kernel(kernel))
@@ -237,10 +237,7 @@ def _launch_lines(kernel: Kernel, n: int, count: int) -> list[str]:
     return lines
 
 
-def _global_buffer(buffer: Buffer) -> str:
-    if buffer.kind == "temp":
-        return (f"// temporary array {buffer.name}: scratch storage, contents undefined on entry\n"
-                f"__device__ {buffer.dtype.c_type} {buffer.name}[{buffer.size}];\n")
+def _constant_buffer(buffer: Buffer) -> str:
     bits = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
     width = bits[buffer.dtype.size]
     rows = []

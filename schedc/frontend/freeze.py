@@ -28,8 +28,8 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
                 f"Package.add({function})",
                 f"{array.display_name} is used by the nest but is not in args",
             )
-    buffers = tuple(_buffer(a, "param") for a in args) + tuple(
-        _buffer(a, a.role.value) for a in internal
+    buffers = tuple(_buffer(a, k.BufferKind.PARAM) for a in args) + tuple(
+        _buffer(a, k.BufferKind.CONST if a.role is Role.CONST else k.BufferKind.WORKSPACE) for a in internal
     )
     names = [b.name for b in buffers]
     if None in names or len(set(names)) != len(names):
@@ -162,14 +162,15 @@ def _renamed(store: k.Store, renames: dict[str, k.Expr]) -> k.Store:
     return k.Store(store.buffer, tuple(substitute(i, renames) for i in store.index), substitute(store.value, renames))
 
 
-def _buffer(array: Array, kind: str) -> k.Buffer:
+def _buffer(array: Array, kind: k.BufferKind) -> k.Buffer:
+    """The array as the kernels see it. A TEMP array is a WORKSPACE: scratch in global memory
+    that the loader allocates per stream for the call's sizes (one ``__device__`` array would be
+    shared by calls running at once on several streams)."""
     data: tuple[int, ...] = ()
     if array.data is not None:
         bits = array.data.view(np.dtype(f"u{array.element_type.size}") if array.element_type.size > 1 else np.uint8)
         data = tuple(int(x) for x in _storage_order(array, bits))
     shape = tuple(as_extent(n) for n in array.shape)
-    if kind == k.BufferKind.TEMP and not all(isinstance(n, int) for n in shape):
-        kind = k.BufferKind.WORKSPACE  # scratch of a run-time size: the loader allocates it for the call's sizes
     return k.Buffer(array.name, array.element_type, shape, array.strides, kind, array.role.value, data)
 
 

@@ -139,7 +139,6 @@ class BufferKind(enum.StrEnum):
 
     PARAM = "param"  # the caller passes it
     CONST = "const"  # embedded data
-    TEMP = "temp"  # package scratch (a __device__ array)
     WORKSPACE = "workspace"  # a function's scratch the loader allocates and passes to its kernels
 
 
