@@ -20,6 +20,7 @@ from schedc.codegen.emulate_hopper import hardware_swizzle
 from schedc.errors import CacheError, PlanError
 from schedc.instructions import swizzle_column
 from schedc.ir.kernel import (
+    WARPGROUP_INDEX,
     Binary,
     Const,
     Fragment,
@@ -36,6 +37,7 @@ from schedc.ir.kernel import (
     WarpgroupWait,
 )
 from schedc.ir.walk import walk_statements
+from schedc.lower import wellformed
 from schedc.package.compile import arch_for, nvrtc_compile
 
 from .conftest import build_sample, require_gpu
@@ -324,8 +326,6 @@ def test_default_register_budget_is_what_the_producer_releases():
 
 
 def test_roles_are_checked_by_the_ir_verifier():
-    from schedc.lower import wellformed
-
     k = kernel(128, 256, 128, block=(128, 256, 64), stages=2)
     bad = rewrite(k.body, lambda s: (Roles(tuple(dataclasses.replace(r, first=r.first + 32, registers=230)
                                                   for r in s.roles)),) if isinstance(s, Roles) else (s,))
@@ -372,7 +372,7 @@ def test_c_added_while_a_wgmma_is_in_flight():
 
 
 def test_fragment_add_is_checked_by_the_ir_verifier():
-    from schedc.lower import wellformed
+
 
     k = kernel(128, 96, 128, **DIRECT)
     assert wellformed.problems(k) == []
@@ -387,7 +387,7 @@ def test_fragment_add_is_checked_by_the_ir_verifier():
 
 
 def test_descriptor_loads_read_shared_memory():
-    from schedc.lower import wellformed
+
 
     k = kernel(128, 256, 128, block=(128, 256, 64), stages=2)
     bad = rewrite(k.body, lambda s: (dataclasses.replace(s, path="elements"),)
@@ -522,8 +522,30 @@ def test_teams_take_a_persistent_blocks_tiles_in_turn():
     assert inits["empty", 0] == 128  # a stage's consumers are one team
     assert inits["turn", 0] == inits["turn", 1] == 128
     (work,) = [s for s in walk_statements(consumers.body) if isinstance(s, Loop) and s.var == "work"]
-    team = Binary("/", Var("threadIdx.x"), Const(128))
+    team = WARPGROUP_INDEX  # a team is one warpgroup: its index, one value a warp
     assert (work.start, work.step) == (Binary("+", Var("blockIdx.x"), Binary("*", team, Const(5))), 10)
+
+
+def test_the_warpgroup_index_is_one_value_a_warp():
+    """The C++ takes the thread's warpgroup from the warp's first lane (a shuffle), so that what
+    derives from it (the team's work items, the tile's offsets) stays in uniform registers."""
+    from schedc.codegen.cuda import emit_kernel
+
+    text = emit_kernel(_ping_pong())
+    definition = "const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);"
+    assert definition in text and text.index(definition) < text.index("// warp specialization")
+    assert "for (int work = blockIdx.x + warpgroup * 5; " in text
+    assert "threadIdx.x / 128" not in text.replace(definition, "")
+
+
+def test_the_warpgroup_index_needs_blocks_of_whole_warpgroups():
+    """Where a warp could hold threads of two warpgroups (a block not of whole warpgroups along
+    x alone), no warpgroup index is defined: the IR check refuses a kernel that reads it."""
+    k = _ping_pong()
+    assert not [p for p in wellformed.problems(k) if "warpgroup" in p]
+    for block in ((96, 4, 1), (384, 2, 1)):
+        assert any("variable warpgroup is not defined" in p
+                   for p in wellformed.problems(dataclasses.replace(k, block=block)))
 
 
 def test_teams_wait_for_their_turn_and_hand_it_on():
@@ -574,7 +596,7 @@ def test_the_ping_pong_kernel_is_the_golden_source(update_golden):
     if update_golden:
         path.write_text(source)
     assert source == path.read_text(), f"the ping-pong kernel differs from {path}; if intended, run pytest --update-golden"
-    assert "for (int work = blockIdx.x + threadIdx.x / 128 * 5; work < 12; work += 10) {" in source
+    assert "for (int work = blockIdx.x + warpgroup * 5; work < 12; work += 10) {" in source
     assert "schedc::mbarrier_wait(&turn[work / 5 % 2], (work / 5 - 1) / 2 % 2);" in source
 
 

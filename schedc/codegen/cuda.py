@@ -10,6 +10,7 @@ from importlib import resources
 
 from ..ir.kernel import (
     SHARED_ALIGN,
+    WARPGROUP_INDEX,
     Barrier,
     BlockCopy,
     Buffer,
@@ -23,8 +24,9 @@ from ..ir.kernel import (
     Store,
     StructParam,
     Var,
+    warpgroup_definition,
 )
-from ..ir.walk import loads, walk_statements
+from ..ir.walk import exprs, loads, variables, walk_statements
 from . import cuda_hopper  # noqa: F401 - registers the Hopper statements' emitters
 from .cuda_printer import EMITTERS, INDENT, Printer
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
@@ -142,6 +144,8 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     printer = Printer(kernel)
     lines.extend(shared_declarations(kernel))
     lines.extend(INDENT + line for line in tensor_prelude(kernel))
+    if reads_warpgroup(kernel):
+        lines.append(INDENT + warpgroup_definition(kernel.index_type))
     if kernel.cluster != (1, 1, 1):
         lines.append(f"{INDENT}const int cluster_rank = schedc::cluster_rank();  // this block's rank in its cluster")
     for buffer in kernel.buffers:
@@ -154,6 +158,11 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     if check:
         check_kernel(kernel, text)
     return text
+
+
+def reads_warpgroup(kernel: Kernel) -> bool:
+    """Whether the kernel's statements read the thread's warpgroup (``WARPGROUP_INDEX``)."""
+    return any(WARPGROUP_INDEX.name in variables(e) for s in walk_statements(kernel.body) for e in exprs(s))
 
 
 def tensor_prelude(kernel: Kernel) -> list[str]:

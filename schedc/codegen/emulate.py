@@ -20,6 +20,8 @@ from ..instructions import column_elements, swizzled
 from ..ir.functions import evaluate
 from ..ir.kernel import (
     ELEMENT,
+    WARPGROUP_INDEX,
+    WARPGROUP_THREADS,
     WORK,
     AccumulatorOp,
     AsyncCommit,
@@ -275,6 +277,10 @@ class _Block:
         # an axis of one thread is one value for all: a scalar, which keeps what derives from it scalar
         extents = {"threadIdx.x": bx, "threadIdx.y": by, "threadIdx.z": bz}
         self.env.update({name: np.int64(0) if extents[name] == 1 else ids for name, ids in axes.items()})
+        # the warpgroup of the warp's first lane, as the C++ shuffles it from there (WARPGROUP_INDEX)
+        first_lane = t - t % 32
+        group = first_lane % bx // WARPGROUP_THREADS
+        self.env[WARPGROUP_INDEX.name] = np.int64(0) if bx <= WARPGROUP_THREADS else group
         self.env.update({
             "blockIdx.x": np.int64(self.block[0]), "blockIdx.y": np.int64(self.block[1]),
             "blockIdx.z": np.int64(self.block[2]),

@@ -52,6 +52,8 @@ from ..ir import sizes
 from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
     GRID_LIMITS,
+    WARPGROUP_INDEX,
+    WARPGROUP_THREADS,
     Binary,
     BlockCopy,
     Call,
@@ -946,6 +948,7 @@ def _variable_bounds(kernel: Kernel) -> dict[str, tuple[int, int]]:
     extents = {"threadIdx": kernel.block, "blockIdx": kernel.grid}
     largest = sizes.largest(kernel.buffers) if kernel.index_type.size == 4 else {}
     bounds = {name: (0, _blocks(extents[r][axis], axis, largest) - 1) for name, (r, axis) in _REGISTERS.items()}
+    bounds[WARPGROUP_INDEX.name] = (0, max(1, kernel.block[0] // WARPGROUP_THREADS) - 1)
     unknown: set[str] = set()
     for s in walk_statements(kernel.body):
         if isinstance(s, Let):

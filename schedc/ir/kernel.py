@@ -168,6 +168,18 @@ class Let:
 
 
 WORK = "work"  # the variable of a persistent kernel's loop over tiles (plan.persistent)
+WARPGROUP_THREADS = 128
+# the thread's warpgroup, threadIdx.x / 128. The C++ defines it once (``warpgroup_definition``)
+# by a shuffle from the warp's first lane, so that the compiler knows it is one value a warp:
+# what derives from it (a warpgroup's tile offsets, wgmma descriptors, a team's work items)
+# stays in uniform registers instead of being computed by every thread and moved into them.
+WARPGROUP_INDEX = Var("warpgroup")
+
+
+def warpgroup_definition(index: ScalarType) -> str:
+    """The C++ line that defines ``WARPGROUP_INDEX`` in a kernel of ``index`` type indices."""
+    return (f"const {index.c_type} {WARPGROUP_INDEX.name} = __shfl_sync(0xffffffffu, threadIdx.x / "
+            f"{WARPGROUP_THREADS}, 0);  // the thread's warpgroup, one value a warp")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from .. import tma
 from ..ir.kernel import (
+    WARPGROUP_INDEX,
     Binary,
     BulkCommit,
     BulkWait,
@@ -57,7 +58,7 @@ from ..targets import MMAFragmentOp
 from . import tensor
 from .launch import WARPGROUP, Launch
 
-GROUP = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))  # the thread's warpgroup
+GROUP = WARPGROUP_INDEX  # the thread's warpgroup
 # element types a TMA reduction adds into global memory
 REDUCIBLE = frozenset({ScalarType.float32, ScalarType.float16, ScalarType.bfloat16, ScalarType.int32,
                        ScalarType.uint32})

@@ -20,7 +20,22 @@ from dataclasses import dataclass
 
 from ..errors import PlanError
 from ..ir.affine import Affine, affine_expr
-from ..ir.kernel import WORK, Binary, Const, Expr, Kernel, Let, Loop, Persistent, ScalarParam, Stmt, Var, shared_layout
+from ..ir.kernel import (
+    WARPGROUP_INDEX,
+    WARPGROUP_THREADS,
+    WORK,
+    Binary,
+    Const,
+    Expr,
+    Kernel,
+    Let,
+    Loop,
+    Persistent,
+    ScalarParam,
+    Stmt,
+    Var,
+    shared_layout,
+)
 from ..ir.types import ScalarType
 from ..ir.walk import substitute
 from ..poly import PolyFacts
@@ -47,7 +62,10 @@ class Launch:
 
     def team(self) -> Expr:
         """The thread's team: its warpgroups are the team's WARPGROUP coordinates."""
-        return Binary("/", Var("threadIdx.x"), Const(self.team_threads))
+        if self.team_threads % WARPGROUP:
+            return Binary("/", Var("threadIdx.x"), Const(self.team_threads))
+        per_team = self.team_threads // WARPGROUP
+        return WARPGROUP_INDEX if per_team == 1 else Binary("/", WARPGROUP_INDEX, Const(per_team))
 
 
 _AXES = "xyz"
@@ -236,7 +254,7 @@ def _rank(unit: GridUnit) -> int:
     return list(GridUnit).index(unit)
 
 
-WARPGROUP = 128  # threads of a warpgroup
+WARPGROUP = WARPGROUP_THREADS  # threads of a warpgroup
 
 
 def _warpgroup_family(model) -> bool:
@@ -255,7 +273,7 @@ def _coordinate(unit: GridUnit, warp_size: int, warpgroups_x: int = 1, per_team:
     if unit.level == "thread":
         return Var(f"threadIdx.{unit.axis}")
     if unit.level == "warpgroup":
-        group: Expr = Binary("/", Var("threadIdx.x"), Const(WARPGROUP))
+        group: Expr = WARPGROUP_INDEX
         if per_team:
             group = Binary("%", group, Const(per_team))
         if unit is GridUnit.WARPGROUP_X:

@@ -51,6 +51,8 @@ from ..instructions import FAMILIES, WARPGROUP, column_elements, wgmma_accumulat
 from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
     ELEMENT,
+    WARPGROUP_INDEX,
+    WARPGROUP_THREADS,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -138,8 +140,12 @@ def problems(kernel: Kernel) -> list[str]:
     arrays = {b.name: b for b in (*kernel.buffers, *kernel.shared)}
     scalars = {v.name: v.dtype for v in kernel.values if isinstance(v, ScalarParam)}
     clustered = {"cluster_rank"} if kernel.cluster != (1, 1, 1) else set()
-    scope = _Scope(arrays, set(SPECIAL) | set(scalars) | clustered, {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
-                   scalars=scalars)
+    # the warpgroup index is defined (a shuffle from each warp's first lane) for blocks of whole
+    # warpgroups along x alone, where a warp's threads are one warpgroup's
+    grouped = {WARPGROUP_INDEX.name} if kernel.block[0] % WARPGROUP_THREADS == 0 and kernel.block[1:] == (1, 1) \
+        else set()
+    scope = _Scope(arrays, set(SPECIAL) | set(scalars) | clustered | grouped,
+                   {"threadIdx.x", "threadIdx.y", "threadIdx.z", *grouped}, scalars=scalars)
     checker.params(kernel)
     checker.cluster = math.prod(kernel.cluster)
     checker.structs = {v.name: v for v in kernel.values if isinstance(v, StructParam)}

@@ -45,6 +45,7 @@ mm__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, __half* __
     unsigned long long* C_full = reinterpret_cast<unsigned long long*>(schedc_shared + 164864);
     const int thread = threadIdx.x + 384 * (threadIdx.y + 1 * threadIdx.z);
     const int wg_lane = threadIdx.x % 128;
+    const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // the thread's warpgroup, one value a warp
     // one thread sets up the stages' barriers
     if (threadIdx.x == 0) {
         schedc::mbarrier_init(&full[0], 1);
@@ -105,7 +106,7 @@ mm__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, __half* __
         // schedule loop jj (WARPGROUP_X): range(0, 128, 128)
         const int jj = 0;
         // persistent: 5 resident blocks take the 12 tiles in turn, and the 2 teams of a block take its tiles in turn
-        for (int work = blockIdx.x + threadIdx.x / 128 * 5; work < 12; work += 10) {
+        for (int work = blockIdx.x + warpgroup * 5; work < 12; work += 10) {
             // grouped order: 2 rows of tiles
             const int tile_y = work / 8 * 2 + work % 8 % schedc::min(3 - work / 8 * 2, 2);
             // column by column
@@ -122,18 +123,18 @@ mm__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, __half* __
             // one thread of the warpgroup copies its tile of C
             if (threadIdx.x % 128 == 0) {
                 schedc::bulk_wait<0, true>();  // the tile before's stores have read the slots
-                schedc::mbarrier_arrive_expect_tx(&C_full[threadIdx.x / 128 * 4], 8192);  // the bytes of chunk 0 of the warpgroup's tile of C
+                schedc::mbarrier_arrive_expect_tx(&C_full[warpgroup * 4], 8192);  // the bytes of chunk 0 of the warpgroup's tile of C
                 // TMA: C: columns 0..63 of a warpgroup's tile
-                schedc::tma_load_2d(&C_out[threadIdx.x / 128 * 16384], &C_map, j + jj, i, &C_full[threadIdx.x / 128 * 4]);
-                schedc::mbarrier_arrive_expect_tx(&C_full[threadIdx.x / 128 * 4 + 1], 8192);  // the bytes of chunk 1 of the warpgroup's tile of C
+                schedc::tma_load_2d(&C_out[warpgroup * 16384], &C_map, j + jj, i, &C_full[warpgroup * 4]);
+                schedc::mbarrier_arrive_expect_tx(&C_full[warpgroup * 4 + 1], 8192);  // the bytes of chunk 1 of the warpgroup's tile of C
                 // TMA: C: columns 64..127 of a warpgroup's tile
-                schedc::tma_load_2d(&C_out[threadIdx.x / 128 * 16384 + 1 * 4096], &C_map, j + jj + 64, i, &C_full[threadIdx.x / 128 * 4 + 1]);
-                schedc::mbarrier_arrive_expect_tx(&C_full[threadIdx.x / 128 * 4 + 2], 8192);  // the bytes of chunk 2 of the warpgroup's tile of C
+                schedc::tma_load_2d(&C_out[warpgroup * 16384 + 1 * 4096], &C_map, j + jj + 64, i, &C_full[warpgroup * 4 + 1]);
+                schedc::mbarrier_arrive_expect_tx(&C_full[warpgroup * 4 + 2], 8192);  // the bytes of chunk 2 of the warpgroup's tile of C
                 // TMA: C: columns 0..63 of a warpgroup's tile
-                schedc::tma_load_2d(&C_out[threadIdx.x / 128 * 16384 + 2 * 4096], &C_map, j + jj, i + 64, &C_full[threadIdx.x / 128 * 4 + 2]);
-                schedc::mbarrier_arrive_expect_tx(&C_full[threadIdx.x / 128 * 4 + 3], 8192);  // the bytes of chunk 3 of the warpgroup's tile of C
+                schedc::tma_load_2d(&C_out[warpgroup * 16384 + 2 * 4096], &C_map, j + jj, i + 64, &C_full[warpgroup * 4 + 2]);
+                schedc::mbarrier_arrive_expect_tx(&C_full[warpgroup * 4 + 3], 8192);  // the bytes of chunk 3 of the warpgroup's tile of C
                 // TMA: C: columns 64..127 of a warpgroup's tile
-                schedc::tma_load_2d(&C_out[threadIdx.x / 128 * 16384 + 3 * 4096], &C_map, j + jj + 64, i + 64, &C_full[threadIdx.x / 128 * 4 + 3]);
+                schedc::tma_load_2d(&C_out[warpgroup * 16384 + 3 * 4096], &C_map, j + jj + 64, i + 64, &C_full[warpgroup * 4 + 3]);
             }
             // the block's first work item goes first
             if (work >= 5) {
@@ -178,80 +179,80 @@ mm__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, __half* __
             schedc::mbarrier_arrive(&turn[(work / 5 + 1) % 2]);  // this work item's products are issued: the next team's turn
             schedc::wgmma_wait<0>();
             schedc::mbarrier_arrive(&empty[(work / 5 * 3 + 128 / 64) % 3]);  // the pass's last stage is free
-            schedc::mbarrier_wait(&C_full[threadIdx.x / 128 * 4], work / 5 / 2 % 2);  // chunk 0 of the warpgroup's tile of C has landed
+            schedc::mbarrier_wait(&C_full[warpgroup * 4], work / 5 / 2 % 2);  // chunk 0 of the warpgroup's tile of C has landed
             #pragma unroll
             for (int elem = 0; elem < 32; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[threadIdx.x / 128 * 16384] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2));
+                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[warpgroup * 16384] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2));
             }
             #pragma unroll
             for (int elem = 0; elem < 32; elem += 1) _c_0_0_0[elem] += schedc::convert<float>(C_in[elem]);
             #pragma unroll
             for (int elem = 0; elem < 32; elem += 2) {
-                schedc::store_converted<2>(&C_out[threadIdx.x / 128 * 16384] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2), &_c_0_0_0[elem]);
+                schedc::store_converted<2>(&C_out[warpgroup * 16384] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2), &_c_0_0_0[elem]);
             }
             schedc::fence_proxy_async();
-            schedc::named_barrier(threadIdx.x / 128 + 1, 128);  // the warpgroup's chunk is written
+            schedc::named_barrier(warpgroup + 1, 128);  // the warpgroup's chunk is written
             // one thread of the warpgroup stores the chunk
             if (threadIdx.x % 128 == 0) {
                 // TMA store: C: columns 0..63 of the warpgroup's tile
-                schedc::tma_store_2d(&C_map, j + jj, i, &C_out[threadIdx.x / 128 * 16384]);
+                schedc::tma_store_2d(&C_map, j + jj, i, &C_out[warpgroup * 16384]);
                 schedc::bulk_commit();
             }
-            schedc::mbarrier_wait(&C_full[threadIdx.x / 128 * 4 + 1], work / 5 / 2 % 2);  // chunk 1 of the warpgroup's tile of C has landed
+            schedc::mbarrier_wait(&C_full[warpgroup * 4 + 1], work / 5 / 2 % 2);  // chunk 1 of the warpgroup's tile of C has landed
             #pragma unroll
             for (int elem = 32; elem < 64; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[threadIdx.x / 128 * 16384 + 1 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64));
+                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[warpgroup * 16384 + 1 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64));
             }
             #pragma unroll
             for (int elem = 32; elem < 64; elem += 1) _c_0_0_0[elem] += schedc::convert<float>(C_in[elem]);
             #pragma unroll
             for (int elem = 32; elem < 64; elem += 2) {
-                schedc::store_converted<2>(&C_out[threadIdx.x / 128 * 16384 + 1 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64), &_c_0_0_0[elem]);
+                schedc::store_converted<2>(&C_out[warpgroup * 16384 + 1 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64), &_c_0_0_0[elem]);
             }
             schedc::fence_proxy_async();
-            schedc::named_barrier(threadIdx.x / 128 + 1, 128);  // the warpgroup's chunk is written
+            schedc::named_barrier(warpgroup + 1, 128);  // the warpgroup's chunk is written
             // one thread of the warpgroup stores the chunk
             if (threadIdx.x % 128 == 0) {
                 // TMA store: C: columns 64..127 of the warpgroup's tile
-                schedc::tma_store_2d(&C_map, j + jj + 64, i, &C_out[threadIdx.x / 128 * 16384 + 1 * 4096]);
+                schedc::tma_store_2d(&C_map, j + jj + 64, i, &C_out[warpgroup * 16384 + 1 * 4096]);
                 schedc::bulk_commit();
             }
-            schedc::mbarrier_wait(&C_full[threadIdx.x / 128 * 4 + 2], work / 5 / 2 % 2);  // chunk 2 of the warpgroup's tile of C has landed
+            schedc::mbarrier_wait(&C_full[warpgroup * 4 + 2], work / 5 / 2 % 2);  // chunk 2 of the warpgroup's tile of C has landed
             #pragma unroll
             for (int elem = 0; elem < 32; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[threadIdx.x / 128 * 16384 + 2 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2));
+                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[warpgroup * 16384 + 2 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2));
             }
             #pragma unroll
             for (int elem = 0; elem < 32; elem += 1) _c_1_0_0[elem] += schedc::convert<float>(C_in[elem]);
             #pragma unroll
             for (int elem = 0; elem < 32; elem += 2) {
-                schedc::store_converted<2>(&C_out[threadIdx.x / 128 * 16384 + 2 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2), &_c_1_0_0[elem]);
+                schedc::store_converted<2>(&C_out[warpgroup * 16384 + 2 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2), &_c_1_0_0[elem]);
             }
             schedc::fence_proxy_async();
-            schedc::named_barrier(threadIdx.x / 128 + 1, 128);  // the warpgroup's chunk is written
+            schedc::named_barrier(warpgroup + 1, 128);  // the warpgroup's chunk is written
             // one thread of the warpgroup stores the chunk
             if (threadIdx.x % 128 == 0) {
                 // TMA store: C: columns 0..63 of the warpgroup's tile
-                schedc::tma_store_2d(&C_map, j + jj, i + 64, &C_out[threadIdx.x / 128 * 16384 + 2 * 4096]);
+                schedc::tma_store_2d(&C_map, j + jj, i + 64, &C_out[warpgroup * 16384 + 2 * 4096]);
                 schedc::bulk_commit();
             }
-            schedc::mbarrier_wait(&C_full[threadIdx.x / 128 * 4 + 3], work / 5 / 2 % 2);  // chunk 3 of the warpgroup's tile of C has landed
+            schedc::mbarrier_wait(&C_full[warpgroup * 4 + 3], work / 5 / 2 % 2);  // chunk 3 of the warpgroup's tile of C has landed
             #pragma unroll
             for (int elem = 32; elem < 64; elem += 2) {
-                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[threadIdx.x / 128 * 16384 + 3 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64));
+                *reinterpret_cast<schedc::vector_type<4>::type*>(&C_in[elem]) = *reinterpret_cast<const schedc::vector_type<4>::type*>(&C_out[warpgroup * 16384 + 3 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64));
             }
             #pragma unroll
             for (int elem = 32; elem < 64; elem += 1) _c_1_0_0[elem] += schedc::convert<float>(C_in[elem]);
             #pragma unroll
             for (int elem = 32; elem < 64; elem += 2) {
-                schedc::store_converted<2>(&C_out[threadIdx.x / 128 * 16384 + 3 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64), &_c_1_0_0[elem]);
+                schedc::store_converted<2>(&C_out[warpgroup * 16384 + 3 * 4096] + schedc::swizzle<128, __half>(0 + 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2), 0 + 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2 - 64), &_c_1_0_0[elem]);
             }
             schedc::fence_proxy_async();
-            schedc::named_barrier(threadIdx.x / 128 + 1, 128);  // the warpgroup's chunk is written
+            schedc::named_barrier(warpgroup + 1, 128);  // the warpgroup's chunk is written
             // one thread of the warpgroup stores the chunk
             if (threadIdx.x % 128 == 0) {
                 // TMA store: C: columns 64..127 of the warpgroup's tile
-                schedc::tma_store_2d(&C_map, j + jj + 64, i + 64, &C_out[threadIdx.x / 128 * 16384 + 3 * 4096]);
+                schedc::tma_store_2d(&C_map, j + jj + 64, i + 64, &C_out[warpgroup * 16384 + 3 * 4096]);
                 schedc::bulk_commit();
             }
         }
