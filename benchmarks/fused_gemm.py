@@ -3,16 +3,17 @@
 epilogue and against PyTorch's forms of ``gelu(A @ B + bias)``, on the GPU, in one run.
 
 For each shape: ``gelu_fp16_<M>x<N>x<K>`` (schedc, fused), ``relu_fp16_<M>x<N>x<K>`` (a cheap
-epilogue, for scale) and ``matmul_fp16_<M>x<N>x<K>`` (schedc, the product alone) from the sample's
-package, and the ping-pong plans ``gelu_pp_*`` and ``matmul_pp_*``; torch's best eager form ``gelu(addmm(bias, A, B))``,
-the three ops ``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function
-is checked against torch first (fp16 tolerance relative to the largest value). Times are
+epilogue, for scale), ``gelu_tanh_fp16_<M>x<N>x<K>`` (GELU's tanh form by ``acc.fast_tanh``,
+against torch's ``gelu(addmm(...), approximate="tanh")``) and ``matmul_fp16_<M>x<N>x<K>``
+(schedc, the product alone) from the sample's package, and the ping-pong plans ``gelu_pp_*`` and
+``matmul_pp_*``; torch's best eager form ``gelu(addmm(bias, A, B))``, the three ops
+``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function is checked
+against torch first (fp16 tolerance relative to the largest value). Times are
 ``triton.testing.do_bench`` medians (L2 flushed between calls), in ms, the median of five rounds
-that time every form in turn; ``x plain`` is the fused
-kernel's speed relative to the plain one (plain time / fused time, ≥ 0.97 wanted) and ``x torch``
-relative to torch's addmm form (> 1: schedc faster). The same for the ping-pong pair
-(``gelu_pp_*``, ``matmul_pp_*``); ``x best``: the faster plain kernel's time over the faster fused
-one's.
+that time every form in turn; ``x plain`` is the fused kernel's speed relative to the plain one
+(plain time / fused time, ≥ 0.97 wanted) and ``x torch`` relative to torch's addmm form (> 1:
+schedc faster). The same for the ping-pong pair (``gelu_pp_*``, ``matmul_pp_*``); ``x best``: the
+faster plain kernel's time over the faster fused one's.
 
 Usage (on the GPU, repository root): python benchmarks/fused_gemm.py [PACKAGE_DIR]
 (builds samples/fused_gemm.py into hat_packages/fused_gemm unless it is there).
@@ -42,15 +43,21 @@ def main() -> None:
     print(f"{'shape':>16} {'fused':>8} {'plain':>8} {'x plain':>8} {'addmm+gelu':>10} {'3 ops':>8} "
           f"{'mm':>8} {'x torch':>8} {'relu':>8} {'x plain':>8} {'pp fused':>8} {'pp plain':>8} {'x plain':>8} "
           f"{'x torch':>8} {'x best':>8}")
+    tanh_forms = []
     for M, N, K in fused_gemm.SHAPES:
         rounds = [measure(package, M, N, K) for _ in range(ROUNDS)]  # interleaved: clocks drift between runs
         t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        tanh_forms.append(f"{f'{M}x{N}x{K}':>16} {t['tanh']:8.4f} {t['plain']:8.4f} {t['plain'] / t['tanh']:8.3f} "
+                          f"{t['addmm_tanh']:10.4f} {t['addmm_tanh'] / t['tanh']:8.3f}")
         print(f"{f'{M}x{N}x{K}':>16} {t['fused']:8.4f} {t['plain']:8.4f} "
               f"{t['plain'] / t['fused']:8.3f} {t['addmm']:10.4f} {t['three']:8.4f} "
               f"{t['mm']:8.4f} {t['addmm'] / t['fused']:8.3f} {t['relu']:8.4f} "
               f"{t['plain'] / t['relu']:8.3f} {t['pp_fused']:8.4f} {t['pp_plain']:8.4f} "
               f"{t['pp_plain'] / t['pp_fused']:8.3f} {t['addmm'] / t['pp_fused']:8.3f} "
               f"{min(t['plain'], t['pp_plain']) / min(t['fused'], t['pp_fused']):8.3f}")
+    print("GELU's tanh form (acc.fast_tanh) against torch's gelu(addmm(bias, A, B), approximate='tanh'):")
+    print(f"{'shape':>16} {'tanh':>8} {'plain':>8} {'x plain':>8} {'addmm+tanh':>10} {'x torch':>8}")
+    print("\n".join(tanh_forms))
 
 
 def measure(package, M: int, N: int, K: int) -> dict[str, float]:
@@ -73,11 +80,15 @@ def measure(package, M: int, N: int, K: int) -> dict[str, float]:
         want = (F.gelu(torch.addmm(bias, a, b)) if fn in (fused, pp_fused) else a @ b).float()
         error = ((c.float() - want).abs().max() / want.abs().max()).item()
         assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
-    relu = package.functions[f"relu_fp16_{M}x{N}x{K}"]
-    relu(a, b, c, bias)
-    want = F.relu(torch.addmm(bias, a, b)).float()
-    assert ((c.float() - want).abs().max() / want.abs().max()).item() < 2e-2, f"{relu.name}: wrong result"
+    relu, tanh = (package.functions[f"{name}_fp16_{M}x{N}x{K}"] for name in ("relu", "gelu_tanh"))
+    for fn, want in ((relu, F.relu(torch.addmm(bias, a, b))),
+                     (tanh, F.gelu(torch.addmm(bias, a, b), approximate="tanh"))):
+        fn(a, b, c, bias)
+        error = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
+        assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
     return {
+        "tanh": do_bench(lambda: tanh(a, b, c, bias), return_mode="median"),
+        "addmm_tanh": do_bench(lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh"), return_mode="median"),
         "relu": do_bench(lambda: relu(a, b, c, bias), return_mode="median"),
         "fused": do_bench(lambda: fused(a, b, c, bias), return_mode="median"),
         "plain": do_bench(lambda: plain(a, b, c), return_mode="median"),

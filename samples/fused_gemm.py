@@ -9,6 +9,9 @@ grid); the epilogue runs on each consumer's float32 accumulator in registers aft
 product, before C leaves by TMA: C is written once, never read back from global memory.
 
 - ``gelu_fp16_<M>x<N>x<K>``: float16 A, B, bias and C at 4096^3 and 8192 x 4096 x 2048;
+- ``gelu_tanh_fp16_<M>x<N>x<K>``: GELU's tanh form (``F.gelu(x, approximate="tanh")``, cuBLASLt's
+  GELU epilogue) with ``acc.fast_tanh``, the GPU's one-instruction tanh: an epilogue of some ten
+  instructions an element where the erf form takes about 27;
 - ``relu_fp16_<M>x<N>x<K>``: C = relu(A @ B + bias), an epilogue of a few instructions an element;
 - ``matmul_fp16_<M>x<N>x<K>``: the same plan without the epilogue (what the fused kernels are
   measured against in ``benchmarks/fused_gemm.py``);
@@ -94,13 +97,16 @@ def gelu_matmul(M: int, N: int, K: int, dtype=acc.ScalarType.float16, block=(128
                 teams: int = 1, blocks: int | None = None):
     """The plan and its arrays (A, B, C, bias; without ``fused``: A, B, C). ``accumulate``:
     C = gelu(C + A @ B + bias), C read (by TMA, chunk by chunk, the epilogue on each chunk);
-    ``activation``: "gelu" (the erf form) or "relu"."""
+    ``activation``: "gelu" (the erf form), "gelu_tanh" (the tanh form, by ``acc.fast_tanh``) or
+    "relu"."""
     bias = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
 
     def epilogue(c, i, j):
         x = c + bias[j]
         if activation == "gelu":
             return 0.5 * x * (1.0 + acc.erf(x * (1.0 / math.sqrt(2.0))))
+        if activation == "gelu_tanh":
+            return 0.5 * x * (1.0 + acc.fast_tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
         return acc.max(x, 0.0)
     return fused_matmul(M, N, K, epilogue if fused else None, (bias,) if fused else (), dtype, block=block,
                         stages=stages, group=group, accumulate=accumulate, teams=teams,
@@ -114,6 +120,7 @@ if __name__ == "__main__":
     package = acc.Package()
     for M, N, K in SHAPES:
         package.add(*gelu_matmul(M, N, K), base_name=f"gelu_fp16_{M}x{N}x{K}")
+        package.add(*gelu_matmul(M, N, K, activation="gelu_tanh"), base_name=f"gelu_tanh_fp16_{M}x{N}x{K}")
         package.add(*gelu_matmul(M, N, K, activation="relu"), base_name=f"relu_fp16_{M}x{N}x{K}")
         package.add(*gelu_matmul(M, N, K, fused=False), base_name=f"matmul_fp16_{M}x{N}x{K}")
         for name, fused in (("gelu", True), ("matmul", False)):  # ping-pong: an epilogue beside products

@@ -25,6 +25,7 @@ from .frontend.elementwise import (  # noqa: A004 - Accera's acc.abs, acc.pow, a
     erf,
     exp,
     fast_exp,
+    fast_tanh,
     floor,
     log,
     log2,
@@ -77,8 +78,8 @@ __all__ = [
     "__version__", "cast", "max", "min", "Parameter", "create_parameter_grid", "create_parameters",
     "Dimension", "create_dimensions",
     "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh",
-    "sigmoid", "erf", "floor", "ceil", "round", "pow", "select", "logical_and", "logical_or", "logical_not",
-    "equal", "not_equal", "fuse", "FusedSchedule",
+    "fast_tanh", "sigmoid", "erf", "floor", "ceil", "round", "pow", "select", "logical_and", "logical_or",
+    "logical_not", "equal", "not_equal", "fuse", "FusedSchedule",
 ]
 
 from .package.build import Package  # noqa: E402

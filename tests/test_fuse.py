@@ -283,8 +283,9 @@ def test_fused_tensor_golden_source(update_golden):
 
 @pytest.mark.parametrize("teams", [1, 2], ids=["cooperative", "ping-pong"])
 @pytest.mark.parametrize("accumulate", [False, True], ids=["C written", "C read by TMA"])
-def test_hopper_fused_gemm_sample_emulates(accumulate, teams):
-    plan, args = fused_gemm.gelu_matmul(256, 512, 128, accumulate=accumulate, blocks=3,
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh"])
+def test_hopper_fused_gemm_sample_emulates(accumulate, teams, activation):
+    plan, args = fused_gemm.gelu_matmul(256, 512, 128, accumulate=accumulate, blocks=3, activation=activation,
                                         **(fused_gemm.PING_PONG if teams == 2 else {}))
     model, fn = compile_function_plan(plan, args)
     maps = [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, FragmentMap)]
@@ -302,6 +303,7 @@ GPU_PLANS = {
                                           fragment_type=T.float32, k_split=32, epilogue=_bias_tanh),
     "wgmma": lambda: fused_gemm.gelu_matmul(512, 1024, 256),
     "wgmma, C read": lambda: fused_gemm.gelu_matmul(512, 1024, 256, accumulate=True),
+    "wgmma, GELU's tanh form (fast_tanh)": lambda: fused_gemm.gelu_matmul(512, 1024, 256, activation="gelu_tanh"),
     # a few blocks, so that each takes several tiles and both teams work
     "attention by rows": lambda: attention_rows(M=33, N=200, D=64, threads=64),
     "wgmma ping-pong": lambda: fused_gemm.gelu_matmul(512, 1024, 256, group=2, blocks=5, **fused_gemm.PING_PONG),

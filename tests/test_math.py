@@ -197,8 +197,8 @@ def test_round_takes_halves_away_from_zero_and_abs_wraps_integers():
     assert evaluate(Function.ABS, (np.array([-128, -3, 5], dtype=np.int8),), T.int8).tolist() == [-128, 3, 5]
 
 
-def test_fast_exp_widens_the_tolerance_and_exp_does_not():
-    for function, wider in ((acc.fast_exp, True), (acc.exp, False)):
+def test_fast_functions_widen_the_tolerance_and_accurate_ones_do_not():
+    for function, wider in ((acc.fast_exp, True), (acc.exp, False), (acc.fast_tanh, True), (acc.tanh, False)):
         plan, args = elementwise(T.float32, lambda a, b, i, j, f=function: f(a))
         model, _ = compile_function_plan(plan, args)
         tolerance = data.tolerance_for(data.precisions(model))
@@ -274,7 +274,7 @@ def test_comparisons_on_the_gpu(dtype, tmp_path):
 _ORACLE = {Function.ABS: abs, Function.SQRT: math.sqrt, Function.EXP: math.exp, Function.FAST_EXP: math.exp,
            Function.LOG: math.log, Function.LOG2: math.log2, Function.LOG10: math.log10, Function.SIN: math.sin,
            Function.COS: math.cos, Function.TAN: math.tan, Function.SINH: math.sinh, Function.COSH: math.cosh,
-           Function.TANH: math.tanh, Function.SIGMOID: lambda x: 1 / (1 + math.exp(-x)), Function.ERF: math.erf,
+           Function.TANH: math.tanh, Function.FAST_TANH: math.tanh, Function.SIGMOID: lambda x: 1 / (1 + math.exp(-x)), Function.ERF: math.erf,
            Function.FLOOR: math.floor, Function.CEIL: math.ceil,
            Function.ROUND: lambda x: math.copysign(math.floor(abs(x) + 0.5), x)}
 

@@ -147,7 +147,8 @@ def _bounds(e: Expr, dtype: ScalarType, env, dtypes, extents) -> Interval:
 # Math functions: the values each takes on an interval (monotone ones by their ends), and the
 # arguments where the kernel and the float64 reference may disagree for reasons that are not
 # bugs: outside the function's domain, near overflow, or rounding a value that was rounded.
-_INCREASING = {"exp": math.exp, "fast_exp": math.exp, "sinh": math.sinh, "tanh": math.tanh, "erf": math.erf,
+_INCREASING = {"exp": math.exp, "fast_exp": math.exp, "sinh": math.sinh, "tanh": math.tanh, "fast_tanh": math.tanh,
+               "erf": math.erf,
                "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "log10": math.log10,
                "sigmoid": lambda x: 0.5 * (1 + math.tanh(x / 2)), "tan": math.tan}
 _POSITIVE = {"exp", "fast_exp", "sigmoid"}  # never zero: may divide
