@@ -56,7 +56,10 @@ def fused_matmul(M: int, N: int, K: int, epilogue=None, inputs: tuple = (), oper
 
     @product.iteration_logic
     def _():
-        C[i, j] += A[i, k] * B[k, j]
+        if operand.is_float:
+            C[i, j] += A[i, k] * B[k, j]
+        else:  # 8-bit integers multiplied in C's type, as the tensor cores do (in their own they would wrap)
+            C[i, j] += acc.cast(A[i, k], C.element_type) * acc.cast(B[k, j], C.element_type)
 
     schedule = product.create_schedule()
     if epilogue is not None:

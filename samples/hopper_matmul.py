@@ -64,7 +64,10 @@ def matmul(M: int, N: int, K: int, operand=acc.ScalarType.float16, block=(128, 2
 
     @nest.iteration_logic
     def _():
-        C[i, j] += A[i, k] * B[k, j]
+        if operand.is_float:
+            C[i, j] += A[i, k] * B[k, j]
+        else:  # 8-bit integers multiplied in int32, as the tensor cores do (in int8 they would wrap)
+            C[i, j] += acc.cast(A[i, k], output) * acc.cast(B[k, j], output)
 
     schedule = nest.create_schedule()
     ks = schedule.split(k, K // splits) if splits > 1 else k  # k: the blocks' parts of the sum

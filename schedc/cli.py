@@ -221,8 +221,8 @@ _SIZES = click.option("--sizes", type=_Sizes(), default=None,
 def _run_options(command):
     """--function, --seed, --tolerance and --sizes, shared by emulate and verify."""
     command = _SIZES(command)
-    command = click.option("--tolerance", type=float, default=None,
-                           help="Relative error allowed (default: by type).")(command)
+    command = click.option("--tolerance", type=click.FloatRange(min=0.0), default=None,
+                           help="Relative error allowed, at least 0 (default: by type).")(command)
     command = click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")(command)
     return click.option("--function", "function", default=None, help="Only this function.")(command)
 

@@ -59,13 +59,19 @@ def precisions(model, output: str | None = None) -> list[str | float]:
         if operand.is_float:
             found.append("tf32" if operand is ScalarType.float32 else
                          "tensor_float8" if operand.arithmetic is not operand else "tensor_float32")
-        return found
+        return found + [error for s in statements for error in _function_errors(s)]  # a fused epilogue's
     for s in statements:
         found.extend(_name(dt) for dt in _arithmetic_types(s.value))
-        found.extend(8 * relative_error(e.function) for e in subexpressions(s.value)
-                     if isinstance(e, Call) and e.dtype is not ScalarType.float64)
+        found.extend(_function_errors(s))
         found.extend(_long_sum(model, s))
     return found
+
+
+def _function_errors(store) -> list[float]:
+    """The documented errors of the element-wise functions a statement calls, with a margin of 8
+    for the operations after them."""
+    return [8 * relative_error(e.function) for e in subexpressions(store.value)
+            if isinstance(e, Call) and e.dtype is not ScalarType.float64]
 
 
 def _feeding(model, output: str) -> list:

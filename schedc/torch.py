@@ -114,6 +114,9 @@ def _native_kernel(fn, namespace: str, op: str, returned: list[str], torch) -> s
     """Register the operator's CUDA kernel in C++ (``torchop.cpp``); "" when done, else why not."""
     from .package import fastcall, native
 
+    if fn.function.workspaces:
+        return ("the function has workspaces (its TEMP arrays, a split-K's partial sums), which the loader allocates "
+                "per stream and the C++ kernel does not")
     if not fastcall.launchable_in_c(fn.function):
         return "the function is not one kernel whose parameters are the caller's arrays (and their tensor maps)"
     module = native.torch_ops()

@@ -24,9 +24,14 @@ def matmul_arrays(M, N, K, operand=T.float32, result=T.float32, a_layout=FIRST, 
     nest = acc.Nest(shape=(M, N, K))
     i, j, k = nest.get_indices()
 
+    exact = not operand.is_float and operand != result  # integers multiplied in C's type, as tensor cores do
+
     @nest.iteration_logic
     def _():
-        C[i, j] += A[i, k] * B[k, j]
+        if exact:
+            C[i, j] += acc.cast(A[i, k], result) * acc.cast(B[k, j], result)
+        else:
+            C[i, j] += A[i, k] * B[k, j]
 
     return nest, (A, B, C)
 

@@ -311,3 +311,12 @@ def test_a_script_sees_its_own_command_line_not_schedcs(tmp_path, command):
     result = CliRunner().invoke(main, [command, str(script)])
     assert result.exit_code == 0, result.output
     assert seen.read_text() == repr([str(script)]) and sys.argv == before
+
+
+def test_a_package_given_for_a_script_and_a_negative_tolerance_are_refused(built):
+    hat = str(built)
+    result = CliRunner().invoke(main, ["check", hat])
+    assert result.exit_code != 0 and "a package, not a schedule script: emulate it with schedc emulate" \
+        in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["emulate", hat, "--tolerance", "-1"])
+    assert result.exit_code != 0 and "-1.0 is not in the range x>=0.0" in result.output

@@ -16,7 +16,7 @@ import pytest
 import schedc as acc
 from schedc.codegen.cuda import emit_source, without_runtime
 from schedc.errors import PlanError, ScheduleError
-from schedc.ir.kernel import FragmentMap, FragmentStore, ThreadReduce
+from schedc.ir.kernel import FragmentMap, FragmentStore, Load, PrivateArray, Store, ThreadReduce
 from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
 from schedc.reference import reference
@@ -294,6 +294,54 @@ def test_hopper_fused_gemm_sample_emulates(accumulate, teams, activation):
     nvrtc_compile(emit_source([fn], "// fused"), "fused", "sm_90a")
 
 
+def _bias_in_registers(M=256, N=512, K=128, block=(128, 128, 64), **options):
+    """fused_gemm's GELU plan on 128 x 128 tiles: each consumer holds 64 accumulators, which
+    leaves registers for the bias of its columns."""
+    return fused_gemm.gelu_matmul(M, N, K, **{"block": block, "stages": 4, "blocks": 3, **options})
+
+
+def test_an_epilogue_reads_its_column_vector_from_registers_filled_at_the_tile_start():
+    """bias[j] (the epilogue's read of the element's column alone) is loaded into the thread's
+    array once a tile, before the products, one element a column of the thread's; the epilogue
+    reads the array at the element's column (module schedc.lower.operands)."""
+    model, fn = compile_function_plan(*_bias_in_registers())
+    body = list(walk_statements(fn.kernels[-1].body))
+    (array,) = [s for s in body if isinstance(s, PrivateArray) and s.name == "_D_cols"]
+    fills = [s for s in body if isinstance(s, Store) and s.buffer == "_D_cols"]
+    assert len(fills) == 128 // 4 and all(isinstance(s.value, Load) and s.value.buffer == "D" for s in fills)
+    maps = [s for s in body if isinstance(s, FragmentMap)]
+    reads = {x.buffer for m in maps for s in m.body for x in _loads(s)}
+    assert "_D_cols" in reads and "D" not in reads
+    assert body.index(fills[-1]) < min(body.index(m) for m in maps)
+
+
+def test_column_vectors_stay_in_global_memory_where_registers_are_short_or_tiles_ragged():
+    """The sample's 128 x 256 tiles hold 128 accumulators a thread: ptxas compiles the consumers
+    in 168 registers, no room for 64 more. An epilogue guarded at C's edge (a ragged M here) keeps
+    its reads under the guard."""
+    for plan, args in (fused_gemm.gelu_matmul(256, 512, 128, blocks=3), _bias_in_registers(M=200)):
+        model, fn = compile_function_plan(plan, args)
+        assert not [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, PrivateArray)
+                    and s.name.endswith("_cols")]
+
+
+PING_PONG_64 = {**fused_gemm.PING_PONG, "block": (64, 128, 64)}  # a team's tile: 64 accumulators a thread
+
+
+@pytest.mark.parametrize("teams", [1, 2], ids=["cooperative", "ping-pong"])
+def test_an_epilogue_with_its_column_vector_in_registers_emulates(teams):
+    options = PING_PONG_64 if teams == 2 else {}
+    model, fn = compile_function_plan(*_bias_in_registers(**options))
+    assert any(isinstance(s, PrivateArray) and s.name == "_D_cols" for s in walk_statements(fn.kernels[-1].body))
+    _passed(emulate_function(model, fn, 2, seed=4))
+
+
+def _loads(s):
+    from schedc.ir.walk import exprs, subexpressions
+
+    return [x for e in exprs(s) for x in subexpressions(e) if isinstance(x, Load)]
+
+
 # -- on the GPU ------------------------------------------------------------------------------
 
 GPU_PLANS = {
@@ -304,6 +352,8 @@ GPU_PLANS = {
     "wgmma": lambda: fused_gemm.gelu_matmul(512, 1024, 256),
     "wgmma, C read": lambda: fused_gemm.gelu_matmul(512, 1024, 256, accumulate=True),
     "wgmma, GELU's tanh form (fast_tanh)": lambda: fused_gemm.gelu_matmul(512, 1024, 256, activation="gelu_tanh"),
+    "wgmma 128x128, bias in registers": lambda: _bias_in_registers(512, 1024, 256),
+    "wgmma ping-pong, bias in registers": lambda: _bias_in_registers(512, 1024, 256, **PING_PONG_64),
     # a few blocks, so that each takes several tiles and both teams work
     "attention by rows": lambda: attention_rows(M=33, N=200, D=64, threads=64),
     "wgmma ping-pong": lambda: fused_gemm.gelu_matmul(512, 1024, 256, group=2, blocks=5, **fused_gemm.PING_PONG),
@@ -494,3 +544,39 @@ def test_the_fusing_index_is_not_unrolled_and_the_product_comes_first():
     with pytest.raises(PlanError, match="the tensorized product C \\+= A \\* B is fused schedule 1: it must be the "
                                         "first"):
         compile_function_plan(_warp_tiled(after, nest), (A, B, C))
+
+
+def test_a_fused_epilogues_fast_function_widens_the_tolerance_of_a_tensor_core_plan():
+    """fast_tanh's error (2^-10.987) in a float32 C's epilogue: the check takes it, as on SIMT."""
+    from schedc import data
+
+    def tanh_form(c, i, j):
+        return acc.fast_tanh(c)
+
+    for function, wider in ((tanh_form, True), (lambda c, i, j: acc.tanh(c), False)):
+        plan, args = fused_gemm.fused_matmul(256, 512, 128, function, output=T.float32, blocks=2)
+        model, _ = compile_function_plan(plan, args)
+        assert (data.tolerance_for(data.precisions(model)) > data.TOLERANCES["tensor_float32"]) == wider
+
+
+def _threshold(c, bias, d, i, j):
+    return acc.select(c > 1.0, 10.0, 0.0)
+
+
+def _threshold_of_cast(c, bias, d, i, j):
+    x = acc.cast(c, T.float32)
+    return acc.cast(acc.select(acc.logical_or(x > 1.0, x < -1.0), 10.0, 0.0), T.float16)
+
+
+@pytest.mark.parametrize("epilogue", [_threshold, _threshold_of_cast], ids=["C > 1.0", "cast(C, float32) > 1.0"])
+def test_an_epilogue_compares_the_accumulator_not_c_rounded_to_its_type(epilogue):
+    """A 16-bit C's epilogue on its float32 accumulator: a comparison of C (or of C cast to
+    float32) sees the accumulator's value, as the reference does (C is rounded once, when
+    stored); rounded to float16 first, sums just above 1.0 compared as 1.0 and the elements near
+    the threshold took the other branch."""
+    plan, args = tensor_matmul(128, 128, 64, operand=T.float16, result=T.float16, cache_c=0, fragment_type=T.float32,
+                               k_split=32, epilogue=epilogue)
+    model, fn = compile_function_plan(plan, args)
+    source = emit_source([fn.kernels[-1]], "// threshold")
+    assert "_c[elem] > 1.0f" in source and "convert<__half>(_c[elem]) >" not in source
+    _passed(emulate_function(model, fn, None, seed=2))

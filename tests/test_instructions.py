@@ -37,7 +37,7 @@ from schedc.lower import cache, resources, wellformed
 from schedc.package import build as package_build
 from schedc.verify import emulate_function
 
-from .plans import VARIANTS, compile_plan, tensor_matmul
+from .plans import VARIANTS, compile_function_plan, compile_plan, tensor_matmul
 
 GOLDEN = Path(__file__).parent / "golden"
 F16, F32 = ScalarType.float16, ScalarType.float32
@@ -376,3 +376,42 @@ def test_row_phases_of_operand_tiles():
     assert phase("ii", 0, (Affine((), 4), Affine(()))) is None  # passes 4 rows apart
     assert cache._row_phase(model, dataclasses.replace(buffer, swizzle=0), (32, 1),
                             (Affine((), 0), Affine(())), ()) is None
+
+
+def _integer_product(operand: ScalarType, exact: bool):
+    """A tensorized int32 C += A * B of ``operand`` values, multiplied in int32 (``exact``) or in
+    their own type."""
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(32, 32))
+    B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(32, 32))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=ScalarType.int32, shape=(32, 32))
+    nest = acc.Nest(32, 32, 32)
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        if exact:
+            C[i, j] += acc.cast(A[i, k], ScalarType.int32) * acc.cast(B[k, j], ScalarType.int32)
+        else:
+            C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    mma = acc.MMAShape.M16xN16xK16_B1
+    ii, jj, kk = s.tile(dict(zip((i, j, k), target.tensor_core_info.compute_tensor_splits(mma))))
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X})
+    plan.tensorize(indices=(ii, jj, kk), mma_shape=mma)
+    return plan, (A, B, C)
+
+
+@pytest.mark.parametrize("operand", [ScalarType.int8, ScalarType.uint8])
+def test_an_integer_product_in_its_narrow_type_is_refused_on_tensor_cores(operand):
+    """int8 * int8 is an int8 product (it wraps past 127: a SIMT plan computes that); the tensor
+    cores multiply exactly into int32. The uncast form is refused with the cast that says so; the
+    cast form is the tensor cores' product."""
+    model, fn = compile_function_plan(*_integer_product(operand, exact=True))
+    assert any(isinstance(s, FragmentMma) for s in walk_statements(fn.kernels[0].body))
+    with pytest.raises(PlanError, match=rf"A \* B multiplies {operand.value} values in {operand.value} .*"
+                                        r"exactly into int32: write the product in int32, "
+                                        r"acc.cast\(A\[...\], int32\) \* acc.cast\(B\[...\], int32\)"):
+        compile_function_plan(*_integer_product(operand, exact=False))

@@ -224,7 +224,15 @@ def _error_of(body, dtype=T.float32):
     (lambda a, b, i, j: acc.select(a == b, a, b), "the condition is a Python bool"),
     (lambda a, b, i, j: ~a, "'~' of a value that is not a bool"),
     (lambda a, b, i, j: a & b, "'&' of values that are not bools"),
-], ids=["if", "max", "and", "exp of int", "python ==", "invert", "bitwise and"])
+    (lambda a, b, i, j: math.exp(a), "the math module need one. Use acc.cast(x, type) to convert, and acc's functions"),
+    (lambda a, b, i, j: np.exp(a), "np.exp(A[i, j]): numpy's functions compute on numbers, not on the iteration "
+                                   "logic's values: use acc.exp"),
+    (lambda a, b, i, j: np.minimum(a, 1.0), "use acc.min"),
+    (lambda a, b, i, j: float(a) + 1.0, "Python's float(), int() and the math module need one"),
+    (lambda a, b, i, j: round(a), "Python's round() needs a number: use acc.round"),
+    (lambda a, b, i, j: math.floor(a), "math.floor needs a number: use acc.floor"),
+], ids=["if", "max", "and", "exp of int", "python ==", "invert", "bitwise and", "math.exp", "np.exp", "np.minimum",
+        "float()", "round()", "math.floor"])
 def test_python_control_flow_and_wrong_types_name_the_function_to_use(body, says):
     assert says in _error_of(body)
 

@@ -300,3 +300,52 @@ def test_names_are_deterministic(tmp_path):
         outputs.add(run.stdout)
     (output,) = outputs
     assert "const int rows = threadIdx.y;" in output and "const int j = blockIdx.y * 16;" in output
+
+
+# A Hopper script whose loop over the block's warpgroup rows is called ``warpgroup``, the name of
+# the kernel's own warpgroup index.
+WARPGROUP_SCRIPT = '''
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(256, 256))
+B = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(256, 256))
+C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(256, 256))
+nest = acc.Nest(shape=(256, 256, 256))
+i, j, k = nest.get_indices()
+
+
+@nest.iteration_logic
+def _():
+    C[i, j] += A[i, k] * B[k, j]
+
+
+schedule = nest.create_schedule()
+warpgroup, jj, kk = schedule.split(i, 128), schedule.split(j, 128), schedule.split(k, 64)
+iii, jjj = schedule.split(warpgroup, 64), schedule.split(jj, 128)
+shape = acc.MMAShape.M64xN128xK16_B1
+m, n, mk = target.tensor_core_info.compute_tensor_splits(shape)
+iiii, jjjj, kkk = schedule.tile({iii: m, jjj: n, kk: mk})
+schedule.reorder(i, j, warpgroup, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+plan = schedule.create_plan(target)
+g = acc.GridUnit
+plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, warpgroup: g.WARPGROUP_Y, jj: g.WARPGROUP_X})
+plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape)
+plan.cache(A, index=kk, location=acc.MemorySpace.SHARED, stages=3, engine=acc.CopyEngine.TMA)
+plan.cache(B, index=kk, location=acc.MemorySpace.SHARED, stages=3, engine=acc.CopyEngine.TMA)
+plan.cache(C, index=k, location=acc.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+plan.warp_specialize(True)
+package = acc.Package()
+package.add(plan, args=(A, B, C), base_name="rows")
+package.build("rows", output_dir="unused")
+'''
+
+
+def test_an_index_named_like_the_kernels_warpgroup_is_renamed(tmp_path):
+    """The kernel defines ``warpgroup`` (the thread's, by a shuffle): a loop of that name would
+    shadow it (its own definition reading itself); the loop is given another name."""
+    model, function, source = show(write(tmp_path, text=WARPGROUP_SCRIPT))
+    assert "warpgroup" not in loop_names(model)
+    assert source.count("const int warpgroup = ") == 1
+    reports = emulate_function(model, function, blocks=1, seed=3)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))

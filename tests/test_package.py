@@ -287,3 +287,15 @@ def test_an_output_dir_that_cannot_be_made_is_named(tmp_path):
     with pytest.raises(PackageError, match=r"Package.build\('v'\): output_dir '.*file/sub': cannot make the "
                                                r"folder: Not a directory"):
         package.build("v", output_dir=tmp_path / "file" / "sub")
+
+
+def test_a_package_of_another_schedc_version_says_rebuild(packages, tmp_path):
+    """An IR file this schedc cannot read (a kind it no longer has: TEMP buffers became
+    workspaces) is a PackageError that names the file and says to rebuild, not a traceback."""
+    source = packages["hello_matmul"].parent
+    copy = shutil.copytree(source, tmp_path / "old")
+    ir = next(copy.glob("*.schedc.json"))
+    ir.write_text(ir.read_text().replace('"param"', '"temp"', 1))
+    with pytest.raises(PackageError, match=r"schedc\.json: function \w+'s IR is not this schedc's .*'temp' is not a "
+                                           r"valid BufferKind.*rebuild the package"):
+        assert schedc.load(next(copy.glob("*.hat"))).functions is None

@@ -331,8 +331,14 @@ class _Block:
 
     @EXECUTORS.handles(PrivateArray)
     def private_array(self, s: PrivateArray, mask: np.ndarray) -> None:
+        """The declaring threads' arrays start undefined; the other threads' keep theirs (a
+        consumer team declares its arrays while the other team still reads its own)."""
         self.buffers[s.name] = s
-        self.private[s.name] = np.full((self.threads, s.size), _poison(s.dtype), dtype=s.dtype.numpy)
+        held = self.private.get(s.name)
+        if held is None or held.shape != (self.threads, s.size) or held.dtype != s.dtype.numpy:
+            self.private[s.name] = np.full((self.threads, s.size), _poison(s.dtype), dtype=s.dtype.numpy)
+        else:
+            held[mask] = _poison(s.dtype)
 
     @EXECUTORS.handles(Loop)
     def loop(self, s: Loop, mask: np.ndarray) -> None:

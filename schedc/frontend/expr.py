@@ -138,8 +138,47 @@ class Expr(Logic):
             "acc.max/acc.min, and acc.equal/acc.not_equal for == and !=",
         )
 
+    def __float__(self) -> float:
+        raise NestError(str(self), _NO_NUMBER)
+
+    def __int__(self) -> int:
+        raise NestError(str(self), _NO_NUMBER)
+
+    def __complex__(self) -> complex:
+        raise NestError(str(self), _NO_NUMBER)
+
+    def __round__(self, ndigits=None):
+        raise NestError(f"round({self})", "Python's round() needs a number: use acc.round (halves away from zero)")
+
+    def __trunc__(self):
+        raise NestError(f"trunc({self})", _NO_NUMBER)
+
+    def __floor__(self):
+        raise NestError(f"floor({self})", "math.floor needs a number: use acc.floor")
+
+    def __ceil__(self):
+        raise NestError(f"ceil({self})", "math.ceil needs a number: use acc.ceil")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy's functions on iteration-logic values: refused, naming acc's function."""
+        name = _NUMPY_NAMES.get(ufunc.__name__, ufunc.__name__)
+        shown = f"np.{ufunc.__name__}({', '.join(render(x) if isinstance(x, Expr) else repr(x) for x in inputs)})"
+        known = name in _ACC_FUNCTIONS
+        raise NestError(shown, "numpy's functions compute on numbers, not on the iteration logic's values: "
+                               + (f"use acc.{name}" if known else "use acc's functions (acc.exp, acc.sqrt, ...)"))
+
     def __str__(self) -> str:
         return render(self)
+
+
+_NO_NUMBER = ("a symbolic value of the iteration logic has no number when the script runs: Python's float(), "
+              "int() and the math module need one. Use acc.cast(x, type) to convert, and acc's functions "
+              "(acc.exp, acc.sqrt, acc.floor, ...) for math")
+_NUMPY_NAMES = {"maximum": "max", "minimum": "min", "absolute": "abs", "power": "pow", "rint": "round",
+                "logical_and": "logical_and", "logical_or": "logical_or", "logical_not": "logical_not",
+                "equal": "equal", "not_equal": "not_equal"}
+_ACC_FUNCTIONS = frozenset({f.value for f in Function} | {"max", "min", "logical_and", "logical_or", "equal",
+                                                        "not_equal"})
 
 
 class Index(Expr):

@@ -44,6 +44,7 @@ GENERATED = frozenset({
     "thread", "schedc_shared", "schedc", "nvcuda", "wmma", "std", "threadIdx", "blockIdx",
     "blockDim", "gridDim", "warpSize", "dim3", "half", "uint2", "uint4", "size_t", "NULL", "assert",
     "lane", "elem", "work", "tile_x", "tile_y", "tile_z",  # a persistent kernel's loop over tiles
+    "warpgroup", "wg_lane", "cluster_rank", "_lane",  # a thread's warpgroup and lane in it, a block's rank
 })
 
 # Functions the launchers' translation unit declares with C linkage (CUDA's math library and the C

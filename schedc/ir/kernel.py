@@ -697,8 +697,8 @@ Stmt = (
 class Buffer:
     """A global array the kernel reads or writes.
 
-    ``kind``: param (passed by the caller), const (embedded data), temp (package scratch) or
-    workspace (a function's scratch the loader allocates and passes to its kernels: split-K sums).
+    ``kind``: param (passed by the caller), const (embedded data) or workspace (a function's
+    scratch the loader allocates per stream and passes to its kernels: TEMP arrays, split-K sums).
     """
 
     name: str

@@ -56,14 +56,15 @@ def widened(expr: Expr, dtype: ScalarType) -> Expr:
     have = getattr(expr, "dtype", None)
     if have == dtype:
         return expr
+    if isinstance(expr, Binary | Call) and have is ScalarType.bool:
+        return _test_widened(expr, dtype)
     if not (dtype.is_float and have is not None and have.is_float):
         return Cast(expr, dtype)
-    if isinstance(expr, Binary) and expr.op in COMPARISONS | LOGIC:
-        return expr  # a test keeps its operands' types
     if isinstance(expr, Binary):
         return Binary(expr.op, widened(expr.lhs, dtype), widened(expr.rhs, dtype), dtype)
     if isinstance(expr, Call) and expr.function is Function.SELECT:
-        return Call(expr.function, (expr.args[0], *(widened(a, dtype) for a in expr.args[1:])), dtype)
+        return Call(expr.function, (widened(expr.args[0], dtype), *(widened(a, dtype) for a in expr.args[1:])),
+                    dtype)
     if isinstance(expr, Call):  # the function computed in dtype (16-bit ones are, in float32)
         return Call(expr.function, tuple(widened(a, dtype) for a in expr.args), dtype)
     if isinstance(expr, Unary):
@@ -74,3 +75,17 @@ def widened(expr: Expr, dtype: ScalarType) -> Expr:
         return widened(expr.operand, dtype) if getattr(expr.operand, "dtype", None) is not None \
             and expr.operand.dtype.is_float else Cast(expr.operand, dtype)
     return Cast(expr, dtype)
+
+
+def _test_widened(expr: Expr, dtype: ScalarType) -> Expr:
+    """A condition whose comparisons of float values compare them in ``dtype`` (a fused
+    epilogue's ``C > 1.0`` on the float32 accumulator, not on C rounded to its 16-bit type)."""
+    if isinstance(expr, Binary) and expr.op in LOGIC:
+        return Binary(expr.op, _test_widened(expr.lhs, dtype), _test_widened(expr.rhs, dtype), expr.dtype)
+    if isinstance(expr, Call) and expr.function is Function.LOGICAL_NOT:
+        return Call(expr.function, (_test_widened(expr.args[0], dtype),), expr.dtype)
+    if isinstance(expr, Binary) and expr.op in COMPARISONS:
+        sides = (expr.lhs, expr.rhs)
+        if all(getattr(x, "dtype", None) is not None and x.dtype.is_float for x in sides):
+            return Binary(expr.op, *(widened(x, dtype) for x in sides), expr.dtype)
+    return expr

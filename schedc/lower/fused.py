@@ -85,6 +85,18 @@ def epilogue_statements(model, where: str) -> tuple[Store, ...]:
     return tuple(out)
 
 
+def _unrounded(e: Expr) -> Expr:
+    """C's element converted to its 16-bit type and back to float32 (the script's
+    ``acc.cast(C[i, j], float32)``) is the accumulator's value itself: C is rounded once, when
+    stored."""
+    if isinstance(e, Cast) and isinstance(e.operand, Cast) and e.dtype.is_float and e.operand.dtype.is_float:
+        inner = e.operand.operand
+        if isinstance(inner, Load) and inner.index == (ELEMENT,) and inner.dtype == e.dtype \
+                and e.operand.dtype.size < e.dtype.size:
+            return inner
+    return e
+
+
 def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulator: ScalarType,
                   combo: dict[str, int], edge: TileEdge | None, columns: tuple[int, int] | None = None,
                   ) -> tuple[FragmentMap, ...]:
@@ -111,7 +123,7 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
                 return value if e.dtype is accumulator else Cast(value, e.dtype)
             return e
 
-        value = substitute(map_expr(s.value, local), fixed)
+        value = substitute(map_expr(map_expr(s.value, local), _unrounded), fixed)
         if accumulator.is_float and value.dtype.is_float and value.dtype.size < accumulator.size:
             value = widened(value, accumulator)  # 16-bit C: computed in float32, rounded once when stored
         body: tuple[Stmt, ...] = (Store(fragment, (ELEMENT,), value if value.dtype is accumulator

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from .. import tma
 from ..errors import CacheError, PlanError
+from ..instructions import wgmma_accumulator
 from ..ir.affine import Affine
 from ..ir.kernel import (
     WORK,
@@ -71,8 +72,9 @@ from ..ir.kernel import (
     shared_layout,
 )
 from ..ir.types import ScalarType
+from ..ir.walk import walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import cache, epilogue, tensor
+from . import cache, epilogue, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -353,7 +355,10 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     cluster = math.prod(launch.cluster)
     ring = _Ring(model, facts, shape, stages, launch.persistent, cluster, launch.teams)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers, model.blocks_per_sm))
-    products = _Products(model, tiles, caches, as_expr, budget, output).bind(shape, ring)
+    # ptxas compiles every role within the launch's share of registers (setmaxnreg moves them only
+    # at run time): what the consumers' code may hold beyond that share would spill
+    compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
+    products = _Products(model, tiles, caches, as_expr, budget, output, compiled).bind(shape, ring)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), team if cluster == 1 else team // WARP * cluster)
@@ -687,9 +692,10 @@ class _Products:
     every pass, every register-blocked accumulator) and C's accumulators around the passes."""
 
     def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr,
-                 registers: int = 0, output: epilogue.TmaOutput | None = None) -> None:
+                 registers: int = 0, output: epilogue.TmaOutput | None = None, compiled: int = 0) -> None:
         self.model, self.tiles, self.as_expr = model, tiles, as_expr
         self.registers = registers  # what each consumer thread may hold
+        self.compiled = compiled or registers  # what ptxas lets the consumers' code hold (the launch's share)
         self.output = output  # C stored by TMA (None: by the threads)
         self.caches = {c.array: c for c in caches}
         self.shape = None
@@ -805,10 +811,28 @@ class _Products:
             after += a
         n = model.tensorize.mma_shape.mnk[1]
         if out is not None and out.loads:
-            return epilogue.loaded_by_tma(tuple(before), tuple(after), out, n, self.ring.c_tiles())
-        if out is not None:
-            return tuple(before), epilogue.stored_by_tma(tuple(after), out, n)
-        return tuple(before), tuple(after)
+            setup, stores = epilogue.loaded_by_tma(tuple(before), tuple(after), out, n, self.ring.c_tiles())
+        elif out is not None:
+            setup, stores = tuple(before), epilogue.stored_by_tma(tuple(after), out, n)
+        else:
+            setup, stores = tuple(before), tuple(after)
+        return self._operands(setup, stores, len(combos))
+
+    def _operands(self, before: tuple[Stmt, ...], after: tuple[Stmt, ...],
+                  count: int) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+        """The epilogue's reads of column vectors (``bias[j]``) in registers from the tile's start
+        (``operands.hoisted``), within the registers ptxas compiles the consumers' code in that
+        the thread's ``count`` accumulators (and C's tiles where they are loaded into registers
+        before the products) leave."""
+        model, tm = self.model, self.tiles
+        m, n, _ = model.tensorize.mma_shape.mnk
+        early = any(isinstance(s, FragmentLoad) and s.buffer == tm.c.buffer for s in walk_statements(before))
+        c_size = model.buffer(tm.c.buffer).dtype.size if early else 0
+        held = count * (m * n // WARPGROUP) * (tm.accumulator_type.size + c_size) // 4
+        read_only = {b.name for b in model.buffers} - {s.buffer for s in model.statements}
+        lane = Binary("%", Var("threadIdx.x"), Const(WARPGROUP))
+        return operands.hoisted(before, after, wgmma_accumulator(n, tm.accumulator_type), WARPGROUP, lane,
+                                read_only, self.compiled - held - REGISTER_MARGIN)
 
 
 # registers a consumer thread needs besides its tiles of C: descriptors, addresses, counters

@@ -290,8 +290,22 @@ def _match_statement(here: str, store: Store) -> tuple[Load, Load, str]:
             ):
                 x, y = _strip(product.lhs), _strip(product.rhs)
                 if isinstance(x, Load) and isinstance(y, Load):
+                    _check_exact_product(here, product, value.dtype, x, y)
                     return x, y, store.buffer
     raise PlanError(here, "the statement must be C[m, n] += A[m, k] * B[k, n]")
+
+
+def _check_exact_product(here: str, product: Binary, total: ScalarType | None, x: Load, y: Load) -> None:
+    """Integers multiplied in a type narrower than their sum's wrap there (int8: at 127), as the
+    nest says and a SIMT plan computes; the tensor cores multiply exactly into the accumulator's
+    type: refused, with the casts that say what the tensor cores compute."""
+    kind = product.dtype
+    if kind is None or total is None or kind.is_float or total.is_float or kind.size >= total.size:
+        return
+    shown = (f"acc.cast({x.buffer}[...], {total.value}) * acc.cast({y.buffer}[...], {total.value})")
+    raise PlanError(here, f"{x.buffer} * {y.buffer} multiplies {kind.value} values in {kind.value} (the product "
+                          f"wraps past its range), and the tensor cores multiply them exactly into {total.value}: "
+                          f"write the product in {total.value}, {shown}")
 
 
 def _strip(expr: Expr) -> Expr:

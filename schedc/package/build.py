@@ -153,6 +153,9 @@ def run_script(path: Path) -> None:
     import runpy
     import sys
 
+    if Path(path).suffix == ".hat":
+        raise PackageError(str(path), "a package, not a schedule script: emulate it with schedc emulate, run it on "
+                                      "the GPU with schedc verify or bench")
     folder = str(Path(path).resolve().parent)
     argv, sys.argv = sys.argv, [str(path)]
     sys.path.insert(0, folder)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import __version__
 from ..errors import LaunchError, PackageError
 from ..ir.kernel import GRID_LIMITS, Buffer, HostFunction, Kernel, ScalarParam, StructParam, from_plain
 from ..ir.model import Model
@@ -427,8 +428,13 @@ class LoadedPackage:
             entry = ir["functions"].get(name)
             if entry is None:
                 raise PackageError(str(self.directory / ir_name), f"has no function {name}")
-            info = FunctionInfo(name, from_plain(entry["model"]), _host_function(entry),
-                                dict(aux.get("alignment", {})))
+            try:
+                info = FunctionInfo(name, from_plain(entry["model"]), _host_function(entry),
+                                    dict(aux.get("alignment", {})))
+            except (ValueError, KeyError, TypeError) as error:  # an IR file of another schedc version
+                raise PackageError(str(self.directory / ir_name),
+                                   f"function {name}'s IR is not this schedc's ({error}): rebuild the package "
+                                   f"with schedc {__version__}") from None
             out[name] = Function(self, info)
         if not out:
             raise PackageError(str(self.path), "the package has no functions")

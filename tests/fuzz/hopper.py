@@ -75,7 +75,8 @@ def hopper_program(rng: random.Random, target: str) -> Program:
     caches = tuple(CacheDirective(a, k_stages, "SHARED", "stages" if stages > 1 else "sync",
                                   stages if stages > 1 else 0) for a in ("A", "B")) + \
         (CacheDirective("C", k_serial, "MMA_FRAGMENT", element_type=fragments),)
-    program = Program(target, arrays, sizes, (_statement(),), steps, order, bindings, (), caches, tensorize)
+    program = Program(target, arrays, sizes, (_statement(operand, output),), steps, order, bindings, (), caches,
+                      tensorize)
     if splits > 1 and rng.random() < 0.4:  # the parts' sums added into C by TMA reductions, in any order
         program = replace(program, order_free=True)
     return _extras(rng, program)

@@ -20,6 +20,7 @@ from .program import (
     Bin,
     Binding,
     CacheDirective,
+    Cast,
     Program,
     Ref,
     Split,
@@ -60,7 +61,7 @@ def tensor_program(rng: random.Random, target: str) -> Program:
     steps = [Split("i", block[0]), Split("j", block[1])] + ([Split("k", sizes[2] // splits)] if splits > 1 else [])
     steps += [Split(k_root, k_split)] if k_split else []
     steps.append(Tile((("ii", m), ("jj", n), (k_root + "k" if k_split else k_root, k_step))))
-    program = Program(target, arrays, sizes, (_statement(),), tuple(steps))
+    program = Program(target, arrays, sizes, (_statement(mode.operand.value, accumulator),), tuple(steps))
     partial = any(size % step for size, step in zip((*sizes[:2], sizes[2] // splits), (*block, k_split or k_step)))
     able = tuple(f.instruction.name for f in FAMILIES.values()
                  if f.issued_by == "warp" and f.mode(mode.operand, ScalarType(fragments or accumulator), shape))
@@ -98,9 +99,14 @@ def product_arrays(rng: random.Random, sizes, operand: str, output: str, layouts
             ArrayDecl("B", "INPUT", operand, (more(K), more(N)), layouts[1]), ArrayDecl("C", role, output, c_shape))
 
 
-def _statement() -> Statement:
+def _statement(operand: str, output: str) -> Statement:
+    """``C[i, j] += A[i, k] * B[k, j]``; integers multiplied in C's type (``acc.cast`` of each
+    operand), as the tensor cores multiply them (in their own narrower type they would wrap)."""
     i, j, k = Subscript("i"), Subscript("j"), Subscript("k")
-    return Statement(Ref("C", (i, j)), Bin("*", Ref("A", (i, k)), Ref("B", (k, j))), accumulate=True)
+    a, b = Ref("A", (i, k)), Ref("B", (k, j))
+    if not ScalarType(operand).is_float and ScalarType(operand) != ScalarType(output):
+        a, b = Cast(a, output), Cast(b, output)
+    return Statement(Ref("C", (i, j)), Bin("*", a, b), accumulate=True)
 
 
 def _plan(rng: random.Random, program: Program, mma: str, passes: int, partial: bool, c_role: str,
