@@ -113,8 +113,8 @@ def test_statement_outside_logic_and_foreign_index():
     with pytest.raises(NestError, match="only be assigned inside @nest.iteration_logic"):
         A[nest.get_indices()[0]] = 1.0
     (k,) = other.get_indices()
-    with pytest.raises(NestError, match="index i does not belong to this nest"):
-        nest.iteration_logic(lambda: A.__setitem__(k, 1.0))
+    with pytest.raises(NestError, match=r"\[k\] = 1.0: index k does not belong to this nest \(it is another nest's\)"):
+        nest.iteration_logic(lambda: A.__setitem__(k, 1.0))  # named as the script names it (its nest said i)
     with pytest.raises(NestError, match="assigned no array element"):
         nest.iteration_logic(lambda: None)
     with pytest.raises(NestError, match="no iteration logic yet"):

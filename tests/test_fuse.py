@@ -306,12 +306,12 @@ def test_an_epilogue_reads_its_column_vector_from_registers_filled_at_the_tile_s
     reads the array at the element's column (module schedc.lower.operands)."""
     model, fn = compile_function_plan(*_bias_in_registers())
     body = list(walk_statements(fn.kernels[-1].body))
-    (array,) = [s for s in body if isinstance(s, PrivateArray) and s.name == "_D_cols"]
-    fills = [s for s in body if isinstance(s, Store) and s.buffer == "_D_cols"]
-    assert len(fills) == 128 // 4 and all(isinstance(s.value, Load) and s.value.buffer == "D" for s in fills)
+    (array,) = [s for s in body if isinstance(s, PrivateArray) and s.name == "_bias_cols"]
+    fills = [s for s in body if isinstance(s, Store) and s.buffer == "_bias_cols"]
+    assert len(fills) == 128 // 4 and all(isinstance(s.value, Load) and s.value.buffer == "bias" for s in fills)
     maps = [s for s in body if isinstance(s, FragmentMap)]
     reads = {x.buffer for m in maps for s in m.body for x in _loads(s)}
-    assert "_D_cols" in reads and "D" not in reads
+    assert "_bias_cols" in reads and "bias" not in reads
     assert body.index(fills[-1]) < min(body.index(m) for m in maps)
 
 
@@ -332,7 +332,7 @@ PING_PONG_64 = {**fused_gemm.PING_PONG, "block": (64, 128, 64)}  # a team's tile
 def test_an_epilogue_with_its_column_vector_in_registers_emulates(teams):
     options = PING_PONG_64 if teams == 2 else {}
     model, fn = compile_function_plan(*_bias_in_registers(**options))
-    assert any(isinstance(s, PrivateArray) and s.name == "_D_cols" for s in walk_statements(fn.kernels[-1].body))
+    assert any(isinstance(s, PrivateArray) and s.name == "_bias_cols" for s in walk_statements(fn.kernels[-1].body))
     _passed(emulate_function(model, fn, 2, seed=4))
 
 

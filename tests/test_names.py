@@ -349,3 +349,32 @@ def test_an_index_named_like_the_kernels_warpgroup_is_renamed(tmp_path):
     assert source.count("const int warpgroup = ") == 1
     reports = emulate_function(model, function, blocks=1, seed=3)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def _library_nest(epilogue, inputs):
+    """A library's nest (as samples/fused_gemm.py's): its logic applies the caller's epilogue,
+    whose arrays only the caller's scope names."""
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8, 16))
+    nest = acc.Nest(8, 16)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] = epilogue(C[i, j], i, j)
+
+    return nest, (C, *inputs)
+
+
+def test_arrays_read_by_a_callers_function_are_named_by_the_caller():
+    """An error inside a library's nest names the caller's arrays by the caller's variables
+    (the scopes of the functions the logic calls), not as ``<float32[16] array>``; so does the
+    built function."""
+    bias = acc.Array(role=acc.Role.INPUT, shape=(16,))
+    residual = acc.Array(role=acc.Role.INPUT, shape=(8, 16))
+    with pytest.raises(acc.NestError, match=r"C\[i, j\] \+ bias\[j\] \+ residual\[i, j \+ 1\]: iteration \(i=0, "
+                                            r"j=15\) reads residual\[0, 16\] outside its shape"):
+        _library_nest(lambda c, i, j: c + bias[j] + residual[i, j + 1], (bias, residual))
+    scale = acc.Array(role=acc.Role.INPUT, shape=(8,))
+    nest, args = _library_nest(lambda c, i, j: c * scale[i], (scale,))
+    model, _ = compile_plan(nest.create_schedule().create_plan(H100), args)
+    assert [b.name for b in model.buffers] == ["C", "scale"]

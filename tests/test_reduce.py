@@ -6,6 +6,7 @@ rows a block), through the text check and NVRTC, on the GPU; and every refusal w
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -102,7 +103,8 @@ def test_the_combine_reaches_every_thread():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"lanes": 48}, "THREAD_X has 48 threads; the combine halves them: make it a power of two"),
+    ({"lanes": 48}, r"THREAD_X has 48 threads; the combine halves them: make it a power of two \(split the reduced "
+                    r"loop by a power of two, at most 32,"),
 ])
 def test_refused_reductions(change, message):
     plan, args = rows(**change)
@@ -466,3 +468,35 @@ def test_calls_on_two_streams_keep_their_own_scratch(tmp_path):
     for x, y in zip(xs, ys):
         want = torch.nn.functional.layer_norm(x.float(), (4096,), gamma.float(), beta.float(), 1e-5)
         assert (y.float() - want).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("form, says", [
+    ("sub", "S's statement is not T = T + X, acc.max(T, X) or acc.min(T, X) with X not reading T"),
+    ("mul", "S's statement is not T = T + X"),
+    ("beside", "the nest holds another statement (Y's)"),
+])
+def test_a_race_of_threads_on_one_element_says_why_it_is_no_reduction(form, says):
+    """Threads of a row writing one element race unless the statement is a reduction they can
+    combine: the race says which part is not (T -= X, T *= X, or a statement beside it)."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(4, 64))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(4, 64))
+    nest = acc.Nest(4, 64)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        if form == "sub":
+            S[i] -= X[i, j]
+        elif form == "mul":
+            S[i] *= X[i, j]
+        else:
+            S[i] += X[i, j]
+            Y[i, j] = X[i, j] * 2.0
+
+    s = nest.create_schedule()
+    jj = s.split(j, 32)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, jj: H100.GridUnit.THREAD_X})
+    with pytest.raises(PlanError, match=re.escape(f"a race. Every thread of jj writes the same element, and {says}")):
+        compile_function_plan(plan, (X, S, Y) if form == "beside" else (X, S))

@@ -183,13 +183,39 @@ def name_objects(objects: list, fallback: list[str | None], logics: Iterable[Cal
     """Set the ``name`` of ``objects`` (Arrays and Indices of one function): an array's explicit
     name; else the object's variable in the scopes of ``logics``; else the name it has; else its
     ``fallback``. Names in ``avoid`` or shared by two objects are replaced by the fallbacks."""
-    found = bound_names([o for o in objects if _explicit(o) is None], logics)
+    logics = list(logics)
+    unnamed = [o for o in objects if _explicit(o) is None]
+    found = bound_names(unnamed, logics)
+    # objects the logics' own scopes do not name: the scopes of the functions they call (a
+    # library's nest applying the script's epilogue, which reads the script's arrays)
+    found.update(bound_names([o for o in unnamed if id(o) not in found], _callees(logics)))
     wanted = []
     for o, back in zip(objects, fallback):
         name = _explicit(o) or found.get(id(o)) or o.name or back
         wanted.append(back if name in avoid and _explicit(o) is None else name)
     for o, name in zip(objects, unique(wanted, fallback)):
         o.name = name
+
+
+def name_arrays_in_scope(arrays: list, logics: list[Callable]) -> None:
+    """Name ``arrays`` (without names) after their variables in the scopes of ``logics`` and the
+    functions they call, where one variable names each: an error before ``Package.add`` then says
+    ``bias[j]``, not ``<float16[128] array>[j]``."""
+    found = bound_names(arrays, logics)
+    found.update(bound_names([a for a in arrays if id(a) not in found], _callees(logics)))
+    for array in arrays:
+        if id(array) in found:
+            array.name = found[id(array)]
+
+
+def _callees(logics: list[Callable]) -> list[Callable]:
+    """The functions the ``logics`` see in their closures (one level), each once."""
+    seen: dict[int, Callable] = {}
+    for logic in logics:
+        for _, value in variables(logic):
+            if callable(value) and hasattr(value, "__code__") and value not in logics:
+                seen.setdefault(id(value), value)
+    return list(seen.values())
 
 
 def name_function(arrays: list, args: tuple, indices: list, logics: Iterable[Callable],

@@ -24,7 +24,7 @@ from ..ir.affine import Affine
 from . import capture
 from .dimension import Dimension, as_extent
 from .expr import Access, Assign, Const, Index, affine_terms, walk
-from .names import bound_names, name_indices, variables
+from .names import bound_names, name_arrays_in_scope, name_indices, variables
 from .parameters import Call, Parameter, Recording, deferred, has_parameter, recorded
 
 INDEX_NAMES = "ijklmnpqrstuvw"
@@ -90,7 +90,7 @@ class Nest:
         if not statements:
             raise NestError(where, "the logic assigned no array element")
         for statement in statements:
-            self._check_statement(statement)
+            self._check_statement(statement, logic)
         self._add_placeholder(statements, logic)
 
     @classmethod
@@ -102,14 +102,18 @@ class Nest:
         for mine, its in zip(self.indices, concrete.indices):
             replay.remember(mine, its)
 
-    def _check_statement(self, statement: Assign) -> None:
+    def _check_statement(self, statement: Assign, logic: Callable[[], object]) -> None:
         for node in [*walk(statement.target), *walk(statement.value)]:
             if isinstance(node, Index) and node not in self.indices:
+                name_indices([*self.indices, node], [logic])  # the message in the script's names
                 raise NestError(
-                    str(statement), f"index {node.name} does not belong to this nest"
+                    str(statement), f"index {node.name} does not belong to this nest (it is another nest's)"
                 )
             if isinstance(node, Access):
-                _check_in_bounds(statement, node, self)
+                try:
+                    _check_in_bounds(statement, node, self)
+                except NestError:
+                    raise _named(statement, self, logic) from None
 
     def get_shape(self) -> tuple[int, ...]:
         """The nest's extents, outermost first (Accera's ``nest.get_shape()``)."""
@@ -137,6 +141,22 @@ class Nest:
     def create_plan(self, target=None):
         """Shorthand for ``create_schedule().create_plan(target)``."""
         return self.create_schedule().create_plan(target)
+
+
+def _named(statement: Assign, nest: Nest, logic: Callable[[], object]) -> NestError:
+    """The bounds error of ``statement`` again, its arrays and indices named after the script's
+    variables first (those of the logic's scope and of the functions it calls)."""
+    arrays = [n.array for n in [*walk(statement.target), *walk(statement.value)] if isinstance(n, Access)]
+    unnamed = list({id(a): a for a in arrays if a.name is None}.values())
+    name_arrays_in_scope(unnamed, [logic])
+    name_indices(list(nest.indices), [logic])
+    for node in [*walk(statement.target), *walk(statement.value)]:
+        if isinstance(node, Access):
+            try:
+                _check_in_bounds(statement, node, nest)
+            except NestError as error:
+                return error
+    return NestError(str(statement), "an access outside its array")
 
 
 def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:

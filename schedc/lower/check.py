@@ -8,6 +8,7 @@ from fractions import Fraction
 from .. import poly
 from ..errors import CacheError, PlanError, ScheduleError
 from ..ir.affine import Affine
+from ..ir.patterns import reduction
 from ..ir.walk import loads
 from ..poly import PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
@@ -259,9 +260,29 @@ def _check_races(model, reduced: tuple[str, ...] = ()) -> None:
     raise PlanError(
         render_bindings(model),
         f"iterations {_point(model, conflict.first)} and {_point(model, conflict.second)} run "
-        f"concurrently ({where}) and {_verbs(conflict)} {_element(conflict)}{conflict.when}: a race",
+        f"concurrently ({where}) and {_verbs(conflict)} {_element(conflict)}{conflict.when}: a race"
+        + _no_reduction(model, conflict.array, differ),
         loops=tuple(differ),
     )
+
+
+def _no_reduction(model, array: str, differ: list[str]) -> str:
+    """Where the racing threads differ only in loops the raced element's statement does not
+    depend on, why it is no reduction across them (``reduce.find`` takes one that is)."""
+    store = next((s for s in model.statements if s.buffer == array), None)
+    if store is None:
+        return ""
+    written = {v for i in store.index for v in Affine.of(i).variables()}
+    if any(model.dims[model.loop(n).dim][0] in written for n in differ):
+        return ""
+    odd = [s for s in model.statements if reduction(s) is None]
+    what = (f"{store.buffer}'s statement is not T = T + X, acc.max(T, X) or acc.min(T, X) with X not reading T"
+            if store in odd else f"the nest holds another statement ({odd[0].buffer}'s)" if odd else "")
+    if not what:
+        return ""
+    return (f". Every thread of {', '.join(differ)} writes the same element, and {what}: threads combine only "
+            "such reductions, in a nest of their own (T -= X is T += -X; other statements go in a nest of their "
+            "own, fused with acc.fuse)")
 
 
 def _check_order(model) -> None:

@@ -150,9 +150,11 @@ def partial_type(target: ScalarType) -> ScalarType:
 def check_lanes(model, reduction: ThreadReduction, block: tuple[int, int, int]) -> None:
     lanes = block[0]
     if lanes & (lanes - 1):
+        below = 1 << (lanes.bit_length() - 1)
         raise PlanError(f"a reduction across threads ({', '.join(reduction.loops)})",
                         f"THREAD_X has {lanes} threads; the combine halves them: make it a power of two "
-                        "(split the reduced loop by a power of two and bind the inner part to THREAD_X)",
+                        f"(split the reduced loop by a power of two, at most {below}, and bind the inner part to "
+                        f"THREAD_X; a split longer than the loop's {lanes} values leaves it whole: {lanes} threads)",
                         loops=reduction.loops)
 
 
