@@ -580,3 +580,37 @@ def test_an_epilogue_compares_the_accumulator_not_c_rounded_to_its_type(epilogue
     source = emit_source([fn.kernels[-1]], "// threshold")
     assert "_c[elem] > 1.0f" in source and "convert<__half>(_c[elem]) >" not in source
     _passed(emulate_function(model, fn, None, seed=2))
+
+
+def test_a_reduction_in_a_tensorized_products_epilogue_is_refused_as_such():
+    """R[i] += C[i, j] after a tensorized product would combine the warps' elements of a row:
+    the error says to reduce R in a nest of its own (not to bind THREAD_X, which the plan cannot)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(64, 64))
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(64, 64))
+    C = acc.Array(role=acc.Role.OUTPUT, shape=(64, 64))
+    R = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(64,))
+    product, rows = acc.Nest(64, 64, 64), acc.Nest(64, 64)
+    i0, j0, k0 = product.get_indices()
+    i1, j1 = rows.get_indices()
+
+    @product.iteration_logic
+    def _():
+        C[i0, j0] += A[i0, k0] * B[k0, j0]
+
+    @rows.iteration_logic
+    def _():
+        R[i1] += C[i1, j1]
+
+    s = acc.fuse((product.create_schedule(), rows.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    ii, jj = s.split(i, 32), s.split(j, 32)
+    mma = acc.MMAShape.M16xN16xK16_B1
+    iii, jjj, kk = s.tile(dict(zip((ii, jj, k), H100.tensor_core_info.compute_tensor_splits(mma))))
+    s.reorder(i, j, f, k, ii, jj, iii, jjj, kk)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_Y, j: H100.GridUnit.BLOCK_X, ii: H100.GridUnit.WARP_Y,
+               jj: H100.GridUnit.WARP_X})
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=mma, prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
+    with pytest.raises(PlanError, match=r"a tensorized plan: R's \+ combines elements that several of its threads hold.*"
+                                        r"Reduce R in a nest of its own"):
+        compile_function_plan(plan, (A, B, C, R))

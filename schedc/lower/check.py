@@ -24,7 +24,7 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_launch(model, launch)
     _check_fusion(model)
     for part in model.parts:
-        across = reduce.find(part, model.outside_fusion)
+        across = reduce.find(part, model.outside_fusion, tensorized=model.tensorize is not None)
         if across:
             reduce.check_lanes(part, across[0], launch.block)
         _check_races(part, across[0].loops if across else ())

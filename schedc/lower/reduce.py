@@ -79,12 +79,14 @@ def reduced_loops(model) -> tuple[str, ...]:
     return tuple(reduced)
 
 
-def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL) -> tuple[ThreadReduction, ...]:
+def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL,
+         tensorized: bool = False) -> tuple[ThreadReduction, ...]:
     """The plan's reductions across threads, checked, one per statement (each with a partial of
     its own, named after ``base``), or none (no thread-bound loop is reduced, or a statement is no
     reduction: the race check then says why). ``enclosing``: serial loops around the whole
     reduction (a fused schedule's loops before its fusing index), which may move T's element:
-    each of their iterations reduces anew."""
+    each of their iterations reduces anew. ``tensorized``: the model is a part of a fused
+    schedule whose product is tensorized (the part itself says so only for the product)."""
     loops = reduced_loops(model)
     if not loops or model.fusion is not None:
         return ()
@@ -94,12 +96,15 @@ def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL) ->
     units = {model.binding_of(n) for n in loops}
     x = next((b for b in model.bindings if b.unit is GridUnit.THREAD_X), None)
     first = model.statements[0]
+    if model.tensorize is not None or tensorized:
+        raise PlanError("a tensorized plan", f"{first.buffer}'s {reduction(first)[0]} combines elements that several "
+                                             "of its threads hold: the tensor cores multiply its tiles, and a fused "
+                                             "epilogue applies element-wise statements to C's elements only. Reduce "
+                                             f"{first.buffer} in a nest of its own, with its own plan", loops=loops)
     if units != {GridUnit.THREAD_X} or set(x.loops) != set(loops):
         raise PlanError(where, f"{first.buffer}'s {reduction(first)[0]} over {', '.join(loops)} combines the threads "
                                "of a row: bind the reduced loop(s), and only them, to THREAD_X (the rows' other "
                                "loops to THREAD_Y, THREAD_Z or blocks)", loops=loops)
-    if model.tensorize is not None:
-        raise PlanError(where, "a tensorized plan reduces within its tiles: bind warps, not threads", loops=loops)
     targets = {s.buffer for s in model.statements}
     found = []
     for number, store in enumerate(model.statements):
