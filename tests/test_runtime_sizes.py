@@ -72,8 +72,9 @@ def test_create_dimensions_names_its_sizes_after_the_variables():
 
 def test_a_run_time_size_is_the_slowest_dimension_of_a_caller_array():
     M = acc.create_dimensions()
-    with pytest.raises(NestError, match=r"shape \(8, M\): a run-time size may be the array's first dimension"):
-        acc.Array(role=acc.Role.INPUT, shape=(8, M))
+    with pytest.raises(NestError, match=r"^X = Array\(role=Role.INPUT\): shape \(8, M\): a run-time size may be the "
+                                        r"array's first dimension"):  # named by the variable it is assigned to
+        X = acc.Array(role=acc.Role.INPUT, shape=(8, M))  # noqa: F841
     with pytest.raises(NestError, match="may be the array's slowest dimension"):
         acc.Array(role=acc.Role.INPUT, shape=(M, 8), layout=(1, 16))
     with pytest.raises(NestError, match="takes no part in arithmetic"):

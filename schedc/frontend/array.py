@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +21,7 @@ from . import capture
 from .dimension import Dimension
 from .expr import Access, Assign, affine_terms, as_expr, holds_parameter, render
 from .names import unusable
-from .parameters import Call, Recording, has_parameter
+from .parameters import Call, Recording, assigned_names, has_parameter
 
 
 class Role(enum.Enum):
@@ -64,6 +65,9 @@ class Array:
     ) -> None:
         shown = f"{type(role).__name__}.{role.name}" if isinstance(role, enum.Enum) else repr(role)
         where = "Array(" + (f"name={name!r}, " if name else "") + f"role={shown})"
+        assigned = assigned_names(sys._getframe(1)) if name is None else None
+        if assigned is not None and len(assigned) == 1:
+            where = f"{assigned[0]} = {where}"  # the script's variable, in messages about the array
         arguments = {"role": role, "element_type": element_type, "shape": shape, "layout": layout, "data": data,
                      "name": name}
         self._recording = Recording(Call("__init__", (), arguments), deferred=has_parameter(arguments))
