@@ -183,12 +183,7 @@ def name_objects(objects: list, fallback: list[str | None], logics: Iterable[Cal
     """Set the ``name`` of ``objects`` (Arrays and Indices of one function): an array's explicit
     name; else the object's variable in the scopes of ``logics``; else the name it has; else its
     ``fallback``. Names in ``avoid`` or shared by two objects are replaced by the fallbacks."""
-    logics = list(logics)
-    unnamed = [o for o in objects if _explicit(o) is None]
-    found = bound_names(unnamed, logics)
-    # objects the logics' own scopes do not name: the scopes of the functions they call (a
-    # library's nest applying the script's epilogue, which reads the script's arrays)
-    found.update(bound_names([o for o in unnamed if id(o) not in found], _callees(logics)))
+    found = _scoped_names([o for o in objects if _explicit(o) is None], list(logics))
     wanted = []
     for o, back in zip(objects, fallback):
         name = _explicit(o) or found.get(id(o)) or o.name or back
@@ -201,11 +196,19 @@ def name_arrays_in_scope(arrays: list, logics: list[Callable]) -> None:
     """Name ``arrays`` (without names) after their variables in the scopes of ``logics`` and the
     functions they call, where one variable names each: an error before ``Package.add`` then says
     ``bias[j]``, not ``<float16[128] array>[j]``."""
-    found = bound_names(arrays, logics)
-    found.update(bound_names([a for a in arrays if id(a) not in found], _callees(logics)))
+    found = _scoped_names(arrays, logics)
     for array in arrays:
         if id(array) in found:
             array.name = found[id(array)]
+
+
+def _scoped_names(objects: list, logics: list[Callable]) -> dict[int, str]:
+    """``bound_names`` in the scopes of ``logics``, then, for the objects those do not name, in
+    the scopes of the functions they call (a library's nest applying the script's epilogue, which
+    reads the script's arrays)."""
+    found = bound_names(objects, logics)
+    found.update(bound_names([o for o in objects if id(o) not in found], _callees(logics)))
+    return found
 
 
 def _callees(logics: list[Callable]) -> list[Callable]:

@@ -55,8 +55,6 @@ def hoisted(before: tuple[Stmt, ...], after: tuple[Stmt, ...], layout: LaneLayou
     fills: list[Stmt] = [Let(LANE, lane, "the thread's lane in the accumulator's layout")]
 
     def rewrite(m: FragmentMap) -> FragmentMap:
-        nonlocal registers
-
         def replaced(e: Expr) -> Expr:
             nonlocal registers
             if not (isinstance(e, Load) and _qualifies(e, m, read_only)):
