@@ -153,6 +153,7 @@ class Bench:
         self.sets = 1 if set_bytes > 2 * dev.l2_bytes else min(16, -(-2 * dev.l2_bytes // set_bytes) + 1)
         sets = _kept(cache, ("sets", signature, self.sets), lambda: [
             data.inputs(params, seed + 1 + n) for n in range(self.sets)])
+        self.inputs = sets  # the values a reference is timed on, too
         memories = [_upload(params, arrays) for arrays in sets]
         self._memories = memories  # kept alive while the launches use them
         self._launches = [fn.launches([m.pointer for m in ms], fn.size_scalars(self.values)) for ms in memories]
@@ -170,12 +171,12 @@ class Bench:
                       flops(self.model))
 
     def time_reference(self, compare_with: str, options: Options) -> Timing:
-        """Time the reference ``compare_with`` (cublas, copy, torch) on the same shapes."""
+        """Time the reference ``compare_with`` (cublas, copy, torch) on the same input values."""
         from .bench_reference import reference_launcher  # torch only when asked
 
-        name, ref_launch = reference_launcher(compare_with, self.model, options.seed, self.sets)
-        times = time_batches(ref_launch, options, self._events)
-        return Timing(name, statistics(times, options.iterations), len(times), options.iterations,
+        ref = reference_launcher(compare_with, self.model, self.inputs)
+        times = time_batches(ref.launch, options, self._events)
+        return Timing(ref.name, statistics(times, options.iterations), len(times), options.iterations,
                       flops(self.model))
 
 

@@ -9,12 +9,21 @@
   once, each output written once), through the driver.
 - ``torch``: an element-wise statement ``C[i, j] = A[i, j] op B[i, j] ...`` (``+ - * /`` of
   whole arrays and constants) through torch, the last operation writing into C (``out=``).
+
+Each reference runs on the values the function is timed on (the same input sets, copied into
+torch tensors of the arrays' layouts): at a GPU's power cap the clock follows the energy a launch
+takes, and that depends on the bits multiplied (H200, fp16 4096³: cuBLAS at 1605 MHz on positive
+inputs, 1485 MHz on the same magnitudes with random signs; BENCHMARKS.md 2026-11-27, sixth session).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
+import numpy as np
+
+from . import data
 from .errors import LaunchError
 from .ir.affine import Affine
 from .ir.kernel import Binary, Cast, Const, Load, Var
@@ -26,13 +35,28 @@ from .package import driver
 KINDS = ("cublas", "copy", "torch")
 
 
-def reference_launcher(kind: str, model, seed: int, sets: int) -> tuple[str, Callable[[int], None]]:
+Inputs = list[dict[str, np.ndarray]]  # the input sets a function is timed on, by array name
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference ready to time: ``launch(i)`` runs it on input set ``i % len(inputs)``;
+    ``tensors[i]``: that set's device tensors by the function's array names, the result under
+    the output's name (C: accumulated into, or written where the types differ)."""
+
+    name: str
+    launch: Callable[[int], None]
+    tensors: list[dict[str, object]] = field(default_factory=list)
+
+
+def reference_launcher(kind: str, model, inputs: Inputs) -> Reference:
+    """The reference ``kind`` of ``model`` on the input sets ``inputs``."""
     if kind == "cublas":
-        return _cublas(model, seed, sets)
+        return _cublas(model, inputs)
     if kind == "copy":
         return _copy(model)
     if kind == "torch":
-        return _torch_elementwise(model, seed, sets)
+        return _torch_elementwise(model, inputs)
     raise LaunchError(f"--compare {kind}", f"unknown reference; choose one of {', '.join(KINDS)}")
 
 
@@ -92,15 +116,25 @@ def _single(index) -> str | None:
     return a.terms[0][0] if len(a.terms) == 1 and a.terms[0][1] == 1 and a.const == 0 else None
 
 
-def _cublas(model, seed: int, sets: int):
+def device_tensor(buffer, array: np.ndarray, torch):
+    """A CUDA tensor of ``array``'s values (bit for bit) in ``buffer``'s type, shape and layout."""
+    flat = data.to_storage(buffer, array)
+    bits = flat.view({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[flat.dtype.itemsize])
+    stored = torch.from_numpy(bits).to("cuda").view(getattr(torch, buffer.dtype.torch_name))
+    return stored.as_strided(buffer.shape, buffer.strides)
+
+
+def _cublas(model, inputs: Inputs):
     roles = matmul_roles(model)
     if roles is None:
         raise LaunchError("--compare cublas", f"{model.function} is not a matrix product C += A * B")
-    name, launch = _cublas_product(model, roles, seed, sets)
-    return (f"{name}, the product alone" if len(model.statements) > 1 else name), launch
+    reference = _cublas_product(model, roles, inputs)
+    if len(model.statements) > 1:
+        return Reference(f"{reference.name}, the product alone", reference.launch, reference.tensors)
+    return reference
 
 
-def _cublas_product(model, roles, seed: int, sets: int):
+def _cublas_product(model, roles, inputs: Inputs):
     try:
         import torch
     except ImportError:
@@ -109,65 +143,64 @@ def _cublas_product(model, roles, seed: int, sets: int):
               ScalarType.float32: torch.float32, ScalarType.float64: torch.float64}
     buffers = {role: model.buffer(name) for role, (name, _) in roles.items()}
     if buffers["A"].dtype.arithmetic is not buffers["A"].dtype:
-        return _scaled_mm(buffers, seed, sets, dtypes, torch)
+        return _scaled_mm(buffers, roles, inputs, dtypes, torch)
     if any(b.dtype not in dtypes for b in buffers.values()):
         raise LaunchError("--compare cublas", "cuBLAS reference needs floating-point arrays")
     tf32 = model.tensorize is not None and buffers["A"].dtype is ScalarType.float32
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-
-    def tensor(role: str):
-        """The array in its storage layout, viewed as the product uses it."""
-        b = buffers[role]
-        column_major = b.strides == (1, b.shape[0]) and b.shape[0] > 1
-        shape = b.shape[::-1] if column_major else b.shape
-        t = torch.rand(shape, device="cuda", dtype=dtypes[b.dtype], generator=generator) + 0.0625
-        logical = t.t() if column_major else t
-        return logical.t() if roles[role][1] else logical
-
-    same = len({b.dtype for b in buffers.values()}) == 1
-    operands = [(tensor("A"), tensor("B"), tensor("C")) for _ in range(sets)]
+    operands = [tuple(_operand(buffers, roles, role, arrays, torch) for role in "ABC") for arrays in inputs]
+    sets = len(operands)
+    names = [buffers[role].name for role in "ABC"]
     torch.cuda.synchronize()
-    if same:
-        name = f"cuBLAS addmm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)"
-
+    if len({b.dtype for b in buffers.values()}) == 1:
         def launch(i: int) -> None:
             a, b, c = operands[i % sets]
             c.addmm_(a, b)
-    else:
-        name = f"cuBLAS matmul {buffers['A'].dtype.value} (torch; output {buffers['A'].dtype.value})"
-        outputs = [torch.empty_like(c, dtype=a.dtype) for a, _, c in operands]
+        return Reference(f"cuBLAS addmm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)", launch,
+                         [dict(zip(names, ops, strict=True)) for ops in operands])
+    outputs = [torch.empty_like(c, dtype=a.dtype) for a, _, c in operands]
 
-        def launch(i: int) -> None:
-            a, b, _ = operands[i % sets]
-            torch.matmul(a, b, out=outputs[i % sets])
-    return name, launch
+    def launch(i: int) -> None:
+        a, b, _ = operands[i % sets]
+        torch.matmul(a, b, out=outputs[i % sets])
+    tensors = [dict(zip(names, (a, b, out), strict=True)) for (a, b, _), out in zip(operands, outputs, strict=True)]
+    return Reference(f"cuBLAS matmul {buffers['A'].dtype.value} (torch; output {buffers['A'].dtype.value})", launch,
+                     tensors)
 
 
-def _scaled_mm(buffers, seed: int, sets: int, dtypes, torch):
-    """An 8-bit float product: cuBLAS through ``torch._scaled_mm`` (A row-major, B column-major,
-    per-tensor scales of 1, float32 accumulation without cuBLAS's extra promotions, as wgmma
-    accumulates), C of the function's type (written, not accumulated)."""
+def _operand(buffers, roles, role: str, arrays, torch):
+    """The role's array of one input set on the device, viewed as the product uses it."""
+    b = buffers[role]
+    t = device_tensor(b, arrays[b.name], torch)
+    return t.t() if roles[role][1] else t
+
+
+def _scaled_mm(buffers, roles, inputs: Inputs, dtypes, torch):
+    """An 8-bit float product: cuBLAS through ``torch._scaled_mm`` (A row-major, B column-major:
+    copies of the function's operands where their layouts differ; per-tensor scales of 1, float32
+    accumulation without cuBLAS's extra promotions, as wgmma accumulates), C of the function's
+    type (written, not accumulated)."""
     a, b, c = (buffers[role] for role in ("A", "B", "C"))
     if b.dtype is not a.dtype or c.dtype not in dtypes:
         raise LaunchError("--compare cublas", f"torch._scaled_mm multiplies two {a.dtype.value} operands into "
                                               f"bfloat16, float16 or float32, not {b.dtype.value} into {c.dtype.value}")
-    (m, k), n = a.shape, b.shape[1]
-    operand = getattr(torch, a.dtype.torch_name)
-    generator = torch.Generator(device="cuda").manual_seed(seed)
     one = torch.ones((), device="cuda", dtype=torch.float32)
 
-    def pair():
-        left = (torch.rand((m, k), device="cuda", generator=generator) + 0.0625).to(operand)
-        right = (torch.rand((n, k), device="cuda", generator=generator) + 0.0625).to(operand).t()
+    def pair(arrays):
+        left = _operand(buffers, roles, "A", arrays, torch).contiguous()
+        right = _operand(buffers, roles, "B", arrays, torch).t().contiguous().t()
         return left, right
-    operands = [pair() for _ in range(sets)]
+    operands = [pair(arrays) for arrays in inputs]
+    outputs = [torch.empty(c.shape, device="cuda", dtype=dtypes[c.dtype]) for _ in operands]
+    sets = len(operands)
     torch.cuda.synchronize()
 
     def launch(i: int) -> None:
         left, right = operands[i % sets]
-        torch._scaled_mm(left, right, one, one, out_dtype=dtypes[c.dtype], use_fast_accum=True)
-    return f"cuBLAS torch._scaled_mm {a.dtype.value} (fast accumulation; output {c.dtype.value})", launch
+        torch._scaled_mm(left, right, one, one, out_dtype=dtypes[c.dtype], use_fast_accum=True, out=outputs[i % sets])
+    return Reference(f"cuBLAS torch._scaled_mm {a.dtype.value} (fast accumulation; output {c.dtype.value})", launch,
+                     [{a.name: left, b.name: right, c.name: out} for (left, right), out in zip(operands, outputs,
+                                                                                               strict=True)])
 
 
 def _copy(model):
@@ -186,10 +219,10 @@ def _copy(model):
     def launch(i: int) -> None:
         driver.copy_device(target.pointer, source.pointer, nbytes)
 
-    return f"device copy of {nbytes} bytes (cuMemcpyDtoD)", launch
+    return Reference(f"device copy of {nbytes} bytes (cuMemcpyDtoD)", launch)
 
 
-def _torch_elementwise(model, seed: int, sets: int):
+def _torch_elementwise(model, inputs: Inputs):
     here = "--compare torch"
     try:
         import torch
@@ -204,13 +237,12 @@ def _torch_elementwise(model, seed: int, sets: int):
         raise LaunchError(here, f"{model.function} is not one element-wise statement C[{dims}] = a op b "
                                 "over whole arrays")
     functions = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
-    generator = torch.Generator(device="cuda").manual_seed(seed)
 
-    def array(name: str):
+    def array(name: str, arrays):
         b = model.buffer(name)
         if b.dtype not in dtypes or b.strides != row_major_strides(b.shape):
             raise LaunchError(here, f"{name}: the torch reference needs row-major floating-point arrays")
-        return torch.rand(b.shape, device="cuda", dtype=dtypes[b.dtype], generator=generator) + 0.0625
+        return device_tensor(b, arrays[name], torch)
 
     def evaluate(e, arrays, out=None):
         if isinstance(e, Load) and e.index == whole:
@@ -223,7 +255,8 @@ def _torch_elementwise(model, seed: int, sets: int):
         raise LaunchError(here, f"{model.function}: {type(e).__name__} has no torch equivalent here")
 
     names = sorted(buffers_read(store.value) | {store.buffer})
-    sets_of_arrays = [{name: array(name) for name in names} for _ in range(sets)]
+    sets_of_arrays = [{name: array(name, arrays) for name in names} for arrays in inputs]
+    sets = len(sets_of_arrays)
     evaluate(store.value, sets_of_arrays[0], sets_of_arrays[0][store.buffer])  # checks the statement
     torch.cuda.synchronize()
 
@@ -231,7 +264,7 @@ def _torch_elementwise(model, seed: int, sets: int):
         arrays = sets_of_arrays[i % sets]
         evaluate(store.value, arrays, arrays[store.buffer])
 
-    return f"torch element-wise {store.buffer} = {_render(store.value)}", launch
+    return Reference(f"torch element-wise {store.buffer} = {_render(store.value)}", launch, sets_of_arrays)
 
 
 def _render(e) -> str:

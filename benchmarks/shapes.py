@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Every GEMM shape the issues name, beside cuBLAS and Triton on the same values, in one run.
+
+``build [OUTPUT_DIR] [--only S]``: a package of Hopper plans (``samples/hopper_matmul.py``'s
+``matmul``, ``samples/fp8_matmul.py``'s ``fp8_matmul``) at 4096³, 6144³, 8192³, 8192x4096x2048,
+2048x14336x4096, 5000x3000x4000, 1024x1024x14336 (split-K) and 512³ in fp16 and bf16, with
+float32 C, tf32 and FP8 e4m3 at 4096³ and 8192³; each shape in a few persistent groups.
+A function is named ``<type>_<M>x<N>x<K>_b<m>x<n>_s<stages>_p<group>[_x<cluster>][_k<splits>][_c32]``.
+
+``time PACKAGE.hat [--seconds S] [--only S]`` (GPU): each function verified against float64 once
+(``schedc.bench.Bench``; the functions of one shape share their inputs), then timed, then
+cuBLAS (``schedc bench --compare cublas``'s reference) and Triton (``benchmarks/triton_matmul.py``'s
+kernel, autotuned, C of the function's type, or bfloat16 for FP8) on the same input values, each
+for ``--seconds`` of batches while ``nvidia-smi`` samples the SM clock. Prints a table (medians,
+ms; MHz) and, per type, the geometric mean over shapes of the best function's ratio to cuBLAS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent)]
+
+from variants import ROOT, acc, hopper_matmul  # noqa: E402
+
+F16, BF16, F32, E4M3 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.ScalarType.float32, \
+    acc.ScalarType.float8_e4m3
+SHORT = {F16: "fp16", BF16: "bf16", F32: "tf32", E4M3: "e4m3"}
+WIDE = (128, 256, 64)
+
+# (operand, (M, N, K), block, stages, groups, cluster, splits, float32 C)
+PLANS = [
+    *((t, size, WIDE, 3, (4, 8, 16), 1, 1, False) for t in (F16, BF16)
+      for size in ((4096,) * 3, (6144,) * 3, (8192,) * 3, (8192, 4096, 2048), (2048, 14336, 4096))),
+    (F16, (5000, 3000, 4000), WIDE, 3, (8,), 2, 1, False),
+    (F16, (5000, 3000, 4000), WIDE, 3, (8,), 1, 1, False),
+    *((t, (1024, 1024, 14336), (128, 256, 64), 4, (0,), 1, 4, False) for t in (F16, BF16)),
+    *((t, (512,) * 3, (128, 128, 64), 4, (8,), 1, 1, False) for t in (F16, BF16)),
+    (F16, (4096,) * 3, WIDE, 3, (8,), 1, 1, True),
+    (F32, (4096,) * 3, (128, 128, 32), 4, (8,), 1, 1, True),
+]
+FP8 = [(4096, 8), (8192, 8)]  # (size, group) of fp8_matmul's per-tensor scaled plan
+
+
+def name_of(operand, size, block, stages, group, cluster, splits, wide_c) -> str:
+    return (f"{SHORT[operand]}_{'x'.join(map(str, size))}_b{block[0]}x{block[1]}_s{stages}_p{group}"
+            + (f"_x{cluster}" if cluster > 1 else "") + (f"_k{splits}" if splits > 1 else "")
+            + ("_c32" if wide_c and operand is not F32 else ""))
+
+
+def plan_of(operand, size, block, stages, group, cluster, splits, wide_c) -> tuple:
+    plan, args = hopper_matmul.matmul(
+        *size, operand=operand, block=block, stages=stages, output=F32 if wide_c else operand,
+        b_layout=acc.Array.Layout.LAST_MAJOR if operand is F32 else acc.Array.Layout.FIRST_MAJOR,
+        persistent={"group": group} if group else None, cluster=cluster, splits=splits)
+    if splits > 1:
+        plan.split_k(deterministic=False)  # TMA reductions into C (BENCHMARKS.md: 1.06x at this shape)
+    return plan, args
+
+
+def variants():
+    for operand, size, block, stages, groups, cluster, splits, wide_c in PLANS:
+        for group in groups:
+            v = (operand, size, block, stages, group, cluster, splits, wide_c)
+            yield name_of(*v), lambda v=v: plan_of(*v)
+    from fp8_matmul import fp8_matmul
+
+    for size, group in FP8:
+        yield f"e4m3_{size}x{size}x{size}_b128x256_s3_p{group}", \
+            lambda size=size, group=group: fp8_matmul(size, size, size, group=group)
+
+
+def build(output: str, only: str) -> None:
+    package = acc.Package()
+    for name, make in variants():
+        if only in name:
+            package.add(*make(), base_name=name)
+    package.build("shapes", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{output}/shapes")
+
+
+def timed(launch, seconds: float) -> tuple[float, float]:
+    """(median ms a call over batches of 50 between CUDA events for ``seconds``, median SM MHz)."""
+    from clocks import sampled
+    from input_power import timed as batches
+
+    ms, rows = sampled(lambda: batches(launch, seconds))
+    return ms, sorted(r[0] for r in rows)[len(rows) // 2]
+
+
+def rotating(launch):
+    """``launch(i)`` with i counting up: the input sets in turn (several where one fits in L2)."""
+    calls = itertools.count()
+    return lambda: launch(next(calls))
+
+
+def shape_key(name: str) -> str:
+    """The type and shape a function's name begins with: the functions compared as one shape."""
+    kind, dims = name.split("_")[:2]
+    return f"{kind}_{dims}" + ("_c32" if name.endswith("_c32") else "")
+
+
+def time_package(path: str, seconds: float, only: str) -> None:
+    import torch
+
+    from schedc.bench import Bench
+    from schedc.bench_reference import reference_launcher
+    from schedc.package.loader import load
+
+    package = load(path)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print("| function | schedc ms | MHz | cuBLAS ms | MHz | x cuBLAS | Triton ms | Triton x cuBLAS |")
+    print("|---|---|---|---|---|---|---|---|")
+    caches: dict[str, dict] = {}
+    triton_ms: dict[str, float] = {}
+    best: dict[str, float] = {}
+    for name, fn in sorted(package.functions.items()):
+        if only not in name:
+            continue
+        key = shape_key(name)
+        bench = Bench(fn, cache=caches.setdefault(key, {}))
+        ours, our_mhz = timed(rotating(bench.launch), seconds)
+        reference = reference_launcher("cublas", bench.model, bench.inputs)
+        theirs, their_mhz = timed(rotating(reference.launch), seconds)
+        if key not in triton_ms:
+            triton_ms[key] = triton_time(bench, reference, seconds)
+        ratio = theirs / ours
+        best[key] = max(best.get(key, 0.0), ratio)
+        print(f"| {name} | {ours:.4f} | {our_mhz:.0f} | {theirs:.4f} | {their_mhz:.0f} | **{ratio:.3f}** | "
+              f"{triton_ms[key]:.4f} | {theirs / triton_ms[key]:.3f} |", flush=True)
+        del bench, reference
+    for kind in sorted({k.split("_")[0] for k in best}):
+        ratios = [r for k, r in best.items() if k.split("_")[0] == kind]
+        print(f"{kind}: geometric mean of the best function a shape x cuBLAS over {len(ratios)} shapes: "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+
+
+def triton_time(bench, reference, seconds: float) -> float:
+    """Triton's matmul on the reference's input sets in turn, each into a fresh C of the function's
+    type."""
+    import torch
+    from triton_matmul import triton_matmul
+
+    A, B, C = (b.name for b in bench.model.buffers[:3])
+    sets = []
+    for tensors in reference.tensors:
+        a, b = tensors[A], tensors[B]
+        out_type = torch.bfloat16 if a.element_size() == 1 else tensors[C].dtype
+        sets.append((a, b, torch.empty(a.shape[0], b.shape[1], device="cuda", dtype=out_type)))
+    triton_matmul(*sets[0])  # autotunes once a shape
+    return timed(rotating(lambda i: triton_matmul(*sets[i % len(sets)])), seconds)[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("build", "time"))
+    parser.add_argument("path", nargs="?", default=str(ROOT / "hat_packages"))
+    parser.add_argument("--only", default="")
+    parser.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args()
+    if args.mode == "build":
+        build(args.path, args.only)
+    else:
+        time_package(args.path, args.seconds, args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
