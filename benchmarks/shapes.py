@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Every GEMM shape the issues name, beside cuBLAS and Triton on the same values, in one run.
 
-``build [OUTPUT_DIR] [--only S]``: a package of Hopper plans (``samples/hopper_matmul.py``'s
+``build [OUTPUT_DIR] [--only S] [--sweep]``: a package of Hopper plans (``samples/hopper_matmul.py``'s
 ``matmul``, ``samples/fp8_matmul.py``'s ``fp8_matmul``) at 4096³, 6144³, 8192³, 8192x4096x2048,
 2048x14336x4096, 5000x3000x4000, 1024x1024x14336 (split-K) and 512³ in fp16 and bf16, with
 float32 C, tf32 and FP8 e4m3 at 4096³ and 8192³; each shape in a few persistent groups.
 A function is named ``<type>_<M>x<N>x<K>_b<m>x<n>_s<stages>_p<group>[_x<cluster>][_k<splits>][_c32]``.
+``--sweep`` builds other plans at the shapes that ran below cuBLAS instead (``SWEEP``).
 
 ``time PACKAGE.hat [--seconds S] [--only S]`` (GPU): each function verified against float64 once
 (``schedc.bench.Bench``; the functions of one shape share their inputs), then timed, then
@@ -44,6 +45,24 @@ PLANS = [
     (F32, (4096,) * 3, (128, 128, 32), 4, (8,), 1, 1, True),
 ]
 FP8 = [(4096, 8), (8192, 8)]  # (size, group) of fp8_matmul's per-tensor scaled plan
+# ``build --sweep``: other plans at the shapes below 1.0 of cuBLAS in PLANS' run (BENCHMARKS.md)
+SHORT_K, RAGGED = (8192, 4096, 2048), (5000, 3000, 4000)
+SWEEP = [
+    *((t, SHORT_K, WIDE, 3, (1, 2), 1, 1, False) for t in (F16, BF16)),
+    *((t, SHORT_K, WIDE, 4, (4,), 1, 1, False) for t in (F16, BF16)),
+    *((t, SHORT_K, (256, 128, 64), 4, (8,), 1, 1, False) for t in (F16, BF16)),
+    (F16, SHORT_K, WIDE, 3, (8,), 2, 1, False),
+    (F16, RAGGED, WIDE, 3, (4, 16), 2, 1, False),
+    (F16, RAGGED, WIDE, 4, (8,), 2, 1, False),
+    (F16, RAGGED, (128, 128, 64), 4, (8,), 1, 1, False),
+    (F16, RAGGED, (256, 128, 64), 3, (8,), 1, 1, False),
+    (F32, (4096,) * 3, (128, 256, 32), 3, (8,), 1, 1, True),
+    (F32, (4096,) * 3, (128, 128, 32), 5, (4, 16), 1, 1, True),
+    (F32, (4096,) * 3, (128, 128, 64), 3, (8,), 1, 1, True),
+    (F16, (4096,) * 3, WIDE, 3, (4, 16), 1, 1, True),
+    (F16, (4096,) * 3, WIDE, 4, (8,), 1, 1, True),
+    (F16, (4096,) * 3, (128, 128, 64), 4, (8,), 1, 1, True),
+]
 
 
 def name_of(operand, size, block, stages, group, cluster, splits, wide_c) -> str:
@@ -62,11 +81,13 @@ def plan_of(operand, size, block, stages, group, cluster, splits, wide_c) -> tup
     return plan, args
 
 
-def variants():
-    for operand, size, block, stages, groups, cluster, splits, wide_c in PLANS:
+def variants(plans=PLANS):
+    for operand, size, block, stages, groups, cluster, splits, wide_c in plans:
         for group in groups:
             v = (operand, size, block, stages, group, cluster, splits, wide_c)
             yield name_of(*v), lambda v=v: plan_of(*v)
+    if plans is not PLANS:
+        return
     from fp8_matmul import fp8_matmul
 
     for size, group in FP8:
@@ -74,9 +95,9 @@ def variants():
             lambda size=size, group=group: fp8_matmul(size, size, size, group=group)
 
 
-def build(output: str, only: str) -> None:
+def build(output: str, only: str, sweep: bool) -> None:
     package = acc.Package()
-    for name, make in variants():
+    for name, make in variants(SWEEP if sweep else PLANS):
         if only in name:
             package.add(*make(), base_name=name)
     package.build("shapes", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{output}/shapes")
@@ -160,9 +181,10 @@ def main() -> int:
     parser.add_argument("path", nargs="?", default=str(ROOT / "hat_packages"))
     parser.add_argument("--only", default="")
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--sweep", action="store_true", help="build SWEEP's plans instead of PLANS'")
     args = parser.parse_args()
     if args.mode == "build":
-        build(args.path, args.only)
+        build(args.path, args.only, args.sweep)
     else:
         time_package(args.path, args.seconds, args.only)
     return 0

@@ -14,6 +14,12 @@ What ``hopper_matmul`` fixes by hand is a parameter here:
 - ``TEAMS``: 2 gives the block two teams of ``BM / 64`` consumer warpgroups that take its tiles in
   turn (ping-pong: one team stores its tile while the other multiplies; warp-specialized only).
 
+``matmul_split_<type>`` is the same product with k split between blocks (split-K, for shapes
+with few tiles of C and a long k: 1024 x 1024 x 14336 has 64 tiles of 128 x 128 for 132
+multiprocessors): ``SPLITS`` blocks along BLOCK_Z each sum ``K / SPLITS`` values of k, and
+``DETERMINISTIC`` chooses how their sums meet (a float32 workspace added by a second kernel in
+a fixed order, or TMA reductions into C in any order: ``plan.split_k``); one block a tile.
+
 ``M, N, K`` are the problem's shape: ``schedc tune --shapes M=4096,N=4096,K=4096`` tunes one
 shape (and names the winner ``matmul_fp16``), several ``--shapes`` give one winner each. Points
 that cannot run (shared memory beyond the multiprocessor's, a cluster that does not divide the
@@ -25,13 +31,14 @@ import schedc as acc
 
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, TEAMS, SHAPE = acc.create_parameters()
+SPLITS, DETERMINISTIC = acc.create_parameters()
 WGMMA = {64: acc.MMAShape.M64xN64xK16_B1, 128: acc.MMAShape.M64xN128xK16_B1, 256: acc.MMAShape.M64xN256xK16_B1}
 WGMMA_FP8 = {n: acc.MMAShape[f"M64xN{n}xK32_B1"] for n in (64, 128, 256)}  # 8-bit floats: 32 values of k
 
 
-def matmul(operand: acc.ScalarType):
+def matmul(operand: acc.ScalarType, split: bool = False):
     """The plan and its arrays, every choice a parameter (8-bit floats: B column-major, as wgmma
-    reads them k-contiguous, and C of bfloat16)."""
+    reads them k-contiguous, and C of bfloat16). ``split``: k split between ``SPLITS`` blocks."""
     fp8 = operand.arithmetic is not operand
     A = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=operand, shape=(K, N),
@@ -46,21 +53,25 @@ def matmul(operand: acc.ScalarType):
         C[i, j] += A[i, k] * B[k, j]
 
     schedule = nest.create_schedule()
-    ii, jj, kk = schedule.split(i, BM), schedule.split(j, BN), schedule.split(k, BK)
+    ks = schedule.split(k, K // SPLITS) if split else k  # k: the blocks' parts of the sum
+    ii, jj, kk = schedule.split(i, BM), schedule.split(j, BN), schedule.split(ks, BK)
     iii, jjj = schedule.split(ii, 64), schedule.split(jj, BN)  # one warpgroup's 64 rows
     iiii, jjjj, kkk = schedule.tile({iii: 64, jjj: BN, kk: 32 if fp8 else 16})
-    schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    schedule.reorder(*((k,) if split else ()), i, j, ii, jj, ks, kk, iii, jjj, iiii, jjjj, kkk)
 
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y,
-               jj: target.GridUnit.WARPGROUP_X})
+               jj: target.GridUnit.WARPGROUP_X, **({k: target.GridUnit.BLOCK_Z} if split else {})})
     plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=SHAPE)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
-    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
     plan.warp_specialize(SPECIALIZE, teams=TEAMS)
-    plan.persistent(group=GROUP)
-    plan.cluster(CLUSTER, target.GridUnit.BLOCK_Y)
+    if split:
+        plan.split_k(DETERMINISTIC)
+    else:
+        plan.persistent(group=GROUP)
+        plan.cluster(CLUSTER, target.GridUnit.BLOCK_Y)
     return plan, (A, B, C)
 
 
@@ -75,10 +86,21 @@ def grid(m: int, n: int, k: int, fp8: bool = False) -> list[dict]:
             shape is shapes[bn] and group % cluster == 0 and (specialize or teams == 1))
 
 
+def split_grid(m: int, n: int, k: int) -> list[dict]:
+    """The split-K points searched at one shape: 128-row tiles, warp-specialized, one team."""
+    return acc.create_parameter_grid(
+        {M: [m], N: [n], K: [k], BM: [128], BN: [128, 256], BK: [64], STAGES: [3, 4, 5], SPLITS: [2, 4, 8],
+         DETERMINISTIC: [False, True], SPECIALIZE: [True], TEAMS: [1], SHAPE: list(WGMMA.values())},
+        filter_func=lambda m, n, k, bm, bn, bk, stages, splits, deterministic, specialize, teams, shape:
+            shape is WGMMA[bn] and k % (splits * bk) == 0)
+
+
 if __name__ == "__main__":
     package = acc.Package()
     for operand, name in ((acc.ScalarType.float16, "fp16"), (acc.ScalarType.bfloat16, "bf16")):
         package.add(*matmul(operand), base_name=f"matmul_{name}", parameters=grid(4096, 4096, 4096))
+        package.add(*matmul(operand, split=True), base_name=f"matmul_split_{name}",
+                    parameters=split_grid(1024, 1024, 14336))
     package.add(*matmul(acc.ScalarType.float8_e4m3), base_name="matmul_fp8",
                 parameters=grid(4096, 4096, 4096, fp8=True))
     package.build("tune_matmul", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/tune_matmul")

@@ -1,8 +1,9 @@
 """References timed beside a schedc function in the same run.
 
 - ``cublas``: the nest's matrix product through torch (cuBLAS): ``C.addmm_(A, B)`` when all
-  three arrays share a type, else ``torch.matmul(A, B)`` in the operands' type (cuBLAS
-  accumulates in float32); of 8-bit floats ``torch._scaled_mm``. tf32 is allowed exactly when
+  three arrays share a type; of 16-bit operands into a float32 C ``torch.addmm(C, A, B,
+  out_dtype=float32, out=C)`` where torch has it (else ``torch.matmul(A, B)`` in the operands'
+  type: fewer bytes than the function moves); of 8-bit floats ``torch._scaled_mm``. tf32 is allowed exactly when
   the plan multiplies in tf32. A product fused with an epilogue on C is compared with the
   product alone.
 - ``copy``: a device-to-device copy moving as many bytes as the function must (each input read
@@ -158,6 +159,12 @@ def _cublas_product(model, roles, inputs: Inputs):
             c.addmm_(a, b)
         return Reference(f"cuBLAS addmm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)", launch,
                          [dict(zip(names, ops, strict=True)) for ops in operands])
+    if _wide_output(buffers, torch):
+        def launch(i: int) -> None:
+            a, b, c = operands[i % sets]
+            torch.addmm(c, a, b, out_dtype=torch.float32, out=c)
+        return Reference(f"cuBLAS addmm {buffers['A'].dtype.value} into float32 (torch, out_dtype)", launch,
+                         [dict(zip(names, ops, strict=True)) for ops in operands])
     outputs = [torch.empty_like(c, dtype=a.dtype) for a, _, c in operands]
 
     def launch(i: int) -> None:
@@ -166,6 +173,21 @@ def _cublas_product(model, roles, inputs: Inputs):
     tensors = [dict(zip(names, (a, b, out), strict=True)) for (a, b, _), out in zip(operands, outputs, strict=True)]
     return Reference(f"cuBLAS matmul {buffers['A'].dtype.value} (torch; output {buffers['A'].dtype.value})", launch,
                      tensors)
+
+
+def _wide_output(buffers, torch) -> bool:
+    """Whether cuBLAS computes ``C += A @ B`` of 16-bit A and B into a float32 C itself (torch's
+    ``addmm(..., out_dtype=float32)``, torch 2.8 on): the same bytes moved as the function."""
+    if buffers["C"].dtype is not ScalarType.float32 or buffers["A"].dtype not in (ScalarType.float16,
+                                                                                 ScalarType.bfloat16):
+        return False
+    half = getattr(torch, buffers["A"].dtype.torch_name)
+    try:
+        torch.addmm(torch.zeros(1, 1, device="cuda"), torch.zeros(1, 1, device="cuda", dtype=half),
+                    torch.zeros(1, 1, device="cuda", dtype=half), out_dtype=torch.float32)
+    except (TypeError, RuntimeError):
+        return False
+    return True
 
 
 def _operand(buffers, roles, role: str, arrays, torch):

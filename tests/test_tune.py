@@ -521,3 +521,28 @@ def test_a_worker_on_another_host_runs_the_script_with_its_helper_modules(tmp_pa
         del sys.modules[name]  # as a fresh worker process has not imported them
     there = collect.run(elsewhere)
     assert len(there.grids[0].points) == len(here.grids[0].points) == 12 and there.key == here.key
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_sample_split_k_grid_emulates_each_combine(deterministic):
+    """``matmul_split_fp16``'s points compute C += A @ B with k split between blocks, in either
+    combine (a workspace and a second kernel, or TMA reductions into C)."""
+    import sys
+
+    import schedc as acc
+    from schedc import verify
+    from schedc.frontend.parameters import Replay
+
+    from .plans import compile_function_plan
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+    import tune_matmul as t
+
+    values = {t.M: 256, t.N: 256, t.K: 1024, t.BM: 128, t.BN: 128, t.BK: 64, t.STAGES: 3, t.SPLITS: 2,
+              t.DETERMINISTIC: deterministic, t.SPECIALIZE: True, t.TEAMS: 1, t.SHAPE: t.WGMMA[128]}
+    replay = Replay(values)  # the values in the plan, as Package.add gives them
+    plan, args = t.matmul(acc.ScalarType.float16, split=True)
+    model, function = compile_function_plan(replay.resolve(plan), replay.resolve(args))
+    assert len(function.kernels) == (2 if deterministic else 1)  # the combine kernel, or none
+    reports = verify.emulate_function(model, function, blocks=2, seed=1)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
