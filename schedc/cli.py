@@ -471,6 +471,25 @@ def bench(package, function, compare_with, min_time, batch_size, min_iterations,
             writer.writerows(rows)
 
 
+class _Values(click.ParamType):
+    """--first: ``NAME=VALUE,...``, the values as text (compared with the grid's as ``str`` shows them)."""
+
+    name = "NAME=VALUE,..."
+
+    def convert(self, value, param, ctx) -> dict[str, str]:
+        if isinstance(value, dict):
+            return value
+        out = {}
+        for part in filter(None, (p.strip() for p in str(value).split(","))):
+            name, equals, text = part.partition("=")
+            if not equals or not name.strip().isidentifier() or not text.strip():
+                self.fail(f"{part!r} is not NAME=VALUE (e.g. GROUP=8,STAGES=3)", param, ctx)
+            out[name.strip()] = text.strip()
+        if not out:
+            self.fail("give the point as NAME=VALUE,..., e.g. GROUP=8,STAGES=3", param, ctx)
+        return out
+
+
 class _Gpus(click.ParamType):
     """--gpus: ``all`` or GPU ordinals ``0,1``."""
 
@@ -502,6 +521,10 @@ class _Gpus(click.ParamType):
                    "optuna's TPE).")
 @click.option("--budget-seconds", type=click.FloatRange(min=0), default=None,
               help="Start no point after this many seconds (those under way finish).")
+@click.option("--first", "first", type=_Values(), multiple=True,
+              help="A point to try before the search, NAME=VALUE,... of the grid's parameters (a hand-written "
+                   "plan, GROUP=8,STAGES=3): every point of each shape with those values goes first, within the "
+                   "budget; repeat for several.")
 @click.option("--search", type=click.Choice(["auto", "exhaustive", "sampled"]), default="auto", show_default=True,
               help="exhaustive: every point (the first --budget-points of each shape); sampled: optuna's TPE; "
                    "auto: sampled where a shape has more points than --budget-points.")
@@ -538,7 +561,8 @@ class _Gpus(click.ParamType):
               help="Write them to this JSON file and exit.")
 @click.option("--fake-timing", default=None, hidden=True,
               help="MODULE:FUNCTION giving seconds per call from (values, shape), in place of a GPU.")
-def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_seconds, search, gpus, scheduler, jobs,
+def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_seconds, first, search, gpus, scheduler,
+         jobs,
          min_time, sizes, timeout, compare_with, finalists, tie, plot_path, top, seed, no_progress, dry_run, show,
          csv_path, json_path, fake_timing) -> None:
     """Search SCRIPT's parameter grids for the fastest kernel: every point checked by the analysis
@@ -562,7 +586,8 @@ def tune(script, shapes, functions, output_dir, db_path, budget_points, budget_s
 
     options = tuner.Options(shapes=tuple(shapes), functions=tuple(functions), db=db_path, output_dir=output_dir,
                             jobs=jobs or 0,
-                            budget_points=budget_points, budget_seconds=budget_seconds, search=search, seed=seed,
+                            budget_points=budget_points, budget_seconds=budget_seconds, first=tuple(first),
+                            search=search, seed=seed,
                             gpus=gpus, scheduler=scheduler, timeout=timeout, compare=compare_with, finalists=finalists,
                             tie=tie,
                             sizes=tuple(sizes), settings=Settings(min_time=min_time, seed=seed),

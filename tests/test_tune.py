@@ -546,3 +546,35 @@ def test_the_sample_split_k_grid_emulates_each_combine(deterministic):
     assert len(function.kernels) == (2 if deterministic else 1)  # the combine kernel, or none
     reports = verify.emulate_function(model, function, blocks=2, seed=1)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+@pytest.mark.parametrize("search", ["sampled", "exhaustive"])
+def test_first_points_are_timed_before_the_search(tmp_path, options, search):
+    """``--first BM=16,BN=32,ST=2`` (the best point, last but one in the grid's order): timed first,
+    within a budget of one point, so it wins whichever way the grid is searched."""
+    import dataclasses
+
+    order = []
+    first = dataclasses.replace(options, budget_points=1, search=search, first=({"BM": "16", "BN": "32", "ST": "2"},))
+    outcome = tune(write(tmp_path), first, FakeTiming(lambda v, s: order.append(dict(v)) or seconds(v, s)))
+    assert order[0] == {"BM": 16, "BN": 32, "ST": 2}
+    assert outcome.winners[(0, "M=64")].values == {"BM": 16, "BN": 32, "ST": 2}
+    plain = tune(write(tmp_path), dataclasses.replace(options, budget_points=1, search=search,
+                                                      db=str(tmp_path / "other.sqlite")), FakeTiming(seconds))
+    assert plain.winners[(0, "M=64")].values != {"BM": 16, "BN": 32, "ST": 2}  # without it, another point
+
+
+def test_a_first_point_of_unknown_names_or_values_is_refused(tmp_path, options):
+    import dataclasses
+
+    with pytest.raises(TuneError, match=r"--first BX=16: BX: not a parameter the tuned grids search \(they search "
+                                        r"BM, BN, ST\)"):
+        tune(write(tmp_path), dataclasses.replace(options, first=({"BX": "16"},)), FakeTiming(seconds))
+    with pytest.raises(TuneError, match=r"--first BM=12: no point of the tuned grids has these values"):
+        tune(write(tmp_path), dataclasses.replace(options, first=({"BM": "12"},)), FakeTiming(seconds))
+
+
+def test_the_command_line_reads_first_points():
+    for text in ("GROUP", "8=GROUP", "GROUP="):
+        result = CliRunner().invoke(main, ["tune", "x.py", "--first", f"STAGES=3,{text}"])
+        assert result.exit_code == 2 and f"'{text}' is not NAME=VALUE" in result.output, result.output

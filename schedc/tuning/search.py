@@ -25,11 +25,48 @@ def groups(grids: tuple[Grid, ...]) -> dict[Group, list[int]]:
     return out
 
 
-class Exhaustive:
-    """Every point of every group in turn (the first ``budget`` of each, where one is given)."""
+First = tuple[dict[str, str], ...]  # points to try before the others: parameter names to values as text
 
-    def __init__(self, grids: tuple[Grid, ...], budget: int | None = None) -> None:
-        self.order = [Task(g, p) for (g, _), points in groups(grids).items() for p in points[:budget]]
+
+def leading(grids: tuple[Grid, ...], first: First) -> dict[Group, list[int]]:
+    """Each group's points that ``first`` names (every parameter a dict names has the value it
+    gives, as ``str`` writes the value: ``GROUP=8``, ``SPECIALIZE=True``), in ``first``'s order;
+    a TuneError for a name no tuned grid searches or a dict no point of any group matches."""
+    found: dict[Group, list[int]] = {}
+    for wanted in first:
+        shown = ",".join(f"{k}={v}" for k, v in wanted.items())
+        names = {n for grid in grids for p in range(len(grid.points)) for n in grid.searched(p)}
+        unknown = sorted(set(wanted) - names)
+        if unknown:
+            raise TuneError(f"--first {shown}", f"{', '.join(unknown)}: not a parameter the tuned grids search "
+                                                f"(they search {', '.join(sorted(names))})")
+        matched = False
+        for group, points in groups(grids).items():
+            grid = grids[group[0]]
+            for p in points:
+                values = grid.searched(p)
+                if all(n in values and _text(values[n]) == _text(v) for n, v in wanted.items()):
+                    matched = True
+                    if p not in found.setdefault(group, []):
+                        found[group].append(p)
+        if not matched:
+            raise TuneError(f"--first {shown}", "no point of the tuned grids has these values (the grid's filter "
+                                                "may leave it out)")
+    return found
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) or str(value).lower() in ("true", "false") else str(value)
+
+
+class Exhaustive:
+    """Every point of every group in turn (the first ``budget`` of each, where one is given),
+    those ``first`` names before the others."""
+
+    def __init__(self, grids: tuple[Grid, ...], budget: int | None = None, first: First = ()) -> None:
+        early = leading(grids, first)
+        self.order = [Task(g, p) for (g, shape), points in groups(grids).items()
+                      for p in _ahead(early.get((g, shape), []), points)[:budget]]
         self.total = len(self.order)
         self._next: Iterator[Task] = iter(self.order)
         self.finished = False
@@ -53,12 +90,14 @@ class Sampled:
     shape tied to the tile's width by the grid's filter) is not searched; a combination the
     filter left out, or a point tried already, is a failed trial, and after ``STUCK`` of them in a
     row an untried point of the grid is enqueued (optuna's ``enqueue_trial``). Points the
-    database knows are added to the study first (``known``), so that a rerun times nothing again."""
+    database knows are added to the study first (``known``), so that a rerun times nothing again;
+    the points ``first`` names are enqueued before the sampler proposes any."""
 
     MISSES = 2000  # proposals that find no new point: the group is exhausted (all its points are tried first)
     STUCK = 8
 
-    def __init__(self, grids: tuple[Grid, ...], budget: int, seed: int = 0, in_flight: int = 4) -> None:
+    def __init__(self, grids: tuple[Grid, ...], budget: int, seed: int = 0, in_flight: int = 4,
+                 first: First = ()) -> None:
         try:
             import optuna
         except ImportError:
@@ -86,6 +125,10 @@ class Sampled:
         self.trials: dict[Task, tuple[Group, object]] = {}
         self.total = sum(min(budget, len(points)) for points in groups(grids).values())
         self.where = {Task(g[0], p): (g, key) for g, index in self.index.items() for key, p in index.items()}
+        for group, points in leading(grids, first).items():  # asked before the sampler proposes
+            names = [name for name, _ in self.choices[group]]
+            for p in points:
+                self.studies[group].enqueue_trial(dict(zip(names, self.where[Task(group[0], p)][1])))
 
     def next(self) -> Task | None:
         for group in self.studies:
@@ -153,6 +196,10 @@ class Sampled:
 
     def done(self) -> bool:
         return not self.trials and all(g in self.exhausted or self.sent[g] >= self.budget for g in self.studies)
+
+
+def _ahead(early: list[int], points: list[int]) -> list[int]:
+    return early + [p for p in points if p not in early]
 
 
 def _free(grid: Grid, points: list[int]) -> list[str]:

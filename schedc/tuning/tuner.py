@@ -50,6 +50,7 @@ class Options:
     progress: bool = True
     write: bool = True  # write the winners' package(s)
     dry_run: bool = False  # check every point and count the refusals; build and time nothing
+    first: tuple[dict[str, str], ...] = ()  # points tried before the search (--first): names to values as text
 
 
 @dataclass
@@ -224,8 +225,9 @@ class _Search:
         sample = search == "sampled" or (search == "auto" and budget is not None and max(sizes) > budget)
         if sample and not self.options.dry_run:  # a dry run checks every point
             slots = 2 * max(1, self.runner.slots)  # few in flight: the sampler learns from each time it is told
-            return Sampled(self.script.grids, budget or max(sizes), self.options.seed, in_flight=slots)
-        return Exhaustive(self.script.grids, budget)
+            return Sampled(self.script.grids, budget or max(sizes), self.options.seed, in_flight=slots,
+                           first=self.options.first)
+        return Exhaustive(self.script.grids, budget, self.options.first)
 
     def run(self) -> None:
         started = time.monotonic()
