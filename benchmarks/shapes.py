@@ -144,10 +144,10 @@ def time_package(path: str, seconds: float, only: str) -> None:
         key = shape_key(name)
         bench = Bench(fn, cache=caches.setdefault(key, {}))
         ours, our_mhz = timed(rotating(bench.launch), seconds)
-        reference = reference_launcher("cublas", bench.model, bench.inputs)
-        theirs, their_mhz = timed(rotating(reference.launch), seconds)
-        if key not in triton_ms:
-            triton_ms[key] = triton_time(bench, reference, seconds)
+        with reference_launcher("cublas", bench.model, bench.inputs) as reference:
+            theirs, their_mhz = timed(rotating(reference.launch), seconds)
+            if key not in triton_ms:
+                triton_ms[key] = triton_time(bench, reference, seconds)
         ratio = theirs / ours
         best[key] = max(best.get(key, 0.0), ratio)
         print(f"| {name} | {ours:.4f} | {our_mhz:.0f} | {theirs:.4f} | {their_mhz:.0f} | **{ratio:.3f}** | "

@@ -174,8 +174,8 @@ class Bench:
         """Time the reference ``compare_with`` (cublas, copy, torch) on the same input values."""
         from .bench_reference import reference_launcher  # torch only when asked
 
-        ref = reference_launcher(compare_with, self.model, self.inputs)
-        times = time_batches(ref.launch, options, self._events)
+        with reference_launcher(compare_with, self.model, self.inputs) as ref:
+            times = time_batches(ref.launch, options, self._events)
         return Timing(ref.name, statistics(times, options.iterations), len(times), options.iterations,
                       flops(self.model))
 

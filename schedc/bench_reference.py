@@ -43,11 +43,19 @@ Inputs = list[dict[str, np.ndarray]]  # the input sets a function is timed on, b
 class Reference:
     """A reference ready to time: ``launch(i)`` runs it on input set ``i % len(inputs)``;
     ``tensors[i]``: that set's device tensors by the function's array names, the result under
-    the output's name (C: accumulated into, or written where the types differ)."""
+    the output's name (C: accumulated into, or written where the types differ). Use it in a
+    ``with`` block (or call ``close``): cuBLAS's tf32 setting holds until then."""
 
     name: str
     launch: Callable[[int], None]
     tensors: list[dict[str, object]] = field(default_factory=list)
+    close: Callable[[], None] = lambda: None  # puts back the torch settings the reference changed
+
+    def __enter__(self) -> Reference:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def reference_launcher(kind: str, model, inputs: Inputs) -> Reference:
@@ -131,7 +139,8 @@ def _cublas(model, inputs: Inputs):
         raise LaunchError("--compare cublas", f"{model.function} is not a matrix product C += A * B")
     reference = _cublas_product(model, roles, inputs)
     if len(model.statements) > 1:
-        return Reference(f"{reference.name}, the product alone", reference.launch, reference.tensors)
+        return Reference(f"{reference.name}, the product alone", reference.launch, reference.tensors,
+                         reference.close)
     return reference
 
 
@@ -148,7 +157,11 @@ def _cublas_product(model, roles, inputs: Inputs):
     if any(b.dtype not in dtypes for b in buffers.values()):
         raise LaunchError("--compare cublas", "cuBLAS reference needs floating-point arrays")
     tf32 = model.tensorize is not None and buffers["A"].dtype is ScalarType.float32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    settings, before = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
+    settings.allow_tf32 = tf32
+
+    def close() -> None:
+        settings.allow_tf32 = before
     operands = [tuple(_operand(buffers, roles, role, arrays, torch) for role in "ABC") for arrays in inputs]
     sets = len(operands)
     names = [buffers[role].name for role in "ABC"]
@@ -158,13 +171,13 @@ def _cublas_product(model, roles, inputs: Inputs):
             a, b, c = operands[i % sets]
             c.addmm_(a, b)
         return Reference(f"cuBLAS addmm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)", launch,
-                         [dict(zip(names, ops, strict=True)) for ops in operands])
+                         [dict(zip(names, ops, strict=True)) for ops in operands], close)
     if _wide_output(buffers, torch):
         def launch(i: int) -> None:
             a, b, c = operands[i % sets]
             torch.addmm(c, a, b, out_dtype=torch.float32, out=c)
         return Reference(f"cuBLAS addmm {buffers['A'].dtype.value} into float32 (torch, out_dtype)", launch,
-                         [dict(zip(names, ops, strict=True)) for ops in operands])
+                         [dict(zip(names, ops, strict=True)) for ops in operands], close)
     outputs = [torch.empty_like(c, dtype=a.dtype) for a, _, c in operands]
 
     def launch(i: int) -> None:
@@ -172,7 +185,7 @@ def _cublas_product(model, roles, inputs: Inputs):
         torch.matmul(a, b, out=outputs[i % sets])
     tensors = [dict(zip(names, (a, b, out), strict=True)) for (a, b, _), out in zip(operands, outputs, strict=True)]
     return Reference(f"cuBLAS matmul {buffers['A'].dtype.value} (torch; output {buffers['A'].dtype.value})", launch,
-                     tensors)
+                     tensors, close)
 
 
 def _wide_output(buffers, torch) -> bool:

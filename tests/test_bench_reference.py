@@ -55,7 +55,17 @@ def test_cublas_multiplies_the_bench_input_sets(tmp_path, operand, result, b_lay
     import torch
 
     A, B, C = (b.name for b in bench.model.buffers[:3])
-    reference = reference_launcher("cublas", bench.model, bench.inputs)
+    before = torch.backends.cuda.matmul.allow_tf32
+    with reference_launcher("cublas", bench.model, bench.inputs) as reference:
+        assert torch.backends.cuda.matmul.allow_tf32 is (operand is T.float32)  # tf32 exactly for tf32 plans
+        _runs_on_the_sets(reference, bench, operand, result, (A, B, C))
+    assert torch.backends.cuda.matmul.allow_tf32 is before  # put back: later float32 products stay exact
+
+
+def _runs_on_the_sets(reference, bench, operand, result, names) -> None:
+    import torch
+
+    A, B, C = names
     assert len(bench.inputs) >= 2 and len(reference.tensors) == len(bench.inputs)  # small: sets rotate
     accumulates = "addmm" in reference.name  # into C (float32 C too, on a torch with out_dtype), or matmul alone
     assert accumulates or operand is not result
@@ -77,7 +87,7 @@ def test_scaled_mm_multiplies_the_bench_input_sets(tmp_path):
     import torch
 
     A, B, C = (b.name for b in bench.model.buffers[:3])
-    reference = reference_launcher("cublas", bench.model, bench.inputs)
+    reference = reference_launcher("cublas", bench.model, bench.inputs)  # changes no setting: no close needed
     assert "_scaled_mm" in reference.name
     _same_inputs(reference, bench, (A, B))
     reference.launch(0)
