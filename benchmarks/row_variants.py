@@ -3,8 +3,9 @@
 rows, built into one package and timed against torch in one run (benchmarks/softmax.py's checks
 and timings, GB/s counting X read and Y written once).
 
-A variant is named ``<softmax|softmax_fast|layernorm|layernorm_one_pass>_<type>_<M>x<N>_t<threads>``
-(``layernorm_one_pass``: the sums of X and of its squares in one pass, ``layernorm(one_pass=True)``).
+A variant is named ``<softmax|softmax_fast|layernorm|layernorm_one_pass>_<type>_<M>x<N>_t<threads>[_keep]``
+(``layernorm_one_pass``: the sums of X and of its squares in one pass, ``layernorm(one_pass=True)``;
+``_keep``: the exponentials computed once into a scratch row in shared memory, ``softmax(keep=True)``).
 
 Usage: python benchmarks/row_variants.py build [OUTPUT_DIR]   (hat_packages unless given), then on
 the GPU: python benchmarks/row_variants.py time [OUTPUT_DIR]
@@ -27,14 +28,15 @@ import schedc as acc  # noqa: E402
 
 F16, F32 = acc.ScalarType.float16, acc.ScalarType.float32
 SHORT = {F16: "fp16", F32: "fp32"}
-SOFTMAX = [(F16, fast, 8192, 4096, threads) for fast in (True, False) for threads in (128, 256, 512, 1024)]
+SOFTMAX = [(dtype, fast, 8192, 4096, threads, keep) for dtype in (F16, F32) for fast in (True, False)
+           for threads in (128, 256) for keep in (False, True)]
 LAYERNORM = [(8192, 4096, 256, True)]
 
 
 def variants():
-    for dtype, fast, M, N, threads in SOFTMAX:
-        name = f"softmax{'_fast' if fast else ''}_{SHORT[dtype]}_{M}x{N}_t{threads}"
-        yield name, lambda d=dtype, f=fast, m=M, n=N, t=threads: softmax.softmax(m, n, d, t, fast=f)
+    for dtype, fast, M, N, threads, keep in SOFTMAX:
+        name = f"softmax{'_fast' if fast else ''}_{SHORT[dtype]}_{M}x{N}_t{threads}{'_keep' if keep else ''}"
+        yield name, lambda d=dtype, f=fast, m=M, n=N, t=threads, k=keep: softmax.softmax(m, n, d, t, fast=f, keep=k)
     for M, N, threads, one_pass in LAYERNORM:
         yield (f"layernorm{'_one_pass' if one_pass else ''}_fp16_{M}x{N}_t{threads}",
                lambda m=M, n=N, t=threads, o=one_pass: layernorm.layernorm(m, n, F16, t, one_pass=o))

@@ -30,13 +30,17 @@ F32 = acc.ScalarType.float32
 
 
 def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, cache: bool = True,
-            fast: bool = False):
+            fast: bool = False, keep: bool = False):
     """The plan and its arrays (X, Y). ``fast``: ``acc.fast_exp`` (CUDA's ``__expf``) for fewer
-    instructions an element."""
+    instructions an element. ``keep``: the exponentials are computed once, into a TEMP row ``E``
+    cached in shared memory at the row's loop (a scratch tile: written before it is read, so it
+    has no global memory), and the sum and the output read them there (a sixth nest)."""
     X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
     mx = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
     sm = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+    E = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M, N))
+    exp = acc.fast_exp if fast else acc.exp
 
     init = acc.Nest(shape=(M,))
     i0, = init.get_indices()
@@ -53,13 +57,22 @@ def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, ca
     def _():
         mx[i1] = acc.max(mx[i1], acc.cast(X[i1, j1], F32))
 
-    exp = acc.fast_exp if fast else acc.exp
+    exponentials = acc.Nest(shape=(M, N))
+    i5, j5 = exponentials.get_indices()
+
+    @exponentials.iteration_logic
+    def _():
+        E[i5, j5] = exp(acc.cast(X[i5, j5], F32) - mx[i5])
+
+    def exponential(i, j):
+        return E[i, j] if keep else exp(acc.cast(X[i, j], F32) - mx[i])
+
     total = acc.Nest(shape=(M, N))
     i2, j2 = total.get_indices()
 
     @total.iteration_logic
     def _():
-        sm[i2] += exp(acc.cast(X[i2, j2], F32) - mx[i2])
+        sm[i2] += exponential(i2, j2)
 
     inverse = acc.Nest(shape=(M,))
     i4, = inverse.get_indices()
@@ -73,19 +86,20 @@ def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, ca
 
     @scaled.iteration_logic
     def _():
-        Y[i3, j3] = acc.cast(exp(acc.cast(X[i3, j3], F32) - mx[i3]) * sm[i3], dtype)
+        Y[i3, j3] = acc.cast(exponential(i3, j3) * sm[i3], dtype)
 
-    nests = (init, peak, total, inverse, scaled)
+    nests = (init, peak, *((exponentials,) if keep else ()), total, inverse, scaled)
     schedule = acc.fuse(tuple(n.create_schedule() for n in nests), partial=1)
-    f, i, j1, j2, j3 = schedule.get_indices()
+    f, i, *rows = schedule.get_indices()  # a loop over the row's columns for each nest but init and inverse
     ii = schedule.split(i, 1)  # one row: the loop its shared copy sits at
-    t1, t2, t3 = (schedule.split(j, threads) for j in (j1, j2, j3))
-    schedule.reorder(i, ii, f, j1, t1, j2, t2, j3, t3)
+    on_threads = [schedule.split(j, threads) for j in rows]
+    schedule.reorder(i, ii, f, *(loop for pair in zip(rows, on_threads) for loop in pair))
     plan = schedule.create_plan(target)
-    plan.bind({i: target.GridUnit.BLOCK_X, t1: target.GridUnit.THREAD_X, t2: target.GridUnit.THREAD_X,
-               t3: target.GridUnit.THREAD_X})
+    plan.bind({i: target.GridUnit.BLOCK_X, **dict.fromkeys(on_threads, target.GridUnit.THREAD_X)})
     if cache:
         plan.cache(X, index=ii, location=target.MemorySpace.SHARED)
+    if keep:
+        plan.cache(E, index=ii, location=target.MemorySpace.SHARED)
     return plan, (X, Y)
 
 

@@ -23,7 +23,7 @@ from schedc.verify import emulate_function, run_function
 
 from .conftest import require_gpu
 from .kit import rewrite
-from .plans import H100, T, build, compile_function_plan
+from .plans import H100, T, build, compile_function_plan, compile_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
 import gemv  # noqa: E402
@@ -219,6 +219,8 @@ ROWS = {
     "softmax fp32, 1024 threads": lambda: softmax.softmax(3, 5000, T.float32, 1024),
     "softmax fp32, 32 threads, X uncached": lambda: softmax.softmax(4, 700, T.float32, 32, cache=False),
     "softmax fp16 fast (fast_exp)": lambda: softmax.softmax(5, 2000, T.float16, 128, fast=True),
+    "softmax fp16, the exponentials kept in a scratch row": lambda: softmax.softmax(6, 3000, T.float16, 256,
+                                                                                    keep=True),
     "layernorm fp16": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
     "layernorm fp16 in one pass (two reductions in one part)": lambda: layernorm.layernorm(5, 3000, T.float16, 128,
                                                                                            one_pass=True),
@@ -233,6 +235,49 @@ def test_fused_row_kernels_match_the_reference(name):
     assert sum(isinstance(s, ThreadReduce) for s in body) == 2  # two parts reduce across threads (or one part twice)
     _passed(emulate_function(model, fn, None, seed=8))
     nvrtc_compile(emit_source([fn], "// rows"), "rows", "sm_90")
+
+
+def test_a_temp_row_the_parts_share_in_shared_memory_is_scratch_without_global_memory():
+    """softmax(keep=True): E's row, cached in SHARED at the row's loop, is written by one part and
+    read by two later ones: neither filled nor written back, and no workspace (the kernel does not
+    take E); X's row is still filled. The exponentials are computed once (one exp a row element)."""
+    from schedc.ir.kernel import BlockCopy, Call, Load, Store
+    from schedc.ir.walk import subexpressions
+    from schedc.lower.cache import scratch
+
+    plan, args = softmax.softmax(4, 1000, T.float32, 128, keep=True)
+    model, fn = compile_function_plan(plan, args)
+    kernel = fn.kernels[-1]
+    assert scratch(model, "E") and not scratch(model, "X")
+    assert "E" not in [b.name for b in kernel.buffers] and "E" not in [p.name for p in fn.params]
+    assert "E_shared" in [b.name for b in kernel.shared]
+    body = list(walk_statements(kernel.body))
+    copies = [s for s in body if isinstance(s, BlockCopy)]
+    assert [c.source for c in copies] == ["X"]  # X filled; E neither filled nor written back
+    assert not any(isinstance(s, Store) and s.buffer == "E" for s in body)
+    calls = [e for s in body if isinstance(s, Store) for e in subexpressions(s.value) if isinstance(e, Call)]
+    assert len(calls) == 1  # exp once, into the scratch row
+    assert not any(isinstance(e, Load) and e.buffer == "E" for s in body if isinstance(s, Store)
+                   for e in subexpressions(s.value))
+
+
+def test_a_temp_tile_read_before_it_is_written_is_no_scratch():
+    """Only a TEMP array whose one writer runs before every read of the pass is scratch: one
+    accumulated into (``E += ...`` reads the tile first), one only read, or a caller's array keep
+    their global memory, fill and write-back."""
+    from schedc.ir.kernel import Binary, Load
+    from schedc.lower.cache import scratch
+
+    model, _ = compile_plan(*softmax.softmax(4, 1000, T.float32, 128, keep=True))
+    assert scratch(model, "E")
+    accumulated = dataclasses.replace(model, statements=tuple(
+        dataclasses.replace(s, value=Binary("+", Load(s.buffer, s.index, T.float32), s.value, T.float32))
+        if s.buffer == "E" else s for s in model.statements))
+    assert not scratch(accumulated, "E")
+    never_written = dataclasses.replace(model, statements=tuple(
+        dataclasses.replace(s, buffer="Y") if s.buffer == "E" else s for s in model.statements))
+    assert not scratch(never_written, "E")
+    assert not scratch(model, "Y")  # the caller's array
 
 
 @pytest.mark.parametrize("one_pass", [False, True], ids=["two passes", "one pass, shifted"])
@@ -425,6 +470,9 @@ GPU = {
     "softmax fp16": lambda: softmax.softmax(64, 4096, T.float16, 256),
     "softmax fp32 1024 threads": lambda: softmax.softmax(16, 32768, T.float32, 1024),
     "softmax fp16 fast": lambda: softmax.softmax(64, 4096, T.float16, 256, fast=True),
+    "softmax fp16, a scratch row": lambda: softmax.softmax(64, 4096, T.float16, 256, keep=True),
+    "softmax fp32, a scratch row, X uncached": lambda: softmax.softmax(16, 3000, T.float32, 128, cache=False,
+                                                                        keep=True),
     "layernorm fp16": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
     "layernorm fp16 in one pass": lambda: layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True),
     "sum, squares and max in one nest, bf16": lambda: moments(M=9, N=3000, lanes=512, dtype=T.bfloat16),

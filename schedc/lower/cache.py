@@ -91,6 +91,9 @@ class SharedCache:
     # an output cache of an array no statement reads: the tile is written whole before it goes
     # back (writes_whole_box), so it is not copied in
     unread: bool = False
+    # a TEMP array's tile that each pass over the tile writes before it reads it (``scratch``):
+    # neither filled nor written back, so the array needs no global memory at all
+    scratch: bool = False
 
     @property
     def barrier(self) -> str:
@@ -238,7 +241,37 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     unread = written and all(spec.array not in buffers_read(s.value) for s in model.statements)
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
-                       written=written, unread=unread and carrier is None)
+                       written=written, unread=unread and carrier is None,
+                       scratch=written and carrier is None and scratch(model, spec.array))
+
+
+def scratch(model, array: str) -> bool:
+    """Whether a TEMP array's tile is scratch: one statement writes it (the whole tile: the written
+    cache's check) and every statement that reads it runs after that write in the same pass over
+    the tile, in a later fused part or later in the same part at the very element written. Then
+    no value of it comes from before the tile's loops (nothing before the kernel writes a TEMP
+    array) or goes after them (nothing after reads one): it is neither filled nor written back.
+
+    Before → after (E a TEMP row, cached at the row's loop; the parts run in turn)::
+
+        E[i, j] = exp(X[i, j] - m[i])       E_shared[j] = exp(X[i, j] - m[i])
+        s[i] += E[i, j]                     s[i] += E_shared[j]
+        Y[i, j] = E[i, j] * r[i]            Y[i, j] = E_shared[j] * r[i]    (no E in global memory)
+    """
+    if model.buffer(array).role != "temp":
+        return False
+    writers = [n for n, st in enumerate(model.statements) if st.buffer == array]
+    if len(writers) != 1:
+        return False
+    (w,) = writers
+    part = model.fusion.part_of if model.fusion is not None else (lambda n: 0)
+    for n, st in enumerate(model.statements):
+        for load in loads(st.value):
+            if load.buffer != array or part(n) > part(w):
+                continue
+            if not (part(n) == part(w) and n > w and load.index == model.statements[w].index):
+                return False
+    return True
 
 
 def _slices(strides: tuple[int, ...], order: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
@@ -574,11 +607,12 @@ def _vector(model, global_buffer, fp, shared_strides, limits: tuple[int, ...], i
 
 def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt, ...]:
     """Before the serial loop ``at`` (None: at the innermost level), for the caches placed there
-    without a carrier (but output caches of arrays no statement reads: written whole first):
+    without a carrier (but output caches of arrays no statement reads, written whole first, and
+    scratch tiles):
     barrier, the copies, barrier (cp.async copies with one stage: commit and wait for all before
     the second barrier)."""
     placed = [c for c in caches if c.at == at and c.carrier is None]
-    here = [c for c in placed if not c.unread]
+    here = [c for c in placed if not (c.unread or c.scratch)]
     if not here:  # output tiles written whole: only the drain of the tile before must be done reading
         return (Barrier("the tile before is back in global memory"),) if placed else ()
     tma = [c for c in here if c.tma is not None]
@@ -593,11 +627,11 @@ def fill(caches: tuple[SharedCache, ...], at: str | None, as_expr) -> tuple[Stmt
 
 def drain(caches: tuple[SharedCache, ...], at: str | None, block: tuple[int, int, int], as_expr) -> tuple[Stmt, ...]:
     """After the serial loop ``at`` (None: after the innermost statements), for the caches of
-    written arrays placed there: a barrier, then the block writes each tile back (thread t
+    written arrays placed there (but scratch tiles): a barrier, then the block writes each tile back (thread t
     the elements t, t + threads, ...; past the array's end, none)."""
     stmts: list[Stmt] = []
     for c in caches:
-        if not (c.written and c.at == at):
+        if not (c.written and c.at == at) or c.scratch:
             continue
         shape = c.tile_shape
         e = Var(f"{c.array}_element")

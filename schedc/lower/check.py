@@ -73,11 +73,20 @@ def _check_fusion(model) -> None:
         _shared_by_points(fusion.name, array, uses, unfused, fused)
         moving = any({v for a in subscripts for v in a.variables()} & unfused for *_, subscripts in uses)
         cached = next((c for c in model.caches if c.array == array), None)
-        if moving and cached is not None:
+        if moving and cached is not None and not _around_parts(model, cached):
             raise CacheError(f"cache({array}, index={cached.index}, location={cached.location.name})",
                              f"{array} is shared by fused schedules that each run their own loops over it (the "
-                             "elements of a fused point): a cache of it is not built for that; leave it uncached",
-                             loops=(cached.index,))
+                             "elements of a fused point): only a SHARED cache at a loop outside the fusing index "
+                             f"{fusion.name} (the block's tile for every part) is built for that; cache it so, or "
+                             "leave it uncached", loops=(cached.index,))
+
+
+def _around_parts(model, cached) -> bool:
+    """A SHARED cache at a loop outside the fusing index: one tile of the block for every part, its
+    threads' accesses in each part separated from the next part's by the parts' barriers."""
+    names = [loop.name for loop in model.loops]
+    return (cached.location is MemorySpace.SHARED and cached.index in names
+            and names.index(cached.index) < model.fusion.at)
 
 
 def _shared_by_points(fusing: str, array: str, uses: list, unfused: set[str], fused: list[str]) -> None:

@@ -15,7 +15,9 @@ the work item's tile in grouped order, instead of ``blockIdx``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import PlanError
@@ -37,7 +39,7 @@ from ..ir.kernel import (
     shared_layout,
 )
 from ..ir.types import ScalarType
-from ..ir.walk import substitute
+from ..ir.walk import is_stmt, substitute, walk_statements
 from ..poly import PolyFacts
 from ..targets import GridUnit
 
@@ -309,6 +311,31 @@ def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
 INT32_MAX = 2**31 - 1
 
 
+def _used_workspaces(buffers, body: tuple[Stmt, ...]) -> tuple:
+    """The arrays, without the workspaces ``body`` never names (a TEMP array whose every use went to
+    a scratch tile in shared memory: the loader allocates nothing for it)."""
+    named = {value for s in walk_statements(body) for value in _strings(s)}
+    return tuple(b for b in buffers if b.kind != "workspace" or b.name in named)
+
+
+def _strings(node) -> Iterator[str]:
+    """The names a statement and its expressions hold (their string fields but comments)."""
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if field.name != "comment":
+            yield from _names_in(value)
+
+
+def _names_in(value) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _names_in(item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type) and not is_stmt(value):
+        yield from _strings(value)
+
+
 def assemble(model, launch: Launch, body: tuple[Stmt, ...], shared=(), values=(), block=None) -> Kernel:
     """The kernel of ``model``: its name, arrays, grid, index type (64-bit past 2^31 elements) and
     resident blocks, with ``body``, the ``shared`` buffers (laid out in order), the by-value
@@ -319,7 +346,7 @@ def assemble(model, launch: Launch, body: tuple[Stmt, ...], shared=(), values=()
     sizes = tuple(ScalarParam(name, index, size=True) for name in model.size_names)
     return Kernel(
         name=f"{model.function}__gpu__",
-        buffers=model.buffers,
+        buffers=_used_workspaces(model.buffers, body),
         grid=launch.grid,
         block=block or launch.block,
         body=body,

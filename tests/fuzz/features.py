@@ -66,6 +66,9 @@ def coverage_features(p: Program) -> set[str]:
     found |= {f"layout {a.layout}" for a in p.arrays}
     if p.runtime and any(a.role == "TEMP" and a.name in (runtime_dims(p) or {}) for a in p.arrays):
         found.add("TEMP array of a run-time size (a workspace)")
+    temporary = {a.name for a in p.arrays if a.role == "TEMP"}
+    if any(c.array in temporary and c.location == "SHARED" for c in p.caches):
+        found.add("SHARED cache of a TEMP array (scratch where written before read)")
     found |= {f"{c.location} cache" + (f" ({c.pipeline})" if c.pipeline != "sync" else "") for c in p.caches}
     found |= {f"bind {b.unit.split('_')[0]}" + (" (tuple)" if len(b.indices) > 1 else "") for b in p.bindings}
     found |= {"unroll"} if p.unrolls else set()

@@ -14,7 +14,17 @@ from dataclasses import replace
 from .epilogue import fusable, with_epilogue
 from .hopper import hopper_program
 from .nest import choose
-from .program import Bin, Program, Statement, loop_extents, refs, runtime_dims, schedule_indices, with_array_names
+from .program import (
+    Bin,
+    CacheDirective,
+    Program,
+    Statement,
+    loop_extents,
+    refs,
+    runtime_dims,
+    schedule_indices,
+    with_array_names,
+)
 from .schedules import ScheduleBuilder
 from .statements import KINDS, build_nest
 from .tensor import tensor_program
@@ -42,11 +52,14 @@ def generate(seed: int, index: int, kind: str | None = None) -> Program:
 def _with_temp(rng: random.Random, program: Program) -> Program:
     """Sometimes an array that one statement writes (``=``) before any reads it, and that later
     statements read only at that statement's subscripts, becomes a TEMP array: scratch the caller
-    does not pass (a workspace when the first dimension is a run-time size, preferred then)."""
+    does not pass (a workspace when the first dimension is a run-time size, preferred then). One
+    with a sync SHARED cache may be chosen too: the tile is scratch then, and the array has no
+    global memory."""
     chance = 0.5 if program.runtime else 0.2  # a run-time size's TEMP array is a workspace: draw it more
     if program.tensorize is not None or program.epilogue or program.order_free or rng.random() >= chance:
         return program
-    cached = {c.array for c in program.caches}
+    cached = {c.array for c in program.caches if not (c.location == "SHARED" and c.pipeline == "sync"
+                                                      and not c.layout and rng.random() < 0.5)}
     written = [s.target.array for s in program.statements]
     candidates = [a.name for a in program.arrays if a.role != "INPUT" and a.name not in cached
                   and written.count(a.name) == 1 and _temporary(program.statements, a.name)
@@ -55,7 +68,12 @@ def _with_temp(rng: random.Random, program: Program) -> Program:
         return program
     sized = [name for name in candidates if program.runtime and name in (runtime_dims(program) or {})]
     chosen = rng.choice(sized or candidates)
-    return replace(program, arrays=tuple(replace(a, role="TEMP") if a.name == chosen else a for a in program.arrays))
+    program = replace(program, arrays=tuple(replace(a, role="TEMP") if a.name == chosen else a for a in program.arrays))
+    shared = [c for c in program.caches if c.location == "SHARED" and c.pipeline == "sync" and not c.of_shared]
+    if shared and chosen not in {c.array for c in program.caches} and rng.random() < 0.5:
+        # its tile in shared memory at another tile's loop: scratch where it is written before it is read
+        program = replace(program, caches=(*program.caches, CacheDirective(chosen, rng.choice(shared).index, "SHARED")))
+    return program
 
 
 def _temporary(statements, name: str) -> bool:
