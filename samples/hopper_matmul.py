@@ -2,8 +2,9 @@
 """Hopper matrix products: wgmma on operand tiles that TMA copies into a ring of shared
 buffers, a producer warpgroup and consumer warpgroups meeting at mbarriers.
 
-C = A @ B with 128 x 256 block tiles and 64 values of k (32 for tf32) per stage: two consumer warpgroups each keep a 64 x 256 tile of C in registers
-(``M64xN256xK16_B1``: one wgmma per 16 values of k) while a producer warpgroup issues the TMA
+C = A @ B with 128 x 256 block tiles and 64 values of k (32 for tf32) per stage: two consumer
+warpgroups each keep a 64 x 256 tile of C in registers (``M64xN256xK16_B1``: one wgmma per 16
+values of k) while a producer warpgroup issues the TMA
 copies of A's 128 x 64 and B's 64 x 256 tiles, ``stages`` tiles ahead.
 
 - ``matmul_<type>_<M>``: float16 / bfloat16 operands and C of the same type, accumulated in

@@ -1,9 +1,9 @@
-"""Row softmax, Y[i, :] = exp(X[i, :] - max) / sum, in one kernel of four fused nests.
+"""Row softmax, Y[i, :] = exp(X[i, :] - max) / sum, in one kernel of five fused nests.
 
-Each row is a block: ``acc.fuse`` of four nests over the rows (``partial=1``) runs, at each row,
+Each row is a block: ``acc.fuse`` of five nests over the rows (``partial=1``) runs, at each row,
 the initialisation of the row's maximum and sum (TEMP arrays: ``mx = -inf``, ``sm = 0``), the
-maximum (``mx = acc.max(mx, X)``), the sum of exponentials (``sm += exp(X - mx)``) and the
-normalisation, in turn. Each part runs its own loop over the row on the block's threads
+maximum (``mx = acc.max(mx, X)``), the sum of exponentials (``sm += exp(X - mx)``), its
+reciprocal and the normalisation, in turn. Each part runs its own loop over the row on the block's threads
 (THREAD_X, 256 to 1024 of them): the maximum and the sum are reductions across threads (each
 thread's partial, warp shuffles, one shared element a warp), a barrier separates the parts, and
 the first part runs on the row's first thread. The row itself is copied into shared memory once
@@ -30,11 +30,14 @@ F32 = acc.ScalarType.float32
 
 
 def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, cache: bool = True,
-            fast: bool = False, keep: bool = False):
+            fast: bool = False, keep: bool = False, scratch: bool = False):
     """The plan and its arrays (X, Y). ``fast``: ``acc.fast_exp`` (CUDA's ``__expf``) for fewer
     instructions an element. ``keep``: the exponentials are computed once, into a TEMP row ``E``
     cached in shared memory at the row's loop (a scratch tile: written before it is read, so it
-    has no global memory), and the sum and the output read them there (a sixth nest)."""
+    has no global memory), and the sum and the output read them there (a sixth nest). ``scratch``:
+    the row's maximum and sum (TEMP arrays) in shared memory too, cached at the row's loop: each
+    row sets them before it reads them, so they are scratch tiles and the function has no
+    workspace (it takes the C launch and the C++ torch operator)."""
     X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
     mx = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
@@ -98,8 +101,9 @@ def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, ca
     plan.bind({i: target.GridUnit.BLOCK_X, **dict.fromkeys(on_threads, target.GridUnit.THREAD_X)})
     if cache:
         plan.cache(X, index=ii, location=target.MemorySpace.SHARED)
-    if keep:
-        plan.cache(E, index=ii, location=target.MemorySpace.SHARED)
+    for array, wanted in ((E, keep), (mx, scratch), (sm, scratch)):
+        if wanted:
+            plan.cache(array, index=ii, location=target.MemorySpace.SHARED)
     return plan, (X, Y)
 
 

@@ -224,6 +224,12 @@ ROWS = {
     "layernorm fp16": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
     "layernorm fp16 in one pass (two reductions in one part)": lambda: layernorm.layernorm(5, 3000, T.float16, 128,
                                                                                            one_pass=True),
+    "softmax fp16 fast, the row's maximum and sum in scratch tiles": lambda: softmax.softmax(
+        5, 2000, T.float16, 128, fast=True, scratch=True),
+    "softmax fp32, every TEMP array in a scratch tile, X uncached": lambda: softmax.softmax(
+        4, 700, T.float32, 32, cache=False, keep=True, scratch=True),
+    "layernorm fp16 in one pass, its sums in scratch tiles": lambda: layernorm.layernorm(
+        5, 3000, T.float16, 128, one_pass=True, scratch=True),
 }
 
 
@@ -243,7 +249,7 @@ def test_a_temp_row_the_parts_share_in_shared_memory_is_scratch_without_global_m
     take E); X's row is still filled. The exponentials are computed once (one exp a row element)."""
     from schedc.ir.kernel import BlockCopy, Call, Load, Store
     from schedc.ir.walk import subexpressions
-    from schedc.lower.cache import scratch
+    from schedc.lower.scratch import scratch
 
     plan, args = softmax.softmax(4, 1000, T.float32, 128, keep=True)
     model, fn = compile_function_plan(plan, args)
@@ -261,12 +267,31 @@ def test_a_temp_row_the_parts_share_in_shared_memory_is_scratch_without_global_m
                    for e in subexpressions(s.value))
 
 
+def test_row_statistics_in_scratch_tiles_leave_the_function_without_workspaces(tmp_path):
+    """softmax(scratch=True): the row's maximum and sum (TEMP arrays set by the first part, reduced
+    across threads by later ones, read by the last) live in shared memory: the reductions' totals
+    go there, the loaded function allocates nothing and takes the C launch (one kernel of the
+    caller's arrays); without the caches it has two workspaces."""
+    from schedc.ir.kernel import Store
+    from schedc.package.fastcall import launchable_in_c
+
+    plan, args = softmax.softmax(4, 1000, T.float32, 128, scratch=True)
+    model, fn = compile_function_plan(plan, args)
+    assert {"mx_shared", "sm_shared"} <= {b.name for b in fn.kernels[-1].shared}
+    assert not [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, Store) and s.buffer in ("mx", "sm")]
+    loaded = acc.load(build(plan, args, "rows", tmp_path)).rows
+    assert loaded.function.workspaces == () and launchable_in_c(loaded.function)
+    plain = acc.load(build(*softmax.softmax(4, 1000, T.float32, 128), "plain", tmp_path)).plain
+    assert [b.name for b in plain.function.workspaces] == ["mx", "sm"] and not launchable_in_c(plain.function)
+
+
 def test_a_temp_tile_read_before_it_is_written_is_no_scratch():
     """Only a TEMP array whose one writer runs before every read of the pass is scratch: one
     accumulated into (``E += ...`` reads the tile first), one only read, or a caller's array keep
     their global memory, fill and write-back."""
     from schedc.ir.kernel import Binary, Load
-    from schedc.lower.cache import scratch
+    from schedc.ir.walk import loads
+    from schedc.lower.scratch import scratch
 
     model, _ = compile_plan(*softmax.softmax(4, 1000, T.float32, 128, keep=True))
     assert scratch(model, "E")
@@ -278,6 +303,11 @@ def test_a_temp_tile_read_before_it_is_written_is_no_scratch():
         dataclasses.replace(s, buffer="Y") if s.buffer == "E" else s for s in model.statements))
     assert not scratch(never_written, "E")
     assert not scratch(model, "Y")  # the caller's array
+    assert scratch(model, "mx") and scratch(model, "sm")  # set by the first part, then at the same element
+    uninitialised = dataclasses.replace(model, statements=tuple(
+        dataclasses.replace(s, buffer="Y", index=(s.index[0], s.index[0])) if s.buffer == "mx" and not any(
+            ld.buffer == "mx" for ld in loads(s.value)) else s for s in model.statements))
+    assert not scratch(uninitialised, "mx")  # its first access, the reduction, reads it
 
 
 @pytest.mark.parametrize("one_pass", [False, True], ids=["two passes", "one pass, shifted"])
@@ -475,6 +505,8 @@ GPU = {
                                                                         keep=True),
     "layernorm fp16": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
     "layernorm fp16 in one pass": lambda: layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True),
+    "softmax fp16, no workspace": lambda: softmax.softmax(64, 4096, T.float16, 256, keep=True, scratch=True),
+    "layernorm fp16, no workspace": lambda: layernorm.layernorm(64, 4096, T.float16, 256, scratch=True),
     "sum, squares and max in one nest, bf16": lambda: moments(M=9, N=3000, lanes=512, dtype=T.bfloat16),
 }
 

@@ -60,6 +60,7 @@ from ..ir.types import ScalarType
 from ..ir.walk import loads, map_expr
 from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
 from . import tensor
+from .scratch import scratch
 
 
 @dataclass(frozen=True)
@@ -243,35 +244,6 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
                        written=written, unread=unread and carrier is None,
                        scratch=written and carrier is None and scratch(model, spec.array))
-
-
-def scratch(model, array: str) -> bool:
-    """Whether a TEMP array's tile is scratch: one statement writes it (the whole tile: the written
-    cache's check) and every statement that reads it runs after that write in the same pass over
-    the tile, in a later fused part or later in the same part at the very element written. Then
-    no value of it comes from before the tile's loops (nothing before the kernel writes a TEMP
-    array) or goes after them (nothing after reads one): it is neither filled nor written back.
-
-    Before → after (E a TEMP row, cached at the row's loop; the parts run in turn)::
-
-        E[i, j] = exp(X[i, j] - m[i])       E_shared[j] = exp(X[i, j] - m[i])
-        s[i] += E[i, j]                     s[i] += E_shared[j]
-        Y[i, j] = E[i, j] * r[i]            Y[i, j] = E_shared[j] * r[i]    (no E in global memory)
-    """
-    if model.buffer(array).role != "temp":
-        return False
-    writers = [n for n, st in enumerate(model.statements) if st.buffer == array]
-    if len(writers) != 1:
-        return False
-    (w,) = writers
-    part = model.fusion.part_of if model.fusion is not None else (lambda n: 0)
-    for n, st in enumerate(model.statements):
-        for load in loads(st.value):
-            if load.buffer != array or part(n) > part(w):
-                continue
-            if not (part(n) == part(w) and n > w and load.index == model.statements[w].index):
-                return False
-    return True
 
 
 def _slices(strides: tuple[int, ...], order: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:

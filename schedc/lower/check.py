@@ -12,7 +12,7 @@ from ..ir.patterns import reduction
 from ..ir.walk import loads
 from ..poly import PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
-from . import reduce
+from . import reduce, scratch
 from .launch import Launch
 
 
@@ -23,8 +23,9 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_warps(model)
     _check_launch(model, launch)
     _check_fusion(model)
+    tiles = scratch.arrays(model)
     for part in model.parts:
-        across = reduce.find(part, model.outside_fusion, tensorized=model.tensorize is not None)
+        across = reduce.find(part, model.outside_fusion, tensorized=model.tensorize is not None, scratch=tiles)
         if across:
             reduce.check_lanes(part, across[0], launch.block)
         _check_races(part, across[0].loops if across else ())

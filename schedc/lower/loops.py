@@ -26,6 +26,7 @@ from . import cache, private, reduce, tensor
 from .fused import in_loops
 from .guards import guard_levels
 from .launch import Launch, assemble, persistent_loop, split_coordinates
+from .scratch import arrays as scratch_arrays
 
 
 def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMatch | None,
@@ -45,7 +46,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         around = (before, after)
     else:
         innermost = _statements(model, model.statements, shared, registers, as_expr)
-    across = reduce.find(model) if tiles is None and model.fusion is None else ()
+    kept = scratch_arrays(model)
+    across = reduce.find(model, scratch=kept) if tiles is None and model.fusion is None else ()
     if across:  # each thread's partials: the statements add into them
         innermost = tuple(reduce.partial_update(r, s) for r, s in zip(across, innermost, strict=True))
     unrolled = private.unrolled(registers)
@@ -53,7 +55,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
     parted = []
     if model.fusion is not None and tiles is None:
-        parted = [r for part in model.parts for r in reduce.find(part, model.outside_fusion)]
+        parted = [r for part in model.parts for r in reduce.find(part, model.outside_fusion, scratch=kept)]
     combine = reduce.scratches((*across, *parted), launch.block)
     nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
                  barriers=bool(shared) or bool(combine) or bool(threaded_units(model)))
@@ -103,7 +105,8 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
         own = nest.for_part(part, outside, {lp.name for lp in loops})
         statements = _statements(model, part.statements, own.shared, own.registers, nest.as_expr)
-        across = reduce.find(part, outside, base=f"{reduce.PARTIAL}_{number}")  # each part's partials of its own
+        across = reduce.find(part, outside, base=f"{reduce.PARTIAL}_{number}",  # each part's partials of its own
+                             scratch=scratch_arrays(model))
         if across:
             statements = tuple(reduce.partial_update(r, st) for r, st in zip(across, statements, strict=True))
         idle = [Binary("==", Var(f"threadIdx.{u.axis}"), Const(0)) for u in sorted(threaded, key=str)
@@ -134,7 +137,8 @@ def _across_threads(model, nest: _Nest, across: tuple[reduce.ThreadReduction, ..
     first = {name: nest.facts.loop(name).first for name in across[0].loops}
     before, combines, writes = [], [], []
     for reduction, store in zip(across, model.statements, strict=True):
-        target = in_loops(model, store)  # (a fused schedule's part: over the whole schedule's loops)
+        # over the whole schedule's loops (a fused schedule's part), in its scratch tile where it has one
+        target = cache.redirect_store(in_loops(model, store), nest.shared, nest.as_expr)
         start, (combine, write) = reduce.around(reduction, target, model.buffer(store.buffer).dtype,
                                                 nest.launch.block, kept, first)
         before += start

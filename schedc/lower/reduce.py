@@ -80,13 +80,15 @@ def reduced_loops(model) -> tuple[str, ...]:
 
 
 def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL,
-         tensorized: bool = False) -> tuple[ThreadReduction, ...]:
+         tensorized: bool = False, scratch: frozenset[str] = frozenset()) -> tuple[ThreadReduction, ...]:
     """The plan's reductions across threads, checked, one per statement (each with a partial of
     its own, named after ``base``), or none (no thread-bound loop is reduced, or a statement is no
     reduction: the race check then says why). ``enclosing``: serial loops around the whole
     reduction (a fused schedule's loops before its fusing index), which may move T's element:
     each of their iterations reduces anew. ``tensorized``: the model is a part of a fused
-    schedule whose product is tensorized (the part itself says so only for the product)."""
+    schedule whose product is tensorized (the part itself says so only for the product).
+    ``scratch``: the arrays whose SHARED caches are scratch tiles (``scratch.arrays`` of the whole
+    Model: a part alone cannot tell), which a reduction may write."""
     loops = reduced_loops(model)
     if not loops or model.fusion is not None:
         return ()
@@ -113,14 +115,14 @@ def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL,
             raise PlanError(where, f"{store.buffer}'s {reduction(store)[0]} reads {read[0]}, which this nest "
                                    "reduces across threads: each thread would read a partial value. Reduce it in a "
                                    "nest before this one (acc.fuse runs them in turn)", loops=loops)
-        found.append(_checked(model, store, loops, enclosing, where, partial_name(base, number)))
+        found.append(_checked(model, store, loops, enclosing, where, partial_name(base, number), scratch))
     return tuple(found)
 
 
 def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[str], where: str,
-             name: str) -> ThreadReduction:
+             name: str, scratch: frozenset[str]) -> ThreadReduction:
     """The reduction of one of the nest's statements (its partial ``name``), refused where its
-    element moves with a serial loop, it is bool or it is cached."""
+    element moves with a serial loop, it is bool or it is cached (but in a scratch tile)."""
     op, _ = reduction(store)
     written = {v for i in store.index for v in Affine.of(i).variables()}
     serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None
@@ -132,9 +134,10 @@ def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[s
     target = model.buffer(store.buffer).dtype
     if target is ScalarType.bool:
         raise PlanError(where, f"{store.buffer} is bool: reduce into a number type", loops=loops)
-    if any(c.array == store.buffer for c in model.caches):
+    if store.buffer not in scratch and any(c.array == store.buffer for c in model.caches):
         raise PlanError(where, f"{store.buffer} is cached; its reduction across threads writes it once, from one "
-                               "thread of a row: leave it uncached", loops=loops)
+                               "thread of a row: leave it uncached, or make it a TEMP array whose SHARED tile each "
+                               "pass writes before it reads it (a scratch tile)", loops=loops)
     return ThreadReduction(op, loops, partial_type(target), name)
 
 
