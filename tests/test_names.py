@@ -218,12 +218,37 @@ def test_array_variable_clashing_with_a_loop_name_falls_back():
     ii = acc.Array(role=acc.Role.OUTPUT, shape=(8,))
     nest.iteration_logic(lambda: ii.__setitem__(i, 1.0))
     schedule = nest.create_schedule()
-    split = schedule.split(i, 4)
-    assert split.name == "ii"
+    schedule.split(i, 4)  # bound to no variable: the split keeps the name it gets
     plan = schedule.create_plan(H100)
-    plan.bind({i: H100.GridUnit.BLOCK_X, split: H100.GridUnit.THREAD_X})
+    plan.bind({i: H100.GridUnit.BLOCK_X, schedule.get_indices()[1]: H100.GridUnit.THREAD_X})
     model, _ = compile_plan(plan, (ii,))
     assert [b.name for b in model.buffers] == ["A"] and loop_names(model) == ["i", "ii"]
+
+
+def test_loops_of_a_plan_built_in_a_function_take_its_variables():
+    """The iteration logic sees the nest's indices, not the loops a function binds while it plans:
+    the scheduling calls' own scope names them (``row``, ``part``; a fused schedule's fusing
+    index ``every``), in messages after Package.add as before it."""
+    def plan_rows():
+        X = acc.Array(role=acc.Role.INPUT, shape=(8, 64))
+        Y = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(8, 64))
+        first, second = acc.Nest(8, 64), acc.Nest(8, 64)
+        i0, j0 = first.get_indices()
+        i1, j1 = second.get_indices()
+        first.iteration_logic(lambda: Y.__setitem__((i0, j0), X[i0, j0] * 2.0))
+        second.iteration_logic(lambda: Y.__setitem__((i1, j1), Y[i1, j1] + 1.0))
+        fused = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+        every, row, left, right = fused.get_indices()
+        part = fused.split(left, 32)
+        fused.reorder(row, every, left, part, right)
+        plan = fused.create_plan(H100)
+        plan.bind({row: H100.GridUnit.BLOCK_X, part: H100.GridUnit.BLOCK_Y})
+        return plan, (X, Y)
+
+    plan, args = plan_rows()
+    with pytest.raises(acc.PlanError, match=r"bind\(\{row: BLOCK_X, part: BLOCK_Y\}\): part is a loop of an unfused "
+                                        r"dimension of a fused schedule, bound to BLOCK_Y"):
+        compile_plan(plan, args)
 
 
 # A tensorized script whose loops are all renamed: bindings, tiles and caches follow the names.

@@ -139,17 +139,17 @@ def variables(logic: Callable) -> Iterator[tuple[str, object]]:
             yield name, value
 
 
-def bound_names(objects: Iterable[object], logics: Iterable[Callable]) -> dict[int, str]:
+def bound_names(objects: Iterable[object], logics: Iterable[Callable], scope: dict | None = None) -> dict[int, str]:
     """``id(object)`` → its variable, for each of ``objects`` bound to exactly one variable
-    that is usable and bound to no other of ``objects``, in the scopes of ``logics``."""
+    that is usable and bound to no other of ``objects``, in the scopes of ``logics`` and in
+    ``scope`` (a calling frame's variables)."""
     ours = {id(o) for o in objects}
     names_of: dict[int, set[str]] = {}
     objects_of: dict[str, set[int]] = {}
-    for logic in logics:
-        for name, value in variables(logic):
-            if id(value) in ours:
-                names_of.setdefault(id(value), set()).add(name)
-                objects_of.setdefault(name, set()).add(id(value))
+    for name, value in [pair for logic in logics for pair in variables(logic)] + list((scope or {}).items()):
+        if id(value) in ours:
+            names_of.setdefault(id(value), set()).add(name)
+            objects_of.setdefault(name, set()).add(id(value))
     found = {}
     for key, names in names_of.items():
         name, *others = sorted(names)
@@ -179,11 +179,12 @@ def unique(wanted: list[str | None], fallback: list[str | None]) -> list[str | N
 
 
 def name_objects(objects: list, fallback: list[str | None], logics: Iterable[Callable],
-                 avoid: frozenset[str] = frozenset()) -> None:
+                 avoid: frozenset[str] = frozenset(), scope: dict | None = None) -> None:
     """Set the ``name`` of ``objects`` (Arrays and Indices of one function): an array's explicit
-    name; else the object's variable in the scopes of ``logics``; else the name it has; else its
-    ``fallback``. Names in ``avoid`` or shared by two objects are replaced by the fallbacks."""
-    found = _scoped_names([o for o in objects if _explicit(o) is None], list(logics))
+    name; else the object's variable in the scopes of ``logics`` (and ``scope``); else the name
+    it has; else its ``fallback``. Names in ``avoid`` or shared by two objects are replaced by the
+    fallbacks."""
+    found = _scoped_names([o for o in objects if _explicit(o) is None], list(logics), scope)
     wanted = []
     for o, back in zip(objects, fallback):
         name = _explicit(o) or found.get(id(o)) or o.name or back
@@ -202,11 +203,11 @@ def name_arrays_in_scope(arrays: list, logics: list[Callable]) -> None:
             array.name = found[id(array)]
 
 
-def _scoped_names(objects: list, logics: list[Callable]) -> dict[int, str]:
-    """``bound_names`` in the scopes of ``logics``, then, for the objects those do not name, in
-    the scopes of the functions they call (a library's nest applying the script's epilogue, which
-    reads the script's arrays)."""
-    found = bound_names(objects, logics)
+def _scoped_names(objects: list, logics: list[Callable], scope: dict | None = None) -> dict[int, str]:
+    """``bound_names`` in the scopes of ``logics`` and ``scope``, then, for the objects those do
+    not name, in the scopes of the functions they call (a library's nest applying the script's
+    epilogue, which reads the script's arrays)."""
+    found = bound_names(objects, logics, scope)
     found.update(bound_names([o for o in objects if id(o) not in found], _callees(logics)))
     return found
 
@@ -261,18 +262,20 @@ def _letters() -> Iterator[str]:
             yield chr(c) + (str(round_) if round_ else "")
 
 
-def name_indices(indices: list, logics: Iterable[Callable]) -> None:
+def name_indices(indices: list, logics: Iterable[Callable], scope: dict | None = None) -> None:
     """Rename a nest's ``indices`` after their variables (see ``name_objects``); the fallback of
     an index is the name the nest or the split gave it."""
-    name_objects(indices, [index.default_name for index in indices], logics)
+    name_objects(indices, [index.default_name for index in indices], logics, scope=scope)
 
 
-def name_in_use(indices: list, logics: Iterable[Callable], arguments: object, index_type: type) -> None:
+def name_in_use(indices: list, logics: Iterable[Callable], arguments: object, index_type: type,
+                scope: dict | None = None) -> None:
     """Before a scheduling call: a schedule's ``indices`` named after the variables bound to them
-    by now in the scopes of ``logics`` (``name_indices``), and any index among ``arguments`` that
-    is not one of them (another nest's, which the call refuses by name) after its own nest's."""
+    by now in the scopes of ``logics`` and of the calling code (``scope``: a plan built inside a
+    function binds its loops there), and any index among ``arguments`` that is not one of them
+    (another nest's, which the call refuses by name) after its own nest's."""
     if indices:
-        name_indices(indices, logics)
+        name_indices(indices, logics, scope)
     ours = {id(i) for i in indices}
     for other in _indices_in(arguments, index_type):
         if id(other) not in ours and hasattr(other.owner, "logic"):

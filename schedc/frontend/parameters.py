@@ -343,19 +343,33 @@ def show_value(value: object) -> str:
     return name if isinstance(name, str) else repr(value)
 
 
+def _script_scope(frame) -> dict[str, object]:
+    """The variables of the script's code that made a scheduling call, the first frame outside
+    schedc (a plan built inside a function binds its indices there, where the iteration logic
+    does not see them; a fused schedule's own methods call the recorded ones); none where no
+    such frame is found."""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module != "schedc" and not module.startswith("schedc."):
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return {}
+
+
 def recorded(placeholder: Callable | None = None):
     """Decorator of a scheduling method: the call is recorded (for ``Replay``); when the object
     is deferred, or a parameter is among the arguments (which defers it), ``placeholder`` runs
     instead of the method (the method itself when None: it does nothing a parameter affects),
     returning placeholder indices or handles. Calls a recorded method makes are not recorded.
-    Before the outermost call the object's ``_name_indices(arguments)``, where it has one, names
-    the indices after the script's variables bound to them by then (a split's index is bound to
-    its variable only after ``split`` returns), so that a message names them as the script does."""
+    Before the outermost call the object's ``_name_indices(arguments, scope)``, where it has one,
+    names the indices after the script's variables bound to them by then (a split's index is bound
+    to its variable only after ``split`` returns), in the iteration logic's scopes and in the
+    calling code's (``scope``), so that a message names them as the script does."""
     def decorate(method):
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
             if not getattr(self, "_in_call", False):  # the indices as the script calls them, for messages
-                getattr(self, "_name_indices", lambda *_: None)((args, kwargs))
+                getattr(self, "_name_indices", lambda *_: None)((args, kwargs), _script_scope(sys._getframe(1)))
             recording: Recording | None = getattr(self, "_recording", None)
             if recording is None:
                 return method(self, *args, **kwargs)

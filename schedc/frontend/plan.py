@@ -94,9 +94,9 @@ class Plan:
     """A schedule planned for a target. Create with ``schedule.create_plan(target)``."""
 
 
-    def _name_indices(self, arguments: object) -> None:
+    def _name_indices(self, arguments: object, scope: dict | None = None) -> None:
         """Before a call (``recorded``): the indices named as the script's variables name them now."""
-        name_in_use(list(self.schedule.pieces), self.schedule.nest.logic, arguments, Index)
+        name_in_use(list(self.schedule.pieces), self.schedule.nest.logic, arguments, Index, scope)
 
     def print(self) -> None:
         """Print the scheduled loop nest (Accera's ``plan.print()``): each loop with its range,

@@ -115,9 +115,9 @@ class Schedule:
     def piece(self, index: Index) -> Piece:
         return self.pieces[index]
 
-    def _name_indices(self, arguments: object) -> None:
+    def _name_indices(self, arguments: object, scope: dict | None = None) -> None:
         """Before a call (``recorded``): the indices named as the script's variables name them now."""
-        name_in_use(list(self.pieces), self.nest.logic, arguments, Index)
+        name_in_use(list(self.pieces), self.nest.logic, arguments, Index, scope)
 
     def __str__(self) -> str:
         lines = []
