@@ -206,13 +206,19 @@ def elementwise(M, N, dtype=T.float16, target=H100):
     def _():
         C[i, j] = acc.max(2.0 * A[i, j], B[i, j]) - acc.min(A[i, j], 0.25) + acc.cast(i + j, dtype) / 64.0
 
+    return rows_of_threads(nest, target), (A, B, C)
+
+
+def rows_of_threads(nest, target=H100):
+    """The plan of a 2-D nest: blocks of 8 x 32 elements, a thread each."""
+    i, j = nest.get_indices()
     s = nest.create_schedule()
     ii, jj = s.split(i, 8), s.split(j, 32)
     s.reorder(i, j, ii, jj)
     plan = s.create_plan(target)
     g = target.GridUnit
     plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
-    return plan, (A, B, C)
+    return plan
 
 
 def const_and_temp(M=32, N=64, target=H100):

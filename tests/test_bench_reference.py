@@ -16,7 +16,7 @@ from schedc.bench import Bench
 from schedc.bench_reference import reference_launcher
 
 from .conftest import require_gpu
-from .plans import FIRST, H100, LAST, build, tensor_matmul
+from .plans import FIRST, LAST, build, rows_of_threads, tensor_matmul
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
 from hopper_matmul import matmul  # noqa: E402
@@ -111,13 +111,7 @@ def test_the_torch_reference_adds_the_bench_input_sets(tmp_path):
     def _():
         C_[i, j] = A_[i, j] + B_[i, j]
 
-    s = nest.create_schedule()
-    ii, jj = s.split(i, 8), s.split(j, 32)
-    s.reorder(i, j, ii, jj)
-    plan = s.create_plan(H100)
-    g = H100.GridUnit
-    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
-    bench = _bench(plan, (A_, B_, C_), "vadd", tmp_path)
+    bench = _bench(rows_of_threads(nest), (A_, B_, C_), "vadd", tmp_path)
     import torch
 
     reference = reference_launcher("torch", bench.model, bench.inputs)

@@ -23,23 +23,11 @@ from schedc.verify import emulate_function, run_function
 
 from .conftest import require_gpu
 from .kit import rewrite
-from .plans import H100, T, build, compile_function_plan
+from .plans import T, build, compile_function_plan, rows_of_threads
 
 FLOATS = (T.float32, T.float16, T.bfloat16, T.float64)
 MATH = [f for f, s in SIGNATURES.items() if s.domain is Domain.FLOAT]
 POSITIVE = {Function.SQRT, Function.LOG, Function.LOG2, Function.LOG10}  # called on |x| + 0.5
-
-
-def _rows_of_threads(nest):
-    """The plan of a 2-D nest: blocks of 8 x 32 elements, a thread each."""
-    i, j = nest.get_indices()
-    s = nest.create_schedule()
-    ii, jj = s.split(i, 8), s.split(j, 32)
-    s.reorder(i, j, ii, jj)
-    plan = s.create_plan(H100)
-    g = H100.GridUnit
-    plan.bind({i: g.BLOCK_Y, j: g.BLOCK_X, ii: g.THREAD_Y, jj: g.THREAD_X})
-    return plan
 
 
 def elementwise(dtype, body, shape=(16, 64), out=None):
@@ -54,7 +42,7 @@ def elementwise(dtype, body, shape=(16, 64), out=None):
     def _():
         C[i, j] = body(A[i, j], B[i, j], i, j)
 
-    return _rows_of_threads(nest), (A, B, C)
+    return rows_of_threads(nest), (A, B, C)
 
 
 def _apply(function: Function):
@@ -86,7 +74,7 @@ def every_function(dtype, shape=(16, 64)):
         for out, function in zip(outputs, MATH):
             out[i, j] = _apply(function)(A[i, j], B[i, j], i, j)
 
-    return _rows_of_threads(nest), (A, B, *outputs)
+    return rows_of_threads(nest), (A, B, *outputs)
 
 
 def _passed(reports) -> None:
