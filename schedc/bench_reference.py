@@ -1,11 +1,11 @@
 """References timed beside a schedc function in the same run.
 
 - ``cublas``: the nest's matrix product through torch (cuBLAS): ``C.addmm_(A, B)`` when all
-  three arrays share a type; of 16-bit operands into a float32 C ``torch.addmm(C, A, B,
-  out_dtype=float32, out=C)`` where torch has it (else ``torch.matmul(A, B)`` in the operands'
-  type: fewer bytes than the function moves); of 8-bit floats ``torch._scaled_mm``. tf32 is allowed exactly when
-  the plan multiplies in tf32. A product fused with an epilogue on C is compared with the
-  product alone.
+  three arrays share a type (``torch.mm(A, B, out=C)`` for an OUTPUT C, which is not read); of
+  16-bit operands into a float32 C ``torch.addmm(C, A, B, out_dtype=float32, out=C)`` where torch
+  has it (else ``torch.matmul(A, B)`` in the operands' type: fewer bytes than the function
+  moves); of 8-bit floats ``torch._scaled_mm``. tf32 is allowed exactly when the plan multiplies
+  in tf32. A product fused with an epilogue on C is compared with the product alone.
 - ``copy``: a device-to-device copy moving as many bytes as the function must (each input read
   once, each output written once), through the driver.
 - ``torch``: an element-wise statement ``C[i, j] = A[i, j] op B[i, j] ...`` (``+ - * /`` of
@@ -157,22 +157,29 @@ def _cublas_product(model, roles, inputs: Inputs):
     if any(b.dtype not in dtypes for b in buffers.values()):
         raise LaunchError("--compare cublas", "cuBLAS reference needs floating-point arrays")
     tf32 = model.tensorize is not None and buffers["A"].dtype is ScalarType.float32
-    settings, before = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
-    settings.allow_tf32 = tf32
-
-    def close() -> None:
-        settings.allow_tf32 = before
     operands = [tuple(_operand(buffers, roles, role, arrays, torch) for role in "ABC") for arrays in inputs]
     sets = len(operands)
     names = [buffers[role].name for role in "ABC"]
+    wide = _wide_output(buffers, torch)
     torch.cuda.synchronize()
+    settings, before = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
+    settings.allow_tf32 = tf32  # from here on the Reference returned puts it back
+
+    def close() -> None:
+        settings.allow_tf32 = before
+    if len({b.dtype for b in buffers.values()}) == 1 and buffers["C"].role == "output":
+        def launch(i: int) -> None:  # C = A @ B: C's poisoned values are not read
+            a, b, c = operands[i % sets]
+            torch.mm(a, b, out=c)
+        return Reference(f"cuBLAS mm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)", launch,
+                         [dict(zip(names, ops, strict=True)) for ops in operands], close)
     if len({b.dtype for b in buffers.values()}) == 1:
         def launch(i: int) -> None:
             a, b, c = operands[i % sets]
             c.addmm_(a, b)
         return Reference(f"cuBLAS addmm {buffers['A'].dtype.value}{' tf32' if tf32 else ''} (torch)", launch,
                          [dict(zip(names, ops, strict=True)) for ops in operands], close)
-    if _wide_output(buffers, torch):
+    if wide:
         def launch(i: int) -> None:
             a, b, c = operands[i % sets]
             torch.addmm(c, a, b, out_dtype=torch.float32, out=c)
@@ -216,7 +223,7 @@ def _scaled_mm(buffers, roles, inputs: Inputs, dtypes, torch):
     accumulation without cuBLAS's extra promotions, as wgmma accumulates), C of the function's
     type (written, not accumulated)."""
     a, b, c = (buffers[role] for role in ("A", "B", "C"))
-    if b.dtype is not a.dtype or c.dtype not in dtypes:
+    if b.dtype is not a.dtype or c.dtype not in (ScalarType.bfloat16, ScalarType.float16, ScalarType.float32):
         raise LaunchError("--compare cublas", f"torch._scaled_mm multiplies two {a.dtype.value} operands into "
                                               f"bfloat16, float16 or float32, not {b.dtype.value} into {c.dtype.value}")
     one = torch.ones((), device="cuda", dtype=torch.float32)

@@ -45,13 +45,14 @@ def _same_inputs(reference, bench, names) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("operand, result, b_layout, k", [(T.float16, T.float16, FIRST, 16),
-                                                          (T.bfloat16, T.float32, LAST, 16),
-                                                          (T.float32, T.float32, LAST, 8)])
-def test_cublas_multiplies_the_bench_input_sets(tmp_path, operand, result, b_layout, k):
+@pytest.mark.parametrize("operand, result, b_layout, k, role", [
+    (T.float16, T.float16, FIRST, 16, acc.Role.INPUT_OUTPUT), (T.bfloat16, T.float32, LAST, 16, acc.Role.INPUT_OUTPUT),
+    (T.float32, T.float32, LAST, 8, acc.Role.INPUT_OUTPUT), (T.float16, T.float16, FIRST, 16, acc.Role.OUTPUT)])
+def test_cublas_multiplies_the_bench_input_sets(tmp_path, operand, result, b_layout, k, role):
     mma = acc.MMAShape.M16xN16xK8_B1 if k == 8 else acc.MMAShape.M16xN16xK16_B1
-    bench = _bench(*tensor_matmul(64, 96, 64, operand=operand, result=result, b_layout=b_layout, mma=mma),
-                   "mm", tmp_path)
+    bench = _bench(*tensor_matmul(64, 96, 64, operand=operand, result=result, b_layout=b_layout, mma=mma,
+                                  c_role=role, **({"prologue_op": acc.MMAFragmentOp.SET, "prologue_arg": 0.0}
+                                                  if role is acc.Role.OUTPUT else {})), "mm", tmp_path)
     import torch
 
     A, B, C = (b.name for b in bench.model.buffers[:3])
@@ -67,8 +68,9 @@ def _runs_on_the_sets(reference, bench, operand, result, names) -> None:
 
     A, B, C = names
     assert len(bench.inputs) >= 2 and len(reference.tensors) == len(bench.inputs)  # small: sets rotate
-    accumulates = "addmm" in reference.name  # into C (float32 C too, on a torch with out_dtype), or matmul alone
-    assert accumulates or operand is not result
+    accumulates = "addmm" in reference.name  # into C (float32 C too, on a torch with out_dtype), or the product
+    # an OUTPUT C is written, not read (torch.mm); a torch without addmm's out_dtype gives matmul alone
+    assert accumulates is (bench.model.buffers[2].role == "input_output") or "matmul" in reference.name
     _same_inputs(reference, bench, (A, B, C) if accumulates else (A, B))
     for i, arrays in enumerate(bench.inputs):
         reference.launch(i)

@@ -285,6 +285,80 @@ def test_row_statistics_in_scratch_tiles_leave_the_function_without_workspaces(t
     assert [b.name for b in plain.function.workspaces] == ["mx", "sm"] and not launchable_in_c(plain.function)
 
 
+def _set_then_read(where: str):
+    """T[i] (TEMP) set by part 0, read by part 1's loop over the row; T cached at ``where``."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(4, 64))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(4, 64))
+    Tm = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(4,))
+    first, second = acc.Nest(shape=(4,)), acc.Nest(shape=(4, 64))
+    (i0,) = first.get_indices()
+    i1, j1 = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        Tm[i0] = X[i0, 0] * 2.0
+
+    @second.iteration_logic
+    def _():
+        Y[i1, j1] = X[i1, j1] + Tm[i1]
+
+    s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=1)
+    f, i, b = s.get_indices()
+    ii, bb = s.split(i, 1), s.split(b, 32)
+    s.reorder(i, ii, f, b, bb)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, bb: H100.GridUnit.THREAD_X})
+    plan.cache(Tm, index={"i": i, "ii": ii, "b": b}[where], location=acc.MemorySpace.SHARED)
+    return plan, (X, Y)
+
+
+@pytest.mark.parametrize("where, scratch_tile", [("ii", True), ("i", True), ("b", False)])
+def test_a_tile_filled_inside_one_part_is_no_scratch(where, scratch_tile):
+    """A cache whose fill point is one part's loop (b, part 1's) serves that part alone: the part
+    before writes T itself, so the tile is filled and written back as any output tile, and T keeps
+    its workspace. Filled before the fusing index (at ii, or at the block-bound i: the first loop
+    its threads run is ii), it is scratch. Each emulates to the reference (a scratch tile filled
+    in one part once read values nothing wrote: NaN)."""
+    plan, args = _set_then_read(where)
+    model, fn = compile_function_plan(plan, args)
+    assert ("Tm" not in [b.name for b in fn.kernels[-1].buffers]) is scratch_tile
+    _passed(emulate_function(model, fn, None, seed=4))
+
+
+def test_a_reduced_temp_cached_inside_one_part_is_refused():
+    """A row's maximum cached at the loop of the part that reduces it (not before the fusing index)
+    is no scratch tile, and a reduction across threads writes no cached array: refused."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(4, 64))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(4, 64))
+    mx = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(4,))
+    init, peak, out = acc.Nest(shape=(4,)), acc.Nest(shape=(4, 64)), acc.Nest(shape=(4, 64))
+    (i0,) = init.get_indices()
+    i1, j1 = peak.get_indices()
+    i2, j2 = out.get_indices()
+
+    @init.iteration_logic
+    def _():
+        mx[i0] = -1e30
+
+    @peak.iteration_logic
+    def _():
+        mx[i1] = acc.max(mx[i1], X[i1, j1])
+
+    @out.iteration_logic
+    def _():
+        Y[i2, j2] = X[i2, j2] - mx[i2]
+
+    s = acc.fuse(tuple(n.create_schedule() for n in (init, peak, out)), partial=1)
+    f, i, a, b = s.get_indices()
+    ii, aa, bb = s.split(i, 1), s.split(a, 32), s.split(b, 32)
+    s.reorder(i, ii, f, a, aa, b, bb)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, aa: H100.GridUnit.THREAD_X, bb: H100.GridUnit.THREAD_X})
+    plan.cache(mx, index=a, location=acc.MemorySpace.SHARED)
+    with pytest.raises(PlanError, match="mx is cached; its reduction across threads writes it once"):
+        compile_function_plan(plan, (X, Y))
+
+
 def test_a_temp_tile_read_before_it_is_written_is_no_scratch():
     """Only a TEMP array whose one writer runs before every read of the pass is scratch: one
     accumulated into (``E += ...`` reads the tile first), one only read, or a caller's array keep

@@ -346,14 +346,19 @@ def show_value(value: object) -> str:
 def _script_scope(frame) -> dict[str, object]:
     """The variables of the script's code that made a scheduling call, the first frame outside
     schedc (a plan built inside a function binds its indices there, where the iteration logic
-    does not see them; a fused schedule's own methods call the recorded ones); none where no
-    such frame is found."""
+    does not see them; a fused schedule's own methods call the recorded ones), past
+    comprehensions (``[s.split(j, 32) for j in rows]`` would name each row's loop ``j``); none
+    where no such frame is found."""
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module != "schedc" and not module.startswith("schedc."):
+        inner = frame.f_code.co_name in _COMPREHENSIONS  # its loop variable names each item in turn
+        if module != "schedc" and not module.startswith("schedc.") and not inner:
             return dict(frame.f_locals)
         frame = frame.f_back
     return {}
+
+
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 
 def recorded(placeholder: Callable | None = None):

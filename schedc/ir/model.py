@@ -211,3 +211,13 @@ class Model:
         """The loops each thread runs itself, in schedule order: neither bound nor tensorized."""
         tile = self.tensorize.loops if self.tensorize else ()
         return tuple(lp.name for lp in self.loops if lp.name not in tile and self.binding_of(lp.name) is None)
+
+    def first_serial(self, index: str) -> str | None:
+        """``index`` if each thread runs its loop, else the first such loop after it in the
+        schedule's order (None: none follows): where a block fills a cache kept across ``index``."""
+        serial = self.serial_loops
+        if index in serial:
+            return index
+        names = [lp.name for lp in self.loops]
+        after = [n for n in serial if names.index(n) > names.index(index)]
+        return after[0] if after else None

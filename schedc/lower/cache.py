@@ -60,7 +60,7 @@ from ..ir.types import ScalarType
 from ..ir.walk import loads, map_expr
 from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
 from . import tensor
-from .scratch import scratch
+from .scratch import around_parts, scratch
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,8 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
                        written=written, unread=unread and carrier is None,
-                       scratch=written and carrier is None and scratch(model, spec.array))
+                       scratch=written and carrier is None and scratch(model, spec.array)
+                       and around_parts(model, spec.index))
 
 
 def _slices(strides: tuple[int, ...], order: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
@@ -446,18 +447,7 @@ def placement(model, index: str) -> str | None:
     index: the block's footprint over the loops at and inside it, the block's own coordinates
     held fixed, filled cooperatively just inside the serial loops around it), before the first
     serial loop after it, or at the innermost level (None) when none follows."""
-    return first_serial(model, index)
-
-
-def first_serial(model, index: str) -> str | None:
-    """``index`` if each thread runs its loop, else the first such loop after it in the
-    schedule's order (None: none follows)."""
-    serial = model.serial_loops
-    if index in serial:
-        return index
-    names = [lp.name for lp in model.loops]
-    after = [n for n in serial if names.index(n) > names.index(index)]
-    return after[0] if after else None
+    return model.first_serial(index)
 
 
 def _carrier(model, spec, here: str) -> str:

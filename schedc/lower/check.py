@@ -77,17 +77,16 @@ def _check_fusion(model) -> None:
         if moving and cached is not None and not _around_parts(model, cached):
             raise CacheError(f"cache({array}, index={cached.index}, location={cached.location.name})",
                              f"{array} is shared by fused schedules that each run their own loops over it (the "
-                             "elements of a fused point): only a SHARED cache at a loop outside the fusing index "
-                             f"{fusion.name} (the block's tile for every part) is built for that; cache it so, or "
-                             "leave it uncached", loops=(cached.index,))
+                             "elements of a fused point): only a SHARED cache filled before the fusing index "
+                             f"{fusion.name} is built for that (the block's tile for every part: cache it at a loop "
+                             f"each thread runs outside {fusion.name}, such as ii = split(i, 1) of a block-bound "
+                             "i), or leave it uncached", loops=(cached.index,))
 
 
 def _around_parts(model, cached) -> bool:
-    """A SHARED cache at a loop outside the fusing index: one tile of the block for every part, its
+    """A SHARED cache filled before the fusing index: one tile of the block for every part, its
     threads' accesses in each part separated from the next part's by the parts' barriers."""
-    names = [loop.name for loop in model.loops]
-    return (cached.location is MemorySpace.SHARED and cached.index in names
-            and names.index(cached.index) < model.fusion.at)
+    return cached.location is MemorySpace.SHARED and scratch.around_parts(model, cached.index)
 
 
 def _shared_by_points(fusing: str, array: str, uses: list, unfused: set[str], fused: list[str]) -> None:

@@ -26,7 +26,7 @@ from ..ir.kernel import Binary, Const, Expr, If, Load, Loop, PrivateArray, Stmt,
 from ..ir.patterns import buffers_read
 from ..ir.walk import map_expr, map_stmt
 from ..targets import MemorySpace
-from .cache import MAX_TILE_REGISTERS, first_serial, footprint, placement, redirect_store, relative
+from .cache import MAX_TILE_REGISTERS, footprint, placement, redirect_store, relative
 from .cache import redirect as redirect_shared
 from .guards import guard_levels
 
@@ -63,7 +63,7 @@ def _plan(model, facts, spec, barriers: bool) -> PrivateCache:
     if model.tensorize is not None:
         raise CacheError(here, "PRIVATE caches are register tiles of SIMT nests; a tensorized plan keeps "
                                "its accumulator in MMA_FRAGMENT", loops=(spec.index,))
-    at = first_serial(model, spec.index)
+    at = model.first_serial(spec.index)
     names = [lp.name for lp in model.loops]
     position = names.index(spec.index)
     fixed = tuple(n for i, n in enumerate(names) if i < position or model.binding_of(n) is not None)

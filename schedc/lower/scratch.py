@@ -1,7 +1,8 @@
 """Scratch tiles: a TEMP array's SHARED tile that every pass over it fills itself.
 
 A TEMP array holds nothing before its kernel (nothing writes one before) and nothing after it
-(nothing reads one after). Cached in SHARED at a loop around every statement that touches it,
+(nothing reads one after). Cached in SHARED and filled around every statement that touches it
+(``around_parts``: before a fused schedule's fusing index),
 its tile needs neither the fill nor the write-back of an output cache where each pass over the
 tile writes every element before a statement reads it: the first statement to touch the array
 (in the order the fused parts and their statements run) writes it without reading it, and
@@ -27,8 +28,18 @@ from ..targets import MemorySpace
 
 
 def arrays(model) -> frozenset[str]:
-    """The arrays whose SHARED caches are scratch tiles."""
-    return frozenset(c.array for c in model.caches if c.location is MemorySpace.SHARED and scratch(model, c.array))
+    """The arrays whose SHARED caches are scratch tiles (the cache planner's ``SharedCache.scratch``)."""
+    return frozenset(c.array for c in model.caches if c.location is MemorySpace.SHARED and scratch(model, c.array)
+                     and around_parts(model, c.index))
+
+
+def around_parts(model, index: str) -> bool:
+    """Whether a cache at ``index`` is filled around every part of a fused schedule: where the
+    block fills it (the first loop each thread runs at or after ``index``) comes before the fusing
+    index. A cache filled in one part's loops is that part's alone; the others use the array."""
+    if model.fusion is None:
+        return True
+    return model.first_serial(index) in model.outside_fusion
 
 
 def scratch(model, array: str) -> bool:
