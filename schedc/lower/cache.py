@@ -60,7 +60,7 @@ from ..ir.types import ScalarType
 from ..ir.walk import loads, map_expr
 from ..targets import CacheStrategy, CopyEngine, MemorySpace, Target
 from . import tensor
-from .scratch import around_parts, scratch
+from .scratch import tile as scratch_tile
 
 
 @dataclass(frozen=True)
@@ -242,9 +242,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     unread = written and all(spec.array not in buffers_read(s.value) for s in model.statements)
     return SharedCache(spec.array, spec.index, buffer, fp.origin, vector, strategy,
                        spec.pipeline, spec.stages, carrier, limits, axes, at=at, transposed=transposed,
-                       written=written, unread=unread and carrier is None,
-                       scratch=written and carrier is None and scratch(model, spec.array)
-                       and around_parts(model, spec.index))
+                       written=written, unread=unread and carrier is None, scratch=scratch_tile(model, spec))
 
 
 def _slices(strides: tuple[int, ...], order: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:

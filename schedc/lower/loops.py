@@ -46,8 +46,8 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
         around = (before, after)
     else:
         innermost = _statements(model, model.statements, shared, registers, as_expr)
-    kept = scratch_arrays(model)
-    across = reduce.find(model, scratch=kept) if tiles is None and model.fusion is None else ()
+    scratch_tiles = scratch_arrays(model)  # the arrays a reduction may write in a scratch tile
+    across = reduce.find(model, scratch=scratch_tiles) if tiles is None and model.fusion is None else ()
     if across:  # each thread's partials: the statements add into them
         innermost = tuple(reduce.partial_update(r, s) for r, s in zip(across, innermost, strict=True))
     unrolled = private.unrolled(registers)
@@ -55,7 +55,7 @@ def lower_loops(model, facts: PolyFacts, launch: Launch, tiles: tensor.TensorMat
     shared = tuple(c if c.at in {lp.name for lp in serial} else dataclasses.replace(c, at=None) for c in shared)
     parted = []
     if model.fusion is not None and tiles is None:
-        parted = [r for part in model.parts for r in reduce.find(part, model.outside_fusion, scratch=kept)]
+        parted = [r for part in model.parts for r in reduce.find(part, model.outside_fusion, scratch=scratch_tiles)]
     combine = reduce.scratches((*across, *parted), launch.block)
     nest = _Nest(model, facts, launch, shared, registers, unrolled, cached_at, around, as_expr,
                  barriers=bool(shared) or bool(combine) or bool(threaded_units(model)))
@@ -94,6 +94,7 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
     separates the parts, a part without a loop on a thread axis runs on its first thread only,
     and a part that reduces across threads combines them (``_across_threads``)."""
     outside = model.outside_fusion
+    scratch_tiles = scratch_arrays(model)
     outer = [lp for lp in serial if lp.name in outside]
     inner = {lp.name for lp in serial} - outside
     threaded = threaded_units(model)
@@ -105,8 +106,7 @@ def _fused(model, nest: _Nest, serial: list, guards: list[Guard]) -> tuple[Stmt,
                 or nest.thread_guard(g) and g.affine.variables() <= mine]
         own = nest.for_part(part, outside, {lp.name for lp in loops})
         statements = _statements(model, part.statements, own.shared, own.registers, nest.as_expr)
-        across = reduce.find(part, outside, base=f"{reduce.PARTIAL}_{number}",  # each part's partials of its own
-                             scratch=scratch_arrays(model))
+        across = reduce.find(part, outside, base=f"{reduce.PARTIAL}_{number}", scratch=scratch_tiles)
         if across:
             statements = tuple(reduce.partial_update(r, st) for r, st in zip(across, statements, strict=True))
         idle = [Binary("==", Var(f"threadIdx.{u.axis}"), Const(0)) for u in sorted(threaded, key=str)

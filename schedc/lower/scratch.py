@@ -28,9 +28,14 @@ from ..targets import MemorySpace
 
 
 def arrays(model) -> frozenset[str]:
-    """The arrays whose SHARED caches are scratch tiles (the cache planner's ``SharedCache.scratch``)."""
-    return frozenset(c.array for c in model.caches if c.location is MemorySpace.SHARED and scratch(model, c.array)
-                     and around_parts(model, c.index))
+    """The arrays whose caches are scratch tiles."""
+    return frozenset(c.array for c in model.caches if tile(model, c))
+
+
+def tile(model, cache) -> bool:
+    """Whether a cache (a ``CacheSpec``) is a scratch tile: SHARED, filled around every part, of an
+    array the module's rule makes scratch (the cache planner's ``SharedCache.scratch``)."""
+    return cache.location is MemorySpace.SHARED and around_parts(model, cache.index) and scratch(model, cache.array)
 
 
 def around_parts(model, index: str) -> bool:
