@@ -3,9 +3,10 @@
 rows, built into one package and timed against torch in one run (benchmarks/softmax.py's checks
 and timings, GB/s counting X read and Y written once).
 
-A variant is named ``<softmax|softmax_fast|layernorm|layernorm_one_pass>_<type>_<M>x<N>_t<threads>[_keep]``
+A variant is named ``<softmax|softmax_fast|layernorm|layernorm_one_pass>_<type>_<M>x<N>_t<threads>[_keep][_s]``
 (``layernorm_one_pass``: the sums of X and of its squares in one pass, ``layernorm(one_pass=True)``;
-``_keep``: the exponentials computed once into a scratch row in shared memory, ``softmax(keep=True)``).
+``_keep``: the exponentials computed once into a scratch row in shared memory, ``softmax(keep=True)``;
+``_s``: the row's statistics in shared memory too, ``scratch=True``: no workspace).
 
 Usage: python benchmarks/row_variants.py build [OUTPUT_DIR]   (hat_packages unless given), then on
 the GPU: python benchmarks/row_variants.py time [OUTPUT_DIR]
@@ -28,18 +29,26 @@ import schedc as acc  # noqa: E402
 
 F16, F32 = acc.ScalarType.float16, acc.ScalarType.float32
 SHORT = {F16: "fp16", F32: "fp32"}
-SOFTMAX = [(dtype, fast, 8192, 4096, threads, keep) for dtype in (F16, F32) for fast in (True, False)
-           for threads in (128, 256) for keep in (False, True)]
-LAYERNORM = [(8192, 4096, 256, True)]
+# (type, fast, M, N, threads, keep, scratch): keep without scratch lost to both (BENCHMARKS.md); a float32
+# row of 32768 and its exponentials would need 256 KB of shared memory
+SOFTMAX = [*((dtype, fast, 8192, 4096, threads, keep, scratch) for dtype in (F16, F32) for fast in (True, False)
+             for threads in (128, 256) for keep, scratch in ((False, False), (False, True), (True, True))),
+           *((dtype, fast, 4096, 32768, threads, keep, scratch) for dtype, threads in ((F16, 512), (F32, 1024))
+             for fast in (True, False) for keep, scratch in ((False, False), (False, True), (True, True))
+             if not (keep and dtype is F32))]
+LAYERNORM = [(8192, 4096, 256, True, scratch) for scratch in (False, True)]
 
 
 def variants():
-    for dtype, fast, M, N, threads, keep in SOFTMAX:
-        name = f"softmax{'_fast' if fast else ''}_{SHORT[dtype]}_{M}x{N}_t{threads}{'_keep' if keep else ''}"
-        yield name, lambda d=dtype, f=fast, m=M, n=N, t=threads, k=keep: softmax.softmax(m, n, d, t, fast=f, keep=k)
-    for M, N, threads, one_pass in LAYERNORM:
-        yield (f"layernorm{'_one_pass' if one_pass else ''}_fp16_{M}x{N}_t{threads}",
-               lambda m=M, n=N, t=threads, o=one_pass: layernorm.layernorm(m, n, F16, t, one_pass=o))
+    for dtype, fast, M, N, threads, keep, scratch in SOFTMAX:
+        name = (f"softmax{'_fast' if fast else ''}_{SHORT[dtype]}_{M}x{N}_t{threads}{'_keep' if keep else ''}"
+                + ("_s" if scratch else ""))
+        yield name, lambda d=dtype, f=fast, m=M, n=N, t=threads, k=keep, s=scratch: softmax.softmax(
+            m, n, d, t, fast=f, keep=k, scratch=s)
+    for M, N, threads, one_pass, scratch in LAYERNORM:
+        yield (f"layernorm{'_one_pass' if one_pass else ''}_fp16_{M}x{N}_t{threads}{'_s' if scratch else ''}",
+               lambda m=M, n=N, t=threads, o=one_pass, s=scratch: layernorm.layernorm(m, n, F16, t, one_pass=o,
+                                                                                      scratch=s))
 
 
 def main() -> None:

@@ -23,15 +23,16 @@ F32 = acc.ScalarType.float32
 
 
 def layernorm(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, eps: float = 1e-5,
-              one_pass: bool = False, scratch: bool = False):
+              one_pass: bool = False, scratch: bool = True):
     """The plan and its arrays (X, gamma, beta, Y). ``one_pass``: the sums of the row's values and
     of their squares in one pass (two reductions across threads in one nest), each value taken
     from the row's first, ``d = X[i, j] - X[i, 0]`` (the shifted-data form: the variance
     E[d^2] - E[d]^2 does not cancel where the mean is large beside the deviations), instead of a
-    second pass over the deviations from the mean: one pass over the row fewer. ``scratch``: the
-    row's sums (TEMP arrays) in shared memory, cached at the row's loop: each row sets them before
-    it reads them, so they are scratch tiles and the function has no workspace (it takes the C
-    launch and the C++ torch operator)."""
+    second pass over the deviations from the mean: one pass over the row fewer. ``scratch`` (the
+    default): the row's sums (TEMP arrays) in shared memory, cached at the row's loop: each row
+    sets them before it reads them, so they are scratch tiles and the function has no workspace
+    (it takes the C launch and the C++ torch operator); ``scratch=False``: they are workspaces in
+    global memory."""
     X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     gamma = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))
     beta = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N,))

@@ -17,8 +17,9 @@ takes M where ``args`` puts it, first: ``gemm_m(M, A, B, C)``.
 - ``rows_m``: a SIMT kernel (``B = relu(A) * 2`` over rows of 1024) with run-time rows, 8 rows a block;
 - ``softmax_m``, ``layernorm_m``: ``samples/softmax.py``'s fast softmax and ``samples/layernorm.py``'s
   one-pass layer norm over M rows of 4096 float16 values: their row maxima and sums are TEMP arrays
-  of M elements, which the loader allocates for the call's M (a C caller passes them, sized by the
-  .hat's formula).
+  of M elements kept in global memory here (``scratch=False``; the samples' default keeps them in
+  shared memory), which the loader allocates for the call's M (a C caller passes them, sized by
+  the .hat's formula).
 """
 
 from hopper_matmul import matmul
@@ -62,8 +63,8 @@ plan, (A, B, C) = matmul(M, N, K, **DECODE)
 package.add(plan, args=(M, A, B, C), base_name="gemm_m_decode")
 plan, (X, Y) = rows_plan(M)
 package.add(plan, args=(X, Y, M), base_name="rows_m")
-plan, (X, Y) = softmax(M, 4096, acc.ScalarType.float16, 256, fast=True)
+plan, (X, Y) = softmax(M, 4096, acc.ScalarType.float16, 256, fast=True, scratch=False)
 package.add(plan, args=(M, X, Y), base_name="softmax_m")
-plan, (X, gamma, beta, Y) = layernorm(M, 4096, acc.ScalarType.float16, 256, one_pass=True)
+plan, (X, gamma, beta, Y) = layernorm(M, 4096, acc.ScalarType.float16, 256, one_pass=True, scratch=False)
 package.add(plan, args=(M, X, gamma, beta, Y), base_name="layernorm_m")
 package.build("runtime_m", output_dir="hat_packages")

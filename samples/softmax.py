@@ -4,13 +4,14 @@ Each row is a block: ``acc.fuse`` of five nests over the rows (``partial=1``) ru
 the initialisation of the row's maximum and sum (TEMP arrays: ``mx = -inf``, ``sm = 0``), the
 maximum (``mx = acc.max(mx, X)``), the sum of exponentials (``sm += exp(X - mx)``), its
 reciprocal and the normalisation, in turn. Each part runs its own loop over the row on the block's threads
-(THREAD_X, 256 to 1024 of them): the maximum and the sum are reductions across threads (each
+(THREAD_X, 128 to 1024 of them): the maximum and the sum are reductions across threads (each
 thread's partial, warp shuffles, one shared element a warp), a barrier separates the parts, and
 the first part runs on the row's first thread. The row itself is copied into shared memory once
 (``plan.cache(X, index=ii, ...)`` at the one-row loop outside the fusing index, 16 bytes a
-copy), so the three parts read X from there; the arithmetic is float32.
+copy), so the three parts read X from there; the arithmetic is float32. The row's maximum and
+sum are cached there too: scratch tiles that never reach global memory.
 
-- ``softmax_<type>_<M>x<N>``: float16 and float32 rows of 4096 (8192 rows, 256 threads) and of
+- ``softmax_<type>_<M>x<N>``: float16 and float32 rows of 4096 (8192 rows, 128 threads) and of
   32768 (4096 rows; 512 threads for float16, three 64 KB rows a multiprocessor, and 1024 for
   float32, one 128 KB row);
   ``benchmarks/softmax.py`` times them against ``torch.softmax``;
@@ -29,15 +30,17 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 F32 = acc.ScalarType.float32
 
 
-def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, cache: bool = True,
-            fast: bool = False, keep: bool = False, scratch: bool = False):
+def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 128, cache: bool = True,
+            fast: bool = False, keep: bool = False, scratch: bool = True):
     """The plan and its arrays (X, Y). ``fast``: ``acc.fast_exp`` (CUDA's ``__expf``) for fewer
     instructions an element. ``keep``: the exponentials are computed once, into a TEMP row ``E``
     cached in shared memory at the row's loop (a scratch tile: written before it is read, so it
-    has no global memory), and the sum and the output read them there (a sixth nest). ``scratch``:
-    the row's maximum and sum (TEMP arrays) in shared memory too, cached at the row's loop: each
-    row sets them before it reads them, so they are scratch tiles and the function has no
-    workspace (it takes the C launch and the C++ torch operator)."""
+    has no global memory), and the sum and the output read them there (a sixth nest): no faster
+    on the H200 (BENCHMARKS.md), and slower where the row of float32 exponentials leaves room for
+    one block a multiprocessor. ``scratch`` (the default): the row's maximum and sum (TEMP arrays)
+    in shared memory, cached at the row's loop: each row sets them before it reads them, so they
+    are scratch tiles and the function has no workspace (it takes the C launch and the C++ torch
+    operator); ``scratch=False``: they are workspaces in global memory."""
     X = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, N))
     Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
     mx = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
@@ -109,7 +112,7 @@ def softmax(M: int, N: int, dtype=acc.ScalarType.float16, threads: int = 256, ca
 
 # rows, columns, threads a row: a float32 row of 32768 fills 128 KB of shared memory, one block a
 # multiprocessor, so it takes 1024 threads; three float16 rows of 64 KB fit, 512 threads each
-SHAPES = {"fp16": ((8192, 4096, 256), (4096, 32768, 512)), "fp32": ((8192, 4096, 256), (4096, 32768, 1024))}
+SHAPES = {"fp16": ((8192, 4096, 128), (4096, 32768, 512)), "fp32": ((8192, 4096, 128), (4096, 32768, 1024))}
 
 if __name__ == "__main__":
     package = acc.Package()

@@ -6,7 +6,9 @@ column-major, and C of bfloat16; float32 accumulators) as in ``samples/hopper_ma
 on TMA-filled rings of shared tiles, warpgroups of 64 rows of the block's tile, a persistent grid.
 What ``hopper_matmul`` fixes by hand is a parameter here:
 
-- ``BM`` x ``BN``: the block's tile of C (``BM / 64`` consumer warpgroups, each 64 x ``BN``);
+- ``BM`` x ``BN``: the block's tile of C (``BM / 64`` consumer warpgroups, each 64 x ``BN``); a
+  ``BN`` of 192 suits ragged shapes (5000 x 3000 x 4000: 640 tiles of 128 x 192 fill 4.85 waves of
+  132 multiprocessors, where 480 of 128 x 256 leave the fourth wave two thirds full);
 - ``BK``: values of k per stage, ``STAGES``: the ring's depth;
 - ``GROUP``: rows of blocks per group of the persistent grid's tile order;
 - ``CLUSTER``: blocks of a column sharing B's tile by TMA multicast (1: none);
@@ -32,8 +34,9 @@ import schedc as acc
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
 M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, TEAMS, SHAPE = acc.create_parameters()
 SPLITS, DETERMINISTIC = acc.create_parameters()
-WGMMA = {64: acc.MMAShape.M64xN64xK16_B1, 128: acc.MMAShape.M64xN128xK16_B1, 256: acc.MMAShape.M64xN256xK16_B1}
-WGMMA_FP8 = {n: acc.MMAShape[f"M64xN{n}xK32_B1"] for n in (64, 128, 256)}  # 8-bit floats: 32 values of k
+TILE_N = (64, 128, 192, 256)
+WGMMA = {n: acc.MMAShape[f"M64xN{n}xK16_B1"] for n in TILE_N}
+WGMMA_FP8 = {n: acc.MMAShape[f"M64xN{n}xK32_B1"] for n in TILE_N}  # 8-bit floats: 32 values of k
 
 
 def matmul(operand: acc.ScalarType, split: bool = False):
@@ -79,7 +82,7 @@ def grid(m: int, n: int, k: int, fp8: bool = False) -> list[dict]:
     """The points searched at one shape (``--shapes`` replaces M, N and K)."""
     shapes = WGMMA_FP8 if fp8 else WGMMA
     return acc.create_parameter_grid(
-        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: [64, 128, 256], BK: [64, 128] if fp8 else [64],
+        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: list(TILE_N), BK: [64, 128] if fp8 else [64],
          STAGES: [2, 3, 4, 5, 6] if fp8 else [2, 3, 4, 5], GROUP: [1, 4, 8, 16], CLUSTER: [1, 2],
          SPECIALIZE: [True, False], TEAMS: [1, 2], SHAPE: list(shapes.values())},
         filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, teams, shape:

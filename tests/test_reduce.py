@@ -215,21 +215,25 @@ def test_gemv_sample_emulates():
 # -- rows: fused parts reducing across threads ---------------------------------------------
 
 ROWS = {
-    "softmax fp16, 256 threads": lambda: softmax.softmax(6, 3000, T.float16, 256),
+    "softmax fp16, 256 threads, its statistics in workspaces": lambda: softmax.softmax(6, 3000, T.float16, 256,
+                                                                                        scratch=False),
     "softmax fp32, 1024 threads": lambda: softmax.softmax(3, 5000, T.float32, 1024),
-    "softmax fp32, 32 threads, X uncached": lambda: softmax.softmax(4, 700, T.float32, 32, cache=False),
-    "softmax fp16 fast (fast_exp)": lambda: softmax.softmax(5, 2000, T.float16, 128, fast=True),
-    "softmax fp16, the exponentials kept in a scratch row": lambda: softmax.softmax(6, 3000, T.float16, 256,
-                                                                                    keep=True),
-    "layernorm fp16": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
-    "layernorm fp16 in one pass (two reductions in one part)": lambda: layernorm.layernorm(5, 3000, T.float16, 128,
-                                                                                           one_pass=True),
+    "softmax fp32, 32 threads, X uncached, workspaces": lambda: softmax.softmax(4, 700, T.float32, 32, cache=False,
+                                                                                 scratch=False),
+    "softmax fp16 fast (fast_exp), workspaces": lambda: softmax.softmax(5, 2000, T.float16, 128, fast=True,
+                                                                         scratch=False),
+    "softmax fp16, the exponentials kept in a scratch row, workspaces": lambda: softmax.softmax(
+        6, 3000, T.float16, 256, keep=True, scratch=False),
+    "layernorm fp16, workspaces": lambda: layernorm.layernorm(5, 3000, T.float16, 256, scratch=False),
+    "layernorm fp16 in one pass (two reductions in one part), workspaces": lambda: layernorm.layernorm(
+        5, 3000, T.float16, 128, one_pass=True, scratch=False),
     "softmax fp16 fast, the row's maximum and sum in scratch tiles": lambda: softmax.softmax(
-        5, 2000, T.float16, 128, fast=True, scratch=True),
+        5, 2000, T.float16, 128, fast=True),
     "softmax fp32, every TEMP array in a scratch tile, X uncached": lambda: softmax.softmax(
-        4, 700, T.float32, 32, cache=False, keep=True, scratch=True),
+        4, 700, T.float32, 32, cache=False, keep=True),
     "layernorm fp16 in one pass, its sums in scratch tiles": lambda: layernorm.layernorm(
-        5, 3000, T.float16, 128, one_pass=True, scratch=True),
+        5, 3000, T.float16, 128, one_pass=True),
+    "layernorm fp16 in two passes, its sums in scratch tiles": lambda: layernorm.layernorm(5, 3000, T.float16, 256),
 }
 
 
@@ -281,7 +285,7 @@ def test_row_statistics_in_scratch_tiles_leave_the_function_without_workspaces(t
     assert not [s for s in walk_statements(fn.kernels[-1].body) if isinstance(s, Store) and s.buffer in ("mx", "sm")]
     loaded = acc.load(build(plan, args, "rows", tmp_path)).rows
     assert loaded.function.workspaces == () and launchable_in_c(loaded.function)
-    plain = acc.load(build(*softmax.softmax(4, 1000, T.float32, 128), "plain", tmp_path)).plain
+    plain = acc.load(build(*softmax.softmax(4, 1000, T.float32, 128, scratch=False), "plain", tmp_path)).plain
     assert [b.name for b in plain.function.workspaces] == ["mx", "sm"] and not launchable_in_c(plain.function)
 
 
@@ -425,7 +429,7 @@ def test_arrays_threads_hand_values_through_are_not_restrict():
     from schedc.codegen.cuda import parameter_list
 
     M = acc.create_dimensions()  # mx and sm of M rows: workspaces, the kernel's parameters
-    plan, (X, Y) = softmax.softmax(M, 700, T.float32, 64, cache=False)
+    plan, (X, Y) = softmax.softmax(M, 700, T.float32, 64, cache=False, scratch=False)
     _, fn = compile_function_plan(plan, (M, X, Y))
     signature = parameter_list(fn.kernels[-1], restrict=True)
     assert signature.startswith("const float* __restrict__ X, float* __restrict__ Y, float* mx, float* sm")
@@ -571,16 +575,22 @@ GPU = {
     "int8 min 16 lanes": lambda: rows(dtype=T.int8, op="min", lanes=16, per_block=8, M=20),
     "e4m3 max 64 lanes": lambda: rows(dtype=T.float8_e4m3, op="max", lanes=64, per_block=2, M=9),
     "gemv": lambda: gemv.gemv(256, 8192),
-    "softmax fp16": lambda: softmax.softmax(64, 4096, T.float16, 256),
+    "softmax fp16, workspaces": lambda: softmax.softmax(64, 4096, T.float16, 256, scratch=False),
     "softmax fp32 1024 threads": lambda: softmax.softmax(16, 32768, T.float32, 1024),
-    "softmax fp16 fast": lambda: softmax.softmax(64, 4096, T.float16, 256, fast=True),
-    "softmax fp16, a scratch row": lambda: softmax.softmax(64, 4096, T.float16, 256, keep=True),
-    "softmax fp32, a scratch row, X uncached": lambda: softmax.softmax(16, 3000, T.float32, 128, cache=False,
-                                                                        keep=True),
-    "layernorm fp16": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
-    "layernorm fp16 in one pass": lambda: layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True),
-    "softmax fp16, no workspace": lambda: softmax.softmax(64, 4096, T.float16, 256, keep=True, scratch=True),
-    "layernorm fp16, no workspace": lambda: layernorm.layernorm(64, 4096, T.float16, 256, scratch=True),
+    "softmax fp16 fast, workspaces": lambda: softmax.softmax(64, 4096, T.float16, 256, fast=True, scratch=False),
+    "softmax fp16, a scratch row, workspaces": lambda: softmax.softmax(64, 4096, T.float16, 256, keep=True,
+                                                                       scratch=False),
+    "softmax fp32, a scratch row, X uncached, workspaces": lambda: softmax.softmax(16, 3000, T.float32, 128,
+                                                                                   cache=False, keep=True,
+                                                                                   scratch=False),
+    "layernorm fp16, workspaces": lambda: layernorm.layernorm(64, 4096, T.float16, 256, scratch=False),
+    "layernorm fp16 in one pass, workspaces": lambda: layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True,
+                                                                          scratch=False),
+    "softmax fp16, no workspace": lambda: softmax.softmax(64, 4096, T.float16),
+    "softmax fp16 fast, no workspace": lambda: softmax.softmax(64, 4096, T.float16, fast=True),
+    "softmax fp16, a scratch row, no workspace": lambda: softmax.softmax(64, 4096, T.float16, 256, keep=True),
+    "layernorm fp16, no workspace": lambda: layernorm.layernorm(64, 4096, T.float16, 256),
+    "layernorm fp16 in one pass, no workspace": lambda: layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True),
     "sum, squares and max in one nest, bf16": lambda: moments(M=9, N=3000, lanes=512, dtype=T.bfloat16),
 }
 
@@ -598,7 +608,7 @@ def test_calls_on_two_streams_keep_their_own_scratch(tmp_path):
     """TEMP arrays are workspaces the loader allocates per stream (a ``__device__`` array would be
     shared by calls running at once): the launcher takes them, and two streams' calls of a layer
     norm (64 rows: both kernels fit the GPU at once) give each stream's own rows."""
-    plan, args = layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True)
+    plan, args = layernorm.layernorm(64, 4096, T.float16, 128, one_pass=True, scratch=False)
     path = build(plan, args, "rows_norm", tmp_path)
     source = (tmp_path / "rows_norm.cu").read_text()
     assert "__device__ float" not in source

@@ -313,7 +313,7 @@ def test_the_sampler_leaves_out_parameters_the_others_determine():
                                ("matmul_fp16",))
     script = collect.run(source)
     ((group, points),) = groups(script.grids).items()
-    assert len(points) == 756
+    assert len(points) == 1008
     assert _free(script.grids[0], points) == ["BM", "BN", "STAGES", "GROUP", "CLUSTER", "SPECIALIZE", "TEAMS"]
     with pytest.raises(TuneError, match=r"--function mm: .* has no grid of that name \(its grids: matmul_fp16, "):
         collect.run(collect.Source.of(source.path, functions=("mm",)))
