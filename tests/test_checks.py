@@ -123,7 +123,8 @@ def test_output_role_cannot_be_read():
     i, j, k = nest.get_indices()
     plan = s.create_plan(H100)
     plan.bind({i: G.BLOCK_X, j: G.THREAD_X})
-    with pytest.raises(PlanError, match="C is Role.OUTPUT but the nest reads it"):
+    with pytest.raises(PlanError, match=r"statement 1: C is Role.OUTPUT but the nest reads C\[0, 0\] \(at i = 0, j = 0, k = 0\) "
+                                        r"before any iteration writes it"):
         compile_plan(plan, args)
     # with prologue SET the product does not read C first
     plan, args = tensor_matmul(64, 64, 64, c_role=acc.Role.OUTPUT, prologue_op=acc.MMAFragmentOp.SET)

@@ -325,9 +325,94 @@ def test_an_output_read_before_it_is_written_is_refused():
         C[i, j] = A[i, j] + 1.0
 
     plan = nest.create_schedule().create_plan(H100)
-    with pytest.raises(acc.PlanError, match=r"statement 1: C is Role.OUTPUT but the nest reads it before writing "
-                                            r"that element"):
+    with pytest.raises(acc.PlanError, match=r"statement 1: C is Role.OUTPUT but the nest reads C\[0, 0\] \(at i = 0, "
+                                            r"j = 0\) before any iteration writes it"):
         compile_plan(plan, (A, C, D))
+
+
+def _written_then_read(reads, extent: int = 4):
+    """Two nests fused over the rows: Y[i, j] = 2 X[i, j], then Z[i, j] = Y[reads(i, j)] + 1 (Y OUTPUT);
+    the rows on blocks, each part's columns on the block's threads."""
+    X = acc.Array(role=acc.Role.INPUT, shape=(extent, 64), name="X")
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(extent, 64), name="Y")
+    Z = acc.Array(role=acc.Role.OUTPUT, shape=(extent, 64), name="Z")
+    first, then = acc.Nest(shape=(extent, 64)), acc.Nest(shape=(extent, 64))  # 64 columns: two warps a part
+    i0, j0 = first.get_indices()
+    i1, j1 = then.get_indices()
+
+    @first.iteration_logic
+    def _():
+        Y[i0, j0] = X[i0, j0] * 2.0
+
+    @then.iteration_logic
+    def _():
+        Z[i1, j1] = Y[reads(i1, j1)] + 1.0
+
+    schedule = acc.fuse((first.create_schedule(), then.create_schedule()), partial=1)
+    f, i, ja, jb = schedule.get_indices()
+    schedule.reorder(i, f, ja, jb)
+    plan = schedule.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, ja: H100.GridUnit.THREAD_X, jb: H100.GridUnit.THREAD_X})
+    return plan, (X, Y, Z)
+
+
+def test_an_output_one_part_writes_and_a_later_part_reads_is_accepted():
+    """The second part reads the row the first wrote at the same point of the fused rows (at
+    another column: another thread's element, after the barrier between the parts)."""
+    from schedc.verify import emulate_function
+
+    from .plans import compile_function_plan
+
+    plan, args = _written_then_read(lambda i, j: (i, 63 - j))
+    model, fn = compile_function_plan(plan, args)
+    reports = emulate_function(model, fn, None, seed=1)
+    assert reports and all(r.passed for r in reports)
+
+
+@pytest.mark.gpu
+def test_an_output_one_part_writes_and_a_later_part_reads_on_the_gpu(tmp_path):
+    """The same on the GPU, 300 rows: the barrier between the parts makes the first part's stores
+    to global memory visible to the other threads of the block."""
+    from schedc.verify import run_function
+
+    from .conftest import require_gpu
+    from .plans import build
+
+    plan, args = _written_then_read(lambda i, j: (i, 63 - j), extent=300)
+    build(plan, args, "rows", tmp_path)
+    require_gpu()
+    reports = run_function(acc.load(tmp_path / "rows.hat").functions["rows"], seed=4)
+    assert reports and all(r.passed for r in reports)
+
+
+def test_an_output_a_later_part_reads_before_its_row_is_written_is_refused_with_the_element():
+    """The second part reads the next row, which the first part writes at the next point only."""
+    plan, args = _written_then_read(lambda i, j: (3 - i, j))
+    with pytest.raises(acc.PlanError, match=r"statement 2: Y is Role.OUTPUT but the nest reads Y\[3, 0\] \(at i = 0, "
+                                            r"jb = 0\) before any iteration writes it"):
+        compile_plan(plan, args)
+
+
+def test_an_output_read_at_an_earlier_iteration_of_a_sequential_nest_is_accepted():
+    """Z[i, j] = Y[i, 0] + 1 after Y[i, j] = ...: (i, 0) wrote it, in this iteration or before."""
+    from schedc.verify import emulate_function
+
+    from .plans import compile_function_plan
+
+    X = acc.Array(role=acc.Role.INPUT, shape=(4, 64), name="X")
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(4, 64), name="Y")
+    Z = acc.Array(role=acc.Role.OUTPUT, shape=(4, 64), name="Z")
+    nest = acc.Nest(shape=(4, 64))
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        Y[i, j] = X[i, j] * 2.0
+        Z[i, j] = Y[i, 0] + 1.0
+
+    model, fn = compile_function_plan(nest.create_schedule().create_plan(H100), (X, Y, Z))
+    reports = emulate_function(model, fn, None, seed=2)
+    assert reports and all(r.passed for r in reports)
 
 
 @pytest.mark.parametrize("pipeline", [None, {"stages": 2}, {"stages": 1}])

@@ -176,6 +176,8 @@ def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:
             witness = sizes.negative_for(room)
             if witness is None:
                 continue
+            # outside for every value of a size the room does not name (Y[i + 1] of M rows): the smallest, 1
+            witness = {**dict.fromkeys(sizes.names([*dims.values(), *access.array.shape]), 1), **witness}
             point = {name: sizes.at(corner.get(name, 0), witness) for name in dims}
             element = [_evaluate(s, point) for s in access.indices]
             verb = "writes" if access is statement.target else "reads"

@@ -162,16 +162,28 @@ def _check_roles(model) -> None:
                     "Role.INPUT_OUTPUT to keep the elements the nest does not write",
                 )
     t = model.tensorize
-    fills = t is not None and t.prologue_op is MMAFragmentOp.SET
-    for n, statement in enumerate(model.statements):
-        for load in loads(statement.value):
-            spec = model.buffer(load.buffer)
-            if spec.role == "output" and not fills and not _written_before(model, n, load):
-                raise PlanError(
-                    f"statement {n + 1}",
-                    f"{load.buffer} is Role.OUTPUT but the nest reads it before writing that element; use "
-                    "Role.INPUT_OUTPUT (or tensorize with prologue_op=MMAFragmentOp.SET)",
-                )
+    if t is not None and t.prologue_op is MMAFragmentOp.SET:
+        return
+    for array in dict.fromkeys(ld.buffer for s in model.statements for ld in loads(s.value)):
+        if model.buffer(array).role != "output" or _each_read_written_before(model, array):
+            continue
+        early = poly.read_before_written(model, array)
+        if early is not None:
+            element = f"{array}[{', '.join(map(str, early.element))}]"
+            at = ", ".join(f"{k} = {v}" for k, v in early.at.items())
+            raise PlanError(
+                f"statement {early.statement + 1}",
+                f"{array} is Role.OUTPUT but the nest reads {element} (at {at}{poly.when(dict(early.sizes))}) "
+                "before any iteration writes it; use Role.INPUT_OUTPUT (or tensorize with "
+                "prologue_op=MMAFragmentOp.SET)",
+            )
+
+
+def _each_read_written_before(model, array: str) -> bool:
+    """Whether every read of ``array`` follows a statement of the same iteration that writes that
+    element (the common case, decided without isl)."""
+    return all(_written_before(model, n, ld) for n, s in enumerate(model.statements) for ld in loads(s.value)
+               if ld.buffer == array)
 
 
 def _written_before(model, n: int, load) -> bool:

@@ -33,7 +33,15 @@ from .footprint import (
     reach,
     writes_whole_box,
 )
-from .legality import Conflict, find_order_violation, find_race, unwritten_element, written_box
+from .legality import (
+    Conflict,
+    EarlyRead,
+    find_order_violation,
+    find_race,
+    read_before_written,
+    unwritten_element,
+    written_box,
+)
 from .sets import Access
 
 
@@ -176,7 +184,7 @@ def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, .
 
 
 __all__ = [
-    "Access", "Conflict", "DomainFacts", "Footprint", "FootprintError", "Guard", "LoopFacts", "PolyFacts", "analyze",
-    "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint", "padding_witness", "reach",
-    "unwritten_element", "when", "written_box", "writes_whole_box",
+    "Access", "Conflict", "DomainFacts", "EarlyRead", "Footprint", "FootprintError", "Guard", "LoopFacts",
+    "PolyFacts", "analyze", "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint",
+    "padding_witness", "reach", "read_before_written", "unwritten_element", "when", "written_box", "writes_whole_box",
 ]

@@ -161,3 +161,76 @@ def written_box(model, array: str) -> tuple[tuple[int, ...], tuple[int, ...], tu
         point = missing.lexmin().sample_point()
         gap = tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(rank))
     return low, tuple(b - a + 1 for a, b in zip(low, high)), gap
+
+
+@dataclass(frozen=True)
+class EarlyRead:
+    """A read of an array at an element no iteration before it has written."""
+
+    statement: int  # in Model.statements
+    element: tuple[int, ...]
+    at: dict[str, int]  # the values of the dimensions the reading statement iterates
+    sizes: tuple[tuple[str, int], ...] = ()
+
+
+def read_before_written(model, array: str) -> EarlyRead | None:
+    """The first read of ``array`` at an element that no earlier iteration has written, in the
+    nest's own order (the dimensions in turn, statements in program order at each point; a fused
+    schedule's parts one after another at each point of its fused dimensions), or None: every
+    element read was written first. A statement's read of its own target comes before its write."""
+    reads, writes = [], None
+    for n, timed in _timed_accesses(model, array):
+        if timed[1]:
+            writes = timed[0] if writes is None else writes.union(timed[0])
+        else:
+            reads.append((n, timed[0]))
+    for n, read in sorted(reads, key=lambda r: r[0]):
+        uncovered = read.domain()
+        if writes is not None:
+            pairs = read.apply_range(writes.reverse())
+            uncovered = uncovered.subtract(pairs.intersect(isl.Map.lex_gt(read.domain().get_space())).domain())
+        if uncovered.is_empty():
+            continue
+        point = sets.smallest(uncovered)
+        time = list(sets.point_values(point, range(uncovered.dim(isl.dim_type.set))).values())
+        element = read.intersect_domain(isl.Set.from_point(point)).range().sample_point()
+        fused, rest = _time_dims(model)
+        foreign = model.fusion.foreign(model.fusion.part_of(n)) if model.fusion is not None else frozenset()
+        at = {model.dims[d][0]: v for d, v in zip((*fused, *rest), time[:len(fused)] + time[len(fused) + 1:-1])
+              if d not in foreign}
+        values = tuple(element.get_coordinate_val(isl.dim_type.set, d).to_python()
+                       for d in range(len(model.buffer(array).shape)))
+        return EarlyRead(n, values, at, tuple(sets.size_values(point).items()))
+    return None
+
+
+def _time_dims(model) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The nest's dimensions as its order takes them: a fused schedule's fused ones (then the part),
+    then the rest."""
+    every = range(len(model.dims))
+    if model.fusion is None:
+        return tuple(every), ()
+    unfused = {d for dims in model.fusion.unfused for d in dims}
+    return tuple(d for d in every if d not in unfused), tuple(d for d in every if d in unfused)
+
+
+def _timed_accesses(model, array: str):
+    """(statement, ({ [time] -> array[element] }, writes)) for each access of ``array``; an
+    iteration's time is its fused dimensions' values, its part, the other dimensions' values and
+    its statement's number."""
+    fused, rest = _time_dims(model)
+    for p, part in enumerate(model.parts):
+        names = [lp.name for lp in part.loops]
+        domain, values = sets.counter_domain(part), sets.counters(part)
+        numbers = model.fusion.parts[p] if model.fusion is not None else tuple(range(len(model.statements)))
+        dims = [Affine.make({}) for _ in model.dims]
+        for lp in part.loops:
+            dims[lp.dim] = dims[lp.dim].plus(values[lp.name])
+        for a in sets.accesses(part):
+            if a.array != array:
+                continue
+            n = numbers[a.statement]
+            time = [sets.isl_affine(dims[d]) for d in fused] + [str(p)] + [sets.isl_affine(dims[d]) for d in rest] \
+                + [str(n)]
+            to_time = isl.Map("{ " + sets.space(names) + " -> [" + ", ".join(time) + "] }").intersect_domain(domain)
+            yield n, (to_time.reverse().apply_range(a.relation(names, values)), a.is_write)
