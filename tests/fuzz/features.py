@@ -69,6 +69,10 @@ def coverage_features(p: Program) -> set[str]:
     temporary = {a.name for a in p.arrays if a.role == "TEMP"}
     if any(c.array in temporary and c.location == "SHARED" for c in p.caches):
         found.add("SHARED cache of a TEMP array (scratch where written before read)")
+    outputs = {a.name for a in p.arrays if a.role == "OUTPUT"}
+    targets = {s.target.array: s.target.subscripts for s in p.statements if s.target.array in outputs}
+    if any(r.array in targets and r.subscripts != targets[r.array] for s in p.statements for r in refs(s)):
+        found.add("OUTPUT read at an element an earlier iteration wrote")
     found |= {f"{c.location} cache" + (f" ({c.pipeline})" if c.pipeline != "sync" else "") for c in p.caches}
     found |= {f"bind {b.unit.split('_')[0]}" + (" (tuple)" if len(b.indices) > 1 else "") for b in p.bindings}
     found |= {"unroll"} if p.unrolls else set()
