@@ -121,17 +121,27 @@ def test_out_of_bounds_for_some_size_names_the_size():
 
 
 def test_out_of_bounds_for_every_size_names_the_element_at_the_smallest():
-    """A[i + 1, j] over M rows of A is outside for every M (the last row reads one past): the
-    witness takes M = 1, the smallest size, where the room alone names no size."""
+    """A[i + 1, j] over M rows of A is outside for every M (the last row reads one past): shown
+    at M = 1, the smallest size; a bound that names one size shows that size alone."""
     M = acc.create_dimensions()
     A = acc.Array(role=acc.Role.INPUT, shape=(M, 4))
     B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 4))
     nest = acc.Nest(M, 4)
     i, j = nest.get_indices()
-    with pytest.raises(NestError, match=r"iteration \(i=0, j=0\) reads A\[1, 0\] outside its shape \(M, 4\) when M = 1"):
+    with pytest.raises(NestError, match=r"iteration \(i=0, j=0\) reads A\[1, 0\] outside its shape \(M, 4\) for every M "
+                                        r"\(shown at M = 1\)"):
         @nest.iteration_logic
         def _():
             B[i, j] += A[i + 1, j]
+    M, N = acc.create_dimensions()
+    A = acc.Array(role=acc.Role.INPUT, shape=(N,))
+    B = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(M, 4))
+    nest = acc.Nest(M, 4)
+    i, j = nest.get_indices()
+    with pytest.raises(NestError, match=r"reads A\[3\] outside its shape \(N\) when N = 1$"):
+        @nest.iteration_logic
+        def _():
+            B[i, j] += A[3]
 
 
 # -- the analysis holds for every size --------------------------------------------------------

@@ -103,12 +103,14 @@ class Nest:
             replay.remember(mine, its)
 
     def _check_statement(self, statement: Assign, logic: Callable[[], object]) -> None:
-        for node in [*walk(statement.target), *walk(statement.value)]:
+        nodes = [*walk(statement.target), *walk(statement.value)]
+        for node in nodes:  # before the bounds, which are over this nest's indices
             if isinstance(node, Index) and node not in self.indices:
                 name_indices([*self.indices, node], [logic])  # the message in the script's names
                 raise NestError(
                     str(statement), f"index {node.name} does not belong to this nest (it is another nest's)"
                 )
+        for node in nodes:
             if isinstance(node, Access):
                 try:
                     _check_in_bounds(statement, node, self)
@@ -174,21 +176,29 @@ def _check_in_bounds(statement: Assign, access: Access, nest: Nest) -> None:
                 value = value.plus(corner[name].scale(c))
             room = value if too_low else sizes.affine(as_extent(size)).plus(value.scale(-1)).plus(Affine((), -1))
             witness = sizes.negative_for(room)
-            if witness is None:
-                continue
-            # outside for every value of a size the room does not name (Y[i + 1] of M rows): the smallest, 1
-            witness = {**dict.fromkeys(sizes.names([*dims.values(), *access.array.shape]), 1), **witness}
-            point = {name: sizes.at(corner.get(name, 0), witness) for name in dims}
-            element = [_evaluate(s, point) for s in access.indices]
-            verb = "writes" if access is statement.target else "reads"
-            shown = ", ".join(f"{k}={v}" for k, v in point.items())
-            when = sizes.when(witness)
-            shape = "(" + ", ".join(str(n) for n in access.array.shape) + ")"
-            raise NestError(
-                str(statement),
-                f"iteration ({shown}) {verb} {access.array.display_name}"
-                f"[{', '.join(map(str, element))}] outside its shape {shape}{when}",
-            )
+            if witness is not None:
+                _outside(statement, access, dims, corner, witness)
+
+
+def _outside(statement: Assign, access: Access, dims: dict, corner: dict, witness: dict[str, int]) -> None:
+    """The refusal of an access outside its array at the ``corner`` of the nest, for the run-time
+    sizes of ``witness`` (empty: for every size; shown at the smallest, 1)."""
+    every = sizes.names([*dims.values(), *access.array.shape])
+    values = {**dict.fromkeys(every, 1), **witness}  # the sizes the bound does not name: any value, 1
+    point = {name: sizes.at(corner.get(name, 0), values) for name in dims}
+    element = [_evaluate(s, point) for s in access.indices]
+    verb = "writes" if access is statement.target else "reads"
+    shown = ", ".join(f"{k}={v}" for k, v in point.items())
+    if witness:
+        when = sizes.when(witness)
+    else:
+        when = f" for every {', '.join(every)} (shown at {', '.join(f'{n} = 1' for n in every)})" if every else ""
+    shape = "(" + ", ".join(str(n) for n in access.array.shape) + ")"
+    raise NestError(
+        str(statement),
+        f"iteration ({shown}) {verb} {access.array.display_name}"
+        f"[{', '.join(map(str, element))}] outside its shape {shape}{when}",
+    )
 
 
 def _evaluate(subscript, point: dict[str, int]) -> int:

@@ -161,22 +161,38 @@ def _check_roles(model) -> None:
                     f"iteration writes {buffer.name}[{', '.join(map(str, element))}]{poly.when(sizes)}; use "
                     "Role.INPUT_OUTPUT to keep the elements the nest does not write",
                 )
+    _check_reads(model)
+
+
+def _check_reads(model) -> None:
+    """OUTPUT and TEMP arrays are read only at elements the nest's order wrote first (a tensorized
+    product whose fragments start at a value, ``prologue_op=SET``, does not read its C)."""
     t = model.tensorize
-    if t is not None and t.prologue_op is MMAFragmentOp.SET:
-        return
+    starts = {model.statements[0].buffer} if t is not None and t.prologue_op is MMAFragmentOp.SET else set()
     for array in dict.fromkeys(ld.buffer for s in model.statements for ld in loads(s.value)):
-        if model.buffer(array).role != "output" or _each_read_written_before(model, array):
+        role = model.buffer(array).role
+        if role not in ("output", "temp") or array in starts or _each_read_written_before(model, array):
             continue
         early = poly.read_before_written(model, array)
         if early is not None:
-            element = f"{array}[{', '.join(map(str, early.element))}]"
-            at = ", ".join(f"{k} = {v}" for k, v in early.at.items())
-            raise PlanError(
-                f"statement {early.statement + 1}",
-                f"{array} is Role.OUTPUT but the nest reads {element} (at {at}{poly.when(dict(early.sizes))}) "
-                "before any iteration writes it; use Role.INPUT_OUTPUT (or tensorize with "
-                "prologue_op=MMAFragmentOp.SET)",
-            )
+            raise PlanError(_statement(model, early.statement), _early_read(model, array, early))
+
+
+def _statement(model, n: int) -> str:
+    """Statement ``n`` as the messages name it (with its schedule in a fused one)."""
+    return f"statement {n + 1}" + (f" (schedule {model.fusion.part_of(n)})" if model.fusion is not None else "")
+
+
+def _early_read(model, array: str, early: poly.EarlyRead) -> str:
+    element = f"{array}[{', '.join(map(str, early.element))}]"
+    at = ", ".join(f"{k} = {v}" for k, v in early.at.items())
+    reads = f"the nest reads {element} (at {at}{poly.when(dict(early.sizes))}) before any iteration writes it"
+    if model.buffer(array).role == "temp":
+        return (f"{array} is Role.TEMP (the function's own scratch, undefined until written) but {reads}: write it "
+                "first (a statement or a fused part before), or pass it as a Role.INPUT_OUTPUT argument")
+    tensor_c = model.tensorize is not None and model.statements[0].buffer == array
+    return (f"{array} is Role.OUTPUT but {reads}; use Role.INPUT_OUTPUT"
+            + (" (or tensorize with prologue_op=MMAFragmentOp.SET)" if tensor_c else ""))
 
 
 def _each_read_written_before(model, array: str) -> bool:

@@ -11,6 +11,7 @@ break a dependence. Every "no" comes with the two iterations and the element (is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import islpy as isl
 
@@ -173,35 +174,57 @@ class EarlyRead:
     sizes: tuple[tuple[str, int], ...] = ()
 
 
+class _Timed(NamedTuple):
+    statement: int
+    relation: isl.Map  # { [time] -> array[element] }
+    writes: bool
+
+
 def read_before_written(model, array: str) -> EarlyRead | None:
-    """The first read of ``array`` at an element that no earlier iteration has written, in the
-    nest's own order (the dimensions in turn, statements in program order at each point; a fused
-    schedule's parts one after another at each point of its fused dimensions), or None: every
-    element read was written first. A statement's read of its own target comes before its write."""
-    reads, writes = [], None
-    for n, timed in _timed_accesses(model, array):
-        if timed[1]:
-            writes = timed[0] if writes is None else writes.union(timed[0])
-        else:
-            reads.append((n, timed[0]))
-    for n, read in sorted(reads, key=lambda r: r[0]):
-        uncovered = read.domain()
-        if writes is not None:
-            pairs = read.apply_range(writes.reverse())
-            uncovered = uncovered.subtract(pairs.intersect(isl.Map.lex_gt(read.domain().get_space())).domain())
-        if uncovered.is_empty():
-            continue
-        point = sets.smallest(uncovered)
-        time = list(sets.point_values(point, range(uncovered.dim(isl.dim_type.set))).values())
-        element = read.intersect_domain(isl.Set.from_point(point)).range().sample_point()
-        fused, rest = _time_dims(model)
-        foreign = model.fusion.foreign(model.fusion.part_of(n)) if model.fusion is not None else frozenset()
-        at = {model.dims[d][0]: v for d, v in zip((*fused, *rest), time[:len(fused)] + time[len(fused) + 1:-1])
-              if d not in foreign}
-        values = tuple(element.get_coordinate_val(isl.dim_type.set, d).to_python()
-                       for d in range(len(model.buffer(array).shape)))
-        return EarlyRead(n, values, at, tuple(sets.size_values(point).items()))
-    return None
+    """The first read of ``array`` (in the nest's order, at the smallest run-time sizes) at an
+    element that no earlier iteration has written, or None: every element read was written first.
+    The nest's order takes its dimensions in turn and, at each point, its statements in program
+    order; a fused schedule runs its parts one after another at each point of its fused
+    dimensions. A statement's read of its own target comes before its write."""
+    timed = list(_timed_accesses(model, array))
+    writes = [t.relation for t in timed if t.writes]
+    written = writes[0] if writes else None
+    for relation in writes[1:]:
+        written = written.union(relation)
+    early = [(point, t) for t in timed if not t.writes for point in [_first_unwritten(t.relation, written)]
+             if point is not None]
+    if not early:
+        return None
+    point, read = min(early, key=lambda e: (tuple(sets.size_values(e[0]).values()), _time(e[0])))
+    return _witness(model, array, read, point)
+
+
+def _first_unwritten(read: isl.Map, written: isl.Map | None) -> isl.Point | None:
+    """The first time (at the smallest sizes) at which ``read`` reads an element no earlier time
+    of ``written`` wrote."""
+    unwritten = read.domain()
+    if written is not None:
+        earlier = read.apply_range(written.reverse()).intersect(isl.Map.lex_gt(unwritten.get_space()))
+        unwritten = unwritten.subtract(earlier.domain())
+    return None if unwritten.is_empty() else sets.smallest(unwritten)
+
+
+def _time(point: isl.Point) -> tuple[int, ...]:
+    dims = point.get_space().dim(isl.dim_type.set)
+    return tuple(point.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(dims))
+
+
+def _witness(model, array: str, read: _Timed, point: isl.Point) -> EarlyRead:
+    """The read at time ``point``: its element, and the values of the dimensions its statement
+    iterates."""
+    time = _time(point)
+    element = read.relation.intersect_domain(isl.Set.from_point(point)).range().sample_point()
+    fused, rest = _time_dims(model)
+    foreign = model.fusion.foreign(model.fusion.part_of(read.statement)) if model.fusion is not None else frozenset()
+    values = time[:len(fused)] + time[len(fused) + 1:-1]  # the part's number and the statement's left out
+    at = {model.dims[d][0]: v for d, v in zip((*fused, *rest), values) if d not in foreign}
+    rank = len(model.buffer(array).shape)
+    return EarlyRead(read.statement, _time(element)[:rank], at, tuple(sets.size_values(point).items()))
 
 
 def _time_dims(model) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -215,9 +238,8 @@ def _time_dims(model) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _timed_accesses(model, array: str):
-    """(statement, ({ [time] -> array[element] }, writes)) for each access of ``array``; an
-    iteration's time is its fused dimensions' values, its part, the other dimensions' values and
-    its statement's number."""
+    """Each access of ``array`` as a ``_Timed``: an iteration's time is its fused dimensions'
+    values, its part, the other dimensions' values and its statement's number."""
     fused, rest = _time_dims(model)
     for p, part in enumerate(model.parts):
         names = [lp.name for lp in part.loops]
@@ -233,4 +255,4 @@ def _timed_accesses(model, array: str):
             time = [sets.isl_affine(dims[d]) for d in fused] + [str(p)] + [sets.isl_affine(dims[d]) for d in rest] \
                 + [str(n)]
             to_time = isl.Map("{ " + sets.space(names) + " -> [" + ", ".join(time) + "] }").intersect_domain(domain)
-            yield n, (to_time.reverse().apply_range(a.relation(names, values)), a.is_write)
+            yield _Timed(n, to_time.reverse().apply_range(a.relation(names, values)), a.is_write)

@@ -70,7 +70,10 @@ def coverage_features(p: Program) -> set[str]:
     if any(c.array in temporary and c.location == "SHARED" for c in p.caches):
         found.add("SHARED cache of a TEMP array (scratch where written before read)")
     outputs = {a.name for a in p.arrays if a.role == "OUTPUT"}
-    targets = {s.target.array: s.target.subscripts for s in p.statements if s.target.array in outputs}
+    targets: dict = {}
+    for s in p.statements:  # each array's first target: the generator reads "elsewhere" against it
+        if s.target.array in outputs:
+            targets.setdefault(s.target.array, s.target.subscripts)
     if any(r.array in targets and r.subscripts != targets[r.array] for s in p.statements for r in refs(s)):
         found.add("OUTPUT read at an element an earlier iteration wrote")
     found |= {f"{c.location} cache" + (f" ({c.pipeline})" if c.pipeline != "sync" else "") for c in p.caches}
