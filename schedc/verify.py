@@ -15,6 +15,7 @@ from .errors import PackageError
 from .ir.kernel import HostFunction, Kernel
 from .ir.specialize import function_at
 from .ir.types import is_float_dtype
+from .ir.walk import loads
 from .reference import block_dims, reference
 
 
@@ -33,11 +34,13 @@ class Report:
     extra: int  # elements the run wrote that the reference did not
     nonfinite: int = 0  # written elements NaN or infinite where the reference is finite
     overflow: int = 0  # elements whose reference overflows the element type: compared as infinities
+    early: int = 0  # elements whose reference depends on an element the nest read before any iteration wrote it
 
     @property
     def passed(self) -> bool:
         return (
             self.unwritten == 0
+            and self.early == 0
             and self.extra == 0
             and self.nonfinite == 0
             and np.isfinite(self.relative_error)
@@ -59,6 +62,8 @@ class Report:
             text += f"; {self.overflow} elements overflow the element type in the reference (compared as infinities)"
         if self.extra:
             text += f"; {self.extra} elements written outside the nest"
+        if self.early:
+            text += f"; {self.early} elements depend on elements the nest read before any iteration wrote them"
         return text
 
 
@@ -119,8 +124,10 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
     model, function = at_sizes(model, function, sizes)
     checkable(function.name, model, function)
     arrays, outputs, written, blocks_run = _emulated(function, blocks, seed, progress)
+    early = None
     if blocks is None:
         expected, touched = reference(model, arrays)
+        early = read_before_written(model, arrays, expected)
     elif len(function.kernels) > 1:
         # a function of several kernels: its last one's blocks are not the plan's (split-K's combine
         # runs over rows of C), so the whole reference, compared where the sampled blocks wrote
@@ -128,7 +135,7 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
         touched = {name: mask & written[name] for name, mask in everywhere.items()}
     else:
         expected, touched = _sampled_reference(model, arrays, computed_tiles(function.kernels[-1], blocks_run))
-    return compare(model, outputs, expected, touched, written, tolerance)
+    return compare(model, outputs, expected, touched, written, tolerance, early)
 
 
 def _emulated(function: HostFunction, blocks, seed: int, progress: Progress | None = None):
@@ -150,7 +157,8 @@ def run_function(fn, seed: int = 0, tolerance: float | None = None,
     checkable(fn.name, model, function)
     arrays, outputs = _on_device(fn, seed, model, function)
     expected, touched = reference(model, arrays)
-    return compare(model, outputs, expected, touched, tolerance=tolerance)
+    return compare(model, outputs, expected, touched, tolerance=tolerance,
+                   early=read_before_written(model, arrays, expected))
 
 
 def compare_with_emulator(fn, seed: int = 0, tolerance: float | None = None,
@@ -206,9 +214,37 @@ def _wide(dtype: np.dtype) -> type:
     return np.float64 if is_float_dtype(dtype) else np.int64
 
 
-def compare(model, outputs, expected, touched, written=None, tolerance=None) -> list[Report]:
+def read_before_written(model, arrays, expected) -> dict[str, np.ndarray]:
+    """Per array, the elements of the reference ``expected`` (of ``arrays``) that depend on an
+    element the nest reads before any iteration writes it: the reference again with another
+    poison in the OUTPUT and TEMP arrays the statements read (not a tensorized C whose fragments
+    start at a value), where it differs. Empty where the nest reads none (one reference only).
+    The analysis refuses such nests; this catches what it would miss."""
+    t = model.tensorize
+    starts = {model.statements[0].buffer} if t is not None and t.prologue_op.name == "SET" else set()
+    read = {ld.buffer for s in model.statements for ld in loads(s.value)} - starts
+    poisoned = [b for b in model.buffers if b.name in read and b.role in ("output", "temp")]
+    if not poisoned:
+        return {}
+    other = {**arrays, **{b.name: np.full(b.shape, 0.5 if b.dtype.is_float else 3, dtype=_wide(b.dtype.numpy))
+                          for b in poisoned}}
+    again, _ = reference(model, other)
+    return {name: ~_same(a, again[name]) for name, a in expected.items() if name in again}
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise equality, NaN equal to NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    if not (is_float_dtype(a.dtype) and is_float_dtype(b.dtype)):
+        return a == b
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def compare(model, outputs, expected, touched, written=None, tolerance=None, early=None) -> list[Report]:
     """One report per written parameter: the outputs against the reference over the elements the
-    reference touched (``written``, where known, the elements the run wrote)."""
+    reference touched (``written``, where known, the elements the run wrote); ``early``
+    (``read_before_written``), where known, counts the elements that depend on a read before a
+    write."""
     visible = {b.name for b in model.buffers if b.kind == "param"}  # TEMP scratch is internal
     reports = []
     for name, mask in sorted(touched.items()):
@@ -220,8 +256,10 @@ def compare(model, outputs, expected, touched, written=None, tolerance=None) -> 
         relative = float("nan") if t.bad else (t.err2 ** 0.5 / t.ref2 ** 0.5 if t.ref2 else t.err2 ** 0.5)
         unwritten = t.unwritten if was_written is not None else t.unwritten + t.bad  # NaN: the poison
         nonfinite = t.bad if was_written is not None else 0
+        dependent = (early or {}).get(name)
         reports.append(Report(model.function, name, t.compared, relative, t.worst_abs, t.worst, tol,
-                              unwritten, t.extra, nonfinite, t.overflow))
+                              unwritten, t.extra, nonfinite, t.overflow,
+                              0 if dependent is None else int((dependent & mask).sum())))
     return reports
 
 
