@@ -436,24 +436,29 @@ def test_the_first_early_read_in_the_nests_order_is_the_witness():
         compile_plan(nest.create_schedule().create_plan(H100), (X, Y, Z, W))
 
 
-def test_a_temp_array_read_before_it_is_written_is_refused():
-    """A TEMP array is the function's own scratch, undefined until written: T[7 - i] at i = 0 reads
-    T[7], which i = 7 writes later."""
+def _reversed_read(role):
+    """Y[i] = 2 X[i], then Z[i] = Y[7 - i] + 1 (Y of ``role``): i = 0 reads Y[7], which i = 7
+    writes later. The plan and its arguments (a TEMP Y is not one)."""
     X = acc.Array(role=acc.Role.INPUT, shape=(8,), name="X")
-    Tm = acc.Array(role=acc.Role.TEMP, shape=(8,), name="T")
+    Y = acc.Array(role=role, shape=(8,), name="Y")
     Z = acc.Array(role=acc.Role.OUTPUT, shape=(8,), name="Z")
     nest = acc.Nest(shape=(8,))
     (i,) = nest.get_indices()
 
     @nest.iteration_logic
     def _():
-        Tm[i] = X[i] * 2.0
-        Z[i] = Tm[7 - i] + 1.0
+        Y[i] = X[i] * 2.0
+        Z[i] = Y[7 - i] + 1.0
 
-    with pytest.raises(acc.PlanError, match=r"statement 2: T is Role.TEMP \(the function's own scratch, undefined until "
-                                            r"written\) but the nest reads T\[7\] \(at i = 0\) before any iteration "
+    return nest.create_schedule().create_plan(H100), (X, Z) if role is acc.Role.TEMP else (X, Y, Z)
+
+
+def test_a_temp_array_read_before_it_is_written_is_refused():
+    """A TEMP array is the function's own scratch, undefined until written."""
+    with pytest.raises(acc.PlanError, match=r"statement 2: Y is Role.TEMP \(the function's own scratch, undefined until "
+                                            r"written\) but the nest reads Y\[7\] \(at i = 0\) before any iteration "
                                             r"writes it"):
-        compile_plan(nest.create_schedule().create_plan(H100), (X, Z))
+        compile_plan(*_reversed_read(acc.Role.TEMP))
 
 
 def test_the_emulation_fails_an_output_that_depends_on_a_read_before_a_write(monkeypatch):
@@ -465,18 +470,7 @@ def test_the_emulation_fails_an_output_that_depends_on_a_read_before_a_write(mon
     from .plans import compile_function_plan
 
     monkeypatch.setattr(check, "_check_reads", lambda model: None)
-    X = acc.Array(role=acc.Role.INPUT, shape=(8,), name="X")
-    Y = acc.Array(role=acc.Role.OUTPUT, shape=(8,), name="Y")
-    Z = acc.Array(role=acc.Role.OUTPUT, shape=(8,), name="Z")
-    nest = acc.Nest(shape=(8,))
-    (i,) = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        Y[i] = X[i] * 2.0
-        Z[i] = Y[7 - i] + 1.0
-
-    model, fn = compile_function_plan(nest.create_schedule().create_plan(H100), (X, Y, Z))
+    model, fn = compile_function_plan(*_reversed_read(acc.Role.OUTPUT))
     reports = {r.array: r for r in emulate_function(model, fn, None, seed=1)}
     assert reports["Y"].passed and reports["Y"].early == 0
     assert not reports["Z"].passed and reports["Z"].early == 4
