@@ -15,7 +15,6 @@ from .errors import PackageError
 from .ir.kernel import HostFunction, Kernel
 from .ir.specialize import function_at
 from .ir.types import is_float_dtype
-from .ir.walk import loads
 from .reference import block_dims, reference
 
 
@@ -127,7 +126,7 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
     early = None
     if blocks is None:
         expected, touched = reference(model, arrays)
-        early = read_before_written(model, arrays, expected)
+        early = early_reads(model, arrays, expected)
     elif len(function.kernels) > 1:
         # a function of several kernels: its last one's blocks are not the plan's (split-K's combine
         # runs over rows of C), so the whole reference, compared where the sampled blocks wrote
@@ -158,7 +157,7 @@ def run_function(fn, seed: int = 0, tolerance: float | None = None,
     arrays, outputs = _on_device(fn, seed, model, function)
     expected, touched = reference(model, arrays)
     return compare(model, outputs, expected, touched, tolerance=tolerance,
-                   early=read_before_written(model, arrays, expected))
+                   early=early_reads(model, arrays, expected))
 
 
 def compare_with_emulator(fn, seed: int = 0, tolerance: float | None = None,
@@ -214,16 +213,13 @@ def _wide(dtype: np.dtype) -> type:
     return np.float64 if is_float_dtype(dtype) else np.int64
 
 
-def read_before_written(model, arrays, expected) -> dict[str, np.ndarray]:
+def early_reads(model, arrays, expected) -> dict[str, np.ndarray]:
     """Per array, the elements of the reference ``expected`` (of ``arrays``) that depend on an
     element the nest reads before any iteration writes it: the reference again with another
     poison in the OUTPUT and TEMP arrays the statements read (not a tensorized C whose fragments
     start at a value), where it differs. Empty where the nest reads none (one reference only).
     The analysis refuses such nests; this catches what it would miss."""
-    t = model.tensorize
-    starts = {model.statements[0].buffer} if t is not None and t.prologue_op.name == "SET" else set()
-    read = {ld.buffer for s in model.statements for ld in loads(s.value)} - starts
-    poisoned = [b for b in model.buffers if b.name in read and b.role in ("output", "temp")]
+    poisoned = [model.buffer(name) for name in model.undefined_reads]
     if not poisoned:
         return {}
     other = {**arrays, **{b.name: np.full(b.shape, 0.5 if b.dtype.is_float else 3, dtype=_wide(b.dtype.numpy))
@@ -243,7 +239,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def compare(model, outputs, expected, touched, written=None, tolerance=None, early=None) -> list[Report]:
     """One report per written parameter: the outputs against the reference over the elements the
     reference touched (``written``, where known, the elements the run wrote); ``early``
-    (``read_before_written``), where known, counts the elements that depend on a read before a
+    (``early_reads``), where known, counts the elements that depend on a read before a
     write."""
     visible = {b.name for b in model.buffers if b.kind == "param"}  # TEMP scratch is internal
     reports = []

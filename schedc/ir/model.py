@@ -17,6 +17,7 @@ from . import kernel as k
 from . import sizes
 from .affine import Affine
 from .types import ScalarType
+from .walk import loads
 
 
 @k.register
@@ -221,3 +222,13 @@ class Model:
         names = [lp.name for lp in self.loops]
         after = [n for n in serial if names.index(n) > names.index(index)]
         return after[0] if after else None
+
+    @property
+    def undefined_reads(self) -> tuple[str, ...]:
+        """The arrays the statements read that start undefined, OUTPUT and TEMP ones, so that each
+        read must follow a write of its element; not a tensorized C whose fragments start at a value
+        (``prologue_op=SET``), which the product does not read."""
+        t = self.tensorize
+        starts = {self.statements[0].buffer} if t is not None and t.prologue_op is MMAFragmentOp.SET else set()
+        read = dict.fromkeys(ld.buffer for s in self.statements for ld in loads(s.value))
+        return tuple(a for a in read if a not in starts and self.buffer(a).role in ("output", "temp"))

@@ -11,7 +11,7 @@ from ..ir.affine import Affine
 from ..ir.patterns import reduction
 from ..ir.walk import loads
 from ..poly import PolyFacts
-from ..targets import MemorySpace, MMAFragmentOp
+from ..targets import MemorySpace
 from . import reduce, scratch
 from .launch import Launch
 
@@ -167,11 +167,8 @@ def _check_roles(model) -> None:
 def _check_reads(model) -> None:
     """OUTPUT and TEMP arrays are read only at elements the nest's order wrote first (a tensorized
     product whose fragments start at a value, ``prologue_op=SET``, does not read its C)."""
-    t = model.tensorize
-    starts = {model.statements[0].buffer} if t is not None and t.prologue_op is MMAFragmentOp.SET else set()
-    for array in dict.fromkeys(ld.buffer for s in model.statements for ld in loads(s.value)):
-        role = model.buffer(array).role
-        if role not in ("output", "temp") or array in starts or _each_read_written_before(model, array):
+    for array in model.undefined_reads:
+        if _each_read_written_before(model, array):
             continue
         early = poly.read_before_written(model, array)
         if early is not None:
