@@ -5,8 +5,9 @@ epilogue and against PyTorch's forms of ``gelu(A @ B + bias)``, on the GPU, in o
 For each shape: ``gelu_fp16_<M>x<N>x<K>`` (schedc, fused), ``relu_fp16_<M>x<N>x<K>`` (a cheap
 epilogue, for scale), ``gelu_tanh_fp16_<M>x<N>x<K>`` (GELU's tanh form by ``acc.fast_tanh``,
 against torch's ``gelu(addmm(...), approximate="tanh")``) and ``matmul_fp16_<M>x<N>x<K>``
-(schedc, the product alone) from the sample's package, and the ping-pong plans ``gelu_pp_*`` and
-``matmul_pp_*``; torch's best eager form ``gelu(addmm(bias, A, B))``, the three ops
+(schedc, the product alone) from the sample's package, the ping-pong plans ``gelu_pp_*`` and
+``matmul_pp_*``, and ``gelu_into_*`` / ``gelu_keep_*`` (the activation written into another array
+Y; ``keep``: C = A @ B + bias stored beside it); torch's best eager form ``gelu(addmm(bias, A, B))``, the three ops
 ``gelu(mm(A, B) + bias)``, and cuBLAS's product alone (``mm``). Each schedc function is checked
 against torch first (fp16 tolerance relative to the largest value). Times are
 ``triton.testing.do_bench`` medians (L2 flushed between calls), in ms, the median of five rounds
@@ -43,10 +44,12 @@ def main() -> None:
     print(f"{'shape':>16} {'fused':>8} {'plain':>8} {'x plain':>8} {'addmm+gelu':>10} {'3 ops':>8} "
           f"{'mm':>8} {'x torch':>8} {'relu':>8} {'x plain':>8} {'pp fused':>8} {'pp plain':>8} {'x plain':>8} "
           f"{'x torch':>8} {'x best':>8}")
-    tanh_forms = []
+    tanh_forms, others = [], []
     for M, N, K in fused_gemm.SHAPES:
         rounds = [measure(package, M, N, K) for _ in range(ROUNDS)]  # interleaved: clocks drift between runs
         t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        others.append(f"{f'{M}x{N}x{K}':>16} {t['into']:8.4f} {t['fused'] / t['into']:8.3f} {t['keep']:8.4f} "
+                      f"{t['fused'] / t['keep']:8.3f}")
         tanh_forms.append(f"{f'{M}x{N}x{K}':>16} {t['tanh']:8.4f} {t['plain']:8.4f} {t['plain'] / t['tanh']:8.3f} "
                           f"{t['addmm_tanh']:10.4f} {t['addmm_tanh'] / t['tanh']:8.3f}")
         print(f"{f'{M}x{N}x{K}':>16} {t['fused']:8.4f} {t['plain']:8.4f} "
@@ -55,6 +58,10 @@ def main() -> None:
               f"{t['plain'] / t['relu']:8.3f} {t['pp_fused']:8.4f} {t['pp_plain']:8.4f} "
               f"{t['pp_plain'] / t['pp_fused']:8.3f} {t['addmm'] / t['pp_fused']:8.3f} "
               f"{min(t['plain'], t['pp_plain']) / min(t['fused'], t['pp_fused']):8.3f}")
+    print("GELU into another array Y: the product in registers alone (into), and C = A @ B + bias kept beside Y "
+          "(keep):")
+    print(f"{'shape':>16} {'into':>8} {'x fused':>8} {'keep':>8} {'x fused':>8}")
+    print("\n".join(others))
     print("GELU's tanh form (acc.fast_tanh) against torch's gelu(addmm(bias, A, B), approximate='tanh'):")
     print(f"{'shape':>16} {'tanh':>8} {'plain':>8} {'x plain':>8} {'addmm+tanh':>10} {'x torch':>8}")
     print("\n".join(tanh_forms))
@@ -86,7 +93,19 @@ def measure(package, M: int, N: int, K: int) -> dict[str, float]:
         fn(a, b, c, bias)
         error = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
         assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
+    into, keep = (package.functions[f"gelu_{name}_fp16_{M}x{N}x{K}"] for name in ("into", "keep"))
+    y = torch.empty_like(c)
+    pre = torch.addmm(bias, a, b)
+    for fn, outputs in ((into, {"y": y}), (keep, {"c": c, "y": y})):
+        c.zero_(), y.zero_()
+        fn(a, b, bias, y) if fn is into else fn(a, b, c, bias, y)
+        for name, got in outputs.items():
+            want = (pre if name == "c" else F.gelu(pre)).float()
+            error = ((got.float() - want).abs().max() / want.abs().max()).item()
+            assert error < 2e-2, f"{fn.name} ({name}): relative error {error:.3e}"
     return {
+        "into": do_bench(lambda: into(a, b, bias, y), return_mode="median"),
+        "keep": do_bench(lambda: keep(a, b, c, bias, y), return_mode="median"),
         "tanh": do_bench(lambda: tanh(a, b, c, bias), return_mode="median"),
         "addmm_tanh": do_bench(lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh"), return_mode="median"),
         "relu": do_bench(lambda: relu(a, b, c, bias), return_mode="median"),

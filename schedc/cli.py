@@ -209,6 +209,9 @@ class _Sizes(click.ParamType):
             name, _, number = item.partition("=")
             if not name.strip().isidentifier() or not number.strip().isdigit() or int(number) < 1:
                 self.fail(f"{item!r} is not NAME=N with N a positive integer (as in M=100,N=7)", param, ctx)
+            if name.strip() in out:
+                self.fail(f"{name.strip()} is given twice ({name.strip()}={out[name.strip()]} and {item.strip()})",
+                          param, ctx)
             out[name.strip()] = int(number)
         return out
 

@@ -48,14 +48,14 @@ def precisions(model, output: str | None = None) -> list[str | float]:
     that write it and, through the arrays they read, the statements those depend on (an int8
     result beside a bfloat16 one is still checked exactly)."""
     found: list[str | float] = []
-    written = {s.buffer for s in model.statements}
     t = model.tensorize
-    statements = model.statements if output is None or t is not None else _feeding(model, output)
+    statements = model.statements if output is None else _feeding(model, output)
     for b in model.buffers:
         if b.name in {s.buffer for s in statements}:
             found.append(_name(b.dtype))
     if t is not None:
-        operand = next(b.dtype for b in model.buffers if b.name not in written)
+        product = model.statements[model.fusion.parts[0][0] if model.fusion is not None else 0]
+        operand = next(x.dtype for x in loads(product.value) if x.buffer != product.buffer)
         if operand.is_float:
             found.append("tf32" if operand is ScalarType.float32 else
                          "tensor_float8" if operand.arithmetic is not operand else "tensor_float32")

@@ -13,7 +13,7 @@ from . import data, poly
 from .codegen.emulate import Block, Progress, emulate_sequence
 from .errors import PackageError
 from .ir.kernel import HostFunction, Kernel
-from .ir.specialize import function_at
+from .ir.specialize import buffer_at, function_at
 from .ir.types import is_float_dtype
 from .reference import block_dims, reference
 
@@ -32,8 +32,9 @@ class Report:
     unwritten: int  # elements the reference wrote that the run left alone (NaN, when not known)
     extra: int  # elements the run wrote that the reference did not
     nonfinite: int = 0  # written elements NaN or infinite where the reference is finite
-    overflow: int = 0  # elements whose reference overflows the element type: compared as infinities
+    overflow: int = 0  # elements whose reference overflows the element type (or is infinite): compared as infinities
     early: int = 0  # elements whose reference depends on an element the nest read before any iteration wrote it
+    undefined: int = 0  # elements whose reference is NaN (log of a negative, 0 / 0): compared as NaN
 
     @property
     def passed(self) -> bool:
@@ -58,7 +59,10 @@ class Report:
         if self.nonfinite:
             text += f"; {self.nonfinite} elements NaN or infinite where the reference is finite"
         if self.overflow:
-            text += f"; {self.overflow} elements overflow the element type in the reference (compared as infinities)"
+            text += (f"; {self.overflow} elements infinite in the reference or beyond the element type's range "
+                     "(compared as infinities)")
+        if self.undefined:
+            text += f"; {self.undefined} elements NaN in the reference (compared as NaN)"
         if self.extra:
             text += f"; {self.extra} elements written outside the nest"
         if self.early:
@@ -88,6 +92,9 @@ def default_sizes(model) -> dict[str, int]:
     return out
 
 
+EMULATED_ELEMENTS = 2**31 - 1  # the most elements an array the emulator (or the reference) allocates
+
+
 def resolved_sizes(model, function: str, sizes: dict[str, int] | None = None) -> dict[str, int]:
     """The values of the Model's run-time sizes: ``sizes`` checked (a PackageError names one
     unknown or below 1), ``default_sizes`` for those it does not give; {} for a Model without any."""
@@ -100,6 +107,12 @@ def resolved_sizes(model, function: str, sizes: dict[str, int] | None = None) ->
     for size in model.size_names:
         if isinstance(values[size], bool) or not isinstance(values[size], int) or values[size] < 1:
             raise PackageError(function, f"run-time size {size} = {values[size]!r}: sizes are integers >= 1")
+    shown = ", ".join(f"{k} = {v}" for k, v in values.items())
+    for b in model.buffers:
+        elements = buffer_at(b, values).size
+        if elements > EMULATED_ELEMENTS:
+            raise PackageError(function, f"{b.name} spans {elements} elements at {shown}: the CPU emulates arrays of "
+                                         f"at most {EMULATED_ELEMENTS} elements (2^31 - 1); give smaller sizes")
     return values
 
 
@@ -255,7 +268,7 @@ def compare(model, outputs, expected, touched, written=None, tolerance=None, ear
         dependent = (early or {}).get(name)
         reports.append(Report(model.function, name, t.compared, relative, t.worst_abs, t.worst, tol,
                               unwritten, t.extra, nonfinite, t.overflow,
-                              0 if dependent is None else int((dependent & mask).sum())))
+                              0 if dependent is None else int((dependent & mask).sum()), t.undefined))
     return reports
 
 
@@ -266,7 +279,8 @@ _CHUNK = 1 << 22  # elements compared at a time: the comparison holds a few chun
 class _Tally:
     compared: int = 0
     bad: int = 0  # compared elements NaN or infinite in the output where the reference is not
-    overflow: int = 0  # compared elements whose reference is beyond the output type's range
+    overflow: int = 0  # compared elements whose reference is beyond the output type's range (or infinite)
+    undefined: int = 0  # compared elements whose reference is NaN
     unwritten: int = 0  # compared elements the run did not write
     extra: int = 0  # elements the run wrote outside the reference's
     ref2: float = 0.0  # sum of squares of the reference
@@ -298,7 +312,9 @@ def _tally(out, ref, mask, written) -> _Tally:
         with np.errstate(invalid="ignore"):  # inf - inf where they agree: masked out
             diff = np.where(m & ~agree, o - r, 0.0)
         t.compared += int(m.sum())
-        t.overflow += int((m & beyond).sum())
+        undefined = m & np.isnan(r)
+        t.overflow += int((m & beyond).sum()) - int(undefined.sum())
+        t.undefined += int(undefined.sum())
         t.bad += int((m & ~finite).sum())
         if written is not None:
             w = written[part]

@@ -64,6 +64,27 @@ def _kernel(*body, shared=(), block=(32, 1, 1), dynamic=0) -> Kernel:
     return Kernel("k", (A,), (1, 1, 1), block, tuple(body), shared=tuple(shared), dynamic_shared_bytes=dynamic)
 
 
+def test_a_reductions_total_gets_no_coalescing_advice():
+    """S[i] += X[i, j], two rows a block on THREAD_Y and 16 threads along j: each row's first thread
+    reads and writes S[i] once after the combine, so the warp's two totals in one sector are no
+    access to coalesce (binding S's dimension to THREAD_X would take the reduced loop's place)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=ScalarType.float16, shape=(64, 1024))
+    S = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=ScalarType.float16, shape=(64,))
+    nest = acc.Nest(64, 1024)
+    i, j = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        S[i] += X[i, j]
+
+    s = nest.create_schedule()
+    ii, jj = s.split(i, 2), s.split(j, 16)
+    s.reorder(i, ii, j, jj)
+    plan = s.create_plan(H100)
+    plan.bind({i: acc.GridUnit.BLOCK_X, ii: acc.GridUnit.THREAD_Y, jj: acc.GridUnit.THREAD_X})
+    assert not [n for n in notes(plan, (X, S)) if "S [" in n]
+
+
 def test_a_tile_read_down_its_columns_has_bank_conflicts_and_a_padded_one_not():
     read = Store("A", (TX, Const(0)), Load("A_shared", (TX, Const(0)), F32))
     dense = SharedBuffer("A_shared", F32, (32, 32), (32, 1))

@@ -211,6 +211,9 @@ def test_bind_errors():
         plan.bind({jj: g.WARP_X})
     with pytest.raises(PlanError, match="empty tuple"):
         plan.bind({(): g.BLOCK_Z})
+    with pytest.raises(PlanError, match=r"^bind\(\(k, jj\), grid=\(BLOCK_Z,\)\): bind\(indices, grid=units\) takes "
+                                        "two tuples of the same length"):
+        plan.bind((k, jj), grid=(g.BLOCK_Z,))
 
 
 def test_tensorize_argument_errors():

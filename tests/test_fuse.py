@@ -241,31 +241,173 @@ def test_wmma_cannot_place_the_elements_of_its_tiles():
     assert {m.fragment for m in walk_statements(fn.kernels[-1].body) if isinstance(m, FragmentMap)}
 
 
-def test_tensor_epilogue_writes_only_the_products_c():
-    """An epilogue storing another array: refused, with what to write instead."""
+def _into(role=acc.Role.INPUT_OUTPUT, statements="tanh", M=32, N=32, K=32, D_layout=None):
+    """C (float32) += A @ B (float16) and an epilogue writing D (float16) at C's element: "tanh"
+    ``D = tanh(C + bias[y])``; "both" ``C = C + bias[y]``, ``D = tanh(C)``, ``D = D * scale[x]``.
+    The nests, C, and the arrays the caller passes (a TEMP C is not one)."""
+    nest, (A, B, C) = matmul_arrays(M, N, K, T.float16, T.float32, c_role=role)
+    D = acc.Array(role=acc.Role.OUTPUT, element_type=T.float16, shape=(M, N),
+                  **({"layout": D_layout} if D_layout is not None else {}))
+    bias = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(N,))
+    scale = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(M,))
+    after = acc.Nest(M, N)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        if statements == "tanh":
+            D[x, y] = acc.cast(acc.tanh(C[x, y] + bias[y]), T.float16)
+        else:
+            C[x, y] = C[x, y] + bias[y]
+            D[x, y] = acc.cast(acc.tanh(C[x, y]), T.float16)
+            D[x, y] = acc.cast(D[x, y] * scale[x], T.float16)
+
+    passed = tuple(a for a in (A, B, C, bias, scale, D) if a.role is not acc.Role.TEMP)
+    return nest, after, C, passed
+
+
+@pytest.mark.parametrize("statements", ["tanh", "both"])
+@pytest.mark.parametrize("mode", ["C stored", "C in registers", "C a TEMP between passes"])
+def test_tensor_epilogue_writes_another_array(mode, statements):
+    """D at C's element, computed in the accumulator's registers once C's statements are done:
+    C stored first (its final value), then D's statements, then D stored from the registers. A
+    TEMP C whose fragment spans the k loop (cached at k, its first product SET) is stored nowhere
+    and has no workspace; one reloaded each pass keeps its workspace between the passes."""
+    role = acc.Role.INPUT_OUTPUT if mode == "C stored" else acc.Role.TEMP
+    nest, after, C, args = _into(role, statements)
+    kept = mode == "C in registers"
+    plan = _warp_tiled(nest, after, fragment=C if kept else None, prologue_op=acc.MMAFragmentOp.SET)
+    model, fn = compile_function_plan(plan, args)
+    body = list(walk_statements(fn.kernels[-1].body))
+    stores = {s.buffer: n for n, s in enumerate(body) if isinstance(s, FragmentStore)}
+    maps = [n for n, s in enumerate(body) if isinstance(s, FragmentMap)]
+    assert "D" in stores and max(maps) < stores["D"]
+    buffers = {b.name for b in fn.kernels[-1].buffers}
+    if kept:
+        assert "C" not in stores and "C" not in buffers
+    else:
+        assert stores["C"] < stores["D"] and "C" in buffers
+        assert statements == "tanh" or min(maps) < stores["C"] < max(maps)
+    _passed(emulate_function(model, fn, None, seed=5))
+    nvrtc_compile(emit_source([fn], "// fused into D"), "fused", "sm_80")
+
+
+@pytest.mark.parametrize("into", ["registers", "kept"])
+def test_wgmma_epilogue_writes_another_array(into):
+    """The sample's GELU into Y on the Hopper plan: with C in registers alone Y leaves by TMA,
+    chunk by chunk beside its epilogue; with C kept, C leaves by TMA and Y after it."""
+    plan, args = fused_gemm.gelu_matmul(256, 512, 128, blocks=3, into=into)
+    model, fn = compile_function_plan(plan, args)
+    body = list(walk_statements(fn.kernels[-1].body))
+    maps = [s for s in body if isinstance(s, FragmentMap)]
+    names = [a.name for a in fn.kernels[-1].buffers]
+    if into == "registers":
+        assert "C" not in names and all(m.columns is not None for m in maps)  # Y's chunks, as C's would be
+    else:
+        assert "C" in names and any(m.columns is None for m in maps)  # Y's statements after C's store
+    _passed(emulate_function(model, fn, 2, seed=6))
+    nvrtc_compile(emit_source([fn], "// fused into Y"), "fused", "sm_90a")
+
+
+def _refused_into(body, match, D_layout=None):
     nest, (A, B, C) = matmul_arrays(32, 32, 32, T.float16, T.float32)
-    D = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(32, 32))
+    D = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(32, 32),
+                  **({"layout": D_layout} if D_layout is not None else {}))
+    E = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(32, 32))
+    after = acc.Nest(32, 32)
+    x, y = after.get_indices()
+    after.iteration_logic(lambda: body(C, D, E, x, y))
+    with pytest.raises(PlanError, match=match):
+        compile_function_plan(_warp_tiled(nest, after), (A, B, C, D, E))
+
+
+def _two_arrays(C, D, E, x, y):
+    D[x, y] = C[x, y]
+    E[x, y] = C[x, y]
+
+
+def _c_after_d(C, D, E, x, y):
+    D[x, y] = C[x, y]
+    C[x, y] = C[x, y] * 2.0
+    E[x, y] = C[x, y]
+
+
+def _c_read_after_d(C, D, E, x, y):
+    D[x, y] = C[x, y]
+    D[x, y] = D[x, y] + C[x, y]
+    E[x, y] = C[x, y]
+
+
+def _elsewhere(C, D, E, x, y):
+    D[y, x] = C[x, y]
+    E[x, y] = C[x, y]
+
+
+def _d_alone(C, D, E, x, y):
+    D[x, y] = acc.tanh(C[x, y])
+    E[x, y] = C[x, y]
+
+
+@pytest.mark.parametrize("body, match, layout", [
+    (_two_arrays, "fused schedule 1 writes E and an earlier statement wrote D: an epilogue of a tensorized product "
+                  "writes C and at most one other array", None),
+    (_c_after_d, "fused schedule 1 writes C after an earlier statement wrote D: the registers hold D's element from "
+                 "then on, so C's epilogue statements come first", None),
+    (_c_read_after_d, r"fused schedule 1 writes D and reads C\[i, j\] after an earlier statement wrote D", None),
+    (_elsewhere, r"fused schedule 1 writes D\[j, i\], not at C's element C\[i, j\]", None),
+    (_d_alone, r"fused schedule 1 writes D, of shape \[32, 32\] and strides \[1, 32\], where C has \[32, 32\] "
+               r"and \[32, 1\]", acc.Array.Layout.LAST_MAJOR),
+], ids=["two other arrays", "C after D", "C read after D", "another element", "another layout"])
+def test_tensor_epilogue_into_another_array_refusals(body, match, layout):
+    """Each arrangement the registers cannot hold, refused with what to write instead."""
+    _refused_into(body, match, layout)
+
+
+def test_each_output_of_a_fused_tensor_plan_is_checked_with_its_own_types():
+    """C (float32, fp16 products) is compared at the tensor cores' float32 tolerance whatever D's
+    type, and whichever argument comes first (the operands' type is the product's A and B, not the
+    first array the nest does not write: here the float32 bias); D at float16's."""
+    from schedc import data
+
+    nest, after, C, (A, B, C, bias, scale, D) = _into(acc.Role.INPUT_OUTPUT, "both")
+    model, _ = compile_function_plan(_warp_tiled(nest, after, prologue_op=acc.MMAFragmentOp.SET),
+                                     (bias, scale, A, B, C, D))
+    assert data.tolerance_for(data.precisions(model, "C")) == data.TOLERANCES["tensor_float32"]
+    assert data.tolerance_for(data.precisions(model, "D")) == data.TOLERANCES["float16"]
+
+
+@pytest.mark.parametrize("dtype", [T.int64, T.float64, T.int32])
+def test_tensor_epilogue_into_a_type_its_registers_do_not_hold_is_refused(dtype):
+    """D is computed in C's float32 registers: an int64, float64 or int32 D would come out
+    rounded to float32's 24 bits, so it is refused with the types that fit."""
+    nest, (A, B, C) = matmul_arrays(32, 32, 32, T.float16, T.float32)
+    D = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(32, 32))
     after = acc.Nest(32, 32)
     x, y = after.get_indices()
 
     @after.iteration_logic
     def _():
-        D[x, y] = acc.tanh(C[x, y])
+        D[x, y] = acc.cast(C[x, y], dtype)
 
-    with pytest.raises(PlanError, match="fused schedule 1 writes D: an epilogue of a tensorized product computes in "
-                                        "its accumulator and writes C"):
+    with pytest.raises(PlanError, match=rf"the epilogue writes D \({dtype.value}\) from C's float32 registers, which "
+                                        rf"do not hold every {dtype.value} value: give D a type float32 holds \(int8, "
+                                        r"uint8, int16, uint16, float8_e4m3, float8_e5m2, float16, bfloat16, float32\)"):
         compile_function_plan(_warp_tiled(nest, after), (A, B, C, D))
 
 
-def _warp_tiled(first, second):
-    """The two nests fused over (i, j), in 16x16 tiles on warps, tensorized by 16x16x16 tiles."""
+def _warp_tiled(first, second, fragment=None, **ops):
+    """The two nests fused over (i, j), in 16x16 tiles on warps, tensorized by 16x16x16 tiles
+    (``ops``: tensorize's prologue and epilogue ops); ``fragment``: C, its tile kept in registers
+    across k (an MMA_FRAGMENT cache)."""
     s = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
     f, i, j, k = s.get_indices()
     ii, jj, kk = s.tile({i: 16, j: 16, k: 16})
     s.reorder(i, j, f, k, ii, jj, kk)
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.WARP_Y, j: H100.GridUnit.WARP_X})
-    plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    plan.tensorize(indices=(ii, jj, kk), mma_shape=acc.MMAShape.M16xN16xK16_B1, **ops)
+    if fragment is not None:
+        plan.cache(fragment, index=k, location=acc.MemorySpace.MMA_FRAGMENT)
     return plan
 
 
@@ -359,7 +501,17 @@ GPU_PLANS = {
     "wgmma ping-pong": lambda: fused_gemm.gelu_matmul(512, 1024, 256, group=2, blocks=5, **fused_gemm.PING_PONG),
     "wgmma ping-pong, C read": lambda: fused_gemm.gelu_matmul(384, 640, 192, accumulate=True, group=3, blocks=4,
                                                               **fused_gemm.PING_PONG),
+    "wgmma, GELU into Y, C in registers": lambda: fused_gemm.gelu_matmul(512, 1024, 256, into="registers"),
+    "wgmma, GELU into Y, C kept": lambda: fused_gemm.gelu_matmul(384, 640, 192, into="kept", group=3, blocks=4),
+    "mma.sync into D, C in registers": lambda: _into_plan(acc.Role.TEMP, C_kept=True),
+    "mma.sync into D, C stored": lambda: _into_plan(acc.Role.INPUT_OUTPUT),
 }
+
+
+def _into_plan(role, C_kept=False):
+    """``_into``'s two-statement epilogue at 64 x 48 x 64, fused on warps."""
+    nest, after, C, args = _into(role, "both", M=64, N=48, K=64)
+    return _warp_tiled(nest, after, fragment=C if C_kept else None, prologue_op=acc.MMAFragmentOp.SET), args
 
 
 @pytest.mark.gpu

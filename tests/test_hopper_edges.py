@@ -137,6 +137,38 @@ def test_nest_over_part_of_its_arrays(wgmma, nest, shapes):
     assert written[:M, :N].all() and written.sum() == M * N
 
 
+def test_a_tensor_tile_past_its_split_inside_the_nest_is_refused_as_such():
+    """j split by 24 and warp tiles of 16: the second warp's whole tile reaches columns 24..31,
+    the next block's, though the nest and its cached operands go on. The refusal says which
+    split is not a multiple of the tile, not that the tile passes the nest."""
+    F = acc.ScalarType
+    target = acc.Target(acc.Target.Model.NVIDIA_A100)
+    A = acc.Array(role=acc.Role.INPUT, element_type=F.float16, shape=(64, 32))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F.float16, shape=(32, 48))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F.float32, shape=(64, 48))
+    nest = acc.Nest(shape=(64, 48, 32))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 32), s.split(j, 24), s.split(k, 16)
+    iii, jjj, kkk = s.tile({ii: 16, jj: 16, kk: 16})
+    s.reorder(i, j, k, ii, jj, kk, iii, jjj, kkk)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARP_Y,
+               jj: target.GridUnit.WARP_X})
+    plan.tensorize(indices=(iii, jjj, kkk), mma_shape=acc.MMAShape.M16xN16xK16_B1)
+    for array in (A, B):
+        plan.cache(array, index=kk, location=target.MemorySpace.SHARED)
+    with pytest.raises(PlanError, match=r"jjj=8, kkk=0\) of a whole tile lies inside the 64x48x32 nest but past its "
+                                        r"split's tile \(jj takes 24 values, not a multiple of 16\): it would add "
+                                        r"A\[0, 0\] \* B\[0, 24\] to C\[0, 24\]"):
+        lower(plan, (A, B, C))
+
+
 def test_padding_into_an_uncached_array_is_refused():
     """mma.sync reading A and B from global memory: whole tiles past K = 40 would add
     A[0, 40] * B[40, 0] (inside both 64-wide arrays) to C[0, 0]."""

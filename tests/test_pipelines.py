@@ -217,6 +217,16 @@ def test_cp_async_needs_4_byte_vectors():
         compile_plan(plan, args)
 
 
+def test_cp_async_refusal_names_a_row_pitch_no_vector_reaches():
+    """K = 37 float16: A's rows are 74 bytes apart, so no tile row of A starts 4-byte aligned,
+    however wide the tile: the refusal names the pitch and the padding that fixes it."""
+    plan, args = simt_matmul(32, 32, 37, block=(16, 16), dtype=T.float16, shared_k=8, pipeline={"stages": 2})
+    with pytest.raises(CacheError, match=r"allows only 2-byte vectors \(A's rows are 74 bytes apart, so its tiles' "
+                                         r"rows start at addresses no 4-byte vector reaches: pad the array's rows to a "
+                                         r"multiple of 8 elements\)"):
+        compile_plan(plan, args)
+
+
 def test_private_double_buffer_is_registers_on_every_target():
     plan, _ = _cache(double_buffer=True, double_buffer_location=acc.MemorySpace.PRIVATE)
     assert (plan.caches[-1].pipeline, plan.caches[-1].stages) == ("registers", 1)

@@ -791,3 +791,50 @@ def test_random_row_programs_on_the_gpu(tmp_path):
     functions = acc.load(tmp_path / "rows.hat").functions
     for n in range(8):
         _passed(run_function(functions[f"rows{n}"], seed=n))
+
+
+def _norm_rows(split_rows: bool):
+    """ss[i] = 0, ss[i] += X[i, j]^2 (threads along j), Y = X * ss: fused over rows, two rows a
+    block on THREAD_Y; ss a TEMP cached in SHARED at the row loop (``split_rows``: at a one-value
+    serial loop split off it, before the fusing index)."""
+    X = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(4, 64))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(4, 64))
+    ss = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(4,))
+    a, b, c = acc.Nest(4), acc.Nest(4, 64), acc.Nest(4, 64)
+    (i0,), (i1, j1), (i2, j2) = a.get_indices(), b.get_indices(), c.get_indices()
+
+    @a.iteration_logic
+    def _():
+        ss[i0] = 0.0
+
+    @b.iteration_logic
+    def _():
+        ss[i1] += X[i1, j1] * X[i1, j1]
+
+    @c.iteration_logic
+    def _():
+        Y[i2, j2] = X[i2, j2] * ss[i2]
+
+    s = acc.fuse((a.create_schedule(), b.create_schedule(), c.create_schedule()), partial=1)
+    f, i, jb, jc = s.get_indices()
+    ii = s.split(i, 2)
+    tb, tc = s.split(jb, 32), s.split(jc, 32)
+    at = s.split(ii, 1) if split_rows else ii
+    s.reorder(i, ii, *((at,) if split_rows else ()), f, jb, tb, jc, tc)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, ii: H100.GridUnit.THREAD_Y, tb: H100.GridUnit.THREAD_X,
+               tc: H100.GridUnit.THREAD_X})
+    plan.cache(ss, index=at, location=H100.MemorySpace.SHARED)
+    return plan, (X, Y)
+
+
+def test_a_scratch_cache_filled_inside_a_part_is_refused_with_where_it_must_go():
+    """ss at the THREAD_Y-bound row loop is filled inside the parts (no serial loop there before
+    the fusing index): no scratch tile, and the refusal says so and how to make one; at a serial
+    loop split off the rows by 1 it is one, and the kernel matches the reference."""
+    with pytest.raises(PlanError, match=r"ss is a TEMP array each pass writes before it reads it, but its SHARED "
+                                        r"cache at ii is filled inside a fused part .*split a block- or thread-bound "
+                                        r"loop by 1 to make one there"):
+        compile_function_plan(*_norm_rows(False))
+    model, fn = compile_function_plan(*_norm_rows(True))
+    _passed(emulate_function(model, fn, None, seed=4))

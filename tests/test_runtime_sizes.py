@@ -90,7 +90,7 @@ def test_package_add_takes_every_size_the_nest_uses_from_args():
     N = acc.create_dimensions()
     with pytest.raises(PlanError, match="args has the run-time size N, which no array or nest of the function uses"):
         acc.Package().add(plan, args=(A, B, M, N), base_name="f")
-    with pytest.raises(PackageError, match="a run-time size appears twice in args"):
+    with pytest.raises(PackageError, match=r"args\[2\] and args\[3\] are the same run-time size M: each appears once"):
         acc.Package().add(plan, args=(A, B, M, M), base_name="f")
 
 
@@ -524,6 +524,11 @@ def test_cli_emulates_at_the_sizes_given(tmp_path):
     assert result.exit_code != 0 and "--sizes Q=6: no function here has a run-time size Q (theirs: M)" in result.output
     result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "M=0"])
     assert result.exit_code != 0 and "'M=0' is not NAME=N" in result.output
+    result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "M=5,M=6"])
+    assert result.exit_code != 0 and "M is given twice (M=5 and M=6)" in result.output
+    result = CliRunner().invoke(main, ["emulate", str(path), "--sizes", "M=3000000000"])
+    assert result.exit_code != 0 and "spans 192000000000 elements at M = 3000000000: the CPU emulates arrays of at " \
+                                     "most 2147483647 elements" in result.output
 
 
 @pytest.mark.gpu

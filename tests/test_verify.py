@@ -59,10 +59,25 @@ def test_overflow_of_the_element_type_compares_as_infinity():
     written = np.ones(out.shape, dtype=bool)
     report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
     assert report.passed and report.overflow == 3 and report.unwritten == report.nonfinite == 0
-    assert "3 elements overflow the element type" in str(report)
+    assert "3 elements infinite in the reference or beyond the element type's range" in str(report)
     out[6, 7] = 3e38  # finite where the type overflows: wrong
     report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
     assert not report.passed and report.relative_error == np.inf
+
+
+def test_a_nan_reference_is_reported_as_nan_not_overflow():
+    """log of a negative: NaN in the reference and in the run agree, counted as NaN."""
+    model, expected, touched = _case()
+    expected = {"C": expected["C"].copy()}
+    expected["C"][1, 2] = expected["C"][3, 4] = np.nan
+    out = expected["C"].astype(np.float32)
+    written = np.ones(out.shape, dtype=bool)
+    report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    assert report.passed and (report.undefined, report.overflow) == (2, 0)
+    assert "2 elements NaN in the reference (compared as NaN)" in str(report) and "overflow" not in str(report)
+    out[1, 2] = 1.0  # a number where the reference has none: wrong
+    report, = verify.compare(model, {"C": out}, expected, touched, {"C": written}, tolerance=1e-5)
+    assert not report.passed
 
 
 def test_written_infinities_are_not_reported_as_unwritten():

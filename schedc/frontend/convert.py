@@ -6,6 +6,9 @@ to); index values used as data are cast to that type.
 
 from __future__ import annotations
 
+import math
+
+import ml_dtypes
 import numpy as np
 
 from ..errors import NestError
@@ -112,7 +115,14 @@ def _dtype(expr: k.Expr) -> ScalarType | None:
 
 def _convert_constant(value, dtype: ScalarType):
     if dtype.is_float:
-        return float(value)
+        value = float(value)
+        with np.errstate(over="ignore"):
+            rounded = np.asarray(value).astype(dtype.arithmetic.numpy)
+        if math.isfinite(value) and not np.isfinite(rounded):
+            largest = float(ml_dtypes.finfo(dtype.arithmetic.numpy).max)
+            raise OverflowError(f"the constant {value} does not fit {dtype.arithmetic.value} (its largest finite value "
+                                f"is {largest:g}), the type of the operation it is in; cast an operand to a wider type")
+        return value
     if dtype is ScalarType.bool:
         return bool(value)
     limits = np.iinfo(dtype.numpy)

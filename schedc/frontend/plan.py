@@ -180,7 +180,7 @@ class Plan:
         """
         if grid is not None:  # Accera's older form: bind((i, j), grid=(BLOCK_X, BLOCK_Y))
             if not isinstance(mapping, tuple | list) or not isinstance(grid, tuple | list) or len(mapping) != len(grid):
-                raise PlanError(f"bind({mapping!r}, grid={grid!r})",
+                raise PlanError(f"bind({_render_pair(mapping)}, grid={_render_pair(grid)})",
                                 "bind(indices, grid=units) takes two tuples of the same length")
             mapping = dict(zip(mapping, grid, strict=True))
         where = f"bind({_render_binding(mapping)})"
@@ -902,6 +902,14 @@ def _names(group) -> str:
 
 def _enum_name(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
+
+
+def _render_pair(group: object) -> str:
+    """``(i, j)`` or ``(BLOCK_X,)``: an index or unit tuple of the older ``bind`` form."""
+    if not isinstance(group, tuple | list):
+        return _names((group,))
+    items = [_enum_name(x) if isinstance(x, enum.Enum) else _names((x,)) for x in group]
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
 
 def _render_binding(mapping: object) -> str:

@@ -28,16 +28,18 @@ from ..ir.kernel import (
     Cast,
     Const,
     Fragment,
+    If,
     Kernel,
     Let,
     PrivateArray,
     Roles,
     SharedBuffer,
     Store,
+    ThreadReduce,
     Unary,
     Var,
 )
-from ..ir.walk import loads, walk_statements
+from ..ir.walk import bodies, loads, walk_statements
 from . import resources
 
 SECTOR = 32  # bytes a global memory transaction moves
@@ -70,12 +72,25 @@ def advise(kernel: Kernel, model, gpu) -> list[Note]:
 
 
 def _accesses(kernel: Kernel):
-    """(buffer, index, written) of every element access of the kernel's statements."""
-    for s in walk_statements(kernel.body):
+    """(buffer, index, written) of every element access of the kernel's statements, but those of
+    a reduction's total, which one thread a row reads and writes after the combine (the warp's
+    pattern says nothing there)."""
+    yield from _body_accesses(kernel.body)
+
+
+def _body_accesses(body: tuple):
+    combined = False
+    for s in body:
+        if combined and isinstance(s, If):  # the row's first thread writes the total (reduce.around)
+            combined = False
+            continue
+        combined = isinstance(s, ThreadReduce)
         if isinstance(s, Store):
             yield s.buffer, s.index, True
         for load in loads(s):
             yield load.buffer, load.index, False
+        for inner in bodies(s):
+            yield from _body_accesses(inner)
 
 
 class _Warp:

@@ -145,7 +145,7 @@ def _plan_all(model, threads: int, tiles: tensor.TensorMatch | None, scratch: Sh
         caches = [_plan(model, spec, guards, threads, tiles, pad) if c.at in narrow else c
                   for c, spec in zip(caches, specs)]
     for c in caches:
-        _check_async(c)
+        _check_async(c, model.buffer(c.array).strides)
     _check_pipelines(caches)
     caches = _sequential_async(model, caches)
     _check_blocks_per_sm(model, caches, scratch)
@@ -365,7 +365,7 @@ def _async_fits(c: SharedCache) -> bool:
         not c.transposed and (c.vector * c.buffer.dtype.size) % 4 == 0)
 
 
-def _check_async(c: SharedCache) -> None:
+def _check_async(c: SharedCache, strides: tuple[int, ...]) -> None:
     if _async_fits(c):
         return
     if c.transposed:
@@ -374,10 +374,14 @@ def _check_async(c: SharedCache) -> None:
                          "other than the array's): use double_buffer=True with double_buffer_location=PRIVATE "
                          "(the register double buffer) or a sequential cache", loops=(c.index,))
     size, inner = c.buffer.dtype.size, (c.axes or range(len(c.tile_shape)))[-1]
+    pitches = [s * size for d, s in enumerate(strides) if d != inner and isinstance(s, int) and (s * size) % 4]
+    why = (f"{c.array}'s rows are {pitches[0]} bytes apart, so its tiles' rows start at addresses no 4-byte vector "
+           f"reaches: pad the array's rows to a multiple of {16 // size} elements" if pitches and
+           (c.tile_shape[inner] * size) % 4 == 0 else
+           f"{c.tile_shape[inner]} element(s) of {size} bytes along its contiguous dimension {inner}")
     raise CacheError(f"cache({c.array}, index={c.index}, location=SHARED)",
                      f"cp.async moves 4, 8 or 16 bytes, but {c.array}'s tile allows only "
-                     f"{c.vector * size}-byte vectors ({c.tile_shape[inner]} element(s) of "
-                     f"{size} bytes along its contiguous dimension {inner})", loops=(c.index,))
+                     f"{c.vector * size}-byte vectors ({why})", loops=(c.index,))
 
 
 def block_fixed(model, index: str) -> tuple[str, ...]:

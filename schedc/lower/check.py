@@ -25,7 +25,8 @@ def check_plan(model, facts: PolyFacts, launch: Launch) -> None:
     _check_fusion(model)
     tiles = scratch.arrays(model)
     for part in model.parts:
-        across = reduce.find(part, model.outside_fusion, tensorized=model.tensorize is not None, scratch=tiles)
+        across = reduce.find(part, model.outside_fusion, tensorized=model.tensorize is not None, scratch=tiles,
+                             inside_parts=scratch.inside_parts(model))
         if across:
             reduce.check_lanes(part, across[0], launch.block)
         _check_races(part, across[0].loops if across else ())

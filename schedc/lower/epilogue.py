@@ -55,7 +55,7 @@ from ..ir.kernel import (
 )
 from ..ir.types import ScalarType
 from ..targets import MMAFragmentOp
-from . import tensor
+from . import fused, tensor
 from .launch import WARPGROUP, Launch
 
 GROUP = WARPGROUP_INDEX  # the thread's warpgroup
@@ -110,6 +110,11 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     c = tiles.c
     if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
         return None
+    if model.buffer(c.buffer).role == "temp":  # held in registers alone: the epilogue's other array leaves
+        target = fused.stored_array(model, c.buffer)
+        if target is None:
+            return None
+        c = dataclasses.replace(c, buffer=target)
     array = model.buffer(c.buffer)
     size = array.dtype.size
     if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
@@ -154,15 +159,12 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
     once the store before last has read it, the warpgroup writes it and fences it for the
     async proxy, its issuing thread stores it. A fused epilogue runs chunk by chunk before each
     chunk's store, so that its math overlaps the stores of the chunks before."""
-    stored = {s.fragment for s in after if isinstance(s, FragmentStore) and s.buffer == out.array}
-    maps: dict[str, list[FragmentMap]] = {}  # a fused epilogue, computed chunk by chunk beside the stores
-    for s in after:
-        if isinstance(s, FragmentMap) and s.fragment in stored and s.columns is None:
-            maps.setdefault(s.fragment, []).append(s)
+    maps = _chunked_maps(after, out)
+    moved = {id(m) for ms in maps.values() for m in ms}
     result: list[Stmt] = []
     j = 0
     for s in after:
-        if isinstance(s, FragmentMap) and s in maps.get(s.fragment, ()):
+        if id(s) in moved:
             continue
         if not (isinstance(s, FragmentStore) and s.buffer == out.array):
             result.append(s)
@@ -190,10 +192,9 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
     block's tiles of C (with the refills per tile, it gives each slot barrier's phase parity)."""
     stores = [s for s in after if isinstance(s, FragmentStore) and s.buffer == out.array]
     applies = {s.fragment: s for s in after if isinstance(s, FragmentApply)}
-    maps: dict[str, list[FragmentMap]] = {}
-    for s in after:
-        if isinstance(s, FragmentMap):
-            maps.setdefault(s.fragment, []).append(s)
+    maps = _chunked_maps(after, out)
+    last_store = max(n for n, s in enumerate(after) if isinstance(s, FragmentStore) and s.buffer == out.array)
+    rest = after[last_store + 1:]  # another array's epilogue and store, after C's
     parts = [(s, first) for s in stores for first in range(0, n, out.chunk)]  # chunk j: parts[j]
     slots, fills = out.slots, len(parts) // out.slots  # each slot is filled ``fills`` times a tile
     source = f"{out.array}_in"
@@ -235,7 +236,22 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
             *_store_chunk(out, s, slot, first, refill),
         ]
     setup.append(If(ISSUER, tuple(copies), f"one thread of the warpgroup copies its tile of {out.array}"))
-    return tuple(setup), tuple(epilogue)
+    return tuple(setup), (*epilogue, *rest)
+
+
+def _chunked_maps(after: tuple[Stmt, ...], out: TmaOutput) -> dict[str, list[FragmentMap]]:
+    """A fused epilogue's maps on each fragment stored into ``out``'s array, computed chunk by
+    chunk beside the stores: those before the fragment's store (the ones after it compute another
+    array's element in the same registers, once the store has taken C's)."""
+    stored = {s.fragment for s in after if isinstance(s, FragmentStore) and s.buffer == out.array}
+    maps: dict[str, list[FragmentMap]] = {}
+    done: set[str] = set()
+    for s in after:
+        if isinstance(s, FragmentStore) and s.buffer == out.array:
+            done.add(s.fragment)
+        elif isinstance(s, FragmentMap) and s.fragment in stored - done and s.columns is None:
+            maps.setdefault(s.fragment, []).append(s)
+    return maps
 
 
 def _slot(out: TmaOutput, j: int) -> tuple[Expr, ...]:

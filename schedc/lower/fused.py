@@ -12,9 +12,21 @@ for ``C = tanh(C + bias[j])`` on a 16x16 tile::
     C[i+ii+iii, j+jj+jjj] = tanh(C[..] + bias[j+jj+jjj])     for elem in the lane's elements:
                                                         →        iii, jjj = the element's row, col
                                                                  _c[elem] = tanh(_c[elem] + bias[j+jj+jjj])
+
+The statements may go on to write one other array ``D`` at C's element (``D[i, j] = gelu(C[i, j])``,
+D of the same shape and layout as C, in any type): once C's statements have run, C is stored
+(unless it is TEMP, held in registers alone) and D's statements compute in the same registers,
+which then hold D's element, and D is stored from them. Before → after, for C TEMP::
+
+    D[i+ii+iii, j+jj+jjj] = gelu(C[..] + bias[..])      for elem in the lane's elements:
+                                                        →        _c[elem] = gelu(_c[elem] + bias[..])
+                                                              store _c's tile into D (D's type)
 """
 
 from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
 
 from ..errors import PlanError
 from ..ir.kernel import (
@@ -34,7 +46,7 @@ from ..ir.kernel import (
 )
 from ..ir.patterns import widened
 from ..ir.types import ScalarType
-from ..ir.walk import map_expr, substitute
+from ..ir.walk import map_expr, subexpressions, substitute
 
 
 def in_loops(model, store: Store) -> Store:
@@ -77,12 +89,96 @@ def epilogue_statements(model, where: str) -> tuple[Store, ...]:
                                    "its dimensions)")
         for n in members:
             s = model.statements[n]
-            if s.buffer != product.buffer:
-                raise PlanError(where, f"fused schedule {number} writes {s.buffer}: an epilogue of a tensorized "
-                                       f"product computes in its accumulator and writes {product.buffer} (write "
-                                       f"{s.buffer} in a nest of its own)")
+            _check_target(model, where, number, s, product, out)
             out.append(s)
     return tuple(out)
+
+
+def stored_array(model, c: str) -> str | None:
+    """The array a tensorized product's registers are stored into last: the other array its
+    epilogue writes, or C (None for a TEMP C with no such array: nothing is stored)."""
+    fusion = model.fusion
+    others = [] if fusion is None else [model.statements[n].buffer for members in fusion.parts[1:]
+                                        for n in members if model.statements[n].buffer != c]
+    return others[-1] if others else None if model.buffer(c).role == "temp" else c
+
+
+def _check_target(model, where: str, number: int, s: Store, product: Store, before: list[Store]) -> None:
+    """An epilogue statement writes C, or one other array at C's element once C's statements are
+    done, and reads C's element only while the registers hold it (module docstring)."""
+    c = product.buffer
+    target = next((t.buffer for t in before if t.buffer != c), None)
+    if s.buffer == c:
+        if target is not None:
+            raise PlanError(where, f"fused schedule {number} writes {c} after an earlier statement wrote {target}: "
+                                   f"the registers hold {target}'s element from then on, so {c}'s epilogue "
+                                   f"statements come first")
+        return
+    here = f"fused schedule {number} writes {s.buffer}"
+    if target is not None and s.buffer != target:
+        raise PlanError(where, f"{here} and an earlier statement wrote {target}: an epilogue of a tensorized "
+                               f"product writes {c} and at most one other array (write {s.buffer} in a nest of "
+                               "its own)")
+    if s.index != product.index:
+        raise PlanError(where, f"{here}{_subscripts(model, s.index)}, not at {c}'s element "
+                               f"{c}{_subscripts(model, product.index)}: another array of an epilogue is written "
+                               f"where the product's {c} is")
+    array, accumulated = model.buffer(s.buffer), model.buffer(c)
+    if (array.shape, array.strides) != (accumulated.shape, accumulated.strides):
+        raise PlanError(where, f"{here}, of shape {list(array.shape)} and strides {list(array.strides)}, where "
+                               f"{c} has {list(accumulated.shape)} and {list(accumulated.strides)}: the registers "
+                               f"are stored into another array of {c}'s shape and layout")
+    if target is not None and any(isinstance(e, Load) and e.buffer == c and e.index == s.index
+                                  for e in subexpressions(s.value)):
+        raise PlanError(where, f"{here} and reads {c}{_subscripts(model, s.index)} after an earlier statement "
+                               f"wrote {target}: the registers hold {target}'s element then (read {c} in "
+                               f"{target}'s first statement)")
+
+
+def check_held(model, where: str, statements: tuple[Store, ...], accumulator: ScalarType) -> None:
+    """Another array an epilogue writes is computed in the ``accumulator``'s registers: refused
+    where its type has values those registers do not hold exactly (an int64 or float64 D beside
+    float32 accumulators), which would come out rounded."""
+    c = statements[0].buffer if statements else ""
+    for s in statements:
+        dtype = model.buffer(s.buffer).dtype
+        if s.buffer != c and not _holds(accumulator, dtype):
+            raise PlanError(where, f"the epilogue writes {s.buffer} ({dtype.value}) from C's {accumulator.value} "
+                                   f"registers, which do not hold every {dtype.value} value: give {s.buffer} a type "
+                                   f"{accumulator.value} holds ({_held_types(accumulator)}), or write it in a nest of "
+                                   "its own")
+
+
+def _holds(accumulator: ScalarType, dtype: ScalarType) -> bool:
+    """Whether every ``dtype`` value is an ``accumulator`` value."""
+    if dtype is accumulator or dtype.value == "bool":
+        return True
+    if accumulator.is_float:
+        big = ml_dtypes.finfo(accumulator.numpy)
+        if dtype.is_float:
+            small = ml_dtypes.finfo(dtype.numpy)
+            return small.nmant <= big.nmant and small.maxexp <= big.maxexp and small.minexp >= big.minexp
+        info = np.iinfo(dtype.numpy)
+        return max(-int(info.min), int(info.max)) <= 2 ** (big.nmant + 1)
+    if dtype.is_float:
+        return False
+    small, big = np.iinfo(dtype.numpy), np.iinfo(accumulator.numpy)
+    return int(small.min) >= int(big.min) and int(small.max) <= int(big.max)
+
+
+def _held_types(accumulator: ScalarType) -> str:
+    return ", ".join(t.value for t in ScalarType if t.value != "bool" and _holds(accumulator, t))
+
+
+def _subscripts(model, index: tuple[Expr, ...]) -> str:
+    """``[i, j + 1]``: a statement's subscripts over the nest's dimensions, as the script names them."""
+    def text(e: Expr) -> str:
+        if isinstance(e, Var | Const):
+            return str(e.name if isinstance(e, Var) else e.value)
+        if isinstance(e, Binary):
+            return f"{text(e.lhs)} {e.op} {text(e.rhs)}"
+        return "..."
+    return f"[{', '.join(text(e) for e in index)}]"
 
 
 def _unrounded(e: Expr) -> Expr:
@@ -99,11 +195,12 @@ def _unrounded(e: Expr) -> Expr:
 
 def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulator: ScalarType,
                   combo: dict[str, int], edge: TileEdge | None, columns: tuple[int, int] | None = None,
-                  ) -> tuple[FragmentMap, ...]:
+                  held: str | None = None) -> tuple[FragmentMap, ...]:
     """Each epilogue statement (over nest dimensions) as a map over ``fragment``'s elements: the
-    register-blocked loops at their values in ``combo``, C's element the fragment's, other
-    arrays read at the element's row and column (the tensorized m and n loops); at C's edge,
-    only the elements inside it."""
+    register-blocked loops at their values in ``combo``, the element of the array the registers
+    hold (``held``, the first statement's target unless given: C before another array's first
+    statement, that array after it) the fragment's, other arrays read at the element's row and
+    column (the tensorized m and n loops); at C's edge, only the elements inside it."""
     t = model.tensorize
     row, col = t.loops[0], t.loops[1]
     for name in (row, col):
@@ -114,14 +211,17 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
                             "elements by loops that count its rows and columns from 0 by 1")
     fixed = {name: Const(value) for name, value in combo.items()}
     maps = []
+    held = held or (statements[0].buffer if statements else "")
     for s in statements:
         s = in_loops(model, s)
 
-        def local(e: Expr, s=s) -> Expr:
-            if isinstance(e, Load) and e.buffer == s.buffer and e.index == s.index:
+        def local(e: Expr, s=s, held=held) -> Expr:
+            if isinstance(e, Load) and e.buffer == held and e.index == s.index:
                 value = Load(fragment, (ELEMENT,), accumulator)
                 return value if e.dtype is accumulator else Cast(value, e.dtype)
             return e
+
+        held = s.buffer
 
         value = substitute(map_expr(map_expr(s.value, local), _unrounded), fixed)
         if accumulator.is_float and value.dtype.is_float and value.dtype.size < accumulator.size:
@@ -135,4 +235,4 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
     return tuple(maps)
 
 
-__all__ = ["epilogue_maps", "epilogue_statements", "in_loops"]
+__all__ = ["check_held", "epilogue_maps", "epilogue_statements", "in_loops", "stored_array"]

@@ -80,7 +80,8 @@ def reduced_loops(model) -> tuple[str, ...]:
 
 
 def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL,
-         tensorized: bool = False, scratch: frozenset[str] = frozenset()) -> tuple[ThreadReduction, ...]:
+         tensorized: bool = False, scratch: frozenset[str] = frozenset(),
+         inside_parts: frozenset[str] = frozenset()) -> tuple[ThreadReduction, ...]:
     """The plan's reductions across threads, checked, one per statement (each with a partial of
     its own, named after ``base``), or none (no thread-bound loop is reduced, or a statement is no
     reduction: the race check then says why). ``enclosing``: serial loops around the whole
@@ -88,7 +89,8 @@ def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL,
     each of their iterations reduces anew. ``tensorized``: the model is a part of a fused
     schedule whose product is tensorized (the part itself says so only for the product).
     ``scratch``: the arrays whose SHARED caches are scratch tiles (``scratch.arrays`` of the whole
-    Model: a part alone cannot tell), which a reduction may write."""
+    Model: a part alone cannot tell), which a reduction may write; ``inside_parts``: those that
+    would be but for where their caches are filled (``scratch.inside_parts``)."""
     loops = reduced_loops(model)
     if not loops or model.fusion is not None:
         return ()
@@ -115,14 +117,16 @@ def find(model, enclosing: frozenset[str] = frozenset(), base: str = PARTIAL,
             raise PlanError(where, f"{store.buffer}'s {reduction(store)[0]} reads {read[0]}, which this nest "
                                    "reduces across threads: each thread would read a partial value. Reduce it in a "
                                    "nest before this one (acc.fuse runs them in turn)", loops=loops)
-        found.append(_checked(model, store, loops, enclosing, where, partial_name(base, number), scratch))
+        found.append(_checked(model, store, loops, enclosing, where, partial_name(base, number), scratch,
+                              inside_parts))
     return tuple(found)
 
 
 def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[str], where: str,
-             name: str, scratch: frozenset[str]) -> ThreadReduction:
+             name: str, scratch: frozenset[str], inside_parts: frozenset[str] = frozenset()) -> ThreadReduction:
     """The reduction of one of the nest's statements (its partial ``name``), refused where its
-    element moves with a serial loop, it is bool or it is cached (but in a scratch tile)."""
+    element moves with a serial loop, it is bool or it is cached (but in a scratch tile; the
+    refusal of one in ``inside_parts`` says where its cache must go to be one)."""
     op, _ = reduction(store)
     written = {v for i in store.index for v in Affine.of(i).variables()}
     serial = [lp.name for lp in model.loops if model.dims[lp.dim][0] in written and model.binding_of(lp.name) is None
@@ -134,7 +138,14 @@ def _checked(model, store: Store, loops: tuple[str, ...], enclosing: frozenset[s
     target = model.buffer(store.buffer).dtype
     if target is ScalarType.bool:
         raise PlanError(where, f"{store.buffer} is bool: reduce into a number type", loops=loops)
-    if store.buffer not in scratch and any(c.array == store.buffer for c in model.caches):
+    cache = next((c for c in model.caches if c.array == store.buffer), None)
+    if store.buffer not in scratch and cache is not None:
+        if store.buffer in inside_parts:
+            raise PlanError(where, f"{store.buffer} is a TEMP array each pass writes before it reads it, but its "
+                                   f"SHARED cache at {cache.index} is filled inside a fused part (no serial loop at or "
+                                   f"after {cache.index} comes before the fusing index), so it is no scratch tile: "
+                                   "cache it at a serial loop before the fusing index (split a block- or thread-bound "
+                                   "loop by 1 to make one there)", loops=(cache.index, *loops))
         raise PlanError(where, f"{store.buffer} is cached; its reduction across threads writes it once, from one "
                                "thread of a row: leave it uncached, or make it a TEMP array whose SHARED tile each "
                                "pass writes before it reads it (a scratch tile)", loops=loops)

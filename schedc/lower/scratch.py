@@ -32,6 +32,13 @@ def arrays(model) -> frozenset[str]:
     return frozenset(c.array for c in model.caches if tile(model, c))
 
 
+def inside_parts(model) -> frozenset[str]:
+    """The arrays the module's rule makes scratch whose SHARED caches are filled inside a fused
+    part, not around every part: no scratch tiles, for want of a serial loop at their index."""
+    return frozenset(c.array for c in model.caches if c.location is MemorySpace.SHARED
+                     and not around_parts(model, c.index) and scratch(model, c.array))
+
+
 def tile(model, cache) -> bool:
     """Whether a cache (a ``CacheSpec``) is a scratch tile: SHARED, filled around every part, of an
     array the module's rule makes scratch (the cache planner's ``SharedCache.scratch``)."""

@@ -127,6 +127,7 @@ def _match(model, facts: PolyFacts, target) -> TensorMatch:
             f"A is {operand_type.value} but B is {b_load.dtype.value}; the operands must have one type",
         )
     accumulator = fragment_type(model, c_buffer)
+    fused.check_held(model, here, (model.statements[0], *epilogue), accumulator)
     try:
         target.tensor_core_info.mode_for(operand_type, accumulator, t.mma_shape)
         family = family_for(target, operand_type, accumulator, t.mma_shape, t.instruction, placed=bool(epilogue))
@@ -236,11 +237,35 @@ def check_padding(model, tm: TensorMatch, zero_filled: set[str]) -> None:
     iteration = ", ".join(f"{n}={v}" for n, v in point.items())
     nest = "x".join(str(d) for _, d in model.dims)
     shapes = ", ".join(f"{x}{list(model.buffer(x).shape)}" for x in product)
-    raise PlanError(where(model), f"tensor cores compute whole {'x'.join(map(str, model.tensorize.mma_shape.mnk))} "
+    tile = "x".join(map(str, model.tensorize.mma_shape.mnk))
+    inside = [sum(point[lp.name] for lp in model.loops if lp.dim == d) for d in range(len(model.dims))]
+    if all(0 <= v < extent for v, (_, extent) in zip(inside, model.dims) if isinstance(extent, int)):
+        splits = _tile_splits(model)
+        raise PlanError(where(model), f"tensor cores compute whole {tile} tiles; iteration ({iteration}) of a whole "
+                                      f"tile lies inside the {nest} nest but past its split's tile{splits}: it would "
+                                      f"add {a} * {b} to {c} outside the split's own iterations. Split each "
+                                      f"dimension by a multiple of the {tile} tile (its k by the passes' k)",
+                                      loops=model.tensorize.loops)
+    raise PlanError(where(model), f"tensor cores compute whole {tile} "
                                   f"tiles; iteration ({iteration}) of a whole tile lies past the {nest} nest but "
                                   f"inside the arrays ({shapes}): it would add {a} * {b} to {c}. Cache the "
                                   "operands in shared memory (their copies fill zeros past the nest's edge), or "
                                   "split by sizes that divide the nest", loops=model.tensorize.loops)
+
+
+def _tile_splits(model) -> str:
+    """`` (jj takes 24 values, not a multiple of 16)``: the tensorized loops' outer loops whose
+    values are not whole tensor tiles, as the script split them."""
+    t = model.tensorize
+    m, n, k = t.mma_shape.mnk
+    found = []
+    for name, size in zip(t.loops, (m, n, k * t.passes)):
+        lp = model.loop(name)
+        outer = [o for o in model.loops if o.dim == lp.dim and o.step > lp.step and o.name != name]
+        parent = min(outer, key=lambda o: o.step, default=None)
+        if parent is not None and isinstance(parent.end, int) and (parent.end - parent.begin) % size:
+            found.append(f"{parent.name} takes {parent.end - parent.begin} values, not a multiple of {size}")
+    return f" ({'; '.join(found)})" if found else ""
 
 
 def _check_loops(model, facts: PolyFacts, here: str) -> None:
@@ -610,17 +635,30 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = F
 
 def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> list[Stmt]:
     """After the products: the epilogue op, a fused schedule's epilogue (``fused.epilogue_maps``),
-    the store; the first two at the tile's last product only."""
+    the store; the first two at the tile's last product only. Where the fused schedule goes on to
+    write another array at C's element, its statements follow C's store (none for a TEMP C, held
+    in registers alone) in the same registers, and that array is stored from them."""
     t = model.tensorize
     ops: list[Stmt] = []
     if t.epilogue_op is not MMAFragmentOp.NONE:
         ops.append(FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg))
     statements = fused.epilogue_statements(model, where(model))
-    ops += fused.epilogue_maps(model, statements, c, tm.accumulator_type, combo or {}, edge)
-    after: list[Stmt] = []
-    if ops:
-        after += ops if last is None else [If(last, tuple(ops), "epilogue: the tile's last product")]
-    after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
+    own = tuple(s for s in statements if s.buffer == tm.c.buffer)
+    ops += fused.epilogue_maps(model, own, c, tm.accumulator_type, combo or {}, edge, held=tm.c.buffer)
+
+    def at_last(stmts: list[Stmt]) -> list[Stmt]:
+        return stmts if last is None or not stmts else [If(last, tuple(stmts), "epilogue: the tile's last product")]
+
+    after = at_last(ops)
+    if model.buffer(tm.c.buffer).role != "temp" or last is not None:  # a TEMP C stored between passes too
+        after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
+    other = statements[len(own):]
+    if other:
+        target = dataclasses.replace(tm.c, buffer=other[0].buffer)
+        after += at_last([*fused.epilogue_maps(model, other, c, tm.accumulator_type, combo or {}, edge,
+                                               held=tm.c.buffer),
+                          FragmentStore(target.buffer, c_origin, c, target.row_stride, target.col_stride, edge,
+                                        _vector(model, tm, target, "accumulator", edge))])
     return after
 
 

@@ -442,7 +442,7 @@ def _function(added: _Added, observe: Callable | None, reuse: bool = True) -> Ho
         if added.parameters:  # the analysis refused one point of a grid: say which
             values = ", ".join(f"{k}={v}" for k, v in added.parameters.items())
             raise _located(e, f"{added.name} (parameters {values})") from None
-        raise
+        raise _located(e, added.name) from None  # a package's function refused at build: say which
 
 
 def _check_point(where: str, point: object) -> None:
@@ -513,8 +513,11 @@ def _check_args(where: str, args: tuple) -> None:
             )
     if len({id(a) for a in args}) != len(args):
         twice = next(a for a in args if sum(b is a for b in args) > 1)
-        raise PackageError(where, f"{'a run-time size' if isinstance(twice, Dimension) else 'an array'} appears twice "
-                                  "in args")
+        at = " and ".join(f"args[{n}]" for n, b in enumerate(args) if b is twice)
+        name = getattr(twice, "name", None)
+        kind = "run-time size" if isinstance(twice, Dimension) else "array"
+        raise PackageError(where, f"{at} are the same {kind}{f' {name}' if isinstance(name, str) and name else ''}: "
+                                  "each appears once in args")
 
 
 def name_arrays(where: str, plan: Plan, args: tuple[Array, ...], function: str = "") -> None:

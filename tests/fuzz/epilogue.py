@@ -3,7 +3,9 @@ plans sometimes ``partial=1``: over the rows alone, C's rows shared by the two n
 cores or SIMT (there, with k sometimes on THREAD_X: a reduction across threads, then the epilogue
 on the first thread):
 element-wise statements over C's element that add a bias by column or a scale by row, a residual
-``D[i, j]``, and apply math, in C's type; the fusing index "f" placed before the first loop of k.
+``D[i, j]``, and apply math, in C's type, the last sometimes writing another array at C's element
+(C's shape and layout; then sometimes one more statement scaling it); the fusing index "f" placed
+before the first loop of k.
 Integer products get integer forms (no math: schedc refuses math on integers)."""
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ def with_epilogue(rng: random.Random, program: Program) -> Program:
               "D": (extents[row.index], extents[col.index])}
     arrays = program.arrays + tuple(ArrayDecl(terms[key].array, "INPUT", c.dtype, shapes[key]) for key in terms
                                     if key in used)
+    if rng.random() < 0.3:  # the last statement writes another array at C's element, C's shape and layout
+        out = Ref("epilogue_out", target.subscripts)
+        statements[-1] = Statement(out, statements[-1].value)
+        if rng.random() < 0.3:  # and goes on from that array's element
+            statements.append(Statement(out, Bin("*", out, Const(0.5 if floating else 3))))
+        covered = all(extents[x.index] == size for x, size in zip(target.subscripts, c.shape))
+        arrays += (ArrayDecl(out.array, "OUTPUT" if covered else "INPUT_OUTPUT", c.dtype, c.shape, c.layout),)
     order, root = schedule_indices(program)
     order = list(program.order or order)
     if program.tensorize is None and _rows_fusable(program) and rng.random() < 0.4:

@@ -29,6 +29,9 @@ def features(p: Program) -> list[str]:
         found.append(f"fused epilogue of {len(p.epilogue)} statement(s)"
                      + (" over the rows alone (partial=1)" if p.rows_only else ""))
         found += sorted({f"acc.{n.name} (epilogue)" for s in p.epilogue for n in walk(s.value) if isinstance(n, Fn)})
+        target = p.statements[0].target.array
+        if any(s.target.array != target for s in p.epilogue):
+            found.append("fused epilogue writing another array at C's element")
     found += [f"{c.location} cache of {c.array} at {c.index}" + (f" ({c.pipeline})" if c.pipeline != "sync" else "")
               + (f" in {c.element_type}" if c.element_type else "") for c in p.caches]
     if p.persistent is not None:
@@ -88,6 +91,8 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"split-K"} if split_k(p) else set()
     found |= {"fused epilogue"} if p.epilogue else set()
     found |= {"fused over the rows alone"} if p.rows_only else set()
+    if p.epilogue and any(s.target.array != p.statements[0].target.array for s in p.epilogue):
+        found.add("fused epilogue writing another array" + (" (tensor cores)" if p.tensorize else ""))
     found |= {"split-K by TMA reductions"} if p.order_free else set()
     found |= {"run-time size"} if p.runtime else set()
     found |= {"reorder"} if p.order is not None else set()
