@@ -16,7 +16,7 @@ import pytest
 import schedc as acc
 from schedc.codegen.cuda import emit_source, without_runtime
 from schedc.errors import PlanError, ScheduleError
-from schedc.ir.kernel import FragmentMap, FragmentStore, Load, PrivateArray, Store, ThreadReduce
+from schedc.ir.kernel import FragmentMap, FragmentStore, Load, PrivateArray, Store, ThreadReduce, TmaStore
 from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
 from schedc.reference import reference
@@ -295,16 +295,21 @@ def test_tensor_epilogue_writes_another_array(mode, statements):
 @pytest.mark.parametrize("into", ["registers", "kept"])
 def test_wgmma_epilogue_writes_another_array(into):
     """The sample's GELU into Y on the Hopper plan: with C in registers alone Y leaves by TMA,
-    chunk by chunk beside its epilogue; with C kept, C leaves by TMA and Y after it."""
+    chunk by chunk beside its epilogue; with C kept, C leaves by TMA through its slots, then Y
+    through slots of its own, each chunk's statements beside its store."""
     plan, args = fused_gemm.gelu_matmul(256, 512, 128, blocks=3, into=into)
     model, fn = compile_function_plan(plan, args)
-    body = list(walk_statements(fn.kernels[-1].body))
+    kernel = fn.kernels[-1]
+    body = list(walk_statements(kernel.body))
     maps = [s for s in body if isinstance(s, FragmentMap)]
-    names = [a.name for a in fn.kernels[-1].buffers]
+    names = [a.name for a in kernel.buffers]
+    y = args[-1].name
+    stored = [s.tensor_map for s in body if isinstance(s, TmaStore)]
+    assert all(m.columns is not None for m in maps)  # chunk by chunk, beside the stores
     if into == "registers":
-        assert "C" not in names and all(m.columns is not None for m in maps)  # Y's chunks, as C's would be
+        assert "C" not in names and set(stored) == {f"{y}_map"}
     else:
-        assert "C" in names and any(m.columns is None for m in maps)  # Y's statements after C's store
+        assert "C" in names and stored.index(f"{y}_map") > max(n for n, m in enumerate(stored) if m == "C_map")
     _passed(emulate_function(model, fn, 2, seed=6))
     nvrtc_compile(emit_source([fn], "// fused into Y"), "fused", "sm_90a")
 

@@ -7,6 +7,10 @@ at its named barrier, and one of its threads stores the slot as a TMA box while 
 goes on; a slot is rewritten once the store before last has read it. C, where the plan reads it,
 is then loaded by the threads from global memory before the products.
 
+Where a fused epilogue goes on to write another array at C's element (``fused``), that array's
+tiles leave the same way through two slots of their own (``TmaOutput.then``), after C's: each
+chunk's statements of the other array run in the registers once C's chunks are stored.
+
 Loaded too (``loads``): the warpgroup's tile of C passes in chunks through ``slots`` slots (its
 whole tile where it fits, else the most that divide its chunks), chunk ``j`` in slot
 ``j % slots``, each slot with its own ``<C>_full`` mbarrier. At a tile's start one thread of each
@@ -78,6 +82,8 @@ class TmaOutput:
     loads: bool = False
     barrier: SharedBuffer | None = None  # loads: one mbarrier per slot of each consumer warpgroup
     adds: bool = False  # the stores add into C (TMA reductions: split_k(deterministic=False))
+    # the other array a fused epilogue writes after C, through slots of its own (stores only)
+    then: TmaOutput | None = None
 
     @property
     def slots(self) -> int:
@@ -85,7 +91,13 @@ class TmaOutput:
 
     @property
     def shared(self) -> tuple[SharedBuffer, ...]:
-        return (self.buffer, *((self.barrier,) if self.barrier is not None else ()))
+        return (self.buffer, *((self.barrier,) if self.barrier is not None else ()),
+                *(self.then.shared if self.then is not None else ()))
+
+    @property
+    def maps(self) -> tuple[StructParam, ...]:
+        """The tensor maps of the arrays that leave by TMA."""
+        return (self.map, *(self.then.maps if self.then is not None else ()))
 
     @property
     def box_bytes(self) -> int:
@@ -110,11 +122,23 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     c = tiles.c
     if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
         return None
+    target = fused.stored_array(model, c.buffer)
     if model.buffer(c.buffer).role == "temp":  # held in registers alone: the epilogue's other array leaves
-        target = fused.stored_array(model, c.buffer)
         if target is None:
             return None
         c = dataclasses.replace(c, buffer=target)
+    output = _planned(model, tiles, c, launch, ring, outer, tiles_per_group)
+    if output is None or target in (None, c.buffer) or output.loads or output.adds:
+        return output
+    then = _planned(model, tiles, dataclasses.replace(c, buffer=target), launch, (*ring, *output.shared), outer,
+                    tiles_per_group, stores_only=True)
+    return dataclasses.replace(output, then=then) if then is not None else output
+
+
+def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch, ring: tuple[SharedBuffer, ...],
+             outer: tuple[str, ...], tiles_per_group: int, stores_only: bool = False) -> TmaOutput | None:
+    """``plan_output`` for the tiles of the array ``c`` names (C, or the array an epilogue writes
+    at C's element); ``stores_only``: never loaded."""
     array = model.buffer(c.buffer)
     size = array.dtype.size
     if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
@@ -143,7 +167,7 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     if adds:
         two = staging(2)
         return TmaOutput(c.buffer, two, tmap, chunk, adds=True) if array.dtype in REDUCIBLE and fits(two) else None
-    if model.tensorize.prologue_op is MMAFragmentOp.NONE:
+    if model.tensorize.prologue_op is MMAFragmentOp.NONE and not stores_only:
         chunks = tiles_per_group * n // chunk
         for slots in sorted((d for d in range(min(2, chunks), chunks + 1) if chunks % d == 0), reverse=True):
             staged = staging(slots)
@@ -159,26 +183,28 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
     once the store before last has read it, the warpgroup writes it and fences it for the
     async proxy, its issuing thread stores it. A fused epilogue runs chunk by chunk before each
     chunk's store, so that its math overlaps the stores of the chunks before."""
+    outputs = {o.array: o for o in (out, out.then) if o is not None}
     maps = _chunked_maps(after, out)
     moved = {id(m) for ms in maps.values() for m in ms}
     result: list[Stmt] = []
-    j = 0
+    j = 0  # the tile's chunks stored so far (all arrays: their bulk groups are the issuer's one sequence)
     for s in after:
         if id(s) in moved:
             continue
-        if not (isinstance(s, FragmentStore) and s.buffer == out.array):
+        if not (isinstance(s, FragmentStore) and s.buffer in outputs):
             result.append(s)
             continue
-        for first in range(0, n, out.chunk):
-            slot = (GROUP, Const(j % 2), Const(0), Const(0))
+        o = outputs[s.buffer]
+        for number, first in enumerate(range(0, n, o.chunk)):
+            slot = (GROUP, Const(number % 2), Const(0), Const(0))
             result += [
-                *(dataclasses.replace(m, columns=(first, first + out.chunk)) for m in maps.get(s.fragment, ())),
+                *(dataclasses.replace(m, columns=(first, first + o.chunk)) for m in maps.get((s.fragment, o.array), ())),
                 If(ISSUER, (BulkWait(0 if j == 0 else 1, True,
                                      "the slot is free: the store before last has read it"),)),
                 NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's slot is free"),
-                FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector,
-                              columns=(first, first + out.chunk)),
-                *_store_chunk(out, s, slot, first),
+                FragmentStore(o.buffer.name, slot, s.fragment, o.chunk, 1, vector=s.vector,
+                              columns=(first, first + o.chunk)),
+                *_store_chunk(o, s, slot, first),
             ]
             j += 1
     return tuple(result)
@@ -231,7 +257,7 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
                          columns=columns),
             FragmentAdd(s.fragment, source, columns),
             *((FragmentApply(apply.fragment, apply.op, apply.arg, columns),) if apply is not None else ()),
-            *(dataclasses.replace(m, columns=columns) for m in maps.get(s.fragment, ())),
+            *(dataclasses.replace(m, columns=columns) for m in maps.get((s.fragment, out.array), ())),
             FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector, columns=columns),
             *_store_chunk(out, s, slot, first, refill),
         ]
@@ -239,18 +265,22 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
     return tuple(setup), (*epilogue, *rest)
 
 
-def _chunked_maps(after: tuple[Stmt, ...], out: TmaOutput) -> dict[str, list[FragmentMap]]:
-    """A fused epilogue's maps on each fragment stored into ``out``'s array, computed chunk by
-    chunk beside the stores: those before the fragment's store (the ones after it compute another
-    array's element in the same registers, once the store has taken C's)."""
-    stored = {s.fragment for s in after if isinstance(s, FragmentStore) and s.buffer == out.array}
-    maps: dict[str, list[FragmentMap]] = {}
-    done: set[str] = set()
+def _chunked_maps(after: tuple[Stmt, ...], out: TmaOutput) -> dict[tuple[str, str], list[FragmentMap]]:
+    """A fused epilogue's maps, by (fragment, the array its next store fills), computed chunk by
+    chunk beside that array's TMA stores: those before the fragment's store into ``out``'s array,
+    and (``out.then``) those between it and the store of the epilogue's other array, which compute
+    that array's element in the same registers once C's store has taken C's. Maps before a store
+    the threads make themselves stay whole."""
+    leaving = {o.array for o in (out, out.then) if o is not None}
+    maps: dict[tuple[str, str], list[FragmentMap]] = {}
+    pending: dict[str, list[FragmentMap]] = {}
     for s in after:
-        if isinstance(s, FragmentStore) and s.buffer == out.array:
-            done.add(s.fragment)
-        elif isinstance(s, FragmentMap) and s.fragment in stored - done and s.columns is None:
-            maps.setdefault(s.fragment, []).append(s)
+        if isinstance(s, FragmentStore) and s.buffer in leaving:
+            maps.setdefault((s.fragment, s.buffer), []).extend(pending.pop(s.fragment, []))
+        elif isinstance(s, FragmentStore):
+            pending.pop(s.fragment, None)
+        elif isinstance(s, FragmentMap) and s.columns is None:
+            pending.setdefault(s.fragment, []).append(s)
     return maps
 
 

@@ -387,7 +387,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
     buffers = (*(c.buffer for c in caches), full, empty, *_turns(launch.teams),
                *(output.shared if output is not None else ()))
-    values = (*(c.map for c in caches), *((output.map,) if output is not None else ()))
+    values = (*(c.map for c in caches), *(output.maps if output is not None else ()))
     return assemble(model, launch, body, buffers, values, block=(threads, 1, 1))
 
 
