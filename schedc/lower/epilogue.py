@@ -198,7 +198,8 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
         for number, first in enumerate(range(0, n, o.chunk)):
             slot = (GROUP, Const(number % 2), Const(0), Const(0))
             result += [
-                *(dataclasses.replace(m, columns=(first, first + o.chunk)) for m in maps.get((s.fragment, o.array), ())),
+                *(dataclasses.replace(m, columns=(first, first + o.chunk))
+                  for m in maps.get((s.fragment, o.array), ())),
                 If(ISSUER, (BulkWait(0 if j == 0 else 1, True,
                                      "the slot is free: the store before last has read it"),)),
                 NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's slot is free"),
