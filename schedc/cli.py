@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__
-from .codegen.cuda import without_runtime
+from .codegen.cuda import emit_source, without_runtime
 from .errors import SchedcError
 from .lower import pass_names
 
@@ -42,7 +42,25 @@ def _run_script(script: str, show_only: bool, output_dir: str | None = None, **o
             run_script(path)
     except SchedcError as e:
         _fail(str(e) + (f"\n{e.detail}" if e.detail else ""))
+    except Exception as e:  # noqa: BLE001 (the script's own error: its frames alone)
+        _script_failed(script, e)
     return built
+
+
+def _script_failed(script: str, error: Exception) -> None:
+    """An exception the script raised itself (its innermost frame outside schedc): its traceback
+    without the frames of schedc, click and runpy that ran it. One raised inside schedc (a bug)
+    keeps its whole traceback."""
+    import traceback
+
+    inside = Path(__file__).resolve().parent
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [f for f in frames if inside not in Path(f.filename).resolve().parents
+            and not f.filename.endswith(("runpy.py", "<frozen runpy>")) and "click" not in Path(f.filename).parts]
+    if not frames or not mine or frames[-1] is not mine[-1]:
+        raise error
+    text = "".join(traceback.format_list(mine)) + "".join(traceback.format_exception_only(error))
+    _fail(f"{script} raised {type(error).__name__}:\nTraceback (the script's frames):\n{text.rstrip()}")
 
 
 def _load(package: str):
@@ -101,7 +119,7 @@ def build(script: str, output_dir: str | None, verify_ir: bool) -> None:
         _fail(f"{script} built no package (does it call Package.build?)")
     for hat_path in built.built:
         name = hat_path.stem
-        files = sorted(p.name for p in hat_path.parent.iterdir() if p.name.startswith((name, f"lib{name}")))
+        files = sorted(p.name for p in hat_path.parent.iterdir() if p.name.split(".")[0] in (name, f"lib{name}"))
         click.echo(f"built {hat_path}  ({', '.join(files)})")
 
 
@@ -126,13 +144,17 @@ def show(script: str, function: str | None, no_source: bool, after: str | None, 
 
     built = _run_script(script, show_only=True, observe=observe if after else None, verify_ir=verify_ir)
     shown = [s for s in built.shown if function is None or s[1].function == function]
+    shown += [(package, model, fn, None) for package, model, fn in _unbuilt(built)
+              if function is None or model.function == function]
     if not shown:
         _fail(f"{script} adds no function{' ' + function if function else ''} to a package")
     sources = {}
-    for package, model, function, source in shown:
+    for package, model, fn, source in shown:
         click.echo(f"== {package}.{model.function} for {model.gpu.name} (sm_{model.gpu.sm})")
         click.echo(views.loop_nest(model))
-        click.echo(views.launches(model, function) + "\n")
+        click.echo(views.launches(model, fn) + "\n")
+        if source is None or function is not None:  # unbuilt, or the one function asked for: its own kernels
+            package, source = f"{package}.{model.function}", emit_source([fn], f"// {model.function}")
         sources[package] = source
     if not no_source:
         for package, source in sources.items():
@@ -158,6 +180,8 @@ def check(script: str, verify_ir: bool) -> None:
             run_script(path)
     except SchedcError as e:
         _check_failed(e)
+    except Exception as e:  # noqa: BLE001 (the script's own error: its frames alone)
+        _script_failed(script, e)
     checked = [(package, model, function) for package, model, function, _ in built.shown] + _unbuilt(built)
     if not checked:
         _fail(f"{script} adds no function to a package")
@@ -226,7 +250,8 @@ def _run_options(command):
     command = _SIZES(command)
     command = click.option("--tolerance", type=click.FloatRange(min=0.0), default=None,
                            help="Relative error allowed, at least 0 (default: by type).")(command)
-    command = click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")(command)
+    command = click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                           help="Random input seed.")(command)
     return click.option("--function", "function", default=None, help="Only this function.")(command)
 
 
@@ -379,8 +404,9 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
         chosen = _choose_blocks(kernel.grid, blocks, kernel.persistent is not None)
         _echo_choice(fn.name + shown, chosen, kernel)
         scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
-        ok &= _report(f"emulated {fn.name}{shown} ({scope})", lambda m=model, f=kernels, chosen=chosen: _emulate_one(
-            m, f, chosen, seed, tolerance or pkg.tolerance))
+        limit = pkg.tolerance if tolerance is None else tolerance
+        ok &= _report(f"emulated {fn.name}{shown} ({scope})", lambda m=model, f=kernels, chosen=chosen, limit=limit:
+                      _emulate_one(m, f, chosen, seed, limit))
     sys.exit(0 if ok else 1)
 
 
@@ -412,7 +438,8 @@ def verify(package: str, function: str | None, seed: int, tolerance, sizes) -> N
     for fn in _functions(pkg, function):
         _, _, values, shown = _at_sizes(fn, sizes)
         ok &= _report(f"verified {fn.name}{shown} on the GPU",
-                      lambda fn=fn, values=values: run_function(fn, seed, tolerance or pkg.tolerance, values or None))
+                      lambda fn=fn, values=values: run_function(
+                          fn, seed, pkg.tolerance if tolerance is None else tolerance, values or None))
     sys.exit(0 if ok else 1)
 
 
@@ -429,7 +456,8 @@ def verify(package: str, function: str | None, seed: int, tolerance, sizes) -> N
 @click.option("--time-in-ms", is_flag=True, help="Report milliseconds instead of seconds.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Append results to this CSV file.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random input seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Random input seed.")
 @_SIZES
 def bench(package, function, compare_with, min_time, batch_size, min_iterations, time_in_ms, csv_path,
           seed, sizes) -> None:
@@ -553,7 +581,8 @@ class _Gpus(click.ParamType):
 @click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False),
               help="Write a PNG of every timed point's time, coloured by each parameter.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Points listed per shape.")
-@click.option("--seed", type=int, default=0, show_default=True, help="The sampler's and the inputs' seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The sampler's and the inputs' seed.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--dry-run", is_flag=True, help="Check every point and count the refusals by cause; build and time "
                                               "nothing (no GPU needed).")
@@ -621,7 +650,12 @@ def _tune_table(db_path, script, show: bool, csv_path, json_path) -> None:
 def _tune_rows(db_path, script, show: bool, csv_path, json_path) -> None:
     from .tuning import db
 
-    database = db.Database(db_path or db.default_path())
+    where = Path(db_path or db.default_path())
+    if not where.is_file():  # reading: a database that is not there is not made
+        _fail(f"--db {where}: no results database there (schedc tune SCRIPT makes one)")
+    if script is not None and not Path(script).is_file():
+        _fail(f"{script}: no such script")
+    database = db.Database(where)
     path = str(Path(script).resolve()) if script else None
     if csv_path:
         click.echo(f"wrote {database.export(csv_path, path)} measurements to {csv_path}")

@@ -320,3 +320,78 @@ def test_a_package_given_for_a_script_and_a_negative_tolerance_are_refused(built
         in result.output and "Traceback" not in result.output
     result = CliRunner().invoke(main, ["emulate", hat, "--tolerance", "-1"])
     assert result.exit_code != 0 and "-1.0 is not in the range x>=0.0" in result.output
+
+
+def test_a_zero_tolerance_is_kept_and_a_negative_seed_refused(small):
+    result = CliRunner().invoke(main, ["emulate", str(small), "--function", "one", "--tolerance", "0"])
+    assert "(tolerance 0.0e+00)" in result.output
+    result = CliRunner().invoke(main, ["emulate", str(small), "--seed", "-1"])
+    assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output and "Traceback" not in result.output
+
+
+def test_a_scripts_own_error_shows_its_frames_alone(tmp_path):
+    script = tmp_path / "raises.py"
+    script.write_text("def f():\n    raise ValueError('boom')\n\n\nf()\n")
+    for command in ("build", "check", "show"):
+        result = CliRunner().invoke(main, [command, str(script)])
+        assert result.exit_code == 1, result.output
+        assert f"error: {script} raised ValueError:" in result.output and "raise ValueError('boom')" in result.output
+        assert "ValueError: boom" in result.output and "runpy" not in result.output and "click" not in result.output
+
+
+def test_a_script_that_exits_ends_there(tmp_path):
+    """sys.exit() (status 0) after building: the build is reported; another status is an error."""
+    script = tmp_path / "exits.py"
+    script.write_text(SMALL + 'package.build("small")\nimport sys\nsys.exit(0)\n')
+    result = CliRunner().invoke(main, ["build", str(script), "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0 and "built " in result.output, result.output
+    script.write_text("import sys\nsys.exit(3)\n")
+    result = CliRunner().invoke(main, ["build", str(script)])
+    assert result.exit_code == 1 and result.output.strip() == f"error: {script}: the script exited with status 3"
+
+
+def test_show_function_prints_that_functions_kernels_alone(tmp_path):
+    script = tmp_path / "small.py"
+    script.write_text(SMALL + 'package.build("small")\n')
+    result = CliRunner().invoke(main, ["show", str(script), "--function", "one"])
+    assert result.exit_code == 0, result.output
+    assert "one__gpu__(" in result.output and "edges__gpu__(" not in result.output
+    script.write_text(SMALL)  # added, never built: shown as check shows it
+    result = CliRunner().invoke(main, ["show", str(script)])
+    assert result.exit_code == 0 and "== (unbuilt).edges for NVIDIA H100" in result.output, result.output
+
+
+def test_build_lists_each_packages_own_files_and_refuses_two_of_a_name(tmp_path):
+    script = tmp_path / "two.py"
+    script.write_text(SMALL + 'package.build("v")\npackage.build("vv")\n')
+    result = CliRunner().invoke(main, ["build", str(script), "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("built") and "/v.hat" in x)
+    assert "vv" not in line and "v.cu" in line
+    script.write_text(SMALL + 'package.build("v", output_dir="a")\npackage.build("v", output_dir="b")\n')
+    result = CliRunner().invoke(main, ["build", str(script), "--output-dir", str(tmp_path / "same")])
+    assert result.exit_code == 1 and "a package v is already built into" in result.output
+
+
+def test_a_function_refused_at_build_is_named(tmp_path):
+    """Two functions, the second's THREAD_X of 40 threads refused when the package is built (not
+    when added): the error names it."""
+    script = tmp_path / "rows.py"
+    script.write_text(
+        "import schedc as acc\n"
+        "H = acc.Target(acc.Target.Model.NVIDIA_H100)\n"
+        "def rows(N, lanes):\n"
+        "    X = acc.Array(role=acc.Role.INPUT, shape=(4, N))\n"
+        "    S = acc.Array(role=acc.Role.INPUT_OUTPUT, shape=(4,))\n"
+        "    n = acc.Nest(4, N); i, j = n.get_indices()\n"
+        "    n.iteration_logic(lambda: S.__setitem__(i, S[i] + X[i, j]))\n"
+        "    s = n.create_schedule(); jj = s.split(j, lanes)\n"
+        "    plan = s.create_plan(H); plan.bind({i: H.GridUnit.BLOCK_X, jj: H.GridUnit.THREAD_X})\n"
+        "    return plan, (X, S)\n"
+        "pkg = acc.Package()\n"
+        "pkg.add(*rows(1000, 64), base_name='good')\n"
+        "pkg.add(*rows(40, 64), base_name='bad')\n"
+        "pkg.build('rows')\n")
+    result = CliRunner().invoke(main, ["build", str(script), "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output.startswith("error: bad: a reduction across threads (jj): THREAD_X "
+                                                              "has 40 threads"), result.output

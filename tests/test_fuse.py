@@ -97,6 +97,16 @@ def test_fuse_refuses(call, message):
         call(product.create_schedule(), epilogue.create_schedule())
 
 
+def test_a_parameter_in_a_fused_schedule_is_refused_as_such():
+    product, epilogue, _ = _nests()
+    P = acc.create_parameters()
+    s = acc.fuse((product.create_schedule(), epilogue.create_schedule()), partial=2)
+    f, i, j, k = s.get_indices()
+    with pytest.raises(ScheduleError, match=r"split\(i, P\): a fused schedule takes no parameters: give the split a "
+                                            "number"):
+        s.split(i, P)
+
+
 def test_fuse_refuses_split_schedules_and_unequal_extents():
     product, epilogue, _ = _nests()
     s0 = product.create_schedule()
@@ -366,6 +376,51 @@ def _d_alone(C, D, E, x, y):
 def test_tensor_epilogue_into_another_array_refusals(body, match, layout):
     """Each arrangement the registers cannot hold, refused with what to write instead."""
     _refused_into(body, match, layout)
+
+
+def _scaled_into(dtype, M=64, N=64, K=32):
+    """C (float32) += A @ B, then ``Y = cast(C * 1000, dtype)`` and ``Y = cast(Y * 0.001, dtype)``
+    (for integers: one statement ``Y = cast(C, dtype)``), on mma.sync warps; (plan, args)."""
+    nest, (A, B, C) = matmul_arrays(M, N, K, T.float16, T.float32, c_role=acc.Role.OUTPUT)
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N))
+    after = acc.Nest(M, N)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        if dtype.is_float:
+            Y[x, y] = acc.cast(C[x, y] * 1000.0, dtype)
+            Y[x, y] = acc.cast(Y[x, y] * 0.001, dtype)
+        else:
+            Y[x, y] = acc.cast(C[x, y], dtype)
+
+    return _warp_tiled(nest, after, fragment=C, prologue_op=acc.MMAFragmentOp.SET), (A, B, C, Y)
+
+
+@pytest.mark.parametrize("dtype", [T.float8_e4m3, T.float16, T.int8])
+def test_another_arrays_result_is_held_as_its_type_between_statements(dtype):
+    """Y = cast(C * 1000, e4m3) saturates at 448 before the next statement scales it back, as the
+    nest's order has it (the registers held the unrounded float32 value before: 1000 times C, not
+    448); an int8 Y from float32 registers passes the IR check (each element converted)."""
+    plan, args = _scaled_into(dtype)
+    model, fn = compile_function_plan(plan, args)
+    reports = emulate_function(model, fn, None, seed=2)
+    _passed(reports)
+    if dtype is T.float8_e4m3:
+        assert next(r for r in reports if r.array == "Y").relative_error == 0.0
+
+
+def test_ping_pong_teams_with_c_read_write_another_array_from_every_part():
+    """Each team's tile is two 64-row parts; with C read by TMA, the other array's statements and
+    store follow each part's C (they were dropped for all but the last part)."""
+    F16 = T.float16
+    bias = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(512,))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=F16, shape=(256, 512))
+    plan, args = fused_gemm.fused_matmul(256, 512, 128, lambda c, i, j: acc.tanh(c), (bias,), F16, accumulate=True,
+                                         into=Y, blocks=3, group=2, before=lambda c, i, j: c + bias[j],
+                                         **fused_gemm.PING_PONG)
+    model, fn = compile_function_plan(plan, args)
+    _passed(emulate_function(model, fn, None, seed=3))
 
 
 def test_each_output_of_a_fused_tensor_plan_is_checked_with_its_own_types():

@@ -74,6 +74,8 @@ def test_hatlib_reads_the_hat_file(packages, sample):
         assert [list(a.shape) for a in fn.arguments] == [list(b.shape) for b in loaded.kernel.params]
         assert f"int {name}(" in hat.declaration.code
     assert hat.target.required.gpu.instruction_set_version == "sm_90"
+    shared = max(f.kernel.dynamic_shared_bytes for f in package.functions.values())
+    assert hat.target.required.gpu.min_shared_memory_KB == -(-shared // 1024)  # what the largest block needs
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler")
@@ -276,6 +278,26 @@ def test_library_formats_need_nvcc(tmp_path, monkeypatch):
         with pytest.raises(PackageError, match="needs nvcc, which is not installed"):
             _small_package().build("small", format=format, output_dir=tmp_path)
     assert _small_package().build("small", format=schedc.Package.Format.DEFAULT, output_dir=tmp_path).exists()
+
+
+def test_a_build_that_fails_leaves_the_package_as_it_was(tmp_path, monkeypatch):
+    """The package built, then again for another size where the library cannot be made: every
+    file is still the first build's (no new kernel beside the old description), and no staging
+    folder is left."""
+    from schedc.package import compile as compilers
+
+    from .plans import vector_add
+
+    first = schedc.Package()
+    first.add(*vector_add(64), base_name="v")
+    path = first.build("v", output_dir=tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(compilers, "find_nvcc", lambda: None)
+    second = schedc.Package()
+    second.add(*vector_add(128), base_name="v")
+    with pytest.raises(PackageError, match=r"Package.build\('v', format=HAT_STATIC\): needs nvcc"):
+        second.build("v", format=schedc.Package.Format.HAT_STATIC, output_dir=tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before and path.exists()
 
 
 def test_an_output_dir_that_cannot_be_made_is_named(tmp_path):

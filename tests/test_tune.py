@@ -273,6 +273,9 @@ def test_the_command_line_tunes_shows_and_exports(tmp_path, monkeypatch):
     assert exported.exit_code == 0 and len(rows) == 14 and rows[0]["status"] == "timed"
     bad = CliRunner().invoke(main, ["tune", str(script), "--gpus", "0,0"])
     assert bad.exit_code == 2 and "distinct GPU ordinals" in bad.output
+    missing = tmp_path / "no" / "such.sqlite"  # reading a database never makes one
+    bad = CliRunner().invoke(main, ["tune", "--show", "--db", str(missing)])
+    assert bad.exit_code == 1 and "no results database there" in bad.output and not missing.parent.exists()
 
 
 @pytest.mark.gpu

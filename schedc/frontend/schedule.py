@@ -157,6 +157,9 @@ class Schedule:
         """
         where = f"split({_name(index)}, {size!r})"
         piece = self._resolve(where, index)
+        if has_parameter(size):  # a schedule recording its steps takes the placeholder path: a fused one does not
+            raise ScheduleError(where, "a fused schedule takes no parameters: give the split a number (build one "
+                                       "package function a value, in a loop over them)")
         if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
             raise ScheduleError(where, "factor must be a positive integer")
         size = int(size)

@@ -220,8 +220,8 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
     stores = [s for s in after if isinstance(s, FragmentStore) and s.buffer == out.array]
     applies = {s.fragment: s for s in after if isinstance(s, FragmentApply)}
     maps = _chunked_maps(after, out)
-    last_store = max(n for n, s in enumerate(after) if isinstance(s, FragmentStore) and s.buffer == out.array)
-    rest = after[last_store + 1:]  # another array's epilogue and store, after C's
+    used = {id(m) for ms in maps.values() for m in ms} | {id(s) for s in (*stores, *applies.values())}
+    rest = [s for s in after if id(s) not in used]  # each part's epilogue of another array and its store, after C's
     parts = [(s, first) for s in stores for first in range(0, n, out.chunk)]  # chunk j: parts[j]
     slots, fills = out.slots, len(parts) // out.slots  # each slot is filled ``fills`` times a tile
     source = f"{out.array}_in"

@@ -6,7 +6,8 @@ They run in the accumulator registers after the tile's last product, before its 
 statement is a ``FragmentMap`` over the thread's elements of the fragment, C's element read and
 written in place, the other arrays read at the element's row and column. The statements compute
 in the accumulator's type (a 16-bit float C's in float32, its other operands converted up, as
-``widened`` does), and the result is rounded to C's type once, when C is stored. Before → after,
+``widened`` does); a result a later statement reads is rounded to its array's type first, and the
+last is rounded when it is stored. Before → after,
 for ``C = tanh(C + bias[j])`` on a 16x16 tile::
 
     C[i+ii+iii, j+jj+jjj] = tanh(C[..] + bias[j+jj+jjj])     for elem in the lane's elements:
@@ -195,12 +196,15 @@ def _unrounded(e: Expr) -> Expr:
 
 def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulator: ScalarType,
                   combo: dict[str, int], edge: TileEdge | None, columns: tuple[int, int] | None = None,
-                  held: str | None = None) -> tuple[FragmentMap, ...]:
+                  held: str | None = None, then: bool = False) -> tuple[FragmentMap, ...]:
     """Each epilogue statement (over nest dimensions) as a map over ``fragment``'s elements: the
     register-blocked loops at their values in ``combo``, the element of the array the registers
     hold (``held``, the first statement's target unless given: C before another array's first
     statement, that array after it) the fragment's, other arrays read at the element's row and
-    column (the tensorized m and n loops); at C's edge, only the elements inside it."""
+    column (the tensorized m and n loops); at C's edge, only the elements inside it. A result a
+    later statement reads (``then``: statements follow these) is held as its array holds it: rounded
+    to the array's type (saturated, for 8-bit floats), as the nest's order has it; the last is
+    rounded where it is stored."""
     t = model.tensorize
     row, col = t.loops[0], t.loops[1]
     for name in (row, col):
@@ -212,8 +216,9 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
     fixed = {name: Const(value) for name, value in combo.items()}
     maps = []
     held = held or (statements[0].buffer if statements else "")
-    for s in statements:
+    for number, s in enumerate(statements):
         s = in_loops(model, s)
+        read_later = then or number < len(statements) - 1
 
         def local(e: Expr, s=s, held=held) -> Expr:
             if isinstance(e, Load) and e.buffer == held and e.index == s.index:
@@ -225,7 +230,10 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
 
         value = substitute(map_expr(map_expr(s.value, local), _unrounded), fixed)
         if accumulator.is_float and value.dtype.is_float and value.dtype.size < accumulator.size:
-            value = widened(value, accumulator)  # 16-bit C: computed in float32, rounded once when stored
+            value = widened(value, accumulator)  # 16-bit C: computed in float32, rounded when stored
+        stored = model.buffer(s.buffer).dtype
+        if read_later and stored is not accumulator and stored.is_float and accumulator.is_float:
+            value = Cast(Cast(value, stored), accumulator)  # as the array holds it, for the statements after
         body: tuple[Stmt, ...] = (Store(fragment, (ELEMENT,), value if value.dtype is accumulator
                                         else Cast(value, accumulator)),)
         if edge is not None:

@@ -644,7 +644,9 @@ def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> li
         ops.append(FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg))
     statements = fused.epilogue_statements(model, where(model))
     own = tuple(s for s in statements if s.buffer == tm.c.buffer)
-    ops += fused.epilogue_maps(model, own, c, tm.accumulator_type, combo or {}, edge, held=tm.c.buffer)
+    other = statements[len(own):]
+    ops += fused.epilogue_maps(model, own, c, tm.accumulator_type, combo or {}, edge, held=tm.c.buffer,
+                               then=bool(other))
 
     def at_last(stmts: list[Stmt]) -> list[Stmt]:
         return stmts if last is None or not stmts else [If(last, tuple(stmts), "epilogue: the tile's last product")]
@@ -652,7 +654,6 @@ def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> li
     after = at_last(ops)
     if model.buffer(tm.c.buffer).role != "temp" or last is not None:  # a TEMP C stored between passes too
         after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
-    other = statements[len(own):]
     if other:
         target = dataclasses.replace(tm.c, buffer=other[0].buffer)
         after += at_last([*fused.epilogue_maps(model, other, c, tm.accumulator_type, combo or {}, edge,

@@ -748,13 +748,15 @@ class _Checker:
 
     @staticmethod
     def converts(frag: Fragment, spec, edge) -> bool:
-        """An accumulator of another floating-point type than its array (element_type) moves
-        element by element (families with lane layouts) or through the staging scratch (wmma)."""
-        if frag.use != "accumulator" or not (frag.dtype.is_float and spec.dtype.is_float):
+        """An accumulator of another type than its array moves element by element (families with
+        lane layouts: each element converted, a fused epilogue's integer array too) or, between
+        floating-point types, through the staging scratch (wmma)."""
+        if frag.use != "accumulator":
             return False
         family = FAMILIES.get(frag.family)
         by_elements = family is not None and (family.layouts is not None or family.issued_by == "warpgroup")
-        return by_elements or (edge is not None and edge.staged)
+        floats = frag.dtype.is_float and spec.dtype.is_float
+        return by_elements or (floats and edge is not None and edge.staged)
 
     def unswizzled(self, name: str, buffer, where: str) -> None:
         if getattr(buffer, "swizzle", 0):

@@ -15,6 +15,9 @@ import dataclasses
 import enum
 import hashlib
 import json
+import math
+import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -149,7 +152,8 @@ _SESSION: contextvars.ContextVar[BuildSession | None] = contextvars.ContextVar("
 
 def run_script(path: Path) -> None:
     """Run the schedule script at ``path`` as ``python SCRIPT`` would: as ``__main__``, its folder
-    importable, ``sys.argv`` the script alone (not the schedc command that runs it)."""
+    importable, ``sys.argv`` the script alone (not the schedc command that runs it). A script
+    that calls ``sys.exit()`` (status 0) ends there; another status is a PackageError."""
     import runpy
     import sys
 
@@ -161,6 +165,9 @@ def run_script(path: Path) -> None:
     sys.path.insert(0, folder)
     try:
         runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as e:  # the script ended itself: what it built so far is reported, unless it failed
+        if e.code not in (None, 0):
+            raise PackageError(str(path), f"the script exited with status {e.code}") from None
     finally:
         sys.argv = argv
         if folder in sys.path:  # (the script may have taken it out itself)
@@ -384,6 +391,10 @@ class Package:
             raise PackageError(where, "the package has no functions; call add() first")
         if not isinstance(format, Format) or not isinstance(mode, Mode):
             raise PackageError(where, "format must be Package.Format and mode Package.Mode")
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, int | float)
+                                      or not math.isfinite(tolerance) or tolerance < 0):
+            raise PackageError(where, f"tolerance={tolerance!r}: a relative error bound is a finite number >= 0 "
+                                      "(None: by the types the functions compute in)")
         if Format.DYNAMIC_LIBRARY in format and Format.STATIC_LIBRARY in format:
             raise PackageError(where, f"format {format!r} asks for a dynamic and a static library; pick one")
         record = _IRRecord(Format.MLIR_VERBOSE in format) if format & (Format.MLIR | Format.MLIR_VERBOSE) else None
@@ -399,6 +410,10 @@ class Package:
             raise PackageError(where, f"config_file={config_file!r}: schedc reads no configuration file; pass None")
         if current is not None and current.output_dir is not None:
             directory = Path(current.output_dir) / name  # schedc build --output-dir: a folder per package
+            if directory / f"{name}.hat" in current.built:
+                raise PackageError(where, f"a package {name} is already built into {directory} in this run: with "
+                                          "--output-dir each package goes to DIR/<name>/, so give the packages "
+                                          "names of their own")
         else:
             directory = Path(output_dir) if output_dir is not None else Path.cwd()
         path = _write(name, directory, self._target, self._functions, functions, source,
@@ -442,6 +457,9 @@ def _function(added: _Added, observe: Callable | None, reuse: bool = True) -> Ho
         if added.parameters:  # the analysis refused one point of a grid: say which
             values = ", ".join(f"{k}={v}" for k, v in added.parameters.items())
             raise _located(e, f"{added.name} (parameters {values})") from None
+        current = _SESSION.get()
+        if current is not None and current.show_only:
+            raise  # schedc check and show name the function above the error
         raise _located(e, added.name) from None  # a package's function refused at build: say which
 
 
@@ -626,7 +644,27 @@ def made(directory: Path, where: str) -> Path:
 
 def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance,
            description: dict | None = None, library: bool = True) -> Path:
+    """The package's files, written into a folder of their own beside ``directory``'s and moved
+    in together once every one is made: a build that fails (NVRTC, nvcc, the disk) leaves the
+    package as it was, never a new kernel beside an old description."""
     made(directory, f"Package.build({name!r}): output_dir")
+    staging = directory / f".{name}.building"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir()
+        _write_files(name, staging, target, added, functions, source, format, mode, tolerance, description,
+                     library)
+        for made_file in sorted(staging.iterdir()):
+            os.replace(made_file, directory / made_file.name)
+    except OSError as e:
+        raise PackageError(f"Package.build({name!r})", f"cannot write into {directory}: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory / f"{name}.hat"
+
+
+def _write_files(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance,
+                 description: dict | None, library: bool) -> Path:
     debug = mode is Mode.DEBUG
     arch = compilers.arch_for(target.arch, [k for f in functions for k in f.kernels])
     compiled = compilers.nvrtc_compile(source, name, arch, debug=debug)
@@ -653,7 +691,7 @@ def _library(name: str, directory: Path, arch: str, format: Format, debug: bool)
     filename = f"lib{name}.a" if static else f"lib{name}.so"
     if compilers.find_nvcc() is None:
         if static or Format.DYNAMIC_LIBRARY in format:
-            raise PackageError(f"Package.build({name!r}, format={format!r})", "needs nvcc, which is not installed")
+            raise PackageError(f"Package.build({name!r}, format={format.name})", "needs nvcc, which is not installed")
         print(f"schedc: nvcc not found; {name} has no {filename} (the .cubin and .cu are complete)",
               file=sys.stderr)
         return ""

@@ -133,6 +133,7 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
                 "return": _void(),
             }
     threads = max((k.threads_per_block for f in functions for k in f.function.kernels), default=0)
+    shared = max((k.dynamic_shared_bytes for f in functions for k in f.function.kernels), default=0)
     deploy = [f"{info.package}.cu", f"{info.package}.cubin", f"{info.package}.schedc.json"]
     document = {
         "description": {
@@ -155,7 +156,7 @@ def render(functions: list[HatFunction], info: BuildInfo) -> str:
                     "instruction_set_version": info.arch,
                     "min_threads": threads,
                     "min_global_memory_KB": 0,
-                    "min_shared_memory_KB": 0,
+                    "min_shared_memory_KB": -(-shared // 1024),  # the most a kernel's block takes
                     "min_texture_memory_KB": 0,
                 },
             },

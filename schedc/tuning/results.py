@@ -73,6 +73,8 @@ def kind(text: str) -> str:
 
     >>> kind("shared memory: the plan needs 245760 bytes, the H100 has 232448")
     'shared memory: the plan needs # bytes, the H100 has #'
+    >>> kind("2 tile(s) of 64x192 float32 (mma_shape M64xN128xK16)")
+    '# tile(s) of #x# float32 (mma_shape M64xN128xK16)'
     """
     first = text.strip().splitlines()[0] if text.strip() else ""
-    return re.sub(r"(?<![A-Za-z_\d])\d+", "#", first)
+    return re.sub(r"(?<=#x)\d+", "#", re.sub(r"(?<![A-Za-z_\d])\d+", "#", first))  # 64x192: #x#
