@@ -53,10 +53,10 @@ def _script_failed(script: str, error: Exception) -> None:
     keeps its whole traceback."""
     import traceback
 
-    inside = Path(__file__).resolve().parent
+    runners = (Path(__file__).resolve().parent, Path(click.__file__).resolve().parent)  # schedc's and click's
     frames = traceback.extract_tb(error.__traceback__)
-    mine = [f for f in frames if inside not in Path(f.filename).resolve().parents
-            and not f.filename.endswith(("runpy.py", "<frozen runpy>")) and "click" not in Path(f.filename).parts]
+    mine = [f for f in frames if not any(r in Path(f.filename).resolve().parents for r in runners)
+            and not f.filename.endswith(("runpy.py", "<frozen runpy>"))]
     if not frames or not mine or frames[-1] is not mine[-1]:
         raise error
     text = "".join(traceback.format_list(mine)) + "".join(traceback.format_exception_only(error))
@@ -144,8 +144,8 @@ def show(script: str, function: str | None, no_source: bool, after: str | None, 
 
     built = _run_script(script, show_only=True, observe=observe if after else None, verify_ir=verify_ir)
     shown = [s for s in built.shown if function is None or s[1].function == function]
-    shown += [(package, model, fn, None) for package, model, fn in _unbuilt(built)
-              if function is None or model.function == function]
+    shown += [(package, model, fn, None) for package, model, fn in _unbuilt(built, function, observe if after else None,
+                                                                            verify_ir)]
     if not shown:
         _fail(f"{script} adds no function{' ' + function if function else ''} to a package")
     sources = {}
@@ -182,7 +182,8 @@ def check(script: str, verify_ir: bool) -> None:
         _check_failed(e)
     except Exception as e:  # noqa: BLE001 (the script's own error: its frames alone)
         _script_failed(script, e)
-    checked = [(package, model, function) for package, model, function, _ in built.shown] + _unbuilt(built)
+    checked = [(package, model, function) for package, model, function, _ in built.shown] + _unbuilt(
+        built, verify_ir=verify_ir)
     if not checked:
         _fail(f"{script} adds no function to a package")
     for package, model, function in checked:
@@ -194,18 +195,21 @@ def check(script: str, verify_ir: bool) -> None:
 _UNBUILT = "(unbuilt)"  # the package name shown for functions of a package never built
 
 
-def _unbuilt(built: BuildSession) -> list[tuple[str, Model, HostFunction]]:
-    """Functions the script added to a package but never built, compiled (and so checked) here."""
-    from .lower import compile_function
+def _unbuilt(built: BuildSession, function: str | None = None, observe=None,
+             verify_ir: bool = False) -> list[tuple[str, Model, HostFunction]]:
+    """Functions the script added to a package but never built (only ``function``, if named),
+    compiled (and so checked) here, each pass ``observe``d and the IR verified as asked."""
+    from .lower import compile_function, verifying
 
     shown = [model for _, model, _, _ in built.shown]
-    models = [m for m in built.added if all(m is not s for s in shown)]
+    models = [m for m in built.added if all(m is not s for s in shown) and function in (None, m.function)]
     if models:
         names = ", ".join(m.function for m in models)
         click.echo(f"note: {names}: added to a package the script never builds (Package.build); "
                    "checked as added")
     try:
-        return [(_UNBUILT, m, compile_function(m)) for m in models]
+        with verifying(verify_ir):
+            return [(_UNBUILT, m, compile_function(m, observe)) for m in models]
     except SchedcError as e:
         _check_failed(e)
 
@@ -584,8 +588,8 @@ class _Gpus(click.ParamType):
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="The sampler's and the inputs' seed.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--dry-run", is_flag=True, help="Check every point and count the refusals by cause; build and time "
-                                              "nothing (no GPU needed).")
+@click.option("--dry-run", is_flag=True, help="Check the points (every one, or the budget's) and count the refusals "
+                                              "by cause; build and time nothing (no GPU needed).")
 @click.option("--show", is_flag=True, help="Print the database's measurements (of SCRIPT, if given) and exit.")
 @click.option("--csv", "csv_path", default=None, type=click.Path(dir_okay=False),
               help="Write the database's measurements (of SCRIPT, if given) to this CSV file and exit.")

@@ -82,7 +82,11 @@ def custom_op(fn, name: str, native: bool = True):
     """Register the loaded function ``fn`` as the operator ``name`` ("namespace::op"); returns
     ``torch.ops.namespace.op``. See the module docstring for its schema; ``native=False`` keeps
     its CUDA kernel in Python even where it could be C++."""
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise PackageError(f"custom_op({fn.name}, {name!r})", "needs PyTorch, which is not installed "
+                                                               "(pip install torch)") from None
 
     namespace, _, op = name.partition("::")
     if not namespace or not op or not op.isidentifier() or not namespace.isidentifier():

@@ -107,13 +107,17 @@ def resolved_sizes(model, function: str, sizes: dict[str, int] | None = None) ->
     for size in model.size_names:
         if isinstance(values[size], bool) or not isinstance(values[size], int) or values[size] < 1:
             raise PackageError(function, f"run-time size {size} = {values[size]!r}: sizes are integers >= 1")
-    shown = ", ".join(f"{k} = {v}" for k, v in values.items())
-    for b in model.buffers:
-        elements = buffer_at(b, values).size
-        if elements > EMULATED_ELEMENTS:
-            raise PackageError(function, f"{b.name} spans {elements} elements at {shown}: the CPU emulates arrays of "
-                                         f"at most {EMULATED_ELEMENTS} elements (2^31 - 1); give smaller sizes")
     return values
+
+
+def _emulable(model, function: str, sizes: dict[str, int]) -> None:
+    """Refuse arrays the CPU cannot hold (a PackageError with the array and the sizes)."""
+    at = f" at {', '.join(f'{k} = {v}' for k, v in sizes.items())}" if sizes else ""
+    for b in model.buffers:
+        elements = buffer_at(b, sizes).size if sizes else b.size
+        if elements > EMULATED_ELEMENTS:
+            raise PackageError(function, f"{b.name} spans {elements} elements{at}: the CPU emulates arrays of at most "
+                                         f"{EMULATED_ELEMENTS} elements (2^31 - 1); give smaller sizes")
 
 
 def at_sizes(model, function: HostFunction, sizes: dict[str, int] | None = None):
@@ -133,6 +137,8 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
     the listed blocks; compare those blocks' outputs. ``progress(done, total)`` is called after
     each block. A function of run-time sizes runs at ``sizes`` (default: ``default_sizes``)."""
     function = HostFunction.single(kernel) if isinstance(kernel, Kernel) else kernel
+    if model is not None:
+        _emulable(model, function.name, resolved_sizes(model, function.name, sizes))
     model, function = at_sizes(model, function, sizes)
     checkable(function.name, model, function)
     arrays, outputs, written, blocks_run = _emulated(function, blocks, seed, progress)

@@ -343,8 +343,11 @@ def test_package_add_errors(tmp_path):
         p.add(plan, args=args, base_name="f")
     with pytest.raises(PackageError, match="the package has no functions"):
         acc.Package().build("empty", output_dir=tmp_path)
-    with pytest.raises(PackageError, match="the package name must be a C identifier"):
-        p.build("bad name", output_dir=tmp_path)
+    for name in ("bad name", "vädd"):
+        with pytest.raises(PackageError, match=r"the package name must be a C identifier \(ASCII letters"):
+            p.build(name, output_dir=tmp_path)
+    with pytest.raises(PackageError, match=r"tolerance='abc': a relative error bound is a finite number >= 0"):
+        p.build("f", tolerance="abc", output_dir=tmp_path)
 
 
 def test_unsupported_arch_is_refused_when_a_function_is_added():

@@ -348,6 +348,9 @@ def test_a_script_that_exits_ends_there(tmp_path):
     script.write_text("import sys\nsys.exit(3)\n")
     result = CliRunner().invoke(main, ["build", str(script)])
     assert result.exit_code == 1 and result.output.strip() == f"error: {script}: the script exited with status 3"
+    script.write_text("import sys\nsys.exit('no GPU plan for this size')\n")
+    result = CliRunner().invoke(main, ["check", str(script)])
+    assert result.exit_code == 1 and "the script exited: no GPU plan for this size" in result.output
 
 
 def test_show_function_prints_that_functions_kernels_alone(tmp_path):

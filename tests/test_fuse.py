@@ -408,6 +408,28 @@ def test_another_arrays_result_is_held_as_its_type_between_statements(dtype):
     _passed(reports)
     if dtype is T.float8_e4m3:
         assert next(r for r in reports if r.array == "Y").relative_error == 0.0
+    nvrtc_compile(emit_source([fn], "// held as Y's type"), "fused", "sm_80")
+
+
+@pytest.mark.parametrize("dtype", [T.float8_e4m3, T.int8])
+def test_an_epilogues_narrow_output_saturates_where_it_is_stored(dtype):
+    """Y = cast(C * 1000, Y's type) in one statement: the float32 registers convert when stored,
+    saturating past 448 (e4m3) or 127 (int8) as the GPU's conversion and the reference do (the
+    emulator made NaN of e4m3 values past its range, and wrapped integers)."""
+    nest, (A, B, C) = matmul_arrays(64, 64, 32, T.float16, T.float32, c_role=acc.Role.OUTPUT)
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(64, 64))
+    after = acc.Nest(64, 64)
+    x, y = after.get_indices()
+
+    @after.iteration_logic
+    def _():
+        Y[x, y] = acc.cast(C[x, y] * 1000.0, dtype)
+
+    plan = _warp_tiled(nest, after, fragment=C, prologue_op=acc.MMAFragmentOp.SET)
+    model, fn = compile_function_plan(plan, (A, B, C, Y))
+    reports = emulate_function(model, fn, None, seed=2)
+    _passed(reports)
+    assert next(r for r in reports if r.array == "Y").relative_error == 0.0
 
 
 def test_ping_pong_teams_with_c_read_write_another_array_from_every_part():
@@ -421,6 +443,17 @@ def test_ping_pong_teams_with_c_read_write_another_array_from_every_part():
                                          **fused_gemm.PING_PONG)
     model, fn = compile_function_plan(plan, args)
     _passed(emulate_function(model, fn, None, seed=3))
+
+
+@pytest.mark.parametrize("into", [None, "registers"])
+def test_each_part_of_a_team_tile_alternates_its_arrays_slots_over_the_tile(into):
+    """Ping-pong teams of 128 x 64 tiles: two 64-row parts a team, one 64-column chunk each. The
+    chunks alternate the array's two slots across the tile (the second part's chunk went into slot
+    0 again, which the first's store may still be reading: a race the emulator reports)."""
+    plan, args = fused_gemm.gelu_matmul(256, 384, 128, block=(128, 64, 64), stages=4, teams=2, blocks=2, group=2,
+                                        into=into)
+    model, fn = compile_function_plan(plan, args)
+    _passed(emulate_function(model, fn, 2, seed=1))
 
 
 def test_each_output_of_a_fused_tensor_plan_is_checked_with_its_own_types():

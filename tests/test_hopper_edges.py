@@ -141,18 +141,11 @@ def test_a_tensor_tile_past_its_split_inside_the_nest_is_refused_as_such():
     """j split by 24 and warp tiles of 16: the second warp's whole tile reaches columns 24..31,
     the next block's, though the nest and its cached operands go on. The refusal says which
     split is not a multiple of the tile, not that the tile passes the nest."""
-    F = acc.ScalarType
+    from .plans import matmul_arrays
+
     target = acc.Target(acc.Target.Model.NVIDIA_A100)
-    A = acc.Array(role=acc.Role.INPUT, element_type=F.float16, shape=(64, 32))
-    B = acc.Array(role=acc.Role.INPUT, element_type=F.float16, shape=(32, 48))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F.float32, shape=(64, 48))
-    nest = acc.Nest(shape=(64, 48, 32))
+    nest, (A, B, C) = matmul_arrays(64, 48, 32, acc.ScalarType.float16, acc.ScalarType.float32)
     i, j, k = nest.get_indices()
-
-    @nest.iteration_logic
-    def _():
-        C[i, j] += A[i, k] * B[k, j]
-
     s = nest.create_schedule()
     ii, jj, kk = s.split(i, 32), s.split(j, 24), s.split(k, 16)
     iii, jjj, kkk = s.tile({ii: 16, jj: 16, kk: 16})

@@ -300,6 +300,18 @@ def test_a_build_that_fails_leaves_the_package_as_it_was(tmp_path, monkeypatch):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before and path.exists()
 
 
+def test_a_library_an_earlier_build_left_is_removed(tmp_path):
+    """A static library of an earlier build beside a package built without one would be listed
+    with it and linked against another kernel: the build removes it."""
+    from .plans import vector_add
+
+    (tmp_path / "libv.a").write_bytes(b"an earlier build's library")
+    package = schedc.Package()
+    package.add(*vector_add(64), base_name="v")
+    package.build("v", output_dir=tmp_path)
+    assert not (tmp_path / "libv.a").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".v.")]
+
+
 def test_an_output_dir_that_cannot_be_made_is_named(tmp_path):
     from .plans import vector_add
 

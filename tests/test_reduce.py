@@ -361,7 +361,8 @@ def test_a_reduced_temp_cached_inside_one_part_is_refused():
     plan = s.create_plan(H100)
     plan.bind({i: H100.GridUnit.BLOCK_X, aa: H100.GridUnit.THREAD_X, bb: H100.GridUnit.THREAD_X})
     plan.cache(mx, index=a, location=acc.MemorySpace.SHARED)
-    with pytest.raises(PlanError, match="mx is cached; its reduction across threads writes it once"):
+    with pytest.raises(PlanError, match="mx is a TEMP array each pass writes before it reads it, but its SHARED cache "
+                                        "at a is filled inside a fused part"):
         compile_function_plan(plan, (X, Y))
 
 

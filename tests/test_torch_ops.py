@@ -23,6 +23,23 @@ def _vadd(directory):
     return acc.load(build(*vector_add(N, acc.tanh), "vadd", directory)).vadd
 
 
+def test_custom_op_without_pytorch_says_so(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("no torch here")
+        return real(name, *args, **kwargs)
+
+    vadd = _vadd(tmp_path / "vadd")
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(acc.PackageError, match=r"custom_op\(vadd, 'my::vadd'\): needs PyTorch, which is not "
+                                               r"installed \(pip install torch\)"):
+        schedc_torch.custom_op(vadd, "my::vadd")
+
+
 def test_schemas_are_functional_for_outputs_and_mutating_for_input_outputs(tmp_path):
     vadd = _vadd(tmp_path / "vadd")
     matmul = acc.load(build(*simt_matmul(64, 48, 32, block=(16, 16)), "mm", tmp_path / "mm")).mm

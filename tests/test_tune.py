@@ -581,3 +581,39 @@ def test_the_command_line_reads_first_points():
     for text in ("GROUP", "8=GROUP", "GROUP="):
         result = CliRunner().invoke(main, ["tune", "x.py", "--first", f"STAGES=3,{text}"])
         assert result.exit_code == 2 and f"'{text}' is not NAME=VALUE" in result.output, result.output
+
+
+GRID_SCRIPT = """
+import schedc as acc
+N, TILE = acc.create_parameters()
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(N,))
+C = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(N,))
+nest = acc.Nest(shape=(N,))
+i, = nest.get_indices()
+nest.iteration_logic(lambda: C.__setitem__(i, A[i] * 2.0))
+s = nest.create_schedule()
+ii = s.split(i, TILE)
+plan = s.create_plan(target)
+plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.THREAD_X})
+package = acc.Package()
+fns = package.add(plan, args=(A, C), base_name="scale",
+                  parameters=acc.create_parameter_grid({N: [1000], TILE: [64, 128]}))
+open(%(names)r, "a").write(repr([(str(f), f.parameters) for f in fns]) + "\\n")
+package.build("grid", output_dir=%(out)r)
+"""
+
+
+def test_a_grids_functions_are_the_same_under_tune(tmp_path, monkeypatch):
+    """Package.add returns a grid's Functions (names and values) under schedc tune as outside it,
+    so a script that uses them runs the same."""
+    monkeypatch.setenv("SCHEDC_CACHE", str(tmp_path / "cache"))
+    names = tmp_path / "names.txt"
+    script = tmp_path / "grid.py"
+    script.write_text(GRID_SCRIPT % {"names": str(names), "out": str(tmp_path / "out")})
+    built = CliRunner().invoke(main, ["build", str(script)])
+    assert built.exit_code == 0, built.output
+    tuned = CliRunner().invoke(main, ["tune", str(script), "--dry-run", "--no-progress"])
+    assert tuned.exit_code == 0, tuned.output
+    outside, under = names.read_text().splitlines()
+    assert outside == under and "'TILE': 64" in outside

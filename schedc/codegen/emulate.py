@@ -61,9 +61,9 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
-from ..ir.numeric import binary, round_tf32, saturate, to_float8
+from ..ir.numeric import binary, converted, round_tf32
 from ..ir.registry import Registry
-from ..ir.types import ScalarType, is_float_dtype
+from ..ir.types import ScalarType
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .shared import SharedError, SharedMemory
 
@@ -504,11 +504,10 @@ class _Block:
         values = frag[active][inside]
         if s.buffer in self.shared.buffers:
             owners = self._tile_owners(index, active)[inside.ravel()]
-            dtype = self.buffers[s.buffer].dtype.numpy
-            self.shared.write(s.buffer, flat, values.astype(dtype), owners, same=_warp)
+            self.shared.write(s.buffer, flat, converted(values, self.buffers[s.buffer].dtype), owners, same=_warp)
             return
         memory = self.memory[s.buffer]
-        memory[flat] = values.astype(memory.dtype)
+        memory[flat] = converted(values, self.buffers[s.buffer].dtype)
         self.written[s.buffer][flat] = True
 
     def _tile_values(self, buffer: str, index: np.ndarray, active) -> np.ndarray:
@@ -562,7 +561,7 @@ class _Block:
         if kind is Load:
             return self.load(e)
         if kind is Cast:
-            return _cast(self.expr(e.operand), e.dtype)
+            return converted(self.expr(e.operand), e.dtype)
         if kind is Unary:
             return -self.expr(e.operand)
         if kind is Call:
@@ -723,17 +722,6 @@ def copy_threads(shape: tuple[int, ...], vector: int, strategy: str, threads: in
 
 def _warp(threads: np.ndarray) -> np.ndarray:
     return threads // WARP
-
-
-def _cast(value, dtype: ScalarType):
-    value = np.asarray(value)
-    if dtype is ScalarType.bool:
-        return value != 0
-    if dtype.is_integer and is_float_dtype(value.dtype):
-        return saturate(value, dtype)
-    if dtype.arithmetic is not dtype:  # an 8-bit float: saturating
-        return to_float8(value, dtype)
-    return value.astype(dtype.numpy)
 
 
 from . import emulate_hopper  # noqa: E402 - the Hopper statements' executors

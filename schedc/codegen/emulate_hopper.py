@@ -66,6 +66,7 @@ from ..ir.kernel import (
     WarpgroupFence,
     WarpgroupWait,
 )
+from ..ir.numeric import converted
 from ..ir.types import is_float_dtype
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .emulate_tensor import TILE_STATEMENTS, Executor, multiply
@@ -754,7 +755,7 @@ class Wgmma(Executor):
         b = self.b
         target = b.buffers[s.buffer]
         elements, threads = self.shared_elements(s, offsets, groups)
-        b.shared.write(s.buffer, elements, values.astype(target.dtype.numpy).ravel(), threads)
+        b.shared.write(s.buffer, elements, converted(values, target.dtype).ravel(), threads)
 
     def from_shared(self, s: FragmentLoad, offsets: np.ndarray, groups, first: int, end: int) -> None:
         """Accumulator elements (some columns of them) from a (swizzled) shared tile, each read

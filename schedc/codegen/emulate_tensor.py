@@ -24,7 +24,7 @@ from ..ir.kernel import (
     FragmentStore,
     Stmt,
 )
-from ..ir.numeric import round_tf32
+from ..ir.numeric import converted, round_tf32
 from ..ir.registry import Registry
 
 WARP = 32
@@ -176,11 +176,11 @@ class MmaSync(Executor):
         values = b.fragments[s.fragment][active][inside]
         if s.buffer in b.shared.buffers:
             owners = self.owners(offsets, active)[inside]
-            dtype = b.buffers[s.buffer].dtype.numpy
-            b.shared.write(s.buffer, self.physical(s.buffer, flat), values.astype(dtype), owners, same=_warp)
+            b.shared.write(s.buffer, self.physical(s.buffer, flat), converted(values, b.buffers[s.buffer].dtype),
+                           owners, same=_warp)
             return
         memory = b.memory[s.buffer]
-        memory[flat] = values.astype(memory.dtype)
+        memory[flat] = converted(values, b.buffers[s.buffer].dtype)
         b.written[s.buffer][flat] = True
 
     def inside(self, s, rows, cols, mask, active, shape) -> np.ndarray:

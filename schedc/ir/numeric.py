@@ -18,7 +18,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .types import ScalarType
+from .types import ScalarType, is_float_dtype
 
 _SIMPLE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "%": np.fmod, "<": np.less,
@@ -76,6 +76,24 @@ def to_float8(x, dtype: ScalarType) -> np.ndarray:
         x = x.astype(np.float64)
     largest = float(ml_dtypes.finfo(dtype.numpy).max)
     return np.clip(x, -largest, largest).astype(dtype.numpy)
+
+
+def converted(value, dtype: ScalarType) -> np.ndarray:
+    """Values converted to ``dtype`` as the kernels' ``schedc::convert`` converts them: floats to
+    integers saturating (``saturate``), to 8-bit floats saturating (``to_float8``), to bool by
+    != 0, the rest as C++ converts.
+
+    >>> converted(np.array([1000.0, -3.7]), ScalarType.int8).tolist()
+    [127, -3]
+    """
+    value = np.asarray(value)
+    if dtype is ScalarType.bool:
+        return value != 0
+    if dtype.is_integer and is_float_dtype(value.dtype):
+        return saturate(value, dtype)
+    if dtype.arithmetic is not dtype:  # an 8-bit float: saturating
+        return to_float8(value, dtype)
+    return value.astype(dtype.numpy)
 
 
 def strided_view(array: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:

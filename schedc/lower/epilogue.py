@@ -9,7 +9,8 @@ is then loaded by the threads from global memory before the products.
 
 Where a fused epilogue goes on to write another array at C's element (``fused``), that array's
 tiles leave the same way through two slots of their own (``TmaOutput.then``), after C's: each
-chunk's statements of the other array run in the registers once C's chunks are stored.
+chunk's statements of the other array run in the registers once C's chunks are stored (where C
+is loaded by TMA too, the threads store the other array themselves, after each part's C).
 
 Loaded too (``loads``): the warpgroup's tile of C passes in chunks through ``slots`` slots (its
 whole tile where it fits, else the most that divide its chunks), chunk ``j`` in slot
@@ -188,6 +189,7 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
     moved = {id(m) for ms in maps.values() for m in ms}
     result: list[Stmt] = []
     j = 0  # the tile's chunks stored so far (all arrays: their bulk groups are the issuer's one sequence)
+    used = dict.fromkeys(outputs, 0)  # each array's chunks so far: its two slots alternate over the tile
     for s in after:
         if id(s) in moved:
             continue
@@ -195,8 +197,9 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
             result.append(s)
             continue
         o = outputs[s.buffer]
-        for number, first in enumerate(range(0, n, o.chunk)):
-            slot = (GROUP, Const(number % 2), Const(0), Const(0))
+        for first in range(0, n, o.chunk):
+            slot = (GROUP, Const(used[o.array] % 2), Const(0), Const(0))
+            used[o.array] += 1
             result += [
                 *(dataclasses.replace(m, columns=(first, first + o.chunk))
                   for m in maps.get((s.fragment, o.array), ())),

@@ -144,7 +144,7 @@ def check_held(model, where: str, statements: tuple[Store, ...], accumulator: Sc
     for s in statements:
         dtype = model.buffer(s.buffer).dtype
         if s.buffer != c and not _holds(accumulator, dtype):
-            raise PlanError(where, f"the epilogue writes {s.buffer} ({dtype.value}) from C's {accumulator.value} "
+            raise PlanError(where, f"the epilogue writes {s.buffer} ({dtype.value}) from {c}'s {accumulator.value} "
                                    f"registers, which do not hold every {dtype.value} value: give {s.buffer} a type "
                                    f"{accumulator.value} holds ({_held_types(accumulator)}), or write it in a nest of "
                                    "its own")

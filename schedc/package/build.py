@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +167,8 @@ def run_script(path: Path) -> None:
     try:
         runpy.run_path(str(path), run_name="__main__")
     except SystemExit as e:  # the script ended itself: what it built so far is reported, unless it failed
+        if isinstance(e.code, str):  # sys.exit("why"): Python prints it and exits 1
+            raise PackageError(str(path), f"the script exited: {e.code}") from None
         if e.code not in (None, 0):
             raise PackageError(str(path), f"the script exited with status {e.code}") from None
     finally:
@@ -277,14 +280,27 @@ class Package:
 
     def _collect(self, where: str, collected: Collected, source: Plan, args: tuple, base_name: str,
                  points: tuple) -> list[Function]:
-        """schedc tune: record the grid (checked, compiled and timed point by point by the tuner)."""
+        """schedc tune: record the grid (checked, compiled and timed point by point by the tuner); the
+        Functions its points add, as Package.add names them, returned as they are outside tune."""
         if not points:
             raise PackageError(where, "parameters is an empty list: the grid has no points")
         for point in points:
             _check_point(where, point)
         name_arrays(where, source, args, base_name)
         collected.grids.append(GridAdd(self, len(self._functions), source, args, base_name, points))
-        return []
+        return [self._named_point(source, args, base_name, point)[0] for point in points]
+
+    @staticmethod
+    def _named_point(source: Plan, args: tuple, base_name: str, point: object):
+        """The Function a grid's point adds (its name ``<base_name>_<digest>`` and values), and
+        the replay that resolves it."""
+        replay = Replay(point)
+        concrete = replay.resolve(args)
+        resolved = {p.name: replay.resolve(v) for p, v in point.items()}
+        values = {name: typed_value(v) for name, v in resolved.items()}
+        shown_values = {name: show_value(v) for name, v in resolved.items()}  # the digest's, as ever
+        name = f"{base_name}_{_digest(base_name, source.target, shown_values, concrete)}"
+        return Function(name, values), replay, concrete
 
     def _add_point(self, where: str, source: Plan, args: tuple, base_name: str, point: object,
                    name: str | None = None, tuning: dict | None = None) -> Function:
@@ -293,13 +309,10 @@ class Package:
         shown = describe(point)
         name_arrays(where, source, args, base_name)  # the script's names, which replayed objects keep
         try:
-            replay = Replay(point)
-            plan, concrete = replay.resolve(source), replay.resolve(args)
-            resolved = {p.name: replay.resolve(v) for p, v in point.items()}
-            values = {name: typed_value(v) for name, v in resolved.items()}
-            shown_values = {name: show_value(v) for name, v in resolved.items()}  # the digest's, as ever
-            name = name or f"{base_name}_{_digest(base_name, plan.target, shown_values, concrete)}"
-            return self._add_concrete(f"{where} at {shown}", plan, concrete, name, values, tuning or {})
+            named, replay, concrete = self._named_point(source, args, base_name, point)
+            plan = replay.resolve(source)
+            return self._add_concrete(f"{where} at {shown}", plan, concrete, name or str(named), named.parameters,
+                                      tuning or {})
         except SchedcError as e:
             if str(e).startswith(f"{where} at {shown}"):  # _add_concrete's own: located already
                 raise
@@ -380,8 +393,8 @@ class Package:
         raised; schedc prints only what it must say), ``config_file`` must be None (schedc reads
         no configuration file)."""
         where = f"Package.build({name!r})"
-        if not isinstance(name, str) or not name.isidentifier():
-            raise PackageError(where, "the package name must be a C identifier")
+        if not isinstance(name, str) or not name.isascii() or not name.isidentifier():
+            raise PackageError(where, "the package name must be a C identifier (ASCII letters, digits and _)")
         if (current := _SESSION.get()) is not None and current.collect is not None:  # schedc tune: built later
             current.collect.builds.append(BuildCall(self, name, dict(
                 format=format, mode=mode, platform=platform, tolerance=tolerance, output_dir=output_dir,
@@ -644,22 +657,27 @@ def made(directory: Path, where: str) -> Path:
 
 def _write(name, directory: Path, target: Target, added, functions, source, format, mode, tolerance,
            description: dict | None = None, library: bool = True) -> Path:
-    """The package's files, written into a folder of their own beside ``directory``'s and moved
-    in together once every one is made: a build that fails (NVRTC, nvcc, the disk) leaves the
-    package as it was, never a new kernel beside an old description."""
+    """The package's files, written into a folder of this build's own beside ``directory``'s and
+    moved in once every one is made (a library an earlier build left, which this one does not make,
+    removed): a build that fails (NVRTC, nvcc, the disk) leaves the package as it was, never a new
+    kernel beside an old description."""
     made(directory, f"Package.build({name!r}): output_dir")
-    staging = directory / f".{name}.building"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = None
     try:
-        staging.mkdir()
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".building", dir=directory))
         _write_files(name, staging, target, added, functions, source, format, mode, tolerance, description,
                      library)
+        produced = {f.name for f in staging.iterdir()}
         for made_file in sorted(staging.iterdir()):
             os.replace(made_file, directory / made_file.name)
+        for stale in (f"lib{name}.so", f"lib{name}.a"):
+            if stale not in produced:
+                (directory / stale).unlink(missing_ok=True)
     except OSError as e:
         raise PackageError(f"Package.build({name!r})", f"cannot write into {directory}: {e.strerror or e}") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return directory / f"{name}.hat"
 
 
