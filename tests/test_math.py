@@ -232,6 +232,13 @@ def test_a_weak_function_takes_the_type_of_its_array_and_refuses_an_integer_one(
     assert "acc.sqrt takes floating-point values, not int32" in message
 
 
+def test_an_index_in_a_function_takes_the_statements_float_type():
+    """exp(i) and sqrt of a constant: the index converts to the statement's float32 (as in
+    ``X[i, j] * i``), unlike an integer array's values, which need their cast."""
+    plan, args = elementwise(T.float32, lambda a, b, i, j: a * 0.0 + acc.exp(i * 0.125) + acc.sqrt(j))
+    _emulated(plan, args, "index")
+
+
 def test_abs_and_pow_operators():
     plan, args = elementwise(T.float32, lambda a, b, i, j: abs(a) ** 2.0 - 2.0 ** b)
     model, fn = _emulated(plan, args, "ops")
