@@ -312,6 +312,21 @@ def test_a_library_an_earlier_build_left_is_removed(tmp_path):
     assert not (tmp_path / "libv.a").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".v.")]
 
 
+@pytest.mark.skipif(find_nvcc() is None, reason="the libraries need nvcc")
+@pytest.mark.parametrize("format", ["HAT_DYNAMIC", "HAT_STATIC"])
+def test_the_same_package_built_twice_is_byte_identical(tmp_path, format):
+    """Every file, the library too (nvcc's temporaries named after the object, the host compiler's
+    seed fixed, no folder name in it), in two folders."""
+    from .plans import vector_add
+
+    for folder in ("one", "two"):
+        package = schedc.Package()
+        package.add(*vector_add(64), base_name="v")
+        package.build("v", format=getattr(schedc.Package.Format, format), output_dir=tmp_path / folder)
+    one, two = ({p.name: p.read_bytes() for p in (tmp_path / f).iterdir()} for f in ("one", "two"))
+    assert one == two and any(name.startswith("libv.") for name in one)
+
+
 def test_an_output_dir_that_cannot_be_made_is_named(tmp_path):
     from .plans import vector_add
 

@@ -162,12 +162,18 @@ def nvcc_library(source: Path, output: Path, arch: str, static: bool = False, de
     nvcc = find_nvcc()
     if nvcc is None:
         raise PackageError("build", "nvcc not found; a shared library needs the CUDA toolkit")
-    mode = ["-lib"] if static else ["-shared", "-Xcompiler", "-fPIC"]
+    mode = ["-lib"] if static else ["-shared"]
     debug_flags = ["-G", "-lineinfo"] if debug else []
+    stem = source.stem
+    # compiled by name in a scratch folder, its temporaries named after the object and the host
+    # compiler's seed fixed: the same source gives the same library, byte for byte
+    compile_flags = ["-c", "-Xcompiler", "-fPIC", f"-arch={arch}", "-std=c++17", *debug_flags,
+                     "--objdir-as-tempdir", "-Xcompiler", f"-frandom-seed={stem}"]
     with tempfile.TemporaryDirectory() as scratch:
-        command = [nvcc, *mode, f"-arch={arch}", "-std=c++17", *debug_flags,
-                   "-o", str(output.resolve()), str(source.resolve())]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=scratch)
-    if result.returncode != 0:
-        raise PackageError(f"build {output.name}", f"nvcc failed:\n{result.stderr.strip()}")
+        shutil.copyfile(source, Path(scratch) / f"{stem}.cu")
+        for command in ([nvcc, *compile_flags, "-o", f"{stem}.o", f"{stem}.cu"],
+                        [nvcc, *mode, f"-arch={arch}", "-o", str(output.resolve()), f"{stem}.o"]):
+            result = subprocess.run(command, capture_output=True, text=True, cwd=scratch)
+            if result.returncode != 0:
+                raise PackageError(f"build {output.name}", f"nvcc failed:\n{result.stderr.strip()}")
     return " ".join(["nvcc", *mode, f"-arch={arch}", "-std=c++17", *debug_flags])
