@@ -81,6 +81,9 @@ def reference(model, arrays: dict[str, np.ndarray], dims: dict[str, np.ndarray] 
                 touched[name] = touched[name] | mask if name in touched else mask
     except Exception as error:  # noqa: BLE001 - the reference must understand every accepted nest
         raise InternalError("the float64 reference", f"{type(error).__name__}: {error}") from error
+    unsigned = {b.name for b in model.buffers if b.dtype is ScalarType.uint64}
+    values = {name: v.astype(np.uint64) if name in unsigned and v.dtype == np.int64 else v  # int64 holds its bits
+              for name, v in values.items()}
     return values, touched
 
 

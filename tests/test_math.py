@@ -239,6 +239,15 @@ def test_an_index_in_a_function_takes_the_statements_float_type():
     _emulated(plan, args, "index")
 
 
+@pytest.mark.parametrize("dtype", [T.uint64, T.int32, T.int64], ids=str)
+def test_wrapping_integer_arithmetic_matches_the_reference(dtype):
+    """A - B and A * B wrap at the type's width: uint64 results past 2^63 are compared as uint64
+    (the reference holds them in int64: a false mismatch of 1.8e19 before), and int32/int64 are
+    computed on their unsigned types in the CUDA text (signed overflow is undefined in C++)."""
+    plan, args = elementwise(dtype, lambda a, b, i, j: a - b * b)
+    _emulated(plan, args, "wraps")
+
+
 def test_abs_and_pow_operators():
     plan, args = elementwise(T.float32, lambda a, b, i, j: abs(a) ** 2.0 - 2.0 ** b)
     model, fn = _emulated(plan, args, "ops")

@@ -119,8 +119,23 @@ def test_a_negated_negative_constant_keeps_its_sign():
     kernel = _kernel({S.float32: [Unary("-", Const(-2.5, S.float32), S.float32)],
                       S.int32: [Binary("-", _a(S.int32), Unary("-", Const(-7, S.int32), S.int32), S.int32)]})
     lines = _store_lines(kernel)
-    assert "= -(-2.5f);" in lines[-1] and "A_int32[i * 16 + j] - -(-7);" in lines[0], lines
+    assert "= -(-2.5f);" in lines[-1] and "--" not in lines[0], lines
+    assert "((int)((unsigned int)0 - (unsigned int)-7))" in lines[0], lines  # int32 wraps: on unsigned int
+    check_kernel(kernel)
     with _old_printer(), pytest.raises(InternalError, match="'--'"):
+        check_kernel(kernel)
+
+
+def test_int32_and_int64_arithmetic_wraps_through_their_unsigned_types():
+    """A * 2 / 2 in int32: C++'s signed overflow is undefined (NVVM folded it to A), so + - * and
+    negation are printed on the unsigned type and converted back, which the text check reads as
+    the IR's wrapping operation."""
+    for t, unsigned in ((S.int32, "unsigned int"), (S.int64, "unsigned long long")):
+        kernel = _kernel({t: [Binary("/", Binary("*", _a(t), Const(2, t), t), Const(2, t), t),
+                              Unary("-", _a(t), t)]})
+        lines = _store_lines(kernel)
+        assert f"(({t.c_type})(({unsigned})A_{t.value}[i * 16 + j] * ({unsigned})" in lines[0], lines
+        assert f"(({t.c_type})(({unsigned})0 - ({unsigned})A_{t.value}[i * 16 + j]))" in lines[1], lines
         check_kernel(kernel)
 
 

@@ -268,6 +268,9 @@ class Printer:
             return f"schedc::convert<{e.dtype.c_type}>({self.expr(e.operand)})"
         if isinstance(e, Unary):
             operand = self.expr(e.operand, _UNARY)
+            if e.dtype in _WRAPPING:  # -INT_MIN wraps, as the kernel IR means (C++ leaves it undefined)
+                unsigned = _WRAPPING[e.dtype]
+                return f"(({e.dtype.c_type})(({unsigned})0 - ({unsigned}){operand}))"
             if operand.startswith("-"):  # never `--x` (a decrement) nor `- -5`
                 operand = f"({operand})"
             return _narrowed(f"-{operand}", e.dtype)
@@ -292,6 +295,12 @@ class Printer:
         # parentheses unless regrouping cannot change the value (exact index arithmetic)
         exact = e.dtype is None and (e.op == "+" or (e.op == "*" and getattr(e.rhs, "op", "") == "*"))
         right = prec if exact else prec + 1
+        if e.dtype in _WRAPPING and e.op in ("+", "-", "*"):
+            # signed overflow is undefined in C++ (NVVM folds A * 2 / 2 to A): the kernel IR means
+            # it wraps, so the operation runs on the unsigned type and converts back
+            unsigned = _WRAPPING[e.dtype]
+            return (f"(({e.dtype.c_type})(({unsigned}){self.expr(e.lhs, _UNARY)} {e.op} "
+                    f"({unsigned}){self.expr(e.rhs, _UNARY)}))")
         if e.dtype is ScalarType.uint16 and e.op == "*":  # 65535 * 65535 overflows int
             lhs = f"(unsigned int){self.expr(e.lhs, _UNARY)}"
         else:
@@ -320,6 +329,8 @@ _ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
 # types C++ promotes to int before any arithmetic
 _NARROW = frozenset({ScalarType.bool, ScalarType.int8, ScalarType.uint8, ScalarType.int16, ScalarType.uint16})
 _REGISTERS = ("threadIdx.", "blockIdx.")
+# signed types whose + - * wrap in the kernel IR: computed on their unsigned types in the CUDA text
+_WRAPPING = {ScalarType.int32: "unsigned int", ScalarType.int64: "unsigned long long"}
 
 
 def _narrowed(text: str, dtype: ScalarType | None) -> str:

@@ -15,6 +15,8 @@ does not have is a mismatch. The text may convert explicitly where C++ computes 
 - ``(signed char)(a * b)``: a narrow integer (or bool) operation computed exactly in ``int`` (or,
   for unsigned short products, ``unsigned int``) and converted back means the IR's operation in
   the narrow type (the emulator's: exact result wrapped to the type);
+- ``(int)((unsigned int)a * (unsigned int)b)``: int and long long + - * (and negation, ``(int)((unsigned
+  int)0 - (unsigned int)a)``) computed on the unsigned type, where they wrap as the IR's do;
 - ``blockIdx.y * 32``, ``k + threadIdx.x``: ``unsigned int`` arithmetic on the special registers
   (``uint3``) means the IR's index arithmetic where every unsigned value it computes provably lies
   in [0, largest index]: registers are bounded by the launch shape, index variables by their
@@ -593,7 +595,35 @@ def _normal(node: _Node, env: _Env) -> _Node:
         return special
     if node.args:
         node = _Node(node.kind, node.ctype, tuple(_normal(a, env) for a in node.args), node.data)
-    return _narrow(node) or _fold(node)
+    return _narrow(node) or _wrapped(node) or _fold(node)
+
+
+def _wrapped(node: _Node) -> _Node | None:
+    """``(int)((unsigned int)a op (unsigned int)b)`` (op + - *) and ``(int)((unsigned int)0 -
+    (unsigned int)a)``, for int and long long: the IR's signed operation, which wraps (C++'s own
+    signed overflow is undefined, so the printer computes it on the unsigned type)."""
+    if node.kind != "conv" or node.data != "cast" or node.args[0].kind != "bin":
+        return None
+    target, inner = node.ctype, node.args[0]
+    if _UNSIGNED.get(target) != inner.ctype or inner.data not in ("+", "-", "*"):
+        return None
+    operands = [_as_signed(a, target) for a in inner.args]
+    if any(a is None for a in operands):
+        return None
+    first = inner.args[0]
+    if inner.data == "-" and first.kind == "lit" and first.data == 0:
+        return _Node("neg", target, (operands[1],))
+    return _Node("bin", target, tuple(operands), inner.data)
+
+
+def _as_signed(node: _Node, target: str) -> _Node | None:
+    """An operand of ``_wrapped``: a value of ``target`` converted to its unsigned type, or a
+    literal of it (the value of ``target`` it stands for)."""
+    if node.kind == "conv" and node.data in ("implicit", "cast") and node.args[0].ctype == target:
+        return node.args[0]
+    if node.kind == "lit" and _is_integer(node.ctype):
+        return _Node("lit", target, data=_convert_value(node.data, node.ctype, target))
+    return None
 
 
 def _fold(node: _Node) -> _Node:

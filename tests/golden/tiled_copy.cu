@@ -73,7 +73,7 @@ tiled_copy_tma__gpu__(const __half* __restrict__ A, __half* __restrict__ B, cons
         schedc::tma_load_2d(&A_shared[0], &A_map, j, i, &A_full[0]);
     }
     schedc::mbarrier_wait(&A_full[0], A_phase[0]);  // the tile of A has landed
-    A_phase[0] = 1 - A_phase[0];
+    A_phase[0] = ((int)((unsigned int)1 - (unsigned int)A_phase[0]));
     // schedule loop iii: range(0, 16, 1)
     for (int iii = 0; iii < 16; iii += 1) {
         B[(i + ii + iii) * 8192 + j + jj] = A_shared[(ii + iii) * 128 + jj];
