@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from . import data, poly
-from .codegen.emulate import Block, Progress, emulate_sequence
+from .codegen.emulate import Block, Progress, emulate_sequence, sample_blocks
 from .errors import PackageError
 from .ir.kernel import HostFunction, Kernel
 from .ir.specialize import buffer_at, function_at
@@ -141,6 +141,8 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
         _emulable(model, function.name, resolved_sizes(model, function.name, sizes))
     model, function = at_sizes(model, function, sizes)
     checkable(function.name, model, function)
+    if model is not None and not model.split_deterministic and blocks is not None:  # adds by TMA reductions
+        blocks = every_part(function.kernels[-1], blocks)
     arrays, outputs, written, blocks_run = _emulated(function, blocks, seed, progress)
     early = None
     if blocks is None:
@@ -152,8 +154,20 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
         expected, everywhere = reference(model, arrays)
         touched = {name: mask & written[name] for name, mask in everywhere.items()}
     else:
-        expected, touched = _sampled_reference(model, arrays, computed_tiles(function.kernels[-1], blocks_run))
+        expected, touched = _sampled_reference(model, arrays, computed_tiles(function.kernels[-1], blocks_run),
+                                               whole_sums=not model.split_deterministic)
     return compare(model, outputs, expected, touched, written, tolerance, early)
+
+
+def every_part(kernel: Kernel, blocks: int | list[Block]) -> list[Block] | None:
+    """Sampled blocks of a split-K whose parts add into C by TMA reductions, with the other parts
+    of their tiles (every BLOCK_Z of the same x and y), so that a compared tile holds its whole
+    sum; every block of a persistent grid, whose resident blocks share each tile's parts."""
+    if kernel.persistent is not None:
+        return None
+    grid = kernel.grid
+    listed = sample_blocks(grid, blocks) if isinstance(blocks, int) else blocks
+    return sorted({(x, y, z) for x, y, _ in listed for z in range(grid[2])}, key=lambda block: block[::-1])
 
 
 def _emulated(function: HostFunction, blocks, seed: int, progress: Progress | None = None):
@@ -215,13 +229,24 @@ def computed_tiles(kernel: Kernel, blocks: list[Block], limit: int | None = None
     return [tile for block in blocks for tile in kernel.persistent.tiles_of(block[0], limit)]
 
 
-def _sampled_reference(model, arrays, blocks):
+def _sampled_reference(model, arrays, blocks, whole_sums: bool = False):
+    """The reference of the elements ``blocks`` compute, block by block; ``whole_sums``: the
+    blocks of one tile's split-K parts (the same x and y, every z) together, as their TMA
+    reductions add into one tile."""
     facts = poly.analyze(model)
     arrays = {name: np.asarray(a, dtype=_wide(a.dtype)) for name, a in arrays.items()}  # convert once
     expected = {name: np.array(a, dtype=np.float64) for name, a in arrays.items()}
     touched: dict[str, np.ndarray] = {}
-    for block in blocks:
-        values, mask = reference(model, arrays, block_dims(model, facts, block))
+    regions = [block_dims(model, facts, block) for block in blocks]
+    if whole_sums:
+        tiles: dict[tuple, dict] = {}
+        for block, dims in zip(blocks, regions):
+            tile = tiles.setdefault(block[:2], {})
+            for d, v in dims.items():
+                tile[d] = np.union1d(tile[d], v) if d in tile else v
+        regions = list(tiles.values())
+    for dims in regions:
+        values, mask = reference(model, arrays, dims)
         for name, m in mask.items():  # a TEMP array (scratch, not compared) starts as the reference's own
             expected[name] = np.where(m, values[name], expected.get(name, values[name]))
             touched[name] = touched.get(name, np.zeros_like(m)) | m

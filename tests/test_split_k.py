@@ -425,3 +425,15 @@ def test_sampled_blocks_of_a_split_k_function_are_compared_where_they_wrote():
     model, function = compile_function_plan(plan, args)
     (report,) = emulate_function(model, function, blocks=2, seed=1)
     assert report.passed and report.compared == 2 * 256, report
+
+
+def test_a_sample_of_blocks_adding_by_tma_reductions_is_compared_with_whole_sums():
+    """k in 2 parts that add into C by TMA reductions: a sampled block brings its tile's other
+    part, and the tile is compared with the whole sum (it was compared part by part: a false
+    mismatch)."""
+    plan, args = kit.hopper_matmul.matmul(512, 256, 256, acc.ScalarType.float16, block=(128, 128, 64), stages=3,
+                                          output=acc.ScalarType.float16, splits=2)
+    plan.split_k(deterministic=False)
+    model, fn = compile_function_plan(plan, args)
+    reports = emulate_function(model, fn, [(0, 0, 0), (1, 3, 1)], seed=2)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
