@@ -196,11 +196,11 @@ def _unrounded(e: Expr) -> Expr:
 
 def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulator: ScalarType,
                   combo: dict[str, int], edge: TileEdge | None, columns: tuple[int, int] | None = None,
-                  held: str | None = None, then: bool = False) -> tuple[FragmentMap, ...]:
+                  *, held: str, then: bool = False) -> tuple[FragmentMap, ...]:
     """Each epilogue statement (over nest dimensions) as a map over ``fragment``'s elements: the
     register-blocked loops at their values in ``combo``, the element of the array the registers
-    hold (``held``, the first statement's target unless given: C before another array's first
-    statement, that array after it) the fragment's, other arrays read at the element's row and
+    hold (``held`` before the first statement: C; another array's after its first statement) the
+    fragment's, other arrays read at the element's row and
     column (the tensorized m and n loops); at C's edge, only the elements inside it. A result a
     later statement reads (``then``: statements follow these) is held as its array holds it: rounded
     to the array's type (saturated, for 8-bit floats), as the nest's order has it; the last is
@@ -215,7 +215,6 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
                             "elements by loops that count its rows and columns from 0 by 1")
     fixed = {name: Const(value) for name, value in combo.items()}
     maps = []
-    held = held or (statements[0].buffer if statements else "")
     for number, s in enumerate(statements):
         s = in_loops(model, s)
         read_later = then or number < len(statements) - 1
