@@ -36,8 +36,9 @@ def kernel(M, N, K, **options):
     return lower(*hopper_matmul.matmul(M, N, K, **options))
 
 
-def run(k, blocks=None, seed=0):
-    """Emulate ``k`` on random inputs; the written part of C and numpy's C + A @ B there."""
+def run(k, blocks=None, seed=0, start=None):
+    """Emulate ``k`` on random inputs; the written part of C and numpy's C + A @ B there (or
+    ``start`` + A @ B: a plan whose prologue SETs the accumulators)."""
     rng = np.random.default_rng(seed)
     storage = {b.name: rng.standard_normal(b.size).astype(b.dtype.numpy) for b in k.params}
     result = emulate(k, storage, blocks=blocks)
@@ -45,7 +46,7 @@ def run(k, blocks=None, seed=0):
     for b in k.params:
         flat = storage[b.name].astype(np.float64)
         arrays[b.name] = np.lib.stride_tricks.as_strided(flat, b.shape, [s * 8 for s in b.strides])
-    expected = arrays["C"] + arrays["A"] @ arrays["B"]
+    expected = (arrays["C"] if start is None else start) + arrays["A"] @ arrays["B"]
     c = next(b for b in k.params if b.name == "C")
     got = result.storage["C"].reshape(c.shape)
     written = result.written["C"].reshape(c.shape)

@@ -26,12 +26,15 @@ from schedc.ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentLoad,
+    FragmentStore,
     If,
     Loop,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
     Roles,
+    TmaLoad,
+    TmaStore,
     Var,
     WarpgroupFence,
     WarpgroupWait,
@@ -79,13 +82,25 @@ PLANS = {
                                             "teams": 2, "persistent": {"blocks": 4, "group": 2}}),
     "three_teams": ((448, 384, 384), {"block": (64, 128, 64), "stages": 3, "output": F16, "teams": 3,
                                       "persistent": {"blocks": 4, "group": 2}}),
+    # tiles whose rows are not whole 128-byte chunks: B's last box partly read, C's last columns
+    # through unswizzled boxes of their own (loaded and stored; stored only; float32 C; ping-pong
+    # teams holding two accumulators each), A's k-tile part of a box
+    "partial_chunks": ((200, 504, 128), {"block": (128, 232, 64), "stages": 3, "output": F16, "cluster": 2,
+                                         "persistent": {"blocks": 4, "group": 2}}),
+    "partial_chunks_stored_only": ((200, 504, 128), {"block": (128, 232, 64), "stages": 2, "output": F16,
+                                                     "prologue": (acc.MMAFragmentOp.SET, 0.0)}),
+    "partial_chunks_float32_c": ((256, 400, 192), {"operand": BF16, "block": (128, 200, 64), "stages": 2}),
+    "partial_chunks_ping_pong": ((200, 312, 128), {"block": (128, 104, 64), "stages": 2, "teams": 2,
+                                                   "persistent": {"blocks": 2}}),
+    "k_stage_part_of_a_chunk": ((256, 256, 192), {"block": (128, 256, 48), "stages": 2}),
 }
 
 
 @pytest.mark.parametrize("name", list(PLANS))
 def test_emulated_plans_match_numpy(name):
     (M, N, K), options = PLANS[name]
-    got, expected, written = run(kernel(M, N, K, **options))
+    op, arg = options.get("prologue", (None, None))
+    got, expected, written = run(kernel(M, N, K, **options), start=arg if op is acc.MMAFragmentOp.SET else None)
     tolerance = 2e-2 * np.sqrt(K) if options.get("operand") is F32 else 1e-3
     output = options.get("output", F32)
     if output is not F32:  # C rounded to its 16-bit type: half a unit in the last place
@@ -144,11 +159,33 @@ def _plan(**options):
 @pytest.mark.parametrize("options, error, message", [
     ({"operand": F32, "block": (128, 128, 32)}, CacheError, "tf32 wgmma reads operands whose k is contiguous"),
     ({"stages": 8}, CacheError, r"8 stage\(s\) of the TMA tiles need \d+ bytes of shared memory"),
-    ({"block": (128, 256, 48)}, CacheError, "rows of 32, 64 or a multiple of 128 bytes"),
-])
+ ])
 def test_refusals(options, error, message):
     with pytest.raises(error, match=message):
         lower(*_plan(**options))
+
+
+@pytest.mark.parametrize("name, boxes, tail", [("partial_chunks", 4, 40), ("partial_chunks_float32_c", 4, 8),
+                                                ("partial_chunks_stored_only", 4, 40), ("k_stage_part_of_a_chunk", 4, 0)])
+def test_tiles_of_partial_chunks_copy_whole_boxes_and_store_the_tail_by_tma(name, boxes, tail):
+    """B's tile of 232 (or 200) columns is four whole 64-column boxes (the copies' bytes count
+    them all), and C's last columns leave (and, where C is read, enter) by TMA through their own
+    unswizzled boxes, not by the threads."""
+    (M, N, K), options = PLANS[name]
+    k = kernel(M, N, K, **options)
+    shared = {b.name: b for b in k.shared}
+    assert shared["B_shared"].shape[1] == boxes
+    maps = {p.name: p.spec for p in k.values if getattr(p, "builder", "") == "tensor_map"}
+    statements = list(walk_statements(k.body))
+    if tail:
+        assert maps["C_tail_map"].box == (64, tail) and maps["C_tail_map"].swizzle == 0
+        assert shared["C_tail"].shape[-2:] == (64, tail)
+        stores = [s for s in statements if isinstance(s, TmaStore) and s.tensor_map == "C_tail_map"]
+        loads = [s for s in statements if isinstance(s, TmaLoad) and s.tensor_map == "C_tail_map"]
+        assert stores and bool(loads) == ("prologue" not in options)
+    else:
+        assert "C_tail_map" not in maps
+    assert not [s for s in statements if isinstance(s, FragmentStore) and s.buffer == "C"]  # no thread stores C
 
 
 def test_operands_must_be_cached():
@@ -344,21 +381,23 @@ def _adds(k) -> list[FragmentAdd]:
     return [s for s in walk_statements(k.body) if isinstance(s, FragmentAdd)]
 
 
-DIRECT = {"block": (128, 96, 64), "output": F16, "b_layout": acc.Array.Layout.LAST_MAJOR}  # 192-byte rows of C
+# C's rows 200 bytes apart (N = 100) take no TMA box: the threads load and store C
+DIRECT = {"block": (128, 96, 64), "output": F16, "b_layout": acc.Array.Layout.LAST_MAJOR}
+DIRECT_N = 100
 
 
 def test_c_is_loaded_before_the_products_when_registers_allow():
-    """C stored by the threads (192-byte rows take no TMA box): a 64x96 fp32 accumulator (48
+    """C stored by the threads (rows 200 bytes apart take no TMA box): a 64x96 fp32 accumulator (48
     registers) and C's tile in float16 (24) fit the consumers' 232: C is loaded before the k
     loop, added after it. Where C's tiles pass through shared memory it comes in by TMA instead;
     with a prologue op it is loaded into the accumulator as before."""
-    early = kernel(128, 96, 128, **DIRECT)
+    early = kernel(128, DIRECT_N, 128, **DIRECT)
     assert [(s.fragment, s.source) for s in _adds(early)] == [("_c_0_0", "_c_0_0_early")]
     source = emit_source([early], "// hopper")
     source = source[source.index("// consumers"):]
     assert source.index("_c_0_0_early[elem]) = ") < source.index("for (int k = 0;") \
         < source.index("_c_0_0[elem] += schedc::convert<float>(_c_0_0_early[elem]);")
-    assert _adds(kernel(128, 96, 128, **DIRECT, prologue=(acc.MMAFragmentOp.SCALE, 2.0))) == []
+    assert _adds(kernel(128, DIRECT_N, 128, **DIRECT, prologue=(acc.MMAFragmentOp.SCALE, 2.0))) == []
     assert {s.source for s in _adds(kernel(128, 256, 128, block=(128, 256, 64), stages=4))} == {"C_in"}
 
 
@@ -374,7 +413,7 @@ def test_c_added_while_a_wgmma_is_in_flight():
 def test_fragment_add_is_checked_by_the_ir_verifier():
 
 
-    k = kernel(128, 96, 128, **DIRECT)
+    k = kernel(128, DIRECT_N, 128, **DIRECT)
     assert wellformed.problems(k) == []
     bad = rewrite(k.body, lambda s: (dataclasses.replace(s, source="_c_0_0_late"),) if isinstance(s, FragmentAdd)
                    else (s,))
@@ -447,7 +486,8 @@ def test_sample_on_the_gpu(tmp_path):
                                   "column_major_b_fp16", "k_tile_of_two_chunks", "bf16_output_partial_tiles",
                                   "persistent", "persistent_one_thread_issues", "cluster", "cluster_persistent",
                                   "cluster_of_four_rows_partial_k", "ping_pong", "ping_pong_partial_tiles",
-                                  "ping_pong_cluster", "three_teams"])
+                                  "ping_pong_cluster", "three_teams", "partial_chunks", "partial_chunks_stored_only",
+                                  "partial_chunks_float32_c", "partial_chunks_ping_pong", "k_stage_part_of_a_chunk"])
 def test_plans_on_the_gpu(name, tmp_path):
     from schedc.verify import run_function
 

@@ -112,9 +112,19 @@ def test_on_the_gpu(shape, options, tmp_path):
     _on_the_gpu(shape, options, tmp_path, seed=3)
 
 
-def test_a_tile_of_96_fp16_columns_is_stored_directly():
-    """192-byte rows are neither whole 128-byte rows nor one 32/64-byte row: direct stores."""
+def test_a_tile_of_96_fp16_columns_is_a_swizzled_box_and_a_tail_box():
+    """192-byte rows: a 128-byte swizzled chunk, then 32 columns through the unswizzled tail box;
+    no thread stores C."""
     k = kernel(128, 96, 64, block=(128, 96, 64), output=F16, b_layout=COL)
+    assert [s.tensor_map for s in _of(k, TmaStore)] == ["C_map", "C_tail_map"]
+    assert not [s for s in _of(k, FragmentStore) if s.buffer == "C"]
+    got, expected, _ = run(k)
+    assert np.abs(got - expected).max() < 1e-2 * np.abs(expected).max()
+
+
+def test_rows_no_tma_box_takes_are_stored_directly():
+    """C's rows 200 bytes apart (N = 100 float16): no tensor map describes them, the threads store."""
+    k = kernel(128, 100, 64, block=(128, 96, 64), output=F16, b_layout=COL)
     assert not _of(k, TmaStore) and _of(k, FragmentStore)
 
 

@@ -21,6 +21,11 @@ The accumulators start at zero; after the products the warpgroup, chunk by chunk
 chunk's slot, reads C, adds it to the accumulator's columns (then the epilogue op), writes the
 result back into the same slot (each thread the elements it read) and stores the slot by TMA;
 once that store has read the slot, the issuing thread refills it with the chunk ``slots`` later.
+
+A tile whose rows are longer than one 128-byte chunk but not whole chunks (``TmaOutput.tail``):
+its whole chunks pass as above, its last columns through unswizzled boxes of their own (a second
+tensor map), one slot for each of the warpgroup's accumulators (and, loaded, one mbarrier each,
+filled once a tile at its start).
 """
 
 from __future__ import annotations
@@ -85,6 +90,9 @@ class TmaOutput:
     adds: bool = False  # the stores add into C (TMA reductions: split_k(deterministic=False))
     # the other array a fused epilogue writes after C, through slots of its own (stores only)
     then: TmaOutput | None = None
+    # a tile's last columns where they are not a whole chunk: unswizzled boxes of their own, one
+    # slot (and, with ``loads``, one mbarrier) for each of the warpgroup's accumulators
+    tail: TmaOutput | None = None
 
     @property
     def slots(self) -> int:
@@ -93,12 +101,14 @@ class TmaOutput:
     @property
     def shared(self) -> tuple[SharedBuffer, ...]:
         return (self.buffer, *((self.barrier,) if self.barrier is not None else ()),
+                *(self.tail.shared if self.tail is not None else ()),
                 *(self.then.shared if self.then is not None else ()))
 
     @property
     def maps(self) -> tuple[StructParam, ...]:
         """The tensor maps of the arrays that leave by TMA."""
-        return (self.map, *(self.then.maps if self.then is not None else ()))
+        return (self.map, *(self.tail.maps if self.tail is not None else ()),
+                *(self.then.maps if self.then is not None else ()))
 
     @property
     def box_bytes(self) -> int:
@@ -106,15 +116,23 @@ class TmaOutput:
 
     def setup(self) -> tuple[Stmt, ...]:
         """The barriers' set-up (by one thread, with the ring's): one arrival, the issuer's."""
-        if self.barrier is None:
-            return ()
-        return tuple(MbarrierInit(self.barrier.name, Const(g), 1) for g in range(self.barrier.shape[0]))
+        own = () if self.barrier is None else \
+            tuple(MbarrierInit(self.barrier.name, Const(g), 1) for g in range(self.barrier.shape[0]))
+        return own + (self.tail.setup() if self.tail is not None else ())
+
+    def pieces(self, n: int) -> list[tuple[int, TmaOutput]]:
+        """An accumulator's ``n`` columns as (first column, the output whose slots take them):
+        whole chunks, then the tail's columns."""
+        whole = n - (self.tail.chunk if self.tail is not None else 0)
+        return [(first, self) for first in range(0, whole, self.chunk)] + \
+            ([(whole, self.tail)] if self.tail is not None else [])
 
 
 def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[SharedBuffer, ...],
                 outer: tuple[str, ...], tiles_per_group: int) -> TmaOutput | None:
     """C's TMA store, where its tiles can take it: C a 2-D array of rows contiguous along the
-    tile's columns, 16-byte row pitch, tile columns in whole 32-, 64- or 128-byte swizzle rows,
+    tile's columns, 16-byte row pitch, tile rows of 32 or 64 bytes or longer ones of 16-byte
+    multiples (whole 128-byte chunks, then a tail),
     each tile stored once (no reduction loop among the ``outer`` ones), the staging slots within
     the shared memory the operand ``ring`` leaves. Otherwise (None) the threads store C directly.
     C is loaded by TMA too where the plan reads it before the products (no prologue op) and a
@@ -151,10 +169,13 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
     m, n, _ = model.tensorize.mma_shape.mnk
     row_bytes = n * size
     swizzle = 128 if row_bytes % 128 == 0 else row_bytes if row_bytes in (32, 64) else 0
+    tail_bytes = 0
+    if not swizzle and row_bytes > 128 and row_bytes % tma.GLOBAL_ALIGN == 0:
+        swizzle, tail_bytes = 128, row_bytes % 128  # whole 128-byte chunks, then the tail's own boxes
     groups = launch.threads // WARPGROUP
     if not swizzle or groups > 15:
         return None
-    chunk = swizzle // size
+    chunk, width = swizzle // size, tail_bytes // size
     tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, (m, chunk), array.dtype, swizzle,
                                                                       tiles.c_bounds))
 
@@ -162,21 +183,38 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
         return SharedBuffer(f"{c.buffer}_out", array.dtype, (groups, slots, m, chunk),
                             (slots * m * chunk, m * chunk, chunk, 1), swizzle, align=1024)
 
+    def tail(loads: bool) -> tuple[TmaOutput | None, tuple[SharedBuffer, ...]]:
+        """The tail's output (None where the tile is whole chunks) and its shared buffers."""
+        if not width:
+            return None, ()
+        slots = tiles_per_group
+        buffer = SharedBuffer(f"{c.buffer}_tail", array.dtype, (groups, slots, m, width),
+                              (slots * m * width, m * width, width, 1), 0, align=128)
+        barrier = SharedBuffer(f"{c.buffer}_tail_full", ScalarType.uint64, (groups * slots,), (1,)) if loads \
+            else None
+        tail_map = StructParam(f"{c.buffer}_tail_map", "tensor_map",
+                               TensorMap(c.buffer, (m, width), array.dtype, 0, tiles.c_bounds))
+        out = TmaOutput(c.buffer, buffer, tail_map, width, loads, barrier, adds)
+        return out, out.shared
+
     def fits(*buffers: SharedBuffer) -> bool:
         return shared_layout([*ring, *buffers])[1] <= model.gpu.shared_memory_max
 
+    last, last_shared = tail(False)
     if adds:
         two = staging(2)
-        return TmaOutput(c.buffer, two, tmap, chunk, adds=True) if array.dtype in REDUCIBLE and fits(two) else None
+        return TmaOutput(c.buffer, two, tmap, chunk, adds=True, tail=last) \
+            if array.dtype in REDUCIBLE and fits(two, *last_shared) else None
     if model.tensorize.prologue_op is MMAFragmentOp.NONE and not stores_only:
-        chunks = tiles_per_group * n // chunk
+        chunks = tiles_per_group * (n // chunk)
+        loaded, loaded_shared = tail(True)
         for slots in sorted((d for d in range(min(2, chunks), chunks + 1) if chunks % d == 0), reverse=True):
             staged = staging(slots)
             barrier = SharedBuffer(f"{c.buffer}_full", ScalarType.uint64, (groups * slots,), (1,))
-            if fits(staged, barrier):
-                return TmaOutput(c.buffer, staged, tmap, chunk, True, barrier)
+            if fits(staged, barrier, *loaded_shared):
+                return TmaOutput(c.buffer, staged, tmap, chunk, True, barrier, tail=loaded)
     two = staging(2)
-    return TmaOutput(c.buffer, two, tmap, chunk) if fits(two) else None
+    return TmaOutput(c.buffer, two, tmap, chunk, tail=last) if fits(two, *last_shared) else None
 
 
 def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:
@@ -190,6 +228,7 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
     result: list[Stmt] = []
     j = 0  # the tile's chunks stored so far (all arrays: their bulk groups are the issuer's one sequence)
     used = dict.fromkeys(outputs, 0)  # each array's chunks so far: its two slots alternate over the tile
+    tails = dict.fromkeys(outputs, 0)  # each array's tails so far
     for s in after:
         if id(s) in moved:
             continue
@@ -197,18 +236,21 @@ def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt
             result.append(s)
             continue
         o = outputs[s.buffer]
-        for first in range(0, n, o.chunk):
-            slot = (GROUP, Const(used[o.array] % 2), Const(0), Const(0))
-            used[o.array] += 1
+        for first, piece in o.pieces(n):
+            if piece is o:  # the array's two slots alternate
+                slot = (GROUP, Const(used[o.array] % 2), Const(0), Const(0))
+                used[o.array] += 1
+            else:  # a tail slot an accumulator's own: last used a tile before
+                slot = (GROUP, Const(tails[o.array] % piece.slots), Const(0), Const(0))
+                tails[o.array] += 1
+            columns = (first, first + piece.chunk)
             result += [
-                *(dataclasses.replace(m, columns=(first, first + o.chunk))
-                  for m in maps.get((s.fragment, o.array), ())),
+                *(dataclasses.replace(m, columns=columns) for m in maps.get((s.fragment, o.array), ())),
                 If(ISSUER, (BulkWait(0 if j == 0 else 1, True,
                                      "the slot is free: the store before last has read it"),)),
                 NamedBarrier(_barrier_id(), WARPGROUP, "the warpgroup's slot is free"),
-                FragmentStore(o.buffer.name, slot, s.fragment, o.chunk, 1, vector=s.vector,
-                              columns=(first, first + o.chunk)),
-                *_store_chunk(o, s, slot, first),
+                FragmentStore(piece.buffer.name, slot, s.fragment, piece.chunk, 1, vector=s.vector, columns=columns),
+                *_store_chunk(piece, s, slot, first),
             ]
             j += 1
     return tuple(result)
@@ -225,7 +267,7 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
     maps = _chunked_maps(after, out)
     used = {id(m) for ms in maps.values() for m in ms} | {id(s) for s in (*stores, *applies.values())}
     rest = [s for s in after if id(s) not in used]  # each part's epilogue of another array and its store, after C's
-    parts = [(s, first) for s in stores for first in range(0, n, out.chunk)]  # chunk j: parts[j]
+    parts = [(s, first) for s in stores for first, piece in out.pieces(n) if piece is out]  # chunk j: parts[j]
     slots, fills = out.slots, len(parts) // out.slots  # each slot is filled ``fills`` times a tile
     source = f"{out.array}_in"
     first_fragment = next(s for s in before if isinstance(s, Fragment))
@@ -244,27 +286,50 @@ def loaded_by_tma(before: tuple[Stmt, ...], after: tuple[Stmt, ...], out: TmaOut
                         _slot_barrier(out, j), f"{out.array}: columns {first}..{first + out.chunk - 1} of a "
                                                "warpgroup's tile")]
 
+    tail = out.tail
+
+    def fill_tail(t: int) -> list[Stmt]:
+        s, first = stores[t], n - tail.chunk
+        return [MbarrierArrive(tail.barrier.name, _slot_barrier(tail, t), tail.box_bytes,
+                               f"the bytes of the last {tail.chunk} columns of the warpgroup's tile of {out.array}"),
+                TmaLoad(tail.map.name, tail.buffer.name, _slot(tail, t), _coords(s, first), tail.barrier.name,
+                        _slot_barrier(tail, t), f"{out.array}: columns {first}..{n - 1} of a warpgroup's tile")]
+
     copies: list[Stmt] = [BulkWait(0, True, "the tile before's stores have read the slots")]
     for j in range(slots):
         copies += fill(j)
-    epilogue: list[Stmt] = []
-    for j, (s, first) in enumerate(parts):
-        slot, columns, apply = _slot(out, j), (first, first + out.chunk), applies.get(s.fragment)
-        turn = Binary("+", tile, Const(j // slots)) if j // slots else tile  # odd fills: the tile's parity moves
-        parity = Const(j // slots % 2) if fills % 2 == 0 else Binary("%", turn, Const(2))
-        refill = [BulkWait(0, True, "the chunk's store has read the slot"), *fill(j + slots)] \
-            if j + slots < len(parts) else []
-        epilogue += [
-            MbarrierWait(out.barrier.name, _slot_barrier(out, j), parity,
-                         f"chunk {j} of the warpgroup's tile of {out.array} has landed"),
-            FragmentLoad(source, out.buffer.name, slot, out.chunk, 1, path="elements", vector=s.vector,
+    for t in range(len(stores) if tail is not None else 0):
+        copies += fill_tail(t)
+
+    def added(s: FragmentStore, piece: TmaOutput, slot, first: int, wait: Stmt, then: list[Stmt]) -> list[Stmt]:
+        """The chunk's C read from its slot, added (and the epilogue applied), written back, stored."""
+        columns, apply = (first, first + piece.chunk), applies.get(s.fragment)
+        return [
+            wait,
+            FragmentLoad(source, piece.buffer.name, slot, piece.chunk, 1, path="elements", vector=s.vector,
                          columns=columns),
             FragmentAdd(s.fragment, source, columns),
             *((FragmentApply(apply.fragment, apply.op, apply.arg, columns),) if apply is not None else ()),
             *(dataclasses.replace(m, columns=columns) for m in maps.get((s.fragment, out.array), ())),
-            FragmentStore(out.buffer.name, slot, s.fragment, out.chunk, 1, vector=s.vector, columns=columns),
-            *_store_chunk(out, s, slot, first, refill),
+            FragmentStore(piece.buffer.name, slot, s.fragment, piece.chunk, 1, vector=s.vector, columns=columns),
+            *_store_chunk(piece, s, slot, first, then),
         ]
+
+    epilogue: list[Stmt] = []
+    for j, (s, first) in enumerate(parts):
+        turn = Binary("+", tile, Const(j // slots)) if j // slots else tile  # odd fills: the tile's parity moves
+        parity = Const(j // slots % 2) if fills % 2 == 0 else Binary("%", turn, Const(2))
+        refill = [BulkWait(0, True, "the chunk's store has read the slot"), *fill(j + slots)] \
+            if j + slots < len(parts) else []
+        wait = MbarrierWait(out.barrier.name, _slot_barrier(out, j), parity,
+                            f"chunk {j} of the warpgroup's tile of {out.array} has landed")
+        epilogue += added(s, out, _slot(out, j), first, wait, refill)
+        if tail is not None and (j + 1 == len(parts) or parts[j + 1][0] is not s):  # the accumulator's tail
+            t = stores.index(s)
+            parity = Const(tile.value % 2) if isinstance(tile, Const) else Binary("%", tile, Const(2))
+            wait = MbarrierWait(tail.barrier.name, _slot_barrier(tail, t), parity,
+                                f"the last {tail.chunk} columns of the warpgroup's tile of {out.array} have landed")
+            epilogue += added(s, tail, _slot(tail, t), n - tail.chunk, wait, [])
     setup.append(If(ISSUER, tuple(copies), f"one thread of the warpgroup copies its tile of {out.array}"))
     return tuple(setup), (*epilogue, *rest)
 

@@ -197,16 +197,16 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
                                f"(pad the leading dimension to a multiple of {16 // math.gcd(16, size)} elements)",
                          loops=(spec.index,))
     row_bytes = fp.extents[inner] * size
-    swizzle = tma.swizzle_for(row_bytes)
+    swizzle = tma.swizzle_for(row_bytes) or (tma.SWIZZLES[0] if row_bytes % tma.GLOBAL_ALIGN == 0 else 0)
     if not swizzle:
         raise CacheError(here, f"the tile's rows are {fp.extents[inner]} elements ({row_bytes} bytes) along "
-                               f"{spec.array}'s contiguous dimension {inner}; wgmma's swizzled tiles take rows of "
-                               "32, 64 or a multiple of 128 bytes", loops=(spec.index,))
+                               f"{spec.array}'s contiguous dimension {inner}; TMA's boxes take rows of a multiple "
+                               "of 16 bytes", loops=(spec.index,))
     if fp.extents[outer] > tma.BOX_LIMIT:
         raise CacheError(here, f"the tile has {fp.extents[outer]} rows along dimension {outer}; a TMA box has at "
                                f"most {tma.BOX_LIMIT}", loops=(spec.index,))
     chunk = swizzle // size
-    chunks = row_bytes // swizzle
+    chunks = -(-row_bytes // swizzle)  # whole boxes: the last one's surplus columns are copied, never read
     stages = spec.stages if spec.pipeline == "async" else 1
     shape = (stages, chunks, fp.extents[outer], chunk)
     strides = (chunks * fp.extents[outer] * chunk, fp.extents[outer] * chunk, chunk, 1)
@@ -754,7 +754,8 @@ class _Products:
         extent = k if k_major else (m if role == "A" else n)
         for var, coeff in inner.terms:
             lp = model.loop(var)
-            if (coeff * lp.step) % c.chunk or (coeff * lp.begin) % c.chunk:
+            moves = isinstance(lp.end, int) and lp.end - lp.begin > lp.step or not isinstance(lp.end, int)
+            if (moves and (coeff * lp.step) % c.chunk) or (coeff * lp.begin) % c.chunk:
                 raise CacheError(here, f"{role}'s tiles start at element {str(inner)} of a {c.chunk}-element "
                                        f"row chunk, which {var} moves by {coeff * lp.step}; wgmma tiles must start at "
                                        f"the same column of every chunk", loops=(c.index,))
@@ -767,9 +768,6 @@ class _Products:
         chunk: Expr = Const(terms.const // c.chunk) if not terms.terms else \
             Binary("/", self.as_expr(terms), Const(c.chunk))
         outer_rows = outer
-        if not k_major and extent > c.chunk and extent % c.chunk:
-            raise CacheError(here, f"{role}'s {extent} columns are not whole {c.chunk}-element chunks",
-                             loops=(c.index,))
         for var, coeff in outer_rows.terms:
             lp = model.loop(var)
             if (coeff * lp.step) % 8 or (coeff * lp.begin) % 8:

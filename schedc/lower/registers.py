@@ -115,7 +115,7 @@ class Budget:
         if fewer:
             out.append(f"at most {fewer} warpgroup(s) a block (a smaller block tile)")
         if not size:
-            size = self.operand_size  # B's tile rows: 32, 64 or a multiple of 128 bytes (plan_tma)
+            size = self.operand_size  # whole swizzled rows: every warpgroup tile starts at a chunk (plan_tma)
             swizzled = [w for w in range(n - 8, 0, -8) if w * size % 128 == 0 or w * size in (32, 64)]
             narrow = next((w for w in swizzled if self.fits(self.consumers, self.enabled, self.blocks, w)), 0)
             if narrow:

@@ -3,6 +3,8 @@ coarse features counted over a campaign (what it covered, what schedc accepted).
 
 from __future__ import annotations
 
+from schedc.ir.types import ScalarType
+
 from .program import (
     Bin,
     Cast,
@@ -100,8 +102,18 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"tile()"} if any(isinstance(s, Tile) for s in p.steps) else set()
     found |= {"partial tiles"} if loop_spans(p)[1] else set()
     found |= {f"tensorize {p.tensorize.mma}", f"instruction {p.tensorize.instruction}"} if p.tensorize else set()
+    found |= {"wgmma tile rows of partial 128-byte chunks"} if partial_chunks(p) else set()
     found |= _expression_features(p)
     return found
+
+
+def partial_chunks(p: Program) -> bool:
+    """A wgmma tile whose rows in some array are longer than one 128-byte chunk but not whole
+    chunks (B's last box partly read, C's last columns through a tail box)."""
+    if p.tensorize is None or not p.tensorize.mma.startswith("M64xN"):
+        return False
+    n = int(p.tensorize.mma.split("xN")[1].split("x")[0])
+    return any(n * ScalarType(a.dtype).size > 128 and n * ScalarType(a.dtype).size % 128 for a in p.arrays)
 
 
 def split_k(p: Program) -> bool:
