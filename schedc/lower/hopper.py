@@ -330,7 +330,8 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
         raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {c.name} by TMA reductions, "
                                                         f"which need {c.name} a 2-D array of float32, float16, "
                                                         "bfloat16 or 32-bit integers with rows 16 bytes apart, tile "
-                                                        "rows of 32, 64 or 128·k bytes and two slots a warpgroup "
+                                                        "rows of 32 or 64 bytes or longer ones of a multiple of 16 "
+                                                        "bytes, and two slots a warpgroup "
                                                         f"beside the ring ({c.name} is {c.dtype.value}"
                                                         f"{list(c.shape)}): use the deterministic split (split_k())")
     return output
