@@ -7,8 +7,9 @@ on TMA-filled rings of shared tiles, warpgroups of 64 rows of the block's tile, 
 What ``hopper_matmul`` fixes by hand is a parameter here:
 
 - ``BM`` x ``BN``: the block's tile of C (``BM / 64`` consumer warpgroups, each 64 x ``BN``); a
-  ``BN`` of 192 suits ragged shapes (5000 x 3000 x 4000: 640 tiles of 128 x 192 fill 4.85 waves of
-  132 multiprocessors, where 480 of 128 x 256 leave the fourth wave two thirds full);
+  ``BN`` of 192 suits some ragged shapes, and where a width between (``fitted_width``, any
+  multiple of 8) fills the waves better the grid has it too (5000 x 3000 x 4000: 520 tiles of
+  128 x 232 fill 3.94 waves of 132 multiprocessors, 640 of 128 x 192 4.85, 480 of 128 x 256 3.64);
 - ``BK``: values of k per stage, ``STAGES``: the ring's depth;
 - ``GROUP``: rows of blocks per group of the persistent grid's tile order;
 - ``CLUSTER``: blocks of a column sharing B's tile by TMA multicast (1: none);
@@ -36,7 +37,29 @@ M, N, K, BM, BN, BK, STAGES, GROUP, CLUSTER, SPECIALIZE, TEAMS, SHAPE = acc.crea
 SPLITS, DETERMINISTIC = acc.create_parameters()
 TILE_N = (64, 128, 192, 256)
 WGMMA = {n: acc.MMAShape[f"M64xN{n}xK16_B1"] for n in TILE_N}
-WGMMA_FP8 = {n: acc.MMAShape[f"M64xN{n}xK32_B1"] for n in TILE_N}  # 8-bit floats: 32 values of k
+MULTIPROCESSORS = 132  # an H100 SXM's or an H200's: the persistent grid's waves
+
+
+def filled(m: int, n: int, width: int, rows: int = 128) -> float:
+    """The share of the waves' tile area that holds C's elements, with tiles of ``rows`` x ``width``.
+
+    >>> round(filled(5000, 3000, 192), 3), round(filled(5000, 3000, 232), 3)
+    (0.925, 0.957)
+    """
+    tiles = -(-m // rows) * -(-n // width)
+    return m * n / (-(-tiles // MULTIPROCESSORS) * MULTIPROCESSORS * rows * width)
+
+
+def fitted_width(m: int, n: int) -> int | None:
+    """A block tile width (a multiple of 8 from 136 to 248, its last 128-byte chunk partial) whose
+    128-row tiles fill the waves better than every width of ``TILE_N`` by more than 1%: 232 at
+    5000 x 3000 (520 tiles, 3.94 waves); None where ``TILE_N`` has one as good.
+
+    >>> fitted_width(5000, 3000), fitted_width(4096, 4096)
+    (232, None)
+    """
+    best = max(range(136, 256, 8), key=lambda w: filled(m, n, w))
+    return best if filled(m, n, best) > max(filled(m, n, w) for w in TILE_N) + 0.01 else None
 
 
 def matmul(operand: acc.ScalarType, split: bool = False):
@@ -79,10 +102,13 @@ def matmul(operand: acc.ScalarType, split: bool = False):
 
 
 def grid(m: int, n: int, k: int, fp8: bool = False) -> list[dict]:
-    """The points searched at one shape (``--shapes`` replaces M, N and K)."""
-    shapes = WGMMA_FP8 if fp8 else WGMMA
+    """The points searched at one shape (``--shapes`` replaces M, N and K): the widths of
+    ``TILE_N`` and, where one fills the waves better, ``fitted_width``'s."""
+    fitted = fitted_width(m, n)
+    widths = [*TILE_N, *((fitted,) if fitted else ())]
+    shapes = {w: acc.MMAShape[f"M64xN{w}xK{32 if fp8 else 16}_B1"] for w in widths}  # 8-bit floats: k 32
     return acc.create_parameter_grid(
-        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: list(TILE_N), BK: [64, 128] if fp8 else [64],
+        {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: widths, BK: [64, 128] if fp8 else [64],
          STAGES: [2, 3, 4, 5, 6] if fp8 else [2, 3, 4, 5], GROUP: [1, 4, 8, 16], CLUSTER: [1, 2],
          SPECIALIZE: [True, False], TEAMS: [1, 2], SHAPE: list(shapes.values())},
         filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, teams, shape:

@@ -617,3 +617,31 @@ def test_a_grids_functions_are_the_same_under_tune(tmp_path, monkeypatch):
     assert tuned.exit_code == 0, tuned.output
     outside, under = names.read_text().splitlines()
     assert outside == under and "'TILE': 64" in outside
+
+
+def test_the_hopper_grid_adds_a_width_fitted_to_the_waves():
+    """At 5000 x 3000 the grid has 232-wide tiles too (520 tiles of 128 x 232 are 3.94 waves of
+    132 multiprocessors, 640 of 128 x 192 are 4.85); at 4096² none fills them better. A 232-wide
+    point lowers and emulates: B's last box partly read, C's last 40 columns through the tail."""
+    import sys
+
+    import schedc as acc
+    from schedc import verify
+    from schedc.frontend.parameters import Replay
+
+    from .plans import compile_function_plan
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+    import tune_matmul as t
+
+    assert (t.fitted_width(5000, 3000), t.fitted_width(4096, 4096)) == (232, None)
+    ragged, square = t.grid(5000, 3000, 4000), t.grid(4096, 4096, 4096)
+    assert (len(ragged), len(square)) == (1260, 1008)
+    assert {p[t.BN] for p in ragged} == {64, 128, 192, 232, 256}
+    values = {t.M: 200, t.N: 504, t.K: 128, t.BM: 128, t.BN: 232, t.BK: 64, t.STAGES: 3, t.GROUP: 2, t.CLUSTER: 2,
+              t.SPECIALIZE: True, t.TEAMS: 1, t.SHAPE: acc.MMAShape.M64xN232xK16_B1}
+    replay = Replay(values)
+    plan, args = t.matmul(acc.ScalarType.float16)
+    model, function = compile_function_plan(replay.resolve(plan), replay.resolve(args))
+    reports = verify.emulate_function(model, function, blocks=None, seed=1)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
