@@ -168,10 +168,10 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
         return None  # C's tile is stored more than once: a later load must not race the TMA store
     m, n, _ = model.tensorize.mma_shape.mnk
     row_bytes = n * size
-    swizzle = 128 if row_bytes % 128 == 0 else row_bytes if row_bytes in (32, 64) else 0
-    tail_bytes = 0
-    if not swizzle and row_bytes > 128 and row_bytes % tma.GLOBAL_ALIGN == 0:
-        swizzle, tail_bytes = 128, row_bytes % 128  # whole 128-byte chunks, then the tail's own boxes
+    swizzle, tail_bytes = tma.swizzle_for(row_bytes), 0
+    if not swizzle and row_bytes > tma.SWIZZLES[0] and row_bytes % tma.GLOBAL_ALIGN == 0:
+        swizzle = tma.SWIZZLES[0]  # whole 128-byte chunks, then the tail's own boxes
+        tail_bytes = row_bytes % swizzle
     groups = launch.threads // WARPGROUP
     if not swizzle or groups > 15:
         return None

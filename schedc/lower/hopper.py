@@ -755,7 +755,7 @@ class _Products:
         extent = k if k_major else (m if role == "A" else n)
         for var, coeff in inner.terms:
             lp = model.loop(var)
-            moves = isinstance(lp.end, int) and lp.end - lp.begin > lp.step or not isinstance(lp.end, int)
+            moves = not isinstance(lp.end, int) or lp.end - lp.begin > lp.step  # takes more than one value
             if (moves and (coeff * lp.step) % c.chunk) or (coeff * lp.begin) % c.chunk:
                 raise CacheError(here, f"{role}'s tiles start at element {str(inner)} of a {c.chunk}-element "
                                        f"row chunk, which {var} moves by {coeff * lp.step}; wgmma tiles must start at "
