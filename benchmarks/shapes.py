@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Every GEMM shape the issues name, beside cuBLAS and Triton on the same values, in one run.
 
-``build [OUTPUT_DIR] [--only S] [--sweep]``: a package of Hopper plans (``samples/hopper_matmul.py``'s
+``build [OUTPUT_DIR] [--only S[,S...]] [--sweep]``: a package of Hopper plans (``samples/hopper_matmul.py``'s
 ``matmul``, ``samples/fp8_matmul.py``'s ``fp8_matmul``) at 4096³, 6144³, 8192³, 8192x4096x2048,
 2048x14336x4096, 5000x3000x4000, 1024x1024x14336 (split-K) and 512³ in fp16 and bf16, with
 float32 C, tf32 and FP8 e4m3 at 4096³ and 8192³; each shape in a few persistent groups.
-A function is named ``<type>_<M>x<N>x<K>_b<m>x<n>_s<stages>_p<group>[_x<cluster>][_k<splits>][_c32]``.
+A function is named ``<type>_<M>x<N>x<K>_b<m>x<n>_s<stages>_p<group>[_x<cluster>][_k<splits>][_c32][_a]``
+(``_a``: C added into by TMA reductions, ``plan.split_k(deterministic=False)`` without a split).
 ``--sweep`` builds other plans at the shapes that ran below cuBLAS instead (``SWEEP``).
 
-``time PACKAGE.hat [--seconds S] [--only S]`` (GPU): each function verified against float64 once
+``time PACKAGE.hat [--seconds S] [--only S[,S...]]`` (GPU): each function verified against float64 once
 (``schedc.bench.Bench``; the functions of one shape share their inputs), then timed, then
 cuBLAS (``schedc bench --compare cublas``'s reference) and Triton (``benchmarks/triton_matmul.py``'s
 kernel, autotuned, C of the function's type, or bfloat16 for FP8) on the same input values, each
@@ -33,17 +34,22 @@ F16, BF16, F32, E4M3 = acc.ScalarType.float16, acc.ScalarType.bfloat16, acc.Scal
 SHORT = {F16: "fp16", BF16: "bf16", F32: "tf32", E4M3: "e4m3"}
 WIDE = (128, 256, 64)
 
-# (operand, (M, N, K), block, stages, groups, cluster, splits, float32 C)
+# (operand, (M, N, K), block, stages, groups, cluster, splits, float32 C[, C added into by TMA reductions])
+BIG = ((4096,) * 3, (6144,) * 3, (8192,) * 3, (8192, 4096, 2048), (2048, 14336, 4096))
 PLANS = [
     *((t, size, WIDE, 3, (4, 8, 16), 1, 1, False) for t in (F16, BF16)
-      for size in ((4096,) * 3, (6144,) * 3, (8192,) * 3, (8192, 4096, 2048), (2048, 14336, 4096))),
+      for size in BIG),
+    *((t, size, WIDE, 3, (4, 8), 1, 1, False, True) for t in (F16, BF16) for size in BIG),
     (F16, (5000, 3000, 4000), WIDE, 3, (8,), 2, 1, False),
     # 13 x 40 = 520 tiles of 128 x 232 fill 3.94 waves of 132 (3000 columns = 12 x 232 + 216)
     *((t, (5000, 3000, 4000), (128, 232, 64), 3, (2, 4), 2, 1, False) for t in (F16, BF16)),
+    *((t, (5000, 3000, 4000), (128, 232, 64), 3, (4,), 2, 1, False, True) for t in (F16, BF16)),
     *((t, (1024, 1024, 14336), (128, 256, 64), 4, (0,), 1, 4, False) for t in (F16, BF16)),
     *((t, (512,) * 3, (128, 128, 64), 4, (8,), 1, 1, False) for t in (F16, BF16)),
     (F16, (4096,) * 3, WIDE, 3, (8,), 1, 1, True),
-    (F32, (4096,) * 3, (128, 128, 32), 4, (8,), 1, 1, True),
+    (F16, (4096,) * 3, WIDE, 3, (8,), 1, 1, True, True),
+    (F32, (4096,) * 3, (128, 256, 32), 3, (8,), 1, 1, True),  # samples/hopper_matmul.py's tf32 plan
+    (F32, (4096,) * 3, (128, 256, 32), 3, (8,), 1, 1, True, True),
 ]
 FP8 = [(4096, 8), (8192, 8)]  # (size, group) of fp8_matmul's per-tensor scaled plan
 # ``build --sweep``: other plans at the shapes below 1.0 of cuBLAS in PLANS' run (BENCHMARKS.md)
@@ -68,26 +74,26 @@ SWEEP = [
 ]
 
 
-def name_of(operand, size, block, stages, group, cluster, splits, wide_c) -> str:
+def name_of(operand, size, block, stages, group, cluster, splits, wide_c, adds=False) -> str:
     return (f"{SHORT[operand]}_{'x'.join(map(str, size))}_b{block[0]}x{block[1]}_s{stages}_p{group}"
             + (f"_x{cluster}" if cluster > 1 else "") + (f"_k{splits}" if splits > 1 else "")
-            + ("_c32" if wide_c and operand is not F32 else ""))
+            + ("_c32" if wide_c and operand is not F32 else "") + ("_a" if adds else ""))
 
 
-def plan_of(operand, size, block, stages, group, cluster, splits, wide_c) -> tuple:
+def plan_of(operand, size, block, stages, group, cluster, splits, wide_c, adds=False) -> tuple:
     plan, args = hopper_matmul.matmul(
         *size, operand=operand, block=block, stages=stages, output=F32 if wide_c else operand,
         b_layout=acc.Array.Layout.LAST_MAJOR if operand is F32 else acc.Array.Layout.FIRST_MAJOR,
         persistent={"group": group} if group else None, cluster=cluster, splits=splits)
-    if splits > 1:
-        plan.split_k(deterministic=False)  # TMA reductions into C (BENCHMARKS.md: 1.06x at this shape)
+    if splits > 1 or adds:
+        plan.split_k(deterministic=False)  # TMA reductions into C (BENCHMARKS.md: 1.06x at 1024x1024x14336)
     return plan, args
 
 
 def variants(plans=PLANS):
-    for operand, size, block, stages, groups, cluster, splits, wide_c in plans:
+    for operand, size, block, stages, groups, cluster, splits, wide_c, *adds in plans:
         for group in groups:
-            v = (operand, size, block, stages, group, cluster, splits, wide_c)
+            v = (operand, size, block, stages, group, cluster, splits, wide_c, *adds)
             yield name_of(*v), lambda v=v: plan_of(*v)
     if plans is not PLANS:
         return
@@ -101,9 +107,14 @@ def variants(plans=PLANS):
 def build(output: str, only: str, sweep: bool) -> None:
     package = acc.Package()
     for name, make in variants(SWEEP if sweep else PLANS):
-        if only in name:
+        if chosen(name, only):
             package.add(*make(), base_name=name)
     package.build("shapes", format=acc.Package.Format.HAT_SOURCE, output_dir=f"{output}/shapes")
+
+
+def chosen(name: str, only: str) -> bool:
+    """Whether ``name`` holds one of ``only``'s comma-separated parts (all names for "")."""
+    return any(part in name for part in only.split(","))
 
 
 def timed(launch, seconds: float) -> tuple[float, float]:
@@ -124,7 +135,7 @@ def rotating(launch):
 def shape_key(name: str) -> str:
     """The type and shape a function's name begins with: the functions compared as one shape."""
     kind, dims = name.split("_")[:2]
-    return f"{kind}_{dims}" + ("_c32" if name.endswith("_c32") else "")
+    return f"{kind}_{dims}" + ("_c32" if "_c32" in name else "")
 
 
 def time_package(path: str, seconds: float, only: str) -> None:
@@ -141,8 +152,9 @@ def time_package(path: str, seconds: float, only: str) -> None:
     caches: dict[str, dict] = {}
     triton_ms: dict[str, float] = {}
     best: dict[str, float] = {}
+    loaded: dict[str, float] = {}  # the best of the functions that load C (no ``_a``)
     for name, fn in sorted(package.functions.items()):
-        if only not in name:
+        if not chosen(name, only):
             continue
         key = shape_key(name)
         bench = Bench(fn, cache=caches.setdefault(key, {}))
@@ -153,13 +165,17 @@ def time_package(path: str, seconds: float, only: str) -> None:
                 triton_ms[key] = triton_time(bench, reference, seconds)
         ratio = theirs / ours
         best[key] = max(best.get(key, 0.0), ratio)
+        if not name.endswith("_a"):
+            loaded[key] = max(loaded.get(key, 0.0), ratio)
         print(f"| {name} | {ours:.4f} | {our_mhz:.0f} | {theirs:.4f} | {their_mhz:.0f} | **{ratio:.3f}** | "
               f"{triton_ms[key]:.4f} | {theirs / triton_ms[key]:.3f} |", flush=True)
         del bench, reference
     for kind in sorted({k.split("_")[0] for k in best}):
-        ratios = [r for k, r in best.items() if k.split("_")[0] == kind]
-        print(f"{kind}: geometric mean of the best function a shape x cuBLAS over {len(ratios)} shapes: "
-              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+        for label, found in (("", best), (" loading C", loaded)):
+            ratios = [r for k, r in found.items() if k.split("_")[0] == kind]
+            if ratios:
+                print(f"{kind}: geometric mean of the best function{label} a shape x cuBLAS over {len(ratios)} "
+                      f"shapes: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
 
 
 def triton_time(bench, reference, seconds: float) -> float:

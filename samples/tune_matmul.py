@@ -15,7 +15,10 @@ What ``hopper_matmul`` fixes by hand is a parameter here:
 - ``CLUSTER``: blocks of a column sharing B's tile by TMA multicast (1: none);
 - ``SPECIALIZE``: a producer warpgroup issuing the copies, or every warpgroup computing;
 - ``TEAMS``: 2 gives the block two teams of ``BM / 64`` consumer warpgroups that take its tiles in
-  turn (ping-pong: one team stores its tile while the other multiplies; warp-specialized only).
+  turn (ping-pong: one team stores its tile while the other multiplies; warp-specialized only);
+- ``DETERMINISTIC``: False adds each tile's sums into C by TMA reductions instead of loading C's
+  tile and storing it (``plan.split_k(deterministic=False)`` without a split: C's sum rounded
+  twice; faster where C's traffic is a large share, as with a short k).
 
 ``matmul_split_<type>`` is the same product with k split between blocks (split-K, for shapes
 with few tiles of C and a long k: 1024 x 1024 x 14336 has 64 tiles of 128 x 128 for 132
@@ -93,9 +96,8 @@ def matmul(operand: acc.ScalarType, split: bool = False):
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=STAGES, engine=acc.CopyEngine.TMA)
     plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
     plan.warp_specialize(SPECIALIZE, teams=TEAMS)
-    if split:
-        plan.split_k(DETERMINISTIC)
-    else:
+    plan.split_k(DETERMINISTIC)
+    if not split:
         plan.persistent(group=GROUP)
         plan.cluster(CLUSTER, target.GridUnit.BLOCK_Y)
     return plan, (A, B, C)
@@ -110,8 +112,8 @@ def grid(m: int, n: int, k: int, fp8: bool = False) -> list[dict]:
     return acc.create_parameter_grid(
         {M: [m], N: [n], K: [k], BM: [64, 128, 256], BN: widths, BK: [64, 128] if fp8 else [64],
          STAGES: [2, 3, 4, 5, 6] if fp8 else [2, 3, 4, 5], GROUP: [1, 4, 8, 16], CLUSTER: [1, 2],
-         SPECIALIZE: [True, False], TEAMS: [1, 2], SHAPE: list(shapes.values())},
-        filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, teams, shape:
+         SPECIALIZE: [True, False], TEAMS: [1, 2], DETERMINISTIC: [True, False], SHAPE: list(shapes.values())},
+        filter_func=lambda m, n, k, bm, bn, bk, stages, group, cluster, specialize, teams, deterministic, shape:
             shape is shapes[bn] and group % cluster == 0 and (specialize or teams == 1))
 
 

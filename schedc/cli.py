@@ -411,7 +411,8 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
 
             parts = every_part(kernel, chosen.blocks)  # a tile's split-K parts add into it: all of them
             count = chosen.total if parts is None else len(parts)
-            chosen = _Blocks(parts, count, chosen.total, chosen.why + "; with every split-K part of their tiles")
+            if parts != sorted(chosen.blocks, key=lambda block: block[::-1]):  # not one part
+                chosen = _Blocks(parts, count, chosen.total, chosen.why + "; with every split-K part of their tiles")
         _echo_choice(fn.name + shown, chosen, kernel)
         scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
         limit = pkg.tolerance if tolerance is None else tolerance

@@ -296,9 +296,9 @@ def test_the_sample_builds_and_verifies(tmp_path):
 # -- split_k(deterministic=False): the blocks add their tiles into C by TMA reductions ---------
 
 
-def adding(out=T.float16, prologue=None, epilogue=None, splits=4, block=(128, 128, 64), **options):
+def adding(out=T.float16, prologue=None, epilogue=None, splits=4, block=(128, 128, 64), stages=2, **options):
     operand = T.bfloat16 if out is T.bfloat16 else T.float16
-    plan, args = kit.hopper_matmul.matmul(256, 128, 512, operand, block=block, stages=2, output=out,
+    plan, args = kit.hopper_matmul.matmul(256, 128, 512, operand, block=block, stages=stages, output=out,
                                           splits=splits, prologue=prologue, epilogue=epilogue, **options)
     plan.split_k(deterministic=False)
     return plan, args
@@ -310,6 +310,12 @@ ADDING = {
     "bf16_scale_persistent": lambda: adding(T.bfloat16, prologue=(OPS.SCALE, 0.5), persistent={"group": 2}),
     # 104 columns: a 64-column box, then 40 columns through the tail's own boxes, added as well
     "fp16_partial_chunks": lambda: adding(block=(128, 104, 64)),
+    # without a split: each block adds its tiles' whole sums into C, which it never loads
+    "one_part_fp16_persistent": lambda: adding(splits=1, persistent={"group": 2}),
+    "one_part_bf16_scale_partial_chunks": lambda: adding(T.bfloat16, prologue=(OPS.SCALE, 0.5), splits=1,
+                                                         block=(128, 104, 64)),
+    "one_part_f32_cluster": lambda: adding(T.float32, splits=1, block=(64, 128, 64), cluster=2,
+                                           persistent={"group": 2}),
 }
 
 
@@ -346,11 +352,97 @@ def test_order_free_split_is_refused_without_tma_tiles_of_c():
         compile_function_plan(simt, args)
 
 
-def test_order_free_split_needs_a_split():
-    plan, args = simt_matmul(32, 32, 64, block=(16, 16))
+def test_without_a_split_each_block_adds_its_tiles_into_c_and_never_loads_it():
+    """One kernel of the function's own name, accumulators from zero, no TMA load of C and every
+    store of C a TMA reduction; the emulator adds as the TMA unit does."""
+    from schedc.ir.kernel import TmaLoad, TmaStore
+    from schedc.ir.walk import walk_statements
+
+    function = emulated(*adding(splits=1, persistent={"group": 2}))
+    (kernel,) = function.kernels
+    assert kernel.name.removesuffix("__gpu__") == function.name and not function.workspaces
+    body = list(walk_statements(kernel.body))
+    stores = [s for s in body if isinstance(s, TmaStore)]
+    assert stores and all(s.adds for s in stores)
+    maps = {s.tensor_map for s in body if isinstance(s, TmaLoad)}
+    assert maps and not any(m.startswith("C") for m in maps), maps  # C is not read
+
+
+def test_without_a_split_it_is_refused_for_plans_other_than_wgmma():
+    simt, args = simt_matmul(32, 32, 64, block=(16, 16))
+    simt.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"this plan is not tensorized: leave split_k\(deterministic=False\) out"):
+        compile_function_plan(simt, args)
+    plan, args = tensor_matmul(32, 32, 64)
     plan.split_k(deterministic=False)
-    with pytest.raises(PlanError, match="no loop of a dimension the statements sum over is bound to a grid unit"):
+    with pytest.raises(PlanError, match=r"this plan has mma_sync tiles: leave split_k\(deterministic=False\) out"):
         compile_function_plan(plan, args)
+
+
+def test_without_a_split_it_is_refused_where_c_has_no_slots_beside_the_ring():
+    """4 stages of 256 x 128 tiles take 192 KiB: two slots for each of four warpgroups do not fit
+    (a plan that loads C lets its threads store it instead; one that adds must use TMA)."""
+    with pytest.raises(PlanError, match=r"and two slots a warpgroup beside the ring \(C is float16\[256, 128\]\): "
+                                        r"leave split_k\(deterministic=False\) out"):
+        compile_function_plan(*adding(splits=1, block=(256, 128, 64), stages=4))
+
+
+def test_without_a_split_it_is_refused_with_an_epilogue_op():
+    with pytest.raises(PlanError, match="the epilogue op ReLU applies to each element's new value, which the TMA "
+                                        "reduction makes in L2"):
+        compile_function_plan(*adding(epilogue=(OPS.ReLU, 0.0), splits=1))
+
+
+def test_without_a_split_it_is_refused_where_the_blocks_would_not_only_add():
+    def plan_of(logic):
+        A, C = f32("A", 16, 64), f32("C", 16)
+        nest = acc.Nest(shape=(16, 64))
+        i, j = nest.get_indices()
+        nest.iteration_logic(lambda: logic(A, C, i, j))
+        target = acc.Target(acc.Target.Model.NVIDIA_H100)
+        plan = nest.create_schedule().create_plan(target)
+        plan.bind({i: target.GridUnit.THREAD_X})
+        plan.split_k(deterministic=False)
+        return plan, (A, C)
+
+    def assign(A, C, i, j):
+        C[i] = A[i, j]
+
+    def reads(A, C, i, j):  # X reads C: not a reduction either
+        C[i] += A[i, j] * C[i]
+
+    def two(A, C, i, j):
+        C[i] += A[i, j]
+        A[i, 0] += C[i]
+
+    with pytest.raises(PlanError, match=r"statement 1 \(C = \.\.\.\) is not a reduction C \+= \.\.\."):
+        compile_function_plan(*plan_of(assign))
+    with pytest.raises(PlanError, match=r"statement 1 \(C = \.\.\.\) is not a reduction"):
+        compile_function_plan(*plan_of(reads))
+    with pytest.raises(PlanError, match="the statements accumulate into A, C; the blocks add the sums of one array"):
+        compile_function_plan(*plan_of(two))
+
+
+def test_without_a_split_a_prologue_op_needs_fixed_sizes():
+    M = acc.create_dimensions()
+    plan, args = kit.hopper_matmul.matmul(M, 128, 256, T.float16, block=(128, 128, 64), stages=2, output=T.float16,
+                                          prologue=(OPS.SCALE, 0.5))
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"the prologue op SCALE would run as a kernel over C's written box, which "
+                                        r"run-time sizes \(M\) leave unknown"):
+        compile_function_plan(plan, (M, *args))
+
+
+def test_without_a_split_run_time_sizes_add_into_c():
+    M = acc.create_dimensions()
+    plan, args = kit.hopper_matmul.matmul(M, 128, 256, T.float16, block=(128, 128, 64), stages=2, output=T.float16,
+                                          persistent={"group": 2})
+    plan.split_k(deterministic=False)
+    model, function = compile_function_plan(plan, (M, *args))
+    assert [p.name for p in function.params][:4] == ["M", "A", "B", "C"]  # Package.add's order
+    for rows in (1, 200):
+        reports = emulate_function(model, function, blocks=None, seed=3, sizes={"M": rows})
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
 
 
 def test_the_race_check_lets_only_adds_meet():
@@ -386,6 +478,15 @@ def test_order_free_split_on_the_gpu(name, tmp_path):
     fn = acc.load(path).functions[name]
     for reports in (run_function(fn, seed=7), compare_with_emulator(fn, seed=7)):
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    if name.startswith("one_part"):  # each element added to once: the same bits every call
+        rng = np.random.default_rng(8)
+        arrays = [rng.standard_normal(p.shape).astype(p.dtype.numpy) for p in fn.function.arrays]
+        results = []
+        for _ in range(2):
+            c = arrays[2].copy()
+            fn(arrays[0], arrays[1], c)
+            results.append(c)
+        assert results[0].tobytes() == results[1].tobytes()
 
 
 def test_a_sum_split_into_parts_of_one_value():

@@ -316,8 +316,8 @@ def test_the_sampler_leaves_out_parameters_the_others_determine():
                                ("matmul_fp16",))
     script = collect.run(source)
     ((group, points),) = groups(script.grids).items()
-    assert len(points) == 1008
-    assert _free(script.grids[0], points) == ["BM", "BN", "STAGES", "GROUP", "CLUSTER", "SPECIALIZE", "TEAMS"]
+    assert len(points) == 2016
+    assert _free(script.grids[0], points) == ["BM", "BN", "STAGES", "GROUP", "CLUSTER", "SPECIALIZE", "TEAMS", "DETERMINISTIC"]
     with pytest.raises(TuneError, match=r"--function mm: .* has no grid of that name \(its grids: matmul_fp16, "):
         collect.run(collect.Source.of(source.path, functions=("mm",)))
 
@@ -636,12 +636,14 @@ def test_the_hopper_grid_adds_a_width_fitted_to_the_waves():
 
     assert (t.fitted_width(5000, 3000), t.fitted_width(4096, 4096)) == (232, None)
     ragged, square = t.grid(5000, 3000, 4000), t.grid(4096, 4096, 4096)
-    assert (len(ragged), len(square)) == (1260, 1008)
+    assert (len(ragged), len(square)) == (2520, 2016)
     assert {p[t.BN] for p in ragged} == {64, 128, 192, 232, 256}
     values = {t.M: 200, t.N: 504, t.K: 128, t.BM: 128, t.BN: 232, t.BK: 64, t.STAGES: 3, t.GROUP: 2, t.CLUSTER: 2,
               t.SPECIALIZE: True, t.TEAMS: 1, t.SHAPE: acc.MMAShape.M64xN232xK16_B1}
-    replay = Replay(values)
-    plan, args = t.matmul(acc.ScalarType.float16)
-    model, function = compile_function_plan(replay.resolve(plan), replay.resolve(args))
-    reports = verify.emulate_function(model, function, blocks=None, seed=1)
-    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+    for deterministic in (True, False):  # C loaded and stored, or added into by TMA reductions
+        replay = Replay({**values, t.DETERMINISTIC: deterministic})
+        plan, args = t.matmul(acc.ScalarType.float16)
+        model, function = compile_function_plan(replay.resolve(plan), replay.resolve(args))
+        assert "C_tail_map" in {p.name for p in function.kernels[-1].values}  # the last 40 columns by TMA
+        reports = verify.emulate_function(model, function, blocks=None, seed=1)
+        assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))

@@ -701,11 +701,21 @@ class Plan:
         ``cp.reduce.async.bulk.tensor``): no workspace and no second kernel, but the rounding
         may differ between runs.
 
-        **Requires** (``deterministic=False``): a wgmma plan whose C tiles leave by TMA (a 2-D
-        C of float32, float16 or bfloat16, rows 16 bytes apart), no epilogue op (it needs the
-        whole sum); a prologue op is applied to C by a kernel before the products.
+        ``deterministic=False`` without a split (no loop of k bound to a grid unit): each block
+        adds its tiles' whole sums into C the same way, instead of loading C's tiles before the
+        products and storing them after; the L2 cache adds them to C. Each element is added to
+        once, so the bits are the same every run, but the sum is rounded to C's type before the
+        addition (twice in all, against once when the block adds C). Where C's traffic is a large
+        share of the work (short k), this is the faster epilogue: fp16 8192 x 4096 x 2048 on
+        128 x 256 tiles 3-4% (BENCHMARKS.md).
 
-        Before → after (k in 2 parts on BLOCK_Z)::
+        **Requires** (``deterministic=False``): a wgmma plan whose C tiles leave by TMA (a 2-D
+        C of float32, float16 or bfloat16, rows 16 bytes apart); every statement a reduction
+        ``C += ...`` of one array that they do not read otherwise; no epilogue op (it applies
+        to the whole new value, which only L2 sees); a prologue op is applied to C by a kernel
+        before the products (not with run-time sizes).
+
+        Before → after (k in 2 parts on BLOCK_Z; without a split, one part)::
 
             C[i, j] += A[i, k] * B[k, j]      C_tile = A[i, part] @ B[part, j]   (each block)
                                               C[tile] += C_tile                  (TMA reduction)

@@ -65,7 +65,8 @@ def compile_function(model, observe: Observer | None = None) -> HostFunction:
     caller = tuple(b for b in model.buffers if b.kind == "param")
     spaces = {b.name: dataclasses.replace(b, role="input_output")  # each kernel reads or writes it
               for k in kernels for b in k.params if b.kind == split.WORKSPACE}
-    return HostFunction(model.function, (*caller, *spaces.values(), *values.values()), kernels)
+    function = HostFunction(model.function, (*caller, *spaces.values(), *values.values()), kernels)
+    return _in_argument_order(model, function)
 
 
 def _in_argument_order(model, function: HostFunction) -> HostFunction:

@@ -74,7 +74,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import cache, epilogue, operands, tensor
+from . import cache, epilogue, operands, split, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -326,14 +326,14 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
                                                          *_turns(launch.teams)),
                                   roles.shape.outer, tiles_per_group)
     if model.adds_into and output is None:
-        c = model.buffer(model.adds_into)
+        c, instead = model.buffer(model.adds_into), split.instead(split.splits_between_blocks(model))
         raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {c.name} by TMA reductions, "
                                                         f"which need {c.name} a 2-D array of float32, float16, "
                                                         "bfloat16 or 32-bit integers with rows 16 bytes apart, tile "
                                                         "rows of 32 or 64 bytes or longer ones of a multiple of 16 "
                                                         "bytes, and two slots a warpgroup "
                                                         f"beside the ring ({c.name} is {c.dtype.value}"
-                                                        f"{list(c.shape)}): use the deterministic split (split_k())")
+                                                        f"{list(c.shape)}): {instead}")
     return output
 
 

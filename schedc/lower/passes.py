@@ -17,7 +17,7 @@ from ..errors import PlanError
 from ..ir.kernel import Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
-from . import cache, check, epilogue, hopper, launch, loops, private, simplify, tensor
+from . import cache, check, epilogue, hopper, launch, loops, private, simplify, split, tensor
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,8 @@ def epilogue_slots(ir: Lowering) -> Lowering:
             kind = "a SIMT plan" if ir.tiles is None else f"{ir.tiles.family} tiles"
             raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {ir.model.adds_into} by "
                                                             "TMA reductions, from a wgmma plan whose A and B come "
-                                                            f"through TMA rings; this plan has {kind}: use the "
-                                                            "deterministic split (split_k())")
+                                                            f"through TMA rings; this plan has {kind}: "
+                                                            f"{split.instead(split.splits_between_blocks(ir.model))}")
         return ir
     return dataclasses.replace(ir, output=hopper.plan_epilogue(ir.model, ir.tiles, ir.tma, ir.launch, ir.roles))
 

@@ -46,10 +46,12 @@ ELEMENTS_PER_THREAD = 4  # elements of a combine or clear thread (COMBINE_THREAD
 class Split:
     """A plan's split of a reduction between blocks: ``loop`` (bound to ``unit``) takes ``splits``
     values ``step`` apart along nest dimension ``dim``; the statements accumulate into ``target``,
-    whose written elements are the box at ``origin`` of ``extents``."""
+    whose written elements are the box at ``origin`` of ``extents`` (empty: run-time sizes). One
+    part (``loop`` empty, ``unit`` None): ``split_k(deterministic=False)`` without a split, each
+    block adding its tiles' whole sums into ``target``."""
 
     loop: str
-    unit: GridUnit
+    unit: GridUnit | None
     dim: int
     splits: int
     step: int
@@ -63,13 +65,9 @@ def find(model: Model) -> Split | None:
     statements' written elements unchanged); PlanError for a split schedc cannot combine."""
     if model.fusion is not None:  # a fused schedule's loops on blocks are its fused ones (check_plan says so)
         return None
-    found = [(b.unit, name) for b in model.bindings if b.unit.level == "block" for name in b.loops
-             if _sums_over(model, model.loop(name).dim)]
+    found = _bound_sums(model)
     if not found:
-        if not model.split_deterministic:
-            raise PlanError("split_k(deterministic=False)", "no loop of a dimension the statements sum over is bound "
-                                                            "to a grid unit: there is no split to combine")
-        return None
+        return None if model.split_deterministic else _whole(model)
     if len(found) > 1 or any(b.unit.level == "block" and len(b.loops) > 1 for b in model.bindings
                              if any(name in b.loops for _, name in found)):
         names = ", ".join(name for _, name in found)
@@ -79,34 +77,65 @@ def find(model: Model) -> Split | None:
     return _split(model, unit, name)
 
 
+def _bound_sums(model: Model) -> list[tuple[GridUnit, str]]:
+    """The block-bound loops of dimensions the statements sum over, with their units."""
+    return [(b.unit, name) for b in model.bindings if b.unit.level == "block" for name in b.loops
+            if _sums_over(model, model.loop(name).dim)]
+
+
+def splits_between_blocks(model: Model) -> bool:
+    """Whether a loop of a dimension the statements sum over is bound to blocks (split-K)."""
+    return bool(_bound_sums(model))
+
+
 def _sums_over(model: Model, dim: int) -> bool:
     """Whether no statement's written element depends on nest dimension ``dim``."""
     name = model.dims[dim][0]
     return all(name not in Affine.of(i).coeffs for s in model.statements for i in s.index)
 
 
+def _whole(model: Model) -> Split:
+    """``split_k(deterministic=False)`` without a split: one part, each block adding its tiles'
+    whole sums into the target by TMA reductions instead of loading and storing them."""
+    where = "split_k(deterministic=False)"
+    target = _target(model, where, "each block adds its sums into the array they accumulate into by TMA reductions",
+                     "the blocks add the sums of one array")
+    if model.sizes:
+        if model.tensorize is not None and model.tensorize.prologue_op is not MMAFragmentOp.NONE:
+            raise PlanError(where, f"the prologue op {model.tensorize.prologue_op.name} would run as a kernel over "
+                                   f"{target}'s written box, which run-time sizes ({', '.join(model.size_names)}) "
+                                   "leave unknown; drop the prologue op or split_k(deterministic=False)")
+        return Split("", None, -1, 1, 0, target, (), ())
+    origin, extents, gap = poly.written_box(model, target)
+    if gap is not None and model.tensorize is not None and model.tensorize.prologue_op is not MMAFragmentOp.NONE:
+        raise PlanError(where, f"the nest writes {target} only partly in the box {_box(origin, extents)} "
+                               f"({target}[{', '.join(map(str, gap))}] is not written): the prologue op's kernel "
+                               "runs over a whole box")
+    return Split("", None, -1, 1, 0, target, origin, extents)
+
+
+def _target(model: Model, where: str, why: str, one: str) -> str:
+    """The one array every statement accumulates into (``T += X``), or PlanError."""
+    for n, s in enumerate(model.statements):
+        if accumulated(s) is None:
+            raise PlanError(where, f"{why}, but statement {n + 1} ({s.buffer} = ...) is not a reduction "
+                                   f"{s.buffer} += ...: the blocks would race on its elements")
+    targets = sorted({s.buffer for s in model.statements})
+    if len(targets) > 1:
+        raise PlanError(where, f"the statements accumulate into {', '.join(targets)}; {one}")
+    return targets[0]
+
+
 def _split(model: Model, unit: GridUnit, name: str) -> Split:
     loop, where = model.loop(name), f"bind({{{name}: {unit.name}}})"
     dim_name, extent = model.dims[loop.dim]
-    for n, s in enumerate(model.statements):
-        if accumulated(s) is None:
-            raise PlanError(where, f"{name} splits the sum over {dim_name} between blocks, but statement {n + 1} "
-                                   f"({s.buffer} = ...) is not a reduction {s.buffer} += ...: the blocks would race "
-                                   "on its elements")
-    targets = sorted({s.buffer for s in model.statements})
-    if len(targets) > 1:
-        raise PlanError(where, f"the statements accumulate into {', '.join(targets)}; a split between blocks "
-                               "combines the partial sums of one array")
-    target = targets[0]
+    target = _target(model, where, f"{name} splits the sum over {dim_name} between blocks",
+                     "a split between blocks combines the partial sums of one array")
     across = [n for b in model.bindings if b.unit.level in ("thread", "warp") for n in b.loops
               if _sums_over(model, model.loop(n).dim)]
     if across:
         raise PlanError(where, f"{name} splits the sum over {dim_name} between blocks and {', '.join(across)} between "
                                "threads: a reduction across both is not built; keep one of them")
-    read = set().union(*(buffers_read(accumulated(s)) for s in model.statements))
-    if target in read:
-        raise PlanError(where, f"the statements read {target}, which they accumulate into: the blocks' partial "
-                               "sums would read each other's")
     if model.sizes:
         raise PlanError(where, f"{name} splits a reduction between blocks, and the function has run-time sizes "
                                f"({', '.join(model.size_names)}): split-K's workspace and combine are built for "
@@ -190,11 +219,15 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
     where = "split_k(deterministic=False)"
     if t is None:
         raise PlanError(where, "the blocks add their sums into C by TMA reductions from a wgmma plan's tiles; this "
-                               "plan is not tensorized: use the deterministic split (split_k())")
+                               f"plan is not tensorized: {instead(split.loop)}")
     if t.epilogue_op is not MMAFragmentOp.NONE:
-        raise PlanError(where, f"the epilogue op {t.epilogue_op.name} needs each element's whole sum, and each block "
-                               "adds only its part: use the deterministic split (split_k()), whose combine applies it")
-    partial = partial_model(model, split, None)
+        if split.loop:
+            raise PlanError(where, f"the epilogue op {t.epilogue_op.name} needs each element's whole sum, and each "
+                                   "block adds only its part: use the deterministic split (split_k()), whose combine "
+                                   "applies it")
+        raise PlanError(where, f"the epilogue op {t.epilogue_op.name} applies to each element's new value, which the "
+                               f"TMA reduction makes in L2, out of the block's reach: {instead(split.loop)}")
+    partial = partial_model(model, split, None) if split.loop else model  # one part: the plan as it is
     partial = dataclasses.replace(partial, adds_into=split.target, tensorize=dataclasses.replace(
         partial.tensorize, prologue_op=MMAFragmentOp.SET, prologue_arg=0.0))
     if t.prologue_op is MMAFragmentOp.NONE:
@@ -206,6 +239,13 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
     prologue = _element_model(model, f"{model.function}__prologue", dims, (target,),
                               (Store(target.name, index, value),))
     return prologue, partial
+
+
+def instead(split: bool) -> str:
+    """What to write instead of ``split_k(deterministic=False)`` where its TMA reductions cannot be."""
+    if split:
+        return "use the deterministic split (split_k())"
+    return "leave split_k(deterministic=False) out (the blocks then load C's tiles and store them)"
 
 
 def partial_model(model: Model, split: Split, space: Buffer | None) -> Model:

@@ -95,7 +95,8 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"fused over the rows alone"} if p.rows_only else set()
     if p.epilogue and any(s.target.array != p.statements[0].target.array for s in p.epilogue):
         found.add("fused epilogue writing another array" + (" (tensor cores)" if p.tensorize else ""))
-    found |= {"split-K by TMA reductions"} if p.order_free else set()
+    found |= {"split-K by TMA reductions" if split_k(p) else "C added into by TMA reductions, no split"} \
+        if p.order_free else set()
     found |= {"run-time size"} if p.runtime else set()
     found |= {"reorder"} if p.order is not None else set()
     found |= {"split or tile"} if p.steps else set()
