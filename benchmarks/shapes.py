@@ -84,9 +84,8 @@ def plan_of(operand, size, block, stages, group, cluster, splits, wide_c, adds=F
     plan, args = hopper_matmul.matmul(
         *size, operand=operand, block=block, stages=stages, output=F32 if wide_c else operand,
         b_layout=acc.Array.Layout.LAST_MAJOR if operand is F32 else acc.Array.Layout.FIRST_MAJOR,
-        persistent={"group": group} if group else None, cluster=cluster, splits=splits)
-    if splits > 1 or adds:
-        plan.split_k(deterministic=False)  # TMA reductions into C (BENCHMARKS.md: 1.06x at 1024x1024x14336)
+        persistent={"group": group} if group else None, cluster=cluster, splits=splits,
+        added=splits > 1 or adds)  # TMA reductions into C (split-K: BENCHMARKS.md, 1.06x at 1024x1024x14336)
     return plan, args
 
 

@@ -406,13 +406,12 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
         model, kernels, _, shown = _at_sizes(fn, sizes)
         kernel = kernels.kernels[-1]
         chosen = _choose_blocks(kernel.grid, blocks, kernel.persistent is not None)
-        if model is not None and not model.split_deterministic and chosen.blocks is not None:
+        if model is not None and not model.split_deterministic and model.split_sums and chosen.blocks is not None:
             from .verify import every_part
 
             parts = every_part(kernel, chosen.blocks)  # a tile's split-K parts add into it: all of them
             count = chosen.total if parts is None else len(parts)
-            if parts != sorted(chosen.blocks, key=lambda block: block[::-1]):  # not one part
-                chosen = _Blocks(parts, count, chosen.total, chosen.why + "; with every split-K part of their tiles")
+            chosen = _Blocks(parts, count, chosen.total, chosen.why + "; with every split-K part of their tiles")
         _echo_choice(fn.name + shown, chosen, kernel)
         scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
         limit = pkg.tolerance if tolerance is None else tolerance

@@ -141,7 +141,8 @@ def emulate_function(model, kernel: Kernel | HostFunction, blocks: int | list[Bl
         _emulable(model, function.name, resolved_sizes(model, function.name, sizes))
     model, function = at_sizes(model, function, sizes)
     checkable(function.name, model, function)
-    if model is not None and not model.split_deterministic and blocks is not None:  # adds by TMA reductions
+    if model is not None and not model.split_deterministic and model.split_sums and blocks is not None:
+        # a split's parts add into C by TMA reductions: each sampled tile with all of them
         blocks = every_part(function.kernels[-1], blocks)
     arrays, outputs, written, blocks_run = _emulated(function, blocks, seed, progress)
     early = None

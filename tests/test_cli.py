@@ -398,3 +398,22 @@ def test_a_function_refused_at_build_is_named(tmp_path):
     result = CliRunner().invoke(main, ["build", str(script), "--output-dir", str(tmp_path / "out")])
     assert result.exit_code == 1 and result.output.startswith("error: bad: a reduction across threads (jj): THREAD_X "
                                                               "has 40 threads"), result.output
+
+
+def test_emulate_samples_blocks_of_a_persistent_grid_adding_into_c(tmp_path):
+    """split_k(deterministic=False) without a split: no split-K parts to gather, so --blocks 3
+    emulates 3 of the persistent grid's blocks (it emulated all of them, "with every split-K part")."""
+    import schedc as acc
+
+    from . import kit
+
+    plan, args = kit.hopper_matmul.matmul(512, 512, 64, acc.ScalarType.float16, block=(128, 128, 64), stages=2,
+                                          output=acc.ScalarType.float16, persistent={"group": 2, "blocks": 8},
+                                          added=True)
+    package = acc.Package()
+    package.add(plan, args, base_name="added")
+    path = package.build("added", format=acc.Package.Format.HAT_SOURCE, output_dir=str(tmp_path))
+    result = CliRunner().invoke(main, ["emulate", str(path), "--blocks", "3"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("emulating added on 3 of 8 blocks (spread over the grid"), result.stdout
+    assert "split-K part" not in result.stdout and ": ok: relative error" in result.stdout

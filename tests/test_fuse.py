@@ -251,6 +251,14 @@ def test_wmma_cannot_place_the_elements_of_its_tiles():
     assert {m.fragment for m in walk_statements(fn.kernels[-1].body) if isinstance(m, FragmentMap)}
 
 
+def test_adding_into_c_by_tma_reductions_is_refused_for_a_fused_schedule():
+    plan, args = tensor_matmul(64, 64, 64, epilogue=_bias_tanh)
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"split_k\(deterministic=False\): the schedule is fused \(acc.fuse\): its "
+                                        "later statements need each element's whole value"):
+        compile_function_plan(plan, args)
+
+
 def _into(role=acc.Role.INPUT_OUTPUT, statements="tanh", M=32, N=32, K=32, D_layout=None):
     """C (float32) += A @ B (float16) and an epilogue writing D (float16) at C's element: "tanh"
     ``D = tanh(C + bias[y])``; "both" ``C = C + bias[y]``, ``D = tanh(C)``, ``D = D * scale[x]``.

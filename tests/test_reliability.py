@@ -469,7 +469,7 @@ def test_the_emulation_fails_an_output_that_depends_on_a_read_before_a_write(mon
 
     from .plans import compile_function_plan
 
-    monkeypatch.setattr(check, "_check_reads", lambda model: None)
+    monkeypatch.setattr(check, "check_reads", lambda model: None)
     model, fn = compile_function_plan(*_reversed_read(acc.Role.OUTPUT))
     reports = {r.array: r for r in emulate_function(model, fn, None, seed=1)}
     assert reports["Y"].passed and reports["Y"].early == 0

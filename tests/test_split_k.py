@@ -199,7 +199,15 @@ def test_split_k_on_the_gpu_is_correct_and_deterministic(name, tmp_path):
     fn = acc.load(path).functions[name]
     for reports in (run_function(fn, seed=5), compare_with_emulator(fn, seed=5)):
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
-    rng = np.random.default_rng(6)
+    arrays = assert_the_same_bits_twice(fn, seed=6)
+    first = fn.workspace_pointers()
+    fn(*arrays)
+    assert fn.workspace_pointers() == first  # allocated once
+
+
+def assert_the_same_bits_twice(fn, seed: int) -> list:
+    """Two calls of ``fn`` (A, B, C) on the same inputs give C's same bits; the inputs."""
+    rng = np.random.default_rng(seed)
     arrays = [rng.standard_normal(p.shape).astype(p.dtype.numpy) for p in fn.function.arrays]
     results = []
     for _ in range(2):
@@ -207,9 +215,7 @@ def test_split_k_on_the_gpu_is_correct_and_deterministic(name, tmp_path):
         fn(arrays[0], arrays[1], c)
         results.append(c)
     assert results[0].tobytes() == results[1].tobytes()
-    first = fn.workspace_pointers()
-    fn(*arrays)
-    assert fn.workspace_pointers() == first  # allocated once
+    return arrays
 
 
 # -- programmatic dependent launch between the kernels ---------------------------------------------
@@ -387,6 +393,50 @@ def test_without_a_split_it_is_refused_where_c_has_no_slots_beside_the_ring():
         compile_function_plan(*adding(splits=1, block=(256, 128, 64), stages=4))
 
 
+def k_in_passes(c_role=acc.Role.INPUT_OUTPUT, on_blocks: bool = False):
+    """A wgmma plan of fp16 C[256, 128] += A @ B (K = 512) whose k's outer loop takes 4 passes,
+    serial or (``on_blocks``) on BLOCK_Z, outside the loop C's fragments are cached at."""
+    nest, (A, B, C) = matmul_arrays(256, 128, 512, T.float16, T.float16, c_role=c_role)
+    i, j, k = nest.get_indices()
+    s = nest.create_schedule()
+    ks = s.split(k, 128)
+    ii, jj, kk = s.split(i, 128), s.split(j, 128), s.split(ks, 64)
+    iii = s.split(ii, 64)
+    iiii, jjj, kkk = s.tile({iii: 64, jj: 128, kk: 16})
+    s.reorder(k, i, j, ii, jj, ks, kk, iii, iiii, jjj, kkk)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y,
+               **({k: target.GridUnit.BLOCK_Z} if on_blocks else {})})
+    plan.tensorize(indices=(iiii, jjj, kkk), mma_shape=acc.MMAShape.M64xN128xK16_B1)
+    for operand in (A, B):
+        plan.cache(operand, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+    plan.cache(C, index=ks, location=target.MemorySpace.MMA_FRAGMENT, element_type=T.float32)
+    return plan, (A, B, C)
+
+
+def test_adding_is_refused_where_k_passes_outside_the_cache_of_c():
+    """k in 4 serial passes outside the loop C's fragments are cached at: each pass would add its
+    tile into C on top of the passes before (it was accepted, and C summed again each pass)."""
+    plan, args = k_in_passes()
+    emulated(plan, args)  # C loaded and stored each pass: correct
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"k sums into C's fragments outside their cache \(plan.cache\(C, "
+                                        r"index=\.\.\.\)\): each pass would add its tile into C by TMA reductions on "
+                                        "top of the passes before; cache C at a loop outside k"):
+        compile_function_plan(plan, args)
+
+
+@pytest.mark.parametrize("on_blocks", [False, True], ids=["no split", "split"])
+def test_adding_into_an_output_c_that_the_products_read_is_refused(on_blocks):
+    """C of Role.OUTPUT with no SET prologue: the products would start from C's undefined values
+    (it was accepted: the adds' own SET prologue hid the read from the check)."""
+    plan, args = k_in_passes(acc.Role.OUTPUT, on_blocks)
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"C is Role.OUTPUT but the nest reads C\[0, 0\]"):
+        compile_function_plan(plan, args)
+
+
 def test_without_a_split_it_is_refused_with_an_epilogue_op():
     with pytest.raises(PlanError, match="the epilogue op ReLU applies to each element's new value, which the TMA "
                                         "reduction makes in L2"):
@@ -479,14 +529,7 @@ def test_order_free_split_on_the_gpu(name, tmp_path):
     for reports in (run_function(fn, seed=7), compare_with_emulator(fn, seed=7)):
         assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
     if name.startswith("one_part"):  # each element added to once: the same bits every call
-        rng = np.random.default_rng(8)
-        arrays = [rng.standard_normal(p.shape).astype(p.dtype.numpy) for p in fn.function.arrays]
-        results = []
-        for _ in range(2):
-            c = arrays[2].copy()
-            fn(arrays[0], arrays[1], c)
-            results.append(c)
-        assert results[0].tobytes() == results[1].tobytes()
+        assert_the_same_bits_twice(fn, seed=8)
 
 
 def test_a_sum_split_into_parts_of_one_value():

@@ -705,15 +705,18 @@ class Plan:
         adds its tiles' whole sums into C the same way, instead of loading C's tiles before the
         products and storing them after; the L2 cache adds them to C. Each element is added to
         once, so the bits are the same every run, but the sum is rounded to C's type before the
-        addition (twice in all, against once when the block adds C). Where C's traffic is a large
-        share of the work (short k), this is the faster epilogue: fp16 8192 x 4096 x 2048 on
-        128 x 256 tiles 3-4% (BENCHMARKS.md).
+        addition (twice in all, against once when the block adds C; a prologue op's kernel
+        rounds C once more). Where C's traffic is a large share of the work (short k), this is
+        the faster epilogue: fp16 8192 x 4096 x 2048 on 128 x 256 tiles 2-4% (BENCHMARKS.md).
 
-        **Requires** (``deterministic=False``): a wgmma plan whose C tiles leave by TMA (a 2-D
-        C of float32, float16 or bfloat16, rows 16 bytes apart); every statement a reduction
-        ``C += ...`` of one array that they do not read otherwise; no epilogue op (it applies
-        to the whole new value, which only L2 sees); a prologue op is applied to C by a kernel
-        before the products (not with run-time sizes).
+        **Requires** (``deterministic=False``): a wgmma plan whose C tiles leave by TMA (a
+        row-major 2-D C of float32, float16, bfloat16 or 32-bit integers, rows 16 bytes apart,
+        with two shared slots a warpgroup beside the operand ring); every statement a reduction
+        ``C += ...`` of one array that they do not read otherwise; C's fragments cached at a loop
+        outside every serial loop of the summed dimension (each tile added once a block); no
+        epilogue op (it applies to the whole new value, which only L2 sees) and no fused
+        schedule; a Role.OUTPUT C only with the SET prologue; a prologue op is applied to C by a
+        kernel before the products (not with run-time sizes).
 
         Before → after (k in 2 parts on BLOCK_Z; without a split, one part)::
 

@@ -208,6 +208,18 @@ class Model:
         return tuple(self.part(p) for p in range(len(self.fusion.parts)))
 
     @property
+    def split_sums(self) -> tuple[tuple[GridUnit, str], ...]:
+        """The block-bound loops of dimensions no statement's written element depends on (each
+        splits the statements' sums between blocks: split-K), with their units."""
+        return tuple((b.unit, name) for b in self.bindings if b.unit.level == "block" for name in b.loops
+                     if self.sums_over(self.loop(name).dim))
+
+    def sums_over(self, dim: int) -> bool:
+        """Whether no statement's written element depends on nest dimension ``dim``."""
+        name = self.dims[dim][0]
+        return all(name not in Affine.of(i).coeffs for s in self.statements for i in s.index)
+
+    @property
     def serial_loops(self) -> tuple[str, ...]:
         """The loops each thread runs itself, in schedule order: neither bound nor tensorized."""
         tile = self.tensorize.loops if self.tensorize else ()

@@ -162,10 +162,10 @@ def _check_roles(model) -> None:
                     f"iteration writes {buffer.name}[{', '.join(map(str, element))}]{poly.when(sizes)}; use "
                     "Role.INPUT_OUTPUT to keep the elements the nest does not write",
                 )
-    _check_reads(model)
+    check_reads(model)
 
 
-def _check_reads(model) -> None:
+def check_reads(model) -> None:
     """OUTPUT and TEMP arrays are read only at elements the nest's order wrote first (a tensorized
     product whose fragments start at a value, ``prologue_op=SET``, does not read its C)."""
     for array in model.undefined_reads:

@@ -164,7 +164,7 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
             or (array.strides[0] * size) % tma.GLOBAL_ALIGN:
         return None
     adds = model.adds_into == c.buffer
-    if any(r in outer for r in tiles.reductions) and not adds:
+    if any(r in outer for r in tiles.reductions):
         return None  # C's tile is stored more than once: a later load must not race the TMA store
     m, n, _ = model.tensorize.mma_shape.mnk
     row_bytes = n * size

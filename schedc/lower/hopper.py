@@ -320,20 +320,26 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
                   roles: WarpRoles) -> epilogue.TmaOutput | None:
     """How C's tiles leave (and enter) the block: TMA through shared slots beside the ring, or
     None (the threads store C themselves): ``epilogue.plan_output``."""
+    again = [r for r in tiles.reductions if r in roles.shape.outer]
+    if model.adds_into and again:
+        loops = ", ".join(again)
+        raise PlanError("split_k(deterministic=False)", f"{loops} sum{'s' if len(again) == 1 else ''} into C's "
+                                                        "fragments outside their cache (plan.cache(C, index=...)): "
+                                                        "each pass would add its tile into C by TMA reductions on "
+                                                        "top of the passes before; cache C at a loop outside "
+                                                        f"{loops}")
     full, empty = _barriers(caches[0].stages)
     tiles_per_group = math.prod(len(tensor._values(model, b)) for b in roles.shape.blocked)
     output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty,
                                                          *_turns(launch.teams)),
                                   roles.shape.outer, tiles_per_group)
     if model.adds_into and output is None:
-        c, instead = model.buffer(model.adds_into), split.instead(split.splits_between_blocks(model))
-        raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {c.name} by TMA reductions, "
-                                                        f"which need {c.name} a 2-D array of float32, float16, "
-                                                        "bfloat16 or 32-bit integers with rows 16 bytes apart, tile "
-                                                        "rows of 32 or 64 bytes or longer ones of a multiple of 16 "
-                                                        "bytes, and two slots a warpgroup "
-                                                        f"beside the ring ({c.name} is {c.dtype.value}"
-                                                        f"{list(c.shape)}): {instead}")
+        c, instead = model.buffer(model.adds_into), split.instead(bool(model.split_sums))
+        raise PlanError("split_k(deterministic=False)",
+                        f"each block adds its tiles into {c.name} by TMA reductions, which need {c.name} a row-major "
+                        "2-D array of float32, float16, bfloat16 or 32-bit integers with rows 16 bytes apart, tile "
+                        "rows of 32 or 64 bytes or longer ones of a multiple of 16 bytes, and two slots a warpgroup "
+                        f"beside the ring ({c.name} is {c.dtype.value}{list(c.shape)}): {instead}")
     return output
 
 

@@ -125,7 +125,7 @@ def epilogue_slots(ir: Lowering) -> Lowering:
             raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {ir.model.adds_into} by "
                                                             "TMA reductions, from a wgmma plan whose A and B come "
                                                             f"through TMA rings; this plan has {kind}: "
-                                                            f"{split.instead(split.splits_between_blocks(ir.model))}")
+                                                            f"{split.instead(bool(ir.model.split_sums))}")
         return ir
     return dataclasses.replace(ir, output=hopper.plan_epilogue(ir.model, ir.tiles, ir.tma, ir.launch, ir.roles))
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import PlanError
-from ..ir.affine import Affine
 from ..ir.kernel import Binary, Buffer, Cast, Const, Expr, Load, Store, Var
 from ..ir.layout import row_major_strides
 from ..ir.model import BindingSpec, GroupSpec, LoopSpec, Model
@@ -36,6 +35,7 @@ from ..ir.patterns import accumulated, buffers_read, widened
 from ..ir.types import ScalarType
 from ..ir.walk import substitute
 from ..targets import GridUnit, MMAFragmentOp
+from . import check
 
 WORKSPACE = "workspace"  # Buffer.kind of a function's scratch array the loader allocates
 COMBINE_THREADS = 256  # threads of a combine or clear block, along the last dimension
@@ -64,8 +64,13 @@ def find(model: Model) -> Split | None:
     """The plan's split of a reduction between blocks, or None (no block-bound loop leaves the
     statements' written elements unchanged); PlanError for a split schedc cannot combine."""
     if model.fusion is not None:  # a fused schedule's loops on blocks are its fused ones (check_plan says so)
+        if not model.split_deterministic:
+            raise PlanError("split_k(deterministic=False)", "the schedule is fused (acc.fuse): its later statements "
+                                                            "need each element's whole value, which TMA reductions "
+                                                            "make in L2, out of the block's reach; leave "
+                                                            "split_k(deterministic=False) out")
         return None
-    found = _bound_sums(model)
+    found = model.split_sums
     if not found:
         return None if model.split_deterministic else _whole(model)
     if len(found) > 1 or any(b.unit.level == "block" and len(b.loops) > 1 for b in model.bindings
@@ -77,29 +82,12 @@ def find(model: Model) -> Split | None:
     return _split(model, unit, name)
 
 
-def _bound_sums(model: Model) -> list[tuple[GridUnit, str]]:
-    """The block-bound loops of dimensions the statements sum over, with their units."""
-    return [(b.unit, name) for b in model.bindings if b.unit.level == "block" for name in b.loops
-            if _sums_over(model, model.loop(name).dim)]
-
-
-def splits_between_blocks(model: Model) -> bool:
-    """Whether a loop of a dimension the statements sum over is bound to blocks (split-K)."""
-    return bool(_bound_sums(model))
-
-
-def _sums_over(model: Model, dim: int) -> bool:
-    """Whether no statement's written element depends on nest dimension ``dim``."""
-    name = model.dims[dim][0]
-    return all(name not in Affine.of(i).coeffs for s in model.statements for i in s.index)
-
-
 def _whole(model: Model) -> Split:
     """``split_k(deterministic=False)`` without a split: one part, each block adding its tiles'
     whole sums into the target by TMA reductions instead of loading and storing them."""
     where = "split_k(deterministic=False)"
     target = _target(model, where, "each block adds its sums into the array they accumulate into by TMA reductions",
-                     "the blocks add the sums of one array")
+                     "the blocks add the sums of one array", "a TMA reduction can only add to its elements")
     if model.sizes:
         if model.tensorize is not None and model.tensorize.prologue_op is not MMAFragmentOp.NONE:
             raise PlanError(where, f"the prologue op {model.tensorize.prologue_op.name} would run as a kernel over "
@@ -114,12 +102,12 @@ def _whole(model: Model) -> Split:
     return Split("", None, -1, 1, 0, target, origin, extents)
 
 
-def _target(model: Model, where: str, why: str, one: str) -> str:
+def _target(model: Model, where: str, why: str, one: str, because: str) -> str:
     """The one array every statement accumulates into (``T += X``), or PlanError."""
     for n, s in enumerate(model.statements):
         if accumulated(s) is None:
             raise PlanError(where, f"{why}, but statement {n + 1} ({s.buffer} = ...) is not a reduction "
-                                   f"{s.buffer} += ...: the blocks would race on its elements")
+                                   f"{s.buffer} += ...: {because}")
     targets = sorted({s.buffer for s in model.statements})
     if len(targets) > 1:
         raise PlanError(where, f"the statements accumulate into {', '.join(targets)}; {one}")
@@ -130,9 +118,10 @@ def _split(model: Model, unit: GridUnit, name: str) -> Split:
     loop, where = model.loop(name), f"bind({{{name}: {unit.name}}})"
     dim_name, extent = model.dims[loop.dim]
     target = _target(model, where, f"{name} splits the sum over {dim_name} between blocks",
-                     "a split between blocks combines the partial sums of one array")
+                     "a split between blocks combines the partial sums of one array",
+                     "the blocks would race on its elements")
     across = [n for b in model.bindings if b.unit.level in ("thread", "warp") for n in b.loops
-              if _sums_over(model, model.loop(n).dim)]
+              if model.sums_over(model.loop(n).dim)]
     if across:
         raise PlanError(where, f"{name} splits the sum over {dim_name} between blocks and {', '.join(across)} between "
                                "threads: a reduction across both is not built; keep one of them")
@@ -227,6 +216,7 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
                                    "applies it")
         raise PlanError(where, f"the epilogue op {t.epilogue_op.name} applies to each element's new value, which the "
                                f"TMA reduction makes in L2, out of the block's reach: {instead(split.loop)}")
+    check.check_reads(model)  # an OUTPUT C is not read by the adds, but the products may read it first
     partial = partial_model(model, split, None) if split.loop else model  # one part: the plan as it is
     partial = dataclasses.replace(partial, adds_into=split.target, tensorize=dataclasses.replace(
         partial.tensorize, prologue_op=MMAFragmentOp.SET, prologue_arg=0.0))
