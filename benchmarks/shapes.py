@@ -71,6 +71,12 @@ SWEEP = [
     (F16, (4096,) * 3, WIDE, 3, (4, 16), 1, 1, True),
     (F16, (4096,) * 3, WIDE, 4, (8,), 1, 1, True),
     (F16, (4096,) * 3, (128, 128, 64), 4, (8,), 1, 1, True),
+    # C added into by TMA reductions: its two slots a warpgroup leave room for a fourth stage
+    *((t, SHORT_K, WIDE, 4, (4, 8), 1, 1, False, True) for t in (F16, BF16)),
+    *((t, SHORT_K, WIDE, 3, (4,), 2, 1, False, True) for t in (F16, BF16)),
+    *((t, (2048, 14336, 4096), WIDE, 4, (8,), 1, 1, False, True) for t in (F16, BF16)),
+    (F16, (4096,) * 3, WIDE, 4, (4,), 1, 1, False, True),
+    (F16, (8192,) * 3, WIDE, 4, (8,), 1, 1, False, True),
 ]
 
 
