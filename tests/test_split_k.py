@@ -388,9 +388,52 @@ def test_without_a_split_it_is_refused_for_plans_other_than_wgmma():
 def test_without_a_split_it_is_refused_where_c_has_no_slots_beside_the_ring():
     """4 stages of 256 x 128 tiles take 192 KiB: two slots for each of four warpgroups do not fit
     (a plan that loads C lets its threads store it instead; one that adds must use TMA)."""
-    with pytest.raises(PlanError, match=r"and two slots a warpgroup beside the ring \(C is float16\[256, 128\]\): "
-                                        r"leave split_k\(deterministic=False\) out"):
+    with pytest.raises(PlanError, match=r"which need two slots a warpgroup for C's chunks beside the operand ring: "
+                                        r"263168 bytes of shared memory \(the ring 196864\) where a block has 232448 "
+                                        r"\(fewer stages or a smaller tile leave room\): leave "
+                                        r"split_k\(deterministic=False\) out"):
         compile_function_plan(*adding(splits=1, block=(256, 128, 64), stages=4))
+
+
+def test_adding_is_refused_for_a_c_that_tma_reductions_cannot_add():
+    """float8 C (float32 fragments rounded to it) is not a type TMA reductions add; a column-major
+    C's tiles do not run along its rows."""
+    plan, args = kit.hopper_matmul.matmul(256, 128, 512, T.float8_e4m3, block=(128, 128, 128), stages=2,
+                                          output=T.float8_e4m3, b_layout=acc.Array.Layout.LAST_MAJOR)
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"which add float32, float16, bfloat16 and 32-bit integers \(C is "
+                                        r"float8_e4m3\): leave split_k\(deterministic=False\) out"):
+        compile_function_plan(plan, args)
+    plan, args = column_major_c()
+    emulated(plan, args)  # C loaded and stored by the threads: correct
+    plan.split_k(deterministic=False)
+    with pytest.raises(PlanError, match=r"which need C's tiles along its rows \(its columns are 256 elements "
+                                        r"apart\)"):
+        compile_function_plan(plan, args)
+
+
+def column_major_c():
+    """fp16 C[256, 128] (column-major) += A @ B on 128 x 128 wgmma tiles, C's fragments outside k."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(256, 512))
+    B = acc.Array(role=acc.Role.INPUT, element_type=T.float16, shape=(512, 128))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=T.float16, shape=(256, 128),
+                  layout=acc.Array.Layout.LAST_MAJOR)
+    nest = acc.Nest(shape=(256, 128, 512))
+    i, j, k = nest.get_indices()
+    nest.iteration_logic(lambda: C.__setitem__((i, j), C[i, j] + A[i, k] * B[k, j]))
+    s = nest.create_schedule()
+    ii, jj, kk = s.split(i, 128), s.split(j, 128), s.split(k, 64)
+    iii = s.split(ii, 64)
+    iiii, jjj, kkk = s.tile({iii: 64, jj: 128, kk: 16})
+    s.reorder(i, j, ii, jj, k, kk, iii, iiii, jjj, kkk)
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    plan = s.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_Y, j: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
+    plan.tensorize(indices=(iiii, jjj, kkk), mma_shape=acc.MMAShape.M64xN128xK16_B1)
+    for operand in (A, B):
+        plan.cache(operand, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=T.float32)
+    return plan, (A, B, C)
 
 
 def k_in_passes(c_role=acc.Role.INPUT_OUTPUT, on_blocks: bool = False):

@@ -34,6 +34,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .. import tma
+from ..errors import PlanError
 from ..ir.kernel import (
     WARPGROUP_INDEX,
     Binary,
@@ -65,7 +66,7 @@ from ..ir.kernel import (
 )
 from ..ir.types import ScalarType
 from ..targets import MMAFragmentOp
-from . import fused, tensor
+from . import fused, split, tensor
 from .launch import WARPGROUP, Launch
 
 GROUP = WARPGROUP_INDEX  # the thread's warpgroup
@@ -139,7 +140,12 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     number of slots a warpgroup that divides its chunks, at least two (or its whole tile,
     ``tiles_per_group`` accumulators), fits."""
     c = tiles.c
-    if c.buffer not in {b.name for b in model.buffers} or c.col_stride != 1:
+    if c.buffer not in {b.name for b in model.buffers}:
+        return None
+    if c.col_stride != 1:
+        if model.adds_into == c.buffer:
+            _refusal(model, model.buffer(c.buffer))(f"which need {c.buffer}'s tiles along its rows (its columns "
+                                                    f"are {c.col_stride} elements apart)")
         return None
     target = fused.stored_array(model, c.buffer)
     if model.buffer(c.buffer).role == "temp":  # held in registers alone: the epilogue's other array leaves
@@ -160,10 +166,14 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
     at C's element); ``stores_only``: never loaded."""
     array = model.buffer(c.buffer)
     size = array.dtype.size
-    if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0] \
-            or (array.strides[0] * size) % tma.GLOBAL_ALIGN:
-        return None
     adds = model.adds_into == c.buffer
+    refused = _refusal(model, array) if adds else lambda why: None
+    if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0]:
+        return refused(f"which need {c.buffer} a row-major 2-D array whose rows the tiles' rows follow "
+                       f"({c.buffer} has strides {list(array.strides)})")
+    if (array.strides[0] * size) % tma.GLOBAL_ALIGN:
+        return refused(f"which need {c.buffer}'s rows a multiple of {tma.GLOBAL_ALIGN} bytes apart (they are "
+                       f"{array.strides[0] * size})")
     if any(r in outer for r in tiles.reductions):
         return None  # C's tile is stored more than once: a later load must not race the TMA store
     m, n, _ = model.tensorize.mma_shape.mnk
@@ -173,8 +183,11 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
         swizzle = tma.SWIZZLES[0]  # whole 128-byte chunks, then the tail's own boxes
         tail_bytes = row_bytes % swizzle
     groups = launch.threads // WARPGROUP
-    if not swizzle or groups > 15:
-        return None
+    if not swizzle:
+        return refused(f"which need a warpgroup's tile rows of {c.buffer} of 32 or 64 bytes, or longer ones of a "
+                       f"multiple of {tma.GLOBAL_ALIGN} (they are {n} x {size} = {row_bytes} bytes)")
+    if groups > 15:
+        return refused(f"which take at most 15 warpgroups a block (it has {groups})")
     chunk, width = swizzle // size, tail_bytes // size
     tmap = StructParam(f"{c.buffer}_map", "tensor_map", TensorMap(c.buffer, (m, chunk), array.dtype, swizzle,
                                                                       tiles.c_bounds))
@@ -202,9 +215,16 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
 
     last, last_shared = tail(False)
     if adds:
+        if array.dtype not in REDUCIBLE:
+            return refused(f"which add float32, float16, bfloat16 and 32-bit integers ({c.buffer} is "
+                           f"{array.dtype.value})")
         two = staging(2)
-        return TmaOutput(c.buffer, two, tmap, chunk, adds=True, tail=last) \
-            if array.dtype in REDUCIBLE and fits(two, *last_shared) else None
+        if not fits(two, *last_shared):
+            ring_bytes, total = shared_layout(ring)[1], shared_layout([*ring, two, *last_shared])[1]
+            return refused(f"which need two slots a warpgroup for {c.buffer}'s chunks beside the operand ring: "
+                           f"{total} bytes of shared memory (the ring {ring_bytes}) where a block has "
+                           f"{model.gpu.shared_memory_max} (fewer stages or a smaller tile leave room)")
+        return TmaOutput(c.buffer, two, tmap, chunk, adds=True, tail=last)
     if model.tensorize.prologue_op is MMAFragmentOp.NONE and not stores_only:
         chunks = tiles_per_group * (n // chunk)
         loaded, loaded_shared = tail(True)
@@ -215,6 +235,15 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
                 return TmaOutput(c.buffer, staged, tmap, chunk, True, barrier, tail=loaded)
     two = staging(2)
     return TmaOutput(c.buffer, two, tmap, chunk, tail=last) if fits(two, *last_shared) else None
+
+
+def _refusal(model, array):
+    """``refused(why)`` for a plan whose blocks add into ``array`` by TMA reductions, which its
+    tiles cannot take: PlanError, saying ``why`` and what to write instead."""
+    def refused(why: str):
+        raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {array.name} by TMA "
+                                                        f"reductions, {why}: {split.instead(bool(model.split_sums))}")
+    return refused
 
 
 def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:

@@ -335,11 +335,8 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
                                   roles.shape.outer, tiles_per_group)
     if model.adds_into and output is None:
         c, instead = model.buffer(model.adds_into), split.instead(bool(model.split_sums))
-        raise PlanError("split_k(deterministic=False)",
-                        f"each block adds its tiles into {c.name} by TMA reductions, which need {c.name} a row-major "
-                        "2-D array of float32, float16, bfloat16 or 32-bit integers with rows 16 bytes apart, tile "
-                        "rows of 32 or 64 bytes or longer ones of a multiple of 16 bytes, and two slots a warpgroup "
-                        f"beside the ring ({c.name} is {c.dtype.value}{list(c.shape)}): {instead}")
+        raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {c.name} by TMA reductions, "
+                                                        f"which this plan's tiles of {c.name} cannot take: {instead}")
     return output
 
 
