@@ -208,14 +208,14 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
     where = "split_k(deterministic=False)"
     if t is None:
         raise PlanError(where, "the blocks add their sums into C by TMA reductions from a wgmma plan's tiles; this "
-                               f"plan is not tensorized: {instead(split.loop)}")
+                               f"plan is not tensorized: {instead(bool(split.loop))}")
     if t.epilogue_op is not MMAFragmentOp.NONE:
         if split.loop:
             raise PlanError(where, f"the epilogue op {t.epilogue_op.name} needs each element's whole sum, and each "
                                    "block adds only its part: use the deterministic split (split_k()), whose combine "
                                    "applies it")
         raise PlanError(where, f"the epilogue op {t.epilogue_op.name} applies to each element's new value, which the "
-                               f"TMA reduction makes in L2, out of the block's reach: {instead(split.loop)}")
+                               f"TMA reduction makes in L2, out of the block's reach: {instead(bool(split.loop))}")
     check.check_reads(model)  # an OUTPUT C is not read by the adds, but the products may read it first
     partial = partial_model(model, split, None) if split.loop else model  # one part: the plan as it is
     partial = dataclasses.replace(partial, adds_into=split.target, tensorize=dataclasses.replace(
@@ -231,9 +231,9 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
     return prologue, partial
 
 
-def instead(split: bool) -> str:
+def instead(has_split: bool) -> str:
     """What to write instead of ``split_k(deterministic=False)`` where its TMA reductions cannot be."""
-    if split:
+    if has_split:
         return "use the deterministic split (split_k())"
     return "leave split_k(deterministic=False) out (the blocks then load C's tiles and store them)"
 
