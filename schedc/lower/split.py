@@ -19,6 +19,12 @@ Before → after (``ko, ki = schedule.split(k, 512)``; ``plan.bind({ko: BLOCK_Z,
 
 The workspace is a parameter of every kernel that the loader allocates once per function (C
 callers of the launcher pass it: the .hat gives its size).
+
+``split_k(deterministic=False)`` (wgmma plans whose C leaves by TMA) has no workspace and no
+combine: each block's tiles of sums are added into ``T`` by TMA reductions, in any order, after a
+kernel that applies the prologue op to ``T`` where there is one (``adding_models``). Without a
+split the same is a split of one part (``Split.loop`` empty): the plan as it is, its accumulators
+from zero, each tile added into ``T`` once instead of loaded before the products and stored after.
 """
 
 from __future__ import annotations
