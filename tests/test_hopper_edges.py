@@ -243,6 +243,16 @@ def test_blocks_and_registers_past_the_hardware_are_refused_with_ways_that_build
         compiles(lower(*block_of(*change)))
 
 
+@pytest.mark.parametrize("groups, n, specialize, blocks, width", [
+    ((2, 1), 128, True, 2, 104),  # one column of warpgroups: any multiple of 8 (a last chunk partly read)
+    ((3, 1), 256, True, 0, 200),
+    ((4, 2), 128, False, 0, 64),  # two columns: each warpgroup's tile starts at a chunk, whole chunks only
+])
+def test_narrower_warpgroup_tiles_offered_are_the_widest_that_fit(groups, n, specialize, blocks, width):
+    with pytest.raises(PlanError, match=rf"warpgroup tiles of at most 64 x {width} \(mma_shape M64xN{width}xK\*"):
+        lower(*block_of(groups, n, specialize, blocks))
+
+
 def compiles(kernel) -> None:
     from schedc.codegen.cuda import emit_source
     from schedc.package.compile import nvrtc_compile

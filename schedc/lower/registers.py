@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import PlanError
 from ..ir.kernel import launch_registers
+from ..targets import GridUnit
 from . import tensor
 from .launch import WARPGROUP, Launch
 
@@ -41,7 +42,9 @@ def role_registers(model, tiles, blocked: tuple[str, ...], launch: Launch) -> tu
         consumer = min(232, held + PRODUCER_THREADS * (held - producer) // consumers // 8 * 8)
     m, n, _ = model.tensorize.mma_shape.mnk
     per_tile = math.prod(len(tensor._values(model, b)) for b in blocked) * tiles.accumulator_type.size
-    budget = Budget(model, consumers, enabled, blocks, per_tile * m, tiles.operand_type.size)
+    columns = math.prod(len(tensor._values(model, name)) for b in model.bindings if b.unit is GridUnit.WARPGROUP_X
+                        for name in b.loops)
+    budget = Budget(model, consumers, enabled, blocks, per_tile * m, tiles.operand_type.size, columns == 1)
     block = f"{consumers // WARPGROUP} consumer warpgroup(s)" + \
         (f" ({model.teams} teams of {consumers // WARPGROUP // model.teams}, warp_specialize(teams=))"
          if model.teams > 1 else "") + (" and the producer warpgroup" if enabled else "")
@@ -89,6 +92,7 @@ class Budget:
     blocks: int  # _blocks_per_SM (at least 1)
     column_bytes: int  # bytes of a column of the warpgroup's accumulator tiles
     operand_size: int  # bytes of an element of A and B
+    one_column: bool = False  # one column of warpgroups: a warpgroup's tile is as wide as the block's
 
     def accumulators(self, n: int) -> int:
         """A consumer thread's accumulator registers for warpgroup tiles ``n`` columns wide."""
@@ -115,9 +119,12 @@ class Budget:
         if fewer:
             out.append(f"at most {fewer} warpgroup(s) a block (a smaller block tile)")
         if not size:
-            size = self.operand_size  # whole swizzled rows: every warpgroup tile starts at a chunk (plan_tma)
-            swizzled = [w for w in range(n - 8, 0, -8) if w * size % 128 == 0 or w * size in (32, 64)]
-            narrow = next((w for w in swizzled if self.fits(self.consumers, self.enabled, self.blocks, w)), 0)
+            size = self.operand_size
+            if self.one_column:  # the block's tile: rows of whole 16 bytes (a last 128-byte chunk partly read)
+                widths = [w for w in range(n - 8, 0, -8) if w * size % 16 == 0]
+            else:  # whole swizzled rows: every warpgroup tile starts at a chunk (plan_tma)
+                widths = [w for w in range(n - 8, 0, -8) if w * size % 128 == 0 or w * size in (32, 64)]
+            narrow = next((w for w in widths if self.fits(self.consumers, self.enabled, self.blocks, w)), 0)
             if narrow:
                 out.append(f"warpgroup tiles of at most 64 x {narrow} (mma_shape M64xN{narrow}xK*, a smaller block "
                            "tile)")
