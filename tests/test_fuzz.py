@@ -144,3 +144,15 @@ def test_run_time_sizes_are_drawn_and_emulated_at_two_values(monkeypatch):
     ones = {RUNTIME_SIZE: 1}
     assert ones in runs and any(sizes not in (None, ones) for sizes in runs)  # the default sizes, and 1
     assert "run-time size (acc.create_dimensions) of the first dimension" in features(program)
+
+
+def test_a_run_time_size_stays_the_extent_of_an_argument():
+    """A call reads a run-time size from its arguments' shapes, so the array made TEMP is never the
+    last argument of that size (seed 9901 #1388 made it so: a valid-looking program refused)."""
+    from .fuzz.program import runtime_dims
+
+    programs = [generate(9901, 1388), *(generate(11, n) for n in range(300))]
+    sized = [p for p in programs if p.runtime]
+    assert sized and any(a.role == "TEMP" for p in sized for a in p.arrays)
+    for p in sized:
+        assert any(p.array(name).role != "TEMP" for name in runtime_dims(p)), render(p)

@@ -64,9 +64,13 @@ def _with_temp(rng: random.Random, program: Program) -> Program:
     candidates = [a.name for a in program.arrays if a.role != "INPUT" and a.name not in cached
                   and written.count(a.name) == 1 and _temporary(program.statements, a.name)
                   and any(w != a.name for w in written)]
+    dims = (runtime_dims(program) or {}) if program.runtime else {}
+    # a call reads the run-time size from an argument's shape: one array of it stays an argument
+    candidates = [name for name in candidates
+                  if name not in dims or any(a != name and program.array(a).role != "TEMP" for a in dims)]
     if not candidates:
         return program
-    sized = [name for name in candidates if program.runtime and name in (runtime_dims(program) or {})]
+    sized = [name for name in candidates if name in dims]
     chosen = rng.choice(sized or candidates)
     program = replace(program, arrays=tuple(replace(a, role="TEMP") if a.name == chosen else a for a in program.arrays))
     shared = [c for c in program.caches if c.location == "SHARED" and c.pipeline == "sync" and not c.of_shared]
