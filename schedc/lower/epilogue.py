@@ -143,10 +143,8 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     if c.buffer not in {b.name for b in model.buffers}:
         return None
     if c.col_stride != 1:
-        if model.adds_into == c.buffer:
-            _refusal(model, model.buffer(c.buffer))(f"which need {c.buffer}'s tiles along its rows (its columns "
-                                                    f"are {c.col_stride} elements apart)")
-        return None
+        return not_added(model, c.buffer, f"which need {c.buffer}'s tiles along its rows (its columns are "
+                                          f"{c.col_stride} elements apart)")
     target = fused.stored_array(model, c.buffer)
     if model.buffer(c.buffer).role == "temp":  # held in registers alone: the epilogue's other array leaves
         if target is None:
@@ -167,7 +165,10 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
     array = model.buffer(c.buffer)
     size = array.dtype.size
     adds = model.adds_into == c.buffer
-    refused = _refusal(model, array) if adds else lambda why: None
+
+    def refused(why: str) -> None:
+        return not_added(model, c.buffer, why)
+
     if len(array.shape) != 2 or array.strides[1] != 1 or c.row_stride != array.strides[0]:
         return refused(f"which need {c.buffer} a row-major 2-D array whose rows the tiles' rows follow "
                        f"({c.buffer} has strides {list(array.strides)})")
@@ -237,13 +238,14 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
     return TmaOutput(c.buffer, two, tmap, chunk, tail=last) if fits(two, *last_shared) else None
 
 
-def _refusal(model, array):
-    """``refused(why)`` for a plan whose blocks add into ``array`` by TMA reductions, which its
-    tiles cannot take: PlanError, saying ``why`` and what to write instead."""
-    def refused(why: str):
-        raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {array.name} by TMA "
-                                                        f"reductions, {why}: {split.instead(bool(model.split_sums))}")
-    return refused
+def not_added(model, array: str, why: str) -> None:
+    """None (the threads store ``array`` instead), or, where the plan's blocks add into ``array``
+    by TMA reductions, which its tiles cannot take, PlanError saying ``why`` and what to write
+    instead."""
+    if not model.adds_into or model.adds_into != array:
+        return None
+    raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {array} by TMA reductions, "
+                                                    f"{why}: {split.instead(bool(model.split_sums))}")
 
 
 def stored_by_tma(after: tuple[Stmt, ...], out: TmaOutput, n: int) -> tuple[Stmt, ...]:

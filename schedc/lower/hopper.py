@@ -74,7 +74,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import cache, epilogue, operands, split, tensor
+from . import cache, epilogue, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -333,10 +333,8 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
     output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty,
                                                          *_turns(launch.teams)),
                                   roles.shape.outer, tiles_per_group)
-    if model.adds_into and output is None:
-        c, instead = model.buffer(model.adds_into), split.instead(bool(model.split_sums))
-        raise PlanError("split_k(deterministic=False)", f"each block adds its tiles into {c.name} by TMA reductions, "
-                                                        f"which this plan's tiles of {c.name} cannot take: {instead}")
+    if output is None:
+        epilogue.not_added(model, model.adds_into, f"which this plan's tiles of {model.adds_into} cannot take")
     return output
 
 
