@@ -170,7 +170,8 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
     written = any(s.buffer == spec.array for s in model.statements)
     if written:
         _check_written(model, spec, here)
-    fixed = block_fixed(model, spec.index)
+    blocked = tensor.accumulator_cache(model, tiles)[1] if tiles is not None else ()
+    fixed = block_fixed(model, spec.index, blocked)
     fp = footprint(model, spec, here, fixed, guards)
     if written and not poly.writes_whole_box(model, fp):
         raise CacheError(here, f"the block's tile {fp} holds elements the block does not write (strided elements, "
@@ -210,7 +211,7 @@ def _plan(model, spec, guards, threads: int, tiles: tensor.TensorMatch | None = 
         buffer = dataclasses.replace(plain, swizzle=swizzle)
     vector = _vector(model, global_buffer, fp, None if transposed else buffer.strides, limits, order[-1]) \
         if spec.vectorize else 1
-    carrier = _carrier(model, spec, here) if pipelined else None
+    carrier = _carrier(model, spec, here, blocked) if pipelined else None
     if spec.pipeline == "registers":
         _check_staging(spec, here, fp.extents, dtype, threads)
     if spec.pipeline == "async" and spec.stages > 1:  # a ring: one aligned tile per stage
@@ -384,9 +385,11 @@ def _check_async(c: SharedCache, strides: tuple[int, ...]) -> None:
                      f"{c.vector * size}-byte vectors ({why})", loops=(c.index,))
 
 
-def block_fixed(model, index: str) -> tuple[str, ...]:
+def block_fixed(model, index: str, blocked: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The loops a block's cache at ``index`` holds fixed: the block's coordinates and the
-    serial loops outside ``index`` (thread and warp coordinates vary: the block shares it)."""
+    serial loops outside ``index`` (thread and warp coordinates vary: the block shares it).
+    ``blocked``: register-blocked loops, unrolled into a warp's several fragments, vary too:
+    they have no loop to fill the cache in, so one fill serves every fragment's tile."""
     names = [lp.name for lp in model.loops]
     position = names.index(index)
 
@@ -394,7 +397,8 @@ def block_fixed(model, index: str) -> tuple[str, ...]:
         u = model.binding_of(n)
         return u.level if u is not None else None
 
-    return tuple(n for i, n in enumerate(names) if unit(n) == "block" or (i < position and unit(n) is None))
+    return tuple(n for i, n in enumerate(names)
+                 if unit(n) == "block" or (i < position and unit(n) is None and n not in blocked))
 
 
 def choose_indices(model):
@@ -452,9 +456,10 @@ def placement(model, index: str) -> str | None:
     return model.first_serial(index)
 
 
-def _carrier(model, spec, here: str) -> str:
-    """The serial loop that directly encloses the cache index: the loop a pipeline runs along."""
-    serial = model.serial_loops
+def _carrier(model, spec, here: str, blocked: tuple[str, ...] = ()) -> str:
+    """The serial loop that directly encloses the cache index: the loop a pipeline runs along
+    (not a register-blocked one: it is unrolled into fragments, not run)."""
+    serial = tuple(n for n in model.serial_loops if n not in blocked)
     names = [lp.name for lp in model.loops]
     around = [n for n in serial if names.index(n) < names.index(spec.index)]
     if not around:
