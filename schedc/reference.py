@@ -31,7 +31,7 @@ from .errors import InternalError
 from .ir.affine import Affine
 from .ir.functions import evaluate
 from .ir.kernel import Binary, Call, Cast, Const, Expr, Load, Store, Unary, Var, to_plain
-from .ir.numeric import binary, saturate, to_float8
+from .ir.numeric import binary, rounded, saturate, to_float8
 from .ir.patterns import accumulated, strip_float_casts
 from .ir.types import ScalarType
 from .ir.walk import loads, operands
@@ -146,7 +146,9 @@ class _State:
         if isinstance(e, Var):
             return Tensor(dims[e.name].astype(np.float64), (e.name,))
         if isinstance(e, Const):
-            return Tensor(np.array(e.value, dtype=np.float64 if isinstance(e.value, float) else np.int64), ())
+            if isinstance(e.value, float):  # the constant's value in its type, as the kernel's (numeric.constant)
+                return Tensor(self.narrow(np.array(e.value, dtype=np.float64), e.dtype), ())
+            return Tensor(np.array(e.value, dtype=np.int64), ())
         if isinstance(e, Load):
             return self.gather(e.buffer, e.index, dims)
         if isinstance(e, Cast):
@@ -179,7 +181,7 @@ class _State:
             return to_float8(data, dtype).astype(np.float64)
         if dtype not in (ScalarType.float16, ScalarType.bfloat16) or self.wide:
             return data
-        return np.asarray(data).astype(dtype.numpy).astype(np.float64)
+        return rounded(data, dtype).astype(np.float64)
 
     def subscripts(self, index: tuple[Expr, ...], dims: dict[str, np.ndarray]):
         """Subscripts of ``index`` over ``dims`` and the dimensions their result spans, in its

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from . import data, poly
@@ -14,7 +13,7 @@ from .codegen.emulate import Block, Progress, emulate_sequence, sample_blocks
 from .errors import PackageError
 from .ir.kernel import HostFunction, Kernel
 from .ir.specialize import buffer_at, function_at
-from .ir.types import is_float_dtype
+from .ir.types import from_numpy, is_float_dtype
 from .reference import block_dims, reference
 
 
@@ -390,5 +389,5 @@ def _plain(t: _Tally, m, o, r, beyond, start: int) -> bool:
 def _largest(dtype: np.dtype) -> float:
     """The largest finite value of a floating-point type (infinity for others)."""
     if is_float_dtype(dtype):
-        return float(ml_dtypes.finfo(dtype).max)
+        return from_numpy(dtype).float_format.largest
     return np.inf

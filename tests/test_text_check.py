@@ -19,6 +19,7 @@ from schedc.codegen.cuda_printer import _PRECEDENCE, Printer
 from schedc.codegen.text_check import check_kernel
 from schedc.errors import InternalError, PackageError
 from schedc.ir.kernel import Binary, Buffer, Cast, Const, If, Kernel, Let, Load, Loop, Store, Unary, Var
+from schedc.ir.numeric import constant
 from schedc.ir.types import ScalarType
 from schedc.package.compile import nvrtc_compile
 
@@ -240,7 +241,11 @@ def test_index_arithmetic_may_regroup_and_integer_division_may_not():
     (S.uint64, 2**64 - 1, "(unsigned long long)18446744073709551615u"),
     (S.float32, 1 + 2**-24, "1.0f"),  # numpy rounds the double (a tie) to 1.0; `1.0000000596046448f` is 1 + 2^-23
     (S.float32, 1e39, "(float)__longlong_as_double(0x7ff0000000000000ll)"),
-    (S.bfloat16, 1 + 2**-8 + 2**-30, "__double2bfloat16(1.0)"),  # ml_dtypes rounds through float32
+    # schedc's rule (numeric.rounded), once, as __double2bfloat16 rounds: not through float32 (1.0)
+    (S.bfloat16, 1 + 2**-8 + 2**-30, "__double2bfloat16(1.0078125)"),
+    (S.bfloat16, 1 + 2**-8, "__double2bfloat16(1.0)"),  # a tie: to the even neighbour
+    (S.bfloat16, 1 + 3 * 2**-8, "__double2bfloat16(1.015625)"),  # a tie: to the even neighbour, up
+    (S.bfloat16, 1 + 2**-8 - 2**-40, "__double2bfloat16(1.0)"),
 ])
 def test_constants_mean_the_irs_value_in_the_irs_type(t, value, text):
     kernel = _kernel({t: [Binary("max", _a(t), Const(value, t), t)]})
@@ -248,7 +253,7 @@ def test_constants_mean_the_irs_value_in_the_irs_type(t, value, text):
     assert f", {text});" in line, line
     old = {S.int32: "-2147483648", S.int64: "(long long)-9223372036854775808",
            S.uint64: "(unsigned long long)18446744073709551615", S.float32: f"{value!r}f",
-           S.bfloat16: f"__double2bfloat16({value!r})"}[t]
+           S.bfloat16: f"__double2bfloat16({float(constant(value, t)) + 2**-7!r})"}[t]  # the next bfloat16
     if t is S.float32 and value > 1e38:
         return  # the old text, `1e+39f`, is out of float's range: NVRTC warns, the parser rounds it to inf
     with mock.patch.object(Printer, "constant", lambda self, v, d: old if v == value else _constant(self, v, d)), \

@@ -45,6 +45,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.numeric import constant
 from ..ir.registry import Registry
 from ..ir.types import ScalarType
 from .cuda_tensor import EMITTERS as TENSOR_EMITTERS
@@ -340,17 +341,16 @@ def _narrowed(text: str, dtype: ScalarType | None) -> str:
 
 
 def _float_literal(value: float, dtype: ScalarType) -> str:
-    """A constant of a float type: the value the kernel IR means (``dtype.numpy.type(value)``,
-    as the emulator computes it), in a text C++ rounds to exactly that value."""
+    """A constant of a float type: the value the kernel IR means (``numeric.constant``, as the
+    emulator computes it), in a text C++ rounds to exactly that value."""
     if dtype is ScalarType.float32:  # the shortest text of the float32 value: `0.1f`, never double-rounded
         with np.errstate(over="ignore"):
             single = np.float32(value)
         if math.isfinite(single):
             return f"{_decimal(str(single))}f"
         return f"(float){_special(float(single))}"
-    if dtype is ScalarType.bfloat16:  # ml_dtypes rounds through float32: print its value exactly
-        with np.errstate(over="ignore"):
-            value = float(dtype.numpy.type(value))
+    if dtype is ScalarType.bfloat16:  # its value exactly: whatever way a __double2bfloat16 rounds, it keeps it
+        value = float(constant(value, dtype))
     text = _decimal(repr(value)) if math.isfinite(value) else _special(value)
     if dtype is ScalarType.float64:
         return text

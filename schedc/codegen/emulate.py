@@ -61,7 +61,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
-from ..ir.numeric import binary, converted, round_tf32
+from ..ir.numeric import binary, constant, converted, round_tf32
 from ..ir.registry import Registry
 from ..ir.types import ScalarType
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
@@ -557,7 +557,7 @@ class _Block:
         if kind is Var:
             return self.env[e.name]
         if kind is Const:
-            return np.int64(e.value) if e.dtype is None else e.dtype.numpy.type(e.value)
+            return np.int64(e.value) if e.dtype is None else constant(e.value, e.dtype)
         if kind is Load:
             return self.load(e)
         if kind is Cast:

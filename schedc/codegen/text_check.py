@@ -47,8 +47,6 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
 from ..errors import InternalError
 from ..ir import sizes
 from ..ir.functions import SIGNATURES, Function
@@ -81,6 +79,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.numeric import constant, round_exact
 from ..ir.registry import Registry
 from ..ir.specialize import evaluate
 from ..ir.types import ScalarType
@@ -117,9 +116,6 @@ _SCALAR = {t.c_type: t for t in ScalarType}
 _COMPARISONS = {"<", "<=", ">", ">=", "==", "!="}
 _LOGIC = {"&&", "||"}
 _ARITHMETIC = {"+", "-", "*", "/", "%"}
-# significand bits, smallest and largest normal exponent
-_FORMATS = {"float": (24, -126, 127), "double": (53, -1022, 1023), "__half": (11, -14, 15),
-            "__nv_bfloat16": (8, -126, 127)}
 
 
 def _info(ctype: str) -> _CType:
@@ -181,22 +177,7 @@ def _usual(a: str, b: str) -> str | None:
 def _round_float(x: Fraction, ctype: str) -> float:
     """``x`` rounded to the nearest value of a binary float type (ties to even), as C++ rounds
     literals and conversions."""
-    if x == 0:
-        return 0.0
-    precision, emin, emax = _FORMATS[ctype]
-    a = abs(x)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    ulp = Fraction(2) ** (max(e, emin) - precision + 1)
-    q = a / ulp
-    n = q.numerator // q.denominator
-    rest = q - n
-    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2):
-        n += 1
-    value = n * ulp
-    magnitude = math.inf if value >= Fraction(2) ** (emax + 1) else float(value)
-    return -magnitude if x < 0 else magnitude
+    return round_exact(x, _SCALAR[ctype].float_format)
 
 
 def _convert_value(value, source: str, target: str):
@@ -223,12 +204,11 @@ def _convert_value(value, source: str, target: str):
 
 
 def _ir_value(value, dtype: ScalarType | None):
-    """What an IR constant means: the emulator's ``dtype.numpy.type(value)``."""
+    """What an IR constant means: the emulator's ``numeric.constant``."""
     if dtype is None:
         return int(value)
     if dtype.is_float:
-        with np.errstate(over="ignore"):
-            return float(dtype.numpy.type(value))
+        return float(constant(value, dtype))
     return int(value)
 
 

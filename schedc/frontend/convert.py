@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import NestError
 from ..ir import kernel as k
 from ..ir.functions import SIGNATURES, Function
+from ..ir.numeric import constant
 from ..ir.types import ScalarType
 from . import expr as fe
 
@@ -116,10 +116,8 @@ def _dtype(expr: k.Expr) -> ScalarType | None:
 def _convert_constant(value, dtype: ScalarType):
     if dtype.is_float:
         value = float(value)
-        with np.errstate(over="ignore"):
-            rounded = np.asarray(value).astype(dtype.arithmetic.numpy)
-        if math.isfinite(value) and not np.isfinite(rounded):
-            largest = float(ml_dtypes.finfo(dtype.arithmetic.numpy).max)
+        if math.isfinite(value) and not math.isfinite(float(constant(value, dtype.arithmetic))):
+            largest = dtype.arithmetic.float_format.largest
             raise OverflowError(f"the constant {value} does not fit {dtype.arithmetic.value} (its largest finite value "
                                 f"is {largest:g}), the type of the operation it is in; cast an operand to a wider type")
         return value

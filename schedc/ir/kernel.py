@@ -771,13 +771,16 @@ class ScalarParam:
         ...
         schedc.errors.LaunchError: f: scalar n = 256 is outside uint8 (0 to 255)
         """
-        return self.dtype.numpy.type(_checked_scalar(self, value, where))
+        from .numeric import constant
+
+        return constant(_checked_scalar(self, value, where), self.dtype)
 
 
 def _checked_scalar(param: ScalarParam, value: object, where: str) -> object:
     import numpy as np
 
     from ..errors import LaunchError
+    from .numeric import constant
 
     dtype, kind = param.dtype, _kind_of(value)
     wanted = "bool" if dtype is ScalarType.bool else "int" if dtype.is_integer else "float"
@@ -790,10 +793,8 @@ def _checked_scalar(param: ScalarParam, value: object, where: str) -> object:
             raise LaunchError(where, f"scalar {param.name} = {value!r} is outside {dtype.value} "
                                      f"({info.min} to {info.max})")
         return int(value)
-    if wanted == "float" and math.isfinite(float(value)):
-        with np.errstate(over="ignore"):
-            if not np.isfinite(dtype.numpy.type(float(value))):
-                raise LaunchError(where, f"scalar {param.name} = {value!r} overflows {dtype.value}")
+    if wanted == "float" and math.isfinite(float(value)) and not math.isfinite(float(constant(value, dtype))):
+        raise LaunchError(where, f"scalar {param.name} = {value!r} overflows {dtype.value}")
     return value
 
 

@@ -47,6 +47,29 @@ _INFO: dict[str, _TypeInfo] = {
 }
 
 
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary floating-point format: what rounding a real value into it needs."""
+
+    precision: int  # significand bits, the leading one included
+    min_exponent: int  # the exponent of the smallest normal value (below it, subnormals)
+    max_exponent: int  # the exponent of the largest finite value
+    largest: float  # the largest finite value
+    infinities: bool  # False: a value past ``largest`` becomes NaN (float8_e4m3 has no infinities)
+
+
+# one home for the formats: rounding constants and conversions (ir/numeric.py) and the text
+# check's literals read this table, never a library's own rounding
+_FORMATS: dict[str, FloatFormat] = {
+    "float8_e4m3": FloatFormat(4, -6, 8, 448.0, False),
+    "float8_e5m2": FloatFormat(3, -14, 15, 57344.0, True),
+    "float16": FloatFormat(11, -14, 15, 65504.0, True),
+    "bfloat16": FloatFormat(8, -126, 127, (2 - 2**-7) * 2.0**127, True),
+    "float32": FloatFormat(24, -126, 127, (2 - 2**-23) * 2.0**127, True),
+    "float64": FloatFormat(53, -1022, 1023, (2 - 2**-52) * 2.0**1023, True),
+}
+
+
 class ScalarType(enum.Enum):
     """Element types of arrays and expressions (Accera's ``acc.ScalarType``)."""
 
@@ -85,6 +108,15 @@ class ScalarType(enum.Enum):
     @property
     def is_float(self) -> bool:
         return _INFO[self.value].kind == "float"
+
+    @property
+    def float_format(self) -> FloatFormat:
+        """The binary format of a float type (a KeyError for the others).
+
+        >>> ScalarType.bfloat16.float_format.precision, ScalarType.float8_e4m3.float_format.largest
+        (8, 448.0)
+        """
+        return _FORMATS[self.value]
 
     @property
     def is_integer(self) -> bool:

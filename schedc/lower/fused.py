@@ -26,7 +26,6 @@ which then hold D's element, and D is stored from them. Before → after, for C 
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import PlanError
@@ -155,12 +154,13 @@ def _holds(accumulator: ScalarType, dtype: ScalarType) -> bool:
     if dtype is accumulator or dtype.value == "bool":
         return True
     if accumulator.is_float:
-        big = ml_dtypes.finfo(accumulator.numpy)
+        big = accumulator.float_format
         if dtype.is_float:
-            small = ml_dtypes.finfo(dtype.numpy)
-            return small.nmant <= big.nmant and small.maxexp <= big.maxexp and small.minexp >= big.minexp
+            small = dtype.float_format
+            return (small.precision <= big.precision and small.max_exponent <= big.max_exponent
+                    and small.min_exponent >= big.min_exponent)
         info = np.iinfo(dtype.numpy)
-        return max(-int(info.min), int(info.max)) <= 2 ** (big.nmant + 1)
+        return max(-int(info.min), int(info.max)) <= 2 ** big.precision
     if dtype.is_float:
         return False
     small, big = np.iinfo(dtype.numpy), np.iinfo(accumulator.numpy)
