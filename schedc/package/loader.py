@@ -181,6 +181,30 @@ class Function:
         else:
             self._run_on_host(views, scalars, 0 if handle is None else handle)
 
+    def emulate(self, *args) -> None:
+        """Run the function on the CPU on host arrays, as a call on the GPU runs it: each kernel's
+        IR on every block, in the element types (the emulator of ``schedc emulate``, with its race
+        and bounds detectors), the written arrays updated in place. To see, without a GPU, what a
+        nest computes on one's own values: ``fn.emulate(a, b, c)``, then compare ``c`` with numpy.
+
+        The arguments are checked as a call checks them (count, types, shapes, layouts; scalars
+        and run-time sizes too); device arrays are refused. Emulating is slow: keep the arrays
+        small (a few blocks' worth)."""
+        from ..codegen.emulate import emulate_sequence
+        from ..ir.specialize import function_at
+
+        views, scalars = self.check_call(args)
+        on_device = [v.name for v in views if v.on_device]
+        if on_device:
+            raise LaunchError(self.where, f"emulate runs on the CPU: {on_device[0]} is a device array; pass numpy "
+                                          f"arrays (tensor.cpu().numpy())")
+        function = function_at(self.function, self._sizes(scalars))
+        values = {p.name: a for p, a in zip(self.function.caller_params, args) if isinstance(p, ScalarParam)}
+        run = emulate_sequence(function, {v.name: v.array for v in views}, scalars=values)
+        for view in views:
+            if view.written:
+                view.array[...] = run.storage[view.name]
+
     def _run_on_device(self, views: list[ArgumentView], scalars: dict[str, bytes], dev: driver.Device,
                        handle: int | None) -> None:
         _resolve_devices(self.where, views, dev.ordinal)
