@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ def _with_examples(name: str) -> bool:
     return any(test.examples for test in doctest.DocTestFinder().find(importlib.import_module(name)))
 
 
+ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted(m.name for m in pkgutil.walk_packages(schedc.__path__, "schedc.")
                  if not m.name.endswith("__main__") and _with_examples(m.name))
 
@@ -27,28 +29,34 @@ def test_docstring_examples(name):
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_readme_schedule_script_builds(tmp_path):
-    """The README's schedule script runs as written (its package goes to a temporary folder)."""
+def test_readme_first_kernel_builds_and_emulates_as_written(tmp_path, monkeypatch):
+    """The README's first kernel runs as written, then its emulate example: the package where
+    the script asks for it (in a temporary folder), the function emulated on the caller's arrays."""
     import re
-    from pathlib import Path
 
-    from schedc.package.build import session
-
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    script = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
-    with session(output_dir=tmp_path) as built:
-        exec(compile(script, "README.md", "exec"), {})
-    (hat,) = built.built
-    assert hat.name == "tensor_matmul.hat" and hat.exists()
+    readme = (ROOT / "README.md").read_text()
+    script, emulated = re.findall(r"```python\n(.*?)```", readme, re.S)[:2]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(script, "README.md", "exec"), {})
+    assert (tmp_path / "hat_packages/first_matmul/first_matmul.hat").exists()
+    exec(compile(emulated, "README.md", "exec"), {})  # asserts the product itself
 
 
-def test_readme_loads_packages_where_schedc_build_writes_them():
-    """``schedc build samples/X.py`` writes hat_packages/X/X.hat: every load in the README says so."""
+def test_every_relative_link_of_the_docs_reaches_a_file():
     import re
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    paths = re.findall(r'schedc\.load\("(hat_packages/[^"]+)"\)', readme)
+    for page in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+def test_the_docs_load_packages_where_schedc_build_writes_them():
+    """``schedc build samples/X.py`` writes hat_packages/X/X.hat: every load in the README and
+    the docs says so."""
+    import re
+
+    paths = [path for page in (ROOT / "README.md", *(ROOT / "docs").glob("*.md"))
+             for path in re.findall(r'schedc\.load\("(hat_packages/[^"]+)"\)', page.read_text())]
     assert paths
     for path in paths:
         folder, _, file = path.removeprefix("hat_packages/").partition("/")

@@ -1,16 +1,17 @@
 """Check the CUDA text against the kernel IR: every expression is parsed back and compared.
 
 The emulator runs the kernel IR, not the text, so a precedence or promotion bug in the printer
-would hide behind a passing emulation (DESIGN.md, "Backends by registry"). ``check_kernel``
-re-prints each statement of a kernel with the Printer (Store subscripts and values, Let values,
-Loop bounds, If conditions, and the pointers and bounds of copies and tile loads), parses the text
-with a recursive-descent parser of exactly the C++ subset the printer emits, types it with C++'s
-rules (literal types, integer promotion, usual arithmetic conversions, the ``__half`` and
-``__nv_bfloat16`` operators of cuda_fp16.h/cuda_bf16.h, which take two operands of one type,
-``schedc::max``'s template deduction), turns it into an IR tree whose dtypes are the C++ types,
-and compares that tree with the IR: same operators, operands and constants, and the same type at
-every node. C++'s implicit conversions appear in the parsed tree as casts, so a promotion the IR
-does not have is a mismatch. The text may convert explicitly where C++ computes in a wider type:
+would hide behind a passing emulation (docs/architecture.md, "Backends by registry, and the text
+check"). ``check_kernel`` re-prints each statement of a kernel with the Printer (Store
+subscripts and values, Let values, Loop bounds, If conditions, and the pointers and bounds of
+copies and tile loads), parses the text with a recursive-descent parser of exactly the C++
+subset the printer emits, types it with C++'s rules (literal types, integer promotion, usual
+arithmetic conversions, the ``__half`` and ``__nv_bfloat16`` operators of
+cuda_fp16.h/cuda_bf16.h, which take two operands of one type, ``schedc::max``'s template
+deduction), turns it into an IR tree whose dtypes are the C++ types, and compares that tree with
+the IR: same operators, operands and constants, and the same type at every node. C++'s implicit
+conversions appear in the parsed tree as casts, so a promotion the IR does not have is a
+mismatch. The text may convert explicitly where C++ computes in a wider type:
 
 - ``(signed char)(a * b)``: a narrow integer (or bool) operation computed exactly in ``int`` (or,
   for unsigned short products, ``unsigned int``) and converted back means the IR's operation in
