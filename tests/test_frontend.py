@@ -290,3 +290,16 @@ def test_an_arrays_errors_name_its_role_as_the_script_writes_it():
     with pytest.raises(NestError, match=r"^Array\(role=Role.INPUT\): element_type must be a ScalarType, not "
                                         r"'float32'"):
         acc.Array(role=acc.Role.INPUT, element_type="float32", shape=(2,))
+
+
+def test_a_subscript_that_reads_an_array_is_refused_as_a_gather():
+    idx = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.int32, shape=(64,), name="idx")
+    E = acc.Array(role=acc.Role.INPUT, shape=(1000, 32), name="E")
+    Y = acc.Array(role=acc.Role.OUTPUT, shape=(64, 32), name="Y")
+    nest = acc.Nest(64, 32)
+    i, j = nest.get_indices()
+    with pytest.raises(NestError, match=r"E\[idx\[i\], j\]: the subscript idx\[i\] reads an array: .*a gather, a "
+                                        r"scatter, an embedding lookup\) are not built yet"):
+        nest.iteration_logic(lambda: Y.__setitem__((i, j), E[idx[i], j]))
+    with pytest.raises(NestError, match=r"Y\[idx\[i\], j\]: the subscript idx\[i\] reads an array"):
+        nest.iteration_logic(lambda: Y.__setitem__((idx[i], j), E[i, j]))

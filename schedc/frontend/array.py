@@ -19,7 +19,7 @@ from ..ir.layout import row_major_strides
 from ..ir.types import ScalarType, converts_implicitly, from_numpy
 from . import capture
 from .dimension import Dimension
-from .expr import Access, Assign, affine_terms, as_expr, holds_parameter, render
+from .expr import Access, Assign, affine_terms, as_expr, holds_parameter, render, walk
 from .names import unusable
 from .parameters import Call, Recording, assigned_names, has_parameter
 
@@ -167,6 +167,10 @@ class Array:
         if len(exprs) != len(self.shape):
             raise NestError(where, f"{len(exprs)} subscripts for an array of rank {len(self.shape)}")
         for e in exprs:
+            if any(isinstance(node, Access) for node in walk(e)):
+                raise NestError(where, f"the subscript {render(e)} reads an array: subscripts that read arrays (a "
+                                       "gather, a scatter, an embedding lookup) are not built yet; subscripts are "
+                                       "affine expressions of indices and integers")
             if not holds_parameter(e):  # with a parameter: checked once its value is known (Package.add)
                 affine_terms(e)  # raises unless affine in the indices
         return Access(self, exprs)
