@@ -7,11 +7,13 @@ cores an element-wise operation or cast whose type is float16 or bfloat16 rounds
 as the kernel's arithmetic does (up to fused multiply-adds; its error can exceed the type's
 tolerance relative to a result much smaller than the operands, as in ``i - (A[i] + i)``); a
 conversion to an 8-bit float always rounds (saturating), as no operation computes in one; a
-contraction ``C[p] += X`` sums in float64. A statement ``C[p] += X`` whose other
-loops only sum is evaluated as one contraction (einsum, BLAS for products of two arrays),
-except into an 8-bit float array without tensor cores (the kernel rounds the sum at each step);
-other statements run vectorised over the written dimensions and sequentially over the rest,
-in nest order. A tensorized plan's prologue/epilogue ops are part of its meaning:
+contraction ``C[p] += X`` sums in float64. A statement ``C[p] += X`` is evaluated as one
+contraction (einsum, BLAS for products of two arrays) over the dimensions its subscripts do not
+use, then added into C: where the subscripts mix dimensions (``C[b * M + i, j]``, ``C[i + k]``),
+the points that write one element add first. An 8-bit float array without tensor cores is the
+exception (the kernel rounds the sum at each step); it and other statements run vectorised over
+the written dimensions and sequentially over the rest, in nest order. A tensorized plan's
+prologue/epilogue ops are part of its meaning, applied once to each element:
 ``C = epilogue(prologue(C) + A @ B)``.
 
 The reference can be restricted to the nest points one block of a plan covers, so that a
@@ -109,12 +111,15 @@ def _rounds_each_step(part, model) -> bool:
 
 
 def _accumulates(model) -> bool:
-    """One reduction ``T[p] += X`` whose target elements are distinct for distinct ``p``."""
-    if len(model.statements) != 1 or accumulated(model.statements[0]) is None:
-        return False
-    store = model.statements[0]
-    used = tuple(dict.fromkeys(d for i in store.index for d in Affine.of(i).variables()))
-    return _independent([Affine.of(i) for i in store.index], used)
+    """One reduction ``T[p] += X`` (X does not read T): its terms add in any order."""
+    return len(model.statements) == 1 and accumulated(model.statements[0]) is not None
+
+
+def _distinct(store: Store) -> bool:
+    """Whether the store's subscripts write distinct elements at distinct values of the
+    dimensions they use, whatever their extents (full rank: not ``C[b * M + i, j]``)."""
+    affines = [Affine.of(i) for i in store.index]
+    return _independent(affines, tuple(dict.fromkeys(d for a in affines for d in a.variables())))
 
 
 class _State:
@@ -189,10 +194,12 @@ class _State:
         constant over consecutive values, else broadcasting integer arrays."""
         affines = [Affine.of(i) for i in index]
         direct = _slices(affines, dims)
-        if direct is not None:
-            return direct
+        return direct if direct is not None else self.open_grid(affines, dims)
+
+    def open_grid(self, affines: list[Affine], dims: dict[str, np.ndarray]):
+        """Subscripts as integer arrays that broadcast against each other over the dimensions
+        they use (nest order), and those dimensions."""
         used = tuple(d for d in self.order if any(a.coeff(d) for a in affines))
-        # open grids: subscripts broadcast against each other instead of each filling the space
         grids = np.meshgrid(*(dims[d] for d in used), indexing="ij", sparse=True) if used else []
         axes = dict(zip(used, grids))
         subs = [a.const + sum(c * axes[d] for d, c in a.terms) for a in affines]
@@ -231,10 +238,32 @@ class _State:
         for d in self.order:
             if d not in written and d not in _depends_on(term):
                 total = Tensor(total.data * len(self.dims[d]), total.dims)
-        old = self.gather(store.buffer, store.index, self.dims)
-        new = _prologue(self.model, old.aligned(written)) + total.aligned(written)
-        target = self.model.buffer(store.buffer).dtype  # an integer sum wraps at its type's width, as each step's
-        self.scatter(store, Tensor(_wrap(_epilogue(self.model, new), target), written), self.dims)
+        if _distinct(store):
+            old = self.gather(store.buffer, store.index, self.dims)
+            self.scatter(store, Tensor(self.finished(store, old.aligned(written), total.aligned(written)), written),
+                         self.dims)
+        else:
+            self.add_by_element(store, total)
+
+    def add_by_element(self, store: Store, total: Tensor) -> None:
+        """Add ``total`` (over the dimensions the store's subscripts use) into the elements it
+        writes, for subscripts that may write one element at several points (not of full rank:
+        ``C[b * M + i, j]``, ``C[i + k]``): those points' terms summed first, then each element
+        finished once."""
+        subs, used = self.open_grid([Affine.of(i) for i in store.index], self.dims)
+        shape = tuple(len(self.dims[d]) for d in used)
+        array = self.values[store.buffer]
+        flat = np.ravel_multi_index(tuple(np.broadcast_to(s, shape) for s in subs), array.shape).ravel()
+        elements, which = np.unique(flat, return_inverse=True)
+        terms = np.broadcast_to(total.aligned(used), shape).ravel()
+        array.flat[elements] = self.finished(store, array.flat[elements], _sum_by(which, terms, len(elements)))
+        self.touched[store.buffer].flat[elements] = True
+
+    def finished(self, store: Store, old: np.ndarray, total: np.ndarray) -> np.ndarray:
+        """An element's value after its sum: ``epilogue(prologue(old) + total)`` with a
+        tensorized plan's fragment ops, wrapped at an integer type's width as each step's sum."""
+        new = _prologue(self.model, old) + total
+        return _wrap(_epilogue(self.model, new), self.model.buffer(store.buffer).dtype)
 
     def sequential(self) -> None:
         """Vectorised over dimensions that carry no dependence (see ``_vector_dims``), in nest
@@ -301,6 +330,15 @@ def _slices(affines: list[Affine], dims: dict[str, np.ndarray]):
         subs.append(slice(start, start + len(values)))
         used.append(a.terms[0][0])
     return tuple(subs), tuple(used)
+
+
+def _sum_by(which: np.ndarray, terms: np.ndarray, count: int) -> np.ndarray:
+    """The sum of ``terms`` per group ``which`` (``count`` groups): float64, or int64 for integers."""
+    if terms.dtype.kind == "f":
+        return np.bincount(which, weights=terms, minlength=count)
+    sums = np.zeros(count, dtype=terms.dtype)
+    np.add.at(sums, which, terms)
+    return sums
 
 
 def _depends_on(term: Expr) -> set[str]:
