@@ -412,21 +412,64 @@ def emulate(package: str, blocks: int | str | None, function: str | None, seed: 
             parts = every_part(kernel, chosen.blocks)  # a tile's split-K parts add into it: all of them
             count = chosen.total if parts is None else len(parts)
             chosen = _Blocks(parts, count, chosen.total, chosen.why + "; with every split-K part of their tiles")
-        _echo_choice(fn.name + shown, chosen, kernel)
-        scope = f"{chosen.count} of {_plural(chosen.total, 'block')}"
+        runs = _kernel_runs(kernels, chosen)
+        _echo_choice(fn.name + shown, chosen, kernel, runs)
         limit = pkg.tolerance if tolerance is None else tolerance
-        ok &= _report(f"emulated {fn.name}{shown} ({scope})", lambda m=model, f=kernels, chosen=chosen, limit=limit:
-                      _emulate_one(m, f, chosen, seed, limit))
+        ok &= _report(f"emulated {fn.name}{shown} ({_blocks_text(runs, counted=True)})",
+                      lambda m=model, f=kernels, chosen=chosen, limit=limit: _emulate_one(m, f, chosen, seed, limit))
     sys.exit(0 if ok else 1)
 
 
-def _echo_choice(name: str, chosen: _Blocks, kernel) -> None:
+@dataclass(frozen=True)
+class _KernelRun:
+    """The blocks emulated of one kernel of a function: ``count`` of the ``total`` of its grid;
+    ``part``: the kernel's part of the function (``partial``, ``combine``: ``schedc.lower.split``),
+    empty for a function of one kernel."""
+
+    part: str
+    count: int
+    total: int
+
+
+def _kernel_runs(function: HostFunction, chosen: _Blocks) -> list[_KernelRun]:
+    """Per kernel, in launch order, the blocks emulated: every block of each kernel but the last
+    (a later kernel may read anything an earlier one wrote: split-K's clear and partial sums), the
+    chosen blocks of the last."""
+    *earlier, last = function.kernels
+    runs = [_KernelRun(_part(function, k), _grid_blocks(k), _grid_blocks(k)) for k in earlier]
+    return [*runs, _KernelRun(_part(function, last) if earlier else "", chosen.count, chosen.total)]
+
+
+def _part(function: HostFunction, kernel) -> str:
+    """The kernel's name without its function's and the ``__gpu__`` suffix (``partial`` of
+    ``f__partial__gpu__``); its whole name where it is not ``<function>__<part>__gpu__``."""
+    name = kernel.name.removesuffix("__gpu__")
+    return name.removeprefix(f"{function.name}__") if name.startswith(f"{function.name}__") else name
+
+
+def _grid_blocks(kernel) -> int:
+    x, y, z = kernel.grid
+    return x * y * z
+
+
+def _blocks_text(runs: list[_KernelRun], counted: bool = False) -> str:
+    """``8 of 64 blocks``, or per kernel ``all 16 blocks of the partial kernel and 8 of 32 blocks
+    of the combine kernel``; a whole grid ``all N``, or ``N of N`` where ``counted``."""
+    texts = []
+    for run in runs:
+        some = "all" if run.count == run.total and not counted else f"{run.count} of"
+        kernel = f" of the {run.part} kernel" if run.part else ""
+        texts.append(f"{some} {_plural(run.total, 'block')}{kernel}")
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def _echo_choice(name: str, chosen: _Blocks, kernel, runs: list[_KernelRun]) -> None:
     from .verify import computed_tiles
 
-    some = "all" if chosen.count == chosen.total else f"{chosen.count} of"
-    click.echo(f"emulating {name} on {some} {_plural(chosen.total, 'block')} ({chosen.why})")
+    click.echo(f"emulating {name} on {_blocks_text(runs)} ({chosen.why})")
     if chosen.blocks is not None and len(chosen.blocks) <= 16:
-        click.echo("  blocks (x, y, z): " + " ".join(f"({x}, {y}, {z})" for x, y, z in chosen.blocks))
+        of = f" of the {runs[-1].part} kernel" if runs[-1].part else ""
+        click.echo(f"  blocks (x, y, z){of}: " + " ".join(f"({x}, {y}, {z})" for x, y, z in chosen.blocks))
     if chosen.blocks is not None and kernel.persistent is not None:
         tiles = computed_tiles(kernel, chosen.blocks)
         shown = " ".join(f"({x}, {y}, {z})" for x, y, z in tiles[:24]) + (" ..." if len(tiles) > 24 else "")
