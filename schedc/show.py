@@ -9,7 +9,7 @@ from .codegen.cuda import grid_text
 from .codegen.cuda_printer import Printer
 from .ir.kernel import Cast, FragmentStore, HostFunction, Kernel
 from .ir.model import Model
-from .ir.walk import walk_statements
+from .ir.walk import loads, walk_statements
 from .lower import advice, resources
 from .lower.loops import in_loops
 
@@ -128,25 +128,39 @@ def attached(value) -> str:
 
 
 def footprints(model) -> list[str]:
-    """Each array's footprint inside each loop (tile loops excepted), for fixed outer loops."""
+    """Each array's footprint inside each loop (tile loops excepted), for fixed outer loops. In a
+    fused schedule, inside a loop that the parts run each on its own (after the fusing index), the
+    footprint is that of the part's statements, one line a part that runs the loop."""
     tile = set(model.tensorize.loops) if model.tensorize else set()
+    scopes = [scope for spec in model.loops if spec.name not in tile for scope in _inside(model, spec.name)]
+    width = max([6, *(len(label) for _, label, _ in scopes)]) if model.fusion is not None else 6
     lines = []
     for buffer in model.buffers:
         lines.append(f"  {buffer.name} {buffer.dtype.value}[{', '.join(map(str, buffer.shape))}]:")
-        for spec in model.loops:
-            if spec.name in tile:
-                continue
-            try:
-                fp = poly.footprint(model, buffer.name, spec.name)
-            except poly.FootprintError as error:
-                if "does not access" in str(error):  # an argument the nest leaves alone
-                    lines.append(f"    ({error})")
-                    break
-                lines.append(f"    inside {spec.name:<6} no box: {error}")
-                continue
-            size = fp.elements * buffer.dtype.size
-            lines.append(f"    inside {spec.name:<6} {fp}  ({fp.elements} elements, {size} bytes)")
+        if not any(buffer.name in (s.buffer, *(x.buffer for x in loads(s.value))) for s in model.statements):
+            lines.append(f"    (the nest does not access {buffer.name})")  # an argument the nest leaves alone
+            continue
+        lines += [f"    inside {label:<{width}} {_footprint(where, buffer, loop)}" for where, label, loop in scopes]
     return lines
+
+
+def _inside(model, loop: str) -> list[tuple[Model, str, str]]:
+    """The statements that run inside ``loop`` (as a Model), how the line names it, and the loop:
+    the whole nest, or each part of a fused schedule that runs ``loop`` on its own (``tb (f = 3)``)."""
+    if model.fusion is None or loop in model.outside_fusion:
+        return [(model, loop, loop)]
+    return [(part, f"{loop} ({model.fusion.name} = {number})", loop) for number, part in enumerate(model.parts)
+            if any(lp.name == loop for lp in part.loops)]
+
+
+def _footprint(model, buffer, loop: str) -> str:
+    try:
+        fp = poly.footprint(model, buffer.name, loop)
+    except poly.FootprintError as error:
+        if "does not access" in str(error):  # a part that leaves the array alone
+            return "not accessed"
+        return f"no box: {error}"
+    return f"{fp}  ({fp.elements} elements, {fp.elements * buffer.dtype.size} bytes)"
 
 
 def _tile_paths(kernel: Kernel) -> list[str]:

@@ -8,7 +8,9 @@ of its statements, and the resources the kernel holds.
   of one bank (a tile read down its columns; schedc lays tiles out and pads them against most);
 - **local memory**: registers beyond what a thread may hold (ptxas spills them);
 - **occupancy**: a SIMT kernel (no tensor-core tiles, which want registers more than warps) that
-  keeps a quarter of a multiprocessor's warps or fewer.
+  keeps a quarter of a multiprocessor's warps or fewer;
+- **one thread**: blocks of one thread (a plan without ``bind``: the whole nest on one thread),
+  with the loops to bind, a change compiled before it is advised (``unbound``).
 
 Each note says what it found, with the numbers, and the plan change that removes it. The warp's
 addresses come from the kernel's own index expressions (loop counters and block indices at 0),
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import poly
 from ..ir.affine import Affine
 from ..ir.kernel import (
     Binary,
@@ -39,8 +42,9 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.patterns import reduction
 from ..ir.walk import bodies, loads, walk_statements
-from . import resources
+from . import cache, resources, unbound
 
 SECTOR = 32  # bytes a global memory transaction moves
 BANKS = 32  # 4-byte banks of shared memory
@@ -68,7 +72,8 @@ def advise(kernel: Kernel, model, gpu) -> list[Note]:
         if note is not None and (note.topic, note.text) not in seen:
             seen.add((note.topic, note.text))
             notes.append(note)
-    return notes + _resources(kernel, gpu)
+    alone = unbound.advice(kernel, model)
+    return ([Note("one thread", alone)] if alone else []) + notes + _resources(kernel, gpu)
 
 
 def _accesses(kernel: Kernel):
@@ -141,7 +146,8 @@ class _Warp:
         moving = _moving(subscripts, buffer.strides, self.block)
         if isinstance(buffer, SharedBuffer):  # each iteration's access is its own: its banks alone
             return _banks(buffer, subscripts, address, write, model, moving)
-        return _sectors(buffer, subscripts, address, write, moving, self.block, _summed_along(model, name, buffer))
+        return _sectors(buffer, subscripts, address, write, moving, self.block,
+                        lambda: _coalescing_change(model, buffer, write, subscripts))
 
 
 def _binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -190,11 +196,97 @@ def _summed_along(model, name: str, buffer) -> list[str]:
     return found
 
 
+def _coalescing_change(model, buffer: Buffer, write: bool, subscripts) -> str:
+    """The plan changes that coalesce ``buffer``'s access, only those the checker accepts: threads
+    along its contiguous dimension where that dimension's iterations may run at once (or form a
+    reduction across threads), a shared tile where ``buffer`` may be cached (``cache.written_refusal``
+    for an array the nest writes); else, for a 2-D array, the other layout; else why neither applies."""
+    name = buffer.name
+    contiguous = int(np.argmin(buffer.strides)) if buffer.strides else 0
+    summed = _summed_along(model, name, buffer)
+    changes = []
+    blocked = _unbindable(model, name, contiguous, summed)
+    if blocked is None:
+        along = (f" (along {', '.join(summed)}, which the statement sums: a reduction across threads)"
+                 if summed and not write else "")
+        changes.append(f"bind the loop along {name}'s contiguous dimension {contiguous}{along} to THREAD_X")
+    refused = _uncacheable(model, name)
+    if not write and refused is None:
+        changes.append(f"read {name} through a shared tile (plan.cache({name}, index=..., location=SHARED), whose "
+                       "copy is coalesced)")
+    if changes:
+        return ", or ".join(changes)
+    layout = _other_layout(model, buffer, subscripts)
+    why = f"{blocked}" + ("" if write else f", and no shared tile of {name} is built ({refused})")
+    if layout:
+        return f"give {name} the other layout (Array(..., layout=Array.Layout.{layout})): {why}"
+    return f"no change of the plan removes it: {why}"
+
+
+def _dims_along(model, name: str, contiguous: int) -> set[str]:
+    """The nest dimensions in the subscripts of ``name``'s contiguous dimension, over every access."""
+    found: set[str] = set()
+    for s in getattr(model, "statements", ()):
+        indices = [x.index for x in loads(s.value) if x.buffer == name] + ([s.index] if s.buffer == name else [])
+        for index in indices:
+            if len(index) > contiguous:
+                found |= Affine.of(index[contiguous]).variables()
+    return found
+
+
+def _unbindable(model, name: str, contiguous: int, summed: list[str]) -> str | None:
+    """Why the loops along ``name``'s contiguous dimension may not run on threads at once (as the
+    plan's race check would refuse them), named by those loops; None where they may: no two of
+    their iterations touch an element one of them writes, but for the sums of reductions."""
+    if model is None or not hasattr(model, "parts"):
+        return None
+    dims = _dims_along(model, name, contiguous)
+    for part in model.parts:
+        reading = [s for s in part.statements if name in {x.buffer for x in loads(s.value)}]
+        if summed and any(reduction(s) is None for s in reading if set(summed) & _dims_read(s, name)):
+            return (f"{' and '.join(summed)} may not run on threads (a statement sums over "
+                    f"{'them' if len(summed) > 1 else 'it'} and is no reduction T = T + X)")
+        loops = [lp.name for lp in part.loops if part.dims[lp.dim][0] in dims - set(summed)]
+        conflict = poly.find_race(part, loops) if loops else None
+        if conflict is not None:
+            element = f"{conflict.array}[{', '.join(map(str, conflict.element))}]"
+            return (f"{' and '.join(loops)} may not run on threads (two of {'their' if len(loops) > 1 else 'its'} "
+                    f"iterations touch {element}, one writing it)")
+    return None
+
+
+def _dims_read(statement, name: str) -> set[str]:
+    return {d for x in loads(statement.value) if x.buffer == name for i in x.index for d in Affine.of(i).variables()}
+
+
+def _uncacheable(model, name: str) -> str | None:
+    """Why no SHARED cache of ``name`` is built (None: one may be): the checker's own rule."""
+    if model is None or not any(s.buffer == name for s in getattr(model, "statements", ())):
+        return None
+    return cache.written_refusal(model, name)
+
+
+def _other_layout(model, buffer: Buffer, subscripts) -> str:
+    """The layout of a 2-D array (a row-major or column-major argument of a SIMT plan, not cached)
+    along whose contiguous dimension the warp's access moves, where the array has the other; ''."""
+    if model is None or len(buffer.strides) != 2 or getattr(model, "tensorize", None) is not None:
+        return ""
+    if any(c.array == buffer.name for c in getattr(model, "caches", ())):
+        return ""
+    moved = [d for d, sub in enumerate(subscripts) if len(sub) > 1 and sub[1] != sub[0]]
+    rows, columns = buffer.shape
+    if moved == [0] and tuple(buffer.strides) == (columns, 1):
+        return "LAST_MAJOR"
+    if moved == [1] and tuple(buffer.strides) == (1, rows):
+        return "FIRST_MAJOR"
+    return ""
+
+
 def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, moving: str, block,
-             summed: list[str] = ()) -> Note | None:
+             change) -> Note | None:
     """A note where the warp's access uses less than a quarter of the bytes its sectors move, each
     instruction on its own (a thread per row of the array; a thread's 4 consecutive elements, whose
-    sectors the next instructions read from L1, are not flagged)."""
+    sectors the next instructions read from L1, are not flagged). ``change()``: what removes it."""
     size = buffer.dtype.size
     elements = np.unique(address)
     sectors = np.unique(np.concatenate([(elements * size) // SECTOR, (elements * size + size - 1) // SECTOR]))
@@ -202,16 +294,10 @@ def _sectors(buffer: Buffer, subscripts, address: np.ndarray, write: bool, movin
     moved = len(sectors) * SECTOR
     if useful * 4 >= moved:
         return None
-    contiguous = int(np.argmin(buffer.strides)) if buffer.strides else 0
     verb = "writes" if write else "reads"
-    along = (f" (along {', '.join(summed)}, which the statement sums: a reduction across threads)"
-             if summed and not write else "")
-    change = (f"bind the loop along {buffer.name}'s contiguous dimension {contiguous}{along} to THREAD_X"
-              + ("" if write else f", or read {buffer.name} through a shared tile (plan.cache({buffer.name}, "
-                                  "index=..., location=SHARED), whose copy is coalesced)"))
     text = (f"{buffer.name} {_shown(subscripts)}: a warp {verb} {len(elements)} elements in {len(sectors)} sectors "
             f"of {SECTOR} bytes ({moved} bytes moved for {useful} used, {100 * useful // moved}%; block "
-            f"{block[0]}x{block[1]}x{block[2]}: {moving}); {change}")
+            f"{block[0]}x{block[1]}x{block[2]}: {moving}); {change()}")
     return Note("coalescing", text)
 
 

@@ -265,28 +265,36 @@ def _slices(strides: tuple[int, ...], order: tuple[int, ...], wanted: tuple[int,
 def _check_written(model, spec, here: str) -> None:
     """A SHARED cache of an array the nest writes (Accera's output caching in shared memory):
     filled like any cache, the statements read and write the tile, and after the loops the
-    block writes it back. Each statement must touch the array at one element (the one it
-    writes), so that the tile is exactly what the block writes (other blocks write elsewhere:
-    the plan's race check); no pipeline, TMA or tensor cores."""
-    if model.tensorize is not None:
-        raise CacheError(here, f"tensor cores write {spec.array} from fragments: cache it in MMA_FRAGMENT",
-                         loops=(spec.index,))
+    block writes it back (``written_refusal`` says where that cannot be); no pipeline or TMA."""
+    refused = written_refusal(model, spec.array)
+    if refused is not None:
+        raise CacheError(here, refused, loops=(spec.index,))
     if spec.engine is CopyEngine.TMA or spec.pipeline != "sync" or spec.stages > 1:
         raise CacheError(here, f"the nest writes {spec.array}: its tile is filled once and written back after the "
                                "loops, without a pipeline or TMA (leave double_buffer, stages and engine unset)",
                          loops=(spec.index,))
 
+
+def written_refusal(model, array: str) -> str | None:
+    """Why no SHARED cache of ``array``, which the nest writes, is built at any index (None: one
+    may be, where its tile is a box the block writes whole). Each statement must touch the array at
+    one element (the one it writes), so that the tile is exactly what the block writes (other
+    blocks write elsewhere: the plan's race check); tensor cores write C from fragments. ``schedc
+    check``'s advice asks it before recommending such a cache."""
+    if model.tensorize is not None:
+        return f"tensor cores write {array} from fragments: cache it in MMA_FRAGMENT"
+
     def element(index) -> tuple[str, ...]:
         return tuple(str(Affine.of(i)) for i in index)
 
     for st in model.statements:
-        reads = {element(load.index) for load in loads(st.value) if load.buffer == spec.array}
-        touched = reads | ({element(st.index)} if st.buffer == spec.array else set())
+        reads = {element(load.index) for load in loads(st.value) if load.buffer == array}
+        touched = reads | ({element(st.index)} if st.buffer == array else set())
         if len(touched) > 1:
-            elements = ", ".join(f"{spec.array}[{', '.join(t)}]" for t in sorted(touched))
-            raise CacheError(here, f"a statement touches {elements}: a tile written back must hold only the "
-                                   "elements the block writes, each statement reading the one it writes",
-                             loops=(spec.index,))
+            elements = ", ".join(f"{array}[{', '.join(t)}]" for t in sorted(touched))
+            return (f"a statement touches {elements}: a tile written back must hold only the elements the block "
+                    "writes, each statement reading the one it writes")
+    return None
 
 
 def _tma_box(model, spec, here: str, extents: tuple[int, ...], array) -> StructParam:

@@ -74,7 +74,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import cache, epilogue, operands, tensor
+from . import batched, cache, epilogue, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -139,7 +139,7 @@ def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
     tensor.check_padding(model, tiles, set(operands))  # TMA fills zeros past each operand's reach
     for c in caches[1:]:
         if (c.index, c.stages) != (caches[0].index, caches[0].stages):
-            raise CacheError(_here(c.array, c.index), f"{caches[0].array} is cached at {caches[0].index} with "
+            raise CacheError(_here(model, c.array, c.index), f"{caches[0].array} is cached at {caches[0].index} with "
                                                       f"{caches[0].stages} stage(s) and {c.array} at {c.index} with "
                                                       f"{c.stages}: the operands of wgmma share one pipeline",
                              loops=(c.index,))
@@ -149,17 +149,27 @@ def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
     return tuple(caches)
 
 
-def _here(array: str, index: str) -> str:
-    return f"cache({array}, index={index}, location=SHARED, engine=TMA)"
+def _here(model, array: str, index: str) -> str:
+    """The cache call as the script wrote it: with ``engine=`` only where it names one."""
+    spec = next((c for c in model.caches if c.array == array and c.location is MemorySpace.SHARED), None)
+    engine = "" if spec is None or spec.engine is CopyEngine.AUTO else f", engine={spec.engine.name}"
+    return f"cache({array}, index={index}, location=SHARED{engine})"
+
+
+def _by_tma(spec) -> str:
+    """TMA, said as the script chose it: named, or the engine schedc takes where none is given."""
+    if spec.engine is CopyEngine.TMA:
+        return "TMA"
+    return "TMA (no engine given: schedc fills a wgmma plan's operand tiles by TMA)"
 
 
 def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) -> TmaCache:
-    here = _here(spec.array, spec.index)
+    here = _here(model, spec.array, spec.index)
     if spec.array not in operands:
         raise CacheError(here, f"{spec.array} is not an operand of the wgmma product; with wgmma, SHARED caches "
                                f"hold A ({tiles.a.buffer}) and B ({tiles.b.buffer})", loops=(spec.index,))
     if spec.engine is CopyEngine.THREADS:
-        raise CacheError(here.replace("engine=TMA", "engine=THREADS"),
+        raise CacheError(here,
                          "wgmma reads its operands in the swizzled layout TMA writes; copies by the block's "
                          "threads into it are not built: use engine=TMA (or AUTO)", loops=(spec.index,))
     if spec.order:
@@ -183,18 +193,20 @@ def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) 
                                "tiles", loops=(spec.index,))
     array = model.buffer(spec.array)
     if len(fp.extents) != 2:
-        raise CacheError(here, f"TMA tiles of wgmma operands are 2-D; the footprint {fp} has rank "
-                               f"{len(fp.extents)}", loops=(spec.index,))
+        raise CacheError(here, f"{_by_tma(spec)} copies 2-D tiles of wgmma's operands; the footprint {fp} of "
+                               f"{spec.array} ({' x '.join(map(str, array.shape))}) has rank {len(fp.extents)}. "
+                               f"Instead: {batched.ways_out(model, tiles)}", loops=(spec.index,))
     size = array.dtype.size
     inner = array.strides.index(1) if 1 in array.strides else -1
     outer = 1 - inner
     if inner < 0:
-        raise CacheError(here, f"{spec.array} has strides {list(array.strides)}; TMA needs one contiguous "
+        raise CacheError(here, f"{spec.array} has strides {list(array.strides)}; {_by_tma(spec)} needs one contiguous "
                                "dimension", loops=(spec.index,))
     pitch = array.strides[outer] * size
     if pitch % tma.GLOBAL_ALIGN:
-        raise CacheError(here, f"{spec.array}'s rows are {pitch} bytes apart; TMA needs a multiple of 16 bytes "
-                               f"(pad the leading dimension to a multiple of {16 // math.gcd(16, size)} elements)",
+        raise CacheError(here, f"{spec.array}'s rows are {pitch} bytes apart; {_by_tma(spec)} needs a multiple of "
+                               f"16 bytes (pad the leading dimension to a multiple of {16 // math.gcd(16, size)} "
+                               "elements)",
                          loops=(spec.index,))
     row_bytes = fp.extents[inner] * size
     swizzle = tma.swizzle_for(row_bytes) or (tma.SWIZZLES[0] if row_bytes % tma.GLOBAL_ALIGN == 0 else 0)
@@ -251,7 +263,7 @@ def _share(model, caches: list[TmaCache]) -> list[TmaCache]:
             tmap = dataclasses.replace(c.map, spec=dataclasses.replace(spec, box=box))
             out.append(dataclasses.replace(c, multicast=size, split="rows", map=tmap))
         else:
-            raise CacheError(_here(c.array, c.index), f"{where}: {c.array}'s tile is {c.chunks} box(es) of "
+            raise CacheError(_here(model, c.array, c.index), f"{where}: {c.array}'s tile is {c.chunks} box(es) of "
                                                       f"{c.outer_extent} rows; {size} blocks share it out by whole "
                                                       f"boxes or by groups of {atom} rows (1024-byte swizzle atoms) "
                                                       f"of each box, and neither divides by {size}",
@@ -266,9 +278,10 @@ def _check_budget(model, caches: list[TmaCache]) -> None:
     if total > gpu.shared_memory_max:
         names = ", ".join(f"{c.array} {c.buffer.nbytes}" for c in caches)
         c = caches[-1]
-        raise CacheError(_here(c.array, c.index), f"{c.stages} stage(s) of the TMA tiles need {total} bytes of shared "
-                                                  f"memory per block ({names}, barriers); {gpu.name} allows "
-                                                  f"{gpu.shared_memory_max}: use fewer stages or smaller tiles",
+        raise CacheError(_here(model, c.array, c.index),
+                         f"{c.stages} stage(s) of the TMA tiles need {total} bytes of shared memory per block "
+                         f"({names}, barriers); {gpu.name} allows {gpu.shared_memory_max}: use fewer stages or "
+                         "smaller tiles",
                          loops=(c.index,))
 
 
@@ -737,7 +750,7 @@ class _Products:
         (stage, chunk, row, column) coordinates."""
         model, tm = self.model, self.tiles
         c = self.caches[operand.buffer]
-        here = _here(c.array, c.index)
+        here = _here(model, c.array, c.index)
         subs = operand.subscripts
         if p:
             subs = tuple(s.plus(d.scale(p)) for s, d in zip(subs, operand.pass_shift))

@@ -8,6 +8,7 @@ the array) is touched; otherwise it over-approximates (strided or skewed accesse
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -62,19 +63,22 @@ def footprint(model, array: str, index: str, fixed: tuple[str, ...] | None = Non
     # over iteration counters (no strides: no existential variables), the fixed loops' counters
     # as parameters; the origin is turned back into loop values at the end
     values = sets.counters(model)
-    relations = [a.relation(names, values) for a in sets.accesses(model) if a.array == array]
+    accesses = [a for a in sets.accesses(model) if a.array == array]
+    relations = [a.relation(names, values) for a in accesses]
     if not relations:
         raise FootprintError(f"the nest does not access {array}")
     relation = relations[0]
     for r in relations[1:]:
         relation = relation.union(r)
-    domain, relation = _with_params(sets.counter_domain(model, guards), relation, outer)
+    counted = sets.counter_domain(model, guards)
+    domain, relation = _with_params(counted, relation, outer)
     image = domain.apply(relation)
     rank = image.dim(isl.dim_type.set)
     origin, extents = [], []
     for d in range(rank):
         low, high = image.dim_min(d), image.dim_max(d)
-        origin.append(_affine(low, outer, array, d, index, model))
+        apart = functools.partial(_apart, accesses, relations, counted, outer, d)  # only for a message
+        origin.append(_affine(low, outer, array, d, index, model, apart))
         extent = high.sub(low).max_val()
         if not extent.is_int():
             raise FootprintError(f"{array}'s footprint inside {index} along dimension {d} grows with the run-time "
@@ -201,8 +205,39 @@ def first_outside(model, array: str, guards=None, bounds: tuple[int, ...] | None
     return None
 
 
-def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, model) -> Affine:
-    """The footprint's first element along ``dim``: one affine expression of the outer loops."""
+def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, model, apart=None) -> Affine:
+    """The footprint's first element along ``dim``: one affine expression of the outer loops.
+    ``apart()`` names the accesses whose first elements differ, for the message where they do."""
+    affines = _pieces(pw, outer, array, dim, index)
+    if len(affines) != 1:
+        shown = " or ".join(sorted(str(_shown(model, a)) for a in affines))
+        which = apart() if apart is not None else None
+        raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} is "
+                             f"{shown}, depending on the outer loops: "
+                             + (f"{which} do not move together" if which else "the accesses do not move together")
+                             + ", so no one tile shape follows them")
+    return affines.pop()
+
+
+def _apart(accesses, relations, domain: isl.Set, outer: list[str], dim: int) -> str | None:
+    """``the accesses X[i, ja + ta] and X[i, jb + tb]``: two of the array's accesses (in schedule
+    loops) whose first elements along ``dim`` differ for the outer loops ``outer``; None where no
+    two do (one access's first element alone depends on the outer loops)."""
+    starts: dict[str, frozenset] = {}
+    for access, relation in zip(accesses, relations):
+        text = f"{access.array}[{', '.join(str(s) for s in access.subscripts)}]"
+        fixed, moved = _with_params(domain, relation, outer)
+        try:
+            starts.setdefault(text, frozenset(_pieces(fixed.apply(moved).dim_min(dim), outer, "", dim, "")))
+        except FootprintError:
+            continue
+    texts = list(starts)
+    pair = next(((a, b) for n, a in enumerate(texts) for b in texts[n + 1:] if starts[a] != starts[b]), None)
+    return f"the accesses {pair[0]} and {pair[1]}" if pair else None
+
+
+def _pieces(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str) -> set[Affine]:
+    """The affine expressions of the outer loops that ``pw``'s pieces take."""
     affines = set()
     for domain, aff in pw.get_pieces():
         aff = aff.gist(domain)
@@ -217,12 +252,7 @@ def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, m
                                  f"moves with the run-time size {moving[0].removeprefix(sets.PREFIX)}")
         terms = {name: v.to_python() for name, v in zip(outer, values)}
         affines.add(Affine.make(terms, aff.get_constant_val().to_python()))
-    if len(affines) != 1:
-        shown = " or ".join(sorted(str(_shown(model, a)) for a in affines))
-        raise FootprintError(f"the first element of {array}'s footprint inside {index} along dimension {dim} is "
-                             f"{shown}, depending on the outer loops: the accesses do not move together "
-                             f"(e.g. {array}[i] and {array}[7 - i]), so no one tile shape follows them")
-    return affines.pop()
+    return affines
 
 
 def _isl_text(pw: isl.PwAff) -> str:
