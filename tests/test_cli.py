@@ -376,9 +376,9 @@ def test_build_lists_each_packages_own_files_and_refuses_two_of_a_name(tmp_path)
     assert result.exit_code == 1 and "a package v is already built into" in result.output
 
 
-def test_a_function_refused_at_build_is_named(tmp_path):
-    """Two functions, the second's THREAD_X of 40 threads refused when the package is built (not
-    when added): the error names it."""
+def test_a_function_refused_by_the_lowering_is_named(tmp_path):
+    """Two functions, the second's THREAD_X of 40 threads refused by the lowering (which runs when
+    it is added): the error names it."""
     script = tmp_path / "rows.py"
     script.write_text(
         "import schedc as acc\n"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 import enum
 import hashlib
 import json
@@ -58,7 +57,7 @@ from ..ir.walk import walk_statements
 from ..lower import compile_function, verifying, wellformed
 from ..targets import Target
 from . import compile as compilers
-from . import hat
+from . import hat, refusals
 
 
 class Format(enum.Flag):
@@ -235,6 +234,7 @@ class Package:
 
     def __init__(self) -> None:
         self._functions: list[_Added] = []
+        self._grids: list[GridFunctions] = []  # each grid added, with its refused points
         self._target: Target | None = None
         self._description: dict = {}
 
@@ -245,15 +245,22 @@ class Package:
         Arrays and loops take the names of the script's variables for them (``name_arrays``);
         unnamed arrays are otherwise named by their position in ``args``: A, B, C, ...
 
-        ``parameters`` (Accera's): a dict giving each parameter the plan uses a value, or a list
-        of such dicts (``create_parameter_grid``), one function per dict. The plan's recorded
-        calls are replayed with the values and every check runs on the result; a point the
-        checks refuse raises PackageError with its values. Such a function is named as Accera
-        names it, ``<base_name>_<16 hex digits>`` (a hash of the name, the target, the values and
-        the arguments), and the .hat lists its values (``auxiliary.accera.parameters``).
+        Every check runs here, the lowering included: a plan ``add`` accepts builds, and a
+        refused one raises its SchedcError here, never at ``build``.
 
-        Returns the function (a ``str``, its name, with ``.name`` and ``.parameters``), or a list
-        of them for a list of dicts."""
+        ``parameters`` (Accera's): a dict giving each parameter the plan uses a value, or a list
+        of such dicts (a grid: ``create_parameter_grid``), one function per dict. The plan's
+        recorded calls are replayed with the values and every check runs on the result. A dict
+        the checks refuse raises its error with its values; a grid keeps the points the checks
+        accept and names the refused ones by cause when the package is built (as ``schedc tune
+        --dry-run`` counts them), raising a PackageError only where it accepts none. Such a
+        function is named as Accera names it, ``<base_name>_<16 hex digits>`` (a hash of the name,
+        the target, the values and the arguments), and the .hat lists its values
+        (``auxiliary.accera.parameters``).
+
+        Returns the function (a ``str``, its name, with ``.name`` and ``.parameters``), or for a
+        grid the list of the accepted points' functions (``GridFunctions``: ``.refused`` holds
+        each refused point with its error, ``.points`` the grid's size)."""
         where = f"Package.add({base_name or '...'})"
         if not isinstance(source, Plan):
             raise PackageError(
@@ -269,7 +276,7 @@ class Package:
         if isinstance(parameters, list | tuple) and current is not None and current.collect is not None:
             return self._collect(where, current.collect, source, args, base_name, tuple(parameters))
         if isinstance(parameters, list | tuple):
-            return [self._add_point(where, source, args, base_name, point) for point in parameters]
+            return self._add_grid(where, source, args, base_name, tuple(parameters))
         if parameters:
             return self._add_point(where, source, args, base_name, parameters)
         if deferred(source) or any(deferred(a) for a in args):
@@ -289,6 +296,27 @@ class Package:
         name_arrays(where, source, args, base_name)
         collected.grids.append(GridAdd(self, len(self._functions), source, args, base_name, points))
         return [self._named_point(source, args, base_name, point)[0] for point in points]
+
+    def _add_grid(self, where: str, source: Plan, args: tuple, base_name: str, points: tuple) -> GridFunctions:
+        """Add the function of each point the checks accept; the refused ones are kept with their
+        errors (named by cause when the package is built). A PackageError where none is accepted."""
+        if not points:
+            raise PackageError(where, "parameters is an empty list: the grid has no points")
+        for point in points:
+            _check_point(where, point)
+        accepted, refused = [], []
+        for point in points:
+            try:
+                accepted.append(self._add_point(where, source, args, base_name, point))
+            except InternalError:
+                raise
+            except SchedcError as e:
+                refused.append(refusals.Refusal(describe(point), e))
+        if not accepted:
+            raise _nothing_accepted(where, len(points), refused)
+        functions = GridFunctions(accepted, base_name, len(points), tuple(refused))
+        self._grids.append(functions)
+        return functions
 
     @staticmethod
     def _named_point(source: Plan, args: tuple, base_name: str, point: object):
@@ -329,13 +357,18 @@ class Package:
         self._target = source.target
         model = freeze(source, name, args)
         description = "; ".join(str(s) for s in source.schedule.nest.statements)
-        added = _Added(model, description, parameters=values, tuning=tuning or {})
-        if values:  # a point of a grid: the analysis refuses it here, with its values
-            added = dataclasses.replace(added, compiled=_function(added, None))
-        self._functions.append(added)
+        compiled = _lowered(model, located=not values)  # every refusal reaches the script here, not at build
+        self._functions.append(_Added(model, description, parameters=values, compiled=compiled, tuning=tuning or {}))
         if (current := _SESSION.get()) is not None:
             current.added.append(model)
         return Function(name, values)
+
+    def _say_refused(self, show_only: bool) -> None:
+        """Each grid with refused points: how many were built (accepted, under ``schedc check`` and
+        ``show``) and the refusals by cause, on stderr as the build's other notes."""
+        for grid in self._grids:
+            if grid.refused:
+                print(f"schedc: {grid.summary('accepted' if show_only else 'built')}", file=sys.stderr)
 
     def add_description(self, author: str | None = None, license: str | None = None, other: dict | None = None,
                         version: str | None = None) -> None:
@@ -414,6 +447,7 @@ class Package:
         functions = _compile(self._functions, _SESSION.get(), record)
         source = _emit(functions, _banner(name, self._target, self._functions))
         current = _SESSION.get()
+        self._say_refused(current is not None and current.show_only)
         if current is not None and current.show_only:
             for f, fn in zip(self._functions, functions):
                 if f.model is not None:
@@ -456,24 +490,59 @@ def _compile(functions: list[_Added], current: BuildSession | None,
 
 
 def _function(added: _Added, observe: Callable | None, reuse: bool = True) -> HostFunction:
-    """The function's kernels: as given, compiled when it was added (unless the build observes or
-    verifies the passes), or compiled now."""
+    """The function's kernels: as given, as compiled when it was added, or compiled again where
+    the build observes or verifies the passes (``schedc show --after``, ``--verify-ir``, MLIR)."""
     if added.function is not None:
         return added.function
     if added.compiled is not None and observe is None and reuse:
         return added.compiled
     try:
         return compile_function(added.model, observe)
+    except SchedcError as e:  # accepted when added: only a pass verified now can refuse it
+        raise _located(e, added.name) from None
+
+
+def _lowered(model: Model, located: bool) -> HostFunction:
+    """The function's kernels, compiled when it is added (the IR verified after every pass where
+    the build session asks for it), so that a plan ``Package.add`` accepts builds. ``located``:
+    a refusal names the function (``schedc check`` and ``show`` name it above the error)."""
+    current = _SESSION.get()
+    try:
+        with verifying() if current is not None and current.verify_ir else contextlib.nullcontext():
+            return compile_function(model)
     except SchedcError as e:
-        if added.parameters and added.compiled is None and reuse:  # a grid point being added: add says which
+        if not located or (current is not None and current.show_only):
             raise
-        if added.parameters:  # the analysis refused one point of a grid: say which
-            values = ", ".join(f"{k}={v}" for k, v in added.parameters.items())
-            raise _located(e, f"{added.name} (parameters {values})") from None
-        current = _SESSION.get()
-        if current is not None and current.show_only:
-            raise  # schedc check and show name the function above the error
-        raise _located(e, added.name) from None  # a package's function refused at build: say which
+        raise _located(e, model.function) from None
+
+
+class GridFunctions(list):
+    """What ``Package.add`` returns for a grid: the functions of the points the checks accepted
+    (a list of ``Function``), with ``.refused``, the other points and their errors, and
+    ``.points``, how many points the grid has."""
+
+    def __init__(self, functions: list[Function], base_name: str, points: int,
+                 refused: tuple[refusals.Refusal, ...]) -> None:
+        super().__init__(functions)
+        self.base_name = base_name
+        self.points = points
+        self.refused = refused
+
+    def summary(self, verb: str = "built") -> str:
+        """``mm: 3 of 4 points built; 1 refused:`` and a line per cause."""
+        return refusals.summary(self.base_name, self.points, self.refused, verb)
+
+
+def _nothing_accepted(where: str, points: int, refused: list[refusals.Refusal]) -> PackageError:
+    """The error of a grid whose every point is refused: the causes counted, the first in full
+    (its model and loops kept, for ``schedc check`` to mark)."""
+    first = refused[0]
+    message = str(first.error).removeprefix(f"{where} at ")  # the point's values, then where and what
+    counted = "\n".join(refusals.causes(refused))
+    error = PackageError(where, f"none of the grid's {points} point(s) is accepted; the first, at {message}\n"
+                                f"{counted}", first.error.detail, first.error.loops)
+    error.model = first.error.model
+    return error
 
 
 def _check_point(where: str, point: object) -> None:

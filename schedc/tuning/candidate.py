@@ -13,8 +13,9 @@ from pathlib import Path
 
 from ..errors import InternalError, SchedcError
 from ..package.build import Package, emit_package, write_emitted
+from ..package.refusals import kind
 from . import collect
-from .results import Checked, Status, Task, kind
+from .results import Checked, Status, Task
 
 _FILES = (".hat", ".cu", ".cubin", ".schedc.json")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
 
 
@@ -65,16 +64,3 @@ class Measured:
     reference_median: float = 0.0
     seconds: float = 0.0  # spent on the GPU worker
     confirmed: bool = False  # timed again among the finalists, one after the other on one GPU
-
-
-def kind(text: str) -> str:
-    """A refusal's message with numbers and names in brackets blanked, its first line: refusals
-    of one cause at different sizes count together.
-
-    >>> kind("shared memory: the plan needs 245760 bytes, the H100 has 232448")
-    'shared memory: the plan needs # bytes, the H100 has #'
-    >>> kind("2 tile(s) of 64x192 float32 (mma_shape M64xN128xK16)")
-    '# tile(s) of #x# float32 (mma_shape M64xN128xK16)'
-    """
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return re.sub(r"(?<=#x)\d+", "#", re.sub(r"(?<![A-Za-z_\d])\d+", "#", first))  # 64x192: #x#

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import TuneError
 from ..frontend.parameters import show_value
+from ..package import refusals
 from ..package.build import session
 from ..package.native import cache_root
 from . import collect, db, measure, runners
@@ -99,7 +100,7 @@ class Outcome:
 
     def refusals(self) -> collections.Counter:
         """Refused points by cause (their messages with the numbers blanked)."""
-        return collections.Counter(p.checked.kind for p in self.points if p.status is Status.REFUSED)
+        return refusals.by_cause(p.checked.kind for p in self.points if p.status is Status.REFUSED)
 
     def ranked(self, group: Group) -> list[Point]:
         """The group's timed points (and those stopped early, at their probe's time), fastest first."""
