@@ -4,7 +4,9 @@ text means what the IR means, in C++'s types."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import random
 from unittest import mock
 
@@ -15,13 +17,36 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedc.codegen.cuda import emit_kernel, emit_source, runtime_header
-from schedc.codegen.cuda_printer import _PRECEDENCE, Printer
-from schedc.codegen.text_check import check_kernel
+from schedc.codegen.cuda_printer import _PRECEDENCE, EMITTERS, Printer
+from schedc.codegen.text_check import CHECKS, UNCHECKED, check_kernel
 from schedc.errors import InternalError, PackageError
-from schedc.ir.kernel import Binary, Buffer, Cast, Const, If, Kernel, Let, Load, Loop, Store, Unary, Var
+from schedc.ir.kernel import (
+    Binary,
+    Buffer,
+    Cast,
+    Const,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    NamedBarrier,
+    Store,
+    TmaLoad,
+    TmaStore,
+    Unary,
+    Var,
+)
 from schedc.ir.numeric import constant
 from schedc.ir.types import ScalarType
+from schedc.ir.walk import walk_statements
 from schedc.package.compile import nvrtc_compile
+
+from . import kit
+from .plans import compile_function_plan
 
 S = ScalarType
 TYPES = list(ScalarType)
@@ -621,3 +646,104 @@ def test_product_keys_do_not_depend_on_hash_order():
     nested = (("load", "A", frozenset([(one, 2), ((), 5)])), 1)
     again = (("load", "A", frozenset([((), 5), (other, 2)])), 1)
     assert _canonical(nested) == _canonical(again)
+
+
+# -- the runtime's calls: mbarriers, TMA copies, named barriers ------------------------------------
+
+_PLUS_ONE = Binary("+", Var("stage"), Const(1))  # not any barrier's or tile's subscript in these kernels
+
+
+@functools.cache
+def _hopper(variant: str) -> Kernel:
+    """A Hopper sample kernel: ``cluster`` (TMA multicast, cluster arrivals), ``plain`` (local
+    arrivals) or ``added`` (C's tiles added by TMA reductions)."""
+    if variant == "added":
+        plan, args = kit.hopper_matmul.matmul(512, 512, 64, kit.F16, block=(128, 128, 64), stages=2, output=kit.F16,
+                                              persistent={"group": 2, "blocks": 8}, added=True)
+        return compile_function_plan(plan, args, "mm")[1].kernels[0]
+    return kit.kernel(256, 512, 256, **({"cluster": 2} if variant == "cluster" else {}))
+
+
+def _misprinted(cls: type, change):
+    """The CUDA emitter of ``cls`` printing ``change(statement)`` in place of the statement."""
+    original = EMITTERS.handlers[cls]
+    return mock.patch.dict(EMITTERS.handlers, {cls: lambda p, s, pad, depth: original(p, change(s), pad, depth)})
+
+
+def _shifted(origin: tuple) -> tuple:
+    return (*origin[:-1], Binary("+", origin[-1], Const(1)))
+
+
+MISPRINTS = {  # statement class: (kernel, the statement as misprinted, what the check says)
+    "init count": (MbarrierInit, "plain", lambda s: dataclasses.replace(s, count=s.count + 1),
+                   "an argument is not the integer"),
+    "init barrier": (MbarrierInit, "plain", lambda s: dataclasses.replace(s, index=_PLUS_ONE),
+                     r"the offset of \w*full denotes"),
+    "arrive bytes": (MbarrierArrive, "plain",
+                     lambda s: dataclasses.replace(s, transaction_bytes=s.transaction_bytes and s.transaction_bytes - 2),
+                     "an argument is not the integer"),
+    "arrive barrier": (MbarrierArrive, "plain", lambda s: dataclasses.replace(s, index=_PLUS_ONE),
+                       r"the offset of \w+ denotes"),
+    "arrive cluster dropped": (MbarrierArrive, "cluster", lambda s: dataclasses.replace(s, cluster=0),
+                               "calls schedc::mbarrier_arrive, the IR means schedc::mbarrier_arrive_cluster"),
+    "wait parity": (MbarrierWait, "plain", lambda s: dataclasses.replace(s, parity=Binary("-", Const(1), s.parity)),
+                    "the text denotes"),
+    "wait barrier": (MbarrierWait, "plain", lambda s: dataclasses.replace(s, index=_PLUS_ONE),
+                     r"the offset of \w+ denotes"),
+    "load coordinates swapped": (TmaLoad, "plain", lambda s: dataclasses.replace(s, coords=s.coords[::-1]),
+                                 "the text denotes"),
+    "load tile": (TmaLoad, "plain", lambda s: dataclasses.replace(s, target_origin=_shifted(s.target_origin)),
+                  r"the offset of \w+ denotes"),
+    "load barrier": (TmaLoad, "plain", lambda s: dataclasses.replace(s, index=_PLUS_ONE),
+                     r"the offset of \w+ denotes"),
+    "load multicast mask": (TmaLoad, "cluster", lambda s: dataclasses.replace(s, multicast=s.multicast and 1),
+                            "an argument is not the integer 3"),
+    "store coordinates": (TmaStore, "plain", lambda s: dataclasses.replace(s, coords=_shifted(s.coords)),
+                          "the text denotes"),
+    "store tile": (TmaStore, "plain", lambda s: dataclasses.replace(s, source_origin=_shifted(s.source_origin)),
+                   r"the offset of C_out denotes"),
+    "store instead of add": (TmaStore, "added", lambda s: dataclasses.replace(s, adds=False),
+                             "calls schedc::tma_store_2d, the IR means schedc::tma_add_2d"),
+    "barrier threads": (NamedBarrier, "plain", lambda s: dataclasses.replace(s, threads=s.threads // 2),
+                        "an argument is not the integer 128"),
+    "barrier id": (NamedBarrier, "plain", lambda s: dataclasses.replace(s, id=Binary("+", s.id, Const(1))),
+                   "the text denotes"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISPRINTS))
+def test_a_misprinted_runtime_call_is_refused(mistake):
+    """Each of the six statements that print the runtime's calls: a wrong barrier offset, count,
+    byte count, parity, coordinate, tile offset, mask, thread count or function is an InternalError."""
+    cls, variant, change, reason = MISPRINTS[mistake]
+    kernel = _hopper(variant)
+    assert check_kernel(kernel, emit_kernel(kernel, check=False)) > 0  # the sample's own text passes
+    with _misprinted(cls, change), pytest.raises(InternalError, match=rf"cuda text: .* mm__gpu__: `schedc::.*{reason}"):
+        check_kernel(kernel)
+
+
+def test_every_runtime_call_of_the_samples_is_compared():
+    """The arguments of the six statements count among the checked expressions: each pointer,
+    integer and expression (a tensor map's address is only a name)."""
+    kernel = _hopper("cluster")
+    arguments = {MbarrierInit: 2, MbarrierWait: 2, NamedBarrier: 2, TmaStore: 3}  # the map's address: a name
+    checked = {}
+    for cls in (*arguments, MbarrierArrive, TmaLoad):
+        with mock.patch.dict(CHECKS.handlers, {cls: lambda self, s, lines: None}), \
+                mock.patch.dict(UNCHECKED, {cls: "left out to count"}):
+            checked[cls] = check_kernel(kernel)
+    total = check_kernel(kernel)
+    statements = collections.Counter(type(s) for s in walk_statements(kernel.body))
+    for cls, count in arguments.items():
+        assert total - checked[cls] == count * statements[cls], cls.__name__
+    arrives = [s for s in walk_statements(kernel.body) if isinstance(s, MbarrierArrive)]
+    assert total - checked[MbarrierArrive] == 2 * len(arrives)  # every arrive of this kernel has bytes or a cluster
+    loads = [s for s in walk_statements(kernel.body) if isinstance(s, TmaLoad)]
+    assert total - checked[TmaLoad] == sum(4 + bool(s.multicast) for s in loads)
+
+
+@pytest.mark.parametrize("options", [{}, {"cluster": 2}, {"specialize": False}, {"stages": 2, "output": kit.F16},
+                                     {"persistent": {"blocks": 2}, "teams": 2, "block": (128, 128, 64)}])
+def test_the_hopper_samples_runtime_calls_mean_their_ir(options):
+    kernel = kit.kernel(256, 512, 256, **options)
+    assert check_kernel(kernel, emit_kernel(kernel, check=False)) > 0

@@ -215,18 +215,6 @@ def test_backends_list_every_node_without_a_handler_before_starting():
         emulate(k, {})
 
 
-def test_every_ir_statement_class_has_both_handlers():
-    import typing
-
-    from schedc.codegen.cuda import EMITTERS
-    from schedc.codegen.emulate import EXECUTORS
-    from schedc.ir import kernel as ir
-    from schedc.lower.wellformed import RULES
-
-    classes = set(typing.get_args(ir.Stmt))
-    assert classes <= set(EMITTERS.handlers) and classes <= set(EXECUTORS.handlers) and classes <= set(RULES.handlers)
-
-
 def test_a_bounded_copy_may_read_past_its_source():
     """Bounded copies stop at the array's end and fill zeros: their box may leave the source."""
     bounded = dataclasses.replace(copy(origin=(Const(1), Const(0))), valid=(Const(7), Const(8)))

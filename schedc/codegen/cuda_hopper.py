@@ -4,6 +4,7 @@ the per-shape wgmma helpers a source file defines before its kernels."""
 
 from __future__ import annotations
 
+from .. import tma
 from ..instructions import WARPGROUP, WGMMA, descriptor, operand_k_major, wgmma_accumulator
 from ..ir.kernel import (
     BulkCommit,
@@ -64,7 +65,7 @@ def _coords(p, s: TmaLoad | TmaStore) -> str:
     """A TMA copy's coordinates, innermost first (the tensor map's order)."""
     spec = next(v.spec for v in p.kernel.values if v.name == s.tensor_map)
     array = p.buffers[spec.array]
-    order = sorted(range(len(array.shape)), key=lambda d: array.strides[d])  # innermost first
+    order = tma.dimension_order(array.strides)[::-1]  # innermost first, as the loader encodes the map
     if len(order) != 2:
         raise ValueError(f"TMA copies of {len(order)}-D arrays are not emitted")
     return ", ".join(p.expr(s.coords[d]) for d in order)

@@ -19,6 +19,7 @@ import enum
 import functools
 import json
 import math
+import typing
 from dataclasses import dataclass
 
 from .functions import SIGNATURES, Function
@@ -1022,19 +1023,31 @@ def all_of(tests) -> Expr | None:
 
 # -- JSON (packages carry the kernel IR so the emulator can run a built package) ---------------
 
-_NODES = {
-    cls.__name__: cls
-    for cls in (
-        Var, Const, Binary, Unary, Cast, Call, Load, Store, Let, Loop, If, Fragment, FragmentFill,
-        FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd, FragmentMap, ThreadReduce, Buffer,
-        Kernel, SharedBuffer,
-        Barrier, BlockCopy, AsyncCommit, AsyncWait, Staging, StageLoad, StageStore, TileEdge,
-        PrivateArray, ScalarParam, StructParam, TensorMap, HostFunction, MbarrierInit, MbarrierArrive,
-        MbarrierWait, TmaLoad, Fence, WarpgroupFence, WarpgroupCommit, WarpgroupWait, Role, Roles,
-        ClusterSync, TmaStore, BulkCommit, BulkWait, NamedBarrier, Persistent, GridDependencyWait,
-        LaunchDependents,
-    )
-}
+def node_classes(*declared: object) -> dict[str, type]:
+    """The dataclasses that the ``declared`` types name (classes, unions, tuples of them), and
+    those their fields' declared types name in turn, by class name: every node a value of those
+    types may hold.
+
+    >>> sorted(node_classes(TmaLoad))
+    ['Binary', 'Call', 'Cast', 'Const', 'Load', 'TmaLoad', 'Unary', 'Var']
+    """
+    found: dict[str, type] = {}
+    pending = list(declared)
+    while pending:
+        item = pending.pop()
+        if not (isinstance(item, type) and dataclasses.is_dataclass(item)):
+            pending += typing.get_args(item)
+        elif item.__name__ not in found:
+            found[item.__name__] = item
+            pending += typing.get_type_hints(item).values()
+        elif found[item.__name__] is not item:
+            raise TypeError(f"two node classes named {item.__name__}: {found[item.__name__]} and {item}")
+    return dict(sorted(found.items()))
+
+
+# every node a kernel or a function of kernels holds: the expression and statement unions and the
+# records their fields declare (TileEdge, Role, buffers, parameters); ``register`` adds others
+_NODES = node_classes(Expr, Stmt, HostFunction)
 
 
 def register(cls: type) -> type:
