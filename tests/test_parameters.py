@@ -220,3 +220,14 @@ def test_concrete_plans_are_unchanged_by_recording():
     package = acc.Package()
     assert package.add(plan, args, base_name="mm") == "mm"
     assert package._functions[0].parameters == {}
+
+
+def test_a_deferred_cache_handle_takes_its_arguments_as_plan_cache_binds_them():
+    """A plan of parameters returns its cache handles before the call runs: a location given by
+    position (after trigger_index and trigger_level) is the handle's location."""
+    tile = acc.create_parameters()
+    plan, (A, B, C) = simt_plan(tile=tile)
+    k = plan.schedule.nest.get_indices()[2]
+    handle = plan.cache(C, k, None, None, acc.MemorySpace.PRIVATE)
+    assert (handle.array, handle.index, handle.location) == (C, k, acc.MemorySpace.PRIVATE)
+    assert plan.cache(A, index=k).location is acc.MemorySpace.SHARED  # the default

@@ -7,6 +7,7 @@ Arguments are checked here, when the primitive is called; checks that need the w
 from __future__ import annotations
 
 import enum
+import inspect
 import math
 import sys
 from collections.abc import Mapping
@@ -84,10 +85,12 @@ def _later(plan, *args, **kwargs) -> None:
     """A call on a plan that parameters reach: checked and applied at Package.add."""
 
 
-def _cache_later(plan, source, index=None, *args, location=MemorySpace.SHARED, **kwargs) -> Cache:
-    if len(args) >= 2:
-        location = args[1]
-    return Cache(source, index, location)
+def _cache_later(plan, *args, **kwargs) -> Cache:
+    """The handle of a cache whose call waits for its parameters' values: its arguments bound as
+    ``Plan.cache`` binds them (one home for their order), defaults applied."""
+    bound = inspect.signature(Plan.cache).bind(plan, *args, **kwargs)
+    bound.apply_defaults()
+    return Cache(bound.arguments["source"], bound.arguments["index"], bound.arguments["location"])
 
 
 class Plan:
