@@ -50,6 +50,20 @@ def test_the_runner_classifies_outcomes():
     assert build(good)  # the session shows the function
 
 
+def test_a_refusal_at_build_is_a_failure_of_schedc():
+    """Package.add refuses what it refuses; a plan it accepted and Package.build refuses is a bug."""
+    from unittest import mock
+
+    from schedc.errors import PlanError
+    from schedc.package import build as building
+
+    good = render(generate(0, 0))
+    refusing = mock.patch.object(building, "_emit", side_effect=PlanError("plan", "late refusal"))
+    with refusing:
+        outcome = run_script(good, compile_cuda=False)
+    assert (outcome.kind, outcome.signature) == ("internal", "internal: refused at build: PlanError: late refusal")
+
+
 def _all_double_minus(programs: list) -> list[Outcome]:
     return [_double_minus(p) for p in programs]
 

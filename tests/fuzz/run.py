@@ -6,13 +6,15 @@ emulated on every block against the float64 reference, and its CUDA source compi
 for the target's sm (when this NVRTC supports it). Outcomes:
 
 - ``correct``: emulation matched, NVRTC compiled;
-- ``refused``: a SchedcError (not an InternalError) while running the script;
+- ``refused``: a SchedcError (not an InternalError) while running the script, before its
+  ``Package.build`` (every refusal belongs at ``Package.add``);
 - ``refused_valid``: refused, and so is the same nest with no schedule or plan at all (one
   thread in nest order). The generator builds nests valid by construction (bounds, types,
   roles), so refusing the nest itself is a bug;
 - ``wrong``: the emulation disagreed with the reference, or the emulator caught a race or an
   out-of-bounds access in accepted code;
-- ``internal``: an InternalError or any other exception, NVRTC rejecting accepted code, or
+- ``internal``: an InternalError or any other exception, a SchedcError from ``Package.build``
+  (a plan ``Package.add`` accepted must build), NVRTC rejecting accepted code, or
   generated code the CUDA text check flags (``--x`` / ``++x``: a printer bug);
 - ``hang``: past the time limit (decided by ``pool.py``, which kills the worker).
 
@@ -33,7 +35,7 @@ import numpy as np
 from schedc.codegen.cuda import without_runtime
 from schedc.codegen.emulate import EmulationError
 from schedc.errors import InternalError, SchedcError
-from schedc.package.build import session
+from schedc.package.build import Package, session
 from schedc.package.compile import nvrtc_compile, supported_archs
 from schedc.verify import default_sizes, emulate_function
 
@@ -110,6 +112,8 @@ def _check_script(text: str) -> tuple[Outcome | None, list[tuple[str, int]]]:
     except InternalError as error:
         return _internal("script", error), []
     except SchedcError as error:
+        if _raised_in(error, Package.build):  # Package.add accepted the plan: it must build
+            return _internal("refused at build", error), []
         return Outcome("refused", f"refused: {type(error).__name__}", _text(error)), []
     except Exception as error:  # noqa: BLE001 - anything else is a bug in schedc
         return _internal("script", error), []
@@ -237,6 +241,16 @@ def _check_text(source: str) -> Outcome | None:
             return Outcome("internal", "internal: CUDA source has a '--'/'++' (misprinted unary operators)",
                            line.strip())
     return None
+
+
+def _raised_in(error: BaseException, function) -> bool:
+    """Whether ``error`` was raised inside a call of ``function`` (its frames)."""
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is function.__code__:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _internal(stage: str, error: BaseException) -> Outcome:
