@@ -172,6 +172,7 @@ class Family:
     swizzles: bool  # shared operand tiles are XOR-swizzled (False: rows padded)
     layouts: dict | None = None  # (use, bits) -> LaneLayout of one instruction; None: opaque
     opaque: bool = False  # which lane holds which accumulator element is not said (a fused epilogue cannot run)
+    arch_specific: bool = False  # needs sm_<min_sm>a, the architecture-specific target (wgmma: sm_90a)
 
     def mode(self, operand: ScalarType, accumulator: ScalarType, shape: MMAShape) -> Mode | None:
         for mode in self.modes:
@@ -290,7 +291,7 @@ WGMMA = Family(
      Mode(ScalarType.float8_e5m2, (_F32,), "e5m2", WGMMA_FP8, (64, 0, 32), transposes=False),
      Mode(ScalarType.int8, (ScalarType.int32,), "s8", WGMMA_INT8, (64, 0, 32), transposes=False),
      Mode(ScalarType.uint8, (ScalarType.int32,), "u8", WGMMA_INT8, (64, 0, 32), transposes=False)),
-    speed=3, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True,
+    speed=3, operand_align=0, leading_bytes=0, edge_scratch=False, swizzles=True, arch_specific=True,
 )
 WARPGROUP = 128  # threads that issue one wgmma
 

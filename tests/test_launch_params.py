@@ -29,6 +29,7 @@ from schedc.ir.kernel import (
     StructParam,
     TensorMap,
     Var,
+    declares,
     from_json,
     register,
     to_json,
@@ -331,6 +332,7 @@ TMAP = StructParam("tmap", "tensor_map", TensorMap("T", (8, 32), F32, swizzle=12
 
 
 @register
+@declares(writes=("target",))
 @dataclass(frozen=True)
 class CopyWords:
     """(test) Thread 0 copies the 64-bit words of a by-value parameter into an array."""

@@ -12,18 +12,16 @@ from ..ir.kernel import (
     SHARED_ALIGN,
     WARPGROUP_INDEX,
     Barrier,
-    BlockCopy,
     Buffer,
     Const,
     Fragment,
-    FragmentLoad,
-    FragmentStore,
     HostFunction,
     Kernel,
     ScalarParam,
-    Store,
     StructParam,
     Var,
+    buffers_read,
+    buffers_written,
     warpgroup_definition,
 )
 from ..ir.walk import exprs, loads, variables, walk_statements
@@ -123,10 +121,8 @@ def handed_over(kernel: Kernel) -> set[str]:
     body = list(walk_statements(kernel.body))
     if not any(isinstance(s, Barrier) for s in body):
         return set()
-    written = {s.buffer for s in body if isinstance(s, Store | FragmentStore)} | \
-        {s.target for s in body if isinstance(s, BlockCopy)}
-    read = {ld.buffer for ld in loads(kernel.body)} | {s.source for s in body if isinstance(s, BlockCopy)} | \
-        {s.buffer for s in body if isinstance(s, FragmentLoad)}
+    written = {name for s in body for name in buffers_written(s)}
+    read = {ld.buffer for ld in loads(kernel.body)} | {name for s in body for name in buffers_read(s)}
     return written & read & {b.name for b in kernel.buffers}
 
 

@@ -20,6 +20,7 @@ import functools
 import json
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .functions import SIGNATURES, Function
@@ -149,9 +150,125 @@ def _kinds(node, **fields: type) -> None:
         object.__setattr__(node, name, kind(getattr(node, name)))
 
 
+# -- what each statement class declares once, for every consumer -------------------------------
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a statement class says once about its nodes (``declares``), read by every consumer
+    instead of a list of classes: the architecture a package compiles for, ``__restrict__``,
+    base-address alignments, the register estimate. Buffers are named by field: a dotted path
+    reaches into a record, and a None or an empty name on the way names nothing. A nested body's
+    statements speak for themselves, and a TMA copy's global array is named by its tensor map (a
+    by-value parameter), not here. A fact given as a function is a function of the node."""
+
+    reads: tuple[str, ...] = ()  # the buffers (global or shared) it reads, besides its expressions' loads
+    writes: tuple[str, ...] = ()  # the buffers it writes
+    # the buffers it moves ``vector`` elements at a time (its ``vector`` field), or as tiles of the
+    # fragment its ``tile`` field names, whose family's operand alignment then applies
+    vectors: tuple[str, ...] | Callable[[typing.Any], tuple[str, ...]] = ()
+    tile: str = ""
+    # the architecture-specific target it needs (sm_90a: wgmma, setmaxnreg, TMA loads); None where
+    # the target's own architecture runs it (the target and instruction tables refuse the rest)
+    min_arch: str | None | Callable[[typing.Any], str | None] = None
+    registers: int | Callable[[typing.Any], int] = 0  # 32-bit registers a thread holds for what it declares
+
+
+def declares(**facts) -> Callable[[type], type]:
+    """Attach ``Facts(**facts)`` to a statement class (decorator above its ``@dataclass``); a
+    buffer path that starts with no field of the class is a TypeError when the class is made."""
+
+    def attach(cls: type) -> type:
+        declared = Facts(**facts)
+        names = {f.name for f in dataclasses.fields(cls)}
+        paths = (*declared.reads, *declared.writes, *_paths(declared.vectors), declared.tile)
+        unknown = [path for path in paths if path and path.split(".")[0] not in names]
+        if unknown:
+            raise TypeError(f"{cls.__name__} declares buffers in {unknown}, which are not its fields")
+        cls.facts = declared
+        return cls
+
+    return attach
+
+
+def _paths(declared: tuple[str, ...] | Callable) -> tuple[str, ...]:
+    return () if callable(declared) else declared
+
+
+def _named(node: object, path: str) -> str:
+    """The buffer name at dotted ``path`` of ``node`` ("" where a record on the way is None)."""
+    for name in path.split("."):
+        node = getattr(node, name)
+        if node is None:
+            return ""
+    return node
+
+
+def _names(node: object, paths: tuple[str, ...]) -> tuple[str, ...]:
+    names = (_named(node, path) for path in paths)
+    return tuple(name for name in names if name)
+
+
+def buffers_read(s: object) -> tuple[str, ...]:
+    """The buffers statement ``s`` reads by name (its ``Facts.reads``), not counting its expressions' loads."""
+    return _names(s, type(s).facts.reads)
+
+
+def buffers_written(s: object) -> tuple[str, ...]:
+    """The buffers statement ``s`` writes (its ``Facts.writes``)."""
+    return _names(s, type(s).facts.writes)
+
+
+def buffers_in_vectors(s: object) -> tuple[str, ...]:
+    """The buffers statement ``s`` moves in vectors or tiles (its ``Facts.vectors``)."""
+    vectors = type(s).facts.vectors
+    return vectors(s) if callable(vectors) else _names(s, vectors)
+
+
+def tile_of(s: object) -> str:
+    """The fragment whose tiles statement ``s`` moves (its ``Facts.tile``), or ""."""
+    return _named(s, type(s).facts.tile) if type(s).facts.tile else ""
+
+
+def required_arch(s: object) -> str | None:
+    """The architecture-specific target statement ``s`` needs (``Facts.min_arch``), or None."""
+    arch = type(s).facts.min_arch
+    return arch(s) if callable(arch) else arch
+
+
+def registers_held(s: object) -> int:
+    """The 32-bit registers each thread holds for what statement ``s`` declares (``Facts.registers``)."""
+    held = type(s).facts.registers
+    return held(s) if callable(held) else held
+
+
+def _fragment_arch(f: Fragment) -> str | None:
+    """sm_90a for a wgmma tile: its family's row says whether it is architecture-specific."""
+    from ..instructions import FAMILIES
+
+    family = FAMILIES[f.family]
+    return f"sm_{family.min_sm}a" if family.arch_specific else None
+
+
+def _fragment_registers(f: Fragment) -> int:
+    from ..instructions import FAMILIES
+
+    return FAMILIES[f.family].registers(f.use, (f.m, f.n, f.k), f.precision, f.dtype)
+
+
+def _unstaged_tile(s: FragmentLoad | FragmentStore) -> tuple[str, ...]:
+    """A tile's buffer, moved as tiles unless every tile goes through the edge's scratch."""
+    return () if s.edge is not None and s.edge.staged else (s.buffer,)
+
+
+def _private_registers(a: PrivateArray) -> int:
+    return a.registers
+
+
 # -- statements --------------------------------------------------------------------------------
 
 
+@declares(writes=("buffer",))
 @dataclass(frozen=True)
 class Store:
     buffer: str
@@ -159,6 +276,7 @@ class Store:
     value: Expr
 
 
+@declares()
 @dataclass(frozen=True)
 class Let:
     """A per-thread local: ``const int name = value;`` (index values)."""
@@ -183,6 +301,7 @@ def warpgroup_definition(index: ScalarType) -> str:
             f"{WARPGROUP_THREADS}, 0);  // the thread's warpgroup, one value a warp")
 
 
+@declares()
 @dataclass(frozen=True)
 class Loop:
     var: str
@@ -194,6 +313,7 @@ class Loop:
     comment: str = ""
 
 
+@declares()
 @dataclass(frozen=True)
 class If:
     cond: Expr
@@ -202,6 +322,7 @@ class If:
     orelse: tuple[Stmt, ...] = ()
 
 
+@declares(min_arch=_fragment_arch, registers=_fragment_registers)
 @dataclass(frozen=True)
 class Fragment:
     """A warp's tensor-core tile: ``use`` is matrix_a, matrix_b or accumulator.
@@ -224,6 +345,7 @@ class Fragment:
         _kinds(self, use=FragmentUse)
 
 
+@declares()
 @dataclass(frozen=True)
 class FragmentFill:
     fragment: str
@@ -242,6 +364,7 @@ class TileEdge:
     staged: bool = False  # every tile through the scratch (C's tiles are not aligned for wmma in place)
 
 
+@declares(reads=("buffer", "edge.scratch"), writes=("edge.scratch",), vectors=_unstaged_tile, tile="fragment")
 @dataclass(frozen=True)
 class FragmentLoad:
     """Load a tile whose element (r, c) lies at ``buffer[origin] + r*row_stride + c*col_stride``.
@@ -267,6 +390,7 @@ class FragmentLoad:
         _kinds(self, path=TilePath)
 
 
+@declares(reads=("edge.scratch",), writes=("buffer", "edge.scratch"), vectors=_unstaged_tile, tile="fragment")
 @dataclass(frozen=True)
 class FragmentStore:
     """Store a tile (laid out as in FragmentLoad); with an ``edge``, only its rows and columns
@@ -283,6 +407,7 @@ class FragmentStore:
     columns: tuple[int, int] | None = None
 
 
+@declares()
 @dataclass(frozen=True)
 class FragmentMma:
     """``d = a @ b + c`` on one warp's tiles."""
@@ -293,6 +418,7 @@ class FragmentMma:
     c: str
 
 
+@declares()
 @dataclass(frozen=True)
 class FragmentApply:
     """Element-wise op on an accumulator: ``scale`` (x * arg), ``relu`` (max(x, 0)), ``set``."""
@@ -306,6 +432,7 @@ class FragmentApply:
         _kinds(self, op=AccumulatorOp)
 
 
+@declares()
 @dataclass(frozen=True)
 class FragmentAdd:
     """``fragment += source`` element by element, the source converted to the fragment's type.
@@ -319,6 +446,7 @@ class FragmentAdd:
     columns: tuple[int, int] | None = None  # only the tile's columns first..last-1 (None: every column)
 
 
+@declares()
 @dataclass(frozen=True)
 class FragmentMap:
     """A fused epilogue on an accumulator: ``body`` runs once for each of the thread's elements
@@ -340,6 +468,7 @@ class FragmentMap:
 ELEMENT = Var("elem")  # a FragmentMap's element: the subscript of its fragment in the body
 
 
+@declares(reads=("scratch",), writes=("scratch",))
 @dataclass(frozen=True)
 class ThreadReduce:
     """A reduction across threads: the threads of the block with the same ``threadIdx.y`` and
@@ -356,6 +485,7 @@ class ThreadReduce:
     scratch: str = ""
 
 
+@declares()
 @dataclass(frozen=True)
 class Barrier:
     """``__syncthreads()``: every thread of the block arrives before any continues."""
@@ -363,6 +493,7 @@ class Barrier:
     comment: str = ""
 
 
+@declares(reads=("source",), writes=("target",), vectors=("source", "target"))
 @dataclass(frozen=True)
 class BlockCopy:
     """The block's threads together copy a box: ``target[t + d] = source[s + d]`` for every
@@ -391,11 +522,13 @@ class BlockCopy:
         _kinds(self, strategy=CopyStrategy)
 
 
+@declares()
 @dataclass(frozen=True)
 class AsyncCommit:
     """Close the current group of asynchronous copies (``cp.async.commit_group``)."""
 
 
+@declares()
 @dataclass(frozen=True)
 class AsyncWait:
     """Wait until at most ``pending`` groups of asynchronous copies are in flight
@@ -404,6 +537,7 @@ class AsyncWait:
     pending: int
 
 
+@declares()
 @dataclass(frozen=True)
 class Staging:
     """Per-thread registers for a block copy in two steps (register double buffering): each
@@ -420,6 +554,7 @@ class Staging:
         _kinds(self, strategy=CopyStrategy)
 
 
+@declares(registers=_private_registers)
 @dataclass(frozen=True)
 class PrivateArray:
     """A thread's own array (a register tile: registers when every subscript is a constant
@@ -447,6 +582,7 @@ class PrivateArray:
         return 0 if self.local else self.size * max(self.dtype.size, 4) // 4
 
 
+@declares(reads=("source",))
 @dataclass(frozen=True)
 class StageLoad:
     """The block's threads load the box at ``source_origin`` into the staging registers."""
@@ -458,6 +594,7 @@ class StageLoad:
     valid: tuple[Expr, ...] = ()  # as in BlockCopy
 
 
+@declares(writes=("target",))
 @dataclass(frozen=True)
 class StageStore:
     """The block's threads store their staging registers into the box at ``target_origin``."""
@@ -471,6 +608,7 @@ class StageStore:
 # -- Hopper: mbarriers, TMA, warpgroup products, warp roles --------------------------------------
 
 
+@declares(writes=("barrier",))
 @dataclass(frozen=True)
 class MbarrierInit:
     """The threads that run it (one, by convention) set up ``barrier[index]`` (a uint64 shared
@@ -481,6 +619,7 @@ class MbarrierInit:
     count: int
 
 
+@declares(reads=("barrier",), writes=("barrier",))
 @dataclass(frozen=True)
 class MbarrierArrive:
     """Each thread that runs it arrives once on ``barrier[index]``'s current phase; with
@@ -494,6 +633,7 @@ class MbarrierArrive:
     cluster: int = 0  # > 0: arrive on barrier[index] of each of the cluster's first ``cluster`` blocks
 
 
+@declares(reads=("barrier",))
 @dataclass(frozen=True)
 class MbarrierWait:
     """Wait until the phase of ``barrier[index]`` whose parity is ``parity`` (0 or 1) has
@@ -506,6 +646,7 @@ class MbarrierWait:
     comment: str = ""
 
 
+@declares(writes=("target", "barrier"), min_arch="sm_90a")
 @dataclass(frozen=True)
 class TmaLoad:
     """The thread that runs it asks the tensor memory accelerator to copy one box of the array
@@ -524,6 +665,7 @@ class TmaLoad:
     # same offset, and its bytes complete on each one's barrier[index] (0: this block only)
 
 
+@declares(reads=("source",))
 @dataclass(frozen=True)
 class TmaStore:
     """The thread that runs it asks the tensor memory accelerator to copy one box from
@@ -541,11 +683,13 @@ class TmaStore:
     adds: bool = False  # add the box into the array's elements instead (``cp.reduce.async.bulk.tensor .add``)
 
 
+@declares()
 @dataclass(frozen=True)
 class BulkCommit:
     """``cp.async.bulk.commit_group``: the thread's TMA stores since its last commit form a group."""
 
 
+@declares()
 @dataclass(frozen=True)
 class BulkWait:
     """``cp.async.bulk.wait_group[.read] pending``: wait until at most ``pending`` of the thread's
@@ -557,6 +701,7 @@ class BulkWait:
     comment: str = ""
 
 
+@declares()
 @dataclass(frozen=True)
 class NamedBarrier:
     """``bar.sync id, threads``: the ``threads`` threads (whole warps) that run it with the same
@@ -568,6 +713,7 @@ class NamedBarrier:
     comment: str = ""
 
 
+@declares()
 @dataclass(frozen=True)
 class ClusterSync:
     """``barrier.cluster`` arrive (release) and wait (acquire): every thread of every block of
@@ -577,6 +723,7 @@ class ClusterSync:
     comment: str = ""
 
 
+@declares()
 @dataclass(frozen=True)
 class Fence:
     """``mbarrier_init``: barrier set-ups become visible to the async proxy (TMA) and other
@@ -589,17 +736,20 @@ class Fence:
         _kinds(self, kind=FenceKind)
 
 
+@declares(min_arch="sm_90a")
 @dataclass(frozen=True)
 class WarpgroupFence:
     """``wgmma.fence``: register and shared-memory writes before it are seen by the wgmma
     products after it (needed before a warpgroup's first product on accumulators it wrote)."""
 
 
+@declares(min_arch="sm_90a")
 @dataclass(frozen=True)
 class WarpgroupCommit:
     """``wgmma.commit_group``: the warpgroup's products issued since the last commit form a group."""
 
 
+@declares(min_arch="sm_90a")
 @dataclass(frozen=True)
 class WarpgroupWait:
     """``wgmma.wait_group``: wait until at most ``pending`` groups of the warpgroup's products are
@@ -632,6 +782,7 @@ class Role:
         return tuple((f"{self.name} team {g}", self.first + g * size, size) for g in range(self.teams))
 
 
+@declares()
 @dataclass(frozen=True)
 class GridDependencyWait:
     """``griddepcontrol.wait``: in a kernel launched with ``dependent_launch``, wait until the
@@ -641,6 +792,7 @@ class GridDependencyWait:
     comment: str = ""
 
 
+@declares()
 @dataclass(frozen=True)
 class LaunchDependents:
     """``griddepcontrol.launch_dependents``: once every block of the kernel has run it (or
@@ -673,6 +825,7 @@ def roles_fit(roles: tuple[Role, ...], threads_per_block: int, blocks: int = 1) 
     return sum(r.threads * ((r.registers or held) - held) for r in roles) <= 0
 
 
+@declares(min_arch="sm_90a")
 @dataclass(frozen=True)
 class Roles:
     """Warp specialization: the block's threads split into roles that run concurrently and

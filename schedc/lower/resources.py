@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..instructions import FAMILIES
-from ..ir.kernel import Fragment, Kernel, Load, PrivateArray, Roles, Store
+from ..ir.kernel import Kernel, Load, Roles, Store, registers_held
 from ..ir.walk import bodies, walk_statements
 
 BASE_REGISTERS = 24
@@ -40,13 +39,8 @@ def registers(kernel: Kernel) -> int:
     pass fitted each role's registers within it, ``setmaxnreg`` moving them between roles)."""
     if any(isinstance(s, Roles) for s in walk_statements(kernel.body)):
         return min(kernel.registers_at_launch, MAX_REGISTERS_WARNING)  # a thread holds 255 at most
-    total = BASE_REGISTERS
-    for s in walk_statements(kernel.body):
-        if isinstance(s, Fragment):
-            total += FAMILIES[s.family].registers(s.use, (s.m, s.n, s.k), s.precision, s.dtype)
-        elif isinstance(s, PrivateArray):
-            total += s.registers
-    return total + _live(kernel.body)
+    declared = sum(registers_held(s) for s in walk_statements(kernel.body))
+    return BASE_REGISTERS + declared + _live(kernel.body)
 
 
 def _live(body) -> int:

@@ -43,13 +43,12 @@ from ..frontend.parameters import (
 from ..frontend.plan import Plan
 from ..instructions import FAMILIES
 from ..ir.kernel import (
-    BlockCopy,
     Fragment,
-    FragmentLoad,
-    FragmentStore,
     HostFunction,
     Kernel,
     StructParam,
+    buffers_in_vectors,
+    tile_of,
     to_plain,
 )
 from ..ir.model import Model
@@ -654,17 +653,13 @@ def alignments(kernel: Kernel) -> dict[str, int]:
     for v in kernel.values:
         if isinstance(v, StructParam):  # a tensor map's global address
             need[v.spec.array] = max(need[v.spec.array], tma.GLOBAL_ALIGN)
+    sizes = {b.name: b.dtype.size for b in kernel.params}
     families = {s.name: FAMILIES[s.family] for s in walk_statements(kernel.body) if isinstance(s, Fragment)}
     for s in walk_statements(kernel.body):
-        if isinstance(s, FragmentLoad | FragmentStore) and s.buffer in need and not (s.edge and s.edge.staged):
-            size = next(b.dtype.size for b in kernel.params if b.name == s.buffer)
-            align = families[s.fragment].operand_align or s.vector * size
-            need[s.buffer] = max(need[s.buffer], align)
-        if isinstance(s, BlockCopy):
-            for name in (s.source, s.target):
-                if name in need:
-                    size = next(b.dtype.size for b in kernel.params if b.name == name)
-                    need[name] = max(need[name], s.vector * size)
+        tile = families.get(tile_of(s))
+        for name in buffers_in_vectors(s):
+            if name in need:
+                need[name] = max(need[name], (tile.operand_align if tile else 0) or s.vector * sizes[name])
     return need
 
 

@@ -82,16 +82,14 @@ def check_buildable(target) -> None:
 
 
 def arch_for(arch: str, kernels) -> str:
-    """The architecture to compile kernels for: ``sm_90a`` (the architecture-specific features:
-    wgmma, setmaxnreg) where one uses them on an sm_90 target, else ``arch``."""
-    from ..ir.kernel import Fragment, Roles, TmaLoad
+    """The architecture to compile kernels for: ``arch``'s architecture-specific target (sm_90a:
+    wgmma, setmaxnreg) where a statement needs it (``ir.kernel.required_arch``), else ``arch``."""
+    from ..ir.kernel import required_arch
     from ..ir.walk import walk_statements
 
-    def specific(kernel) -> bool:
-        return any(isinstance(s, Roles | TmaLoad) or (isinstance(s, Fragment) and s.family == "wgmma")
-                   for s in walk_statements(kernel.body))
-
-    return f"{arch}a" if arch == "sm_90" and any(specific(k) for k in kernels) else arch
+    specific = f"{arch}a"
+    needed = any(required_arch(s) == specific for k in kernels for s in walk_statements(k.body))
+    return specific if needed else arch
 
 
 def nvrtc_compile(source: str, name: str, arch: str, debug: bool = False) -> Compiled:
