@@ -113,6 +113,8 @@ def test_every_statement_class_declares_its_facts():
 
 def test_a_statement_class_without_declared_facts_is_named():
     assert undeclared((ir.Barrier, Probe, Silent)) == ["Probe", "Silent"]
+    with pytest.raises(InternalError, match=r"kernel IR: .*Silent declares no facts"):
+        ir.required_arch(Silent(0))
 
 
 def test_a_declared_buffer_that_is_no_field_is_refused_when_the_class_is_made():

@@ -129,6 +129,7 @@ def handed_over(kernel: Kernel) -> set[str]:
 def emit_kernel(kernel: Kernel, check: bool = True) -> str:
     """One kernel's C++. With ``check``, every expression in it is parsed back and compared with
     the kernel IR (text_check), so a printer bug is an InternalError, not a wrong kernel."""
+    EMITTERS.require(kernel.body, kernel.name)  # every node class has an emitter, or none is emitted
     lines = [
         f'extern "C" __global__ void __launch_bounds__({kernel.threads_per_block}'
         f'{f", {kernel.min_blocks}" if kernel.min_blocks else ""})'
@@ -136,7 +137,6 @@ def emit_kernel(kernel: Kernel, check: bool = True) -> str:
         f"{kernel.name}({parameter_list(kernel, restrict=True)})",
         "{",
     ]
-    EMITTERS.require(kernel.body, kernel.name)  # every node class has an emitter, or none is emitted
     printer = Printer(kernel)
     lines.extend(shared_declarations(kernel))
     lines.extend(INDENT + line for line in tensor_prelude(kernel))

@@ -191,6 +191,16 @@ def declares(**facts) -> Callable[[type], type]:
     return attach
 
 
+def facts_of(s: object) -> Facts:
+    """What statement ``s``'s class declares; an InternalError names a class that declares nothing."""
+    facts = getattr(type(s), "facts", None)
+    if not isinstance(facts, Facts):
+        from ..errors import InternalError
+
+        raise InternalError("kernel IR", f"{type(s).__name__} declares no facts (schedc.ir.kernel.declares)")
+    return facts
+
+
 def _paths(declared: tuple[str, ...] | Callable) -> tuple[str, ...]:
     return () if callable(declared) else declared
 
@@ -211,34 +221,35 @@ def _names(node: object, paths: tuple[str, ...]) -> tuple[str, ...]:
 
 def buffers_read(s: object) -> tuple[str, ...]:
     """The buffers statement ``s`` reads by name (its ``Facts.reads``), not counting its expressions' loads."""
-    return _names(s, type(s).facts.reads)
+    return _names(s, facts_of(s).reads)
 
 
 def buffers_written(s: object) -> tuple[str, ...]:
     """The buffers statement ``s`` writes (its ``Facts.writes``)."""
-    return _names(s, type(s).facts.writes)
+    return _names(s, facts_of(s).writes)
 
 
 def buffers_in_vectors(s: object) -> tuple[str, ...]:
     """The buffers statement ``s`` moves in vectors or tiles (its ``Facts.vectors``)."""
-    vectors = type(s).facts.vectors
+    vectors = facts_of(s).vectors
     return vectors(s) if callable(vectors) else _names(s, vectors)
 
 
 def tile_of(s: object) -> str:
     """The fragment whose tiles statement ``s`` moves (its ``Facts.tile``), or ""."""
-    return _named(s, type(s).facts.tile) if type(s).facts.tile else ""
+    field = facts_of(s).tile
+    return _named(s, field) if field else ""
 
 
 def required_arch(s: object) -> str | None:
     """The architecture-specific target statement ``s`` needs (``Facts.min_arch``), or None."""
-    arch = type(s).facts.min_arch
+    arch = facts_of(s).min_arch
     return arch(s) if callable(arch) else arch
 
 
 def registers_held(s: object) -> int:
     """The 32-bit registers each thread holds for what statement ``s`` declares (``Facts.registers``)."""
-    held = type(s).facts.registers
+    held = facts_of(s).registers
     return held(s) if callable(held) else held
 
 
