@@ -649,11 +649,11 @@ def alignments(kernel: Kernel) -> dict[str, int]:
     """Bytes each parameter's base address must be aligned to: its element size, the family's
     tile alignment for tensor-core tiles (wmma: 32), a vector's size for vectorized block copies
     and a lane's vectors of tile elements, 16 for arrays a tensor map describes."""
-    need = {b.name: b.dtype.size for b in kernel.params}
+    sizes = {b.name: b.dtype.size for b in kernel.params}
+    need = dict(sizes)
     for v in kernel.values:
         if isinstance(v, StructParam):  # a tensor map's global address
             need[v.spec.array] = max(need[v.spec.array], tma.GLOBAL_ALIGN)
-    sizes = {b.name: b.dtype.size for b in kernel.params}
     families = {s.name: FAMILIES[s.family] for s in walk_statements(kernel.body) if isinstance(s, Fragment)}
     for s in walk_statements(kernel.body):
         tile = families.get(tile_of(s))
