@@ -15,6 +15,7 @@ array([-1,  1])
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -147,8 +148,14 @@ def constant(value, dtype: ScalarType):
     (1.0078125, np.int8(7))
     """
     if dtype.is_float:
-        return rounded(float(value), dtype)[()]
+        return _float_constant(float(value).hex(), dtype)  # the hex text keeps -0.0 and 0.0 apart
     return dtype.numpy.type(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _float_constant(text: str, dtype: ScalarType):
+    """A float constant's value, computed once (the emulator evaluates a constant at every step)."""
+    return rounded(float.fromhex(text), dtype)[()]
 
 
 def to_float8(x, dtype: ScalarType) -> np.ndarray:
