@@ -12,7 +12,7 @@ import numpy as np
 
 from .ir.affine import Affine
 from .ir.functions import relative_error
-from .ir.kernel import Binary, Buffer, Call, Expr
+from .ir.kernel import Binary, Buffer, Call, Cast, Expr
 from .ir.numeric import strided_view
 from .ir.patterns import accumulated
 from .ir.types import ScalarType
@@ -59,12 +59,20 @@ def precisions(model, output: str | None = None) -> list[str | float]:
         if operand.is_float:
             found.append("tf32" if operand is ScalarType.float32 else
                          "tensor_float8" if operand.arithmetic is not operand else "tensor_float32")
+        found += [_name(e.dtype) for s in statements for e in _rounding_casts(s)]  # a chained product's A
         return found + [error for s in statements for error in _function_errors(s)]  # a fused epilogue's
     for s in statements:
         found.extend(_name(dt) for dt in _arithmetic_types(s.value))
         found.extend(_function_errors(s))
         found.extend(_long_sum(model, s))
     return found
+
+
+def _rounding_casts(store) -> list[Cast]:
+    """The casts of a statement that round a computed value to a narrower float (the kernel's value
+    and the reference's may round apart where their sums before differ in the last bits)."""
+    return [e for e in subexpressions(store.value) if isinstance(e, Cast) and e.dtype.is_float
+            and e.operand.dtype is not None and e.operand.dtype.size > e.dtype.size]
 
 
 def _function_errors(store) -> list[float]:

@@ -5,13 +5,14 @@ the per-shape wgmma helpers a source file defines before its kernels."""
 from __future__ import annotations
 
 from .. import tma
-from ..instructions import WARPGROUP, WGMMA, descriptor, operand_k_major, wgmma_accumulator
+from ..instructions import WARPGROUP, WGMMA, column_elements, descriptor, operand_k_major, wgmma_accumulator
 from ..ir.kernel import (
     BulkCommit,
     BulkWait,
     ClusterSync,
     Fence,
     Fragment,
+    FragmentConvert,
     FragmentMma,
     GridDependencyWait,
     Kernel,
@@ -171,6 +172,9 @@ class Wgmma(MmaSync):
         return wgmma_accumulator(f.n, f.dtype)
 
     def declare(self, s: Fragment) -> list[str]:
+        if s.in_registers:
+            return [f"unsigned {s.name}[{s.k // 4}];  // 64x{s.k} A tile in registers: {s.k // 2} {s.dtype.value} "
+                    "element(s) per thread, two to a register"]
         if s.use != "accumulator":
             return []  # a descriptor, made where the tile is loaded
         layout = self.layout(s)
@@ -192,6 +196,15 @@ class Wgmma(MmaSync):
             raise ValueError("wgmma accumulates in place")
         return [f"{helper_name(a, b, c)}({s.d}, {s.a}, {s.b});"]
 
+    def convert(self, s: FragmentConvert) -> list[str]:
+        """Each register of the A tile: two of the thread's accumulator elements, rounded."""
+        a, source = self.p.fragments[s.fragment], self.p.fragments[s.source]
+        first = column_elements(self.layout(source), WARPGROUP, s.first, s.first + a.k)[0]
+        pack = f"schedc_pack2_{a.dtype.value}"
+        return [f"// {s.fragment} = {s.source}'s columns {s.first}..{s.first + a.k - 1} as {a.dtype.value}",
+                *(f"{s.fragment}[{q}] = {pack}({s.source}[{first + 2 * q}], {s.source}[{first + 2 * q + 1}]);"
+                  for q in range(a.k // 4))]
+
 
 _PTX_TYPES = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
 _INTEGER = ("s8", "u8")  # s32 accumulators; the instruction takes no scale or negation of a and b
@@ -199,7 +212,24 @@ _INTEGER = ("s8", "u8")  # s32 accumulators; the instruction takes no scale or n
 
 def helper_name(a: Fragment, b: Fragment, c: Fragment) -> str:
     ta, tb = (0 if operand_k_major(f.use, f.layout) else 1 for f in (a, b))
+    if a.in_registers:
+        return f"schedc_wgmma_m64n{c.n}k{a.k}_{c.dtype.value}_{a.precision}_r{tb}"
     return f"schedc_wgmma_m64n{c.n}k{a.k}_{c.dtype.value}_{a.precision}_{ta}{tb}"
+
+
+# two float32 values rounded to a 16-bit float and packed into one register, the first in the low half
+_PACKS = {"float16": ("__half2", "__floats2half2_rn"), "bfloat16": ("__nv_bfloat162", "__floats2bfloat162_rn")}
+
+
+def _pack_helper(dtype: str) -> str:
+    pair, convert = _PACKS[dtype]
+    return "\n".join([
+        f"// two float32 values as {dtype}, packed into one register (the first in the low half)",
+        f"__device__ __forceinline__ unsigned schedc_pack2_{dtype}(float lo, float hi) {{",
+        f"    const {pair} v = {convert}(lo, hi);",
+        "    return *reinterpret_cast<const unsigned*>(&v);",
+        "}\n",
+    ])
 
 
 def helpers(kernels: list[Kernel]) -> list[str]:
@@ -214,6 +244,9 @@ def helpers(kernels: list[Kernel]) -> list[str]:
                 name = helper_name(a, b, c)
                 if name not in seen:
                     seen[name] = _helper(name, a, b, c)
+            elif isinstance(s, FragmentConvert):
+                dtype = frags[s.fragment].dtype.value
+                seen.setdefault(f"pack2_{dtype}", _pack_helper(dtype))
     return list(seen.values())
 
 
@@ -223,6 +256,8 @@ def _helper(name: str, a: Fragment, b: Fragment, c: Fragment) -> str:
     integer = a.precision in _INTEGER
     ta, tb = (0 if operand_k_major(f.use, f.layout) else 1 for f in (a, b))
     trans = f", {ta}, {tb}" if WGMMA.transposes(a.precision) else ""  # imm-trans-a/b: 16-bit types only
+    if a.in_registers:
+        return _register_helper(name, a, c, tb)
     scales = "" if integer else f", 1, 1{trans}"  # imm-scale-a/b (and trans): floating-point forms only
     registers = ", ".join(f"%{n}" for n in range(count))
     outputs = ", ".join(f'"+{"r" if integer else "f"}"(d[{n}])' for n in range(count))
@@ -239,6 +274,32 @@ def _helper(name: str, a: Fragment, b: Fragment, c: Fragment) -> str:
         f'        "%{count}, %{count + 1}, p{scales};\\n}}\\n"',
         f"        : {outputs}",
         '        : "l"(a), "l"(b), "r"(1) : "memory");',
+        "#else",
+        "    __trap();",
+        "#endif",
+        "}\n",
+    ])
+
+
+def _register_helper(name: str, a: Fragment, c: Fragment, tb: int) -> str:
+    """The wgmma whose A is the thread's registers (four of them: 8 of the 64 x 16 tile's elements)."""
+    count = c.n // 2
+    ptx = _PTX_TYPES[a.precision]
+    registers = ", ".join(f"%{n}" for n in range(count))
+    outputs = ", ".join(f'"+f"(d[{n}])' for n in range(count))
+    a_regs = ", ".join(f"%{count + n}" for n in range(4))
+    return "\n".join([
+        f"// d (64x{c.n}, f32) += a (64x{a.k}, registers) * b ({a.k}x{c.n}), {ptx}: b {'k' if not tb else 'n'}-major, "
+        "from a matrix descriptor",
+        f"__device__ __forceinline__ void {name}(float (&d)[{count}], const unsigned (&a)[4], "
+        "unsigned long long b) {",
+        "#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)",
+        '    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(count + 5) + ', 0;\\n"',
+        f'        "wgmma.mma_async.sync.aligned.m64n{c.n}k{a.k}.f32.{ptx}.{ptx} "',
+        f'        "{{{registers}}}, "',
+        f'        "{{{a_regs}}}, %{count + 4}, p, 1, 1, {tb};\\n}}\\n"',
+        f"        : {outputs}",
+        '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");',
         "#else",
         "    __trap();",
         "#endif",

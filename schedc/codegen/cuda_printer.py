@@ -25,6 +25,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentApply,
+    FragmentConvert,
     FragmentFill,
     FragmentLoad,
     FragmentMap,
@@ -138,7 +139,7 @@ class Printer:
                 f"{s.dtype.value}{list(s.shape)}, in {'local memory' if s.local else 'registers'}"]
 
     @EMITTERS.handles(Fragment, FragmentFill, FragmentLoad, FragmentStore, FragmentMma, FragmentApply, FragmentAdd,
-                      FragmentMap)
+                      FragmentConvert, FragmentMap)
     def _fragment(self, s: Stmt, pad: str, depth: int) -> list[str]:
         """Tile statements: the emitter of the fragment's instruction family writes them."""
         emitter = TENSOR_EMITTERS[family_of(self, s)](self)

@@ -16,6 +16,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentApply,
+    FragmentConvert,
     FragmentFill,
     FragmentLoad,
     FragmentMap,
@@ -74,6 +75,13 @@ class Emitter:
     @TILE_STATEMENTS.handles(FragmentMap)
     def _mapped(self, s: FragmentMap) -> list[str]:
         return self.map(s)
+
+    @TILE_STATEMENTS.handles(FragmentConvert)
+    def _converted(self, s: FragmentConvert) -> list[str]:
+        return self.convert(s)
+
+    def convert(self, s: FragmentConvert) -> list[str]:
+        raise ValueError(f"{type(self).__name__} holds no A tile in registers: {s.source} cannot feed {s.fragment}")
 
     def map(self, s: FragmentMap) -> list[str]:
         raise ValueError(f"{type(self).__name__} tiles are opaque: a fused epilogue cannot place the elements of "

@@ -37,6 +37,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentApply,
+    FragmentConvert,
     FragmentFill,
     FragmentLoad,
     FragmentMap,
@@ -411,7 +412,7 @@ class _Block:
 
     # -- warp tiles ----------------------------------------------------------------------------
 
-    @EXECUTORS.handles(Fragment, FragmentFill, FragmentApply, FragmentAdd, FragmentMma, FragmentLoad,
+    @EXECUTORS.handles(Fragment, FragmentFill, FragmentApply, FragmentAdd, FragmentConvert, FragmentMma, FragmentLoad,
                       FragmentStore, FragmentMap)
     def tile(self, s: Stmt, mask: np.ndarray) -> None:
         warps = mask.reshape(-1, WARP)

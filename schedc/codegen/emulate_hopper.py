@@ -49,6 +49,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentApply,
+    FragmentConvert,
     FragmentFill,
     FragmentLoad,
     FragmentMap,
@@ -599,6 +600,7 @@ class Wgmma(Executor):
     def declare(self, s: Fragment, groups) -> None:
         """Zeros in the declaring warpgroups' rows (other teams' warpgroups keep theirs)."""
         shape, dtype = ((len(groups), WARPGROUP, s.n // 2), s.dtype.numpy) if s.use == "accumulator" else \
+            ((len(groups), WARPGROUP, s.k // 2), s.dtype.numpy) if s.in_registers else \
             ((len(groups),), np.int64)  # each warpgroup's tile address
         held = self.b.fragments.get(s.name)
         if held is None or held.shape != shape or held.dtype != dtype:
@@ -639,6 +641,25 @@ class Wgmma(Executor):
         finally:
             b.fragments.update(whole)
 
+    def convert(self, s: FragmentConvert, groups) -> None:
+        """The source's elements over the tile's columns, rounded: the register A tile's lanes hold
+        them as the accumulator's do (``wgmma_accumulator(k)`` is the A tile's layout)."""
+        b, h = self.b, _hopper(self.b)
+        self.idle(h, s.source, "a conversion")
+        spec, source = b.specs[s.fragment], b.specs[s.source]
+        first, end = column_elements(wgmma_accumulator(source.n, source.dtype), WARPGROUP, s.first, s.first + spec.k)
+        b.fragments[s.fragment][groups] = converted(b.fragments[s.source][groups][:, :, first:end], spec.dtype)
+        h.dirty.setdefault(_agent(b), set()).add(s.fragment)
+
+    def registers(self, name: str, spec: Fragment, groups) -> np.ndarray:
+        """A register A tile as (groups, 64, k) values, each element where its lane holds it."""
+        layout = wgmma_accumulator(spec.k, spec.dtype)
+        lanes, e = np.arange(WARPGROUP)[:, None], np.arange(layout.elements)[None, :]
+        values = self.b.fragments[name][groups]
+        out = np.zeros((values.shape[0], 64, spec.k), dtype=np.float32)
+        out[:, layout.row(lanes, e), layout.col(lanes, e)] = values.astype(np.float32)
+        return out
+
     def idle(self, h: Hopper, name: str, what: str) -> None:
         if (_agent(self.b), name) in h.in_flight:
             raise self.b.error("race", f"{what} of the accumulator {name} while a wgmma on it is in flight "
@@ -674,15 +695,20 @@ class Wgmma(Executor):
         h = _hopper(b)
         agent = _agent(b)
         a_spec, b_spec, c_spec = (b.specs[n] for n in (s.a, s.b, s.c))
-        if s.c in h.dirty.get(agent, set()):
-            raise b.error("race", f"a wgmma on the accumulator {s.c}, written since the warpgroup's last "
-                          "wgmma.fence", [0], s.c, "-")
+        for name in (s.c, s.a):
+            if name in h.dirty.get(agent, set()):
+                what = "accumulator" if name == s.c else "A tile"
+                raise b.error("race", f"a wgmma on the {what} {name}, written since the warpgroup's last "
+                              "wgmma.fence", [0], name, "-")
         wg_agent = f"wgmma:{agent}"
         h.wgmma_time[agent] = h.wgmma_time.get(agent, 0) + 1
         time = h.wgmma_time[agent]
         clock = _join(h.clock(agent), {wg_agent: time})
         mats = []
         for spec, name in ((a_spec, s.a), (b_spec, s.b)):
+            if spec.in_registers:
+                mats.append(self.registers(name, spec, groups))
+                continue
             starts = b.fragments[name][groups]
             buffer, _ = h.locate(starts)
             addresses = self.addresses(spec, starts, b.buffers[buffer])

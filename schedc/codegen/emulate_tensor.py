@@ -17,6 +17,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentApply,
+    FragmentConvert,
     FragmentFill,
     FragmentLoad,
     FragmentMap,
@@ -72,6 +73,14 @@ class Executor:
     @TILE_STATEMENTS.handles(FragmentAdd)
     def _added(self, s: FragmentAdd, mask: np.ndarray, active: np.ndarray) -> None:
         self.add(s, active)
+
+    @TILE_STATEMENTS.handles(FragmentConvert)
+    def _converted(self, s: FragmentConvert, mask: np.ndarray, active: np.ndarray) -> None:
+        self.convert(s, active)
+
+    def convert(self, s: FragmentConvert, active: np.ndarray) -> None:
+        raise self.b.error("no register tile", f"{self.b.specs[s.fragment].family} holds no A tile in registers: "
+                           f"{s.source} cannot feed {s.fragment}", [0], s.fragment, "-")
 
     @TILE_STATEMENTS.handles(FragmentMma)
     def _multiplied(self, s: FragmentMma, mask: np.ndarray, active: np.ndarray) -> None:

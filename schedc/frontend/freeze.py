@@ -54,14 +54,6 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         BindingSpec(unit, tuple(i.name for i in group))
         for unit, group in sorted([*plan.bindings.items(), *plan.part_bindings], key=lambda item: item[0].value)
     )
-    t = plan.tensorization
-    tensorize = None
-    if t is not None:
-        tensorize = TensorizeSpec(
-            tuple(i.name for i in t.indices), t.mma_shape, t.num_total_passes,
-            t.num_fused_passes, t.prologue_op, t.prologue_arg, t.epilogue_op, t.epilogue_arg,
-            t.instruction, t.block_order,
-        )
     return Model(
         function=function,
         target=plan.target.model,
@@ -72,7 +64,8 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         loops=loops,
         groups=groups,
         bindings=bindings,
-        tensorize=tensorize,
+        tensorize=_tensorize_spec(plan.tensorization),
+        chained=_tensorize_spec(plan.chained),
         unrolled=tuple(i.name for i in plan.unrolled),
         caches=tuple(
             CacheSpec(c.source.name, c.index.name if c.index is not None else "", c.location, c.strategy,
@@ -187,3 +180,10 @@ def _loop(schedule, index) -> LoopSpec:
     p = schedule.pieces[index]
     fused = _fused_nest(schedule.nest)  # the Model's dimensions leave out the fusing one
     return LoopSpec(index.name, p.dim - fused, p.begin, p.end, p.step)
+
+
+def _tensorize_spec(t) -> TensorizeSpec | None:
+    if t is None:
+        return None
+    return TensorizeSpec(tuple(i.name for i in t.indices), t.mma_shape, t.num_total_passes, t.num_fused_passes,
+                         t.prologue_op, t.prologue_arg, t.epilogue_op, t.epilogue_arg, t.instruction, t.block_order)

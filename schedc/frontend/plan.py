@@ -148,6 +148,7 @@ class Plan:
         # a fused schedule's parts binding their own loops to a unit already bound by another part
         self.part_bindings: list[tuple[GridUnit, tuple[Index, ...]]] = []
         self.tensorization: Tensorization | None = None
+        self.chained: Tensorization | None = None  # a fused schedule's second product (its A the first's C)
         self.unrolled: list[Index] = []
         self.caches: list[CacheRequest] = []
         self.specialization: tuple[bool, int, int] | None = None  # warp_specialize (None: AUTO)
@@ -300,8 +301,10 @@ class Plan:
         """
         shown = _names(indices) if isinstance(indices, tuple | list) else repr(indices)
         where = f"tensorize(indices=({shown}), mma_shape={_enum_name(mma_shape)})"
-        if self.tensorization is not None:
-            raise PlanError(where, "the plan is already tensorized")
+        if self.chained is not None or (self.tensorization is not None and not self._fused):
+            raise PlanError(where, "the plan is already tensorized" + (
+                "" if self._fused else ": a second product is tensorized in a fused schedule, the nest after the "
+                                       "first's (acc.fuse((first, second), ...)), its A the first's C"))
         if use_static_offsets:
             raise PlanError(
                 where, "use_static_offsets is an AMD optimization in Accera; NVIDIA tiles compute offsets inline"
@@ -336,11 +339,19 @@ class Plan:
         for name, arg in (("prologue_arg", prologue_arg), ("epilogue_arg", epilogue_arg)):
             if isinstance(arg, bool) or not isinstance(arg, int | float | np.number):
                 raise PlanError(where, f"{name} must be a number, not {arg!r}")
-        self.tensorization = Tensorization(
+        record = Tensorization(
             tuple(indices), mma_shape, total, fused, prologue_op, float(prologue_arg),
             epilogue_op, float(epilogue_arg), check_instruction(where, instruction),
             scheduling_policy is MMASchedulingPolicy.BLOCK_ORDER,
         )
+        if self.tensorization is None:
+            self.tensorization = record
+        else:
+            self.chained = record
+
+    @property
+    def _fused(self) -> bool:
+        return getattr(self.schedule.nest, "owner_of", None) is not None
 
     # -- cache -------------------------------------------------------------------------------
 

@@ -351,6 +351,9 @@ class Fragment:
     precision: str
     layout: str = ""  # row_major / col_major for operands
     family: str = "wmma"  # the instruction family (schedc.instructions) that owns the tile
+    # a wgmma A tile held in the warpgroup's registers (filled by FragmentConvert), not read from
+    # shared memory through a descriptor
+    in_registers: bool = False
 
     def __post_init__(self) -> None:
         _kinds(self, use=FragmentUse)
@@ -455,6 +458,20 @@ class FragmentAdd:
     fragment: str
     source: str
     columns: tuple[int, int] | None = None  # only the tile's columns first..last-1 (None: every column)
+
+
+@declares()
+@dataclass(frozen=True)
+class FragmentConvert:
+    """A wgmma A tile in registers (``fragment``: 64 x k, ``in_registers``) from the columns
+    ``first .. first + k - 1`` of the same warpgroup's accumulator ``source`` (64 x n), each element
+    rounded to the tile's type. Over those columns the accumulator's lane layout is the register A
+    operand's, so each thread converts its own elements: a chain of products, the first's result
+    the second's A without leaving the registers."""
+
+    fragment: str
+    source: str
+    first: int
 
 
 @declares()
@@ -847,8 +864,8 @@ class Roles:
 
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply | FragmentAdd | FragmentMap | ThreadReduce | Barrier | BlockCopy | AsyncCommit | AsyncWait
-    | Staging | StageLoad
+    | FragmentApply | FragmentAdd | FragmentConvert | FragmentMap | ThreadReduce | Barrier | BlockCopy | AsyncCommit
+    | AsyncWait | Staging | StageLoad
     | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence
     | WarpgroupCommit | WarpgroupWait | Roles | ClusterSync | TmaStore | BulkCommit | BulkWait | NamedBarrier

@@ -142,6 +142,9 @@ class Model:
     split_deterministic: bool = True  # plan.split_k: a split reduction's sums added in a fixed order
     adds_into: str = ""  # split-K in any order: the array the statements' stores add into (TMA reductions)
     fusion: FusionSpec | None = None  # acc.fuse: the statements in parts, run in turn per fused point
+    # a second tensorize of a fused schedule: fused part 1's product, its A the first product's C
+    # (a chain of products: lower/chained.py)
+    chained: TensorizeSpec | None = None
     # run-time sizes (create_dimensions): (name, position in Package.add's args); dims, loop and group
     # ends and the buffers' shapes hold them as Affines of the sizes
     sizes: tuple[tuple[str, int], ...] = ()
@@ -181,7 +184,8 @@ class Model:
     def part(self, number: int) -> Model:
         """Part ``number`` of a fused Model as a Model of its own: its statements, its loops (the
         others' unfused dimensions have extent 1 and no loop); a tensorized product is the first
-        part, the others element-wise statements in C's type. The Model itself when unfused."""
+        part, the others element-wise statements in C's type, or a chained product the second. The
+        Model itself when unfused."""
         if self.fusion is None:
             return self
         foreign = self.fusion.foreign(number)
@@ -192,7 +196,7 @@ class Model:
             self, dims=dims, statements=tuple(self.statements[s] for s in self.fusion.parts[number]), loops=loops,
             groups=tuple(g for g in self.groups if set(g.members) <= kept),
             bindings=tuple(b for b in self.bindings if set(b.loops) <= kept), fusion=None,
-            tensorize=self.tensorize if number == 0 else None)  # the product is the first part
+            tensorize=self.tensorize if number == 0 else self.chained if number == 1 else None, chained=None)
 
     @property
     def outside_fusion(self) -> frozenset[str]:
@@ -239,8 +243,9 @@ class Model:
     def undefined_reads(self) -> tuple[str, ...]:
         """The arrays the statements read that start undefined, OUTPUT and TEMP ones, so that each
         read must follow a write of its element; not a tensorized C whose fragments start at a value
-        (``prologue_op=SET``), which the product does not read."""
-        t = self.tensorize
-        starts = {self.statements[0].buffer} if t is not None and t.prologue_op is MMAFragmentOp.SET else set()
+        (``prologue_op=SET``), which the product does not read (nor a chained product's C)."""
+        products = ((self.tensorize, 0), (self.chained, self.fusion.parts[1][0] if self.chained else 0))
+        starts = {self.statements[n].buffer for t, n in products
+                  if t is not None and t.prologue_op is MMAFragmentOp.SET}
         read = dict.fromkeys(ld.buffer for s in self.statements for ld in loads(s.value))
         return tuple(a for a in read if a not in starts and self.buffer(a).role in ("output", "temp"))

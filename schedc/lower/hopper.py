@@ -74,7 +74,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import batched, cache, epilogue, operands, tensor
+from . import batched, cache, chained, epilogue, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -135,7 +135,7 @@ def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
             raise PlanError(tensor.where(model), f"wgmma reads {role} ({operand.buffer}) from shared memory: "
                                                  f"plan.cache({operand.buffer}, index=<the loop inside k>, "
                                                  "location=SHARED)", loops=model.tensorize.loops)
-    caches = [_plan_one(model, spec, tiles, operands) for spec in specs]
+    caches = [plan_one(model, spec, tiles, operands) for spec in specs]
     tensor.check_padding(model, tiles, set(operands))  # TMA fills zeros past each operand's reach
     for c in caches[1:]:
         if (c.index, c.stages) != (caches[0].index, caches[0].stages):
@@ -163,7 +163,7 @@ def _by_tma(spec) -> str:
     return "TMA (no engine given: schedc fills a wgmma plan's operand tiles by TMA)"
 
 
-def _plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) -> TmaCache:
+def plan_one(model, spec, tiles: tensor.TensorMatch, operands: dict[str, str]) -> TmaCache:
     here = _here(model, spec.array, spec.index)
     if spec.array not in operands:
         raise CacheError(here, f"{spec.array} is not an operand of the wgmma product; with wgmma, SHARED caches "
@@ -351,9 +351,31 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
     return output
 
 
+def single_valued(as_expr, chain: chained.Chain | None):
+    """``as_expr`` with the loops of a chain's second product that take one value at that value."""
+    if chain is None:
+        return as_expr
+    single = chain.single_valued()
+
+    def at(a: Affine) -> Expr:
+        return as_expr(a.substitute(single))
+    return at
+
+
+def plan_chain_output(chain: chained.Chain, caches: tuple[TmaCache, ...], launch: Launch,
+                      roles: WarpRoles) -> chained.Chain:
+    """How a chain's second product's C leaves: by TMA through slots beside the ring and the
+    second's B tile (``epilogue.plan_output``), or by the threads."""
+    full, empty = _barriers(caches[0].stages)
+    ring = (*(c.buffer for c in caches), full, empty, chain.cache.buffer, *chain.barriers())
+    return dataclasses.replace(chain, output=epilogue.plan_output(chain.model, chain.tiles, launch, ring,
+                                                                  roles.shape.outer, 1))
+
+
 def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...],
-                     roles: WarpRoles, output: epilogue.TmaOutput | None) -> Kernel:
-    """The kernel of a wgmma plan (module docstring), its roles and C's path as planned."""
+                     roles: WarpRoles, output: epilogue.TmaOutput | None, chain: chained.Chain | None = None) -> Kernel:
+    """The kernel of a wgmma plan (module docstring), its roles and C's path as planned; with a
+    ``chain``, each tile's C goes on into the second product (``chained``)."""
     shape = roles.shape
     enabled, producer_regs, consumer_regs = roles.specialized, roles.producer_registers, roles.consumer_registers
     order = [lp.name for lp in model.loops]
@@ -374,18 +396,21 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     # at run time): what the consumers' code may hold beyond that share would spill
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled).bind(shape, ring)
+    inits, copies, tail = _chain(chain, model, shape, single_valued(as_expr, chain))
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), team if cluster == 1 else team // WARP * cluster)
           for s in range(stages)),
         *(MbarrierInit(TURN, Const(g), team) for g in range(launch.teams if launch.teams > 1 else 0)),
+        *inits,
         *(output.setup() if output is not None else ()),
-        Fence("mbarrier_init")), "one thread sets up the stages' barriers"),
+        Fence("mbarrier_init"), *copies), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
-        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead)),
-        by_team=True), *((epilogue.stores_done(),) if output is not None else ()))
+        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead,
+        tail=tail)), by_team=True),
+        *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
                        persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,
@@ -401,9 +426,31 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
     buffers = (*(c.buffer for c in caches), full, empty, *_turns(launch.teams),
-               *(output.shared if output is not None else ()))
-    values = (*(c.map for c in caches), *(output.maps if output is not None else ()))
+               *(output.shared if output is not None else ()),
+               *((chain.cache.buffer, *chain.barriers()) if chain is not None else ()),
+               *(chain.output.shared if chain is not None and chain.output is not None else ()))
+    values = (*(c.map for c in caches), *(output.maps if output is not None else ()),
+              *((chain.cache.map,) if chain is not None else ()),
+              *(chain.output.maps if chain is not None and chain.output is not None else ()))
     return assemble(model, launch, body, buffers, values, block=(threads, 1, 1))
+
+
+def _chain(chain: chained.Chain | None, model, shape: LoopShape, as_expr):
+    """A chain's statements: at the kernel's start, its barrier's set-up and its B tile's copy;
+    after each tile of the first product, the second (``chained``)."""
+    if chain is None:
+        return (), (), ()
+    blocking = tensor.Blocking(model, shape.blocked)
+    combos = blocking.combos(shape.blocked)
+    if len(combos) != 1:
+        raise PlanError(chained.where_second(chain), f"the first product's accumulator is register-blocked into "
+                                                     f"{len(combos)} tiles ({', '.join(shape.blocked)}); a chain "
+                                                     "feeds one 64-row tile of it to the second product")
+    source = blocking.name("c", shape.blocked, combos[0])
+    inits, copies = chained.setup(chain)
+    inits += chain.output.setup() if chain.output is not None else ()
+    second = _Products(chain.model, chain.tiles, (chain.cache,), as_expr)
+    return inits, copies, chained.statements(chain, source, second.descriptor, as_expr)
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
@@ -649,7 +696,7 @@ def _prologue(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr) -> t
 
 
 def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products, caches, as_expr,
-                   producer) -> tuple[Stmt, ...]:
+                   producer, tail: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
     stage = Var("stage")
     released = Binary("%", Binary("+", Binary("-", Var("tile"), Const(1)), Const(ring.stages)), Const(ring.stages))
     first = ring.first_pipelined()
@@ -677,7 +724,7 @@ def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products,
     pipelined = _nest(model, facts, shape.pipelined, step)
     before, after = products.accumulators(facts)
     wait, give = ring.turn(_at(facts, shape.outer, last=False), _at(facts, shape.outer, last=True))
-    per_tile = (*before, *prologue, *wait, *pipelined, *give, *finish, *after)
+    per_tile = (*before, *prologue, *wait, *pipelined, *give, *finish, *after, *tail)
     return _nest(model, facts, shape.outer, per_tile)
 
 

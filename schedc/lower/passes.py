@@ -17,7 +17,7 @@ from ..errors import PlanError
 from ..ir.kernel import Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
-from . import cache, check, epilogue, hopper, launch, loops, private, simplify, split, tensor
+from . import cache, chained, check, epilogue, hopper, launch, loops, private, simplify, split, tensor
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Lowering:
     tma: tuple[hopper.TmaCache, ...] = ()  # shared_caches, for wgmma plans: TMA tiles
     roles: hopper.WarpRoles | None = None  # roles (wgmma plans): producer warpgroup, registers
     output: epilogue.TmaOutput | None = None  # epilogue (wgmma plans): C's tiles through shared slots
+    chain: chained.Chain | None = None  # chain: a second product fed by the first's C (its tiles, its B's tile)
     kernel: Kernel | None = None  # lower, then rewritten
 
     def attached(self, field: str):
@@ -75,18 +76,30 @@ def check_plan(ir: Lowering) -> Lowering:
     return ir
 
 
+def chain(ir: Lowering) -> Lowering:
+    """A chain of products (two tensorize calls): the first's Model (and facts) go on, the second is attached."""
+    model, second = chained.split(ir.model)
+    if second is None:
+        return ir
+    return dataclasses.replace(ir, model=model, facts=poly.analyze(model), chain=second)
+
+
 def tensorize(ir: Lowering) -> Lowering:
     """Tensor-core tiles (operands, accumulator, partial edges) and C's edge scratch."""
     if ir.model.tensorize is None:
         return ir
-    tiles = tensor.match(ir.model, ir.facts, Target.known(ir.model.target))
-    return dataclasses.replace(ir, tiles=tiles, scratch=tensor.edge_scratch(ir.model, tiles, ir.launch.threads))
+    target = Target.known(ir.model.target)
+    tiles = tensor.match(ir.model, ir.facts, target)
+    second = ir.chain and chained.match(ir.chain, target, ir.model, tiles)
+    return dataclasses.replace(ir, tiles=tiles, scratch=tensor.edge_scratch(ir.model, tiles, ir.launch.threads),
+                               chain=second)
 
 
 def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
     if hopper.is_warpgroup_plan(ir.tiles):
-        return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.tiles))
+        second = ir.chain and chained.plan_tile(ir.chain, hopper.plan_one)
+        return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.tiles), chain=second)
     if ir.model.specialization is not None and ir.model.specialization[0]:
         enabled, producer, consumer = ir.model.specialization
         arguments = [f"producer_registers={producer}, consumer_registers={consumer}"] if producer else []
@@ -127,13 +140,16 @@ def epilogue_slots(ir: Lowering) -> Lowering:
                                                             f"through TMA rings; this plan has {kind}: "
                                                             f"{split.instead(bool(ir.model.split_sums))}")
         return ir
-    return dataclasses.replace(ir, output=hopper.plan_epilogue(ir.model, ir.tiles, ir.tma, ir.launch, ir.roles))
+    second = ir.chain and hopper.plan_chain_output(ir.chain, ir.tma, ir.launch, ir.roles)
+    return dataclasses.replace(ir, output=hopper.plan_epilogue(ir.model, ir.tiles, ir.tma, ir.launch, ir.roles),
+                               chain=second)
 
 
 def lower(ir: Lowering) -> Lowering:
     """The kernel: serial loops, guards, cache copies and the statements (or tensor-core tiles)."""
     if ir.tma:
-        kernel = hopper.lower_warpgroups(ir.model, ir.facts, ir.launch, ir.tiles, ir.tma, ir.roles, ir.output)
+        kernel = hopper.lower_warpgroups(ir.model, ir.facts, ir.launch, ir.tiles, ir.tma, ir.roles, ir.output,
+                                         ir.chain)
         return dataclasses.replace(ir, kernel=kernel)
     kernel = loops.lower_loops(ir.model, ir.facts, ir.launch, ir.tiles, ir.shared, ir.scratch, ir.registers)
     return dataclasses.replace(ir, kernel=kernel)
@@ -162,6 +178,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("analyze", analyze, "facts"),
     Pass("launch", launch_shape, "launch"),
     Pass("check", check_plan, ""),
+    Pass("chain", chain, "chain"),
     Pass("tensorize", tensorize, "tiles"),
     Pass("shared", shared_caches, "shared"),
     Pass("private", private_caches, "registers"),

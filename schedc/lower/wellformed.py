@@ -70,6 +70,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentAdd,
     FragmentApply,
+    FragmentConvert,
     FragmentFill,
     FragmentLoad,
     FragmentMap,
@@ -476,6 +477,23 @@ class _Checker:
         elif frag.family in FAMILIES and FAMILIES[frag.family].layouts is None \
                 and FAMILIES[frag.family].issued_by != "warpgroup":
             self.report("fragments", f"add of {s.source} to {s.fragment}: {frag.family} tiles are opaque")
+
+    @RULES.handles(FragmentConvert)
+    def _FragmentConvert(self, s: FragmentConvert, scope: _Scope) -> None:
+        """A register A tile of wgmma from a window of the same family's accumulator."""
+        frag = self.fragment(s.fragment, scope, "conversion", ("matrix_a",))
+        source = self.fragment(s.source, scope, f"conversion into {s.fragment}", ("accumulator",))
+        if frag is None or source is None:
+            return
+        what = f"conversion of {s.source} into {s.fragment}"
+        if not frag.in_registers or frag.family != "wgmma" or source.family != "wgmma":
+            self.report("fragments", f"{what}: a {frag.family} A tile{' in registers' * frag.in_registers} from a "
+                                     f"{source.family} accumulator (wgmma's A in registers only)")
+        elif frag.dtype.size != 2 or not frag.dtype.is_float:
+            self.report("types", f"{what}: a {frag.dtype.value} A tile (16-bit floats only)")
+        elif s.first % frag.k or not 0 <= s.first < s.first + frag.k <= source.n:
+            self.report("fragments", f"{what}: columns {s.first}..{s.first + frag.k - 1} of a {source.n}-column "
+                                     f"tile (a whole {frag.k}-column step inside it)")
 
     @RULES.handles(FragmentLoad)
     def _FragmentLoad(self, s: FragmentLoad, scope: _Scope) -> None:

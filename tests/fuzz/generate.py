@@ -11,6 +11,7 @@ import math
 import random
 from dataclasses import replace
 
+from .chain import chain_program
 from .epilogue import fusable, with_epilogue
 from .hopper import hopper_program
 from .nest import choose
@@ -32,7 +33,7 @@ from .tensor import tensor_program
 TARGETS = {"NVIDIA_H100": 55, "NVIDIA_A100": 14, "NVIDIA_H200": 5, "NVIDIA_RTX_A6000": 7, "NVIDIA_L4": 6,
            "NVIDIA_RTX_4090": 4}
 # no NVIDIA_V100: NVRTC 13 cannot build sm_70, so Target refuses it when made (tests/test_checks.py)
-PROGRAM_KINDS = {**KINDS, "tensor": 16, "hopper": 10}
+PROGRAM_KINDS = {**KINDS, "tensor": 16, "hopper": 10, "chain": 4}
 HOPPER_TARGETS = {"NVIDIA_H100": 80, "NVIDIA_H200": 20}  # sm_90: wgmma and TMA
 EMULATED_STEPS = 3000  # block-steps of the emulator (iterations / threads per block), times statements
 REFERENCE_POINTS = 4000  # points of the reference's sequential loop
@@ -96,6 +97,8 @@ def _attempt(rng: random.Random, only: str | None = None) -> Program:
     kind = only or choose(rng, PROGRAM_KINDS)
     if kind == "hopper":  # draws its own persistent grid, cluster and warp specialization
         return _fused(rng, hopper_program(rng, choose(rng, HOPPER_TARGETS)))
+    if kind == "chain":  # two products, the first's result the second's A in registers
+        return chain_program(rng, choose(rng, HOPPER_TARGETS))
     program = _fused(rng, _program(rng, target, kind))
     if rng.random() < 0.15:  # resident blocks over the tiles: a few, or one per multiprocessor
         program = replace(program, persistent=(rng.choice((1, 2, 3, 8)), rng.choice((0, 1, 2, 3, 5))))

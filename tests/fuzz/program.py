@@ -201,6 +201,11 @@ class Program:
     # the first nest dimension is the run-time size RUNTIME_SIZE (acc.create_dimensions), and so is
     # the slowest dimension of every array it indexes (``runtime_dims``)
     runtime: bool = False
+    # a chain of products: the fused second nest has a dimension of its own, index "l" of this
+    # extent (its statements in the names i, j, l: ``E[i, l] += cast(S[i, j]) * D[j, l]``), and is
+    # tensorized too (``chained``, the second plan.tensorize); 0: the second nest is over (i, j)
+    second: int = 0
+    chained: Tensorize | None = None
 
     @property
     def all_statements(self) -> tuple[Statement, ...]:
@@ -210,6 +215,11 @@ class Program:
     @property
     def nest_indices(self) -> tuple[str, ...]:
         return nest_index_names(len(self.dims))
+
+    @property
+    def schedule_roots(self) -> tuple[tuple[str, int], ...]:
+        """The fused schedule's dimensions (name, extent): the nest's, then the second nest's own."""
+        return (*zip(self.nest_indices, self.dims), *((("l", self.second),) if self.second else ()))
 
     def array(self, name: str) -> ArrayDecl:
         return next(a for a in self.arrays if a.name == name)
@@ -229,7 +239,7 @@ def schedule_indices(program: Program) -> tuple[tuple[str, ...], dict[str, str]]
 def simulate_steps(program: Program) -> tuple[tuple[str, ...], dict[str, str], list[tuple[str, ...]]]:
     """Run the splits and tiles on names: (default order, root of each index, the names each
     step created, in the step's order)."""
-    order = list(program.nest_indices)
+    order = [name for name, _ in program.schedule_roots]
     root = {name: name for name in order}
     taken = set(order)
     created = []
@@ -349,7 +359,7 @@ def with_array_names(program: Program) -> Program:
 def loop_spans(program: Program) -> tuple[dict[str, tuple[int, int]], bool]:
     """Each schedule index's (span, step) after the steps, and whether some split leaves a
     partial last tile (a size that does not divide the range it splits)."""
-    spans = {n: [d, 1] for n, d in zip(program.nest_indices, program.dims)}
+    spans = {n: [d, 1] for n, d in program.schedule_roots}
     partial = False
     for step, created in zip(program.steps, simulate_steps(program)[2]):
         pairs = step.sizes if isinstance(step, Tile) else ((step.index, step.size),)

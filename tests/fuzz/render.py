@@ -82,12 +82,14 @@ def _nest(program: Program) -> str:
 def _logic(program: Program) -> str:
     body = "\n".join(f"    {render_statement(s)}" for s in program.statements)
     text = f"\n@nest.iteration_logic\ndef _():\n{body}\n\n"
-    if program.epilogue:  # the fused nest, over the first two dimensions, with indices of its own
-        names = {"i": "i1", "j": "j1"}
+    if program.epilogue:  # the fused nest, over the first two dimensions (and "l"), with indices of its own
+        names = {"i": "i1", "j": "j1", "l": "l1"}
         own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r: _renamed(r, names)), s.accumulate)
                for s in program.epilogue]
         body = "\n".join(f"    {render_statement(s)}" for s in own)
-        text += (f"after = acc.Nest(shape={_tuple(_dims(program)[:2])})\ni1, j1 = after.get_indices()\n\n"
+        shape = (*_dims(program)[:2], *((program.second,) if program.second else ()))
+        indices = "i1, j1, l1" if program.second else "i1, j1"
+        text += (f"after = acc.Nest(shape={_tuple(shape)})\n{indices} = after.get_indices()\n\n"
                  f"\n@after.iteration_logic\ndef _():\n{body}\n\n")
     return text
 
@@ -144,7 +146,7 @@ def render_subscript(s: Subscript) -> str:
 def _schedule(program: Program) -> str:
     lines = ["schedule = nest.create_schedule()"]
     if program.epilogue:
-        partial, own = (1, ", j1") if program.rows_only else (2, "")
+        partial, own = (1, ", j1") if program.rows_only else (2, ", l" if program.second else "")
         lines = [f"schedule = acc.fuse((nest.create_schedule(), after.create_schedule()), partial={partial})",
                  f"f, {', '.join(program.nest_indices)}{own} = schedule.get_indices()"]
     _, _, created = simulate_steps(program)
@@ -168,6 +170,8 @@ def _plan(program: Program) -> str:
     lines += [f"plan.unroll({name})" for name in program.unrolls]
     if program.tensorize is not None:
         lines.append(_tensorize(program.tensorize))
+    if program.chained is not None:
+        lines.append(_tensorize(program.chained))
     handles = {c.array for c in program.caches if c.of_shared}  # SHARED caches other caches are of
     lines += [(f"{c.array}_cache = " if c.location == "SHARED" and c.array in handles else "") + _cache(c)
               for c in program.caches]

@@ -310,7 +310,7 @@ def _complete_order(p: Program, names: tuple[str, ...]) -> tuple[str, ...] | Non
 
 
 def _fit_arrays(p: Program) -> Program | None:
-    extents = dict(zip(p.nest_indices, p.dims))
+    extents = dict(p.schedule_roots)
     used = {r.array for s in p.all_statements for r in (s.target, *refs(s))}
     arrays = []
     for a in p.arrays:

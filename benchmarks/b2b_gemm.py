@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The back-to-back GEMM E = (A @ B) @ D of samples/b2b_gemm.py against two ``torch.mm`` calls
+with the intermediate in global memory, on the same tensors, on the GPU, in one run.
+
+For each function of the sample (and, with ``--variants``, the plan at other block rows, k tiles
+and stages for float16 at 65536 x 128): E is checked against torch's ``mm(mm(A, B), D)`` first
+(16-bit tolerance relative to the largest value), then both are timed with
+``triton.testing.do_bench`` (L2 flushed between calls, medians in ms), the median of five rounds
+that time each form in turn. ``x torch`` is torch's time over schedc's (> 1: schedc faster);
+``GB/s`` counts A read and E written once (B and D are small).
+
+Usage (on the GPU, repository root): python benchmarks/b2b_gemm.py [--variants]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
+
+import b2b_gemm  # noqa: E402
+from built import sample_package  # noqa: E402
+
+import schedc as acc  # noqa: E402
+
+ROUNDS = 5
+VARIANTS = {  # name: b2b_gemm options at float16, 65536 x 128
+    "rows128_k64_s4": dict(rows=128, k_tile=64, stages=4),
+    "rows128_k128_s2": dict(rows=128, k_tile=128, stages=2),
+    "rows128_k64_s2": dict(rows=128, k_tile=64, stages=2),
+    "rows64_k64_s4": dict(rows=64, k_tile=64, stages=4),
+    "rows128_k64_s4_grid": dict(rows=128, k_tile=64, stages=4, persistent=False),
+}
+
+
+def main() -> None:
+    import torch
+
+    package = sample_package("b2b_gemm", ROOT / "hat_packages")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"{'function':>28} {'schedc':>8} {'2 x mm':>8} {'x torch':>8} {'GB/s':>8} {'error':>9}")
+    functions = [(name, fn) for name, fn in package.functions.items()]
+    if "--variants" in sys.argv:
+        functions += variants()
+    for name, fn in functions:
+        dtype = torch.bfloat16 if "bf16" in name else torch.float16
+        M, N = (65536, 128) if name in VARIANTS else map(int, name.rsplit("_", 1)[1].split("x"))
+        rounds = [measure(fn, M, N, dtype) for _ in range(ROUNDS)]
+        t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        gbs = 2 * M * N * 2 / (t["schedc"] * 1e-3) / 1e9
+        print(f"{name:>28} {t['schedc']:8.4f} {t['torch']:8.4f} {t['torch'] / t['schedc']:8.3f} {gbs:8.0f} "
+              f"{t['error']:9.2e}")
+
+
+def variants():
+    """The float16 65536 x 128 plan at other tiles, built into a temporary package."""
+    out = Path(tempfile.mkdtemp())
+    package = acc.Package()
+    for name, options in VARIANTS.items():
+        package.add(*b2b_gemm.b2b_gemm(65536, 128, 128, 128, **options), base_name=name)
+    package.build("b2b_variants", output_dir=out)
+    return list(acc.load(out / "b2b_variants.hat").functions.items())
+
+
+def measure(fn, M: int, N: int, dtype) -> dict[str, float]:
+    import torch
+    from triton.testing import do_bench
+
+    torch.manual_seed(0)
+    a = torch.randn(M, N, device="cuda", dtype=dtype)
+    b = torch.randn(N, N, device="cuda", dtype=dtype) / N ** 0.5
+    d = torch.randn(N, N, device="cuda", dtype=dtype) / N ** 0.5
+    e = torch.empty(M, N, device="cuda", dtype=dtype)
+    s = torch.empty(M, N, device="cuda", dtype=dtype)
+    want = torch.mm(torch.mm(a, b), d).float()
+    fn(a, b, d, e)
+    error = ((e.float() - want).abs().max() / want.abs().max()).item()
+    assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
+
+    def two_mm():
+        torch.mm(a, b, out=s)
+        torch.mm(s, d, out=e)
+
+    return {"schedc": do_bench(lambda: fn(a, b, d, e), return_mode="median"),
+            "torch": do_bench(two_mm, return_mode="median"), "error": error}
+
+
+if __name__ == "__main__":
+    main()

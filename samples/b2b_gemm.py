@@ -1,0 +1,90 @@
+"""A back-to-back GEMM in one Hopper kernel: E = (A @ B) @ D, the intermediate never in memory.
+
+Two nests, fused over the first product's C dimensions (``acc.fuse``), each tensorized on wgmma
+(two ``plan.tensorize`` calls): ``S += A @ B`` into a float32 TEMP array S that lives in the
+consumer warpgroups' registers alone, then ``E += float16(S) @ D``, whose A operand is S's
+accumulator converted to 16 bits in place (wgmma's A from registers). Each block takes 128 rows
+of A (two consumer warpgroups of 64 rows), A and B come through a TMA ring fed by a producer
+warpgroup, D's tile is copied once per block, and E leaves from the registers.
+
+    S[i, j] += A[i, k] * B[k, j]                     (M, N1, K)
+    E[i, l] += cast(S[i, j], float16) * D[j, l]      (M, N1, N2)
+
+Against two ``torch.mm`` calls the kernel saves S's round trip through global memory (a write
+and a read of M x N1 16-bit values): ``benchmarks/b2b_gemm.py`` times both on the same tensors.
+
+- ``b2b_fp16_<M>x<N>``: float16, M rows and the three other dimensions N (64 or 128);
+- ``b2b_bf16_<M>x<N>``: bfloat16.
+
+``b2b_gemm`` builds the plan for any sizes and types the chain allows (N1 one wgmma tile: the
+warpgroup holds S's whole row of tiles before the second product starts).
+"""
+
+import schedc as acc
+
+target = acc.Target(acc.Target.Model.NVIDIA_H100)
+
+
+def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, rows: int = 128, k_tile: int = 64,
+             stages: int = 4, persistent: bool = True, producer: bool = True):
+    """The plan of ``E = (A @ B) @ D`` (A: M x K, B: K x N1, D: N1 x N2, all ``dtype``; E: M x N2
+    of ``dtype``) and its arrays (A, B, D, E). ``rows``: the block's rows of A (64 per consumer
+    warpgroup); ``k_tile``: the columns of A in one stage of the ring; ``producer``: a producer
+    warpgroup issues the copies (else thread 0 of the consumers, ahead of them)."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N1), layout=acc.Array.Layout.FIRST_MAJOR)
+    D = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N1, N2), layout=acc.Array.Layout.FIRST_MAJOR)
+    S = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(M, N1))
+    E = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, N2))
+
+    first = acc.Nest(shape=(M, N1, K))
+    i, j, k = first.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i, j] += A[i, k] * B[k, j]
+
+    second = acc.Nest(shape=(M, N1, N2))
+    i2, j2, l2 = second.get_indices()
+
+    @second.iteration_logic
+    def _():
+        E[i2, l2] += acc.cast(S[i2, j2], dtype) * D[j2, l2]
+
+    schedule = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
+    f, i, j, k, l = schedule.get_indices()
+    ii = schedule.split(i, rows)
+    iii = schedule.split(ii, 64)  # one consumer warpgroup's rows
+    kk = schedule.split(k, k_tile)
+    shape1 = acc.MMAShape[f"M64xN{N1}xK16_B1"]
+    shape2 = acc.MMAShape[f"M64xN{N2}xK16_B1"]
+    m, n, mk = target.tensor_core_info.compute_tensor_splits(shape1)
+    iiii, jj, kkk = schedule.tile({iii: m, j: n, kk: mk})
+    ll = schedule.split(l, N2)
+    schedule.reorder(i, f, ii, j, k, kk, l, iii, iiii, jj, ll, kkk)
+
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
+    start = acc.MMAFragmentOp.SET  # the accumulators start at zero: S and E are only written
+    plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, prologue_op=start, prologue_arg=0.0)
+    plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=N1 // 16, prologue_op=start,
+                   prologue_arg=0.0)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    plan.cache(D, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
+    plan.cache(E, index=l, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    plan.warp_specialize(producer)
+    if persistent:
+        plan.persistent()
+    return plan, (A, B, D, E)
+
+
+SIZES = ((65536, 128), (65536, 64))
+
+if __name__ == "__main__":
+    package = acc.Package()
+    for M, N in SIZES:
+        package.add(*b2b_gemm(M, N, N, N), base_name=f"b2b_fp16_{M}x{N}")
+    package.add(*b2b_gemm(65536, 128, 128, 128, dtype=acc.ScalarType.bfloat16), base_name="b2b_bf16_65536x128")
+    package.build("b2b_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/b2b_gemm")

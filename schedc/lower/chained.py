@@ -1,0 +1,242 @@
+"""A chain of two tensor-core products in one kernel: the first's result, kept in registers, is
+the second's A.
+
+A schedule script writes the chain as two nests fused over the first product's C dimensions
+(Accera's ``fuse``), each tensorized (two ``plan.tensorize`` calls); the second reads the first's
+C, a TEMP array, converted to its operand type::
+
+    S[i, j] += A[i, k] * B[k, j]                     (M, N1, K)    tensorize (iiii, jj, kkk)
+    E[i, l] += cast(S[i, j], float16) * D[j, l]      (M, N1, N2)   tensorize (iiii, ll, jj), N1 / 16 passes
+    acc.fuse((first, second), partial=2)            # i and j fused
+
+The first product's m loop is the second's, and its n loop the second's k: each warpgroup holds
+S's whole 64 x N1 tile when the second product starts. Before → after (wgmma, per tile)::
+
+    for k ...: S += A·B                             S fragments over the k ring (as one product)
+    for l ..., jj ...:                        →     _p{t} = S's columns 16t..16t+15 as float16
+        E[...] += cast(S[...]) * D[...]             wait for D's tile; wgmma _e += _p{t} · D's tile t
+                                                    store _e into E
+
+``split`` is the legalize step (the ``chain`` pass): it checks the fused schedule holds a chain and
+gives the first product's Model (the kernel's ring and loops) and the second's (``Chain``).
+``match`` describes the second product's tiles, ``plan_tile`` the TMA tile of its B (one tile,
+copied once at the kernel's start: the second product's k and n are covered by one tile each),
+``setup`` and ``statements`` the kernel's part of it. Its C leaves as a product's C does: by
+TMA through shared slots where they fit (``hopper.plan_chain_output``), else by the threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .. import poly
+from ..errors import PlanError
+from ..ir.affine import Affine
+from ..ir.kernel import (
+    Cast,
+    Const,
+    Expr,
+    Fragment,
+    FragmentConvert,
+    FragmentMma,
+    Load,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    SharedBuffer,
+    Stmt,
+    TmaLoad,
+    WarpgroupCommit,
+    WarpgroupFence,
+    WarpgroupWait,
+)
+from ..ir.model import Model
+from ..ir.types import ScalarType
+from ..ir.walk import subexpressions
+from ..targets import MemorySpace
+from . import epilogue, tensor
+
+FULL = "chain_full"  # the second product's B tile has landed
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The second product of a chain: its own Model (fused part 1 with its caches), and what the
+    passes attach: its tiles (``tensorize``), its B operand's TMA tile (``shared``), how its C
+    leaves (``epilogue``)."""
+
+    model: Model
+    source: str  # the first product's C (a TEMP array): the second's A, in registers
+    facts: object = None  # poly.PolyFacts of its Model: its loops, guards and accesses
+    tiles: tensor.TensorMatch | None = None
+    cache: object = None  # hopper.TmaCache of the second's B: the same tile for every tile of the kernel
+    output: object = None  # epilogue.TmaOutput: its C's tiles stored by TMA through shared slots (None: by the threads)
+
+    def single_valued(self) -> dict[str, Affine]:
+        """Its loops that take one value, at that value (its own loops have none in the kernel)."""
+        return {lp.name: Affine((), self.facts.loop(lp.name).first) for lp in self.model.loops
+                if self.facts.loop(lp.name).extent == 1}
+
+    def barriers(self) -> tuple[SharedBuffer, ...]:
+        return (SharedBuffer(FULL, ScalarType.uint64, (1,), (1,)),)
+
+
+def where(model: Model) -> str:
+    t = model.chained
+    return f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
+
+
+def where_second(chain: Chain) -> str:
+    return tensor.where(chain.model)
+
+
+def split(model: Model) -> tuple[Model, Chain | None]:
+    """The first product's Model and the chain's second product, checked (module docstring);
+    the Model itself and None without a second ``tensorize``. (The whole fused Model's facts
+    proved the parts' order; each part is analysed again on its own.)"""
+    if model.chained is None:
+        return model, None
+    here = where(model)
+    fusion = model.fusion
+    if fusion is None or len(fusion.parts) != 2 or any(len(p) != 1 for p in fusion.parts):
+        shape = "no fused schedule" if fusion is None else \
+            f"{len(fusion.parts)} fused schedules of " + ", ".join(str(len(p)) for p in fusion.parts) + " statement(s)"
+        raise PlanError(here, f"a second product is tensorized in a fused schedule of two nests of one statement "
+                              f"each, the first's C the second's A; the plan has {shape}")
+    first, second = (model.statements[p[0]] for p in fusion.parts)
+    source = first.buffer
+    if not any(isinstance(e, Load) and e.buffer == source for e in subexpressions(second.value)):
+        raise PlanError(here, f"the second product does not read {source}, the first's C: a chain of products "
+                              f"feeds the first's result to the second as its A")
+    if model.buffer(source).role != "temp":
+        raise PlanError(here, f"{source} is Role.{model.buffer(source).role.upper()}: a chain keeps the first "
+                              f"product's result in registers alone; make {source} Role.TEMP")
+    if model.teams > 1 or model.clustering is not None:
+        what = f"warp_specialize(teams={model.teams})" if model.teams > 1 else "plan.cluster"
+        raise PlanError(here, f"{what} with a chain of products is not built: one team of consumer warpgroups, "
+                              "no cluster")
+    second = _own_caches(model.part(1), source)
+    return _own_caches(model.part(0)), Chain(second, source, poly.analyze(second))
+
+
+def _own_caches(part: Model, held: str = "") -> Model:
+    """A part with the caches of the arrays its statements touch (not ``held``'s: the first
+    product's C, whose cache is the first's)."""
+    arrays = {s.buffer for s in part.statements}
+    arrays |= {e.buffer for s in part.statements for e in subexpressions(s.value) if isinstance(e, Load)}
+    return dataclasses.replace(part, caches=tuple(c for c in part.caches if c.array in arrays - {held}))
+
+
+def match(chain: Chain, target, first_model: Model, first: tensor.TensorMatch) -> Chain:
+    """The second product's tiles: A the first's accumulator in registers, B and C as a product's."""
+    model, facts = chain.model, chain.facts
+    t = model.tensorize
+    here = tensor.where(model)
+    if first.family != "wgmma":
+        raise PlanError(here, f"the first product runs on {first.family} tiles; a chain feeds wgmma's A from "
+                              "registers: tensorize both with wgmma shapes (M64xN*xK16_B1)", loops=t.loops)
+    tensor._check_loops(model, facts, here)
+    x, y, c_buffer = tensor._match_statement(here, model.statements[0])
+    if y.buffer == chain.source:
+        x, y = y, x
+    m, n, k = t.loops
+    fm, fn, _ = first_model.tensorize.loops
+    if (m, k) != (fm, fn):
+        raise PlanError(here, f"the second product's m and k loops are ({m}, {k}); a chain multiplies the first's "
+                              f"result tile by tile: they must be the first's m and n loops ({fm}, {fn})",
+                        loops=t.loops)
+    operand = _converted_to(model.statements[0].value, chain.source)
+    if operand is None or operand != y.dtype or operand.size != 2 or not operand.is_float:
+        raise PlanError(here, f"the second product multiplies {chain.source} ({first.accumulator_type.value} in "
+                              f"registers) by {y.buffer} ({y.dtype.value}); write acc.cast({chain.source}[...], "
+                              f"{y.dtype.value}): the tensor cores take it as a 16-bit A tile", loops=t.loops)
+    mma_k = t.mma_shape.mnk[2]  # its k loop is the first's n (checked above): the passes cover the first's n
+    accumulator = tensor.fragment_type(model, c_buffer)
+    mode = tensor.FAMILIES["wgmma"].mode(operand, accumulator, t.mma_shape)
+    if mode is None:
+        raise PlanError(here, f"wgmma does not multiply {operand.value} tiles of {t.mma_shape.name} into "
+                              f"{accumulator.value}", loops=t.loops)
+    d_sub, c_sub = tensor._subscripts(facts, y.buffer), tensor._subscripts(facts, c_buffer)
+    tensor._check_roles(here, {"C": (c_sub, (m, n), k), "B": (d_sub, (k, n), m)}, {"C": c_buffer, "B": y.buffer})
+    b = tensor._operand(here, model, facts, "B", y.buffer, d_sub, (k, n), k, mma_k)
+    c = tensor._operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
+    reductions = tuple(name for name in model.serial_loops if not tensor._uses(c_sub, name))
+    again = [name for name in reductions if facts.loop(name).extent > 1]
+    if again:
+        loop = again[0]
+        raise PlanError(here, f"{loop} takes {facts.loop(loop).extent} values and {c_buffer} does not depend on it: "
+                              f"the second product would sum over tiles of {chain.source} one after another, its "
+                              f"accumulator kept across {loop}, which is not built; cover {chain.source}'s "
+                              f"columns with one tile (split {loop} by its extent)", loops=(loop,))
+    tiles = tensor.TensorMatch(first.c, b, c, mode.precision, operand, accumulator, (), family="wgmma")
+    return dataclasses.replace(chain, tiles=tensor._edges(here, model, facts, tiles))
+
+
+def _converted_to(value: Expr, source: str) -> ScalarType | None:
+    """The type a statement casts its reads of ``source`` to (None: read as they are)."""
+    for e in subexpressions(value):
+        if isinstance(e, Cast) and isinstance(e.operand, Load) and e.operand.buffer == source:
+            return e.dtype
+    return None
+
+
+def plan_tile(chain: Chain, plan_one) -> Chain:
+    """The second product's B in a TMA tile of one stage (``plan_one``: hopper's planner of one
+    cache), the same tile for every tile of the kernel."""
+    model, tiles = chain.model, chain.tiles
+    spec = next((c for c in model.caches if c.array == tiles.b.buffer and c.location is MemorySpace.SHARED), None)
+    if spec is None:
+        raise PlanError(tensor.where(model), f"wgmma reads B ({tiles.b.buffer}) from shared memory: "
+                                             f"plan.cache({tiles.b.buffer}, index=<a loop outside the tile>, "
+                                             "location=SHARED)", loops=model.tensorize.loops)
+    if spec.stages > 1:
+        raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED, stages={spec.stages})",
+                        "the chained product's B tile is copied once per tile of the kernel into one stage: "
+                        "leave stages out", loops=(spec.index,))
+    cache = plan_one(model, spec, tiles, {tiles.b.buffer: "B"})
+    single = chain.single_valued()
+    origin = tuple(o.substitute(single) for o in cache.origin)
+    moving = sorted({v for o in origin for v, _ in o.terms})
+    if moving:
+        raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED)",
+                        f"{spec.array}'s tile moves with {', '.join(moving)}; a chained product's B is one tile, "
+                        "copied once and read by every tile of the kernel: cover those loops with the tile, or bind "
+                        "no loop it depends on", loops=(spec.index,))
+    return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin))
+
+
+def setup(chain: Chain) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """At the kernel's start, by one thread: the barrier's set-up, then (once the set-up is fenced)
+    the copy of B's tile, which every tile's second product reads."""
+    c = chain.cache
+    copies: list[Stmt] = [MbarrierArrive(FULL, Const(0), c.stage_bytes, f"the bytes of {c.array}'s tile")]
+    for chunk in range(c.chunks):
+        coords = [Const(o.const) for o in c.origin]
+        coords[c.inner] = Const(c.origin[c.inner].const + chunk * c.chunk)
+        copies.append(TmaLoad(c.map.name, c.buffer.name, (Const(0), Const(chunk), Const(0), Const(0)), tuple(coords),
+                              FULL, Const(0), f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
+    return (MbarrierInit(FULL, Const(0), 1),), tuple(copies)
+
+
+def statements(chain: Chain, source: str, descriptor, as_expr) -> tuple[Stmt, ...]:
+    """After the first product's tile: its accumulator ``source`` as the register A tiles of the
+    second, which multiplies them into its own accumulator and stores it (``descriptor``: the
+    maker of B's matrix descriptors, hopper's ``_Products.descriptor``)."""
+    model, tiles = chain.model, chain.tiles
+    t = model.tensorize
+    m, n, k = t.mma_shape.mnk
+    before, after = tensor._accumulator(model, tiles, as_expr, "_e", {}, None, None)
+    out: list[Stmt] = [*before]
+    for p in range(t.passes):
+        out += [Fragment(f"_p{p}", "matrix_a", m, n, k, tiles.operand_type, tiles.precision, "row_major", "wgmma",
+                         in_registers=True),
+                FragmentConvert(f"_p{p}", source, p * k)]
+    out += [MbarrierWait(FULL, Const(0), Const(0), f"{chain.cache.array}'s tile has landed (once, before the first "
+                                                   "tile: the phase stays complete)"), WarpgroupFence()]
+    for p in range(t.passes):
+        out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, Const(0)), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
+    out += [WarpgroupCommit(), WarpgroupWait(0)]
+    if chain.output is not None:
+        after = epilogue.stored_by_tma(tuple(after), chain.output, n)
+    return (*out, *after)

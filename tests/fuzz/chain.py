@@ -1,0 +1,92 @@
+"""Random chains of two products on wgmma (``samples/b2b_gemm.py``'s plan with every knob drawn):
+``S[i, j] += A[i, k] * B[k, j]`` into a float32 TEMP S held in registers, fused over (i, j) with
+``E[i, l] += cast(S[i, j], t) * D[j, l]``, each tensorized. Drawn: float16 or bfloat16 operands,
+S's and E's tiles of 16 to 128 columns (the sizes one tile or below it, padded), k in 1 to 3
+stages of 16 to 64 or ragged, 1 or 2 consumer warpgroups, block rows, 1 to 4 stages, layouts of
+A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only written, prologue and
+epilogue ops of both products, persistent grids, warp specialization on and off.
+
+>>> import random
+>>> p = chain_program(random.Random(3), "NVIDIA_H100")
+>>> p.second > 0, p.chained.indices[2] == p.tensorize.indices[1], p.arrays[3].role
+(True, True, 'TEMP')
+"""
+
+from __future__ import annotations
+
+import random
+
+from .nest import choose
+from .program import (
+    ArrayDecl,
+    Binding,
+    CacheDirective,
+    Cast,
+    Program,
+    Ref,
+    Split,
+    Statement,
+    Subscript,
+    Tensorize,
+    Tile,
+)
+from .program import Bin as Binary
+
+
+def chain_program(rng: random.Random, target: str) -> Program:
+    """A back-to-back product for an sm_90 ``target``."""
+    operand = rng.choice(("float16", "bfloat16"))
+    n1, n2 = (choose(rng, {16: 15, 32: 20, 64: 35, 128: 30}) for _ in range(2))
+    groups = choose(rng, {1: 60, 2: 40})
+    rows = 64 * groups
+    k_stage = rng.choice((16, 32, 64))
+    M = _size(rng, rows * rng.randint(1, 2))
+    N1, N2 = (n if rng.random() < 0.7 else rng.randint(1, n // 8) * 8 for n in (n1, n2))
+    K = k_stage * rng.randint(1, 3) if rng.random() < 0.7 else rng.randint(1, 3 * k_stage // 8) * 8
+    layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(3)]
+    output = operand if rng.random() < 0.7 else "float32"
+    read = rng.random() < 0.3  # E += ... onto E's values: INPUT_OUTPUT, its fragments start from them
+    arrays = (ArrayDecl("A", "INPUT", operand, (M, K), layouts[0]), ArrayDecl("B", "INPUT", operand, (K, N1), layouts[1]),
+              ArrayDecl("D", "INPUT", operand, (N1, N2), layouts[2]), ArrayDecl("S", "TEMP", "float32", (M, N1)),
+              ArrayDecl("E", "INPUT_OUTPUT" if read else "OUTPUT", output, (M, N2)))
+    i, j, k, l_ = (Subscript(n) for n in "ijkl")
+    first = Statement(Ref("S", (i, j)), Binary("*", Ref("A", (i, k)), Ref("B", (k, j))), accumulate=True)
+    second = Statement(Ref("E", (i, l_)), Binary("*", Cast(Ref("S", (i, j)), operand), Ref("D", (j, l_))),
+                       accumulate=True)
+    steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Tile((("iii", 64), ("j", n1), ("kk", 16))),
+             Split("l", n2))
+    order = ("i", "f", "ii", "j", "k", "kk", "l", "iii", "iiii", "jj", "ll", "kkk")
+    block = rng.choice(("BLOCK_X", "BLOCK_Y"))
+    bindings = (Binding(("i",), block), Binding(("ii",), "WARPGROUP_Y"))
+    ops = {"NONE": 60, "SCALE": 25, "ReLU": 15}
+    tensorize = Tensorize(("iiii", "jj", "kkk"), f"M64xN{n1}xK16_B1", 1, None, "SET",
+                          rng.choice((0.0, 0.0, 1.5, -1.0)), choose(rng, ops), rng.choice((0.5, 2.0, -1.0)))
+    chained = Tensorize(("iiii", "ll", "jj"), f"M64xN{n2}xK16_B1", n1 // 16, None, "NONE" if read else "SET", 0.0,
+                        choose(rng, ops), rng.choice((0.5, 2.0, -1.0)))
+    stages = choose(rng, {1: 15, 2: 35, 3: 25, 4: 25})
+    pipeline = ("stages", stages) if stages > 1 else ("sync", 0)
+    fragments = "float32" if output != "float32" or rng.random() < 0.5 else ""
+    caches = (CacheDirective("A", "kk", "SHARED", *pipeline), CacheDirective("B", "kk", "SHARED", *pipeline),
+              CacheDirective("D", "l", "SHARED"), CacheDirective("S", "k", "MMA_FRAGMENT"),
+              CacheDirective("E", "l", "MMA_FRAGMENT", element_type=fragments))
+    program = Program(target, arrays, (M, N1, K), (first,), steps, order, bindings, (), caches, tensorize,
+                      epilogue=(second,), second=N2, chained=chained)
+    if rng.random() < 0.5:
+        program = _replace(program, persistent=(rng.choice((1, 2, 8)), rng.choice((0, 1, 2, 3))))
+    kind = choose(rng, {"auto": 50, "off": 30, "registers": 20})
+    if kind == "off":
+        program = _replace(program, specialize=(False, 0, 0))
+    elif kind == "registers":
+        program = _replace(program, specialize=(True, rng.choice((24, 40)), rng.choice((200, 232, 240))))
+    return program
+
+
+def _replace(program: Program, **changes) -> Program:
+    from dataclasses import replace
+
+    return replace(program, **changes)
+
+
+def _size(rng: random.Random, whole: int) -> int:
+    """Whole blocks of rows, or ragged (a multiple of 8)."""
+    return whole if rng.random() < 0.6 else rng.randint(1, whole // 8) * 8

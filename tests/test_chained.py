@@ -1,0 +1,247 @@
+"""A chain of two tensor-core products in one kernel (``lower/chained.py``): the back-to-back
+GEMM E = (A @ B) @ D of ``samples/b2b_gemm.py``, the first product's float32 result converted to
+16 bits in the registers and fed to the second wgmma as its A. Emulated against the reference
+(with the Hopper race detectors), compiled by NVRTC for sm_90a, run on the GPU; the IR's new
+pieces (register A tiles, FragmentConvert) in the verifier and the emulator; each refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import schedc as acc
+from schedc.codegen.emulate import EmulationError
+from schedc.errors import PlanError
+from schedc.ir.kernel import Fragment, FragmentConvert, FragmentMma, WarpgroupFence
+from schedc.ir.walk import walk_statements
+from schedc.lower.wellformed import problems
+from schedc.verify import emulate_function, run_function
+
+from . import kit
+from .conftest import require_gpu
+from .plans import T, build, compile_function_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+import b2b_gemm  # noqa: E402
+
+
+def _passed(reports) -> None:
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+CASES = {
+    "fp16_128": dict(M=256, N1=128, K=128, N2=128),
+    "fp16_64": dict(M=256, N1=64, K=64, N2=64),
+    "fp16_mixed": dict(M=192, N1=64, K=192, N2=128, rows=64, stages=2),
+    "bf16_128": dict(M=256, N1=128, K=128, N2=128, dtype=T.bfloat16),
+    "not_persistent": dict(M=256, N1=64, K=128, N2=64, persistent=False),
+    "one_role": dict(M=256, N1=128, K=256, N2=64, producer=False),
+    "one_stage": dict(M=128, N1=64, K=64, N2=64, stages=1, producer=False, persistent=False),
+}
+
+
+def _plan(M, N1, K, N2, **options):
+    return b2b_gemm.b2b_gemm(M, N1, K, N2, **options)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_back_to_back_gemm_matches_the_reference_in_the_emulator(case):
+    """Every block of every shape: E within the 16-bit tolerance of the float64 reference, which
+    rounds S to the operand type as the cast says; no race between the ring, D's tile, the
+    conversion and the two products."""
+    model, fn = compile_function_plan(*_plan(**CASES[case]))
+    _passed(emulate_function(model, fn, None, seed=5))
+
+
+def test_the_intermediate_never_leaves_the_registers():
+    """S is TEMP: not an argument, no buffer, no store; the second product's A tiles are registers
+    converted from the first's accumulator, every pass of its k one 16-column window."""
+    model, fn = compile_function_plan(*_plan(256, 128, 128, 128))
+    kernel = fn.kernels[0]
+    assert [p.name for p in kernel.params if p.name in "ABDES"] == ["A", "B", "D", "E"]
+    body = list(walk_statements(kernel.body))
+    converts = [s for s in body if isinstance(s, FragmentConvert)]
+    assert [c.first for c in converts] == list(range(0, 128, 16))
+    registers = {s.name for s in body if isinstance(s, Fragment) and s.in_registers}
+    assert {c.fragment for c in converts} == registers
+    chained = [s for s in body if isinstance(s, FragmentMma) and s.a in registers]
+    assert len(chained) == 8 and {s.d for s in chained} == {"_e"}
+    assert not any(getattr(s, "buffer", "") == "S" for s in body)
+
+
+def test_the_second_wgmma_reads_its_a_from_registers_in_the_cuda_text(tmp_path):
+    """The CUDA: the register form of wgmma (four 32-bit A registers, B from a descriptor),
+    the packing of two float32 elements into one register, compiled by NVRTC for sm_90a."""
+    build(*_plan(256, 64, 64, 64), "b2b", tmp_path)
+    source = (tmp_path / "b2b.cu").read_text()
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in source
+    assert "const unsigned (&a)[4], unsigned long long b" in source
+    assert "_p3[3] = schedc_pack2_float16(_c_0[30], _c_0[31]);" in source
+    assert (tmp_path / "b2b.cubin").exists()
+
+
+def test_the_same_script_gives_the_same_cuda(tmp_path):
+    for n in (1, 2):
+        build(*_plan(256, 64, 64, 64), "b2b", tmp_path / str(n))
+    assert (tmp_path / "1" / "b2b.cu").read_bytes() == (tmp_path / "2" / "b2b.cu").read_bytes()
+
+
+def test_a_chained_wgmma_without_a_fence_after_the_conversion_is_a_race():
+    """The conversion writes the A registers: the emulator reports a wgmma on them without a
+    wgmma.fence between (the fence the lowering puts after the wait for D's tile is removed)."""
+    model, fn = compile_function_plan(*_plan(128, 64, 64, 64, rows=64, persistent=False))
+    kernel = fn.kernels[0]
+    seen = []
+
+    def drop(s):
+        previous = seen[-1] if seen else None
+        seen.append(s)
+        after_wait = type(previous).__name__ == "MbarrierWait" and previous.barrier == "chain_full"
+        return () if isinstance(s, WarpgroupFence) and after_wait else (s,)
+
+    broken = dataclasses.replace(kernel, body=kit.rewrite(kernel.body, drop))
+    assert len(list(walk_statements(broken.body))) == len(list(walk_statements(kernel.body))) - 1
+    with pytest.raises(EmulationError, match=r"race: a wgmma on the (accumulator _e|A tile _p0), written since the "
+                                             r"warpgroup's last wgmma.fence"):
+        emulate_function(model, dataclasses.replace(fn, kernels=(broken,)), 1, seed=0)
+
+
+def test_the_verifier_checks_a_conversion():
+    """A conversion into a tile that is not a register A tile, or past the accumulator's columns."""
+    _, fn = compile_function_plan(*_plan(128, 64, 64, 64, rows=64, persistent=False))
+    kernel = fn.kernels[0]
+    assert not problems(kernel)
+
+    def shifted(s):
+        return (dataclasses.replace(s, first=64),) if isinstance(s, FragmentConvert) and s.first == 48 else (s,)
+
+    def in_shared(s):
+        return (dataclasses.replace(s, in_registers=False),) if isinstance(s, Fragment) and s.name == "_p0" else (s,)
+
+    for change, message in ((shifted, "columns 64..79 of a 64-column tile"),
+                            (in_shared, "a wgmma A tile from a wgmma accumulator")):
+        found = problems(dataclasses.replace(kernel, body=kit.rewrite(kernel.body, change)))
+        assert any(message in p for p in found), found
+
+
+def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=None, fuse=True, teams=1,
+            e_type=T.float16):
+    """The b2b plan of 128 x 64 x 64 x 64 with one thing changed."""
+    F16 = T.float16
+    N = 64
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(128, N))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(N, N), layout=acc.Array.Layout.FIRST_MAJOR)
+    D = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(N, N), layout=acc.Array.Layout.FIRST_MAJOR)
+    S = acc.Array(role=s_role, element_type=T.float32, shape=(128, N))
+    E = acc.Array(role=acc.Role.OUTPUT, element_type=e_type, shape=(128, N))
+    first = acc.Nest(shape=(128, N, N))
+    i, j, k = first.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i, j] += A[i, k] * B[k, j]
+
+    second = acc.Nest(shape=(128, N, N))
+    i2, j2, l2 = second.get_indices()
+
+    @second.iteration_logic
+    def _():
+        E[i2, l2] += (second_value or (lambda S, D, i, j, l: acc.cast(S[i, j], F16) * D[j, l]))(S, D, i2, j2, l2)
+
+    shape = acc.MMAShape.M64xN64xK16_B1
+    target = b2b_gemm.target
+    if not fuse:
+        schedule = first.create_schedule()
+        i, j, k = schedule.get_indices()
+        ii = schedule.split(i, 64)
+        iii, jj, kk = schedule.tile({ii: 64, j: 64, k: 16})
+        plan = schedule.create_plan(target)
+        plan.tensorize(indices=(iii, jj, kk), mma_shape=shape)
+        plan.tensorize(indices=(iii, jj, kk), mma_shape=shape)
+        return plan, (A, B, S)
+    schedule = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
+    f, i, j, k, l = schedule.get_indices()
+    ii = schedule.split(i, 64)
+    kk = schedule.split(k, 32)
+    iii, jj, kkk = schedule.tile({ii: 64, j: 64, kk: 16})
+    ll = schedule.split(l, 64)
+    schedule.reorder(i, f, ii, j, k, kk, l, iii, jj, ll, kkk)
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X})
+    start = acc.MMAFragmentOp.SET
+    plan.tensorize(indices=(iii, jj, kkk), mma_shape=shape, prologue_op=start)
+    loops = second_loops((iii, jj, kkk, ll)) if second_loops else (iii, ll, jj)
+    plan.tensorize(indices=loops, mma_shape=shape, num_total_passes=passes or 4, prologue_op=start)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+    plan.cache(D, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
+    plan.cache(E, index=l, location=target.MemorySpace.MMA_FRAGMENT, element_type=T.float32)
+    plan.warp_specialize(True, teams=teams)
+    if teams > 1:
+        plan.persistent()
+    args = (A, B, D, E) if s_role is acc.Role.TEMP else (A, B, D, E, S)
+    return plan, args
+
+
+def test_the_refusal_script_builds_as_written():
+    """The scripts the refusals below change are a plan that builds and emulates."""
+    model, fn = compile_function_plan(*_script())
+    _passed(emulate_function(model, fn, None, seed=2))
+
+
+def test_a_second_tensorize_outside_a_fused_schedule_is_refused():
+    with pytest.raises(PlanError, match=r"the plan is already tensorized: a second product is tensorized in a fused "
+                                        r"schedule"):
+        _script(fuse=False)
+
+
+def test_a_chained_intermediate_that_is_an_argument_is_refused():
+    with pytest.raises(PlanError, match=r"S is Role.INPUT_OUTPUT: a chain keeps the first product's result in "
+                                        r"registers alone; make S Role.TEMP"):
+        compile_function_plan(*_script(s_role=acc.Role.INPUT_OUTPUT))
+
+
+def test_a_chained_product_without_the_cast_is_refused():
+    with pytest.raises(PlanError, match=r"write acc.cast\(S\[...\], float16\): the tensor cores take it as a 16-bit "
+                                        r"A tile"):
+        compile_function_plan(*_script(second_value=lambda S, D, i, j, l: S[i, j] * D[j, l], e_type=T.float32))
+
+
+def test_a_chained_product_over_other_loops_is_refused():
+    """The second product's k must be the first's n (here its n is the first's n instead)."""
+    with pytest.raises(PlanError, match=r"they must be the first's m and n loops \(iii, jj\)"):
+        compile_function_plan(*_script(second_loops=lambda x: (x[0], x[1], x[3])))
+
+
+def test_a_chained_product_with_too_few_passes_is_refused():
+    with pytest.raises(PlanError, match=r"jj has 64 iterations; M64xN64xK16_B1 with 2 pass\(es\) needs 32"):
+        compile_function_plan(*_script(passes=2))
+
+
+def test_a_chain_with_ping_pong_teams_is_refused():
+    with pytest.raises(PlanError, match=r"warp_specialize\(teams=2\) with a chain of products is not built"):
+        compile_function_plan(*_script(teams=2))
+
+
+GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES)
+def test_back_to_back_gemm_on_the_gpu(case, tmp_path):
+    build(*_plan(**CASES[case]), "b2b", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "b2b.hat").functions["b2b"], seed=7))
+
+
+def test_the_sample_emulates_at_a_reduced_size():
+    """The sample's own plan at 1,024 rows (its functions are 65,536), two blocks emulated."""
+    model, fn = compile_function_plan(*b2b_gemm.b2b_gemm(1024, 128, 128, 128))
+    reports = emulate_function(model, fn, 2, seed=1)
+    _passed(reports)
+    assert np.isfinite([r.relative_error for r in reports]).all()
