@@ -245,3 +245,13 @@ def test_the_sample_emulates_at_a_reduced_size():
     reports = emulate_function(model, fn, 2, seed=1)
     _passed(reports)
     assert np.isfinite([r.relative_error for r in reports]).all()
+
+
+def test_the_widest_chain_converts_before_its_second_accumulator_is_set_up():
+    """S's 64 x 256 tile (128 registers a thread), its 16-bit copy (64) and E's 64 x 256 tile (128)
+    fit a thread's 255 only because S is dead once copied: the copies come before E's fragment."""
+    _, fn = compile_function_plan(*_plan(128, 256, 64, 256, rows=64, stages=1))
+    body = list(walk_statements(fn.kernels[0].body))
+    last_convert = max(n for n, s in enumerate(body) if isinstance(s, FragmentConvert))
+    e_declared = next(n for n, s in enumerate(body) if isinstance(s, Fragment) and s.name == "_e")
+    assert last_convert < e_declared

@@ -227,11 +227,12 @@ def statements(chain: Chain, source: str, descriptor, as_expr) -> tuple[Stmt, ..
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
     before, after = tensor._accumulator(model, tiles, as_expr, "_e", {}, None, None)
-    out: list[Stmt] = [*before]
-    for p in range(t.passes):
+    out: list[Stmt] = []
+    for p in range(t.passes):  # first: the source's registers are free before the second's accumulator is set up
         out += [Fragment(f"_p{p}", "matrix_a", m, n, k, tiles.operand_type, tiles.precision, "row_major", "wgmma",
                          in_registers=True),
                 FragmentConvert(f"_p{p}", source, p * k)]
+    out += before
     out += [MbarrierWait(FULL, Const(0), Const(0), f"{chain.cache.array}'s tile has landed (once, before the first "
                                                    "tile: the phase stays complete)"), WarpgroupFence()]
     for p in range(t.passes):
