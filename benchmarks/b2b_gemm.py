@@ -28,12 +28,16 @@ from built import sample_package  # noqa: E402
 import schedc as acc  # noqa: E402
 
 ROUNDS = 5
-VARIANTS = {  # name: b2b_gemm options at float16, 65536 x 128
+VARIANTS = {  # name: b2b_gemm options at float16, 65536 x 128 (B resident unless "_ring")
     "rows128_k64_s4": dict(rows=128, k_tile=64, stages=4),
-    "rows128_k128_s2": dict(rows=128, k_tile=128, stages=2),
-    "rows128_k64_s2": dict(rows=128, k_tile=64, stages=2),
-    "rows64_k64_s4": dict(rows=64, k_tile=64, stages=4),
+    "rows128_k128_s3": dict(rows=128, k_tile=128, stages=3),
+    "rows128_k64_s6": dict(rows=128, k_tile=64, stages=6),
+    "rows64_k64_s6": dict(rows=64, k_tile=64, stages=6),
+    "rows64_k128_s4": dict(rows=64, k_tile=128, stages=4),
+    "rows128_k64_s4_ring": dict(rows=128, k_tile=64, stages=4, b_resident=False),
+    "rows64_k64_s4_ring": dict(rows=64, k_tile=64, stages=4, b_resident=False),
     "rows128_k64_s4_grid": dict(rows=128, k_tile=64, stages=4, persistent=False),
+    "rows128_k64_s4_one_role": dict(rows=128, k_tile=64, stages=4, producer=False),
 }
 
 

@@ -4,8 +4,9 @@ Two nests, fused over the first product's C dimensions (``acc.fuse``), each tens
 (two ``plan.tensorize`` calls): ``S += A @ B`` into a float32 TEMP array S that lives in the
 consumer warpgroups' registers alone, then ``E += float16(S) @ D``, whose A operand is S's
 accumulator converted to 16 bits in place (wgmma's A from registers). Each block takes 128 rows
-of A (two consumer warpgroups of 64 rows), A and B come through a TMA ring fed by a producer
-warpgroup, D's tile is copied once per block, and E leaves from the registers.
+of A (two consumer warpgroups of 64 rows), A comes through a TMA ring fed by a producer
+warpgroup, B's and D's tiles (the same for every block) are copied once at the kernel's start,
+and E leaves by TMA through shared slots.
 
     S[i, j] += A[i, k] * B[k, j]                     (M, N1, K)
     E[i, l] += cast(S[i, j], float16) * D[j, l]      (M, N1, N2)
@@ -26,11 +27,13 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
 def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, rows: int = 128, k_tile: int = 64,
-             stages: int = 4, persistent: bool = True, producer: bool = True):
+             stages: int = 4, persistent: bool = True, producer: bool = True, b_resident: bool = True):
     """The plan of ``E = (A @ B) @ D`` (A: M x K, B: K x N1, D: N1 x N2, all ``dtype``; E: M x N2
     of ``dtype``) and its arrays (A, B, D, E). ``rows``: the block's rows of A (64 per consumer
     warpgroup); ``k_tile``: the columns of A in one stage of the ring; ``producer``: a producer
-    warpgroup issues the copies (else thread 0 of the consumers, ahead of them)."""
+    warpgroup issues the copies (else thread 0 of the consumers, ahead of them); ``b_resident``: B's
+    whole tile (K x N1, the same for every block) copied once at the kernel's start (else B's
+    k_tile rows stream through the ring beside A's)."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N1), layout=acc.Array.Layout.FIRST_MAJOR)
     D = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N1, N2), layout=acc.Array.Layout.FIRST_MAJOR)
@@ -70,7 +73,10 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=N1 // 16, prologue_op=start,
                    prologue_arg=0.0)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
-    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    if b_resident:
+        plan.cache(B, index=j, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    else:
+        plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(D, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
     plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
     plan.cache(E, index=l, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)

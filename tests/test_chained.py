@@ -41,6 +41,8 @@ CASES = {
     "not_persistent": dict(M=256, N1=64, K=128, N2=64, persistent=False),
     "one_role": dict(M=256, N1=128, K=256, N2=64, producer=False),
     "one_stage": dict(M=128, N1=64, K=64, N2=64, stages=1, producer=False, persistent=False),
+    "b_streamed": dict(M=256, N1=128, K=192, N2=64, b_resident=False),
+    "b_streamed_one_role": dict(M=192, N1=64, K=128, N2=128, rows=64, b_resident=False, producer=False),
 }
 
 
@@ -92,7 +94,7 @@ def test_the_same_script_gives_the_same_cuda(tmp_path):
 
 def test_a_chained_wgmma_without_a_fence_after_the_conversion_is_a_race():
     """The conversion writes the A registers: the emulator reports a wgmma on them without a
-    wgmma.fence between (the fence the lowering puts after the wait for D's tile is removed)."""
+    wgmma.fence between (the fence the lowering puts after E's accumulator is set up is removed)."""
     model, fn = compile_function_plan(*_plan(128, 64, 64, 64, rows=64, persistent=False))
     kernel = fn.kernels[0]
     seen = []
@@ -100,8 +102,8 @@ def test_a_chained_wgmma_without_a_fence_after_the_conversion_is_a_race():
     def drop(s):
         previous = seen[-1] if seen else None
         seen.append(s)
-        after_wait = type(previous).__name__ == "MbarrierWait" and previous.barrier == "chain_full"
-        return () if isinstance(s, WarpgroupFence) and after_wait else (s,)
+        after_fill = type(previous).__name__ == "FragmentFill" and previous.fragment == "_e"
+        return () if isinstance(s, WarpgroupFence) and after_fill else (s,)
 
     broken = dataclasses.replace(kernel, body=kit.rewrite(kernel.body, drop))
     assert len(list(walk_statements(broken.body))) == len(list(walk_statements(kernel.body))) - 1
@@ -228,7 +230,7 @@ def test_a_chain_with_ping_pong_teams_is_refused():
         compile_function_plan(*_script(teams=2))
 
 
-GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128")
+GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role")
 
 
 @pytest.mark.gpu

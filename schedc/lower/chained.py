@@ -20,9 +20,10 @@ S's whole 64 x N1 tile when the second product starts. Before → after (wgmma, 
 ``split`` is the legalize step (the ``chain`` pass): it checks the fused schedule holds a chain and
 gives the first product's Model (the kernel's ring and loops) and the second's (``Chain``).
 ``match`` describes the second product's tiles, ``plan_tile`` the TMA tile of its B (one tile,
-copied once at the kernel's start: the second product's k and n are covered by one tile each),
-``setup`` and ``statements`` the kernel's part of it. Its C leaves as a product's C does: by
-TMA through shared slots where they fit (``hopper.plan_chain_output``), else by the threads.
+resident: copied once at the kernel's start with the first product's resident operands, as
+``hopper`` copies them), ``statements`` the kernel's part of it after each tile of the first.
+Its C leaves as a product's C does: by TMA through shared slots where they fit
+(``hopper.plan_chain_output``), else by the threads.
 """
 
 from __future__ import annotations
@@ -41,12 +42,7 @@ from ..ir.kernel import (
     FragmentConvert,
     FragmentMma,
     Load,
-    MbarrierArrive,
-    MbarrierInit,
-    MbarrierWait,
-    SharedBuffer,
     Stmt,
-    TmaLoad,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
@@ -56,8 +52,6 @@ from ..ir.types import ScalarType
 from ..ir.walk import subexpressions
 from ..targets import MemorySpace
 from . import epilogue, tensor
-
-FULL = "chain_full"  # the second product's B tile has landed
 
 
 @dataclass(frozen=True)
@@ -78,8 +72,6 @@ class Chain:
         return {lp.name: Affine((), self.facts.loop(lp.name).first) for lp in self.model.loops
                 if self.facts.loop(lp.name).extent == 1}
 
-    def barriers(self) -> tuple[SharedBuffer, ...]:
-        return (SharedBuffer(FULL, ScalarType.uint64, (1,), (1,)),)
 
 
 def where(model: Model) -> str:
@@ -203,20 +195,7 @@ def plan_tile(chain: Chain, plan_one) -> Chain:
                         f"{spec.array}'s tile moves with {', '.join(moving)}; a chained product's B is one tile, "
                         "copied once and read by every tile of the kernel: cover those loops with the tile, or bind "
                         "no loop it depends on", loops=(spec.index,))
-    return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin))
-
-
-def setup(chain: Chain) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
-    """At the kernel's start, by one thread: the barrier's set-up, then (once the set-up is fenced)
-    the copy of B's tile, which every tile's second product reads."""
-    c = chain.cache
-    copies: list[Stmt] = [MbarrierArrive(FULL, Const(0), c.stage_bytes, f"the bytes of {c.array}'s tile")]
-    for chunk in range(c.chunks):
-        coords = [Const(o.const) for o in c.origin]
-        coords[c.inner] = Const(c.origin[c.inner].const + chunk * c.chunk)
-        copies.append(TmaLoad(c.map.name, c.buffer.name, (Const(0), Const(chunk), Const(0), Const(0)), tuple(coords),
-                              FULL, Const(0), f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
-    return (MbarrierInit(FULL, Const(0), 1),), tuple(copies)
+    return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin, resident=True))
 
 
 def statements(chain: Chain, source: str, descriptor, as_expr) -> tuple[Stmt, ...]:
@@ -233,8 +212,7 @@ def statements(chain: Chain, source: str, descriptor, as_expr) -> tuple[Stmt, ..
                          in_registers=True),
                 FragmentConvert(f"_p{p}", source, p * k)]
     out += before
-    out += [MbarrierWait(FULL, Const(0), Const(0), f"{chain.cache.array}'s tile has landed (once, before the first "
-                                                   "tile: the phase stays complete)"), WarpgroupFence()]
+    out.append(WarpgroupFence())  # (B's tile, resident, has landed before the first tile: hopper)
     for p in range(t.passes):
         out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, Const(0)), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
     out += [WarpgroupCommit(), WarpgroupWait(0)]

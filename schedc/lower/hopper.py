@@ -95,6 +95,7 @@ class TmaCache:
     stages: int
     multicast: int = 1  # blocks of the cluster that share the tile; each copies 1/multicast of it
     split: str = ""  # how the tile is shared out: "chunks" (whole boxes) or "rows" (of every box)
+    resident: bool = False  # the same tile for every tile of the kernel: copied once, at its start
 
     @property
     def chunks(self) -> int:
@@ -120,8 +121,15 @@ def is_warpgroup_plan(tiles: tensor.TensorMatch | None) -> bool:
 # -- the caches --------------------------------------------------------------------------------
 
 
-def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
-    """Check the SHARED caches of a wgmma plan and describe their TMA tiles."""
+def ring_of(caches) -> tuple[TmaCache, ...]:
+    """The caches that stream through the mbarrier ring (not the resident ones)."""
+    return tuple(c for c in caches if not c.resident)
+
+
+def plan_tma(model, facts, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
+    """Check the SHARED caches of a wgmma plan and describe their TMA tiles: those at the
+    innermost cache index stream through the ring; one at a loop outside it whose tile never
+    moves is resident (copied once, at the kernel's start)."""
     for binding in model.bindings:
         if binding.unit.level in ("warp", "thread"):
             raise PlanError(tensor.where(model), f"{model.tensorize.mma_shape.name} is a warpgroup's tile: bind the "
@@ -135,18 +143,44 @@ def plan_tma(model, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
             raise PlanError(tensor.where(model), f"wgmma reads {role} ({operand.buffer}) from shared memory: "
                                                  f"plan.cache({operand.buffer}, index=<the loop inside k>, "
                                                  "location=SHARED)", loops=model.tensorize.loops)
-    caches = [plan_one(model, spec, tiles, operands) for spec in specs]
+    caches = _residents(model, facts, [plan_one(model, spec, tiles, operands) for spec in specs])
     tensor.check_padding(model, tiles, set(operands))  # TMA fills zeros past each operand's reach
-    for c in caches[1:]:
-        if (c.index, c.stages) != (caches[0].index, caches[0].stages):
-            raise CacheError(_here(model, c.array, c.index), f"{caches[0].array} is cached at {caches[0].index} with "
-                                                      f"{caches[0].stages} stage(s) and {c.array} at {c.index} with "
+    ring = ring_of(caches)
+    for c in ring[1:]:
+        if (c.index, c.stages) != (ring[0].index, ring[0].stages):
+            raise CacheError(_here(model, c.array, c.index), f"{ring[0].array} is cached at {ring[0].index} with "
+                                                      f"{ring[0].stages} stage(s) and {c.array} at {c.index} with "
                                                       f"{c.stages}: the operands of wgmma share one pipeline",
                              loops=(c.index,))
     if model.clustering is not None:
         caches = _share(model, caches)
     _check_budget(model, caches)
     return tuple(caches)
+
+
+def _residents(model, facts, caches: list[TmaCache]) -> list[TmaCache]:
+    """The caches at a loop outside the innermost cache index, marked resident: their tile must
+    be the same for every tile of the kernel (the loops it moves with take one value each)."""
+    names = [lp.name for lp in model.loops]
+    index = max((c.index for c in caches), key=names.index)
+    inner = next(c for c in caches if c.index == index)
+    out = []
+    for c in caches:
+        if c.index == index:
+            out.append(c)
+            continue
+        single = {n: Affine((), facts.loop(n).first) for n in names if facts.loop(n).extent == 1}
+        origin = tuple(o.substitute(single) for o in c.origin)
+        moving = sorted({v for o in origin for v, _ in o.terms})
+        if moving or c.stages > 1 or model.clustering is not None:
+            why = (f"its tile moves with {', '.join(moving)}" if moving else
+                   f"it has {c.stages} stages" if c.stages > 1 else "the plan shares tiles in a cluster")
+            raise CacheError(_here(model, c.array, c.index), f"{inner.array} is cached at {index} and {c.array} at "
+                                                      f"{c.index}: the operands of wgmma share one pipeline, or one "
+                                                      f"tile that never moves is copied once (resident), and {why}: "
+                                                      f"cache {c.array} at {index}", loops=(c.index,))
+        out.append(dataclasses.replace(c, origin=origin, resident=True))
+    return out
 
 
 def _here(model, array: str, index: str) -> str:
@@ -272,7 +306,7 @@ def _share(model, caches: list[TmaCache]) -> list[TmaCache]:
 
 
 def _check_budget(model, caches: list[TmaCache]) -> None:
-    buffers = [c.buffer for c in caches] + list(_barriers(caches[0].stages)) + list(_turns(model.teams))
+    buffers = [c.buffer for c in caches] + list(_barriers(ring_of(caches)[0].stages)) + list(_turns(model.teams))
     _, total = shared_layout(buffers)
     gpu = model.gpu
     if total > gpu.shared_memory_max:
@@ -325,7 +359,7 @@ class WarpRoles:
 def plan_roles(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], launch: Launch) -> WarpRoles:
     """The block's roles and their registers, refused with the changes that fit where the
     launch or ptxas would refuse them (``registers.role_registers``)."""
-    shape = _loops(model, tiles, caches[0])
+    shape = _loops(model, tiles, ring_of(caches)[0])
     return WarpRoles(shape, *role_registers(model, tiles, shape.blocked, launch))
 
 
@@ -341,10 +375,10 @@ def plan_epilogue(model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...]
                                                         "each pass would add its tile into C by TMA reductions on "
                                                         "top of the passes before; cache C at a loop outside "
                                                         f"{loops}")
-    full, empty = _barriers(caches[0].stages)
+    full, empty = _barriers(ring_of(caches)[0].stages)
     tiles_per_group = math.prod(len(tensor._values(model, b)) for b in roles.shape.blocked)
     output = epilogue.plan_output(model, tiles, launch, (*(c.buffer for c in caches), full, empty,
-                                                         *_turns(launch.teams)),
+                                                         *_turns(launch.teams), *_resident_barrier(caches, None)),
                                   roles.shape.outer, tiles_per_group)
     if output is None:
         epilogue.not_added(model, model.adds_into, f"which this plan's tiles of {model.adds_into} cannot take")
@@ -366,8 +400,8 @@ def plan_chain_output(chain: chained.Chain, caches: tuple[TmaCache, ...], launch
                       roles: WarpRoles) -> chained.Chain:
     """How a chain's second product's C leaves: by TMA through slots beside the ring and the
     second's B tile (``epilogue.plan_output``), or by the threads."""
-    full, empty = _barriers(caches[0].stages)
-    ring = (*(c.buffer for c in caches), full, empty, chain.cache.buffer, *chain.barriers())
+    full, empty = _barriers(ring_of(caches)[0].stages)
+    ring = (*(c.buffer for c in caches), full, empty, *_resident_barrier(caches, chain), chain.cache.buffer)
     return dataclasses.replace(chain, output=epilogue.plan_output(chain.model, chain.tiles, launch, ring,
                                                                   roles.shape.outer, 1))
 
@@ -385,7 +419,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
 
         return affine_expr(a, order)
 
-    stages = caches[0].stages
+    streamed = ring_of(caches)
+    stages = streamed[0].stages
     consumers, team = launch.threads, launch.team_threads  # a stage's consumers: one team's threads
     full, empty = _barriers(stages)
     block_lets, group_lets = split_coordinates(model, launch)
@@ -396,7 +431,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     # at run time): what the consumers' code may hold beyond that share would spill
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled).bind(shape, ring)
-    inits, copies, tail = _chain(chain, model, shape, single_valued(as_expr, chain))
+    tail = _chain(chain, model, shape, single_valued(as_expr, chain))
+    inits, copies, landed = _resident_copies(caches, chain)
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), team if cluster == 1 else team // WARP * cluster)
@@ -407,13 +443,13 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Fence("mbarrier_init"), *copies), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
-    consumer = (*group_lets, *persistent_loop(launch, (*block_lets, *_consumer_body(
-        model, facts, tiles, shape, ring, products, caches, as_expr, producer=None if enabled else _issue_ahead,
+    consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *_consumer_body(
+        model, facts, tiles, shape, ring, products, streamed, as_expr, producer=None if enabled else _issue_ahead,
         tail=tail)), by_team=True),
         *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
-                       persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, caches,
+                       persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, streamed,
                                                                              as_expr))),
                        "one thread of the producer warpgroup issues every copy"),)
         body: tuple[Stmt, ...] = (*setup, Roles((
@@ -426,8 +462,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
     buffers = (*(c.buffer for c in caches), full, empty, *_turns(launch.teams),
-               *(output.shared if output is not None else ()),
-               *((chain.cache.buffer, *chain.barriers()) if chain is not None else ()),
+               *(output.shared if output is not None else ()), *_resident_barrier(caches, chain),
+               *((chain.cache.buffer,) if chain is not None else ()),
                *(chain.output.shared if chain is not None and chain.output is not None else ()))
     values = (*(c.map for c in caches), *(output.maps if output is not None else ()),
               *((chain.cache.map,) if chain is not None else ()),
@@ -435,11 +471,42 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     return assemble(model, launch, body, buffers, values, block=(threads, 1, 1))
 
 
-def _chain(chain: chained.Chain | None, model, shape: LoopShape, as_expr):
-    """A chain's statements: at the kernel's start, its barrier's set-up and its B tile's copy;
-    after each tile of the first product, the second (``chained``)."""
-    if chain is None:
+RESIDENT = "resident"  # the resident tiles (copied once, at the kernel's start) have landed
+
+
+def _resident_barrier(caches, chain: chained.Chain | None) -> tuple[SharedBuffer, ...]:
+    if chain is None and not any(c.resident for c in caches):
+        return ()
+    return (SharedBuffer(RESIDENT, ScalarType.uint64, (1,), (1,)),)
+
+
+def _resident_copies(caches, chain: chained.Chain | None) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...],
+                                                                  tuple[Stmt, ...]]:
+    """The tiles copied once (resident operands, a chain's second B): their barrier's set-up, the
+    copies (by the thread that sets up the barriers, once they are fenced) and the consumers'
+    wait for them before their first tile (the phase stays complete: no later wait blocks)."""
+    tiles = [c for c in caches if c.resident] + ([chain.cache] if chain is not None else [])
+    if not tiles:
         return (), (), ()
+    copies: list[Stmt] = [MbarrierArrive(RESIDENT, Const(0), sum(c.stage_bytes for c in tiles),
+                                         "the bytes of the tiles copied once")]
+    for c in tiles:
+        for chunk in range(c.chunks):
+            coords = [Const(o.const) for o in c.origin]
+            coords[c.inner] = Const(c.origin[c.inner].const + chunk * c.chunk)
+            copies.append(TmaLoad(c.map.name, c.buffer.name, (Const(0), Const(chunk), Const(0), Const(0)),
+                                  tuple(coords), RESIDENT, Const(0),
+                                  f"{c.array} (resident): box {chunk + 1} of {c.chunks}" if c.chunks > 1 else
+                                  f"{c.array} (resident)"))
+    names = ", ".join(c.array for c in tiles)
+    return ((MbarrierInit(RESIDENT, Const(0), 1),), tuple(copies),
+            (MbarrierWait(RESIDENT, Const(0), Const(0), f"the tiles copied once ({names}) have landed"),))
+
+
+def _chain(chain: chained.Chain | None, model, shape: LoopShape, as_expr) -> tuple[Stmt, ...]:
+    """After each tile of the first product of a chain, the second (``chained``)."""
+    if chain is None:
+        return ()
     blocking = tensor.Blocking(model, shape.blocked)
     combos = blocking.combos(shape.blocked)
     if len(combos) != 1:
@@ -447,10 +514,8 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, as_expr):
                                                      f"{len(combos)} tiles ({', '.join(shape.blocked)}); a chain "
                                                      "feeds one 64-row tile of it to the second product")
     source = blocking.name("c", shape.blocked, combos[0])
-    inits, copies = chained.setup(chain)
-    inits += chain.output.setup() if chain.output is not None else ()
     second = _Products(chain.model, chain.tiles, (chain.cache,), as_expr)
-    return inits, copies, chained.statements(chain, source, second.descriptor, as_expr)
+    return chained.statements(chain, source, second.descriptor, as_expr)
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
@@ -839,7 +904,7 @@ class _Products:
         if outer_rows.const % 8:
             raise CacheError(here, f"{role}'s tiles start at row {outer_rows.const} of the TMA tile; wgmma reads rows "
                                    "in groups of 8", loops=(c.index,))
-        origin = (stage, chunk, self.as_expr(outer_rows), Const(col))
+        origin = (Const(0) if c.resident else stage, chunk, self.as_expr(outer_rows), Const(col))
         layout = "row_major" if (k_major == (role == "A")) else "col_major"
         use = "matrix_a" if role == "A" else "matrix_b"
         row_stride, col_stride = (c.chunk, 1) if layout == "row_major" else (1, c.chunk)

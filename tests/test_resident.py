@@ -1,0 +1,96 @@
+"""Resident operand tiles of a wgmma plan (``hopper._residents``): an operand cached in SHARED at
+a loop outside the ring's cache index, whose tile is the same for every tile of the kernel, is
+copied once at the kernel's start (one mbarrier, waited for once) instead of streaming through the
+ring; one whose tile moves is refused with the loops it moves with."""
+
+from __future__ import annotations
+
+import pytest
+
+import schedc as acc
+from schedc.errors import CacheError
+from schedc.ir.kernel import MbarrierWait, TmaLoad
+from schedc.ir.walk import walk_statements
+from schedc.verify import emulate_function, run_function
+
+from .conftest import require_gpu
+from .plans import build, compile_function_plan
+
+F16 = acc.ScalarType.float16
+H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
+
+
+def _plan(M=256, N=128, K=256, b_at="j", persistent=False, producer=True, n_block=128, b_layout="FIRST_MAJOR"):
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(K, N), layout=acc.Array.Layout[b_layout])
+    C = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(M, N))
+    nest = acc.Nest(shape=(M, N, K))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    schedule = nest.create_schedule()
+    ii = schedule.split(i, 128)
+    iii = schedule.split(ii, 64)
+    jj = schedule.split(j, n_block)
+    kk = schedule.split(k, 64)
+    shape = acc.MMAShape[f"M64xN{n_block}xK16_B1"]
+    iiii, jjj, kkk = schedule.tile({iii: 64, jj: n_block, kk: 16})
+    schedule.reorder(i, j, ii, jj, k, kk, iii, iiii, jjj, kkk)
+    plan = schedule.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_Y, j: H100.GridUnit.BLOCK_X, ii: H100.GridUnit.WARPGROUP_Y})
+    plan.tensorize(indices=(iiii, jjj, kkk), mma_shape=shape, prologue_op=acc.MMAFragmentOp.SET)
+    plan.cache(A, index=kk, location=H100.MemorySpace.SHARED, stages=3, engine=acc.CopyEngine.TMA)
+    index = {"j": jj, "kk": kk}[b_at]
+    plan.cache(B, index=index, location=H100.MemorySpace.SHARED, engine=acc.CopyEngine.TMA,
+               **({"stages": 3} if b_at == "kk" else {}))
+    plan.cache(C, index=k, location=H100.MemorySpace.MMA_FRAGMENT)
+    plan.warp_specialize(producer)
+    if persistent:
+        plan.persistent()
+    return plan, (A, B, C)
+
+
+CASES = {
+    "resident": {},
+    "resident_persistent": dict(persistent=True),
+    "resident_one_role": dict(producer=False),
+    "resident_column_major": dict(b_layout="LAST_MAJOR"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_resident_operand_matches_the_reference(case):
+    model, fn = compile_function_plan(*_plan(**CASES[case]))
+    reports = emulate_function(model, fn, None, seed=4)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def test_a_resident_tile_is_copied_once_before_the_ring():
+    """B's two boxes (its 256 x 128 tile) on the resident barrier, before any tile; the consumers
+    wait for it once, outside the tile loop; A alone streams through the ring."""
+    _, fn = compile_function_plan(*_plan(persistent=True))
+    body = list(walk_statements(fn.kernels[0].body))
+    copies = [s for s in body if isinstance(s, TmaLoad)]
+    assert [s.barrier for s in copies if s.tensor_map == "B_map"] == ["resident", "resident"]
+    assert {s.barrier for s in copies if s.tensor_map == "A_map"} == {"full"}
+    assert sum(isinstance(s, MbarrierWait) and s.barrier == "resident" for s in body) == 1
+
+
+def test_a_resident_tile_that_moves_is_refused():
+    """B at jj over two columns of blocks: its tile moves with j, so it is not resident."""
+    with pytest.raises(CacheError, match=r"A is cached at kk and B at jj: the operands of wgmma share one pipeline, "
+                                         r"or one tile that never moves is copied once \(resident\), and its tile "
+                                         r"moves with j: cache B at kk"):
+        compile_function_plan(*_plan(N=256))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["resident", "resident_persistent"])
+def test_a_resident_operand_on_the_gpu(case, tmp_path):
+    build(*_plan(**CASES[case]), "resident", tmp_path)
+    require_gpu()
+    reports = run_function(acc.load(tmp_path / "resident.hat").functions["resident"], seed=7)
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
