@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The back-to-back GEMM E = (A @ B) @ D of samples/b2b_gemm.py against two ``torch.mm`` calls
-with the intermediate in global memory, on the same tensors, on the GPU, in one run.
+with the intermediate in global memory, on the same tensors, on the GPU, in one run (and
+``mlp_relu``: E = relu(A @ B + bias) @ D against torch's addmm, relu_ and mm).
 
 For each function of the sample (and, with ``--variants``, the plan at other block rows, k tiles
 and stages for float16 at 65536 x 128): E is checked against torch's ``mm(mm(A, B), D)`` first
@@ -80,17 +81,30 @@ def measure(fn, M: int, N: int, dtype) -> dict[str, float]:
     d = torch.randn(N, N, device="cuda", dtype=dtype) / N ** 0.5
     e = torch.empty(M, N, device="cuda", dtype=dtype)
     s = torch.empty(M, N, device="cuda", dtype=dtype)
-    want = torch.mm(torch.mm(a, b), d).float()
-    fn(a, b, d, e)
+    if fn.name.startswith("mlp_relu"):  # E = relu(A @ B + bias) @ D: torch's addmm, relu, mm
+        bias = torch.randn(N, device="cuda", dtype=dtype)
+        want = torch.mm(torch.relu(torch.addmm(bias, a, b)), d).float()
+        fn(a, b, d, e, bias)
+
+        def reference():
+            torch.addmm(bias, a, b, out=s)
+            torch.relu_(s)
+            torch.mm(s, d, out=e)
+
+        arguments = (a, b, d, e, bias)
+    else:
+        want = torch.mm(torch.mm(a, b), d).float()
+        fn(a, b, d, e)
+
+        def reference():
+            torch.mm(a, b, out=s)
+            torch.mm(s, d, out=e)
+
+        arguments = (a, b, d, e)
     error = ((e.float() - want).abs().max() / want.abs().max()).item()
     assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
-
-    def two_mm():
-        torch.mm(a, b, out=s)
-        torch.mm(s, d, out=e)
-
-    return {"schedc": do_bench(lambda: fn(a, b, d, e), return_mode="median"),
-            "torch": do_bench(two_mm, return_mode="median"), "error": error}
+    return {"schedc": do_bench(lambda: fn(*arguments), return_mode="median"),
+            "torch": do_bench(reference, return_mode="median"), "error": error}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ Against two ``torch.mm`` calls the kernel saves S's round trip through global me
 and a read of M x N1 16-bit values): ``benchmarks/b2b_gemm.py`` times both on the same tensors.
 
 - ``b2b_fp16_<M>x<N>``: float16, M rows and the three other dimensions N (64 or 128);
-- ``b2b_bf16_<M>x<N>``: bfloat16.
+- ``b2b_bf16_<M>x<N>``: bfloat16;
+- ``mlp_relu_fp16_<M>x<N>``: ``E = relu(A @ B + bias) @ D`` (two layers of an MLP), the bias and the
+  ReLU applied to the intermediate in registers between the products.
 
 ``b2b_gemm`` builds the plan for any sizes and types the chain allows (N1 one wgmma tile: the
 warpgroup holds S's whole row of tiles before the second product starts).
@@ -27,13 +29,17 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
 def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, rows: int = 128, k_tile: int = 64,
-             stages: int = 4, persistent: bool = True, producer: bool = True, b_resident: bool = True):
+             stages: int = 4, persistent: bool = True, producer: bool = True, b_resident: bool = True,
+             between=None, inputs: tuple = ()):
     """The plan of ``E = (A @ B) @ D`` (A: M x K, B: K x N1, D: N1 x N2, all ``dtype``; E: M x N2
     of ``dtype``) and its arrays (A, B, D, E). ``rows``: the block's rows of A (64 per consumer
     warpgroup); ``k_tile``: the columns of A in one stage of the ring; ``producer``: a producer
     warpgroup issues the copies (else thread 0 of the consumers, ahead of them); ``b_resident``: B's
     whole tile (K x N1, the same for every block) copied once at the kernel's start (else B's
-    k_tile rows stream through the ring beside A's)."""
+    k_tile rows stream through the ring beside A's); ``between``: an element-wise nest on the
+    intermediate before the second product, ``S[i, j] = between(S[i, j], i, j)`` (a fused nest
+    between the two: ``E = act(A @ B) @ D``, computed on the float32 registers), reading the arrays
+    ``inputs`` (passed after E)."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N1), layout=acc.Array.Layout.FIRST_MAJOR)
     D = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N1, N2), layout=acc.Array.Layout.FIRST_MAJOR)
@@ -54,7 +60,17 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     def _():
         E[i2, l2] += acc.cast(S[i2, j2], dtype) * D[j2, l2]
 
-    schedule = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
+    nests = [first.create_schedule()]
+    if between is not None:
+        middle = acc.Nest(shape=(M, N1))
+        i1, j1 = middle.get_indices()
+
+        @middle.iteration_logic
+        def _():
+            S[i1, j1] = between(S[i1, j1], i1, j1)
+
+        nests.append(middle.create_schedule())
+    schedule = acc.fuse((*nests, second.create_schedule()), partial=2)
     f, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, rows)
     iii = schedule.split(ii, 64)  # one consumer warpgroup's rows
@@ -83,7 +99,14 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     plan.warp_specialize(producer)
     if persistent:
         plan.persistent()
-    return plan, (A, B, D, E)
+    return plan, (A, B, D, E, *inputs)
+
+
+def relu_mlp(M: int, N: int, **options):
+    """``E = relu(A @ B + bias) @ D``, every dimension but M of ``N``: the plan and its arrays (A, B,
+    D, E, bias)."""
+    bias = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(N,))
+    return b2b_gemm(M, N, N, N, between=lambda s, i, j: acc.max(s + bias[j], 0.0), inputs=(bias,), **options)
 
 
 SIZES = ((65536, 128), (65536, 64))
@@ -93,4 +116,5 @@ if __name__ == "__main__":
     for M, N in SIZES:
         package.add(*b2b_gemm(M, N, N, N), base_name=f"b2b_fp16_{M}x{N}")
     package.add(*b2b_gemm(65536, 128, 128, 128, dtype=acc.ScalarType.bfloat16), base_name="b2b_bf16_65536x128")
+    package.add(*relu_mlp(65536, 128), base_name="mlp_relu_fp16_65536x128")
     package.build("b2b_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/b2b_gemm")

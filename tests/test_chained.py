@@ -50,6 +50,29 @@ def _plan(M, N1, K, N2, **options):
     return b2b_gemm.b2b_gemm(M, N1, K, N2, **options)
 
 
+def test_an_activation_between_the_products_runs_on_the_registers():
+    """E = relu(A @ B + bias) @ D: the bias and the ReLU on the first product's float32 registers
+    (a fused nest between the two), before they are converted into the second's A."""
+    model, fn = compile_function_plan(*b2b_gemm.relu_mlp(256, 64))
+    _passed(emulate_function(model, fn, None, seed=3))
+    body = list(walk_statements(fn.kernels[0].body))
+    maps = [n for n, s in enumerate(body) if type(s).__name__ == "FragmentMap"]
+    converts = [n for n, s in enumerate(body) if isinstance(s, FragmentConvert)]
+    assert maps and max(maps) < min(converts)
+
+
+def test_a_nest_between_the_products_writing_another_array_is_refused():
+    """The middle nest writes Y at S's element: the registers would hold Y's values, not S's."""
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(128, 64))
+
+    def middle(S, i, j):
+        Y[i, j] = S[i, j] * 2.0
+
+    with pytest.raises(PlanError, match=r"fused schedule 1 writes Y; between the products of a chain the nests are "
+                                        r"element-wise on S, the registers the second product reads"):
+        compile_function_plan(*_script(middle=middle, extra=(Y,)))
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_back_to_back_gemm_matches_the_reference_in_the_emulator(case):
     """Every block of every shape: E within the 16-bit tolerance of the float64 reference, which
@@ -131,7 +154,7 @@ def test_the_verifier_checks_a_conversion():
 
 
 def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=None, fuse=True, teams=1,
-            e_type=T.float16):
+            e_type=T.float16, middle=None, extra=()):
     """The b2b plan of 128 x 64 x 64 x 64 with one thing changed."""
     F16 = T.float16
     N = 64
@@ -165,7 +188,17 @@ def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=N
         plan.tensorize(indices=(iii, jj, kk), mma_shape=shape)
         plan.tensorize(indices=(iii, jj, kk), mma_shape=shape)
         return plan, (A, B, S)
-    schedule = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
+    nests = [first.create_schedule()]
+    if middle is not None:
+        between = acc.Nest(shape=(128, N))
+        i1, j1 = between.get_indices()
+
+        @between.iteration_logic
+        def _():
+            middle(S, i1, j1)
+
+        nests.append(between.create_schedule())
+    schedule = acc.fuse((*nests, second.create_schedule()), partial=2)
     f, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, 64)
     kk = schedule.split(k, 32)
@@ -187,7 +220,7 @@ def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=N
     if teams > 1:
         plan.persistent()
     args = (A, B, D, E) if s_role is acc.Role.TEMP else (A, B, D, E, S)
-    return plan, args
+    return plan, (*args, *extra)
 
 
 def test_the_refusal_script_builds_as_written():
@@ -234,9 +267,9 @@ GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role")
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", GPU_CASES)
+@pytest.mark.parametrize("case", [*GPU_CASES, "relu_mlp"])
 def test_back_to_back_gemm_on_the_gpu(case, tmp_path):
-    build(*_plan(**CASES[case]), "b2b", tmp_path)
+    build(*(b2b_gemm.relu_mlp(256, 128) if case == "relu_mlp" else _plan(**CASES[case])), "b2b", tmp_path)
     require_gpu()
     _passed(run_function(acc.load(tmp_path / "b2b.hat").functions["b2b"], seed=7))
 

@@ -196,7 +196,32 @@ class Model:
             self, dims=dims, statements=tuple(self.statements[s] for s in self.fusion.parts[number]), loops=loops,
             groups=tuple(g for g in self.groups if set(g.members) <= kept),
             bindings=tuple(b for b in self.bindings if set(b.loops) <= kept), fusion=None,
-            tensorize=self.tensorize if number == 0 else self.chained if number == 1 else None, chained=None)
+            tensorize=self.tensorize if number == 0 else self.chained if number == self._chained_part else None,
+            chained=None)
+
+    @property
+    def _chained_part(self) -> int:
+        """The part a chained product is (the last), or -1."""
+        return len(self.fusion.parts) - 1 if self.chained is not None and self.fusion is not None else -1
+
+    def head(self, count: int) -> Model:
+        """The first ``count`` parts of a fused Model, still fused (part 0 alone when ``count`` is 1):
+        a chain's first product with the element-wise parts on its C before the second."""
+        if count == 1:
+            return self.part(0)
+        fusion = self.fusion
+        foreign = frozenset(d for dims in fusion.unfused[count:] for d in dims)
+        dims = tuple((name, 1 if d in foreign else n) for d, (name, n) in enumerate(self.dims))
+        loops = tuple(lp for lp in self.loops if lp.dim not in foreign)
+        kept = {lp.name for lp in loops}
+        order = [n for members in fusion.parts[:count] for n in members]
+        position = {n: p for p, n in enumerate(order)}
+        parts = tuple(tuple(position[n] for n in members) for members in fusion.parts[:count])
+        return dataclasses.replace(
+            self, dims=dims, statements=tuple(self.statements[n] for n in order), loops=loops,
+            groups=tuple(g for g in self.groups if set(g.members) <= kept),
+            bindings=tuple(b for b in self.bindings if set(b.loops) <= kept),
+            fusion=dataclasses.replace(fusion, parts=parts, unfused=fusion.unfused[:count]), chained=None)
 
     @property
     def outside_fusion(self) -> frozenset[str]:
@@ -244,7 +269,7 @@ class Model:
         """The arrays the statements read that start undefined, OUTPUT and TEMP ones, so that each
         read must follow a write of its element; not a tensorized C whose fragments start at a value
         (``prologue_op=SET``), which the product does not read (nor a chained product's C)."""
-        products = ((self.tensorize, 0), (self.chained, self.fusion.parts[1][0] if self.chained else 0))
+        products = ((self.tensorize, 0), (self.chained, self.fusion.parts[-1][0] if self.chained else 0))
         starts = {self.statements[n].buffer for t, n in products
                   if t is not None and t.prologue_op is MMAFragmentOp.SET}
         read = dict.fromkeys(ld.buffer for s in self.statements for ld in loads(s.value))

@@ -91,12 +91,13 @@ def split(model: Model) -> tuple[Model, Chain | None]:
         return model, None
     here = where(model)
     fusion = model.fusion
-    if fusion is None or len(fusion.parts) != 2 or any(len(p) != 1 for p in fusion.parts):
+    if fusion is None or len(fusion.parts) < 2 or len(fusion.parts[0]) != 1 or len(fusion.parts[-1]) != 1:
         shape = "no fused schedule" if fusion is None else \
             f"{len(fusion.parts)} fused schedules of " + ", ".join(str(len(p)) for p in fusion.parts) + " statement(s)"
-        raise PlanError(here, f"a second product is tensorized in a fused schedule of two nests of one statement "
-                              f"each, the first's C the second's A; the plan has {shape}")
-    first, second = (model.statements[p[0]] for p in fusion.parts)
+        raise PlanError(here, f"a second product is tensorized in a fused schedule whose first nest is the first "
+                              f"product and whose last is the second (one statement each; nests between are "
+                              f"element-wise on the first's C), the first's C the second's A; the plan has {shape}")
+    first, second = model.statements[fusion.parts[0][0]], model.statements[fusion.parts[-1][0]]
     source = first.buffer
     if not any(isinstance(e, Load) and e.buffer == source for e in subexpressions(second.value)):
         raise PlanError(here, f"the second product does not read {source}, the first's C: a chain of products "
@@ -104,12 +105,19 @@ def split(model: Model) -> tuple[Model, Chain | None]:
     if model.buffer(source).role != "temp":
         raise PlanError(here, f"{source} is Role.{model.buffer(source).role.upper()}: a chain keeps the first "
                               f"product's result in registers alone; make {source} Role.TEMP")
+    for number, members in enumerate(fusion.parts[1:-1], 1):
+        for n in members:
+            if model.statements[n].buffer != source:
+                raise PlanError(here, f"fused schedule {number} writes {model.statements[n].buffer}; between the "
+                                      f"products of a chain the nests are element-wise on {source}, the registers "
+                                      f"the second product reads")
     if model.teams > 1 or model.clustering is not None:
         what = f"warp_specialize(teams={model.teams})" if model.teams > 1 else "plan.cluster"
         raise PlanError(here, f"{what} with a chain of products is not built: one team of consumer warpgroups, "
                               "no cluster")
-    second = _own_caches(model.part(1), source)
-    return _own_caches(model.part(0)), Chain(second, source, poly.analyze(second))
+    last = len(fusion.parts) - 1
+    chained = _own_caches(model.part(last), source)
+    return _own_caches(model.head(last)), Chain(chained, source, poly.analyze(chained))
 
 
 def _own_caches(part: Model, held: str = "") -> Model:
