@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import PlanError
-from .ir.kernel import Binary, Const, Expr
+from .ir.kernel import FAMILY_FACTS, Binary, Const, Expr
 from .ir.types import ScalarType
 from .targets import WGMMA_16, WGMMA_FP8, WGMMA_INT8, WGMMA_TF32, Instruction, MMAShape, Target
 
@@ -302,6 +302,19 @@ def wgmma_accumulator(n: int, dtype: ScalarType = _F32) -> LaneLayout:
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (WMMA, MMA_SYNC, WGMMA)}
+
+
+def _fragment_arch(f) -> str | None:
+    """The architecture-specific target a tile of ``f``'s family needs (sm_90a for wgmma), or None."""
+    family = FAMILIES[f.family]
+    return f"sm_{family.min_sm}a" if family.arch_specific else None
+
+
+def _fragment_registers(f) -> int:
+    return FAMILIES[f.family].registers(f.use, (f.m, f.n, f.k), f.precision, f.dtype)
+
+
+FAMILY_FACTS.update(arch=_fragment_arch, registers=_fragment_registers)
 BY_INSTRUCTION: dict[Instruction, Family] = {f.instruction: f for f in FAMILIES.values()}
 
 

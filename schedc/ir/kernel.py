@@ -253,18 +253,19 @@ def registers_held(s: object) -> int:
     return held(s) if callable(held) else held
 
 
+# What a tile's instruction family says about it, by name: ``arch`` (the architecture-specific
+# target it needs, or None) and ``registers`` (what each thread holds), filled by
+# ``schedc.instructions`` where the family table lives (the IR does not import that table).
+FAMILY_FACTS: dict[str, Callable[[Fragment], object]] = {}
+
+
 def _fragment_arch(f: Fragment) -> str | None:
     """sm_90a for a wgmma tile: its family's row says whether it is architecture-specific."""
-    from ..instructions import FAMILIES
-
-    family = FAMILIES[f.family]
-    return f"sm_{family.min_sm}a" if family.arch_specific else None
+    return FAMILY_FACTS["arch"](f)
 
 
 def _fragment_registers(f: Fragment) -> int:
-    from ..instructions import FAMILIES
-
-    return FAMILIES[f.family].registers(f.use, (f.m, f.n, f.k), f.precision, f.dtype)
+    return FAMILY_FACTS["registers"](f)
 
 
 def _unstaged_tile(s: FragmentLoad | FragmentStore) -> tuple[str, ...]:
