@@ -3,8 +3,8 @@
 with the intermediate in global memory, on the same tensors, on the GPU, in one run (and
 ``mlp_relu``: E = relu(A @ B + bias) @ D against torch's addmm, relu_ and mm).
 
-For each function of the sample (and, with ``--variants``, the plan at other block rows, k tiles
-and stages for float16 at 65536 x 128): E is checked against torch's ``mm(mm(A, B), D)`` first
+For each function of the sample (and, with ``--variants``, the plan at other block rows, k tiles,
+stages and sizes for float16, M = 65536): E is checked against torch's ``mm(mm(A, B), D)`` first
 (16-bit tolerance relative to the largest value), then both are timed with
 ``triton.testing.do_bench`` (L2 flushed between calls, medians in ms), the median of five rounds
 that time each form in turn. ``x torch`` is torch's time over schedc's (> 1: schedc faster);
@@ -29,16 +29,16 @@ from built import sample_package  # noqa: E402
 import schedc as acc  # noqa: E402
 
 ROUNDS = 5
-VARIANTS = {  # name: b2b_gemm options at float16, 65536 x 128 (B resident unless "_ring")
-    "rows128_k64_s4": dict(rows=128, k_tile=64, stages=4),
-    "rows128_k128_s3": dict(rows=128, k_tile=128, stages=3),
-    "rows128_k64_s6": dict(rows=128, k_tile=64, stages=6),
-    "rows64_k64_s6": dict(rows=64, k_tile=64, stages=6),
-    "rows64_k128_s4": dict(rows=64, k_tile=128, stages=4),
-    "rows128_k64_s4_ring": dict(rows=128, k_tile=64, stages=4, b_resident=False),
-    "rows64_k64_s4_ring": dict(rows=64, k_tile=64, stages=4, b_resident=False),
-    "rows128_k64_s4_grid": dict(rows=128, k_tile=64, stages=4, persistent=False),
-    "rows128_k64_s4_one_role": dict(rows=128, k_tile=64, stages=4, producer=False),
+VARIANTS = {  # name: (N, b2b_gemm options) at float16, M = 65536 (B resident unless "_ring")
+    "rows128_k64_s4": (128, dict(rows=128, k_tile=64, stages=4)),
+    "rows128_k64_s6": (128, dict(rows=128, k_tile=64, stages=6)),
+    "rows128_k64_s8": (128, dict(rows=128, k_tile=64, stages=8)),
+    "rows128_k32_s8": (128, dict(rows=128, k_tile=32, stages=8)),
+    "rows128_k64_s6_ring": (128, dict(rows=128, k_tile=64, stages=6, b_resident=False)),
+    "n64_rows128_k64_s8": (64, dict(rows=128, k_tile=64, stages=8)),
+    "n256_rows64_k64_s2_ring": (256, dict(rows=64, k_tile=64, stages=2, b_resident=False)),
+    "n256_rows64_k32_s3_ring": (256, dict(rows=64, k_tile=32, stages=3, b_resident=False)),
+    "n256_rows128_k64_s1_ring": (256, dict(rows=128, k_tile=64, stages=1, b_resident=False)),
 }
 
 
@@ -53,7 +53,7 @@ def main() -> None:
         functions += variants()
     for name, fn in functions:
         dtype = torch.bfloat16 if "bf16" in name else torch.float16
-        M, N = (65536, 128) if name in VARIANTS else map(int, name.rsplit("_", 1)[1].split("x"))
+        M, N = (65536, VARIANTS[name][0]) if name in VARIANTS else map(int, name.rsplit("_", 1)[1].split("x"))
         rounds = [measure(fn, M, N, dtype) for _ in range(ROUNDS)]
         t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
         gbs = 2 * M * N * 2 / (t["schedc"] * 1e-3) / 1e9
@@ -62,11 +62,11 @@ def main() -> None:
 
 
 def variants():
-    """The float16 65536 x 128 plan at other tiles, built into a temporary package."""
+    """The float16 plan at other tiles and sizes, built into a temporary package."""
     out = Path(tempfile.mkdtemp())
     package = acc.Package()
-    for name, options in VARIANTS.items():
-        package.add(*b2b_gemm.b2b_gemm(65536, 128, 128, 128, **options), base_name=name)
+    for name, (n, options) in VARIANTS.items():
+        package.add(*b2b_gemm.b2b_gemm(65536, n, n, n, **options), base_name=name)
     package.build("b2b_variants", output_dir=out)
     return list(acc.load(out / "b2b_variants.hat").functions.items())
 

@@ -29,7 +29,7 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
 def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, rows: int = 128, k_tile: int = 64,
-             stages: int = 4, persistent: bool = True, producer: bool = True, b_resident: bool = True,
+             stages: int = 6, persistent: bool = True, producer: bool = True, b_resident: bool = True,
              between=None, inputs: tuple = ()):
     """The plan of ``E = (A @ B) @ D`` (A: M x K, B: K x N1, D: N1 x N2, all ``dtype``; E: M x N2
     of ``dtype``) and its arrays (A, B, D, E). ``rows``: the block's rows of A (64 per consumer

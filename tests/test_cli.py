@@ -52,8 +52,8 @@ def test_show_after_a_pass_prints_what_it_attached(after, expected):
 def test_show_after_names_the_passes():
     result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", "nowhere"])
     assert result.exit_code == 2
-    assert ("'analyze', 'launch', 'check', 'tensorize', 'shared', 'private', 'roles', 'epilogue', 'lower', 'reserve', "
-            "'simplify'") in result.output
+    assert ("'analyze', 'launch', 'check', 'chain', 'tensorize', 'shared', 'private', 'roles', 'epilogue', 'lower', "
+            "'reserve', 'simplify'") in result.output
 
 
 @pytest.mark.parametrize("after, expected", [

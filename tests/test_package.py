@@ -251,8 +251,9 @@ def test_conflicting_or_foreign_formats_are_refused(tmp_path):
 @pytest.mark.parametrize("format_name, files", [
     ("MLIR_SOURCE", ["small.txt"]),
     ("MLIR_VERBOSE", ["small.0_normalize.txt", "small.1_analyze.txt", "small.2_launch.txt", "small.3_check.txt",
-                      "small.4_tensorize.txt", "small.5_shared.txt", "small.6_private.txt", "small.7_roles.txt",
-                      "small.8_epilogue.txt", "small.9_lower.txt", "small.10_reserve.txt", "small.11_simplify.txt"]),
+                      "small.4_chain.txt", "small.5_tensorize.txt", "small.6_shared.txt", "small.7_private.txt",
+                      "small.8_roles.txt", "small.9_epilogue.txt", "small.10_lower.txt", "small.11_reserve.txt",
+                      "small.12_simplify.txt"]),
 ])
 def test_mlir_formats_write_the_kernel_ir_and_say_so_once(format_name, files, tmp_path, capsys, monkeypatch):
     from schedc.package import build
