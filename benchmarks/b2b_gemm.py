@@ -10,7 +10,7 @@ stages and sizes for float16, M = 65536): E is checked against torch's ``mm(mm(A
 that time each form in turn. ``x torch`` is torch's time over schedc's (> 1: schedc faster);
 ``GB/s`` counts A read and E written once (B and D are small).
 
-Usage (on the GPU, repository root): python benchmarks/b2b_gemm.py [--variants]
+Usage (on the GPU, repository root): python benchmarks/b2b_gemm.py [--variants] [--only PREFIX[,PREFIX...]]
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ VARIANTS = {  # name: (N, b2b_gemm options) at float16, M = 65536 (B resident un
     "n256_rows64_k64_s2_ring": (256, dict(rows=64, k_tile=64, stages=2, b_resident=False)),
     "n256_rows64_k32_s3_ring": (256, dict(rows=64, k_tile=32, stages=3, b_resident=False)),
     "n256_rows128_k64_s1_ring": (256, dict(rows=128, k_tile=64, stages=1, b_resident=False)),
+    # S in tiles of 128 columns (a serial loop over them, E's accumulator kept across it)
+    "n256_t128_rows128_k64_s3": (256, dict(n1_tile=128, rows=128, k_tile=64, stages=3, b_resident=False)),
+    "n256_t128_rows128_k64_s2": (256, dict(n1_tile=128, rows=128, k_tile=64, stages=2, b_resident=False)),
+    "n256_t128_rows64_k64_s4": (256, dict(n1_tile=128, rows=64, k_tile=64, stages=4, b_resident=False)),
+    "n256_t64_rows128_k64_s4": (256, dict(n1_tile=64, rows=128, k_tile=64, stages=4, b_resident=False)),
 }
 
 
@@ -51,6 +56,9 @@ def main() -> None:
     functions = [(name, fn) for name, fn in package.functions.items()]
     if "--variants" in sys.argv:
         functions += variants()
+    if "--only" in sys.argv:  # names starting with one of these prefixes
+        prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(","))
+        functions = [(name, fn) for name, fn in functions if name.startswith(prefixes)]
     for name, fn in functions:
         dtype = torch.bfloat16 if "bf16" in name else torch.float16
         M, N = (65536, VARIANTS[name][0]) if name in VARIANTS else map(int, name.rsplit("_", 1)[1].split("x"))
@@ -65,8 +73,10 @@ def variants():
     """The float16 plan at other tiles and sizes, built into a temporary package."""
     out = Path(tempfile.mkdtemp())
     package = acc.Package()
+    prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else ("",)
     for name, (n, options) in VARIANTS.items():
-        package.add(*b2b_gemm.b2b_gemm(65536, n, n, n, **options), base_name=name)
+        if name.startswith(prefixes):
+            package.add(*b2b_gemm.b2b_gemm(65536, n, n, n, **options), base_name=name)
     package.build("b2b_variants", output_dir=out)
     return list(acc.load(out / "b2b_variants.hat").functions.items())
 

@@ -14,7 +14,8 @@ and E leaves by TMA through shared slots.
 Against two ``torch.mm`` calls the kernel saves S's round trip through global memory (a write
 and a read of M x N1 16-bit values): ``benchmarks/b2b_gemm.py`` times both on the same tensors.
 
-- ``b2b_fp16_<M>x<N>``: float16, M rows and the three other dimensions N (64 or 128);
+- ``b2b_fp16_<M>x<N>``: float16, M rows and the three other dimensions N (64, 128 or 256: at 256 the
+  intermediate in tiles of 128 columns, each multiplied into E as it is made, ``WIDE``);
 - ``b2b_bf16_<M>x<N>``: bfloat16;
 - ``mlp_relu_fp16_<M>x<N>``: ``E = relu(A @ B + bias) @ D`` (two layers of an MLP), the bias and the
   ReLU applied to the intermediate in registers between the products.
@@ -30,7 +31,7 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, rows: int = 128, k_tile: int = 64,
              stages: int = 6, persistent: bool = True, producer: bool = True, b_resident: bool = True,
-             between=None, inputs: tuple = ()):
+             between=None, inputs: tuple = (), n1_tile: int | None = None):
     """The plan of ``E = (A @ B) @ D`` (A: M x K, B: K x N1, D: N1 x N2, all ``dtype``; E: M x N2
     of ``dtype``) and its arrays (A, B, D, E). ``rows``: the block's rows of A (64 per consumer
     warpgroup); ``k_tile``: the columns of A in one stage of the ring; ``producer``: a producer
@@ -39,7 +40,9 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     k_tile rows stream through the ring beside A's); ``between``: an element-wise nest on the
     intermediate before the second product, ``S[i, j] = between(S[i, j], i, j)`` (a fused nest
     between the two: ``E = act(A @ B) @ D``, computed on the float32 registers), reading the arrays
-    ``inputs`` (passed after E)."""
+    ``inputs`` (passed after E); ``n1_tile``: S's columns in tiles of this many (a serial loop over
+    them, each tile of S multiplied into E as it is made: E's accumulator kept across that loop, D's
+    rows of the tile copied for each), else one tile of all N1."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N1), layout=acc.Array.Layout.FIRST_MAJOR)
     D = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N1, N2), layout=acc.Array.Layout.FIRST_MAJOR)
@@ -75,18 +78,25 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     ii = schedule.split(i, rows)
     iii = schedule.split(ii, 64)  # one consumer warpgroup's rows
     kk = schedule.split(k, k_tile)
-    shape1 = acc.MMAShape[f"M64xN{N1}xK16_B1"]
+    width = n1_tile or N1  # the columns of S a warpgroup holds at once
+    shape1 = acc.MMAShape[f"M64xN{width}xK16_B1"]
     shape2 = acc.MMAShape[f"M64xN{N2}xK16_B1"]
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape1)
-    iiii, jj, kkk = schedule.tile({iii: m, j: n, kk: mk})
-    ll = schedule.split(l, N2)
-    schedule.reorder(i, f, ii, j, k, kk, l, iii, iiii, jj, ll, kkk)
+    if width < N1:  # S's columns in tiles (the serial loop j): the fusing index inside j, E kept across it
+        jt = schedule.split(j, width)
+        iiii, jj, kkk = schedule.tile({iii: m, jt: n, kk: mk})
+        ll = schedule.split(l, N2)
+        schedule.reorder(i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
+    else:
+        iiii, jj, kkk = schedule.tile({iii: m, j: n, kk: mk})
+        ll = schedule.split(l, N2)
+        schedule.reorder(i, f, ii, j, k, kk, l, iii, iiii, jj, ll, kkk)
 
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
     start = acc.MMAFragmentOp.SET  # the accumulators start at zero: S and E are only written
     plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, prologue_op=start, prologue_arg=0.0)
-    plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=N1 // 16, prologue_op=start,
+    plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=width // 16, prologue_op=start,
                    prologue_arg=0.0)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     if b_resident:
@@ -110,11 +120,15 @@ def relu_mlp(M: int, N: int, **options):
 
 
 SIZES = ((65536, 128), (65536, 64))
+# N = 256: S in tiles of 128 columns (E's accumulator kept across them), one consumer warpgroup a
+# block, B's rows of each tile through the ring beside A's (B and D whole would not fit beside it)
+WIDE = {"n1_tile": 128, "rows": 64, "stages": 4, "b_resident": False}
 
 if __name__ == "__main__":
     package = acc.Package()
     for M, N in SIZES:
         package.add(*b2b_gemm(M, N, N, N), base_name=f"b2b_fp16_{M}x{N}")
+    package.add(*b2b_gemm(65536, 256, 256, 256, **WIDE), base_name="b2b_fp16_65536x256")
     package.add(*b2b_gemm(65536, 128, 128, 128, dtype=acc.ScalarType.bfloat16), base_name="b2b_bf16_65536x128")
     package.add(*relu_mlp(65536, 128), base_name="mlp_relu_fp16_65536x128")
     package.build("b2b_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/b2b_gemm")

@@ -43,6 +43,12 @@ CASES = {
     "one_stage": dict(M=128, N1=64, K=64, N2=64, stages=1, producer=False, persistent=False),
     "b_streamed": dict(M=256, N1=128, K=192, N2=64, b_resident=False),
     "b_streamed_one_role": dict(M=192, N1=64, K=128, N2=128, rows=64, b_resident=False, producer=False),
+    # S's columns in two tiles (a serial loop j inside the block): E's accumulator kept across j, D's rows
+    # of each tile copied for it (its own full and empty barriers)
+    "carried": dict(M=256, N1=256, K=64, N2=128, n1_tile=128, rows=64, stages=2, b_resident=False),
+    "carried_one_role": dict(M=192, N1=128, K=64, N2=64, n1_tile=64, rows=128, stages=2, b_resident=False,
+                             producer=False),
+    "carried_two_groups": dict(M=256, N1=128, K=128, N2=128, n1_tile=64, stages=3, b_resident=False),
 }
 
 
@@ -154,7 +160,7 @@ def test_the_verifier_checks_a_conversion():
 
 
 def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=None, fuse=True, teams=1,
-            e_type=T.float16, middle=None, extra=()):
+            e_type=T.float16, middle=None, extra=(), j_tile=None):
     """The b2b plan of 128 x 64 x 64 x 64 with one thing changed."""
     F16 = T.float16
     N = 64
@@ -202,15 +208,24 @@ def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=N
     f, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, 64)
     kk = schedule.split(k, 32)
-    iii, jj, kkk = schedule.tile({ii: 64, j: 64, kk: 16})
-    ll = schedule.split(l, 64)
-    schedule.reorder(i, f, ii, j, k, kk, l, iii, jj, ll, kkk)
+    if j_tile:  # S's columns in tiles of j_tile, the fusing index still outside j: refused
+        shape = acc.MMAShape[f"M64xN{j_tile}xK16_B1"]
+        jt = schedule.split(j, j_tile)
+        iii, jj, kkk = schedule.tile({ii: 64, jt: j_tile, kk: 16})
+        ll = schedule.split(l, 64)
+        schedule.reorder(i, f, ii, j, jt, k, kk, l, iii, jj, ll, kkk)
+    else:
+        iii, jj, kkk = schedule.tile({ii: 64, j: 64, kk: 16})
+        ll = schedule.split(l, 64)
+        schedule.reorder(i, f, ii, j, k, kk, l, iii, jj, ll, kkk)
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_X})
     start = acc.MMAFragmentOp.SET
     plan.tensorize(indices=(iii, jj, kkk), mma_shape=shape, prologue_op=start)
     loops = second_loops((iii, jj, kkk, ll)) if second_loops else (iii, ll, jj)
-    plan.tensorize(indices=loops, mma_shape=shape, num_total_passes=passes or 4, prologue_op=start)
+    second_shape = acc.MMAShape.M64xN64xK16_B1
+    plan.tensorize(indices=loops, mma_shape=second_shape, num_total_passes=passes or (j_tile or 64) // 16,
+                   prologue_op=start)
     plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
     plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
     plan.cache(D, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
@@ -258,12 +273,33 @@ def test_a_chained_product_with_too_few_passes_is_refused():
         compile_function_plan(*_script(passes=2))
 
 
+def test_tiles_of_the_intermediate_before_the_fusing_index_are_refused():
+    """j in two tiles of 32 with the fusing index outside j: the schedule computes S's 64 columns
+    before the second product, which a warpgroup's 32-column tile cannot hold."""
+    with pytest.raises(PlanError, match=r"j takes 2 values after the fusing index: the schedule computes S over all "
+                                        r"of them before the second product reads it"):
+        compile_function_plan(*_script(j_tile=32))
+
+
+def test_a_carried_accumulator_is_set_up_once_and_stored_once():
+    """With S in two tiles, E's fragment is declared and stored outside the loop over them, and D's
+    tile is copied once per tile of S through its own barriers."""
+    _, fn = compile_function_plan(*_plan(**CASES["carried"]))
+    body = list(walk_statements(fn.kernels[0].body))
+    loops = [s for s in body if type(s).__name__ == "Loop" and s.var == "j"]
+    assert len(loops) == 2  # the consumers' and the producer's
+    inside = list(walk_statements(loops[0].body)) + list(walk_statements(loops[1].body))
+    assert not any(isinstance(s, Fragment) and s.name == "_e" for s in inside)
+    assert any(isinstance(s, Fragment) and s.name == "_e" for s in body)
+    assert any(getattr(s, "barrier", "") == "chain_full" for s in inside if type(s).__name__ == "TmaLoad")
+
+
 def test_a_chain_with_ping_pong_teams_is_refused():
     with pytest.raises(PlanError, match=r"warp_specialize\(teams=2\) with a chain of products is not built"):
         compile_function_plan(*_script(teams=2))
 
 
-GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role")
+GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role", "carried", "carried_one_role")
 
 
 @pytest.mark.gpu

@@ -35,6 +35,7 @@ from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
+    Binary,
     Cast,
     Const,
     Expr,
@@ -42,7 +43,12 @@ from ..ir.kernel import (
     FragmentConvert,
     FragmentMma,
     Load,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    SharedBuffer,
     Stmt,
+    TmaLoad,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
@@ -52,6 +58,8 @@ from ..ir.types import ScalarType
 from ..ir.walk import subexpressions
 from ..targets import MemorySpace
 from . import epilogue, tensor
+
+FULL, EMPTY = "chain_full", "chain_empty"  # a moving B tile of the second product: landed / free again
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,10 @@ class Chain:
     model: Model
     source: str  # the first product's C (a TEMP array): the second's A, in registers
     facts: object = None  # poly.PolyFacts of its Model: its loops, guards and accesses
+    outside: frozenset[str] = frozenset()  # the loops before the fusing index (the kernel runs both parts in them)
+    # the loops its C's accumulator is kept across (serial, of the first's n outside the tile: each
+    # iteration adds the product of one tile of the first's C), outermost first
+    carried: tuple[str, ...] = ()
     tiles: tensor.TensorMatch | None = None
     cache: object = None  # hopper.TmaCache of the second's B: the same tile for every tile of the kernel
     output: object = None  # epilogue.TmaOutput: its C's tiles stored by TMA through shared slots (None: by the threads)
@@ -117,7 +129,7 @@ def split(model: Model) -> tuple[Model, Chain | None]:
                               "no cluster")
     last = len(fusion.parts) - 1
     chained = _own_caches(model.part(last), source)
-    return _own_caches(model.head(last)), Chain(chained, source, poly.analyze(chained))
+    return _own_caches(model.head(last)), Chain(chained, source, poly.analyze(chained), model.outside_fusion)
 
 
 def _own_caches(part: Model, held: str = "") -> Model:
@@ -162,15 +174,16 @@ def match(chain: Chain, target, first_model: Model, first: tensor.TensorMatch) -
     b = tensor._operand(here, model, facts, "B", y.buffer, d_sub, (k, n), k, mma_k)
     c = tensor._operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
     reductions = tuple(name for name in model.serial_loops if not tensor._uses(c_sub, name))
-    again = [name for name in reductions if facts.loop(name).extent > 1]
-    if again:
-        loop = again[0]
-        raise PlanError(here, f"{loop} takes {facts.loop(loop).extent} values and {c_buffer} does not depend on it: "
-                              f"the second product would sum over tiles of {chain.source} one after another, its "
-                              f"accumulator kept across {loop}, which is not built; cover {chain.source}'s "
-                              f"columns with one tile (split {loop} by its extent)", loops=(loop,))
+    carried = tuple(name for name in reductions if facts.loop(name).extent > 1)
+    for loop in carried:
+        if loop not in chain.outside:
+            raise PlanError(here, f"{loop} takes {facts.loop(loop).extent} values after the fusing index: the "
+                                  f"schedule computes {chain.source} over all of them before the second product "
+                                  f"reads it, which the registers cannot hold; put the fusing index inside {loop} "
+                                  f"(each tile of {chain.source} then goes on into the second product, {c_buffer}'s "
+                                  f"accumulator kept across {loop})", loops=(loop,))
     tiles = tensor.TensorMatch(first.c, b, c, mode.precision, operand, accumulator, (), family="wgmma")
-    return dataclasses.replace(chain, tiles=tensor._edges(here, model, facts, tiles))
+    return dataclasses.replace(chain, tiles=tensor._edges(here, model, facts, tiles), carried=carried)
 
 
 def _converted_to(value: Expr, source: str) -> ScalarType | None:
@@ -197,33 +210,87 @@ def plan_tile(chain: Chain, plan_one) -> Chain:
     cache = plan_one(model, spec, tiles, {tiles.b.buffer: "B"})
     single = chain.single_valued()
     origin = tuple(o.substitute(single) for o in cache.origin)
-    moving = sorted({v for o in origin for v, _ in o.terms})
+    moving = sorted({v for o in origin for v, _ in o.terms} - set(chain.carried))
     if moving:
         raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED)",
-                        f"{spec.array}'s tile moves with {', '.join(moving)}; a chained product's B is one tile, "
-                        "copied once and read by every tile of the kernel: cover those loops with the tile, or bind "
-                        "no loop it depends on", loops=(spec.index,))
-    return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin, resident=True))
+                        f"{spec.array}'s tile moves with {', '.join(moving)}; a chained product's B is copied once "
+                        "(or once for each value of the loops its C is kept across"
+                        + (f": {', '.join(chain.carried)}" if chain.carried else "") + "): cover those loops with "
+                        "the tile, or bind no loop it depends on", loops=(spec.index,))
+    fixed = not any(o.terms for o in origin)
+    return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin, resident=fixed))
 
 
-def statements(chain: Chain, source: str, descriptor, as_expr) -> tuple[Stmt, ...]:
-    """After the first product's tile: its accumulator ``source`` as the register A tiles of the
-    second, which multiplies them into its own accumulator and stores it (``descriptor``: the
-    maker of B's matrix descriptors, hopper's ``_Products.descriptor``)."""
+@dataclass(frozen=True)
+class Statements:
+    """The kernel's part of a chain: ``before`` and ``after`` the loops its C is kept across (its
+    accumulator's set-up and store; empty where there are none), ``each``: after each tile of the
+    first product (the conversions and the products; without carried loops, the set-up and store
+    too), ``fill``: the copy of B's tile for each of them where it moves (whoever issues copies)."""
+
+    before: tuple[Stmt, ...]
+    each: tuple[Stmt, ...]
+    after: tuple[Stmt, ...]
+    fill: tuple[Stmt, ...]
+
+
+def barriers(chain: Chain) -> tuple[SharedBuffer, ...]:
+    """B's full and empty barriers where its tile moves (a resident tile has the kernel's)."""
+    if chain.cache.resident:
+        return ()
+    return (SharedBuffer(FULL, ScalarType.uint64, (1,), (1,)), SharedBuffer(EMPTY, ScalarType.uint64, (1,), (1,)))
+
+
+def inits(chain: Chain, consumers: int) -> tuple[Stmt, ...]:
+    if chain.cache.resident:
+        return ()
+    return (MbarrierInit(FULL, Const(0), 1), MbarrierInit(EMPTY, Const(0), consumers))
+
+
+def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr) -> Statements:
+    """After each tile of the first product: its accumulator ``source`` as the register A tiles of
+    the second, which multiplies them into its own accumulator (set up before the loops it is kept
+    across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
+    ``descriptor``: the maker of B's matrix descriptors, hopper's ``_Products.descriptor``."""
     model, tiles = chain.model, chain.tiles
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
     before, after = tensor._accumulator(model, tiles, as_expr, "_e", {}, None, None)
+    if chain.output is not None:
+        after = list(epilogue.stored_by_tma(tuple(after), chain.output, n))
     out: list[Stmt] = []
     for p in range(t.passes):  # first: the source's registers are free before the second's accumulator is set up
         out += [Fragment(f"_p{p}", "matrix_a", m, n, k, tiles.operand_type, tiles.precision, "row_major", "wgmma",
                          in_registers=True),
                 FragmentConvert(f"_p{p}", source, p * k)]
-    out += before
-    out.append(WarpgroupFence())  # (B's tile, resident, has landed before the first tile: hopper)
+    if not chain.carried:
+        out += before
+    parity = Binary("%", count, Const(2))
+    if not chain.cache.resident:
+        out.append(MbarrierWait(FULL, Const(0), parity, f"this tile's {chain.cache.array} has landed"))
+    out.append(WarpgroupFence())  # (a resident B has landed before the first tile: hopper)
     for p in range(t.passes):
         out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, Const(0)), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
     out += [WarpgroupCommit(), WarpgroupWait(0)]
-    if chain.output is not None:
-        after = epilogue.stored_by_tma(tuple(after), chain.output, n)
-    return (*out, *after)
+    fill: tuple[Stmt, ...] = ()
+    if not chain.cache.resident:
+        out.append(MbarrierArrive(EMPTY, Const(0), 0, f"this tile's products have read {chain.cache.array}'s tile"))
+        fill = (MbarrierWait(EMPTY, Const(0), Binary("-", Const(1), parity),
+                             f"the tile before's products have read {chain.cache.array}'s tile"),
+                *_copy(chain.cache, as_expr))
+    if chain.carried:
+        return Statements(tuple(before), tuple(out), tuple(after), fill)
+    return Statements((), (*out, *after), (), fill)
+
+
+def _copy(c, as_expr) -> tuple[Stmt, ...]:
+    """B's tile (which moves with the loops its C is kept across) into its one stage."""
+    origin = [as_expr(o) for o in c.origin]
+    out: list[Stmt] = [MbarrierArrive(FULL, Const(0), c.stage_bytes, f"the bytes of {c.array}'s tile")]
+    for chunk in range(c.chunks):
+        coords = list(origin)
+        if chunk:
+            coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
+        out.append(TmaLoad(c.map.name, c.buffer.name, (Const(0), Const(chunk), Const(0), Const(0)), tuple(coords),
+                           FULL, Const(0), f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
+    return tuple(out)

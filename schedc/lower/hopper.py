@@ -401,9 +401,11 @@ def plan_chain_output(chain: chained.Chain, caches: tuple[TmaCache, ...], launch
     """How a chain's second product's C leaves: by TMA through slots beside the ring and the
     second's B tile (``epilogue.plan_output``), or by the threads."""
     full, empty = _barriers(ring_of(caches)[0].stages)
-    ring = (*(c.buffer for c in caches), full, empty, *_resident_barrier(caches, chain), chain.cache.buffer)
-    return dataclasses.replace(chain, output=epilogue.plan_output(chain.model, chain.tiles, launch, ring,
-                                                                  roles.shape.outer, 1))
+    ring = (*(c.buffer for c in caches), full, empty, *_resident_barrier(caches, chain), chain.cache.buffer,
+            *chained.barriers(chain))
+    inner = carried_loops(chain, roles.shape, chain.facts)
+    outer = tuple(n for n in roles.shape.outer if n not in inner)  # its C is stored after the carried loops
+    return dataclasses.replace(chain, output=epilogue.plan_output(chain.model, chain.tiles, launch, ring, outer, 1))
 
 
 def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...],
@@ -431,8 +433,9 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     # at run time): what the consumers' code may hold beyond that share would spill
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled).bind(shape, ring)
-    tail = _chain(chain, model, shape, single_valued(as_expr, chain))
+    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain))
     inits, copies, landed = _resident_copies(caches, chain)
+    inits += chained.inits(chain, team) if chain is not None else ()
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
         *(MbarrierInit("empty", Const(s), team if cluster == 1 else team // WARP * cluster)
@@ -445,12 +448,12 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *_consumer_body(
         model, facts, tiles, shape, ring, products, streamed, as_expr, producer=None if enabled else _issue_ahead,
-        tail=tail)), by_team=True),
+        chain=parts, carried=carried_loops(chain, shape, facts), enabled=enabled)), by_team=True),
         *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
     if enabled:
         producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
                        persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, streamed,
-                                                                             as_expr))),
+                                                                             as_expr, parts.fill if parts else ()))),
                        "one thread of the producer warpgroup issues every copy"),)
         body: tuple[Stmt, ...] = (*setup, Roles((
             Role("producer", consumers, PRODUCER_THREADS, producer_regs, producer),
@@ -463,7 +466,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
     buffers = (*(c.buffer for c in caches), full, empty, *_turns(launch.teams),
                *(output.shared if output is not None else ()), *_resident_barrier(caches, chain),
-               *((chain.cache.buffer,) if chain is not None else ()),
+               *((chain.cache.buffer, *chained.barriers(chain)) if chain is not None else ()),
                *(chain.output.shared if chain is not None and chain.output is not None else ()))
     values = (*(c.map for c in caches), *(output.maps if output is not None else ()),
               *((chain.cache.map,) if chain is not None else ()),
@@ -475,7 +478,7 @@ RESIDENT = "resident"  # the resident tiles (copied once, at the kernel's start)
 
 
 def _resident_barrier(caches, chain: chained.Chain | None) -> tuple[SharedBuffer, ...]:
-    if chain is None and not any(c.resident for c in caches):
+    if not any(c.resident for c in (*caches, *((chain.cache,) if chain is not None else ()))):
         return ()
     return (SharedBuffer(RESIDENT, ScalarType.uint64, (1,), (1,)),)
 
@@ -485,7 +488,7 @@ def _resident_copies(caches, chain: chained.Chain | None) -> tuple[tuple[Stmt, .
     """The tiles copied once (resident operands, a chain's second B): their barrier's set-up, the
     copies (by the thread that sets up the barriers, once they are fenced) and the consumers'
     wait for them before their first tile (the phase stays complete: no later wait blocks)."""
-    tiles = [c for c in caches if c.resident] + ([chain.cache] if chain is not None else [])
+    tiles = [c for c in (*caches, *((chain.cache,) if chain is not None else ())) if c.resident]
     if not tiles:
         return (), (), ()
     copies: list[Stmt] = [MbarrierArrive(RESIDENT, Const(0), sum(c.stage_bytes for c in tiles),
@@ -503,19 +506,36 @@ def _resident_copies(caches, chain: chained.Chain | None) -> tuple[tuple[Stmt, .
             (MbarrierWait(RESIDENT, Const(0), Const(0), f"the tiles copied once ({names}) have landed"),))
 
 
-def _chain(chain: chained.Chain | None, model, shape: LoopShape, as_expr) -> tuple[Stmt, ...]:
-    """After each tile of the first product of a chain, the second (``chained``)."""
-    if chain is None:
+def carried_loops(chain: chained.Chain | None, shape: LoopShape, facts) -> tuple[str, ...]:
+    """The loops around the first product's tile from the first a chain's C is kept across, in:
+    the second's accumulator is set up before them and stored after them (none without such loops)."""
+    if chain is None or not chain.carried:
         return ()
+    first = min(shape.outer.index(n) for n in chain.carried if n in shape.outer) \
+        if any(n in shape.outer for n in chain.carried) else len(shape.outer)
+    return tuple(shape.outer[first:])
+
+
+def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: _Ring, as_expr) -> chained.Statements | None:
+    """A chain's second product after each tile of the first (``chained``), its accumulator kept
+    across the carried loops: the innermost of the loops around the first's tile."""
+    if chain is None:
+        return None
+    here = chained.where_second(chain)
     blocking = tensor.Blocking(model, shape.blocked)
     combos = blocking.combos(shape.blocked)
     if len(combos) != 1:
-        raise PlanError(chained.where_second(chain), f"the first product's accumulator is register-blocked into "
-                                                     f"{len(combos)} tiles ({', '.join(shape.blocked)}); a chain "
-                                                     "feeds one 64-row tile of it to the second product")
+        raise PlanError(here, f"the first product's accumulator is register-blocked into {len(combos)} tiles "
+                              f"({', '.join(shape.blocked)}); a chain feeds one 64-row tile of it to the second "
+                              "product")
+    inner = carried_loops(chain, shape, ring.facts)
+    if set(chain.carried) - set(inner) or any(ring.facts.loop(n).extent > 1 for n in set(inner) - set(chain.carried)):
+        raise PlanError(here, f"the second product's accumulator is kept across {', '.join(chain.carried)}, which "
+                              f"must be the innermost loops around the first's tile (they are "
+                              f"{', '.join(shape.outer) or 'none'}): order the other loops outside them")
     source = blocking.name("c", shape.blocked, combos[0])
     second = _Products(chain.model, chain.tiles, (chain.cache,), as_expr)
-    return chained.statements(chain, source, second.descriptor, as_expr)
+    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr)
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
@@ -700,13 +720,18 @@ def _tile_bytes(caches) -> int:
     return sum(c.stage_bytes for c in caches)
 
 
-def _producer_body(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
+def _producer_body(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr,
+                   after: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
+    """Every tile's copies into the ring; ``after``: what the producer copies once per tile of C,
+    after that tile's copies (a chain's moving B)."""
     stage, parity = Var("stage"), Var("parity")
     issue = (*ring.lets(),
              MbarrierWait("empty", stage, Binary("-", Const(1), parity),
                           "the stage is free: its previous tile's consumers released it"),
              MbarrierArrive("full", stage, _tile_bytes(caches), "the bytes this tile's copies bring"),
              *_copies(caches, stage, as_expr))
+    if after:
+        return _nest(model, facts, shape.outer, (*_nest(model, facts, shape.pipelined, issue), *after))
     return _nest(model, facts, (*shape.outer, *shape.pipelined), issue)
 
 
@@ -761,7 +786,8 @@ def _prologue(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr) -> t
 
 
 def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products, caches, as_expr,
-                   producer, tail: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
+                   producer, chain: chained.Statements | None = None, carried: tuple[str, ...] = (),
+                   enabled: bool = True) -> tuple[Stmt, ...]:
     stage = Var("stage")
     released = Binary("%", Binary("+", Binary("-", Var("tile"), Const(1)), Const(ring.stages)), Const(ring.stages))
     first = ring.first_pipelined()
@@ -789,8 +815,14 @@ def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products,
     pipelined = _nest(model, facts, shape.pipelined, step)
     before, after = products.accumulators(facts)
     wait, give = ring.turn(_at(facts, shape.outer, last=False), _at(facts, shape.outer, last=True))
-    per_tile = (*before, *prologue, *wait, *pipelined, *give, *finish, *after, *tail)
-    return _nest(model, facts, shape.outer, per_tile)
+    if chain is None:
+        per_tile = (*before, *prologue, *wait, *pipelined, *give, *finish, *after)
+        return _nest(model, facts, shape.outer, per_tile)
+    fill = () if enabled or not chain.fill else (If(Binary("==", Var("threadIdx.x"), Const(0)), chain.fill,
+                                                    "thread 0 copies the second product's B tile"),)
+    per_tile = (*fill, *before, *prologue, *wait, *pipelined, *give, *finish, *after, *chain.each)
+    outside = shape.outer[:len(shape.outer) - len(carried)]
+    return _nest(model, facts, outside, (*chain.before, *_nest(model, facts, carried, per_tile), *chain.after))
 
 
 def _at(facts, names: tuple[str, ...], last: bool) -> Expr | None:
