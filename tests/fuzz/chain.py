@@ -4,7 +4,8 @@
 S's and E's tiles of 16 to 128 columns (the sizes one tile or below it, padded), k in 1 to 3
 stages of 16 to 64 or ragged, 1 or 2 consumer warpgroups, block rows, 1 to 4 stages, layouts of
 A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only written, prologue and
-epilogue ops of both products, persistent grids, warp specialization on and off.
+epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
+2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it).
 
 >>> import random
 >>> p = chain_program(random.Random(3), "NVIDIA_H100")
@@ -43,6 +44,9 @@ def chain_program(rng: random.Random, target: str) -> Program:
     M = _size(rng, rows * rng.randint(1, 2))
     N1, N2 = (n if rng.random() < 0.7 else rng.randint(1, n // 8) * 8 for n in (n1, n2))
     K = k_stage * rng.randint(1, 3) if rng.random() < 0.7 else rng.randint(1, 3 * k_stage // 8) * 8
+    tiles_of_s = rng.random() < 0.3  # S's columns in 2 or 3 tiles: a serial loop j, E kept across it
+    if tiles_of_s:
+        N1 = n1 * rng.randint(2, 3)
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(3)]
     output = operand if rng.random() < 0.7 else "float32"
     read = rng.random() < 0.3  # E += ... onto E's values: INPUT_OUTPUT, its fragments start from them
@@ -53,15 +57,22 @@ def chain_program(rng: random.Random, target: str) -> Program:
     first = Statement(Ref("S", (i, j)), Binary("*", Ref("A", (i, k)), Ref("B", (k, j))), accumulate=True)
     second = Statement(Ref("E", (i, l_)), Binary("*", Cast(Ref("S", (i, j)), operand), Ref("D", (j, l_))),
                        accumulate=True)
-    steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Tile((("iii", 64), ("j", n1), ("kk", 16))),
-             Split("l", n2))
-    order = ("i", "f", "ii", "j", "k", "kk", "l", "iii", "iiii", "jj", "ll", "kkk")
+    if tiles_of_s:
+        steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Split("j", n1),
+                 Tile((("iii", 64), ("jj", n1), ("kk", 16))), Split("l", n2))
+        order = ("i", "ii", "j", "jj", "f", "k", "kk", "l", "iii", "iiii", "jjj", "ll", "kkk")
+        s_tile = "jjj"
+    else:
+        steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Tile((("iii", 64), ("j", n1), ("kk", 16))),
+                 Split("l", n2))
+        order = ("i", "f", "ii", "j", "k", "kk", "l", "iii", "iiii", "jj", "ll", "kkk")
+        s_tile = "jj"
     block = rng.choice(("BLOCK_X", "BLOCK_Y"))
     bindings = (Binding(("i",), block), Binding(("ii",), "WARPGROUP_Y"))
     ops = {"NONE": 60, "SCALE": 25, "ReLU": 15}
-    tensorize = Tensorize(("iiii", "jj", "kkk"), f"M64xN{n1}xK16_B1", 1, None, "SET",
+    tensorize = Tensorize(("iiii", s_tile, "kkk"), f"M64xN{n1}xK16_B1", 1, None, "SET",
                           rng.choice((0.0, 0.0, 1.5, -1.0)), choose(rng, ops), rng.choice((0.5, 2.0, -1.0)))
-    chained = Tensorize(("iiii", "ll", "jj"), f"M64xN{n2}xK16_B1", n1 // 16, None, "NONE" if read else "SET", 0.0,
+    chained = Tensorize(("iiii", "ll", s_tile), f"M64xN{n2}xK16_B1", n1 // 16, None, "NONE" if read else "SET", 0.0,
                         choose(rng, ops), rng.choice((0.5, 2.0, -1.0)))
     stages = choose(rng, {1: 15, 2: 35, 3: 25, 4: 25})
     pipeline = ("stages", stages) if stages > 1 else ("sync", 0)
