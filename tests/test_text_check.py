@@ -23,6 +23,7 @@ from schedc.errors import InternalError, PackageError
 from schedc.ir.kernel import (
     Binary,
     Buffer,
+    BulkWait,
     Cast,
     Const,
     If,
@@ -34,11 +35,13 @@ from schedc.ir.kernel import (
     MbarrierInit,
     MbarrierWait,
     NamedBarrier,
+    Roles,
     Store,
     TmaLoad,
     TmaStore,
     Unary,
     Var,
+    WarpgroupWait,
 )
 from schedc.ir.numeric import constant
 from schedc.ir.types import ScalarType
@@ -708,13 +711,23 @@ MISPRINTS = {  # statement class: (kernel, the statement as misprinted, what the
                         "an argument is not the integer 128"),
     "barrier id": (NamedBarrier, "plain", lambda s: dataclasses.replace(s, id=Binary("+", s.id, Const(1))),
                    "the text denotes"),
+    "wgmma wait pending": (WarpgroupWait, "plain", lambda s: dataclasses.replace(s, pending=s.pending + 1),
+                           r"template arguments <\d>, the IR means <\d>"),
+    "bulk wait read": (BulkWait, "plain", lambda s: dataclasses.replace(s, read=not s.read),
+                       r"template arguments <\d, (true|false)>, the IR means <\d, (true|false)>"),
+    "role registers": (Roles, "plain",
+                       lambda s: dataclasses.replace(s, roles=tuple(dataclasses.replace(r, registers=r.registers and
+                                                                                         r.registers + 8)
+                                                                    for r in s.roles)),
+                       r"template arguments <\d+>, the IR means <\d+>"),
 }
 
 
 @pytest.mark.parametrize("mistake", list(MISPRINTS))
 def test_a_misprinted_runtime_call_is_refused(mistake):
-    """Each of the six statements that print the runtime's calls: a wrong barrier offset, count,
-    byte count, parity, coordinate, tile offset, mask, thread count or function is an InternalError."""
+    """Each of the statements that print the runtime's calls: a wrong barrier offset, count, byte
+    count, parity, coordinate, tile offset, mask, thread count or function, or a wait's pending
+    groups or a role's registers (template arguments), is an InternalError."""
     cls, variant, change, reason = MISPRINTS[mistake]
     kernel = _hopper(variant)
     assert check_kernel(kernel, emit_kernel(kernel, check=False)) > 0  # the sample's own text passes

@@ -35,7 +35,10 @@ Subscripts are linearised (``A[i * 64 + j]``): an offset is compared with the IR
 sums cannot change them; everything else compares as a tree. A mismatch raises
 ``InternalError("cuda text", ...)`` naming the kernel, the statement, the IR tree and the text.
 
-The statements that print a call of the runtime header (mbarriers, TMA copies, named barriers)
+The waits (``async_wait``, ``wgmma_wait``, ``bulk_wait``) and each warp role's ``setmaxnreg``
+are parsed back as ``schedc::name<argument, ...>();``: the name, and their integers (pending
+groups, a flag, a register count and whether it goes up or down from the launch's share) against
+the IR. The statements that print a call of the runtime header (mbarriers, TMA copies, named barriers)
 are parsed back as ``schedc::name(argument, ...);``: the name the IR means, and each argument
 against the IR: a pointer ``&buffer[offset]`` by its offset, a tensor map's ``&name``, an integer
 field (an arrival count, transaction bytes, a multicast mask, a thread count) as a literal of its
@@ -66,8 +69,10 @@ from ..ir.kernel import (
     GRID_LIMITS,
     WARPGROUP_INDEX,
     WARPGROUP_THREADS,
+    AsyncWait,
     Binary,
     BlockCopy,
+    BulkWait,
     Call,
     Cast,
     Const,
@@ -96,6 +101,7 @@ from ..ir.kernel import (
     TmaStore,
     Unary,
     Var,
+    WarpgroupWait,
 )
 from ..ir.numeric import constant, round_exact
 from ..ir.registry import Registry
@@ -1096,7 +1102,8 @@ class _Checker:
             self.env.buffers[s.fragment] = s.dtype.c_type
         if isinstance(s, Loop | If | FragmentMap):  # the head only: the body's statements come next
             s = dataclasses.replace(s, body=(), **({"orelse": ()} if isinstance(s, If) else {}))
-        if isinstance(s, Roles):  # no expressions; its roles' statements come next
+        if isinstance(s, Roles):  # no expressions but each role's registers; its roles' statements come next
+            self.roles(s)
             return
         if unchecked((type(s),)):
             raise InternalError("cuda text", f"{self.kernel.name}: {type(s).__name__} holds expressions "
@@ -1212,6 +1219,49 @@ class _Checker:
     @CHECKS.handles(NamedBarrier)
     def named_barrier(self, s: NamedBarrier, lines: list[str]) -> None:
         self.runtime_call(s, lines, "named_barrier", (s.id, s.threads))
+
+    # -- waits and register budgets: the integers of their template arguments --
+
+    @CHECKS.handles(AsyncWait)
+    def async_wait(self, s: AsyncWait, lines: list[str]) -> None:
+        self.template_call(s, lines[-1], "async_wait", (s.pending,))
+
+    @CHECKS.handles(WarpgroupWait)
+    def wgmma_wait(self, s: WarpgroupWait, lines: list[str]) -> None:
+        self.template_call(s, lines[-1], "wgmma_wait", (s.pending,))
+
+    @CHECKS.handles(BulkWait)
+    def bulk_wait(self, s: BulkWait, lines: list[str]) -> None:
+        self.template_call(s, lines[-1], "bulk_wait", (s.pending, s.read))
+
+    def roles(self, s: Roles) -> None:
+        """Each role that moves its registers: ``setmaxnreg`` up or down (from the launch's share)
+        to its count."""
+        heads = dataclasses.replace(s, roles=tuple(dataclasses.replace(r, body=()) for r in s.roles))
+        calls = [line.strip() for line in self.printer.statement(heads, 0) if "setmaxnreg" in line]
+        moved = [r for r in s.roles if r.registers]
+        if len(calls) != len(moved):
+            self.fail(f"{len(calls)} setmaxnreg calls for {len(moved)} roles that move their registers",
+                      Var("setmaxnreg"), "; ".join(calls))
+        default = self.kernel.registers_at_launch
+        for role, line in zip(moved, calls):
+            way = "inc" if role.registers > default else "dec"
+            self.template_call(s, line, f"setmaxnreg_{way}", (role.registers,))
+
+    def template_call(self, s: Stmt, line: str, function: str, expected: tuple[int | bool, ...]) -> None:
+        """The line calls ``schedc::function<...>()`` with the ``expected`` template arguments:
+        integer literals of those values (``true``/``false`` for flags)."""
+        self.line = line
+        code = line.split("//", 1)[0].strip()
+        found = re.fullmatch(r"schedc::(\w+)<([^<>]*)>\(\);", code)
+        if found is None or found.group(1) != function:
+            self.fail(f"does not call schedc::{function}<...>()", Var(function), code)
+        arguments = [a.strip() for a in found.group(2).split(",")]
+        wanted = [("true" if v else "false") if isinstance(v, bool) else str(v) for v in expected]
+        self.count += len(wanted)
+        if arguments != wanted:
+            self.fail(f"template arguments <{', '.join(arguments)}>, the IR means <{', '.join(wanted)}>",
+                      Var(function), code)
 
     def tma_coordinates(self, s: TmaLoad | TmaStore, lines: list[str]) -> tuple[Expr, ...]:
         """A TMA copy's coordinates in the order its tensor map lists the array's dimensions:
