@@ -10,7 +10,9 @@ of its statements, and the resources the kernel holds.
 - **occupancy**: a SIMT kernel (no tensor-core tiles, which want registers more than warps) that
   keeps a quarter of a multiprocessor's warps or fewer;
 - **one thread**: blocks of one thread (a plan without ``bind``: the whole nest on one thread),
-  with the loops to bind, a change compiled before it is advised (``unbound``).
+  with the loops to bind, a change compiled before it is advised (``unbound``);
+- **tile stores**: a wgmma plan's output tiles stored by the threads because TMA's shared slots do
+  not fit beside its ring (fewer stages make room).
 
 Each note says what it found, with the numbers, and the plan change that removes it. The warp's
 addresses come from the kernel's own index expressions (loop counters and block indices at 0),
@@ -31,6 +33,7 @@ from ..ir.kernel import (
     Cast,
     Const,
     Fragment,
+    FragmentStore,
     If,
     Kernel,
     Let,
@@ -45,6 +48,7 @@ from ..ir.kernel import (
 from ..ir.patterns import reduction
 from ..ir.walk import bodies, loads, walk_statements
 from . import cache, resources, unbound
+from .launch import WARPGROUP
 
 SECTOR = 32  # bytes a global memory transaction moves
 BANKS = 32  # 4-byte banks of shared memory
@@ -73,7 +77,7 @@ def advise(kernel: Kernel, model, gpu) -> list[Note]:
             seen.add((note.topic, note.text))
             notes.append(note)
     alone = unbound.advice(kernel, model)
-    return ([Note("one thread", alone)] if alone else []) + notes + _resources(kernel, gpu)
+    return ([Note("one thread", alone)] if alone else []) + notes + _resources(kernel, gpu) + _tile_stores(kernel, gpu)
 
 
 def _accesses(kernel: Kernel):
@@ -353,6 +357,38 @@ def _resources(kernel: Kernel, gpu) -> list[Note]:
         notes.append(Note("occupancy", f"{use.blocks_per_sm} block(s) of {use.threads} threads a multiprocessor "
                                        f"keep {warps} of its {most} warps, limited by {use.limited_by}: "
                                        + _remedy(use.limited_by)))
+    return notes
+
+
+SLOT_ROWS, SLOT_BYTES = 64, 128  # a wgmma plan's output slot: 64 rows of one 128-byte swizzled chunk
+
+
+def _tile_stores(kernel: Kernel, gpu) -> list[Note]:
+    """wgmma accumulators stored into global memory by the threads, element pairs at a time, where
+    the two shared slots a warpgroup that TMA stores them through do not fit beside the kernel's
+    shared memory (``epilogue.plan_output`` then leaves the stores to the threads)."""
+    body = list(walk_statements(kernel.body))
+    frags = {s.name: s for s in body if isinstance(s, Fragment)}
+    roles = next((s for s in body if isinstance(s, Roles)), None)
+    consumers = next((r.threads for r in roles.roles if r.name == "consumers"), 0) if roles else \
+        kernel.threads_per_block
+    slots = consumers // WARPGROUP * 2 * SLOT_ROWS * SLOT_BYTES
+    notes, seen = [], set()
+    params = {b.name for b in kernel.buffers}
+    for s in body:
+        frag = frags.get(getattr(s, "fragment", ""))
+        if not (isinstance(s, FragmentStore) and s.buffer in params and frag is not None and frag.family == "wgmma"
+                and s.buffer not in seen):
+            continue
+        seen.add(s.buffer)
+        total = kernel.dynamic_shared_bytes + slots
+        if slots and total > gpu.shared_memory_max:
+            notes.append(Note("tile stores", f"{s.buffer}'s tiles are stored by the threads from their registers "
+                                             f"(two elements a store), not by TMA through two shared slots a "
+                                             f"warpgroup: those {slots} bytes beside the kernel's "
+                                             f"{kernel.dynamic_shared_bytes} make {total}, past the "
+                                             f"{gpu.shared_memory_max} a block may hold; fewer stages or smaller "
+                                             "tiles leave room for them"))
     return notes
 
 
