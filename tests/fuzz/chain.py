@@ -5,7 +5,8 @@ S's and E's tiles of 16 to 128 columns (the sizes one tile or below it, padded),
 stages of 16 to 64 or ragged, 1 or 2 consumer warpgroups, block rows, 1 to 4 stages, layouts of
 A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only written, prologue and
 epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
-2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it).
+2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it);
+an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
 >>> p = chain_program(random.Random(3), "NVIDIA_H100")
@@ -23,6 +24,8 @@ from .program import (
     Binding,
     CacheDirective,
     Cast,
+    Const,
+    Fn,
     Program,
     Ref,
     Split,
@@ -30,6 +33,7 @@ from .program import (
     Subscript,
     Tensorize,
     Tile,
+    walk,
 )
 from .program import Bin as Binary
 
@@ -80,8 +84,17 @@ def chain_program(rng: random.Random, target: str) -> Program:
     caches = (CacheDirective("A", "kk", "SHARED", *pipeline), CacheDirective("B", "kk", "SHARED", *pipeline),
               CacheDirective("D", "l", "SHARED"), CacheDirective("S", "k", "MMA_FRAGMENT"),
               CacheDirective("E", "l", "MMA_FRAGMENT", element_type=fragments))
+    between: tuple[Statement, ...] = ()
+    if rng.random() < 0.3:  # element-wise on S's registers before the second product reads them
+        S = Ref("S", (i, j))
+        bias = Ref("chain_bias", (j,))
+        value = rng.choice((Binary("max", Binary("+", S, bias), Const(0.0)), Binary("*", S, Const(0.5)),
+                            Fn("tanh", (Binary("*", S, Const(0.25)),))))
+        between = (Statement(S, value),)
+        if any(isinstance(n, Ref) and n.array == "chain_bias" for n in walk(value)):
+            arrays += (ArrayDecl("chain_bias", "INPUT", operand, (N1,)),)
     program = Program(target, arrays, (M, N1, K), (first,), steps, order, bindings, (), caches, tensorize,
-                      epilogue=(second,), second=N2, chained=chained)
+                      epilogue=(second,), second=N2, chained=chained, between=between)
     if rng.random() < 0.5:
         program = _replace(program, persistent=(rng.choice((1, 2, 8)), rng.choice((0, 1, 2, 3))))
     kind = choose(rng, {"auto": 50, "off": 30, "registers": 20})

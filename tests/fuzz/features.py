@@ -27,6 +27,10 @@ def features(p: Program) -> list[str]:
     found = []
     if p.tensorize is not None:
         found.append(f"tensorize {p.tensorize.mma} ({p.tensorize.instruction})")
+    if p.chained is not None:
+        found.append(f"chained product {p.chained.mma} over {p.chained.passes} pass(es)"
+                     + (", an element-wise nest between" if p.between else "")
+                     + (", its accumulator kept across S's column tiles" if "jjj" in (p.order or ()) else ""))
     if p.epilogue:
         found.append(f"fused epilogue of {len(p.epilogue)} statement(s)"
                      + (" over the rows alone (partial=1)" if p.rows_only else ""))
@@ -91,7 +95,10 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"consumer teams"} if p.teams > 1 else set()
     found |= {"fragments of another type"} if any(c.element_type for c in p.caches) else set()
     found |= {"split-K"} if split_k(p) else set()
-    found |= {"fused epilogue"} if p.epilogue else set()
+    found |= {"fused epilogue"} if p.epilogue and p.chained is None else set()
+    found |= {"chained product"} if p.chained is not None else set()
+    found |= {"chained product, a nest between"} if p.between else set()
+    found |= {"chained product over tiles of the intermediate"} if p.chained and "jjj" in (p.order or ()) else set()
     found |= {"fused over the rows alone"} if p.rows_only else set()
     if p.epilogue and any(s.target.array != p.statements[0].target.array for s in p.epilogue):
         found.add("fused epilogue writing another array" + (" (tensor cores)" if p.tensorize else ""))

@@ -206,11 +206,14 @@ class Program:
     # tensorized too (``chained``, the second plan.tensorize); 0: the second nest is over (i, j)
     second: int = 0
     chained: Tensorize | None = None
+    # a nest over the first two indices fused between the first nest and the second (element-wise
+    # statements on the first product's C before a chained product reads it)
+    between: tuple[Statement, ...] = ()
 
     @property
     def all_statements(self) -> tuple[Statement, ...]:
         """The statements of both fused nests, in the order they run at a point."""
-        return self.statements + self.epilogue
+        return self.statements + self.between + self.epilogue
 
     @property
     def nest_indices(self) -> tuple[str, ...]:
@@ -353,6 +356,7 @@ def with_array_names(program: Program) -> Program:
 
     return replace(program, arrays=tuple(replace(a, name=names[a.name]) for a in program.arrays),
                    statements=renamed(program.statements), epilogue=renamed(program.epilogue),
+                   between=renamed(program.between),
                    caches=tuple(replace(c, array=names.get(c.array, c.array)) for c in program.caches))
 
 

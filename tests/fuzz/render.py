@@ -82,6 +82,13 @@ def _nest(program: Program) -> str:
 def _logic(program: Program) -> str:
     body = "\n".join(f"    {render_statement(s)}" for s in program.statements)
     text = f"\n@nest.iteration_logic\ndef _():\n{body}\n\n"
+    if program.between:  # a nest over the first two dimensions between the first and the second
+        names = {"i": "i2", "j": "j2"}
+        own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r: _renamed(r, names)), s.accumulate)
+               for s in program.between]
+        body = "\n".join(f"    {render_statement(s)}" for s in own)
+        text += (f"middle = acc.Nest(shape={_tuple(_dims(program)[:2])})\ni2, j2 = middle.get_indices()\n\n"
+                 f"\n@middle.iteration_logic\ndef _():\n{body}\n\n")
     if program.epilogue:  # the fused nest, over the first two dimensions (and "l"), with indices of its own
         names = {"i": "i1", "j": "j1", "l": "l1"}
         own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r: _renamed(r, names)), s.accumulate)
@@ -147,7 +154,8 @@ def _schedule(program: Program) -> str:
     lines = ["schedule = nest.create_schedule()"]
     if program.epilogue:
         partial, own = (1, ", j1") if program.rows_only else (2, ", l" if program.second else "")
-        lines = [f"schedule = acc.fuse((nest.create_schedule(), after.create_schedule()), partial={partial})",
+        middle = " middle.create_schedule()," if program.between else ""
+        lines = [f"schedule = acc.fuse((nest.create_schedule(),{middle} after.create_schedule()), partial={partial})",
                  f"f, {', '.join(program.nest_indices)}{own} = schedule.get_indices()"]
     _, _, created = simulate_steps(program)
     for step, names in zip(program.steps, created):
