@@ -20,8 +20,9 @@ and a read of M x N1 16-bit values): ``benchmarks/b2b_gemm.py`` times both on th
 - ``mlp_relu_fp16_<M>x<N>``: ``E = relu(A @ B + bias) @ D`` (two layers of an MLP), the bias and the
   ReLU applied to the intermediate in registers between the products.
 
-``b2b_gemm`` builds the plan for any sizes and types the chain allows (N1 one wgmma tile: the
-warpgroup holds S's whole row of tiles before the second product starts).
+``b2b_gemm`` builds the plan for any sizes and types the chain allows: N1 one wgmma tile (the
+warpgroup holds S's row of the block before the second product starts), or several with
+``n1_tile`` (each tile of S goes on into the second product as it is made); N2 one wgmma tile.
 """
 
 import schedc as acc

@@ -15,7 +15,7 @@ import pytest
 
 import schedc as acc
 from schedc.codegen.emulate import EmulationError
-from schedc.errors import PlanError
+from schedc.errors import CacheError, PlanError
 from schedc.ir.kernel import Fragment, FragmentConvert, FragmentMma, WarpgroupFence
 from schedc.ir.walk import walk_statements
 from schedc.lower.wellformed import problems
@@ -160,7 +160,7 @@ def test_the_verifier_checks_a_conversion():
 
 
 def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=None, fuse=True, teams=1,
-            e_type=T.float16, middle=None, extra=(), j_tile=None):
+            e_type=T.float16, middle=None, extra=(), j_tile=None, first_op=acc.MMAFragmentOp.SET):
     """The b2b plan of 128 x 64 x 64 x 64 with one thing changed."""
     F16 = T.float16
     N = 64
@@ -221,7 +221,7 @@ def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=N
     plan = schedule.create_plan(target)
     plan.bind({i: target.GridUnit.BLOCK_X})
     start = acc.MMAFragmentOp.SET
-    plan.tensorize(indices=(iii, jj, kkk), mma_shape=shape, prologue_op=start)
+    plan.tensorize(indices=(iii, jj, kkk), mma_shape=shape, prologue_op=first_op)
     loops = second_loops((iii, jj, kkk, ll)) if second_loops else (iii, ll, jj)
     second_shape = acc.MMAShape.M64xN64xK16_B1
     plan.tensorize(indices=loops, mma_shape=second_shape, num_total_passes=passes or (j_tile or 64) // 16,
@@ -276,8 +276,8 @@ def test_a_chained_product_with_too_few_passes_is_refused():
 def test_tiles_of_the_intermediate_before_the_fusing_index_are_refused():
     """j in two tiles of 32 with the fusing index outside j: the schedule computes S's 64 columns
     before the second product, which a warpgroup's 32-column tile cannot hold."""
-    with pytest.raises(PlanError, match=r"j takes 2 values after the fusing index: the schedule computes S over all "
-                                        r"of them before the second product reads it"):
+    with pytest.raises(PlanError, match=r"j takes several values after the fusing index: the schedule computes S over "
+                                        r"all of them before the second product reads it"):
         compile_function_plan(*_script(j_tile=32))
 
 
@@ -326,3 +326,104 @@ def test_the_widest_chain_converts_before_its_second_accumulator_is_set_up():
     last_convert = max(n for n, s in enumerate(body) if isinstance(s, FragmentConvert))
     e_declared = next(n for n, s in enumerate(body) if isinstance(s, Fragment) and s.name == "_e")
     assert last_convert < e_declared
+
+
+def test_the_second_products_columns_in_several_tiles_are_refused():
+    """l in two tiles of 64 after the fusing index: E's tiles would be made one after another
+    from the same tile of S, which the lowering does not build: a refusal, not an internal error."""
+    plan, args = _plan_n2_tiles()
+    with pytest.raises(PlanError, match=r"l takes several values after the fusing index and E depends on it: .* "
+                                        r"cover E's columns with one tile of the second product"):
+        compile_function_plan(plan, args)
+
+
+def _plan_n2_tiles():
+    """The sample's plan (M 128, N1 = K = 64, N2 = 128) with l split by 64."""
+    F16 = T.float16
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(128, 64))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(64, 64))
+    D = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(64, 128))
+    S = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128, 64))
+    E = acc.Array(role=acc.Role.OUTPUT, element_type=F16, shape=(128, 128))
+    first, second = acc.Nest(shape=(128, 64, 64)), acc.Nest(shape=(128, 64, 128))
+    i, j, k = first.get_indices()
+    i2, j2, l2 = second.get_indices()
+
+    @first.iteration_logic
+    def _():
+        S[i, j] += A[i, k] * B[k, j]
+
+    @second.iteration_logic
+    def _():
+        E[i2, l2] += acc.cast(S[i2, j2], F16) * D[j2, l2]
+
+    schedule = acc.fuse((first.create_schedule(), second.create_schedule()), partial=2)
+    f, i, j, k, l = schedule.get_indices()
+    ii = schedule.split(i, 64)
+    kk = schedule.split(k, 32)
+    iii, jj, kkk = schedule.tile({ii: 64, j: 64, kk: 16})
+    ll = schedule.split(l, 64)
+    schedule.reorder(i, f, ii, j, k, kk, l, iii, jj, ll, kkk)
+    target = b2b_gemm.target
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X})
+    plan.tensorize(indices=(iii, jj, kkk), mma_shape=acc.MMAShape.M64xN64xK16_B1, prologue_op=acc.MMAFragmentOp.SET)
+    plan.tensorize(indices=(iii, ll, jj), mma_shape=acc.MMAShape.M64xN64xK16_B1, num_total_passes=4,
+                   prologue_op=acc.MMAFragmentOp.SET)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=2, engine=acc.CopyEngine.TMA)
+    plan.cache(D, index=ll, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
+    plan.cache(E, index=l, location=target.MemorySpace.MMA_FRAGMENT, element_type=T.float32)
+    return plan, (A, B, D, E)
+
+
+def test_a_chain_past_the_registers_the_kernel_is_compiled_in_is_refused():
+    """S's 256-column tile (128 registers) and E's 64 x 256 accumulator (128) kept across j beside
+    the 16-bit copy (64): past the 255 ptxas has, refused at add (it failed in ptxas at build)."""
+    with pytest.raises(PlanError, match=r"a consumer thread holds 128 registers of S's 64 x 256 tile, 64 of its 16-bit "
+                                        r"copy and 128 of the second product's 64 x 256 tile \(kept across j, beside "
+                                        r"both\): 320 and about 26 more, past the 255"):
+        compile_function_plan(*_plan(256, 512, 64, 256, n1_tile=256, rows=64, stages=1, b_resident=False))
+
+
+def test_a_chain_past_the_shared_memory_is_refused():
+    """The sample's plan at N = 256: A's 6 stages, B and D whole (128 KB each) need 361472 bytes."""
+    with pytest.raises(CacheError, match=r"D's tile \(131072 bytes\) beside the first product's TMA tiles \(A 98304, B "
+                                         r"131072\) and their barriers needs 361472 bytes of shared memory per block; "
+                                         r"NVIDIA H100 allows 232448"):
+        compile_function_plan(*_plan(1024, 256, 256, 256))
+
+
+@pytest.mark.parametrize("carried", [False, True])
+def test_a_chain_over_a_run_time_number_of_rows(carried):
+    """M known at run time (acc.create_dimensions): emulated at the rows the verifier picks."""
+    M = acc.create_dimensions()
+    options = dict(n1_tile=64, b_resident=False) if carried else {}
+    plan, args = _plan(M, 128, 64, 64, rows=64, **options)
+    model, fn = compile_function_plan(plan, (M, *args))
+    _passed(emulate_function(model, fn, None, seed=1))
+
+
+def test_an_a_tile_rewritten_while_a_wgmma_reads_it_is_a_race():
+    """A conversion into _p0 right after the wgmma that reads it (before its group completes): the
+    tensor cores may still read those registers."""
+    model, fn = compile_function_plan(*_plan(128, 64, 64, 64, rows=64, persistent=False))
+    kernel = fn.kernels[0]
+
+    def again(s):
+        if isinstance(s, FragmentMma) and s.a == "_p0":
+            return (s, FragmentConvert("_p0", "_c_0", 0))
+        return (s,)
+
+    broken = dataclasses.replace(kernel, body=kit.rewrite(kernel.body, again))
+    with pytest.raises(EmulationError, match=r"race: a conversion of the A tile _p0 while a wgmma on it is in flight"):
+        emulate_function(model, dataclasses.replace(fn, kernels=(broken,)), 1, seed=0)
+
+
+def test_a_chain_whose_first_fragments_start_undefined_is_told_to_set_them():
+    """S is TEMP and the first product adds into it (prologue_op NONE): S is read before any write;
+    the refusal names prologue_op=SET, the change a chain wants (not an INPUT_OUTPUT S, which a
+    chain refuses)."""
+    with pytest.raises(PlanError, match=r"S is Role.TEMP .* tensorize with prologue_op=MMAFragmentOp.SET"):
+        compile_function_plan(*_script(first_op=acc.MMAFragmentOp.NONE))

@@ -94,3 +94,23 @@ def test_a_resident_operand_on_the_gpu(case, tmp_path):
     require_gpu()
     reports = run_function(acc.load(tmp_path / "resident.hat").functions["resident"], seed=7)
     assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+@pytest.mark.parametrize("producer", [True, False])
+def test_reading_a_resident_tile_without_its_wait_is_a_race(producer):
+    """The consumers' one wait for the resident barrier removed: the emulator reports the wgmma's
+    read of B's tile before its copy completed (each barrier's copies are their own: the ring's
+    waits say nothing of the resident copy)."""
+    import dataclasses
+
+    from schedc.codegen.emulate import EmulationError
+
+    from . import kit
+
+    model, fn = compile_function_plan(*_plan(producer=producer))
+    kernel = fn.kernels[0]
+    broken = dataclasses.replace(kernel, body=kit.rewrite(
+        kernel.body, lambda s: () if isinstance(s, MbarrierWait) and s.barrier == "resident" else (s,)))
+    with pytest.raises(EmulationError, match=r"race: a wgmma of the (consumers role|block) reads B_shared\[\d+\] "
+                                             r"\(stage 0\) before a TMA copy's write of it is known to have completed"):
+        emulate_function(model, dataclasses.replace(fn, kernels=(broken,)), 1, seed=0)

@@ -306,7 +306,7 @@ class Hopper:
 
 
 def _name(agent: str) -> str:
-    if agent == "tma":
+    if agent == "tma" or agent.startswith("tma:"):  # tma:<barrier>[<index>]: the copies completing on it
         return "a TMA copy"
     if agent.startswith("wgmma:"):
         return f"a wgmma of {_name(agent[6:])}"
@@ -435,7 +435,10 @@ def _tma(b, s: TmaLoad, mask) -> None:
         buffer, elements = h.locate(physical)
         agent = _agent(b)
         h.tma_time += 1
-        clock = _join(h.clock(agent), {"tma": h.tma_time})
+        # each barrier's copies are their own agent: waiting for one barrier's phase says nothing of
+        # copies completing on another (they are not ordered with each other)
+        writer = f"tma:{s.barrier}[{bar_index}]"
+        clock = _join(h.clock(agent), {writer: h.tma_time})
         ranks = [r for r in range(h.cluster.size) if s.multicast >> r & 1] if s.multicast else [h.rank]
         for rank in ranks:  # multicast: the same box at the same offset in each block it names
             t = h.cluster.member(rank, b)
@@ -444,7 +447,7 @@ def _tma(b, s: TmaLoad, mask) -> None:
             t.check_write("tma", buffer, elements, h.clock(agent), "a TMA copy")
             t.b.shared.check_async_proxy(buffer, elements, "a TMA copy")
             t.b.shared.tma_write(buffer, elements, values, int(thread), (s.barrier, bar_index), bar.phase)
-            t.record_write("tma", buffer, elements, h.tma_time)
+            t.record_write(writer, buffer, elements, h.tma_time)
             t.complete_tx(bar, grid.shape[1] * size, clock)
 
 
@@ -646,6 +649,7 @@ class Wgmma(Executor):
         them as the accumulator's do (``wgmma_accumulator(k)`` is the A tile's layout)."""
         b, h = self.b, _hopper(self.b)
         self.idle(h, s.source, "a conversion")
+        self.idle(h, s.fragment, "a conversion", "the A tile")  # a wgmma in flight may still read its registers
         spec, source = b.specs[s.fragment], b.specs[s.source]
         first, end = column_elements(wgmma_accumulator(source.n, source.dtype), WARPGROUP, s.first, s.first + spec.k)
         b.fragments[s.fragment][groups] = converted(b.fragments[s.source][groups][:, :, first:end], spec.dtype)
@@ -660,9 +664,9 @@ class Wgmma(Executor):
         out[:, layout.row(lanes, e), layout.col(lanes, e)] = values.astype(np.float32)
         return out
 
-    def idle(self, h: Hopper, name: str, what: str) -> None:
+    def idle(self, h: Hopper, name: str, what: str, noun: str = "the accumulator") -> None:
         if (_agent(self.b), name) in h.in_flight:
-            raise self.b.error("race", f"{what} of the accumulator {name} while a wgmma on it is in flight "
+            raise self.b.error("race", f"{what} of {noun} {name} while a wgmma on it is in flight "
                                "(wgmma.wait_group first)", [0], name, "-")
 
     def descriptor(self, s: FragmentLoad, mask, groups) -> None:
@@ -732,6 +736,9 @@ class Wgmma(Executor):
         group.time = time
         group.fragments.add(s.d)
         h.in_flight[agent, s.d] = time
+        if a_spec.in_registers:  # the tensor cores read A's registers until the group completes
+            group.fragments.add(s.a)
+            h.in_flight[agent, s.a] = time
 
     def elements(self, s, mask, groups) -> None:
         """An accumulator from or to global memory, element by element (zeros past C's edge),

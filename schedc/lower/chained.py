@@ -82,7 +82,7 @@ class Chain:
     def single_valued(self) -> dict[str, Affine]:
         """Its loops that take one value, at that value (its own loops have none in the kernel)."""
         return {lp.name: Affine((), self.facts.loop(lp.name).first) for lp in self.model.loops
-                if self.facts.loop(lp.name).extent == 1}
+                if self.facts.loop(lp.name).fixed and self.facts.loop(lp.name).extent == 1}
 
 
 
@@ -174,10 +174,19 @@ def match(chain: Chain, target, first_model: Model, first: tensor.TensorMatch) -
     b = tensor._operand(here, model, facts, "B", y.buffer, d_sub, (k, n), k, mma_k)
     c = tensor._operand(here, model, facts, "C", c_buffer, c_sub, (m, n), None, 0)
     reductions = tuple(name for name in model.serial_loops if not tensor._uses(c_sub, name))
-    carried = tuple(name for name in reductions if facts.loop(name).extent > 1)
+    carried = tuple(name for name in reductions if not facts.loop(name).fixed or facts.loop(name).extent > 1)
+    own = [name for name in model.serial_loops if name not in chain.outside and name not in t.loops
+           and tensor._uses(c_sub, name) and (not facts.loop(name).fixed or facts.loop(name).extent > 1)]
+    if own:
+        loop = own[0]
+        raise PlanError(here, f"{loop} takes several values after the fusing index and {c_buffer} depends on it: the "
+                              f"second product would make {c_buffer}'s tiles one after another from the same tile of "
+                              f"{chain.source}, which is not built; cover {c_buffer}'s columns with one tile of the "
+                              f"second product (at most 256 columns: split {loop} by its extent)",
+                        loops=(loop,))
     for loop in carried:
         if loop not in chain.outside:
-            raise PlanError(here, f"{loop} takes {facts.loop(loop).extent} values after the fusing index: the "
+            raise PlanError(here, f"{loop} takes several values after the fusing index: the "
                                   f"schedule computes {chain.source} over all of them before the second product "
                                   f"reads it, which the registers cannot hold; put the fusing index inside {loop} "
                                   f"(each tile of {chain.source} then goes on into the second product, {c_buffer}'s "
@@ -219,6 +228,29 @@ def plan_tile(chain: Chain, plan_one) -> Chain:
                         "the tile, or bind no loop it depends on", loops=(spec.index,))
     fixed = not any(o.terms for o in origin)
     return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin, resident=fixed))
+
+
+# registers a consumer thread holds besides its tiles (ptxas needs about 26 beyond the accumulators:
+# docs/gpu-plans.md)
+REGISTER_MARGIN = 26
+
+
+def check_registers(chain: Chain, first_model: Model, budget: int) -> None:
+    """The registers a consumer thread holds at once within ``budget`` (what ptxas compiles the
+    kernel in): the first product's 64 x n1 tile (n1 / 2 a thread), its 16-bit copy (n1 / 4), and
+    the second's 64 x n2 (n2 / 2) beside the copy, or, kept across a loop, beside both."""
+    n1 = first_model.tensorize.mma_shape.mnk[1]
+    n2 = chain.model.tensorize.mma_shape.mnk[1]
+    held = n1 // 2 + n1 // 4 + n2 // 2 if chain.carried else n1 // 4 + max(n1, n2) // 2
+    if held + REGISTER_MARGIN > budget:
+        raise PlanError(where_second(chain), f"a consumer thread holds {n1 // 2} registers of {chain.source}'s "
+                                             f"64 x {n1} tile, {n1 // 4} of its 16-bit copy and {n2 // 2} of "
+                                             f"the second product's 64 x {n2} tile"
+                                             + (" (kept across " + ", ".join(chain.carried) + ", beside both)"
+                                                if chain.carried else " (beside the copy)")
+                                             + f": {held} and about {REGISTER_MARGIN} more, past the {budget} the "
+                                             "kernel is compiled in; use narrower tiles of either product",
+                        loops=chain.model.tensorize.loops)
 
 
 @dataclass(frozen=True)

@@ -185,10 +185,12 @@ def _early_read(model, array: str, early: poly.EarlyRead) -> str:
     element = f"{array}[{', '.join(map(str, early.element))}]"
     at = ", ".join(f"{k} = {v}" for k, v in early.at.items())
     reads = f"the nest reads {element} (at {at}{poly.when(dict(early.sizes))}) before any iteration writes it"
-    if model.buffer(array).role == "temp":
-        return (f"{array} is Role.TEMP (the function's own scratch, undefined until written) but {reads}: write it "
-                "first (a statement or a fused part before), or pass it as a Role.INPUT_OUTPUT argument")
     tensor_c = model.tensorize is not None and model.statements[0].buffer == array
+    if model.buffer(array).role == "temp":
+        return (f"{array} is Role.TEMP (the function's own scratch, undefined until written) but {reads}: "
+                + ("tensorize with prologue_op=MMAFragmentOp.SET (its fragments start at a value), " if tensor_c
+                   else "") + "write it first (a statement or a fused part before), or pass it as a "
+                "Role.INPUT_OUTPUT argument")
     return (f"{array} is Role.OUTPUT but {reads}; use Role.INPUT_OUTPUT"
             + (" (or tensorize with prologue_op=MMAFragmentOp.SET)" if tensor_c else ""))
 

@@ -130,7 +130,7 @@ class TmaOutput:
 
 
 def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[SharedBuffer, ...],
-                outer: tuple[str, ...], tiles_per_group: int) -> TmaOutput | None:
+                outer: tuple[str, ...], tiles_per_group: int, stores_only: bool = False) -> TmaOutput | None:
     """C's TMA store, where its tiles can take it: C a 2-D array of rows contiguous along the
     tile's columns, 16-byte row pitch, tile rows of 32 or 64 bytes or longer ones of 16-byte
     multiples (whole 128-byte chunks, then a tail),
@@ -138,7 +138,7 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
     the shared memory the operand ``ring`` leaves. Otherwise (None) the threads store C directly.
     C is loaded by TMA too where the plan reads it before the products (no prologue op) and a
     number of slots a warpgroup that divides its chunks, at least two (or its whole tile,
-    ``tiles_per_group`` accumulators), fits."""
+    ``tiles_per_group`` accumulators), fits; ``stores_only``: never loaded."""
     c = tiles.c
     if c.buffer not in {b.name for b in model.buffers}:
         return None
@@ -150,7 +150,7 @@ def plan_output(model, tiles: tensor.TensorMatch, launch: Launch, ring: tuple[Sh
         if target is None:
             return None
         c = dataclasses.replace(c, buffer=target)
-    output = _planned(model, tiles, c, launch, ring, outer, tiles_per_group)
+    output = _planned(model, tiles, c, launch, ring, outer, tiles_per_group, stores_only)
     if output is None or target in (None, c.buffer) or output.loads or output.adds:
         return output
     then = _planned(model, tiles, dataclasses.replace(c, buffer=target), launch, (*ring, *output.shared), outer,

@@ -169,7 +169,8 @@ def _residents(model, facts, caches: list[TmaCache]) -> list[TmaCache]:
         if c.index == index:
             out.append(c)
             continue
-        single = {n: Affine((), facts.loop(n).first) for n in names if facts.loop(n).extent == 1}
+        single = {n: Affine((), facts.loop(n).first) for n in names if facts.loop(n).fixed
+                  and facts.loop(n).extent == 1}
         origin = tuple(o.substitute(single) for o in c.origin)
         moving = sorted({v for o in origin for v, _ in o.terms})
         if moving or c.stages > 1 or model.clustering is not None:
@@ -405,7 +406,26 @@ def plan_chain_output(chain: chained.Chain, caches: tuple[TmaCache, ...], launch
             *chained.barriers(chain))
     inner = carried_loops(chain, roles.shape, chain.facts)
     outer = tuple(n for n in roles.shape.outer if n not in inner)  # its C is stored after the carried loops
-    return dataclasses.replace(chain, output=epilogue.plan_output(chain.model, chain.tiles, launch, ring, outer, 1))
+    output = epilogue.plan_output(chain.model, chain.tiles, launch, ring, outer, 1)
+    if output is not None and output.loads:  # the chain loads its C by the threads (before its loop) and stores by TMA
+        output = epilogue.plan_output(chain.model, chain.tiles, launch, ring, outer, 1, stores_only=True)
+    return dataclasses.replace(chain, output=output)
+
+
+def check_chain_budget(model, caches: tuple[TmaCache, ...], chain: chained.Chain) -> None:
+    """The first product's TMA tiles, their barriers and a chain's second B tile within the
+    shared memory a block may hold."""
+    buffers = [*(c.buffer for c in caches), *_barriers(ring_of(caches)[0].stages), *_turns(model.teams),
+               *_resident_barrier(caches, chain), chain.cache.buffer, *chained.barriers(chain)]
+    _, total = shared_layout(buffers)
+    if total > model.gpu.shared_memory_max:
+        c = chain.cache
+        raise CacheError(_here(chain.model, c.array, c.index),
+                         f"{c.array}'s tile ({c.buffer.nbytes} bytes) beside the first product's TMA tiles "
+                         f"({', '.join(f'{t.array} {t.buffer.nbytes}' for t in caches)}) and their barriers needs "
+                         f"{total} bytes of shared memory per block; {model.gpu.name} allows "
+                         f"{model.gpu.shared_memory_max}: use fewer stages, smaller tiles, or stream a resident "
+                         "operand through the ring", loops=(c.index,))
 
 
 def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...],
@@ -433,7 +453,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     # at run time): what the consumers' code may hold beyond that share would spill
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled).bind(shape, ring)
-    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain))
+    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), min(255, compiled))
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
@@ -516,7 +536,8 @@ def carried_loops(chain: chained.Chain | None, shape: LoopShape, facts) -> tuple
     return tuple(shape.outer[first:])
 
 
-def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: _Ring, as_expr) -> chained.Statements | None:
+def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: _Ring, as_expr,
+           budget: int) -> chained.Statements | None:
     """A chain's second product after each tile of the first (``chained``), its accumulator kept
     across the carried loops: the innermost of the loops around the first's tile."""
     if chain is None:
@@ -534,6 +555,7 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: _Ring, as
                               f"must be the innermost loops around the first's tile (they are "
                               f"{', '.join(shape.outer) or 'none'}): order the other loops outside them")
     source = blocking.name("c", shape.blocked, combos[0])
+    chained.check_registers(chain, model, budget)
     second = _Products(chain.model, chain.tiles, (chain.cache,), as_expr)
     return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr)
 

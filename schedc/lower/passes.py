@@ -99,7 +99,10 @@ def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
     if hopper.is_warpgroup_plan(ir.tiles):
         second = ir.chain and chained.plan_tile(ir.chain, hopper.plan_one)
-        return dataclasses.replace(ir, tma=hopper.plan_tma(ir.model, ir.facts, ir.tiles), chain=second)
+        tma = hopper.plan_tma(ir.model, ir.facts, ir.tiles)
+        if second is not None:
+            hopper.check_chain_budget(ir.model, tma, second)
+        return dataclasses.replace(ir, tma=tma, chain=second)
     if ir.model.specialization is not None and ir.model.specialization[0]:
         enabled, producer, consumer = ir.model.specialization
         arguments = [f"producer_registers={producer}, consumer_registers={consumer}"] if producer else []
