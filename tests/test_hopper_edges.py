@@ -365,3 +365,39 @@ def test_messages_before_package_add_name_the_arrays_by_their_variables():
     with pytest.raises(acc.CacheError, match=r"^cache\(A, index=kk, location=SHARED\): stages must be an integer from 1 "
                                              r"to 8, not 9"):
         plan.cache(A, index=plan.schedule.order[5], location=SPACE.SHARED, stages=9)
+
+
+def test_an_8_bit_float_c_loaded_at_a_partial_tile_compiles(tmp_path):
+    """C of float8_e5m2, read (INPUT_OUTPUT) and loaded into registers before the products, its
+    last tile partial (275 columns in tiles of 248): the zeros past C's edge are 8-bit float
+    constants (they were printed as bfloat16, which NVRTC refused beside the fp8 element)."""
+    from .plans import build
+
+    e5m2 = acc.ScalarType.float8_e5m2
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    A = acc.Array(role=acc.Role.INPUT, element_type=e5m2, shape=(128, 128))
+    B = acc.Array(role=acc.Role.INPUT, element_type=e5m2, shape=(128, 275), layout=acc.Array.Layout.LAST_MAJOR)
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=e5m2, shape=(128, 275))
+    nest = acc.Nest(shape=(128, 275, 128))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    schedule = nest.create_schedule()
+    ii, jj, kk = schedule.split(i, 64), schedule.split(j, 248), schedule.split(k, 128)
+    iii, jjj = schedule.split(ii, 64), schedule.split(jj, 248)
+    iiii, jjjj, kkk = schedule.tile({iii: 64, jjj: 248, kk: 32})
+    schedule.reorder(i, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    plan = schedule.create_plan(target)
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=acc.MMAShape.M64xN248xK32_B1,
+                   instruction=acc.Instruction.WGMMA)
+    plan.cache(A, index=kk, location=target.MemorySpace.SHARED, stages=3)
+    plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=3)
+    plan.cache(C, index=k, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
+    plan.warp_specialize(False)
+    build(plan, (A, B, C), "fp8_edge", tmp_path)
+    source = (tmp_path / "fp8_edge.cu").read_text()
+    assert "__nv_fp8_e5m2(0.0)" in source and "__double2bfloat16(0.0)" not in source
+    assert (tmp_path / "fp8_edge.cubin").exists()

@@ -350,11 +350,13 @@ def _float_literal(value: float, dtype: ScalarType) -> str:
         if math.isfinite(single):
             return f"{_decimal(str(single))}f"
         return f"(float){_special(float(single))}"
-    if dtype is ScalarType.bfloat16:  # its value exactly: whatever way a __double2bfloat16 rounds, it keeps it
+    if dtype is ScalarType.bfloat16 or dtype.size == 1:  # its value exactly: however the conversion rounds, it keeps it
         value = float(constant(value, dtype))
     text = _decimal(repr(value)) if math.isfinite(value) else _special(value)
     if dtype is ScalarType.float64:
         return text
+    if dtype.size == 1:  # the 8-bit floats: cuda_fp8.h's constructor from a double
+        return f"{dtype.c_type}({text})"
     function = "__double2half" if dtype is ScalarType.float16 else "__double2bfloat16"
     return f"{function}({text})"
 
