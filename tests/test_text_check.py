@@ -760,3 +760,31 @@ def test_every_runtime_call_of_the_samples_is_compared():
 def test_the_hopper_samples_runtime_calls_mean_their_ir(options):
     kernel = kit.kernel(256, 512, 256, **options)
     assert check_kernel(kernel, emit_kernel(kernel, check=False)) > 0
+
+
+def test_a_combine_of_many_parts_is_checked(tmp_path):
+    """Split-K over 47 blocks: the combine adds 47 partial sums in one expression, nested as deep
+    as its terms; the text check parses it back (it ran past Python's recursion limit: found by
+    the random tester)."""
+    import schedc as acc
+
+    from .plans import build
+
+    target = acc.Target(acc.Target.Model.NVIDIA_H100)
+    I32 = acc.ScalarType.int32
+    A = acc.Array(role=acc.Role.INPUT, element_type=I32, shape=(13, 51))
+    B = acc.Array(role=acc.Role.INPUT, element_type=I32, shape=(12, 51))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=I32, shape=(13, 13), layout=acc.Array.Layout.LAST_MAJOR)
+    nest = acc.Nest(shape=(47, 12, 13))
+    i, j, k = nest.get_indices()
+
+    @nest.iteration_logic
+    def _():
+        C[k, j] += A[k, i] * B[j, i]
+
+    schedule = nest.create_schedule()
+    schedule.split(i, 1)
+    plan = schedule.create_plan(target)
+    plan.bind({i: target.GridUnit.BLOCK_X})
+    build(plan, (A, B, C), "combine", tmp_path)
+    assert (tmp_path / "combine.cu").read_text().count("C__partial[") >= 47

@@ -57,6 +57,7 @@ import dataclasses
 import functools
 import math
 import re
+import sys
 import typing
 from dataclasses import dataclass
 from fractions import Fraction
@@ -1004,11 +1005,21 @@ def check_kernel(kernel: Kernel, source: str | None = None) -> int:
     (the emitted kernel), also that the checked lines appear in it in order. Returns how many
     expressions were checked; raises InternalError("cuda text", ...) on the first mismatch."""
     checker = _Checker(kernel)
-    for stmt in walk_statements(kernel.body):
-        checker.statement(stmt)
+    limit = sys.getrecursionlimit()
+    # a sum of many terms (a split-K combine of 50 parts) nests as deep as its terms, and the
+    # recursive-descent parser takes eight calls a level
+    sys.setrecursionlimit(max(limit, DEPTH))
+    try:
+        for stmt in walk_statements(kernel.body):
+            checker.statement(stmt)
+    finally:
+        sys.setrecursionlimit(limit)
     if source is not None:
         checker.appear_in(source)
     return checker.count
+
+
+DEPTH = 20000  # the recursion the text check allows itself (Python's calls, not the C stack, on 3.11+)
 
 
 def _blocks(extent, axis: int, largest: dict[str, int]) -> int:
