@@ -48,7 +48,6 @@ from ..ir.kernel import (
     MbarrierWait,
     SharedBuffer,
     Stmt,
-    TmaLoad,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
@@ -279,11 +278,12 @@ def inits(chain: Chain, consumers: int) -> tuple[Stmt, ...]:
     return (MbarrierInit(FULL, Const(0), 1), MbarrierInit(EMPTY, Const(0), consumers))
 
 
-def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr) -> Statements:
+def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...]) -> Statements:
     """After each tile of the first product: its accumulator ``source`` as the register A tiles of
     the second, which multiplies them into its own accumulator (set up before the loops it is kept
     across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
-    ``descriptor``: the maker of B's matrix descriptors, hopper's ``_Products.descriptor``."""
+    ``descriptor``: the maker of B's matrix descriptors, hopper's ``_Products.descriptor``;
+    ``copy``: the TMA boxes of B's tile on its full barrier, where it moves (hopper's ``tile_boxes``)."""
     model, tiles = chain.model, chain.tiles
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
@@ -309,20 +309,8 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr) -> S
         out.append(MbarrierArrive(EMPTY, Const(0), 0, f"this tile's products have read {chain.cache.array}'s tile"))
         fill = (MbarrierWait(EMPTY, Const(0), Binary("-", Const(1), parity),
                              f"the tile before's products have read {chain.cache.array}'s tile"),
-                *_copy(chain.cache, as_expr))
+                MbarrierArrive(FULL, Const(0), chain.cache.stage_bytes, f"the bytes of {chain.cache.array}'s tile"),
+                *copy)
     if chain.carried:
         return Statements(tuple(before), tuple(out), tuple(after), fill)
     return Statements((), (*out, *after), (), fill)
-
-
-def _copy(c, as_expr) -> tuple[Stmt, ...]:
-    """B's tile (which moves with the loops its C is kept across) into its one stage."""
-    origin = [as_expr(o) for o in c.origin]
-    out: list[Stmt] = [MbarrierArrive(FULL, Const(0), c.stage_bytes, f"the bytes of {c.array}'s tile")]
-    for chunk in range(c.chunks):
-        coords = list(origin)
-        if chunk:
-            coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
-        out.append(TmaLoad(c.map.name, c.buffer.name, (Const(0), Const(chunk), Const(0), Const(0)), tuple(coords),
-                           FULL, Const(0), f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
-    return tuple(out)

@@ -514,13 +514,7 @@ def _resident_copies(caches, chain: chained.Chain | None) -> tuple[tuple[Stmt, .
     copies: list[Stmt] = [MbarrierArrive(RESIDENT, Const(0), sum(c.stage_bytes for c in tiles),
                                          "the bytes of the tiles copied once")]
     for c in tiles:
-        for chunk in range(c.chunks):
-            coords = [Const(o.const) for o in c.origin]
-            coords[c.inner] = Const(c.origin[c.inner].const + chunk * c.chunk)
-            copies.append(TmaLoad(c.map.name, c.buffer.name, (Const(0), Const(chunk), Const(0), Const(0)),
-                                  tuple(coords), RESIDENT, Const(0),
-                                  f"{c.array} (resident): box {chunk + 1} of {c.chunks}" if c.chunks > 1 else
-                                  f"{c.array} (resident)"))
+        copies += tile_boxes(c, Const(0), [Const(o.const) for o in c.origin], RESIDENT, Const(0), " (resident)")
     names = ", ".join(c.array for c in tiles)
     return ((MbarrierInit(RESIDENT, Const(0), 1),), tuple(copies),
             (MbarrierWait(RESIDENT, Const(0), Const(0), f"the tiles copied once ({names}) have landed"),))
@@ -557,7 +551,9 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: _Ring, as
     source = blocking.name("c", shape.blocked, combos[0])
     chained.check_registers(chain, model, budget)
     second = _Products(chain.model, chain.tiles, (chain.cache,), as_expr)
-    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr)
+    c = chain.cache
+    copy = tile_boxes(c, Const(0), [as_expr(o) for o in c.origin], chained.FULL, Const(0))
+    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy))
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
@@ -697,12 +693,22 @@ def _copies(caches: tuple[TmaCache, ...], stage: Expr, as_expr, values: dict[str
         if c.multicast > 1:
             out += _multicast_copies(c, stage, origin)
             continue
-        for chunk in range(c.chunks):
-            coords = list(origin)
-            if chunk:
-                coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
-            out.append(TmaLoad(c.map.name, c.buffer.name, (stage, Const(chunk), Const(0), Const(0)), tuple(coords),
-                               "full", stage, f"{c.array}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else c.array))
+        out += tile_boxes(c, stage, origin, "full", stage)
+    return out
+
+
+def tile_boxes(c: TmaCache, stage: Expr, origin: list[Expr], barrier: str, index: Expr,
+               label: str = "") -> list[Stmt]:
+    """The TMA boxes of one tile of ``c`` whose first element is ``origin`` (array coordinates),
+    into ``stage``, completing on ``barrier[index]``."""
+    out: list[Stmt] = []
+    name = f"{c.array}{label}"
+    for chunk in range(c.chunks):
+        coords = list(origin)
+        if chunk:
+            coords[c.inner] = Binary("+", coords[c.inner], Const(chunk * c.chunk))
+        out.append(TmaLoad(c.map.name, c.buffer.name, (stage, Const(chunk), Const(0), Const(0)), tuple(coords),
+                           barrier, index, f"{name}: box {chunk + 1} of {c.chunks}" if c.chunks > 1 else name))
     return out
 
 
