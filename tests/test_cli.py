@@ -53,7 +53,7 @@ def test_show_after_names_the_passes():
     result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", "nowhere"])
     assert result.exit_code == 2
     assert ("'analyze', 'launch', 'check', 'chain', 'tensorize', 'shared', 'private', 'roles', 'epilogue', 'lower', "
-            "'reserve', 'simplify'") in result.output
+            "'specialize', 'pipeline', 'reserve', 'simplify'") in result.output
 
 
 @pytest.mark.parametrize("after, expected", [

@@ -96,6 +96,18 @@ def test_block_level_statements_are_reached_by_every_thread(body):
     assert any("is not reached by every thread" in p for p in only(kernel(*body, shared=(S,)), "uniform"))
 
 
+def test_the_uniform_rule_reads_each_class_declared_scope(monkeypatch):
+    """A statement is held to the uniform rule by its declared scope, not by a list of classes:
+    a cluster barrier under a divergent branch is refused, and a barrier declared thread-scoped
+    would not be."""
+    from schedc.ir.kernel import ClusterSync, SyncScope
+
+    divergent = If(Binary("<", TX, Const(16)), (ClusterSync(),))
+    assert any(p.startswith("uniform: ClusterSync") for p in wellformed.problems(kernel(divergent)))
+    monkeypatch.setattr(Barrier, "facts", dataclasses.replace(Barrier.facts, scope=SyncScope.THREAD))
+    assert wellformed.problems(kernel(If(Binary("<", TX, Const(16)), (Barrier(),)))) == []
+
+
 def test_conditions_on_block_coordinates_keep_barriers_uniform():
     k = kernel(If(Binary("<", Var("blockIdx.x"), Const(1)), (Barrier(),)))
     assert wellformed.problems(k) == []

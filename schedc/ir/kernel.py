@@ -136,6 +136,22 @@ class FenceKind(enum.StrEnum):
     PROXY_ASYNC = "proxy_async"
 
 
+class SyncScope(enum.StrEnum):
+    """Which threads a statement makes meet, or must run together (``Facts.scope``)."""
+
+    THREAD = "thread"  # none: each thread that runs it, on its own
+    WARP = "warp"  # the threads of a warp, converged
+    WARPGROUP = "warpgroup"  # the four warps of a warpgroup (wgmma's fence, commit and wait)
+    NAMED = "named"  # the threads that run it with the same barrier id (``bar.sync id, count``)
+    MBARRIER = "mbarrier"  # the threads (and copies) that arrive on one mbarrier's phase
+    BLOCK = "block"  # every thread of the block: reached by all of them, never under a divergent branch
+    CLUSTER = "cluster"  # every thread of every block of the cluster
+
+
+# the scopes whose statements every thread of the block reaches (the verifier's *uniform* rule)
+UNIFORM_SCOPES = frozenset({SyncScope.BLOCK, SyncScope.CLUSTER})
+
+
 class BufferKind(enum.StrEnum):
     """Who owns a global array (``Buffer.kind``)."""
 
@@ -172,6 +188,7 @@ class Facts:
     # the target's own architecture runs it (the target and instruction tables refuse the rest)
     min_arch: str | None | Callable[[typing.Any], str | None] = None
     registers: int | Callable[[typing.Any], int] = 0  # 32-bit registers a thread holds for what it declares
+    scope: SyncScope = SyncScope.THREAD  # the threads it makes meet, or that must run it together
 
 
 def declares(**facts) -> Callable[[type], type]:
@@ -497,7 +514,7 @@ class FragmentMap:
 ELEMENT = Var("elem")  # a FragmentMap's element: the subscript of its fragment in the body
 
 
-@declares(reads=("scratch",), writes=("scratch",))
+@declares(reads=("scratch",), writes=("scratch",), scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class ThreadReduce:
     """A reduction across threads: the threads of the block with the same ``threadIdx.y`` and
@@ -514,7 +531,7 @@ class ThreadReduce:
     scratch: str = ""
 
 
-@declares()
+@declares(scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class Barrier:
     """``__syncthreads()``: every thread of the block arrives before any continues."""
@@ -522,7 +539,7 @@ class Barrier:
     comment: str = ""
 
 
-@declares(reads=("source",), writes=("target",), vectors=("source", "target"))
+@declares(reads=("source",), writes=("target",), vectors=("source", "target"), scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class BlockCopy:
     """The block's threads together copy a box: ``target[t + d] = source[s + d]`` for every
@@ -551,13 +568,13 @@ class BlockCopy:
         _kinds(self, strategy=CopyStrategy)
 
 
-@declares()
+@declares(scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class AsyncCommit:
     """Close the current group of asynchronous copies (``cp.async.commit_group``)."""
 
 
-@declares()
+@declares(scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class AsyncWait:
     """Wait until at most ``pending`` groups of asynchronous copies are in flight
@@ -611,7 +628,7 @@ class PrivateArray:
         return 0 if self.local else self.size * max(self.dtype.size, 4) // 4
 
 
-@declares(reads=("source",))
+@declares(reads=("source",), scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class StageLoad:
     """The block's threads load the box at ``source_origin`` into the staging registers."""
@@ -623,7 +640,7 @@ class StageLoad:
     valid: tuple[Expr, ...] = ()  # as in BlockCopy
 
 
-@declares(writes=("target",))
+@declares(writes=("target",), scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class StageStore:
     """The block's threads store their staging registers into the box at ``target_origin``."""
@@ -648,7 +665,7 @@ class MbarrierInit:
     count: int
 
 
-@declares(reads=("barrier",), writes=("barrier",))
+@declares(reads=("barrier",), writes=("barrier",), scope=SyncScope.MBARRIER)
 @dataclass(frozen=True)
 class MbarrierArrive:
     """Each thread that runs it arrives once on ``barrier[index]``'s current phase; with
@@ -662,7 +679,7 @@ class MbarrierArrive:
     cluster: int = 0  # > 0: arrive on barrier[index] of each of the cluster's first ``cluster`` blocks
 
 
-@declares(reads=("barrier",))
+@declares(reads=("barrier",), scope=SyncScope.MBARRIER)
 @dataclass(frozen=True)
 class MbarrierWait:
     """Wait until the phase of ``barrier[index]`` whose parity is ``parity`` (0 or 1) has
@@ -730,7 +747,7 @@ class BulkWait:
     comment: str = ""
 
 
-@declares()
+@declares(scope=SyncScope.NAMED)
 @dataclass(frozen=True)
 class NamedBarrier:
     """``bar.sync id, threads``: the ``threads`` threads (whole warps) that run it with the same
@@ -742,7 +759,7 @@ class NamedBarrier:
     comment: str = ""
 
 
-@declares()
+@declares(scope=SyncScope.CLUSTER)
 @dataclass(frozen=True)
 class ClusterSync:
     """``barrier.cluster`` arrive (release) and wait (acquire): every thread of every block of
@@ -765,20 +782,20 @@ class Fence:
         _kinds(self, kind=FenceKind)
 
 
-@declares(min_arch="sm_90a")
+@declares(min_arch="sm_90a", scope=SyncScope.WARPGROUP)
 @dataclass(frozen=True)
 class WarpgroupFence:
     """``wgmma.fence``: register and shared-memory writes before it are seen by the wgmma
     products after it (needed before a warpgroup's first product on accumulators it wrote)."""
 
 
-@declares(min_arch="sm_90a")
+@declares(min_arch="sm_90a", scope=SyncScope.WARPGROUP)
 @dataclass(frozen=True)
 class WarpgroupCommit:
     """``wgmma.commit_group``: the warpgroup's products issued since the last commit form a group."""
 
 
-@declares(min_arch="sm_90a")
+@declares(min_arch="sm_90a", scope=SyncScope.WARPGROUP)
 @dataclass(frozen=True)
 class WarpgroupWait:
     """``wgmma.wait_group``: wait until at most ``pending`` groups of the warpgroup's products are
@@ -854,7 +871,7 @@ def roles_fit(roles: tuple[Role, ...], threads_per_block: int, blocks: int = 1) 
     return sum(r.threads * ((r.registers or held) - held) for r in roles) <= 0
 
 
-@declares(min_arch="sm_90a")
+@declares(min_arch="sm_90a", scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class Roles:
     """Warp specialization: the block's threads split into roles that run concurrently and

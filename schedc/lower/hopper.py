@@ -5,7 +5,8 @@ A plan tensorized with a wgmma shape (``M64xN{n}xK16_B1``) keeps each warpgroup'
 of C in registers across the k loop and reads A and B from shared memory through matrix
 descriptors. Its SHARED caches of A and B become TMA tiles (``plan_tma``): the footprint of the
 block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk), in a ring of
-``stages`` buffers. ``lower_warpgroups`` writes the kernel:
+``stages`` buffers. ``lower_warpgroups`` writes the tile program, which the ``specialize`` and
+``pipeline`` passes (``pipeline.py``) turn into the kernel:
 
 - one thread sets up a *full* and an *empty* mbarrier per stage;
 - tile ``t`` of the pipelined loops lives in stage ``t % stages``; its copy waits until the
@@ -19,7 +20,7 @@ block, stored as 128-, 64- or 32-byte swizzled rows (one TMA box per row chunk),
   otherwise thread 0 issues the copy ``stages - 1`` tiles ahead inside the consumers' loop;
 - with consumer teams (``warp_specialize(teams=T)``, persistent grids): team ``g`` takes the block's
   work items ``g``, ``g + T``, ...; a stage's empty barrier counts one team's threads, and a turn
-  barrier per team makes the teams issue their products in the ring's order (``_Ring.turn``);
+  barrier per team makes the teams issue their products in the ring's order (``Ring.turn``);
 - clustered (``plan.cluster``): a tile the cluster's blocks share is copied in parts, each block
   multicasting its part into every block's stage; one thread per consumer warp frees a stage in
   every block of the cluster; cluster barriers follow the set-up and end the kernel;
@@ -320,6 +321,9 @@ def _check_budget(model, caches: list[TmaCache]) -> None:
                          loops=(c.index,))
 
 
+FULL, EMPTY = "full", "empty"  # a ring stage's barriers: its tile has landed / its consumers released it
+
+
 def _barriers(stages: int) -> tuple[SharedBuffer, SharedBuffer]:
     return (SharedBuffer("full", ScalarType.uint64, (stages,), (1,)),
             SharedBuffer("empty", ScalarType.uint64, (stages,), (1,)))
@@ -430,10 +434,14 @@ def check_chain_budget(model, caches: tuple[TmaCache, ...], chain: chained.Chain
 
 def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...],
                      roles: WarpRoles, output: epilogue.TmaOutput | None, chain: chained.Chain | None = None) -> Kernel:
-    """The kernel of a wgmma plan (module docstring), its roles and C's path as planned; with a
-    ``chain``, each tile's C goes on into the second product (``chained``)."""
+    """The tile program of a wgmma plan: one thread sets up the barriers, and the consumers' loops
+    around each tile of C hold, for every tile of the operands, its *fill* (thread 0 waits until
+    the stage is free, expects its bytes and issues its TMA boxes), the wait until it has landed,
+    the products and the release of the stage; with a ``chain``, each tile's C goes on into the
+    second product (``chained``). The ``specialize`` and ``pipeline`` passes make the fills a
+    producer warpgroup's or issue them ahead (module docstring)."""
     shape = roles.shape
-    enabled, producer_regs, consumer_regs = roles.specialized, roles.producer_registers, roles.consumer_registers
+    enabled, consumer_regs = roles.specialized, roles.consumer_registers
     order = [lp.name for lp in model.loops]
 
     def as_expr(a: Affine) -> Expr:
@@ -444,10 +452,9 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     streamed = ring_of(caches)
     stages = streamed[0].stages
     consumers, team = launch.threads, launch.team_threads  # a stage's consumers: one team's threads
-    full, empty = _barriers(stages)
     block_lets, group_lets = split_coordinates(model, launch)
     cluster = math.prod(launch.cluster)
-    ring = _Ring(model, facts, shape, stages, launch.persistent, cluster, launch.teams)
+    ring = make_ring(model, facts, launch, roles, caches)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers, model.blocks_per_sm))
     # ptxas compiles every role within the launch's share of registers (setmaxnreg moves them only
     # at run time): what the consumers' code may hold beyond that share would spill
@@ -457,8 +464,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
-        *(MbarrierInit("full", Const(s), 1) for s in range(stages)),
-        *(MbarrierInit("empty", Const(s), team if cluster == 1 else team // WARP * cluster)
+        *(MbarrierInit(FULL, Const(s), 1) for s in range(stages)),
+        *(MbarrierInit(EMPTY, Const(s), team if cluster == 1 else team // WARP * cluster)
           for s in range(stages)),
         *(MbarrierInit(TURN, Const(g), team) for g in range(launch.teams if launch.teams > 1 else 0)),
         *inits,
@@ -467,31 +474,28 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *_consumer_body(
-        model, facts, tiles, shape, ring, products, streamed, as_expr, producer=None if enabled else _issue_ahead,
-        chain=parts, carried=carried_loops(chain, shape, facts), enabled=enabled)), by_team=True),
+        model, facts, shape, ring, products, streamed, as_expr, chain=parts,
+        carried=carried_loops(chain, shape, facts))), by_team=True),
         *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
-    if enabled:
-        producer = (If(Binary("==", Binary("%", Var("threadIdx.x"), Const(WARPGROUP)), Const(0)),
-                       persistent_loop(launch, (*block_lets, *_producer_body(model, facts, shape, ring, streamed,
-                                                                             as_expr, parts.fill if parts else ()))),
-                       "one thread of the producer warpgroup issues every copy"),)
-        body: tuple[Stmt, ...] = (*setup, Roles((
-            Role("producer", consumers, PRODUCER_THREADS, producer_regs, producer),
-            Role("consumers", 0, consumers, consumer_regs, consumer, launch.teams))))
-        threads = consumers + PRODUCER_THREADS
-    else:
-        body = (*setup, *consumer)
-        threads = consumers
+    if launch.teams > 1:  # the teams run apart, meeting at mbarriers: a role of teams
+        consumer = (Roles((Role("consumers", 0, consumers, 0, consumer, launch.teams),)),)
+    body = (*setup, *consumer)
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
-    buffers = (*(c.buffer for c in caches), full, empty, *_turns(launch.teams),
+    buffers = (*(c.buffer for c in caches), *_barriers(stages), *_turns(launch.teams),
                *(output.shared if output is not None else ()), *_resident_barrier(caches, chain),
                *((chain.cache.buffer, *chained.barriers(chain)) if chain is not None else ()),
                *(chain.output.shared if chain is not None and chain.output is not None else ()))
     values = (*(c.map for c in caches), *(output.maps if output is not None else ()),
               *((chain.cache.map,) if chain is not None else ()),
               *(chain.output.maps if chain is not None and chain.output is not None else ()))
-    return assemble(model, launch, body, buffers, values, block=(threads, 1, 1))
+    return assemble(model, launch, body, buffers, values, block=(consumers, 1, 1))
+
+
+def make_ring(model, facts, launch: Launch, roles: WarpRoles, caches: tuple[TmaCache, ...]) -> Ring:
+    """The ring of the operands' TMA tiles: its stages over the loops ``roles`` found around the tile."""
+    return Ring(model, facts, roles.shape, ring_of(caches)[0].stages, launch.persistent, math.prod(launch.cluster),
+                launch.teams, launch.team_threads)
 
 
 RESIDENT = "resident"  # the resident tiles (copied once, at the kernel's start) have landed
@@ -530,7 +534,7 @@ def carried_loops(chain: chained.Chain | None, shape: LoopShape, facts) -> tuple
     return tuple(shape.outer[first:])
 
 
-def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: _Ring, as_expr,
+def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_expr,
            budget: int) -> chained.Statements | None:
     """A chain's second product after each tile of the first (``chained``), its accumulator kept
     across the carried loops: the innermost of the loops around the first's tile."""
@@ -584,7 +588,7 @@ def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
 
 
 @dataclass(frozen=True)
-class _Ring:
+class Ring:
     """Which tile of the pipelined loops is which: ``t`` counts tiles over the outer and
     pipelined loops, the stage is ``t % stages``."""
 
@@ -595,6 +599,7 @@ class _Ring:
     persistent: Persistent | None = None
     cluster: int = 1  # blocks of the cluster: each stage is freed by the consumers of all of them
     teams: int = 1  # consumer teams taking the block's work items in turn (the producer fills all)
+    team_threads: int = 0  # the threads of a team
 
     def free(self, index: Expr, comment: str) -> Stmt:
         """The consumers are done with a stage: arrive on its empty barrier. In a cluster, one
@@ -748,107 +753,38 @@ def _tile_bytes(caches) -> int:
     return sum(c.stage_bytes for c in caches)
 
 
-def _producer_body(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr,
-                   after: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
-    """Every tile's copies into the ring; ``after``: what the producer copies once per tile of C,
-    after that tile's copies (a chain's moving B)."""
+def fill(caches: tuple[TmaCache, ...], as_expr, team: int = 0) -> Stmt:
+    """A tile's fill, for the tile whose ``stage`` and ``parity`` the ring's lets name: thread 0
+    (of its team, with ``team`` threads a team) waits until the stage's tile before was released,
+    expects the bytes of the tile's copies on its full barrier and issues its boxes (``pipeline``
+    issues fills ahead, ``specialize`` moves them to the producer warpgroup)."""
     stage, parity = Var("stage"), Var("parity")
-    issue = (*ring.lets(),
-             MbarrierWait("empty", stage, Binary("-", Const(1), parity),
-                          "the stage is free: its previous tile's consumers released it"),
-             MbarrierArrive("full", stage, _tile_bytes(caches), "the bytes this tile's copies bring"),
-             *_copies(caches, stage, as_expr))
-    if after:
-        return _nest(model, facts, shape.outer, (*_nest(model, facts, shape.pipelined, issue), *after))
-    return _nest(model, facts, (*shape.outer, *shape.pipelined), issue)
+    thread: Expr = Binary("%", Var("threadIdx.x"), Const(team)) if team else Var("threadIdx.x")
+    return If(Binary("==", thread, Const(0)), (
+        MbarrierWait(EMPTY, stage, Binary("-", Const(1), parity),
+                     "the stage is free: its previous tile's consumers released it"),
+        MbarrierArrive(FULL, stage, _tile_bytes(caches), "the bytes this tile's copies bring"),
+        *_copies(caches, stage, as_expr)), "thread 0 copies this tile")
 
 
-def _issue_ahead(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr, distance: int) -> tuple[Stmt, ...]:
-    """Without warp specialization, thread 0 copies the tile ``distance`` ahead of the current
-    one (in the same pass of the pipelined loops), after its stage is free."""
-    names = shape.pipelined
-    trips = ring.trips()
-    ahead = Binary("+", ring.counter(names), Const(distance))
-    values: dict[str, Expr] = {}
-    rest: Expr = Var("ahead")
-    for name in reversed(names):  # decode the tile ahead into loop values, innermost fastest
-        lf, spec = facts.loop(name), model.loop(name)
-        digit = Binary("%", rest, Const(lf.extent)) if name != names[0] else rest
-        values[name] = Binary("+", Binary("*", digit, Const(spec.step)), Const(lf.first))
-        rest = Binary("/", rest, Const(lf.extent))
-    stage = Binary("%", Binary("+", Var("tile"), Const(distance)), Const(ring.stages))
-    parity = Binary("%", Binary("/", Binary("+", Var("tile"), Const(distance)), Const(ring.stages)), Const(2))
-    issue = (Let("ahead_stage", stage, f"the stage of the tile {distance} ahead"),
-             MbarrierWait("empty", Var("ahead_stage"), Binary("-", Const(1), parity),
-                          "its previous tile's consumers released it"),
-             MbarrierArrive("full", Var("ahead_stage"), _tile_bytes(caches)),
-             *_copies(caches, Var("ahead_stage"), as_expr, values))
-    return (Let("ahead", ahead, f"the tile {distance} ahead in this pass"),
-            If(Binary("&&", Binary("==", Var("threadIdx.x"), Const(0)), Binary("<", Var("ahead"), Const(trips))),
-               issue, f"thread 0 copies the tile {distance} ahead"))
-
-
-def _prologue(model, facts, shape: LoopShape, ring: _Ring, caches, as_expr) -> tuple[Stmt, ...]:
-    """Without warp specialization: the first ``stages - 1`` tiles of a pass, before its loop."""
-    out: list[Stmt] = []
-    count = min(ring.stages - 1, ring.trips())
-    firsts = {n: Const(facts.loop(n).first) for n in shape.pipelined}
-    base = ring.counter()
-    from ..ir.walk import substitute
-
-    base = substitute(base, firsts)
-    for d in range(count):
-        values = dict(firsts)
-        rest = d
-        for name in reversed(shape.pipelined):
-            lf, spec = facts.loop(name), model.loop(name)
-            values[name] = Const(lf.first + (rest % lf.extent) * spec.step)
-            rest //= lf.extent
-        t = Binary("+", base, Const(d))
-        stage = Binary("%", t, Const(ring.stages))
-        parity = Binary("%", Binary("/", t, Const(ring.stages)), Const(2))
-        out += [MbarrierWait("empty", stage, Binary("-", Const(1), parity)),
-                MbarrierArrive("full", stage, _tile_bytes(caches)), *_copies(caches, stage, as_expr, values)]
-    return (If(Binary("==", Var("threadIdx.x"), Const(0)), tuple(out),
-               f"thread 0 copies the first {count} tile(s) of the pass"),) if out else ()
-
-
-def _consumer_body(model, facts, tiles, shape: LoopShape, ring: _Ring, products, caches, as_expr,
-                   producer, chain: chained.Statements | None = None, carried: tuple[str, ...] = (),
-                   enabled: bool = True) -> tuple[Stmt, ...]:
+def _consumer_body(model, facts, shape: LoopShape, ring: Ring, products, caches, as_expr,
+                   chain: chained.Statements | None = None, carried: tuple[str, ...] = ()) -> tuple[Stmt, ...]:
+    """The loops around each tile of C: every tile of the operands filled, waited for, multiplied
+    and released (one stage at a time: ``pipeline`` overlaps them), C's set-up and store around them;
+    a chain's second product after each tile, its B's fill after the first's tiles."""
     stage = Var("stage")
-    released = Binary("%", Binary("+", Binary("-", Var("tile"), Const(1)), Const(ring.stages)), Const(ring.stages))
-    first = ring.first_pipelined()
-    release_previous: Stmt = ring.free(released, "the previous tile's products are done: its stage is free")
-    if first is not None:
-        release_previous = If(_not(first), (release_previous,))
-    step = (*ring.lets(),
-            MbarrierWait("full", stage, Var("parity"), "this tile's copies have landed"),
-            WarpgroupFence(),
-            *products.statements(stage),
-            WarpgroupCommit(),
-            WarpgroupWait(1),
-            *((release_previous,) if shape.pipelined else ()))
-    if producer is not None and shape.pipelined:
-        step = (*step, *producer(model, facts, shape, ring, caches, as_expr, ring.stages - 1))
-    finish = (WarpgroupWait(0), *_release_last(ring))
-    prologue = _prologue(model, facts, shape, ring, caches, as_expr) if producer is not None else ()
-    if ring.stages == 1:  # one stage: the tile's products finish before its stage is refilled
-        head = producer(model, facts, shape, ring, caches, as_expr, 0) if producer is not None else ()
-        step = (*ring.lets(), *head,
-                MbarrierWait("full", stage, Var("parity"), "this tile's copies have landed"),
-                WarpgroupFence(), *products.statements(stage), WarpgroupCommit(), WarpgroupWait(0),
-                ring.free(stage, "this tile's products are done: its stage is free"))
-        finish, prologue = (), ()
+    step = (*ring.lets(), fill(caches, as_expr, ring.team_threads if ring.teams > 1 else 0),
+            MbarrierWait(FULL, stage, Var("parity"), "this tile's copies have landed"),
+            WarpgroupFence(), *products.statements(stage), WarpgroupCommit(), WarpgroupWait(0),
+            ring.free(stage, "this tile's products are done: its stage is free"))
     pipelined = _nest(model, facts, shape.pipelined, step)
     before, after = products.accumulators(facts)
     wait, give = ring.turn(_at(facts, shape.outer, last=False), _at(facts, shape.outer, last=True))
     if chain is None:
-        per_tile = (*before, *prologue, *wait, *pipelined, *give, *finish, *after)
-        return _nest(model, facts, shape.outer, per_tile)
-    fill = () if enabled or not chain.fill else (If(Binary("==", Var("threadIdx.x"), Const(0)), chain.fill,
-                                                    "thread 0 copies the second product's B tile"),)
-    per_tile = (*fill, *before, *prologue, *wait, *pipelined, *give, *finish, *after, *chain.each)
+        return _nest(model, facts, shape.outer, (*before, *wait, *pipelined, *give, *after))
+    copy = (If(Binary("==", Var("threadIdx.x"), Const(0)), chain.fill, "thread 0 copies the second product's B tile"),
+            ) if chain.fill else ()
+    per_tile = (*before, *wait, *pipelined, *give, *copy, *after, *chain.each)
     outside = shape.outer[:len(shape.outer) - len(carried)]
     return _nest(model, facts, outside, (*chain.before, *_nest(model, facts, carried, per_tile), *chain.after))
 
@@ -865,15 +801,6 @@ def _not(cond: Expr) -> Expr:
     return Binary("!=", cond.lhs, cond.rhs)
 
 
-def _release_last(ring: _Ring) -> tuple[Stmt, ...]:
-    """After the pass: the last tile's stage is free too."""
-    last = {n: Const(ring.facts.loop(n).last) for n in ring.shape.pipelined}
-    from ..ir.walk import substitute
-
-    t = substitute(ring.counter(), last)
-    return (ring.free(Binary("%", t, Const(ring.stages)), "the pass's last stage is free"),)
-
-
 class _Products:
     """The wgmma products of one tile (every step of the cache index and the loops inside it,
     every pass, every register-blocked accumulator) and C's accumulators around the passes."""
@@ -887,7 +814,7 @@ class _Products:
         self.caches = {c.array: c for c in caches}
         self.shape = None
 
-    def bind(self, shape: LoopShape, ring: _Ring) -> _Products:
+    def bind(self, shape: LoopShape, ring: Ring) -> _Products:
         self.shape, self.ring = shape, ring
         return self
 

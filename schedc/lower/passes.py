@@ -17,7 +17,7 @@ from ..errors import PlanError
 from ..ir.kernel import Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
-from . import cache, chained, check, epilogue, hopper, launch, loops, private, simplify, split, tensor
+from . import cache, chained, check, epilogue, hopper, launch, loops, pipeline, private, simplify, split, tensor
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,22 @@ def lower(ir: Lowering) -> Lowering:
     return dataclasses.replace(ir, kernel=kernel)
 
 
+def specialize(ir: Lowering) -> Lowering:
+    """Warp specialization: a producer warpgroup issues every fill of the tile program, the consumers compute."""
+    if ir.roles is None or not ir.roles.specialized:
+        return ir
+    kernel = pipeline.specialize(ir.kernel, ir.launch, ir.roles.producer_registers, ir.roles.consumer_registers)
+    return dataclasses.replace(ir, kernel=kernel)
+
+
+def pipeline_ring(ir: Lowering) -> Lowering:
+    """Software pipelining: a ring's fills issued stages ahead, a group of products kept in flight."""
+    if ir.roles is None:
+        return ir
+    ring = hopper.make_ring(ir.model, ir.facts, ir.launch, ir.roles, ir.tma)
+    return dataclasses.replace(ir, kernel=pipeline.pipeline(ir.kernel, ring))
+
+
 def reserve_shared(ir: Lowering) -> Lowering:
     """create_plan(_dynamic_shared_memory_size=N): the block is launched with N bytes, which
     must hold what the kernel needs."""
@@ -188,6 +204,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("roles", warp_roles, "roles"),
     Pass("epilogue", epilogue_slots, "output"),
     Pass("lower", lower, "kernel"),
+    Pass("specialize", specialize, "kernel"),
+    Pass("pipeline", pipeline_ring, "kernel"),
     Pass("reserve", reserve_shared, "kernel"),
     Pass("simplify", fold, "kernel"),
 )

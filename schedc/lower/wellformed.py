@@ -7,8 +7,9 @@
 - *types*: a load has its buffer's element type; a store's value converts implicitly to the
   buffer's type; arithmetic operands have the operation's type, compared values one type; a
   function's arguments have its signature's types (``functions.SIGNATURES``);
-- *uniform*: barriers, block copies and async commits/waits are reached by every thread of
-  the block (not under a condition, nor in a loop whose bounds, vary between threads);
+- *uniform*: the statements whose declared scope is the block or the cluster (``Facts.scope``:
+  barriers, block copies, async commits/waits, roles) are reached by every thread of the block
+  (not under a condition, nor in a loop whose bounds, vary between threads);
 - *async*: every cp.async copy is committed before a wait and before the kernel ends, a
   ``wait_group N`` first runs after more than N commits, and nothing is in flight at the end;
 - *fragments*: a product's operands are a matrix_a, a matrix_b and two accumulators of one
@@ -51,6 +52,7 @@ from ..instructions import FAMILIES, WARPGROUP, column_elements, wgmma_accumulat
 from ..ir.functions import SIGNATURES, Function
 from ..ir.kernel import (
     ELEMENT,
+    UNIFORM_SCOPES,
     WARPGROUP_INDEX,
     WARPGROUP_THREADS,
     AsyncCommit,
@@ -106,6 +108,7 @@ from ..ir.kernel import (
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
+    facts_of,
     launch_registers,
     roles_fit,
 )
@@ -114,7 +117,6 @@ from ..ir.types import ScalarType, converts_implicitly
 from ..ir.walk import operands, walk_statements
 
 SPECIAL = {f"{register}.{axis}" for register in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
-BLOCK_LEVEL = (Barrier, BlockCopy, AsyncCommit, AsyncWait, StageLoad, StageStore, Roles, ClusterSync, ThreadReduce)
 _COMPARISONS = {"<", "<=", ">", ">=", "==", "!=", "&&", "||"}
 
 
@@ -287,7 +289,7 @@ class _Checker:
             self.statement(stmt, scope)
 
     def statement(self, s: Stmt, scope: _Scope) -> None:
-        if isinstance(s, BLOCK_LEVEL) and scope.divergent:
+        if facts_of(s).scope in UNIFORM_SCOPES and scope.divergent:
             self.report("uniform", f"{type(s).__name__}{_label(s)} is not reached by every thread: {scope.divergent}")
         if type(s) not in RULES.handlers:
             self.report("declared", f"unknown statement {type(s).__name__}")
