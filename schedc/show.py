@@ -124,7 +124,18 @@ def attached(value) -> str:
         return "(nothing attached: the pass checks or leaves this plan as it is)"
     if isinstance(value, Model):  # the loop nest as the later passes see it, and its caches
         return loop_nest(value) + "\n" + pprint.pformat(value.caches, width=110, compact=True)
+    if isinstance(value, HostFunction):  # its parameters and kernels, in launch order
+        params = ", ".join(p.name for p in value.params)
+        return "\n".join([f"{value.name}({params})", *(f"  launch {n + 1}: {k.name}<<<{_dims(k, k.grid)}, {k.block}>>>("
+                                                         f"{', '.join(p.name for p in k.arguments)})"
+                                                         for n, k in enumerate(value.kernels))])
+    if isinstance(value, tuple) and value and all(isinstance(v, Model) for v in value):  # a function's kernels
+        return "\n".join(f"kernel {n + 1} of {len(value)}: {v.function}\n{attached(v)}" for n, v in enumerate(value))
     return pprint.pformat(value, width=110, compact=True)
+
+
+def _dims(kernel: Kernel, grid) -> str:
+    return "(" + ", ".join(grid_text(kernel, g) for g in grid) + ")"
 
 
 def footprints(model) -> list[str]:

@@ -52,8 +52,26 @@ def test_show_after_a_pass_prints_what_it_attached(after, expected):
 def test_show_after_names_the_passes():
     result = CliRunner().invoke(main, ["show", str(ROOT / "samples" / "hello_matmul.py"), "--after", "nowhere"])
     assert result.exit_code == 2
-    assert ("'analyze', 'launch', 'check', 'chain', 'tensorize', 'shared', 'private', 'roles', 'epilogue', 'lower', "
-            "'specialize', 'pipeline', 'reserve', 'simplify'") in result.output
+    assert ("'split', 'normalize', 'analyze', 'launch', 'check', 'chain', 'tensorize', 'shared', 'private', 'roles', "
+            "'epilogue', 'lower', 'specialize', 'pipeline', 'reserve', 'simplify', 'link'") in result.output
+
+
+def test_show_after_split_and_link_prints_a_functions_kernels():
+    """Splitting a function into kernels is a pass: ``--after split`` shows each kernel's Model,
+    ``--after link`` the launches in order with the workspace among the parameters."""
+    script = str(ROOT / "samples" / "split_k_matmul.py")
+    split = CliRunner().invoke(main, ["show", script, "--after", "split", "--no-source",
+                                      "--function", "matmul_fp16_1024x1024x14336"])
+    assert split.exit_code == 0, split.output
+    assert "kernel 1 of 2: matmul_fp16_1024x1024x14336__partial" in split.output
+    assert "kernel 2 of 2: matmul_fp16_1024x1024x14336__combine" in split.output
+    assert "C__partial[k, i + ii + iii + iiii, j + jj + jjj + jjjj] = C__partial" in split.output
+    linked = CliRunner().invoke(main, ["show", script, "--after", "link", "--no-source",
+                                       "--function", "matmul_fp16_1024x1024x14336"])
+    assert linked.exit_code == 0, linked.output
+    assert "matmul_fp16_1024x1024x14336(A, B, C, C__partial, A_map, B_map)" in linked.output
+    assert "launch 2: matmul_fp16_1024x1024x14336__combine__gpu__<<<(1, 1024, 1), (256, 1, 1)>>>(C, C__partial)" \
+        in linked.output
 
 
 @pytest.mark.parametrize("after, expected", [

@@ -1,9 +1,11 @@
 """Lowering: a frozen Model and its polyhedral facts become kernel IR.
 
-``compile_model`` runs ``PASSES`` in order (schedc/lower/passes.py: each a function from the
-``Lowering`` IR to the next, with a one-line docstring saying what it adds). ``schedc show
---after PASS`` prints what a pass attached; under ``verifying()`` (the tests, ``--verify-ir``)
-the kernel IR is checked after every pass that made or rewrote it (schedc/lower/wellformed.py).
+``compile_function`` runs the function's passes around the kernels' (``split``: its kernels'
+Models; ``link``: the kernels chained into the function); ``compile_model`` runs ``PASSES`` for
+one kernel in order (schedc/lower/passes.py: each a function from the ``Lowering`` IR to the next,
+with a one-line docstring saying what it adds). ``schedc show --after PASS`` prints what a pass
+attached; under ``verifying()`` (the tests, ``--verify-ir``) the kernel IR is checked after every
+pass that made or rewrote it (schedc/lower/wellformed.py).
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from collections.abc import Callable, Iterator
 
 from ..errors import InternalError, SchedcError
 from ..ir.kernel import HostFunction, Kernel
-from ..targets import Target
-from . import chain, split, wellformed
-from .passes import PASSES, Lowering, Pass
+from . import wellformed
+from .passes import LINK, PASSES, SPLIT, FunctionLowering, Lowering, Pass
 
 _VERIFY: contextvars.ContextVar[bool] = contextvars.ContextVar("schedc_verify_ir", default=False)
 
-Observer = Callable[[Pass, Lowering], None]
+Observer = Callable[[Pass, Lowering | FunctionLowering], None]
 
 
 @contextlib.contextmanager
@@ -50,23 +51,20 @@ def compile_model(model, observe: Observer | None = None) -> Kernel:
 
 
 def compile_function(model, observe: Observer | None = None) -> HostFunction:
-    """Model → the function's kernels: one, or (a reduction split between blocks,
-    ``schedc.lower.split``) a clear, the partial sums and their combine, each through the passes."""
+    """Model → the function's kernels: ``split`` (one kernel, or a reduction split between blocks,
+    ``schedc.lower.split``: a clear, the partial sums and their combine), each kernel through the
+    passes, then ``link``."""
     try:
-        found = split.find(model)
+        ir = _run(SPLIT, FunctionLowering(model))
     except SchedcError as error:
         error.model = error.model or model
         raise
-    if found is None:
-        return _in_argument_order(model, HostFunction.single(compile_model(model, observe)))
-    kernels = chain.chain(tuple(compile_model(m, observe) for m in split.models(model, found)),
-                          Target.known(model.target))
-    values = {v.name: v for k in kernels for v in k.values}
-    caller = tuple(b for b in model.buffers if b.kind == "param")
-    spaces = {b.name: dataclasses.replace(b, role="input_output")  # each kernel reads or writes it
-              for k in kernels for b in k.params if b.kind == split.WORKSPACE}
-    function = HostFunction(model.function, (*caller, *spaces.values(), *values.values()), kernels)
-    return _in_argument_order(model, function)
+    if observe is not None:
+        observe(SPLIT, ir)
+    ir = _run(LINK, dataclasses.replace(ir, kernels=tuple(compile_model(m, observe) for m in ir.parts)))
+    if observe is not None:
+        observe(LINK, ir)
+    return _in_argument_order(model, ir.function)
 
 
 def _in_argument_order(model, function: HostFunction) -> HostFunction:
@@ -85,10 +83,11 @@ def _in_argument_order(model, function: HostFunction) -> HostFunction:
 
 
 def pass_names() -> tuple[str, ...]:
-    return tuple(p.name for p in PASSES)
+    """Every pass a function goes through, in order: its own around each kernel's."""
+    return (SPLIT.name, *(p.name for p in PASSES), LINK.name)
 
 
-def _run(step: Pass, ir: Lowering) -> Lowering:
+def _run(step: Pass, ir):
     """One pass; an exception that is not a SchedcError, or a malformed kernel it leaves, is a
     bug in schedc, reported as an InternalError naming the pass."""
     try:
@@ -97,7 +96,7 @@ def _run(step: Pass, ir: Lowering) -> Lowering:
         raise
     except Exception as error:  # noqa: BLE001 - every other failure is ours
         raise InternalError(f"pass {step.name}", f"{type(error).__name__}: {error}") from error
-    if _VERIFY.get() and out.kernel is not None and out.kernel is not ir.kernel:
+    if _VERIFY.get() and getattr(out, "kernel", None) is not None and out.kernel is not ir.kernel:
         problems = wellformed.problems(out.kernel)
         if problems:
             raise InternalError(f"pass {step.name}", "the kernel IR it made is malformed: " + "; ".join(problems))

@@ -1,5 +1,9 @@
 """The lowering passes: each takes the ``Lowering`` IR and returns it with what it adds.
 
+A function's own passes wrap them (``FunctionLowering``): ``split`` makes the function's kernels'
+Models (one, or a split reduction's clear, partial sums and combine), each goes through
+``PASSES``, and ``link`` chains the kernels into the function.
+
 ``Lowering`` starts as the frozen Model alone; the first passes attach typed facts (polyhedral
 facts, the launch, tensor-core tiles, cache plans) and ``lower`` attaches the kernel, which later
 passes rewrite. Passes read only what earlier passes attached: a new pass (a TMA pipeline, a
@@ -14,10 +18,11 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import PlanError
-from ..ir.kernel import Kernel, SharedBuffer
+from ..ir.kernel import HostFunction, Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
 from . import cache, chained, check, epilogue, hopper, launch, loops, pipeline, private, simplify, split, tensor
+from . import chain as linked
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,25 @@ class Lowering:
 
 
 @dataclass(frozen=True)
+class FunctionLowering:
+    """One function on its way to its kernels: the Model, its kernels' Models (``split``), their
+    kernels (``PASSES`` once each), the function that launches them (``link``)."""
+
+    model: Model
+    split: split.Split | None = None  # split: the reduction split between blocks (None: one kernel)
+    parts: tuple[Model, ...] = ()  # split: each kernel's Model, in launch order
+    kernels: tuple[Kernel, ...] = ()  # PASSES, once per part
+    function: HostFunction | None = None  # link
+
+    def attached(self, field: str):
+        """What a pass attached, for ``schedc show --after`` (None: nothing)."""
+        return getattr(self, field) if field else None
+
+
+@dataclass(frozen=True)
 class Pass:
     name: str
-    run: Callable[[Lowering], Lowering]
+    run: Callable
     shows: str  # the field of Lowering that the pass adds or rewrites ("": it attaches nothing)
 
     @property
@@ -191,6 +212,30 @@ def fold(ir: Lowering) -> Lowering:
     """Constant folding of index arithmetic and of guards that always hold."""
     return dataclasses.replace(ir, kernel=simplify.simplify(ir.kernel))
 
+
+def split_function(ir: FunctionLowering) -> FunctionLowering:
+    """The function's kernels as Models: the plan's own, or a split reduction's (clear,) partial sums and combine."""
+    found = split.find(ir.model)
+    parts = (ir.model,) if found is None else split.models(ir.model, found)
+    return dataclasses.replace(ir, split=found, parts=parts)
+
+
+def link(ir: FunctionLowering) -> FunctionLowering:
+    """The function: its kernels in launch order (each after the one before) and their parameters."""
+    model = ir.model
+    if ir.split is None:
+        return dataclasses.replace(ir, function=HostFunction.single(ir.kernels[0]))
+    kernels = linked.chain(ir.kernels, Target.known(model.target))
+    values = {v.name: v for k in kernels for v in k.values}
+    caller = tuple(b for b in model.buffers if b.kind == "param")
+    spaces = {b.name: dataclasses.replace(b, role="input_output")  # each kernel reads or writes it
+              for k in kernels for b in k.params if b.kind == split.WORKSPACE}
+    function = HostFunction(model.function, (*caller, *spaces.values(), *values.values()), kernels)
+    return dataclasses.replace(ir, kernels=kernels, function=function)
+
+
+SPLIT = Pass("split", split_function, "parts")
+LINK = Pass("link", link, "function")
 
 PASSES: tuple[Pass, ...] = (
     Pass("normalize", normalize, "model"),
