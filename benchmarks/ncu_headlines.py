@@ -4,7 +4,7 @@
 ``launch PACKAGE.hat FN[,FN...]`` (under ncu, GPU): each function verified against float64
 (``schedc.bench.Bench``), then launched once inside an NVTX range ``schedc:FN`` and its cuBLAS
 reference (``schedc bench --compare cublas``'s, on the same input values) once inside
-``cublas:FN``. Run it as ``benchmarks/device_ncu.sh`` does: ``ncu --nvtx --nvtx-include
+``cublas:FN``. Run it as ``benchmarks/device_session.sh ncu`` does: ``ncu --nvtx --nvtx-include
 "schedc:*/" --nvtx-include "cublas:*/" --print-nvtx-rename kernel --csv --page raw --metrics
 $(python3 benchmarks/ncu_headlines.py metrics) python3 benchmarks/ncu_headlines.py launch ...``,
 so that each profiled kernel is named by its range.
