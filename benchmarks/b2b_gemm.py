@@ -44,6 +44,15 @@ VARIANTS = {  # name: (N, b2b_gemm options) at float16, M = 65536 (B resident un
     "n256_t128_rows128_k64_s2": (256, dict(n1_tile=128, rows=128, k_tile=64, stages=2, b_resident=False)),
     "n256_t128_rows64_k64_s4": (256, dict(n1_tile=128, rows=64, k_tile=64, stages=4, b_resident=False)),
     "n256_t64_rows128_k64_s4": (256, dict(n1_tile=64, rows=128, k_tile=64, stages=4, b_resident=False)),
+    # D's rows of each tile of S through a ring of d stages (the next tile's copied during this one's products)
+    "n256_t128_rows64_k64_s3_d2": (256, dict(n1_tile=128, rows=64, k_tile=64, stages=3, b_resident=False,
+                                             d_stages=2)),
+    "n256_t128_rows64_k32_s4_d2": (256, dict(n1_tile=128, rows=64, k_tile=32, stages=4, b_resident=False,
+                                             d_stages=2)),
+    "n256_t64_rows64_k64_s4_d2": (256, dict(n1_tile=64, rows=64, k_tile=64, stages=4, b_resident=False,
+                                            d_stages=2)),
+    "n256_t64_rows64_k64_s4_d3": (256, dict(n1_tile=64, rows=64, k_tile=64, stages=4, b_resident=False,
+                                            d_stages=3)),
 }
 
 

@@ -32,7 +32,7 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, rows: int = 128, k_tile: int = 64,
              stages: int = 6, persistent: bool = True, producer: bool = True, b_resident: bool = True,
-             between=None, inputs: tuple = (), n1_tile: int | None = None):
+             between=None, inputs: tuple = (), n1_tile: int | None = None, d_stages: int = 1):
     """The plan of ``E = (A @ B) @ D`` (A: M x K, B: K x N1, D: N1 x N2, all ``dtype``; E: M x N2
     of ``dtype``) and its arrays (A, B, D, E). ``rows``: the block's rows of A (64 per consumer
     warpgroup); ``k_tile``: the columns of A in one stage of the ring; ``producer``: a producer
@@ -43,7 +43,9 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     between the two: ``E = act(A @ B) @ D``, computed on the float32 registers), reading the arrays
     ``inputs`` (passed after E); ``n1_tile``: S's columns in tiles of this many (a serial loop over
     them, each tile of S multiplied into E as it is made: E's accumulator kept across that loop, D's
-    rows of the tile copied for each), else one tile of all N1."""
+    rows of the tile copied for each), else one tile of all N1; ``d_stages``: with ``n1_tile``, the
+    stages of D's ring (the producer copies the next tile's rows of D while the consumers multiply by
+    this one's)."""
     A = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(K, N1), layout=acc.Array.Layout.FIRST_MAJOR)
     D = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N1, N2), layout=acc.Array.Layout.FIRST_MAJOR)
@@ -104,7 +106,8 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
         plan.cache(B, index=j, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
     else:
         plan.cache(B, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
-    plan.cache(D, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    plan.cache(D, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA,
+               **({"stages": d_stages} if d_stages > 1 else {}))
     plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
     plan.cache(E, index=l, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
     plan.warp_specialize(producer)

@@ -16,7 +16,7 @@ import pytest
 import schedc as acc
 from schedc.codegen.emulate import EmulationError
 from schedc.errors import CacheError, PlanError
-from schedc.ir.kernel import Fragment, FragmentConvert, FragmentMma, WarpgroupFence
+from schedc.ir.kernel import Binary, Fragment, FragmentConvert, FragmentMma, MbarrierWait, WarpgroupFence
 from schedc.ir.walk import walk_statements
 from schedc.lower.wellformed import problems
 from schedc.verify import emulate_function, run_function
@@ -49,6 +49,11 @@ CASES = {
     "carried_one_role": dict(M=192, N1=128, K=64, N2=64, n1_tile=64, rows=128, stages=2, b_resident=False,
                              producer=False),
     "carried_two_groups": dict(M=256, N1=128, K=128, N2=128, n1_tile=64, stages=3, b_resident=False),
+    # D's rows through a ring of their own: the next tile's copied while this one's are multiplied
+    "carried_d_ring": dict(M=256, N1=384, K=64, N2=64, n1_tile=64, rows=64, stages=2, b_resident=False,
+                           d_stages=2),
+    "carried_d_ring_one_role": dict(M=192, N1=192, K=64, N2=64, n1_tile=64, rows=64, stages=2, b_resident=False,
+                                    d_stages=3, producer=False),
 }
 
 
@@ -86,6 +91,24 @@ def test_back_to_back_gemm_matches_the_reference_in_the_emulator(case):
     conversion and the two products."""
     model, fn = compile_function_plan(*_plan(**CASES[case]))
     _passed(emulate_function(model, fn, None, seed=5))
+
+
+def test_a_moving_second_b_takes_its_stages_in_turn():
+    """D's rows of each tile of S through a ring of two stages: two full and two empty barriers,
+    D's buffer two tiles deep, the tile of C number t in stage t % 2 with parity (t / 2) % 2."""
+    model, fn = compile_function_plan(*_plan(**CASES["carried_d_ring"]))
+    kernel = fn.kernels[0]
+    shared = {b.name: b.shape for b in kernel.shared}
+    assert shared["chain_full"] == shared["chain_empty"] == (2,) and shared["D_shared"][0] == 2
+    waits = [s for s in walk_statements(kernel.body) if isinstance(s, MbarrierWait) and s.barrier == "chain_full"]
+    assert len(waits) == 1 and isinstance(waits[0].index, Binary) and waits[0].index.op == "%"
+
+
+def test_stages_of_a_second_b_copied_once_are_refused():
+    """D's whole tile is the same for every tile of the kernel: copied once, it has no stages to turn."""
+    with pytest.raises(PlanError, match=r"cache\(D, index=l, location=SHARED, stages=2\).*copied once, at its "
+                                        r"start: leave stages out"):
+        compile_function_plan(*_plan(256, 64, 64, 64, d_stages=2))
 
 
 def test_the_intermediate_never_leaves_the_registers():
@@ -299,7 +322,8 @@ def test_a_chain_with_ping_pong_teams_is_refused():
         compile_function_plan(*_script(teams=2))
 
 
-GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role", "carried", "carried_one_role")
+GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role", "carried", "carried_one_role",
+             "carried_d_ring", "carried_d_ring_one_role")
 
 
 @pytest.mark.gpu

@@ -203,18 +203,15 @@ def _converted_to(value: Expr, source: str) -> ScalarType | None:
 
 
 def plan_tile(chain: Chain, plan_one) -> Chain:
-    """The second product's B in a TMA tile of one stage (``plan_one``: hopper's planner of one
-    cache), the same tile for every tile of the kernel."""
+    """The second product's B in a TMA tile (``plan_one``: hopper's planner of one cache): the same
+    tile for every tile of the kernel (resident, one stage), or one per tile of the first product's
+    C through a ring of the cache's stages (its full and empty barriers, ``slot``)."""
     model, tiles = chain.model, chain.tiles
     spec = next((c for c in model.caches if c.array == tiles.b.buffer and c.location is MemorySpace.SHARED), None)
     if spec is None:
         raise PlanError(tensor.where(model), f"wgmma reads B ({tiles.b.buffer}) from shared memory: "
                                              f"plan.cache({tiles.b.buffer}, index=<a loop outside the tile>, "
                                              "location=SHARED)", loops=model.tensorize.loops)
-    if spec.stages > 1:
-        raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED, stages={spec.stages})",
-                        "the chained product's B tile is copied once per tile of the kernel into one stage: "
-                        "leave stages out", loops=(spec.index,))
     cache = plan_one(model, spec, tiles, {tiles.b.buffer: "B"})
     single = chain.single_valued()
     origin = tuple(o.substitute(single) for o in cache.origin)
@@ -226,6 +223,10 @@ def plan_tile(chain: Chain, plan_one) -> Chain:
                         + (f": {', '.join(chain.carried)}" if chain.carried else "") + "): cover those loops with "
                         "the tile, or bind no loop it depends on", loops=(spec.index,))
     fixed = not any(o.terms for o in origin)
+    if fixed and cache.stages > 1:
+        raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED, stages={spec.stages})",
+                        f"{spec.array}'s tile is the same for every tile of the kernel and is copied once, at its "
+                        "start: leave stages out", loops=(spec.index,))
     return dataclasses.replace(chain, cache=dataclasses.replace(cache, origin=origin, resident=fixed))
 
 
@@ -266,16 +267,29 @@ class Statements:
 
 
 def barriers(chain: Chain) -> tuple[SharedBuffer, ...]:
-    """B's full and empty barriers where its tile moves (a resident tile has the kernel's)."""
+    """B's full and empty barriers, one of each a stage, where its tile moves (a resident tile has the kernel's)."""
     if chain.cache.resident:
         return ()
-    return (SharedBuffer(FULL, ScalarType.uint64, (1,), (1,)), SharedBuffer(EMPTY, ScalarType.uint64, (1,), (1,)))
+    stages = chain.cache.stages
+    return (SharedBuffer(FULL, ScalarType.uint64, (stages,), (1,)),
+            SharedBuffer(EMPTY, ScalarType.uint64, (stages,), (1,)))
 
 
 def inits(chain: Chain, consumers: int) -> tuple[Stmt, ...]:
     if chain.cache.resident:
         return ()
-    return (MbarrierInit(FULL, Const(0), 1), MbarrierInit(EMPTY, Const(0), consumers))
+    stages = range(chain.cache.stages)
+    return (*(MbarrierInit(FULL, Const(s), 1) for s in stages), *(MbarrierInit(EMPTY, Const(s), consumers)
+                                                                   for s in stages))
+
+
+def slot(chain: Chain, count: Expr) -> tuple[Expr, Expr]:
+    """The stage of B's tile for the first product's tile ``count`` (the tiles of C so far) and the
+    parity of that use of it: B's tiles take the stages in turn."""
+    stages = chain.cache.stages
+    if stages == 1:
+        return Const(0), Binary("%", count, Const(2))
+    return Binary("%", count, Const(stages)), Binary("%", Binary("/", count, Const(stages)), Const(2))
 
 
 def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...]) -> Statements:
@@ -283,7 +297,8 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     the second, which multiplies them into its own accumulator (set up before the loops it is kept
     across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
     ``descriptor``: the maker of B's matrix descriptors, hopper's ``_Products.descriptor``;
-    ``copy``: the TMA boxes of B's tile on its full barrier, where it moves (hopper's ``tile_boxes``)."""
+    ``copy``: the TMA boxes of B's tile into its stage on its full barrier there, where it moves
+    (hopper's ``tile_boxes``; the stage and parity: ``slot``)."""
     model, tiles = chain.model, chain.tiles
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
@@ -297,19 +312,19 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
                 FragmentConvert(f"_p{p}", source, p * k)]
     if not chain.carried:
         out += before
-    parity = Binary("%", count, Const(2))
+    stage, parity = slot(chain, count)
     if not chain.cache.resident:
-        out.append(MbarrierWait(FULL, Const(0), parity, f"this tile's {chain.cache.array} has landed"))
+        out.append(MbarrierWait(FULL, stage, parity, f"this tile's {chain.cache.array} has landed"))
     out.append(WarpgroupFence())  # (a resident B has landed before the first tile: hopper)
     for p in range(t.passes):
-        out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, Const(0)), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
+        out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, stage), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
     out += [WarpgroupCommit(), WarpgroupWait(0)]
     fill: tuple[Stmt, ...] = ()
     if not chain.cache.resident:
-        out.append(MbarrierArrive(EMPTY, Const(0), 0, f"this tile's products have read {chain.cache.array}'s tile"))
-        fill = (MbarrierWait(EMPTY, Const(0), Binary("-", Const(1), parity),
+        out.append(MbarrierArrive(EMPTY, stage, 0, f"this tile's products have read {chain.cache.array}'s tile"))
+        fill = (MbarrierWait(EMPTY, stage, Binary("-", Const(1), parity),
                              f"the tile before's products have read {chain.cache.array}'s tile"),
-                MbarrierArrive(FULL, Const(0), chain.cache.stage_bytes, f"the bytes of {chain.cache.array}'s tile"),
+                MbarrierArrive(FULL, stage, chain.cache.stage_bytes, f"the bytes of {chain.cache.array}'s tile"),
                 *copy)
     if chain.carried:
         return Statements(tuple(before), tuple(out), tuple(after), fill)

@@ -556,7 +556,8 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_
     chained.check_registers(chain, model, budget)
     second = _Products(chain.model, chain.tiles, (chain.cache,), as_expr)
     c = chain.cache
-    copy = tile_boxes(c, Const(0), [as_expr(o) for o in c.origin], chained.FULL, Const(0))
+    stage, _ = chained.slot(chain, ring.c_tiles())
+    copy = tile_boxes(c, stage, [as_expr(o) for o in c.origin], chained.FULL, stage)
     return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy))
 
 

@@ -5,7 +5,8 @@ S's and E's tiles of 16 to 128 columns (the sizes one tile or below it, padded),
 stages of 16 to 64 or ragged, 1 or 2 consumer warpgroups, block rows, 1 to 4 stages, layouts of
 A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only written, prologue and
 epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
-2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it);
+2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it),
+D's rows of each tile through a ring of 1 to 3 stages;
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -81,8 +82,10 @@ def chain_program(rng: random.Random, target: str) -> Program:
     stages = choose(rng, {1: 15, 2: 35, 3: 25, 4: 25})
     pipeline = ("stages", stages) if stages > 1 else ("sync", 0)
     fragments = "float32" if output != "float32" or rng.random() < 0.5 else ""
+    d_stages = choose(rng, {1: 50, 2: 35, 3: 15}) if tiles_of_s else 1  # D moves with j: a ring of its own
+    d_pipeline = ("stages", d_stages) if d_stages > 1 else ()
     caches = (CacheDirective("A", "kk", "SHARED", *pipeline), CacheDirective("B", "kk", "SHARED", *pipeline),
-              CacheDirective("D", "l", "SHARED"), CacheDirective("S", "k", "MMA_FRAGMENT"),
+              CacheDirective("D", "l", "SHARED", *d_pipeline), CacheDirective("S", "k", "MMA_FRAGMENT"),
               CacheDirective("E", "l", "MMA_FRAGMENT", element_type=fragments))
     between: tuple[Statement, ...] = ()
     if rng.random() < 0.3:  # element-wise on S's registers before the second product reads them

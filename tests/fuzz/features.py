@@ -99,6 +99,8 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"chained product"} if p.chained is not None else set()
     found |= {"chained product, a nest between"} if p.between else set()
     found |= {"chained product over tiles of the intermediate"} if p.chained and "jjj" in (p.order or ()) else set()
+    found |= {"chained product, its B in a ring of stages"} if p.chained and any(
+        c.array == "D" and c.stages > 1 for c in p.caches) else set()
     found |= {"fused over the rows alone"} if p.rows_only else set()
     if p.epilogue and any(s.target.array != p.statements[0].target.array for s in p.epilogue):
         found.add("fused epilogue writing another array" + (" (tensor cores)" if p.tensorize else ""))
