@@ -25,6 +25,8 @@ warpgroup holds S's row of the block before the second product starts), or sever
 ``n1_tile`` (each tile of S goes on into the second product as it is made); N2 one wgmma tile.
 """
 
+import math
+
 import schedc as acc
 
 target = acc.Target(acc.Target.Model.NVIDIA_H100)
@@ -39,9 +41,10 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     warpgroup issues the copies (else thread 0 of the consumers, ahead of them); ``b_resident``: B's
     whole tile (K x N1, the same for every block) copied once at the kernel's start (else B's
     k_tile rows stream through the ring beside A's); ``between``: an element-wise nest on the
-    intermediate before the second product, ``S[i, j] = between(S[i, j], i, j)`` (a fused nest
-    between the two: ``E = act(A @ B) @ D``, computed on the float32 registers), reading the arrays
-    ``inputs`` (passed after E); ``n1_tile``: S's columns in tiles of this many (a serial loop over
+    intermediate before the second product, ``S[i, j] = between(S, i, j)`` (a fused nest between the
+    two: ``E = act(A @ B) @ D``, computed on the float32 registers), or a list of steps, each a nest
+    of its own that returns S's new element or writes row vectors itself (``softmax_steps``), reading
+    the arrays ``inputs`` (passed after E); ``n1_tile``: S's columns in tiles of this many (a serial loop over
     them, each tile of S multiplied into E as it is made: E's accumulator kept across that loop, D's
     rows of the tile copied for each), else one tile of all N1; ``d_stages``: with ``n1_tile``, the
     stages of D's ring (the producer copies the next tile's rows of D while the consumers multiply by
@@ -67,15 +70,8 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
         E[i2, l2] += acc.cast(S[i2, j2], dtype) * D[j2, l2]
 
     nests = [first.create_schedule()]
-    if between is not None:
-        middle = acc.Nest(shape=(M, N1))
-        i1, j1 = middle.get_indices()
-
-        @middle.iteration_logic
-        def _():
-            S[i1, j1] = between(S[i1, j1], i1, j1)
-
-        nests.append(middle.create_schedule())
+    for step in (between if isinstance(between, list | tuple) else [between] if between is not None else []):
+        nests.append(_step(M, N1, S, step))
     schedule = acc.fuse((*nests, second.create_schedule()), partial=2)
     f, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, rows)
@@ -116,11 +112,56 @@ def b2b_gemm(M: int, N1: int, K: int, N2: int, dtype=acc.ScalarType.float16, row
     return plan, (A, B, D, E, *inputs)
 
 
+def _step(M: int, N1: int, S, step):
+    """One step between the products: a nest over S's elements, fused with the others."""
+    middle = acc.Nest(shape=(M, N1))
+    i1, j1 = middle.get_indices()
+
+    @middle.iteration_logic
+    def _():
+        value = step(S, i1, j1)
+        if value is not None:  # an element-wise step gives S's new element
+            S[i1, j1] = value
+
+    return middle.create_schedule()
+
+
 def relu_mlp(M: int, N: int, **options):
     """``E = relu(A @ B + bias) @ D``, every dimension but M of ``N``: the plan and its arrays (A, B,
     D, E, bias)."""
     bias = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float16, shape=(N,))
-    return b2b_gemm(M, N, N, N, between=lambda s, i, j: acc.max(s + bias[j], 0.0), inputs=(bias,), **options)
+    return b2b_gemm(M, N, N, N, between=lambda S, i, j: acc.max(S[i, j] + bias[j], 0.0), inputs=(bias,), **options)
+
+
+def softmax_steps(M: int, scale: float = 1.0) -> list:
+    """The steps of a row softmax of S between the products, each a fused nest over S's elements:
+    the row's maximum and sum of exponentials in row vectors (TEMP arrays of M float32, held in
+    the registers of the threads that hold the row), ``exp(scale * (S - max))`` and the division."""
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(M,)) for _ in range(2))
+
+    def start(S, i, j):
+        peak[i] = -math.inf
+        total[i] = 0.0
+
+    def maximum(S, i, j):
+        peak[i] = acc.max(peak[i], S[i, j])
+
+    def exponential(S, i, j):
+        return acc.exp((S[i, j] - peak[i]) * scale)
+
+    def add(S, i, j):
+        total[i] += S[i, j]
+
+    def divide(S, i, j):
+        return S[i, j] / total[i]
+
+    return [start, maximum, exponential, add, divide]
+
+
+def softmax_b2b(M: int, N: int, scale: float = 1.0, **options):
+    """``E = softmax(scale * A @ B) @ D`` by rows (attention over one tile of N keys, A the
+    queries, B the keys transposed, D the values): the plan and its arrays (A, B, D, E)."""
+    return b2b_gemm(M, N, N, N, between=softmax_steps(M, scale), **options)
 
 
 SIZES = ((65536, 128), (65536, 64))

@@ -15,8 +15,17 @@ import pytest
 
 import schedc as acc
 from schedc.codegen.emulate import EmulationError
-from schedc.errors import CacheError, PlanError
-from schedc.ir.kernel import Binary, Fragment, FragmentConvert, FragmentMma, MbarrierWait, WarpgroupFence
+from schedc.errors import CacheError, PlanError, ScheduleError
+from schedc.ir.kernel import (
+    Binary,
+    Fragment,
+    FragmentConvert,
+    FragmentMma,
+    LaneReduce,
+    MbarrierWait,
+    PrivateArray,
+    WarpgroupFence,
+)
 from schedc.ir.walk import walk_statements
 from schedc.lower.wellformed import problems
 from schedc.verify import emulate_function, run_function
@@ -82,6 +91,69 @@ def test_a_nest_between_the_products_writing_another_array_is_refused():
     with pytest.raises(PlanError, match=r"fused schedule 1 writes Y; between the products of a chain the nests are "
                                         r"element-wise on S, the registers the second product reads"):
         compile_function_plan(*_script(middle=middle, extra=(Y,)))
+
+
+SOFTMAX = {
+    "fp16_64": dict(M=256, N=64),
+    "bf16_128_scaled": dict(M=192, N=128, scale=0.125, dtype=T.bfloat16, rows=64),
+    "one_role": dict(M=256, N=64, producer=False, persistent=False),
+}
+
+
+def test_a_row_softmax_over_tiles_of_s_is_refused():
+    """S's columns in tiles (the fusing index inside the loop over them): the parts run in turn at
+    each tile, so a row's maximum would be shared between tiles before it is whole."""
+    with pytest.raises(ScheduleError, match=r"writes \w+\[i\], one element for several points of the fused "
+                                            r"indices \(i, j\)"):
+        compile_function_plan(*b2b_gemm.softmax_b2b(128, 128, n1_tile=64, rows=64, stages=2, b_resident=False))
+
+
+@pytest.mark.parametrize("case", SOFTMAX)
+def test_a_row_softmax_between_the_products_matches_the_reference(case):
+    """E = softmax(A @ B) @ D: the row's maximum and sum in row vectors held by the threads of
+    the row (each thread's partial over its elements, combined over the row's four lanes by
+    shuffles), the exponentials and the division on S's registers; every block emulated against
+    the float64 reference, no race."""
+    options = dict(SOFTMAX[case])
+    model, fn = compile_function_plan(*b2b_gemm.softmax_b2b(options.pop("M"), options.pop("N"), **options))
+    _passed(emulate_function(model, fn, None, seed=5))
+
+
+def test_row_vectors_live_in_registers_and_meet_by_shuffles():
+    """No row vector is an argument or a buffer: each is a thread array of the rows it holds (rows
+    r and r + 8 of a warpgroup's tile), its reductions combined over lanes 1 and 2 apart."""
+    model, fn = compile_function_plan(*b2b_gemm.softmax_b2b(256, 64))
+    kernel = fn.kernels[0]
+    body = list(walk_statements(kernel.body))
+    assert {p.name for p in kernel.params} == {"A", "B", "D", "E"}
+    arrays = {s.name: s.shape for s in body if isinstance(s, PrivateArray) and s.name.endswith("_rows")}
+    assert len(arrays) == 2 and set(arrays.values()) == {(9,)}
+    reduces = [s for s in body if isinstance(s, LaneReduce)]
+    assert [(r.op, r.slots, r.distances) for r in reduces] == [("max", (0, 8), (1, 2)), ("+", (0, 8), (1, 2))]
+
+
+def _row_script(step):
+    """The b2b plan with one step between the products (``step(S, R, i, j)``, R a TEMP row vector)."""
+    R = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(256,))
+    return b2b_gemm.b2b_gemm(256, 64, 64, 64, between=[lambda S, i, j: step(S, R, i, j)])
+
+
+def test_a_row_vector_read_before_written_is_refused():
+    def step(S, R, i, j):
+        R[i] = acc.max(R[i], S[i, j])
+
+    with pytest.raises(PlanError, match=r"\w+ is Role.TEMP .* the nest reads \w+\[0\] .* before any "
+                                        r"iteration writes it"):
+        compile_function_plan(*_row_script(step))
+
+
+def test_a_row_vector_taking_a_value_that_changes_along_the_row_is_refused():
+    def step(S, R, i, j):
+        R[i] = S[i, j] * 2.0
+
+    with pytest.raises(PlanError, match=r"row vector \w+\[i\] from values that change along the row: a row "
+                                        r"vector takes a value the same for every column"):
+        compile_function_plan(*_row_script(step))
 
 
 @pytest.mark.parametrize("case", CASES)

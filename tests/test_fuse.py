@@ -684,9 +684,8 @@ def test_a_cache_of_a_row_the_parts_share_is_refused():
         compile_function_plan(plan, args)
 
 
-def test_a_row_of_another_fused_point_is_refused():
-    """The epilogue reads row 7 - i of C, which the product writes at another fused point (after
-    this one, for the first half): refused, with both accesses."""
+def _other_row(fusing_inside: bool):
+    """The epilogue reads row 7 - i of C; the fusing index inside the row loop or before it."""
     product, _, (A, B, C, bias) = _nests()
     after = acc.Nest(8, 8)
     x, y = after.get_indices()
@@ -696,11 +695,32 @@ def test_a_row_of_another_fused_point_is_refused():
         C[x, y] = C[7 - x, y] + bias[y]
 
     s = acc.fuse((product.create_schedule(), after.create_schedule()), partial=1)
-    plan = s.create_plan(H100)
-    with pytest.raises(ScheduleError, match=r"statement 2 \(schedule 1\) reads C\[-i0 \+ 7, y\] and statement 1 "
-                                            r"writes C\[i0, j0\]: fused schedules run in turn only at each point.* "
+    f, i, j, k, y = s.get_indices()
+    if fusing_inside:
+        s.reorder(i, f, j, k, y)
+    return s.create_plan(H100), (A, B, C, bias)
+
+
+def test_a_row_of_another_fused_point_is_refused():
+    """The epilogue reads row 7 - i of C, which the product writes at another fused point (after
+    this one, for the first half): the parts run in turn at each row (the fusing index inside i),
+    so it is refused, with both accesses."""
+    plan, (A, B, C, bias) = _other_row(fusing_inside=True)
+    with pytest.raises(ScheduleError, match=r"statement 2 \(schedule 1\) reads C\[-i \+ 7, y\] and statement 1 "
+                                            r"writes C\[i, j\]: fused schedules run in turn only at each point.* "
                                             r"each element belongs to one point"):
         compile_function_plan(plan, (A, B, C, bias))
+
+
+def test_parts_that_run_in_turn_over_the_whole_nest_may_read_any_row():
+    """With the fusing index first (no fused loop outside it, none on blocks), the product runs over
+    the whole nest before the epilogue starts: reading another row of C is the sequential
+    schedule's meaning, accepted, and the kernel computes it."""
+    plan, args = _other_row(fusing_inside=False)
+    model, fn = compile_function_plan(plan, args)
+    assert model.fusion.at == 0
+    reports = emulate_function(model, fn, None, seed=1)
+    assert reports and all(r.passed for r in reports)
 
 
 def attention_rows(M=6, N=40, D=16, threads=16, dtype=T.float16):

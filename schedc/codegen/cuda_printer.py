@@ -33,6 +33,7 @@ from ..ir.kernel import (
     FragmentStore,
     If,
     Kernel,
+    LaneReduce,
     Let,
     Load,
     Loop,
@@ -131,6 +132,17 @@ class Printer:
         return [f"{pad}// the row's {s.lanes} threads combine their partials ({s.op}); each gets the total",
                 f"{pad}{s.array}[0] = schedc::allreduce_x<{s.lanes}, {threads}>({s.array}[0], {scratch}, "
                 f"schedc::{op}());"]
+
+    @EMITTERS.handles(LaneReduce)
+    def _lane_reduce(self, s: LaneReduce, pad: str, depth: int) -> list[str]:
+        op = {"+": "Plus", "max": "Max", "min": "Min"}[s.op]
+        lines = [f"{pad}// the lanes of each row combine their partials ({s.op}, shfl.xor "
+                 f"{', '.join(map(str, s.distances))}); each gets the row's total"]
+        for slot in s.slots:
+            for d in s.distances:
+                lines.append(f"{pad}{s.array}[{slot}] = schedc::{op}()({s.array}[{slot}], "
+                             f"__shfl_xor_sync(0xffffffffu, {s.array}[{slot}], {d}));")
+        return lines
 
     @EMITTERS.handles(PrivateArray)
     def _private(self, s: PrivateArray, pad: str, depth: int) -> list[str]:

@@ -47,6 +47,7 @@ from ..ir.kernel import (
     HostFunction,
     If,
     Kernel,
+    LaneReduce,
     LaunchDependents,
     Let,
     Load,
@@ -363,6 +364,23 @@ class _Block:
                 self.body(s.body, active)
                 var = var + s.step
         self.iteration.pop(s.var, None)
+
+    @EXECUTORS.handles(LaneReduce)
+    def lane_reduce(self, s: LaneReduce, mask: np.ndarray) -> None:
+        """The lanes of each row combine their partials as ``__shfl_xor_sync`` does: each active
+        lane takes ``op`` of its value and lane ``lane ^ d``'s, for each distance in turn. Every
+        lane of a warp that runs it must run it (a shuffle from a lane that does not is undefined)."""
+        warps = self.thread_ids // WARP
+        running = np.isin(warps, np.unique(warps[mask]))
+        if not mask[running].all():
+            raise self.error("divergent shuffle", f"the lanes of a warp combine {s.array} by shuffles with part "
+                             "of the warp", np.flatnonzero(running & ~mask)[:4].tolist(), s.array, "-")
+        values = self.private[s.array]
+        for slot in s.slots:
+            v = values[:, slot].copy()
+            for d in s.distances:
+                v = binary(s.op, v, v[self.thread_ids ^ d], s.dtype)
+            values[mask, slot] = v[mask]
 
     @EXECUTORS.handles(ThreadReduce)
     def thread_reduce(self, s: ThreadReduce, mask: np.ndarray) -> None:

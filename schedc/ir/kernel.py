@@ -531,6 +531,22 @@ class ThreadReduce:
     scratch: str = ""
 
 
+@declares(scope=SyncScope.WARP)
+@dataclass(frozen=True)
+class LaneReduce:
+    """The lanes that hold one row of an accumulator combine their partials: at each of ``slots``
+    of the thread's own array ``array`` (a PrivateArray of ``dtype``), the value is combined with
+    ``op`` (``+``, ``max``, ``min``) with the same element of lane ``lane ^ d`` for each of
+    ``distances`` in turn (``shfl.xor`` within the warp); after it every lane of a row holds the
+    row's total there. Every lane of the warp runs it (``lower/rows.py``)."""
+
+    array: str
+    op: str
+    dtype: ScalarType
+    slots: tuple[int, ...]
+    distances: tuple[int, ...]
+
+
 @declares(scope=SyncScope.BLOCK)
 @dataclass(frozen=True)
 class Barrier:
@@ -882,7 +898,8 @@ class Roles:
 
 Stmt = (
     Store | Let | Loop | If | Fragment | FragmentFill | FragmentLoad | FragmentStore | FragmentMma
-    | FragmentApply | FragmentAdd | FragmentConvert | FragmentMap | ThreadReduce | Barrier | BlockCopy | AsyncCommit
+    | FragmentApply | FragmentAdd | FragmentConvert | FragmentMap | ThreadReduce | LaneReduce | Barrier | BlockCopy
+    | AsyncCommit
     | AsyncWait | Staging | StageLoad
     | StageStore
     | PrivateArray | MbarrierInit | MbarrierArrive | MbarrierWait | TmaLoad | Fence | WarpgroupFence

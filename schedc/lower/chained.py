@@ -56,7 +56,7 @@ from ..ir.model import Model
 from ..ir.types import ScalarType
 from ..ir.walk import subexpressions
 from ..targets import MemorySpace
-from . import epilogue, tensor
+from . import epilogue, rows, tensor
 
 FULL, EMPTY = "chain_full", "chain_empty"  # a moving B tile of the second product: landed / free again
 
@@ -118,10 +118,11 @@ def split(model: Model) -> tuple[Model, Chain | None]:
                               f"product's result in registers alone; make {source} Role.TEMP")
     for number, members in enumerate(fusion.parts[1:-1], 1):
         for n in members:
-            if model.statements[n].buffer != source:
+            if model.statements[n].buffer != source and not rows.is_row_vector(model, model.statements[n], first):
                 raise PlanError(here, f"fused schedule {number} writes {model.statements[n].buffer}; between the "
                                       f"products of a chain the nests are element-wise on {source}, the registers "
-                                      f"the second product reads")
+                                      f"the second product reads, or write row vectors of it (TEMP arrays of one "
+                                      f"element a row of {source})")
     if model.teams > 1 or model.clustering is not None:
         what = f"warp_specialize(teams={model.teams})" if model.teams > 1 else "plan.cluster"
         raise PlanError(here, f"{what} with a chain of products is not built: one team of consumer warpgroups, "

@@ -67,7 +67,12 @@ def _check_fusion(model) -> None:
                                                                       for ld in loads(statement.value)]
         for verb, array, index in accesses:
             touches.setdefault(array, []).append((part, n, verb, tuple(Affine.of(i) for i in index)))
-    fused = [name for name, _ in model.dims if name not in unfused]
+    # the parts run in turn at each point of the fused dimensions that have a loop before the fusing
+    # index or on the grid's blocks (the loops after it, a fused dimension's inner ones too, each
+    # part runs on its own)
+    gridded = {name for b in model.bindings if b.unit.level == "block" for name in b.loops}
+    outer = {model.dims[model.loop(name).dim][0] for name in model.outside_fusion | gridded}
+    fused = [name for name, _ in model.dims if name not in unfused and name in outer]
     for array, uses in touches.items():
         written = {part for part, _, verb, _ in uses if verb == "writes"}
         if not written or len({part for part, *_ in uses}) < 2:

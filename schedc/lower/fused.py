@@ -47,6 +47,7 @@ from ..ir.kernel import (
 from ..ir.patterns import widened
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, subexpressions, substitute
+from . import rows
 
 
 def in_loops(model, store: Store) -> Store:
@@ -98,8 +99,10 @@ def stored_array(model, c: str) -> str | None:
     """The array a tensorized product's registers are stored into last: the other array its
     epilogue writes, or C (None for a TEMP C with no such array: nothing is stored)."""
     fusion = model.fusion
+    product = model.statements[0]
     others = [] if fusion is None else [model.statements[n].buffer for members in fusion.parts[1:]
-                                        for n in members if model.statements[n].buffer != c]
+                                        for n in members if model.statements[n].buffer != c
+                                        and not rows.is_row_vector(model, model.statements[n], product)]
     return others[-1] if others else None if model.buffer(c).role == "temp" else c
 
 
@@ -107,7 +110,9 @@ def _check_target(model, where: str, number: int, s: Store, product: Store, befo
     """An epilogue statement writes C, or one other array at C's element once C's statements are
     done, and reads C's element only while the registers hold it (module docstring)."""
     c = product.buffer
-    target = next((t.buffer for t in before if t.buffer != c), None)
+    if rows.is_row_vector(model, s, product):  # C's row vector (lower/rows.py): beside C, not instead of it
+        return
+    target = next((t.buffer for t in before if t.buffer != c and not rows.is_row_vector(model, t, product)), None)
     if s.buffer == c:
         if target is not None:
             raise PlanError(where, f"fused schedule {number} writes {c} after an earlier statement wrote {target}: "
@@ -196,7 +201,7 @@ def _unrounded(e: Expr) -> Expr:
 
 def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulator: ScalarType,
                   combo: dict[str, int], edge: TileEdge | None, columns: tuple[int, int] | None = None,
-                  *, held: str, then: bool = False) -> tuple[FragmentMap, ...]:
+                  *, held: str, then: bool = False, lanes: rows.RowLayout | None = None) -> tuple[Stmt, ...]:
     """Each epilogue statement (over nest dimensions) as a map over ``fragment``'s elements: the
     register-blocked loops at their values in ``combo``, the element of the array the registers
     hold (``held`` before the first statement: C; another array's after its first statement) the
@@ -204,7 +209,9 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
     column (the tensorized m and n loops); at C's edge, only the elements inside it. A result a
     later statement reads (``then``: statements follow these) is held as its array holds it: rounded
     to the array's type (saturated, for 8-bit floats), as the nest's order has it; the last is
-    rounded where it is stored."""
+    rounded where it is stored. Statements on C's row vectors (``lanes``: where the thread's rows
+    lie) become the thread's row arrays, their reductions combined over the row's lanes
+    (``lower/rows.py``)."""
     t = model.tensorize
     row, col = t.loops[0], t.loops[1]
     for name in (row, col):
@@ -214,8 +221,19 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
                             f"{name} takes range({lp.begin}, {lp.end}, {lp.step}); a fused epilogue places a tile's "
                             "elements by loops that count its rows and columns from 0 by 1")
     fixed = {name: Const(value) for name, value in combo.items()}
-    maps = []
+    product = model.statements[0]
+    vectors = {s.buffer for s in statements if rows.is_row_vector(model, s, product)}
+    if vectors and lanes is None:
+        raise PlanError(where(model), f"the epilogue writes the row vector(s) {', '.join(sorted(vectors))}, held in "
+                                      "the registers of the threads that hold each row: tensorize with a family "
+                                      "whose accumulator lanes are known (wgmma, mma.sync)")
+    maps: list[Stmt] = []
+    seen: set[str] = set()
     for number, s in enumerate(statements):
+        if s.buffer in vectors:
+            maps += _row_statement(model, in_loops(model, s), number, in_loops(model, product), fragment,
+                                   accumulator, fixed, edge, columns, lanes, vectors, seen)
+            continue
         s = in_loops(model, s)
         read_later = then or number < len(statements) - 1
 
@@ -228,6 +246,8 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
         held = s.buffer
 
         value = substitute(map_expr(map_expr(s.value, local), _unrounded), fixed)
+        if vectors:
+            value = rows.reads(value, vectors, lanes.index())
         if accumulator.is_float and value.dtype.is_float and value.dtype.size < accumulator.size:
             value = widened(value, accumulator)  # 16-bit C: computed in float32, rounded when stored
         stored = model.buffer(s.buffer).dtype
@@ -240,6 +260,51 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
             body = (If(inside, body, "the element lies inside C"),)
         maps.append(FragmentMap(fragment, accumulator, row, col, body, columns))
     return tuple(maps)
+
+
+def where(model) -> str:
+    t = model.tensorize
+    return f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
+
+
+def _row_statement(model, s: Store, number: int, product: Store, fragment: str, accumulator: ScalarType,
+                   fixed: dict[str, Expr], edge: TileEdge | None, columns, lanes: rows.RowLayout,
+                   vectors: set[str], seen: set[str]) -> list[Stmt]:
+    """A statement on a row vector ``s.buffer`` (``lower/rows.py``): the same value for every
+    column, one store a row the thread holds; or a reduction over the row's columns, each
+    thread's partial over its elements combined over the row's lanes."""
+    t = model.tensorize
+    row, col = t.loops[0], t.loops[1]
+    vector, dtype = s.buffer, model.buffer(s.buffer).dtype
+    out: list[Stmt] = []
+    if vector not in seen:  # its first statement writes it (check.check_reads refuses a TEMP read before)
+        seen.add(vector)
+        out.append(rows.declared(vector, dtype, lanes))
+
+    def element(e: Expr) -> Expr:
+        if isinstance(e, Load) and e.buffer == product.buffer and e.index == product.index:
+            value = Load(fragment, (ELEMENT,), accumulator)
+            return value if e.dtype is accumulator else Cast(value, e.dtype)
+        return e
+
+    found = rows.reduction(s)
+    if found is None:
+        if not rows.column_free(s.value, col, product.buffer):
+            raise rows.refuse(where(model), vector, "from values that change along the row")
+        value = rows.converted(substitute(s.value, fixed), dtype)
+        return out + rows.per_slot(s, value, lanes, row, vectors)
+    op, x = found
+    x = substitute(map_expr(map_expr(x, element), _unrounded), fixed)
+    x = rows.converted(rows.reads(x, vectors, lanes.index()), dtype)
+    partial = f"_{vector}_part{number}"
+    at = (lanes.index(),)
+    body: tuple[Stmt, ...] = (Store(partial, at, Binary(op, Load(partial, at, dtype), x, dtype)),)
+    if edge is not None:
+        inside = all_of((Binary("<", Var(row), edge.rows), Binary("<", Var(col), edge.cols)))
+        body = (If(inside, body, "the element lies inside C"),)
+    return [*out, *rows.start_partial(partial, op, dtype, lanes), FragmentMap(fragment, accumulator, row, col, body,
+                                                                              columns),
+            *rows.reduced(s, op, partial, dtype, lanes)]
 
 
 __all__ = ["check_held", "epilogue_maps", "epilogue_statements", "in_loops", "stored_array"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import poly
 from ..errors import CacheError, PlanError
-from ..instructions import FAMILIES, Family, family_for, vector_width, wgmma_accumulator
+from ..instructions import FAMILIES, WARPGROUP, Family, family_for, vector_width, wgmma_accumulator
 from ..ir.affine import Affine, extent_expr
 from ..ir.kernel import (
     Binary,
@@ -40,7 +40,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..poly import Guard, PolyFacts
 from ..targets import MemorySpace, MMAFragmentOp
-from . import fused
+from . import fused, rows
 
 
 @dataclass(frozen=True)
@@ -643,10 +643,12 @@ def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> li
     if t.epilogue_op is not MMAFragmentOp.NONE:
         ops.append(FragmentApply(c, t.epilogue_op.name.lower(), t.epilogue_arg))
     statements = fused.epilogue_statements(model, where(model))
-    own = tuple(s for s in statements if s.buffer == tm.c.buffer)
+    product = model.statements[0]
+    own = tuple(itertools.takewhile(lambda s: s.buffer == tm.c.buffer or rows.is_row_vector(model, s, product),
+                                    statements))
     other = statements[len(own):]
     ops += fused.epilogue_maps(model, own, c, tm.accumulator_type, combo or {}, edge, held=tm.c.buffer,
-                               then=bool(other))
+                               then=bool(other), lanes=accumulator_rows(model, tm))
 
     def at_last(stmts: list[Stmt]) -> list[Stmt]:
         return stmts if last is None or not stmts else [If(last, tuple(stmts), "epilogue: the tile's last product")]
@@ -661,6 +663,17 @@ def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> li
                           FragmentStore(target.buffer, c_origin, c, target.row_stride, target.col_stride, edge,
                                         _vector(model, tm, target, "accumulator", edge))])
     return after
+
+
+def accumulator_rows(model, tm: TensorMatch) -> rows.RowLayout | None:
+    """Where a thread's rows of the accumulator lie (``lower/rows.py``); None for opaque tiles."""
+    m, n, k = model.tensorize.mma_shape.mnk
+    if tm.family == "wgmma":
+        return rows.row_layout(wgmma_accumulator(n, tm.accumulator_type), WARPGROUP)
+    if tm.instructions.layouts is None:
+        return None
+    return rows.row_layout(tm.instructions.tile_layout("accumulator", (m, n, k), tm.precision, tm.accumulator_type),
+                           model.gpu.warp_size)
 
 
 def edge_scratch(model, tm: TensorMatch | None, threads: int) -> SharedBuffer | None:

@@ -82,6 +82,7 @@ from ..ir.kernel import (
     HostFunction,
     If,
     Kernel,
+    LaneReduce,
     LaunchDependents,
     Let,
     Load,
@@ -342,6 +343,22 @@ class _Checker:
     def _PrivateArray(self, s: PrivateArray, scope: _Scope) -> None:
         scope.arrays[s.name] = s
 
+    @RULES.handles(LaneReduce)
+    def _LaneReduce(self, s: LaneReduce, scope: _Scope) -> None:
+        """A combine across the lanes of a row: of the thread's own array, in its type, at slots it
+        has, by shuffles within a warp (distances 1 to 16, powers of two)."""
+        where = f"lane reduction of {s.array}"
+        own = scope.arrays.get(s.array)
+        if not isinstance(own, PrivateArray):
+            self.report("declared", f"{where}: {s.array} is not a thread's own array")
+        elif own.dtype is not s.dtype:
+            self.report("types", f"{where}: {own.dtype.value} elements combined as {s.dtype.value}")
+        elif any(not 0 <= slot < own.size for slot in s.slots):
+            self.report("bounds", f"{where}: slots {list(s.slots)} of an array of {own.size}")
+        if s.op not in ("+", "max", "min") or not s.distances or any(
+                d not in (1, 2, 4, 8, 16) for d in s.distances):
+            self.report("reduction", f"{where}: {s.op} over lane distances {list(s.distances)}")
+
     @RULES.handles(ThreadReduce)
     def _ThreadReduce(self, s: ThreadReduce, scope: _Scope) -> None:
         """A combine across a row's threads: of the thread's own array, in its type, over a power
@@ -440,7 +457,8 @@ class _Checker:
     @RULES.handles(FragmentMap)
     def _FragmentMap(self, s: FragmentMap, scope: _Scope) -> None:
         """A fused epilogue: an accumulator of a family that places its elements, the body run
-        per element writing nothing but the element (other arrays it only reads)."""
+        per element writing nothing but the element and the thread's own arrays (a row vector's
+        partials); global and shared arrays it only reads."""
         frag = self.fragment(s.fragment, scope, "epilogue", ("accumulator",))
         if frag is None:
             return
@@ -460,7 +478,8 @@ class _Checker:
             inner.variables.add(name)
             inner.varying.add(name)
         for stmt in walk_statements(s.body):
-            if isinstance(stmt, Store) and stmt.buffer != s.fragment:
+            if isinstance(stmt, Store) and stmt.buffer != s.fragment \
+                    and not isinstance(scope.arrays.get(stmt.buffer), PrivateArray):
                 self.report("fragments", f"epilogue of {s.fragment}: its body stores to {stmt.buffer}")
             elif not isinstance(stmt, Store | If | Let):
                 self.report("fragments", f"epilogue of {s.fragment}: a {type(stmt).__name__} in its body")

@@ -570,6 +570,9 @@ class _IRRecord:
     def __call__(self, step, ir) -> None:
         from ..show import attached
 
+        if not self.verbose and not hasattr(ir, "kernel"):  # a function's own pass (split, link): the kernel's last
+            return
+
         text = f"== {ir.model.function} after {step.name} ({step.summary})\n{attached(ir.attached(step.shows))}\n"
         passes = self.texts.setdefault(ir.model.function, [])
         if self.verbose:

@@ -6,7 +6,8 @@ stages of 16 to 64 or ragged, 1 or 2 consumer warpgroups, block rows, 1 to 4 sta
 A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only written, prologue and
 epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
 2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it),
-D's rows of each tile through a ring of 1 to 3 stages;
+D's rows of each tile through a ring of 1 to 3 stages; a row softmax (or a min or sum of the row)
+between them, in row vectors held by the threads of each row;
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -96,8 +97,12 @@ def chain_program(rng: random.Random, target: str) -> Program:
         between = (Statement(S, value),)
         if any(isinstance(n, Ref) and n.array == "chain_bias" for n in walk(value)):
             arrays += (ArrayDecl("chain_bias", "INPUT", operand, (N1,)),)
+    row_steps: tuple[tuple[Statement, ...], ...] = ()
+    if not tiles_of_s and rng.random() < 0.25:  # a row softmax (or its kin) in row vectors between the products
+        row_steps = _row_steps(rng, i, j)
+        arrays += (ArrayDecl("chain_peak", "TEMP", "float32", (M,)), ArrayDecl("chain_total", "TEMP", "float32", (M,)))
     program = Program(target, arrays, (M, N1, K), (first,), steps, order, bindings, (), caches, tensorize,
-                      epilogue=(second,), second=N2, chained=chained, between=between)
+                      epilogue=(second,), second=N2, chained=chained, between=between, row_steps=row_steps)
     if rng.random() < 0.5:
         program = _replace(program, persistent=(rng.choice((1, 2, 8)), rng.choice((0, 1, 2, 3))))
     kind = choose(rng, {"auto": 50, "off": 30, "registers": 20})
@@ -106,6 +111,22 @@ def chain_program(rng: random.Random, target: str) -> Program:
     elif kind == "registers":
         program = _replace(program, specialize=(True, rng.choice((24, 40)), rng.choice((200, 232, 240))))
     return program
+
+
+def _row_steps(rng: random.Random, i: Subscript, j: Subscript) -> tuple[tuple[Statement, ...], ...]:
+    """A row softmax's steps on S, each a nest of its own: row vectors set, S's row reduced into
+    one (max, min or a sum), S's elements shifted by it (exp or not), summed, divided."""
+    S, peak, total = Ref("S", (i, j)), Ref("chain_peak", (i,)), Ref("chain_total", (i,))
+    op = choose(rng, {"max": 60, "min": 20, "+": 20})
+    start = {"max": -1.0e30, "min": 1.0e30, "+": 0.0}[op]
+    reduce = Statement(peak, S, accumulate=True) if op == "+" else Statement(peak, Binary(op, peak, S))
+    shifted = Binary("*", Binary("-", S, peak), Const(rng.choice((1.0, 0.125, 0.5))))
+    steps = [(Statement(peak, Const(start)), Statement(total, Const(0.0))), (reduce,),
+             (Statement(S, Fn("exp", (shifted,)) if op == "max" else shifted),),
+             (Statement(total, Fn("abs", (S,)) if op != "max" else S, accumulate=True),)]
+    if op == "max":  # a sum of exponentials is positive: divide by it
+        steps.append((Statement(S, Binary("/", S, total)),))
+    return tuple(steps)
 
 
 def _replace(program: Program, **changes) -> Program:

@@ -98,6 +98,7 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"fused epilogue"} if p.epilogue and p.chained is None else set()
     found |= {"chained product"} if p.chained is not None else set()
     found |= {"chained product, a nest between"} if p.between else set()
+    found |= {"chained product, row vectors between"} if p.row_steps else set()
     found |= {"chained product over tiles of the intermediate"} if p.chained and "jjj" in (p.order or ()) else set()
     found |= {"chained product, its B in a ring of stages"} if p.chained and any(
         c.array == "D" and c.stages > 1 for c in p.caches) else set()

@@ -209,11 +209,14 @@ class Program:
     # a nest over the first two indices fused between the first nest and the second (element-wise
     # statements on the first product's C before a chained product reads it)
     between: tuple[Statement, ...] = ()
+    # nests of their own after ``between`` (each a part that runs over the whole tile in turn): a row
+    # softmax's steps, writing and reading row vectors (TEMP arrays of the first dimension)
+    row_steps: tuple[tuple[Statement, ...], ...] = ()
 
     @property
     def all_statements(self) -> tuple[Statement, ...]:
         """The statements of both fused nests, in the order they run at a point."""
-        return self.statements + self.between + self.epilogue
+        return self.statements + self.between + tuple(s for step in self.row_steps for s in step) + self.epilogue
 
     @property
     def nest_indices(self) -> tuple[str, ...]:
@@ -356,7 +359,7 @@ def with_array_names(program: Program) -> Program:
 
     return replace(program, arrays=tuple(replace(a, name=names[a.name]) for a in program.arrays),
                    statements=renamed(program.statements), epilogue=renamed(program.epilogue),
-                   between=renamed(program.between),
+                   between=renamed(program.between), row_steps=tuple(renamed(step) for step in program.row_steps),
                    caches=tuple(replace(c, array=names.get(c.array, c.array)) for c in program.caches))
 
 

@@ -89,6 +89,13 @@ def _logic(program: Program) -> str:
         body = "\n".join(f"    {render_statement(s)}" for s in own)
         text += (f"middle = acc.Nest(shape={_tuple(_dims(program)[:2])})\ni2, j2 = middle.get_indices()\n\n"
                  f"\n@middle.iteration_logic\ndef _():\n{body}\n\n")
+    for n, step in enumerate(program.row_steps):  # each a nest of its own over the first two dimensions
+        names = {"i": f"i_s{n}", "j": f"j_s{n}"}
+        own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r, names=names: _renamed(r, names)),
+                         s.accumulate) for s in step]
+        body = "\n".join(f"    {render_statement(s)}" for s in own)
+        text += (f"step{n} = acc.Nest(shape={_tuple(_dims(program)[:2])})\ni_s{n}, j_s{n} = step{n}.get_indices()\n\n"
+                 f"\n@step{n}.iteration_logic\ndef _():\n{body}\n\n")
     if program.epilogue:  # the fused nest, over the first two dimensions (and "l"), with indices of its own
         names = {"i": "i1", "j": "j1", "l": "l1"}
         own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r: _renamed(r, names)), s.accumulate)
@@ -155,6 +162,7 @@ def _schedule(program: Program) -> str:
     if program.epilogue:
         partial, own = (1, ", j1") if program.rows_only else (2, ", l" if program.second else "")
         middle = " middle.create_schedule()," if program.between else ""
+        middle += "".join(f" step{n}.create_schedule()," for n in range(len(program.row_steps)))
         lines = [f"schedule = acc.fuse((nest.create_schedule(),{middle} after.create_schedule()), partial={partial})",
                  f"f, {', '.join(program.nest_indices)}{own} = schedule.get_indices()"]
     _, _, created = simulate_steps(program)

@@ -1,0 +1,172 @@
+"""Row vectors of an accumulator tile: a fused epilogue's statements on a TEMP array of one element
+per row of C (``R[i]``), held in the registers of the threads that hold the row.
+
+A schedule fused over C's rows (the fusing index inside the row loop, outside the columns' loops:
+each part runs over the block's whole tile in turn) may write row vectors between the product and
+C's store: ``R[i] = v`` with ``v`` the same for every column (a constant, row vectors, arrays read at
+the row) and reductions ``R[i] = op(R[i], x)`` (``op`` +, max or min; ``x`` reading C's element and
+arrays at its row and column); C's element-wise statements may read ``R[i]``. Each thread holds R
+for the rows it holds elements of: a thread array indexed by ``row(0, e)`` (where the layout's row
+is a part of the lane plus a part of the element: wgmma's and mma.sync's accumulators), every
+subscript a constant after unrolling, so the array lives in registers. A reduction is each
+thread's partial over its elements, combined over the lanes that hold the row by ``shfl.xor``
+(``LaneReduce``), then folded into R. Before → after (wgmma, a warpgroup's 64 x n tile; a thread
+holds rows ``r`` and ``r + 8``)::
+
+    R[i] = -inf                          _R_rows[0] = -inf; _R_rows[8] = -inf
+    R[i] = max(R[i], S[i, j])            _R_part[0] = -inf; _R_part[8] = -inf
+                                         for elem: _R_part[row0] = max(_R_part[row0], _c[elem])
+                                         _R_part[s] = max(_R_part[s], shfl_xor(_R_part[s], 1)), then 2
+                                         _R_rows[s] = max(_R_rows[s], _R_part[s])
+    S[i, j] = exp(S[i, j] - R[i])        for elem: _c[elem] = exp(_c[elem] - _R_rows[row0])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PlanError
+from ..instructions import LaneLayout, Sym
+from ..ir.kernel import ELEMENT, Binary, Cast, Const, Expr, LaneReduce, Load, PrivateArray, Stmt, Store, Var
+from ..ir.types import ScalarType
+from ..ir.walk import map_expr, subexpressions, substitute
+
+REDUCTIONS = ("+", "max", "min")
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Where a thread's rows of an accumulator lie: ``slots`` (the rows ``row(0, e)`` of lane 0,
+    each the thread's array index of its row), the first element of each, the lanes that share the
+    layout and the ``shfl.xor`` distances between the lanes that hold one row."""
+
+    layout: LaneLayout
+    lanes: int
+    first: dict[int, int]  # slot -> the first element in it
+    distances: tuple[int, ...]
+
+    @property
+    def slots(self) -> tuple[int, ...]:
+        return tuple(sorted(self.first))
+
+    @property
+    def size(self) -> int:
+        return max(self.first) + 1
+
+    def index(self) -> Expr:
+        """The slot of the element ``ELEMENT`` (a FragmentMap's), as an expression of it."""
+        row = self.layout.row(0, Sym(ELEMENT))
+        return row.expr if isinstance(row, Sym) else Const(int(row))
+
+    def row(self, slot: int) -> Expr:
+        """The thread's row in the tile at ``slot``."""
+        lane = Sym(Binary("%", Var("threadIdx.x"), Const(self.lanes)))
+        row = self.layout.row(lane, self.first[slot])
+        return row.expr if isinstance(row, Sym) else Const(int(row))
+
+
+def row_layout(layout: LaneLayout, lanes: int) -> RowLayout | None:
+    """The rows of ``layout`` over ``lanes`` threads, where the row is a part of the lane plus a
+    part of the element and the lanes of one row differ in bits of the lane below 32; else None."""
+    lane, e = np.arange(lanes)[:, None], np.arange(layout.elements)[None, :]
+    row = np.broadcast_to(layout.row(lane, e), (lanes, layout.elements))
+    if not (row - row[:, :1] == row[:1, :] - row[0, 0]).all():
+        return None
+    first: dict[int, int] = {}
+    for element, r in enumerate(row[0].tolist()):
+        first.setdefault(int(r), element)
+    distances = tuple(d for d in (1, 2, 4, 8, 16) if d < lanes and (row[lane[:, 0] ^ d] == row).all())
+    holders = {int(r): int(np.sum(row[:, 0] == r)) for r in np.unique(row[:, 0])}
+    if any(count != 2 ** len(distances) for count in holders.values()):
+        return None
+    return RowLayout(layout, lanes, first, distances)
+
+
+def is_row_vector(model, s: Store, product: Store) -> bool:
+    """Whether ``s`` writes a row vector of the product's C: a TEMP array of rank 1 at C's row."""
+    return (s.buffer != product.buffer and len(s.index) == 1 and s.index[0] == product.index[0]
+            and model.buffer(s.buffer).role == "temp")
+
+
+def array_name(vector: str) -> str:
+    return f"_{vector}_rows"
+
+
+def reads(value: Expr, vectors: set[str], at: Expr) -> Expr:
+    """``value`` with its reads of the row vectors ``vectors`` at the thread's slot ``at``."""
+    def put(e: Expr) -> Expr:
+        if isinstance(e, Load) and e.buffer in vectors:
+            return Load(array_name(e.buffer), (at,), e.dtype)
+        return e
+    return map_expr(value, put)
+
+
+def reduction(s: Store) -> tuple[str, Expr] | None:
+    """``R[i] = op(R[i], x)`` (either order) as (op, x), where x does not read R; else None."""
+    v = s.value
+    if not (isinstance(v, Binary) and v.op in REDUCTIONS):
+        return None
+    for mine, x in ((v.lhs, v.rhs), (v.rhs, v.lhs)):
+        if isinstance(mine, Load) and mine.buffer == s.buffer and mine.index == s.index and not any(
+                isinstance(e, Load) and e.buffer == s.buffer for e in subexpressions(x)):
+            return v.op, x
+    return None
+
+
+def identity(op: str, dtype: ScalarType) -> Const:
+    if op == "+":
+        return Const(0.0 if dtype.is_float else 0, dtype)
+    big = math.inf if dtype.is_float else np.iinfo(dtype.numpy).max
+    return Const(-big if op == "max" else big, dtype)
+
+
+def declared(vector: str, dtype: ScalarType, rows: RowLayout) -> PrivateArray:
+    return PrivateArray(array_name(vector), dtype, (rows.size,))
+
+
+def per_slot(s: Store, value: Expr, rows: RowLayout, row_var: str, vectors: set[str]) -> list[Stmt]:
+    """A row-wise statement (the same value for every column): one store per row the thread holds,
+    its row variable at that row."""
+    out: list[Stmt] = []
+    for slot in rows.slots:
+        at = substitute(reads(value, vectors, Const(slot)), {row_var: rows.row(slot)})
+        out.append(Store(array_name(s.buffer), (Const(slot),), at))
+    return out
+
+
+def reduced(s: Store, op: str, partial: str, dtype: ScalarType, rows: RowLayout) -> list[Stmt]:
+    """After the map that folded the thread's elements into ``partial``: the lanes of each row
+    combine their partials, and R takes the row's total."""
+    out: list[Stmt] = [LaneReduce(partial, op, dtype, rows.slots, rows.distances)]
+    for slot in rows.slots:
+        here = (Const(slot),)
+        out.append(Store(array_name(s.buffer), here,
+                         Binary(op, Load(array_name(s.buffer), here, dtype), Load(partial, here, dtype), dtype)))
+    return out
+
+
+def start_partial(partial: str, op: str, dtype: ScalarType, rows: RowLayout) -> list[Stmt]:
+    return [PrivateArray(partial, dtype, (rows.size,)),
+            *(Store(partial, (Const(slot),), identity(op, dtype)) for slot in rows.slots)]
+
+
+def column_free(value: Expr, col_var: str, held: str) -> bool:
+    """Whether ``value`` is the same for every column: it reads neither C's element nor the column."""
+    return not any(isinstance(e, Var) and e.name == col_var or isinstance(e, Load) and e.buffer == held
+                   for e in subexpressions(value))
+
+
+def refuse(where: str, vector: str, why: str) -> PlanError:
+    return PlanError(where, f"the epilogue writes the row vector {vector}[i] {why}: a row vector takes a value "
+                            f"the same for every column ({vector}[i] = v) or a reduction over the row's columns "
+                            f"({vector}[i] = {vector}[i] + x, max or min)")
+
+
+def converted(value: Expr, dtype: ScalarType) -> Expr:
+    return value if value.dtype is dtype else Cast(value, dtype)
+
+
+__all__ = ["RowLayout", "is_row_vector", "row_layout"]
