@@ -8,7 +8,8 @@ stages and sizes for float16, M = 65536): E is checked against torch's ``mm(mm(A
 (16-bit tolerance relative to the largest value), then both are timed with
 ``triton.testing.do_bench`` (L2 flushed between calls, medians in ms), the median of five rounds
 that time each form in turn. ``x torch`` is torch's time over schedc's (> 1: schedc faster);
-``GB/s`` counts A read and E written once (B and D are small).
+``GB/s`` counts A read and E written once (B and D are small). ``softmax_*``: E = softmax(A @ B) @ D
+by rows against torch's mm, softmax and mm.
 
 Usage (on the GPU, repository root): python benchmarks/b2b_gemm.py [--variants] [--only PREFIX[,PREFIX...]]
 """
@@ -111,6 +112,16 @@ def measure(fn, M: int, N: int, dtype) -> dict[str, float]:
             torch.mm(s, d, out=e)
 
         arguments = (a, b, d, e, bias)
+    elif fn.name.startswith("softmax"):  # E = softmax(A @ B) @ D by rows: torch's mm, softmax, mm
+        want = torch.mm(torch.softmax(torch.mm(a, b).float(), dim=1).to(dtype), d).float()
+        fn(a, b, d, e)
+
+        def reference():
+            torch.mm(a, b, out=s)
+            torch.softmax(s, dim=1, out=s)
+            torch.mm(s, d, out=e)
+
+        arguments = (a, b, d, e)
     else:
         want = torch.mm(torch.mm(a, b), d).float()
         fn(a, b, d, e)

@@ -18,7 +18,9 @@ and a read of M x N1 16-bit values): ``benchmarks/b2b_gemm.py`` times both on th
   intermediate in tiles of 128 columns, each multiplied into E as it is made, ``WIDE``);
 - ``b2b_bf16_<M>x<N>``: bfloat16;
 - ``mlp_relu_fp16_<M>x<N>``: ``E = relu(A @ B + bias) @ D`` (two layers of an MLP), the bias and the
-  ReLU applied to the intermediate in registers between the products.
+  ReLU applied to the intermediate in registers between the products;
+- ``softmax_fp16_<M>x<N>``: ``E = softmax(A @ B) @ D`` by rows (attention over one tile of N keys):
+  the row's maximum and sum of exponentials in row vectors, held by the threads of each row.
 
 ``b2b_gemm`` builds the plan for any sizes and types the chain allows: N1 one wgmma tile (the
 warpgroup holds S's row of the block before the second product starts), or several with
@@ -176,4 +178,5 @@ if __name__ == "__main__":
     package.add(*b2b_gemm(65536, 256, 256, 256, **WIDE), base_name="b2b_fp16_65536x256")
     package.add(*b2b_gemm(65536, 128, 128, 128, dtype=acc.ScalarType.bfloat16), base_name="b2b_bf16_65536x128")
     package.add(*relu_mlp(65536, 128), base_name="mlp_relu_fp16_65536x128")
+    package.add(*softmax_b2b(65536, 128), base_name="softmax_fp16_65536x128")
     package.build("b2b_gemm", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/b2b_gemm")
