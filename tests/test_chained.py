@@ -399,6 +399,15 @@ GPU_CASES = ("fp16_128", "fp16_mixed", "bf16_128", "b_streamed", "one_role", "ca
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", list(SOFTMAX))
+def test_a_row_softmax_between_the_products_on_the_gpu(case, tmp_path):
+    options = dict(SOFTMAX[case])
+    build(*b2b_gemm.softmax_b2b(options.pop("M"), options.pop("N"), **options), "b2b", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "b2b.hat").functions["b2b"], seed=7))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", [*GPU_CASES, "relu_mlp"])
 def test_back_to_back_gemm_on_the_gpu(case, tmp_path):
     build(*(b2b_gemm.relu_mlp(256, 128) if case == "relu_mlp" else _plan(**CASES[case])), "b2b", tmp_path)
