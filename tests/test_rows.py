@@ -4,13 +4,17 @@ its CUDA), and what each refuses."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import schedc as acc
 from schedc.codegen.cuda import emit_kernel
 from schedc.codegen.emulate import EmulationError, emulate
+from schedc.errors import PlanError, ScheduleError
 from schedc.instructions import MMA_SYNC, wgmma_accumulator
 from schedc.ir.kernel import (
     Binary,
@@ -28,6 +32,9 @@ from schedc.ir.kernel import (
 from schedc.ir.types import ScalarType
 from schedc.lower import wellformed
 from schedc.lower.rows import row_layout
+from schedc.verify import emulate_function
+
+from .plans import build, compile_function_plan
 
 F32, F16 = ScalarType.float32, ScalarType.float16
 TX = Var("threadIdx.x")
@@ -104,3 +111,175 @@ def test_the_cuda_of_a_lane_reduction_shuffles_each_slot():
     text = emit_kernel(_sums("max", (1, 2)))
     assert "p[0] = schedc::Max()(p[0], __shfl_xor_sync(0xffffffffu, p[0], 1));" in text
     assert "p[1] = schedc::Max()(p[1], __shfl_xor_sync(0xffffffffu, p[1], 2));" in text
+
+
+# -- row vectors in fused epilogues of any tensorized product; what the fusion check refuses ----------
+
+H100 = acc.Target(acc.Target.Model.NVIDIA_H100)
+
+
+def _steps(M, N, C, R, then=None):
+    """Nests over C's elements: R set to -inf, R = max(R, C) over the row, C -= R, and (``then``:
+    an array Y) Y = C + R after C's statements."""
+    def nest(body):
+        e = acc.Nest(shape=(M, N))
+        x, y = e.get_indices()
+
+        @e.iteration_logic
+        def _():
+            body(x, y)
+
+        return e.create_schedule()
+
+    def start(x, y):
+        R[x] = -math.inf
+
+    def peak(x, y):
+        R[x] = acc.max(R[x], C[x, y])
+
+    def shift(x, y):
+        C[x, y] = C[x, y] - R[x]
+        if then is not None:
+            then[x, y] = C[x, y] + R[x]
+
+    return [nest(start), nest(peak), nest(shift)]
+
+
+def _hopper(M=256, N=128, K=128, teams=1, blocks=None, accumulate=False):
+    """A wgmma product whose block holds C's N columns, C's row maxima subtracted in its epilogue."""
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(K, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT if accumulate else acc.Role.OUTPUT, element_type=F32, shape=(M, N))
+    R = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+    n = acc.Nest(shape=(M, N, K))
+    i, j, k = n.get_indices()
+
+    @n.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = acc.fuse((n.create_schedule(), *_steps(M, N, C, R)), partial=2)
+    f, i, j, k = s.get_indices()
+    ii, jj, kk = s.split(i, 128), s.split(j, N), s.split(k, 64)
+    iii, jjj = s.split(ii, 64), s.split(jj, N)
+    shape = acc.MMAShape[f"M64xN{N}xK16_B1"]
+    m, nn, mk = H100.tensor_core_info.compute_tensor_splits(shape)
+    iiii, jjjj, kkk = s.tile({iii: m, jjj: nn, kk: mk})
+    if teams == 1:
+        s.reorder(i, f, j, ii, jj, k, kk, iii, jjj, iiii, jjjj, kkk)
+    else:
+        s.reorder(i, f, j, jj, k, kk, ii, iii, jjj, iiii, jjjj, kkk)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_Y, **({ii: g.WARPGROUP_Y} if teams == 1 else {}), jj: g.WARPGROUP_X})
+    start = acc.MMAFragmentOp.NONE if accumulate else acc.MMAFragmentOp.SET
+    plan.tensorize(indices=(iiii, jjjj, kkk), mma_shape=shape, prologue_op=start, prologue_arg=0.0)
+    for array in (A, B):
+        plan.cache(array, index=kk, location=H100.MemorySpace.SHARED, stages=3, engine=acc.CopyEngine.TMA)
+    plan.cache(C, index=k, location=H100.MemorySpace.MMA_FRAGMENT, element_type=F32)
+    plan.warp_specialize(True, teams=teams)
+    plan.persistent(blocks=blocks)
+    return plan, (A, B, C)
+
+
+def _mma_sync(N=16, serial_j=False, then=False):
+    """mma.sync tiles of 16 x 16, a warp a tile; Y = C + R after C's store (``then``)."""
+    M, K = 32, 32
+    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(M, K))
+    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(K, N))
+    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=F32, shape=(M, N))
+    R = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
+    n = acc.Nest(shape=(M, N, K))
+    i, j, k = n.get_indices()
+
+    @n.iteration_logic
+    def _():
+        C[i, j] += A[i, k] * B[k, j]
+
+    s = acc.fuse((n.create_schedule(), *_steps(M, N, C, R, Y if then else None)), partial=2)
+    f, i, j, k = s.get_indices()
+    ii, jj = s.split(i, 32), s.split(j, 16)
+    shape = acc.MMAShape.M16xN16xK16_B1
+    m, nn, mk = H100.tensor_core_info.compute_tensor_splits(shape)
+    iii, jjj, kk = s.tile({ii: m, jj: nn, k: mk})
+    s.reorder(i, f, j, k, ii, jj, iii, jjj, kk)
+    plan = s.create_plan(H100)
+    g = H100.GridUnit
+    plan.bind({i: g.BLOCK_Y, ii: g.WARP_Y, **({} if serial_j else {jj: g.WARP_X})})
+    plan.tensorize(indices=(iii, jjj, kk), mma_shape=shape, instruction=acc.Instruction.MMA_SYNC)
+    return plan, (A, B, C, *((Y,) if then else ()))
+
+
+def _emulated(plan, args):
+    model, fn = compile_function_plan(plan, args)
+    reports = emulate_function(model, fn, None, seed=1)
+    assert reports and all(r.passed for r in reports), reports
+    return fn
+
+
+@pytest.mark.parametrize("options", [{}, {"teams": 2, "blocks": 2}])
+def test_a_wgmma_epilogue_subtracts_its_rows_maxima(options, tmp_path):
+    """C stored by TMA after its rows' maxima were taken and subtracted (the epilogue's maps stay
+    whole); with two teams each warpgroup holds two 64-row tiles, each with row arrays of its own
+    (compiled by NVRTC: no name declared twice)."""
+    plan, args = _hopper(**options)
+    _emulated(plan, args)
+    build(plan, args, "rows", tmp_path)
+    assert (tmp_path / "rows.cubin").exists()
+
+
+def test_rows_of_a_c_that_comes_in_by_tma_chunks_are_refused():
+    with pytest.raises(PlanError, match=r"reduces rows of C's tile into row vectors, which needs the whole tile in "
+                                        r"registers first, and C's tile comes in by TMA chunk by chunk"):
+        compile_function_plan(*_hopper(accumulate=True))
+
+
+def test_an_array_written_after_cs_store_reads_the_row_vector_in_registers():
+    fn = _emulated(*_mma_sync(serial_j=True, then=True))
+    assert not any(p.name == "R" for p in fn.kernels[0].params)
+
+
+def test_a_row_vector_over_several_tiles_of_the_row_is_refused():
+    """Two serial 16-column tiles of C a row: the epilogue runs per tile, so a row's maximum would be
+    taken over half the row; refused by the fusion check."""
+    with pytest.raises(ScheduleError, match=r"writes \w+\[i\], one element for several points of the fused "
+                                            r"indices \(i, j\)"):
+        compile_function_plan(*_mma_sync(N=32, serial_j=True))
+
+
+def test_a_row_vector_shared_by_threads_of_the_row_is_refused():
+    """The columns bound to THREAD_X: each part's thread writes R where the others read it, with no
+    barrier between the parts for the fused loops; refused."""
+    M, N = 4, 128
+    X = acc.Array(role=acc.Role.INPUT, element_type=F32, shape=(M, N))
+    Y = acc.Array(role=acc.Role.OUTPUT, element_type=F32, shape=(M, N))
+    R = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M,))
+    n0, n1 = acc.Nest(shape=(M, N)), acc.Nest(shape=(M, N))
+    a, b = n0.get_indices()
+    c, d = n1.get_indices()
+
+    @n0.iteration_logic
+    def _():
+        R[a] += X[a, b]
+
+    @n1.iteration_logic
+    def _():
+        Y[c, d] = X[c, d] - R[c]
+
+    s = acc.fuse((n0.create_schedule(), n1.create_schedule()), partial=2)
+    f, i, j = s.get_indices()
+    jj = s.split(j, 64)
+    s.reorder(i, f, j, jj)
+    plan = s.create_plan(H100)
+    plan.bind({i: H100.GridUnit.BLOCK_X, jj: H100.GridUnit.THREAD_X})
+    with pytest.raises(ScheduleError, match=r"writes R\[i\], one element for several points"):
+        compile_function_plan(plan, (X, Y, R))
+
+
+@pytest.mark.parametrize("op, dtype, value", [("max", ScalarType.int32, -2 ** 31), ("min", ScalarType.uint8, 255),
+                                              ("max", ScalarType.float32, -math.inf), ("+", ScalarType.int8, 0)])
+def test_a_reductions_identity_is_the_types_own(op, dtype, value):
+    from schedc.lower.rows import identity
+
+    assert identity(op, dtype).value == value

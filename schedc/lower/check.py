@@ -67,12 +67,7 @@ def _check_fusion(model) -> None:
                                                                       for ld in loads(statement.value)]
         for verb, array, index in accesses:
             touches.setdefault(array, []).append((part, n, verb, tuple(Affine.of(i) for i in index)))
-    # the parts run in turn at each point of the fused dimensions that have a loop before the fusing
-    # index or on the grid's blocks (the loops after it, a fused dimension's inner ones too, each
-    # part runs on its own)
-    gridded = {name for b in model.bindings if b.unit.level == "block" for name in b.loops}
-    outer = {model.dims[model.loop(name).dim][0] for name in model.outside_fusion | gridded}
-    fused = [name for name, _ in model.dims if name not in unfused and name in outer]
+    fused = [name for name, _ in model.dims if name not in unfused and _per_point(model, name)]
     for array, uses in touches.items():
         written = {part for part, _, verb, _ in uses if verb == "writes"}
         if not written or len({part for part, *_ in uses}) < 2:
@@ -87,6 +82,25 @@ def _check_fusion(model) -> None:
                              f"{fusion.name} is built for that (the block's tile for every part: cache it at a loop "
                              f"each thread runs outside {fusion.name}, such as ii = split(i, 1) of a block-bound "
                              "i), or leave it uncached", loops=(cached.index,))
+
+
+def _per_point(model, dim: str) -> bool:
+    """Whether the parts run in turn at each value of fused dimension ``dim`` rather than each over
+    all of it: it has a loop before the fusing index or bound to a grid or thread unit (the parts
+    meet only where a barrier separates them), or, tensorized, a loop of several values besides the
+    tile's own m and n (the epilogue runs once per accumulator tile). A part runs a dimension whose
+    loops are all serial and after the fusing index (or the tile's m and n) over all of it."""
+    t = model.tensorize
+    tile = set(t.loops[:2]) if t is not None else set()
+    for lp in model.loops:
+        several = not isinstance(lp.end, int) or lp.end - lp.begin > lp.step
+        if model.dims[lp.dim][0] != dim or not several:  # a loop of one value makes no points apart
+            continue
+        if lp.name in model.outside_fusion or model.binding_of(lp.name) is not None:
+            return True
+        if t is not None and lp.name not in tile:
+            return True
+    return False
 
 
 def _around_parts(model, cached) -> bool:

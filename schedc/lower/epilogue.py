@@ -51,10 +51,12 @@ from ..ir.kernel import (
     FragmentMap,
     FragmentStore,
     If,
+    LaneReduce,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
     NamedBarrier,
+    PrivateArray,
     SharedBuffer,
     Stmt,
     StructParam,
@@ -370,8 +372,17 @@ def _chunked_maps(after: tuple[Stmt, ...], out: TmaOutput) -> dict[tuple[str, st
     chunk beside that array's TMA stores: those before the fragment's store into ``out``'s array,
     and (``out.then``) those between it and the store of the epilogue's other array, which compute
     that array's element in the same registers once C's store has taken C's. Maps before a store
-    the threads make themselves stay whole."""
+    the threads make themselves stay whole, and so do all of them where the epilogue reduces rows
+    into row vectors (each reduction needs the row whole before what follows reads it)."""
     leaving = {o.array for o in (out, out.then) if o is not None}
+    if any(isinstance(s, LaneReduce | PrivateArray) for s in after):  # row vectors (lower/rows.py): whole rows
+        if out.loads:
+            raise PlanError(f"cache({out.array}, ..., location=MMA_FRAGMENT)",
+                            f"the epilogue reduces rows of {out.array}'s tile into row vectors, which needs the "
+                            f"whole tile in registers first, and {out.array}'s tile comes in by TMA chunk by chunk "
+                            f"after the products: start the accumulators from a value (prologue_op=SET) or make "
+                            f"{out.array} Role.OUTPUT")
+        return {}
     maps: dict[tuple[str, str], list[FragmentMap]] = {}
     pending: dict[str, list[FragmentMap]] = {}
     for s in after:

@@ -223,10 +223,12 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
     fixed = {name: Const(value) for name, value in combo.items()}
     product = model.statements[0]
     vectors = {s.buffer for s in statements if rows.is_row_vector(model, s, product)}
-    if vectors and lanes is None:
-        raise PlanError(where(model), f"the epilogue writes the row vector(s) {', '.join(sorted(vectors))}, held in "
-                                      "the registers of the threads that hold each row: tensorize with a family "
-                                      "whose accumulator lanes are known (wgmma, mma.sync)")
+    read = {e.buffer for s in statements for e in subexpressions(s.value) if isinstance(e, Load)} & row_vectors(model)
+    if (vectors or read) and lanes is None:
+        names = ", ".join(sorted(vectors | read))
+        raise PlanError(where(model), f"the epilogue uses the row vector(s) {names}, held in the registers of the "
+                                      "threads that hold each row: tensorize with a family whose accumulator lanes "
+                                      "are known (wgmma, mma.sync)")
     maps: list[Stmt] = []
     seen: set[str] = set()
     for number, s in enumerate(statements):
@@ -246,8 +248,8 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
         held = s.buffer
 
         value = substitute(map_expr(map_expr(s.value, local), _unrounded), fixed)
-        if vectors:
-            value = rows.reads(value, vectors, lanes.index())
+        if vectors | read:
+            value = rows.reads(value, vectors | read, lanes.index(), fragment)
         if accumulator.is_float and value.dtype.is_float and value.dtype.size < accumulator.size:
             value = widened(value, accumulator)  # 16-bit C: computed in float32, rounded when stored
         stored = model.buffer(s.buffer).dtype
@@ -260,6 +262,12 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
             body = (If(inside, body, "the element lies inside C"),)
         maps.append(FragmentMap(fragment, accumulator, row, col, body, columns))
     return tuple(maps)
+
+
+def row_vectors(model) -> set[str]:
+    """The row vectors a tensorized fused schedule's epilogue writes (``lower/rows.py``)."""
+    product = model.statements[0]
+    return {s.buffer for s in model.statements[1:] if rows.is_row_vector(model, s, product)}
 
 
 def where(model) -> str:
@@ -279,7 +287,7 @@ def _row_statement(model, s: Store, number: int, product: Store, fragment: str, 
     out: list[Stmt] = []
     if vector not in seen:  # its first statement writes it (check.check_reads refuses a TEMP read before)
         seen.add(vector)
-        out.append(rows.declared(vector, dtype, lanes))
+        out.append(rows.declared(vector, dtype, lanes, fragment))
 
     def element(e: Expr) -> Expr:
         if isinstance(e, Load) and e.buffer == product.buffer and e.index == product.index:
@@ -292,11 +300,11 @@ def _row_statement(model, s: Store, number: int, product: Store, fragment: str, 
         if not rows.column_free(s.value, col, product.buffer):
             raise rows.refuse(where(model), vector, "from values that change along the row")
         value = rows.converted(substitute(s.value, fixed), dtype)
-        return out + rows.per_slot(s, value, lanes, row, vectors)
+        return out + rows.per_slot(s, value, lanes, row, vectors, fragment)
     op, x = found
     x = substitute(map_expr(map_expr(x, element), _unrounded), fixed)
-    x = rows.converted(rows.reads(x, vectors, lanes.index()), dtype)
-    partial = f"_{vector}_part{number}"
+    x = rows.converted(rows.reads(x, vectors, lanes.index(), fragment), dtype)
+    partial = f"_{vector}_part{number}{fragment.removeprefix('_c')}"
     at = (lanes.index(),)
     body: tuple[Stmt, ...] = (Store(partial, at, Binary(op, Load(partial, at, dtype), x, dtype)),)
     if edge is not None:
@@ -304,7 +312,7 @@ def _row_statement(model, s: Store, number: int, product: Store, fragment: str, 
         body = (If(inside, body, "the element lies inside C"),)
     return [*out, *rows.start_partial(partial, op, dtype, lanes), FragmentMap(fragment, accumulator, row, col, body,
                                                                               columns),
-            *rows.reduced(s, op, partial, dtype, lanes)]
+            *rows.reduced(s, op, partial, dtype, lanes, fragment)]
 
 
 __all__ = ["check_held", "epilogue_maps", "epilogue_statements", "in_loops", "stored_array"]

@@ -91,15 +91,17 @@ def is_row_vector(model, s: Store, product: Store) -> bool:
             and model.buffer(s.buffer).role == "temp")
 
 
-def array_name(vector: str) -> str:
-    return f"_{vector}_rows"
+def array_name(vector: str, fragment: str) -> str:
+    """The thread array of ``vector`` for the rows of accumulator ``fragment`` (one per tile a
+    thread holds: register-blocked tiles hold rows of their own)."""
+    return f"_{vector}_rows{fragment.removeprefix('_c')}"
 
 
-def reads(value: Expr, vectors: set[str], at: Expr) -> Expr:
+def reads(value: Expr, vectors: set[str], at: Expr, fragment: str) -> Expr:
     """``value`` with its reads of the row vectors ``vectors`` at the thread's slot ``at``."""
     def put(e: Expr) -> Expr:
         if isinstance(e, Load) and e.buffer in vectors:
-            return Load(array_name(e.buffer), (at,), e.dtype)
+            return Load(array_name(e.buffer, fragment), (at,), e.dtype)
         return e
     return map_expr(value, put)
 
@@ -117,34 +119,37 @@ def reduction(s: Store) -> tuple[str, Expr] | None:
 
 
 def identity(op: str, dtype: ScalarType) -> Const:
+    """The value ``op`` leaves the other operand as: 0, the type's least (max) or greatest (min)."""
     if op == "+":
         return Const(0.0 if dtype.is_float else 0, dtype)
-    big = math.inf if dtype.is_float else np.iinfo(dtype.numpy).max
-    return Const(-big if op == "max" else big, dtype)
+    if dtype.is_float:
+        return Const(-math.inf if op == "max" else math.inf, dtype)
+    info = np.iinfo(dtype.numpy)
+    return Const(int(info.min) if op == "max" else int(info.max), dtype)
 
 
-def declared(vector: str, dtype: ScalarType, rows: RowLayout) -> PrivateArray:
-    return PrivateArray(array_name(vector), dtype, (rows.size,))
+def declared(vector: str, dtype: ScalarType, rows: RowLayout, fragment: str) -> PrivateArray:
+    return PrivateArray(array_name(vector, fragment), dtype, (rows.size,))
 
 
-def per_slot(s: Store, value: Expr, rows: RowLayout, row_var: str, vectors: set[str]) -> list[Stmt]:
+def per_slot(s: Store, value: Expr, rows: RowLayout, row_var: str, vectors: set[str], fragment: str) -> list[Stmt]:
     """A row-wise statement (the same value for every column): one store per row the thread holds,
     its row variable at that row."""
     out: list[Stmt] = []
     for slot in rows.slots:
-        at = substitute(reads(value, vectors, Const(slot)), {row_var: rows.row(slot)})
-        out.append(Store(array_name(s.buffer), (Const(slot),), at))
+        at = substitute(reads(value, vectors, Const(slot), fragment), {row_var: rows.row(slot)})
+        out.append(Store(array_name(s.buffer, fragment), (Const(slot),), at))
     return out
 
 
-def reduced(s: Store, op: str, partial: str, dtype: ScalarType, rows: RowLayout) -> list[Stmt]:
+def reduced(s: Store, op: str, partial: str, dtype: ScalarType, rows: RowLayout, fragment: str) -> list[Stmt]:
     """After the map that folded the thread's elements into ``partial``: the lanes of each row
     combine their partials, and R takes the row's total."""
     out: list[Stmt] = [LaneReduce(partial, op, dtype, rows.slots, rows.distances)]
+    mine = array_name(s.buffer, fragment)
     for slot in rows.slots:
         here = (Const(slot),)
-        out.append(Store(array_name(s.buffer), here,
-                         Binary(op, Load(array_name(s.buffer), here, dtype), Load(partial, here, dtype), dtype)))
+        out.append(Store(mine, here, Binary(op, Load(mine, here, dtype), Load(partial, here, dtype), dtype)))
     return out
 
 

@@ -30,6 +30,7 @@ from ..ir.kernel import (
     FragmentStore,
     If,
     Load,
+    PrivateArray,
     SharedBuffer,
     Stmt,
     Store,
@@ -653,13 +654,15 @@ def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> li
     def at_last(stmts: list[Stmt]) -> list[Stmt]:
         return stmts if last is None or not stmts else [If(last, tuple(stmts), "epilogue: the tile's last product")]
 
-    after = at_last(ops)
+    # the row vectors' thread arrays (lower/rows.py) declared first: the statements after C's store read them too
+    declared = [s for s in ops if isinstance(s, PrivateArray)]
+    after = [*declared, *at_last([s for s in ops if not isinstance(s, PrivateArray)])]
     if model.buffer(tm.c.buffer).role != "temp" or last is not None:  # a TEMP C stored between passes too
         after.append(FragmentStore(tm.c.buffer, c_origin, c, tm.c.row_stride, tm.c.col_stride, edge, vector))
     if other:
         target = dataclasses.replace(tm.c, buffer=other[0].buffer)
         after += at_last([*fused.epilogue_maps(model, other, c, tm.accumulator_type, combo or {}, edge,
-                                               held=tm.c.buffer),
+                                               held=tm.c.buffer, lanes=accumulator_rows(model, tm)),
                           FragmentStore(target.buffer, c_origin, c, target.row_stride, target.col_stride, edge,
                                         _vector(model, tm, target, "accumulator", edge))])
     return after
