@@ -343,17 +343,24 @@ class _Checker:
     def _PrivateArray(self, s: PrivateArray, scope: _Scope) -> None:
         scope.arrays[s.name] = s
 
-    @RULES.handles(LaneReduce)
-    def _LaneReduce(self, s: LaneReduce, scope: _Scope) -> None:
-        """A combine across the lanes of a row: of the thread's own array, in its type, at slots it
-        has, by shuffles within a warp (distances 1 to 16, powers of two)."""
-        where = f"lane reduction of {s.array}"
+    def own_array(self, s: LaneReduce | ThreadReduce, scope: _Scope, where: str) -> PrivateArray | None:
+        """The thread's own array a reduction combines, of its type (None, reported: it is not)."""
         own = scope.arrays.get(s.array)
         if not isinstance(own, PrivateArray):
             self.report("declared", f"{where}: {s.array} is not a thread's own array")
         elif own.dtype is not s.dtype:
             self.report("types", f"{where}: {own.dtype.value} elements combined as {s.dtype.value}")
-        elif any(not 0 <= slot < own.size for slot in s.slots):
+        else:
+            return own
+        return None
+
+    @RULES.handles(LaneReduce)
+    def _LaneReduce(self, s: LaneReduce, scope: _Scope) -> None:
+        """A combine across the lanes of a row: of the thread's own array, in its type, at slots it
+        has, by shuffles within a warp (distances 1 to 16, powers of two)."""
+        where = f"lane reduction of {s.array}"
+        own = self.own_array(s, scope, where)
+        if own is not None and any(not 0 <= slot < own.size for slot in s.slots):
             self.report("bounds", f"{where}: slots {list(s.slots)} of an array of {own.size}")
         if s.op not in ("+", "max", "min") or not s.distances or any(
                 d not in (1, 2, 4, 8, 16) for d in s.distances):
@@ -364,11 +371,7 @@ class _Checker:
         """A combine across a row's threads: of the thread's own array, in its type, over a power
         of two of lanes; past a warp through a shared element a warp (every thread runs it)."""
         where = f"reduction of {s.array}"
-        own = scope.arrays.get(s.array)
-        if not isinstance(own, PrivateArray):
-            self.report("declared", f"{where}: {s.array} is not a thread's own array")
-        elif own.dtype is not s.dtype:
-            self.report("types", f"{where}: {own.dtype.value} elements combined as {s.dtype.value}")
+        self.own_array(s, scope, where)
         if s.op not in ("+", "max", "min") or s.lanes < 1 or s.lanes & (s.lanes - 1):
             self.report("reduction", f"{where}: {s.op} over {s.lanes} lanes")
         if s.lanes > 32:
