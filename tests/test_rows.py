@@ -145,11 +145,11 @@ def _steps(M, N, C, R, then=None):
     return [nest(start), nest(peak), nest(shift)]
 
 
-def _hopper(M=256, N=128, K=128, teams=1, blocks=None, accumulate=False):
-    """A wgmma product whose block holds C's N columns, C's row maxima subtracted in its epilogue."""
+def _product(M, N, K, c_role):
+    """C += A @ B (float16 operands, float32 C of ``c_role``), its nest, and a row vector R of C."""
     A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(M, K))
     B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(K, N))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT if accumulate else acc.Role.OUTPUT, element_type=F32, shape=(M, N))
+    C = acc.Array(role=c_role, element_type=F32, shape=(M, N))
     R = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
     n = acc.Nest(shape=(M, N, K))
     i, j, k = n.get_indices()
@@ -158,6 +158,12 @@ def _hopper(M=256, N=128, K=128, teams=1, blocks=None, accumulate=False):
     def _():
         C[i, j] += A[i, k] * B[k, j]
 
+    return A, B, C, R, n
+
+
+def _hopper(M=256, N=128, K=128, teams=1, blocks=None, accumulate=False):
+    """A wgmma product whose block holds C's N columns, C's row maxima subtracted in its epilogue."""
+    A, B, C, R, n = _product(M, N, K, acc.Role.INPUT_OUTPUT if accumulate else acc.Role.OUTPUT)
     s = acc.fuse((n.create_schedule(), *_steps(M, N, C, R)), partial=2)
     f, i, j, k = s.get_indices()
     ii, jj, kk = s.split(i, 128), s.split(j, N), s.split(k, 64)
@@ -185,18 +191,8 @@ def _hopper(M=256, N=128, K=128, teams=1, blocks=None, accumulate=False):
 def _mma_sync(N=16, serial_j=False, then=False):
     """mma.sync tiles of 16 x 16, a warp a tile; Y = C + R after C's store (``then``)."""
     M, K = 32, 32
-    A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(M, K))
-    B = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(K, N))
-    C = acc.Array(role=acc.Role.INPUT_OUTPUT, element_type=F32, shape=(M, N))
+    A, B, C, R, n = _product(M, N, K, acc.Role.INPUT_OUTPUT)
     Y = acc.Array(role=acc.Role.OUTPUT, element_type=F32, shape=(M, N))
-    R = acc.Array(role=acc.Role.TEMP, element_type=F32, shape=(M,))
-    n = acc.Nest(shape=(M, N, K))
-    i, j, k = n.get_indices()
-
-    @n.iteration_logic
-    def _():
-        C[i, j] += A[i, k] * B[k, j]
-
     s = acc.fuse((n.create_schedule(), *_steps(M, N, C, R, Y if then else None)), partial=2)
     f, i, j, k = s.get_indices()
     ii, jj = s.split(i, 32), s.split(j, 16)
