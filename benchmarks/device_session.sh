@@ -16,6 +16,8 @@
 #   ping_pong  benchmarks/ping_pong.py: tests of teams and fp8 mma.sync, random programs, timing, ncu sections
 #   edges      the gpu-marked Hopper tests, sanitizers on the edge plans, the random tester's Hopper draws on the GPU
 #   fused      tests/test_fuse.py on the GPU and under the sanitizers, samples/fused_gemm.py against torch
+#   attention  the chain's and the online softmax's tests on the GPU and under the sanitizers, the
+#              attention sample's registers and spills, benchmarks/attention.py against torch's SDPA
 #   reduce     tests/test_reduce.py on the GPU and under the sanitizers, gemv, softmax, layernorm against torch
 #   runtime    tests/test_runtime_sizes.py on the GPU and under the sanitizers, samples/runtime_m.py timed
 #   torch      the torch operators' tests, benchmarks/call_overhead.py (the call from PyTorch)
@@ -64,6 +66,9 @@
 #   FUZZ_SEED (4600), FUZZ_JOBS (14): every accepted program checked against the reference and,
 #   element for element, the emulator; every program the emulator refuses run on the GPU all the
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
+# attention: EXTRA_TESTS, SANITIZE (1), TOOLS, VARIANTS (1: --variants), ONLY (benchmarks/attention.py's
+#   --only), B2B (0 skips benchmarks/b2b_gemm.py's softmax functions). Writes attention.txt, b2b.txt,
+#   resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
 #   tools, "memcheck racecheck synccheck"), SANITIZE_K (fused: the pytest -k of the sanitized tests).
 # torch:    RUNS (2: call_overhead.py's runs), CALLS (its --calls). The operators' C++ kernel is built
@@ -75,7 +80,7 @@
 # The lists in the environment (SAMPLES, PROFILE, TRITON_PROBLEMS, GPU_TESTS, ...) are split on spaces.
 # shellcheck disable=SC2086
 set -uo pipefail
-MODES="samples compare ncu hopper families split_k ping_pong edges fused reduce runtime torch tune"
+MODES="samples compare ncu hopper families split_k ping_pong edges fused attention reduce runtime torch tune"
 MODE=${1:-${MODE:-samples}}
 case " $MODES help -h --help " in
   *" $MODE "*) ;;
@@ -374,6 +379,19 @@ mode_fused() {
   [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_fuse.py "${SANITIZE_K:-gpu}"
   python3 -m schedc build samples/fused_gemm.py --output-dir hat_packages 2>&1 | tail -2
   python3 benchmarks/fused_gemm.py hat_packages/fused_gemm 2>&1 | tee "$OUT/fused_gemm.txt"
+}
+
+mode_attention() {
+  local args=()
+  gpu_tests 0 -n 8 tests/test_online.py tests/test_chained.py tests/test_rows.py ${EXTRA_TESTS:-}
+  [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_online.py gpu
+  python3 -m schedc build samples/attention.py --output-dir hat_packages 2>&1 | tail -1
+  cuobjdump --dump-resource-usage hat_packages/attention/attention.cubin 2>&1 | grep -E "Function|REG" \
+    | tee "$OUT/resources.txt"
+  [ "${VARIANTS:-1}" = 1 ] && args+=(--variants)
+  [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
+  timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
+  [ "${B2B:-1}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
 }
 
 mode_reduce() {

@@ -15,7 +15,7 @@ import pytest
 
 import schedc as acc
 from schedc.codegen.emulate import EmulationError
-from schedc.errors import CacheError, PlanError, ScheduleError
+from schedc.errors import CacheError, PlanError
 from schedc.ir.kernel import (
     Binary,
     Fragment,
@@ -98,14 +98,6 @@ SOFTMAX = {
     "bf16_128_scaled": dict(M=192, N=128, scale=0.125, dtype=T.bfloat16, rows=64),
     "one_role": dict(M=256, N=64, producer=False, persistent=False),
 }
-
-
-def test_a_row_softmax_over_tiles_of_s_is_refused():
-    """S's columns in tiles (the fusing index inside the loop over them): the parts run in turn at
-    each tile, so a row's maximum would be shared between tiles before it is whole."""
-    with pytest.raises(ScheduleError, match=r"writes \w+\[i\], one element for several points of the fused "
-                                            r"indices \(i, j\)"):
-        compile_function_plan(*b2b_gemm.softmax_b2b(128, 128, n1_tile=64, rows=64, stages=2, b_resident=False))
 
 
 @pytest.mark.parametrize("case", SOFTMAX)

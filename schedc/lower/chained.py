@@ -56,7 +56,7 @@ from ..ir.model import Model
 from ..ir.types import ScalarType
 from ..ir.walk import subexpressions
 from ..targets import MemorySpace
-from . import epilogue, rows, tensor
+from . import epilogue, online, rows, tensor
 
 FULL, EMPTY = "chain_full", "chain_empty"  # a moving B tile of the second product: landed / free again
 
@@ -77,6 +77,7 @@ class Chain:
     tiles: tensor.TensorMatch | None = None
     cache: object = None  # hopper.TmaCache of the second's B: the same tile for every tile of the kernel
     output: object = None  # epilogue.TmaOutput: its C's tiles stored by TMA through shared slots (None: by the threads)
+    online: online.Online | None = None  # row vectors of the first's C kept across the carried loops
 
     def single_valued(self) -> dict[str, Affine]:
         """Its loops that take one value, at that value (its own loops have none in the kernel)."""
@@ -129,7 +130,8 @@ def split(model: Model) -> tuple[Model, Chain | None]:
                               "no cluster")
     last = len(fusion.parts) - 1
     chained = _own_caches(model.part(last), source)
-    return _own_caches(model.head(last)), Chain(chained, source, poly.analyze(chained), model.outside_fusion)
+    return _own_caches(model.head(last)), Chain(chained, source, poly.analyze(chained), model.outside_fusion,
+                                                 online=online.derive(model))
 
 
 def _own_caches(part: Model, held: str = "") -> Model:
@@ -293,17 +295,33 @@ def slot(chain: Chain, count: Expr) -> tuple[Expr, Expr]:
     return Binary("%", count, Const(stages)), Binary("%", Binary("/", count, Const(stages)), Const(2))
 
 
-def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...]) -> Statements:
+def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...],
+               first_rows: rows.RowLayout | None = None, dtypes: dict | None = None) -> Statements:
     """After each tile of the first product: its accumulator ``source`` as the register A tiles of
     the second, which multiplies them into its own accumulator (set up before the loops it is kept
     across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
     ``descriptor``: the maker of B's matrix descriptors, hopper's ``_Products.descriptor``;
     ``copy``: the TMA boxes of B's tile into its stage on its full barrier there, where it moves
-    (hopper's ``tile_boxes``; the stage and parity: ``slot``)."""
+    (hopper's ``tile_boxes``; the stage and parity: ``slot``). With row vectors kept across the
+    loops (``chain.online``; ``first_rows``: where the first's rows lie, ``dtypes``: the vectors'
+    types), they are set up before the loops, the accumulator is corrected before each product
+    and divided by the row sums after the loops (``lower/online.py``)."""
     model, tiles = chain.model, chain.tiles
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
     before, after = tensor._accumulator(model, tiles, as_expr, "_e", {}, None, None)
+    rescale: tuple[Stmt, ...] = ()
+    kept = chain.online
+    if kept is not None:
+        lanes = tensor.accumulator_rows(model, tiles)
+        if lanes is None or first_rows is None or lanes.slots != first_rows.slots:
+            raise PlanError(where_second(chain), "the second product's accumulator holds other rows a thread than "
+                                                 "the first's: the row vectors kept across the tiles cannot "
+                                                 "correct it")
+        loops = (t.loops[0], t.loops[1])
+        before = [*before, *kept.setup(dtypes, first_rows, source)]
+        rescale = kept.rescale("_e", tiles.accumulator_type, lanes, loops, source)
+        after = [*kept.finish("_e", tiles.accumulator_type, lanes, loops, source), *after]
     if chain.output is not None:
         after = list(epilogue.stored_by_tma(tuple(after), chain.output, n))
     out: list[Stmt] = []
@@ -316,6 +334,7 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     stage, parity = slot(chain, count)
     if not chain.cache.resident:
         out.append(MbarrierWait(FULL, stage, parity, f"this tile's {chain.cache.array} has landed"))
+    out += rescale
     out.append(WarpgroupFence())  # (a resident B has landed before the first tile: hopper)
     for p in range(t.passes):
         out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, stage), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]

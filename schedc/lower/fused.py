@@ -201,7 +201,8 @@ def _unrounded(e: Expr) -> Expr:
 
 def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulator: ScalarType,
                   combo: dict[str, int], edge: TileEdge | None, columns: tuple[int, int] | None = None,
-                  *, held: str, then: bool = False, lanes: rows.RowLayout | None = None) -> tuple[Stmt, ...]:
+                  *, held: str, then: bool = False, lanes: rows.RowLayout | None = None,
+                  online=None) -> tuple[Stmt, ...]:
     """Each epilogue statement (over nest dimensions) as a map over ``fragment``'s elements: the
     register-blocked loops at their values in ``combo``, the element of the array the registers
     hold (``held`` before the first statement: C; another array's after its first statement) the
@@ -211,7 +212,9 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
     to the array's type (saturated, for 8-bit floats), as the nest's order has it; the last is
     rounded where it is stored. Statements on C's row vectors (``lanes``: where the thread's rows
     lie) become the thread's row arrays, their reductions combined over the row's lanes
-    (``lower/rows.py``)."""
+    (``lower/rows.py``); those a chain keeps across the tiles of C's columns (``online``, an
+    ``online.Online``) are set before the loop, corrected as the row's maximum grows, and divided by
+    after it (``lower/online.py``)."""
     t = model.tensorize
     row, col = t.loops[0], t.loops[1]
     for name in (row, col):
@@ -230,11 +233,17 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
                                       "threads that hold each row: tensorize with a family whose accumulator lanes "
                                       "are known (wgmma, mma.sync)")
     maps: list[Stmt] = []
-    seen: set[str] = set()
+    seen: set[str] = set(online.carried) if online is not None else set()  # declared before the loop
     for number, s in enumerate(statements):
+        if online is not None and online.skipped(s):
+            continue
         if s.buffer in vectors:
+            peak = online is not None and s.buffer == online.peak
+            dtype = model.buffer(s.buffer).dtype
+            maps += online.before_peak(dtype, lanes, fragment) if peak else []
             maps += _row_statement(model, in_loops(model, s), number, in_loops(model, product), fragment,
-                                   accumulator, fixed, edge, columns, lanes, vectors, seen)
+                                   accumulator, fixed, edge, columns, lanes, vectors, seen, online)
+            maps += online.after_peak(dtype, lanes, fragment) if peak else []
             continue
         s = in_loops(model, s)
         read_later = then or number < len(statements) - 1
@@ -250,6 +259,7 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
         value = substitute(map_expr(map_expr(s.value, local), _unrounded), fixed)
         if vectors | read:
             value = rows.reads(value, vectors | read, lanes.index(), fragment)
+            value = online.used(value, fragment) if online is not None else value
         if accumulator.is_float and value.dtype.is_float and value.dtype.size < accumulator.size:
             value = widened(value, accumulator)  # 16-bit C: computed in float32, rounded when stored
         stored = model.buffer(s.buffer).dtype
@@ -277,7 +287,7 @@ def where(model) -> str:
 
 def _row_statement(model, s: Store, number: int, product: Store, fragment: str, accumulator: ScalarType,
                    fixed: dict[str, Expr], edge: TileEdge | None, columns, lanes: rows.RowLayout,
-                   vectors: set[str], seen: set[str]) -> list[Stmt]:
+                   vectors: set[str], seen: set[str], online=None) -> list[Stmt]:
     """A statement on a row vector ``s.buffer`` (``lower/rows.py``): the same value for every
     column, one store a row the thread holds; or a reduction over the row's columns, each
     thread's partial over its elements combined over the row's lanes."""
@@ -303,7 +313,8 @@ def _row_statement(model, s: Store, number: int, product: Store, fragment: str, 
         return out + rows.per_slot(s, value, lanes, row, vectors, fragment)
     op, x = found
     x = substitute(map_expr(map_expr(x, element), _unrounded), fixed)
-    x = rows.converted(rows.reads(x, vectors, lanes.index(), fragment), dtype)
+    x = rows.reads(x, vectors, lanes.index(), fragment)
+    x = rows.converted(online.used(x, fragment) if online is not None else x, dtype)
     partial = f"_{vector}_part{number}{fragment.removeprefix('_c')}"
     at = (lanes.index(),)
     body: tuple[Stmt, ...] = (Store(partial, at, Binary(op, Load(partial, at, dtype), x, dtype)),)

@@ -459,8 +459,9 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     # ptxas compiles every role within the launch's share of registers (setmaxnreg moves them only
     # at run time): what the consumers' code may hold beyond that share would spill
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
-    products = _Products(model, tiles, caches, as_expr, budget, output, compiled).bind(shape, ring)
-    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), min(255, compiled))
+    products = _Products(model, tiles, caches, as_expr, budget, output, compiled,
+                         chain.online if chain is not None else None).bind(shape, ring)
+    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), min(255, compiled), tiles)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
@@ -535,7 +536,7 @@ def carried_loops(chain: chained.Chain | None, shape: LoopShape, facts) -> tuple
 
 
 def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_expr,
-           budget: int) -> chained.Statements | None:
+           budget: int, tiles: tensor.TensorMatch) -> chained.Statements | None:
     """A chain's second product after each tile of the first (``chained``), its accumulator kept
     across the carried loops: the innermost of the loops around the first's tile."""
     if chain is None:
@@ -558,7 +559,9 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_
     c = chain.cache
     stage, _ = chained.slot(chain, ring.c_tiles())
     copy = tile_boxes(c, stage, [as_expr(o) for o in c.origin], chained.FULL, stage)
-    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy))
+    dtypes = {b.name: b.dtype for b in model.buffers}
+    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy),
+                              tensor.accumulator_rows(model, tiles), dtypes)
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
@@ -807,8 +810,10 @@ class _Products:
     every pass, every register-blocked accumulator) and C's accumulators around the passes."""
 
     def __init__(self, model, tiles: tensor.TensorMatch, caches: tuple[TmaCache, ...], as_expr,
-                 registers: int = 0, output: epilogue.TmaOutput | None = None, compiled: int = 0) -> None:
+                 registers: int = 0, output: epilogue.TmaOutput | None = None, compiled: int = 0,
+                 online=None) -> None:
         self.model, self.tiles, self.as_expr = model, tiles, as_expr
+        self.online = online  # online.Online: row vectors of C kept across a chain's tiles
         self.registers = registers  # what each consumer thread may hold
         self.compiled = compiled or registers  # what ptxas lets the consumers' code hold (the launch's share)
         self.output = output  # C stored by TMA (None: by the threads)
@@ -919,7 +924,7 @@ class _Products:
         early = _early_fits(model, tm, len(combos), self.registers) and not (out is not None and out.loads)
         for combo in combos:
             c = blocking.name("c", self.shape.blocked, combo)
-            b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last, early)
+            b, a = tensor._accumulator(model, tm, self.as_expr, c, combo, first, last, early, self.online)
             before += b
             after += a
         n = model.tensorize.mma_shape.mnk[1]

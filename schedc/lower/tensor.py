@@ -596,7 +596,7 @@ class Blocking:
         return tuple(n for n in self.loops if _uses(operand.subscripts, n))
 
 
-def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = False):
+def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = False, online=None):
     """C's fragment ``c`` set up before the products and stored after them. ``early``: C is
     loaded before the products into a fragment of its own type and added after them (the
     fragment starts at zero), so the load's latency hides behind the products."""
@@ -615,7 +615,7 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = F
                                 path=_path(tm, tm.c), vector=vector),
                    FragmentFill(c, 0.0)]
         after: list[Stmt] = [FragmentAdd(c, f"{c}_early")]
-        return before, after + _epilogue(model, tm, c, c_origin, edge, vector, last, combo)
+        return before, after + _epilogue(model, tm, c, c_origin, edge, vector, last, combo, online)
     load_c = FragmentLoad(c, tm.c.buffer, c_origin, tm.c.row_stride, tm.c.col_stride, edge,
                           path=_path(tm, tm.c), vector=vector)
     if op is MMAFragmentOp.SET:
@@ -631,10 +631,10 @@ def _accumulator(model, tm, as_expr, c: str, combo, first, last, early: bool = F
             before.append(
                 apply if first is None else If(first, (apply,), "prologue: the tile's first product")
             )
-    return before, _epilogue(model, tm, c, c_origin, edge, vector, last, combo)
+    return before, _epilogue(model, tm, c, c_origin, edge, vector, last, combo, online)
 
 
-def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> list[Stmt]:
+def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo, online=None) -> list[Stmt]:
     """After the products: the epilogue op, a fused schedule's epilogue (``fused.epilogue_maps``),
     the store; the first two at the tile's last product only. Where the fused schedule goes on to
     write another array at C's element, its statements follow C's store (none for a TEMP C, held
@@ -649,7 +649,7 @@ def _epilogue(model, tm, c: str, c_origin, edge, vector: int, last, combo) -> li
                                     statements))
     other = statements[len(own):]
     ops += fused.epilogue_maps(model, own, c, tm.accumulator_type, combo or {}, edge, held=tm.c.buffer,
-                               then=bool(other), lanes=accumulator_rows(model, tm))
+                               then=bool(other), lanes=accumulator_rows(model, tm), online=online)
 
     def at_last(stmts: list[Stmt]) -> list[Stmt]:
         return stmts if last is None or not stmts else [If(last, tuple(stmts), "epilogue: the tile's last product")]

@@ -7,7 +7,7 @@ A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only writte
 epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
 2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it),
 D's rows of each tile through a ring of 1 to 3 stages; a row softmax (or a min or sum of the row)
-between them, in row vectors held by the threads of each row;
+between them, in row vectors held by the threads of each row, over S's tiles in the online form;
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -55,7 +55,9 @@ def chain_program(rng: random.Random, target: str) -> Program:
         N1 = n1 * rng.randint(2, 3)
     layouts = [choose(rng, {"FIRST_MAJOR": 70, "LAST_MAJOR": 30}) for _ in range(3)]
     output = operand if rng.random() < 0.7 else "float32"
-    read = rng.random() < 0.3  # E += ... onto E's values: INPUT_OUTPUT, its fragments start from them
+    # a row softmax over S's tiles (the online form, lower/online.py): E starts at zero, corrected as it goes
+    online = tiles_of_s and rng.random() < 0.35
+    read = not online and rng.random() < 0.3  # E += ... onto E's values: INPUT_OUTPUT, its fragments start from them
     arrays = (ArrayDecl("A", "INPUT", operand, (M, K), layouts[0]), ArrayDecl("B", "INPUT", operand, (K, N1), layouts[1]),
               ArrayDecl("D", "INPUT", operand, (N1, N2), layouts[2]), ArrayDecl("S", "TEMP", "float32", (M, N1)),
               ArrayDecl("E", "INPUT_OUTPUT" if read else "OUTPUT", output, (M, N2)))
@@ -98,8 +100,8 @@ def chain_program(rng: random.Random, target: str) -> Program:
         if any(isinstance(n, Ref) and n.array == "chain_bias" for n in walk(value)):
             arrays += (ArrayDecl("chain_bias", "INPUT", operand, (N1,)),)
     row_steps: tuple[tuple[Statement, ...], ...] = ()
-    if not tiles_of_s and rng.random() < 0.25:  # a row softmax (or its kin) in row vectors between the products
-        row_steps = _row_steps(rng, i, j)
+    if online or not tiles_of_s and rng.random() < 0.25:  # a row softmax (or its kin) in row vectors between
+        row_steps = _row_steps(rng, i, j, online)
         arrays += (ArrayDecl("chain_peak", "TEMP", "float32", (M,)), ArrayDecl("chain_total", "TEMP", "float32", (M,)))
     program = Program(target, arrays, (M, N1, K), (first,), steps, order, bindings, (), caches, tensorize,
                       epilogue=(second,), second=N2, chained=chained, between=between, row_steps=row_steps)
@@ -113,18 +115,22 @@ def chain_program(rng: random.Random, target: str) -> Program:
     return program
 
 
-def _row_steps(rng: random.Random, i: Subscript, j: Subscript) -> tuple[tuple[Statement, ...], ...]:
+def _row_steps(rng: random.Random, i: Subscript, j: Subscript, online: bool = False
+               ) -> tuple[tuple[Statement, ...], ...]:
     """A row softmax's steps on S, each a nest of its own: row vectors set, S's row reduced into
-    one (max, min or a sum), S's elements shifted by it (exp or not), summed, divided."""
+    one (max, min or a sum), S's elements shifted by it (exp or not), summed, divided. ``online``:
+    S's columns come in tiles, so the softmax itself (a maximum, exponentials of S minus it, their
+    sum, the division or not), which the kernel keeps across the tiles (``lower/online.py``)."""
     S, peak, total = Ref("S", (i, j)), Ref("chain_peak", (i,)), Ref("chain_total", (i,))
-    op = choose(rng, {"max": 60, "min": 20, "+": 20})
+    op = "max" if online else choose(rng, {"max": 60, "min": 20, "+": 20})
     start = {"max": -1.0e30, "min": 1.0e30, "+": 0.0}[op]
     reduce = Statement(peak, S, accumulate=True) if op == "+" else Statement(peak, Binary(op, peak, S))
     shifted = Binary("*", Binary("-", S, peak), Const(rng.choice((1.0, 0.125, 0.5))))
     steps = [(Statement(peak, Const(start)), Statement(total, Const(0.0))), (reduce,),
-             (Statement(S, Fn("exp", (shifted,)) if op == "max" else shifted),),
+             (Statement(S, Fn(rng.choice(("exp", "fast_exp")) if online else "exp", (shifted,)) if op == "max"
+                        else shifted),),
              (Statement(total, Fn("abs", (S,)) if op != "max" else S, accumulate=True),)]
-    if op == "max":  # a sum of exponentials is positive: divide by it
+    if op == "max" and (not online or rng.random() < 0.8):  # a sum of exponentials is positive: divide by it
         steps.append((Statement(S, Binary("/", S, total)),))
     return tuple(steps)
 

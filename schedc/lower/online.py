@@ -1,0 +1,459 @@
+"""The online softmax: row vectors of a chain's first C kept across the tiles of its columns.
+
+A chain whose first product's C (``S``) comes in tiles of columns (the fusing index inside the
+loop over them: each tile goes on into the second product, whose accumulator ``E`` is kept across
+that loop) may compute a row softmax of S between the products, written as for a whole row
+(``samples/b2b_gemm.py: softmax_steps``): the row's maximum, the exponentials, their sum, the
+division. The reference runs each step over the whole row; the kernel sees one tile at a time, so
+a row vector the tiles share (``peak[i]``, ``total[i]``) is whole only after the last tile.
+``derive`` proves that the kernel's order computes the same values (up to rounding), by the
+identity ``exp(g + b * m) = exp(g + b * m') * exp(b * (m - m'))``:
+
+- a row vector reduced over the row (``max``, ``min``, ``+``) takes each tile's part in turn (a
+  reduction: any order); its first statement sets it to a constant once, before the loop;
+- every other read of the running maximum ``M`` is an exponential ``exp(g + b * M)`` whose
+  argument is affine in M (``b`` a constant) and reads no exponential, and what follows is linear
+  in those exponentials: their sums (``total[i] += S[i, j]``) and the second product
+  (``E += S @ D``) are multiplied by ``exp(b * (M_new - M_old))`` whenever M grows, so each holds
+  its terms relative to the current M;
+- a division by a whole sum (``S[i, j] = S[i, j] / total[i]``) is linear too: it moves after the
+  loop, E divided by the sum once the sum is whole.
+
+Anything else that reads a row vector before it is whole (the maximum outside an exponential, a sum
+in a statement that is not the division, an exponential of an exponential, a sum of divided values)
+is refused with the statement. Before → after (a tile of S a warpgroup holds; its rows' M, T and
+E's accumulator in registers; ``b = -a``)::
+
+    peak[i] = -inf; total[i] = 0          before the loop: _peak_rows = -inf; _total_rows = 0
+    peak[i] = max(peak[i], S[i, j])       each tile: _peak_prev = _peak_rows; _peak_rows = max(.., rowmax)
+                                                     _peak_corr = exp(b * (_peak_rows - _peak_prev))
+                                                       (1 where they are equal: a row of -inf so far)
+                                                     _peak_used = _peak_rows (0 where it is -inf)
+                                                     _total_rows *= _peak_corr
+    S[i, j] = exp((S[i, j] - peak[i]) * a)           _c = exp((_c - _peak_used) * a)
+    total[i] += S[i, j]                              _total_rows += rowsum(_c)
+    S[i, j] = S[i, j] / total[i]                     (moved after the loop)
+    E[i, l] += S[i, j] * D[j, l]                     _e *= _peak_corr; _e += _p @ D's tile
+                                          after the loop: _e /= _total_rows; store E
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import PlanError
+from ..ir.affine import Affine
+from ..ir.functions import Function
+from ..ir.kernel import (
+    ELEMENT,
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    FragmentMap,
+    Load,
+    PrivateArray,
+    Stmt,
+    Store,
+    Unary,
+    Var,
+)
+from ..ir.types import ScalarType
+from ..ir.walk import map_expr, subexpressions
+from . import rows
+
+EXPONENTIALS = (Function.EXP, Function.FAST_EXP)  # e^x: exp(g + b m) = exp(g + b m') exp(b (m - m'))
+
+
+@dataclass(frozen=True)
+class Online:
+    """How the kernel keeps a chain's row vectors across the tiles of S's columns (module
+    docstring): ``carried``, every row vector (set ``starts`` once before the loop); ``peak``, the
+    running maximum the exponentials read (with ``function`` and ``slope`` b of their argument),
+    None where none does; ``rescaled``, the sums of exponentials multiplied by the correction each
+    tile; ``scaled``, whether E's accumulator is too; ``divisors``, the sums E is divided by after
+    the loop, in order; ``deferred``, the divisions that statement does not run per tile."""
+
+    source: str
+    carried: tuple[str, ...]
+    starts: tuple[Store, ...]
+    peak: str | None = None
+    function: Function = Function.EXP
+    slope: float = 0.0
+    rescaled: tuple[str, ...] = ()
+    scaled: bool = False
+    divisors: tuple[str, ...] = ()
+    deferred: tuple[Store, ...] = ()
+
+    def skipped(self, s: Store) -> bool:
+        """Whether the per-tile epilogue leaves statement ``s`` out (a start: before the loop; a
+        division: after it)."""
+        return s in self.starts or s in self.deferred
+
+    # -- the kernel's statements ------------------------------------------------------------------
+
+    def setup(self, dtypes: dict[str, ScalarType], lanes: rows.RowLayout, fragment: str) -> tuple[Stmt, ...]:
+        """Before the loop: each carried vector's thread array, set to its start at each row the
+        thread holds."""
+        out: list[Stmt] = [rows.declared(v, dtypes[v], lanes, fragment) for v in self.carried]
+        for s in self.starts:
+            value = rows.converted(s.value, dtypes[s.buffer])
+            out += [Store(rows.array_name(s.buffer, fragment), (Const(slot),), value) for slot in lanes.slots]
+        return tuple(out)
+
+    def before_peak(self, dtype: ScalarType, lanes: rows.RowLayout, fragment: str) -> list[Stmt]:
+        """Before the tile's maximum is taken: the maximum so far, kept."""
+        prev, mine = self._name("prev", fragment), rows.array_name(self.peak, fragment)
+        return [PrivateArray(prev, dtype, (lanes.size,)),
+                *(Store(prev, (Const(s),), Load(mine, (Const(s),), dtype)) for s in lanes.slots)]
+
+    def after_peak(self, dtype: ScalarType, lanes: rows.RowLayout, fragment: str) -> list[Stmt]:
+        """After it: the correction of the terms made relative to the maximum before, the maximum
+        the exponentials use (0 for a row of -inf so far: their terms are 0, not NaN), and the sums
+        of exponentials corrected."""
+        prev, mine = self._name("prev", fragment), rows.array_name(self.peak, fragment)
+        corr, used = self._name("corr", fragment), self._name("used", fragment)
+        out: list[Stmt] = [PrivateArray(corr, dtype, (lanes.size,)), PrivateArray(used, dtype, (lanes.size,))]
+        for s in lanes.slots:
+            here = (Const(s),)
+            new, old = Load(mine, here, dtype), Load(prev, here, dtype)
+            grown = Call(self.function, (Binary("*", Const(self.slope, dtype), Binary("-", new, old, dtype), dtype),),
+                         dtype)
+            out += [Store(corr, here, _select(Binary("==", new, old, ScalarType.bool), Const(1.0, dtype), grown)),
+                    Store(used, here, _select(Binary("==", new, Const(-math.inf, dtype), ScalarType.bool),
+                                              Const(0.0, dtype), new))]
+            for total in self.rescaled:
+                at = Load(rows.array_name(total, fragment), here, dtype)
+                out.append(Store(rows.array_name(total, fragment), here,
+                                 Binary("*", at, rows.converted(Load(corr, here, dtype), at.dtype), at.dtype)))
+        return out
+
+    def used(self, value: Expr, fragment: str) -> Expr:
+        """``value`` (its row vectors already the thread's arrays) reading the maximum the
+        exponentials use."""
+        if self.peak is None:
+            return value
+        mine, used = rows.array_name(self.peak, fragment), self._name("used", fragment)
+        return map_expr(value, lambda e: Load(used, e.index, e.dtype) if isinstance(e, Load) and e.buffer == mine
+                        else e)
+
+    def rescale(self, accumulator: str, dtype: ScalarType, lanes: rows.RowLayout, loops: tuple[str, str],
+                source: str) -> tuple[Stmt, ...]:
+        """Each tile, before the second product adds to it: E's accumulator made relative to the
+        new maximum."""
+        if not self.scaled:
+            return ()
+        corr = Load(self._name("corr", source), (lanes.index(),), dtype)
+        value = Binary("*", Load(accumulator, (ELEMENT,), dtype), corr, dtype)
+        return (FragmentMap(accumulator, dtype, *loops, (Store(accumulator, (ELEMENT,), value),)),)
+
+    def finish(self, accumulator: str, dtype: ScalarType, lanes: rows.RowLayout, loops: tuple[str, str],
+               source: str) -> tuple[Stmt, ...]:
+        """After the loop: E's accumulator divided by each whole sum the script divided S by."""
+        out: list[Stmt] = []
+        for total in self.divisors:
+            value = Binary("/", Load(accumulator, (ELEMENT,), dtype),
+                           rows.converted(Load(rows.array_name(total, source), (lanes.index(),), dtype), dtype), dtype)
+            out.append(FragmentMap(accumulator, dtype, *loops, (Store(accumulator, (ELEMENT,), value),)))
+        return tuple(out)
+
+    def _name(self, what: str, fragment: str) -> str:
+        return f"_{self.peak}_{what}{fragment.removeprefix('_c')}"
+
+
+def _select(condition: Expr, a: Expr, b: Expr) -> Expr:
+    return Call(Function.SELECT, (condition, a, b), a.dtype)
+
+
+# -- the proof ------------------------------------------------------------------------------------
+
+
+def carried_dims(model) -> frozenset[str]:
+    """The dimensions of a chain's first C's columns that run in tiles before the fusing index
+    (the tiles of S the second product takes in turn); empty where S is made whole."""
+    if model.chained is None or model.fusion is None:
+        return frozenset()
+    product = model.statements[model.fusion.parts[0][0]]
+    if len(product.index) != 2:
+        return frozenset()
+    try:
+        columns = Affine.of(product.index[1]).variables()
+    except TypeError:
+        return frozenset()
+    outside = model.outside_fusion
+    return frozenset(model.dims[lp.dim][0] for lp in model.loops
+                     if model.dims[lp.dim][0] in columns and lp.name in outside
+                     and (not isinstance(lp.end, int) or lp.end - lp.begin > lp.step))
+
+
+def derive(model) -> Online | None:
+    """The online form of a chain's row vectors shared by the tiles of S's columns (module
+    docstring), or None where there are none; a PlanError names the statement that reads a row
+    vector before it is whole."""
+    if not carried_dims(model):
+        return None
+    fusion = model.fusion
+    product = model.statements[fusion.parts[0][0]]
+    between = [model.statements[n] for members in fusion.parts[1:-1] for n in members]
+    vectors = [s.buffer for s in between if rows.is_row_vector(model, s, product)]
+    if not vectors:
+        return None
+    return _Proof(model, product, between, list(dict.fromkeys(vectors))).run()
+
+
+class _Proof:
+    """The walk of the steps between the products, in order (``derive``)."""
+
+    def __init__(self, model, product: Store, between: list[Store], vectors: list[str]) -> None:
+        self.model, self.product, self.between, self.vectors = model, product, between, vectors
+        self.source = product.buffer
+        self.kinds: dict[str, str] = {}  # vector -> its reduction's op ("" while only set)
+        self.starts: list[Store] = []
+        self.pending = False  # S's element holds terms relative to the running maximum
+        self.divided: list[str] = []  # the sums S's element is still to be divided by
+        self.rescaled: list[str] = []
+        self.deferred: list[Store] = []
+        self.exponent: tuple[Function, float] | None = None
+        self.peak: str | None = None
+
+    def run(self) -> Online:
+        for number, s in enumerate(self.between):
+            if s.buffer in self.vectors:
+                self._vector(number, s)
+            else:
+                self._element(number, s)
+        unfinished = [v for v, op in self.kinds.items() if op in ("max", "min") and v != self.peak
+                      and self._read_anywhere(v)]
+        if unfinished:
+            raise self._refuse(None, f"reads {unfinished[0]}, a running {self.kinds[unfinished[0]]}imum "
+                                     "of the row, only in exponentials of the running maximum")
+        self._check_second()
+        function, slope = self.exponent or (Function.EXP, 0.0)
+        return Online(self.source, tuple(self.vectors), tuple(self.starts), self.peak, function, slope,
+                      tuple(self.rescaled), self.pending, tuple(self.divided),
+                      tuple(self.deferred))
+
+    # -- statements on row vectors
+
+    def _vector(self, number: int, s: Store) -> None:
+        v = s.buffer
+        found = rows.reduction(s)
+        if v not in self.kinds:
+            if found is not None or any(isinstance(e, Load | Var) for e in subexpressions(s.value)):
+                first = "a reduction" if found else "a value that is not a constant"
+                raise self._refuse(number, f"sets {v}[i] first to {first}: a row vector kept across the tiles is "
+                                           "set to a constant once, before "
+                                           f"the loop, then reduced over the row")
+            self.kinds[v] = ""
+            self.starts.append(s)
+            return
+        if found is None or self.kinds[v]:
+            raise self._refuse(number, f"writes {v}[i] again: a row vector kept across the tiles is set once, then "
+                                       "reduced over the row by one statement (+, max or min)")
+        op, x = found
+        self._no_partial_reads(number, x)
+        degree = self._degree(number, x)
+        if op in ("max", "min") and degree:
+            raise self._refuse(number, f"takes the {op}imum of values relative to the running maximum "
+                                       f"{self.peak}: it would change as the maximum grows")
+        if op == "+" and degree:
+            if self.divided:
+                raise self._refuse(number, f"adds values divided by {self.divided[0]}, whole only after the last "
+                                           "tile: divide after the sums")
+            start = next(t for t in self.starts if t.buffer == v)
+            if not _is_zero(start.value):
+                raise self._refuse(number, f"adds exponentials into {v}, which starts at a value other than 0: "
+                                           "the kernel rescales the sum as the maximum grows, so it starts at 0")
+            self.rescaled.append(v)
+        self.kinds[v] = op
+
+    # -- statements on S's element
+
+    def _element(self, number: int, s: Store) -> None:
+        value = s.value
+        divisor = self._division(value)
+        if divisor is not None:
+            total, value = divisor
+            self.deferred.append(s)
+        self._no_partial_reads(number, value)
+        degree = self._degree(number, value)
+        exponentials = any(isinstance(e, Call) and e.function in EXPONENTIALS for e in subexpressions(value))
+        self.pending = bool(degree) and (self.pending or exponentials and self.peak is not None)
+        if divisor is not None:
+            self.divided.append(total)
+
+    def _division(self, value: Expr) -> tuple[str, Expr] | None:
+        """``X / T[i]`` with T a sum of the row, whole once reduced: (T, X)."""
+        if isinstance(value, Binary) and value.op == "/" and isinstance(value.rhs, Load | Cast):
+            load = value.rhs.operand if isinstance(value.rhs, Cast) else value.rhs
+            if isinstance(load, Load) and self.kinds.get(load.buffer) == "+":
+                return load.buffer, value.lhs
+        return None
+
+    def _no_partial_reads(self, number: int, value: Expr) -> None:
+        """Reads of row vectors before they are whole: only the running maximum, in exponentials."""
+        for e in subexpressions(value):
+            if not (isinstance(e, Load) and e.buffer in self.kinds and self.kinds[e.buffer]):
+                continue
+            if self.kinds[e.buffer] in ("max", "min") and self._in_exponent(value, e.buffer):
+                continue
+            what = "sum" if self.kinds[e.buffer] == "+" else f"running {self.kinds[e.buffer]}imum"
+            raise self._refuse(number, f"reads {e.buffer}[i], the {what} of the row, which is whole only after the "
+                                       "last tile: read a running maximum in exponentials exp(... + b * "
+                                       f"{e.buffer}[i]), a sum as the divisor of S's element (S[i, j] = X / "
+                                       f"{e.buffer}[i])")
+
+    def _in_exponent(self, value: Expr, vector: str) -> bool:
+        """Whether every read of ``vector`` in ``value`` lies in an exponential's argument."""
+        def count(e: Expr) -> int:
+            return sum(1 for x in subexpressions(e) if isinstance(x, Load) and x.buffer == vector)
+        inside = sum(count(e.args[0]) for e in subexpressions(value)
+                     if isinstance(e, Call) and e.function in EXPONENTIALS)
+        return inside == count(value)
+
+    def _degree(self, number: int, e: Expr) -> int:
+        """0 where ``e`` does not depend on the running maximum or a pending factor of S, 1 where it
+        is linear in them; refused otherwise."""
+        found = self._degree_of(e)
+        if found is None:
+            raise self._refuse(number, "computes a value that is not linear in the exponentials of the running "
+                                       f"maximum{' ' + self.peak if self.peak else ''} (or in S's element divided "
+                                       "by a sum not yet whole): the kernel corrects those terms as the maximum "
+                                       "grows, so what reads them only adds, subtracts, or scales them by values "
+                                       "that do not depend on them")
+        return found
+
+    def _degree_of(self, e: Expr) -> int | None:
+        if isinstance(e, Load):
+            if e.buffer == self.source and e.index == self.product.index:
+                return 1 if self.pending or self.divided else 0
+            return 0
+        if isinstance(e, Call):
+            peaks = {x.buffer for x in subexpressions(e.args[0]) if isinstance(x, Load)
+                     and self.kinds.get(x.buffer) in ("max", "min")} if e.function in EXPONENTIALS else set()
+            if peaks:
+                return self._exponential(e, peaks)
+            degrees = [self._degree_of(a) for a in e.args]
+            if e.function is Function.SELECT:  # select(condition, a, b): the condition fixed, a and b alike
+                return degrees[1] if degrees[0] == 0 and degrees[1] == degrees[2] else None
+            return 0 if all(d == 0 for d in degrees) else None
+        if isinstance(e, Cast):
+            inner = self._degree_of(e.operand)
+            return inner if inner == 0 or e.dtype.is_float else None
+        if isinstance(e, Unary):
+            return self._degree_of(e.operand)
+        if isinstance(e, Binary):
+            lhs, rhs = self._degree_of(e.lhs), self._degree_of(e.rhs)
+            if lhs is None or rhs is None:
+                return None
+            if e.op in ("+", "-"):
+                return lhs if lhs == rhs else None
+            if e.op == "*":
+                return lhs + rhs if lhs + rhs <= 1 else None
+            if e.op == "/":
+                return lhs if rhs == 0 else None
+            return 0 if lhs == rhs == 0 else None
+        return 0
+
+    def _exponential(self, e: Call, peaks: set[str]) -> int | None:
+        """``exp(g + b * M)``: one running maximum, ``b`` a constant the same for every such read."""
+        if len(peaks) > 1 or (self.peak is not None and peaks != {self.peak}):
+            return None
+        peak = next(iter(peaks))
+        slope = _slope(e.args[0], peak)
+        if slope is None or slope == 0 or (self.pending or self.divided) and self._reads_source(e.args[0]):
+            return None
+        if self.exponent is not None and self.exponent[1] != slope:
+            return None
+        self.peak, self.exponent = peak, self.exponent or (e.function, slope)
+        return 1
+
+    def _reads_source(self, e: Expr) -> bool:
+        return any(isinstance(x, Load) and x.buffer == self.source for x in subexpressions(e))
+
+    def _read_anywhere(self, vector: str) -> bool:
+        return any(isinstance(e, Load) and e.buffer == vector for s in self.between if s.buffer != vector
+                   for e in subexpressions(s.value))
+
+    def _check_second(self) -> None:
+        """E starts at zero where the kernel rescales or divides it: the script's E is the sum of
+        this product's terms alone."""
+        if not (self.pending or self.divided):
+            return
+        t = self.model.chained
+        if t.prologue_op.name != "SET" or t.prologue_arg != 0:
+            second = self.model.statements[self.model.fusion.parts[-1][0]]
+            raise self._refuse(None, f"the second product adds into {second.buffer} as it is "
+                                     f"(prologue_op={t.prologue_op.name}); the kernel corrects {second.buffer}'s "
+                                     "accumulator as the row's maximum grows and divides it by the row's sum, so it "
+                                     "starts at zero: prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0")
+
+    def _refuse(self, number: int | None, why: str) -> PlanError:
+        t = self.model.chained
+        where = f"tensorize(indices=({', '.join(t.loops)}), mma_shape={t.mma_shape.name})"
+        statement = "" if number is None else \
+            f"the step {number + 1} between the products ({self.between[number].buffer}[...] = ...) "
+        return PlanError(where, f"{self.source}'s columns come in tiles (the fusing index inside their loop) and the "
+                                f"steps between the products keep row vectors ({', '.join(self.vectors)}) across them "
+                                f"(the online softmax, lower/online.py): {statement}{why}")
+
+
+def _is_zero(e: Expr) -> bool:
+    while isinstance(e, Cast):
+        e = e.operand
+    return isinstance(e, Const) and e.value == 0
+
+
+def _slope(e: Expr, peak: str) -> float | None:
+    """The coefficient of ``peak`` in ``e`` where ``e`` is affine in it with a constant coefficient
+    (0: ``e`` does not read it); None otherwise."""
+    if isinstance(e, Load):
+        return 1.0 if e.buffer == peak else 0.0
+    if isinstance(e, Const):
+        return 0.0
+    if isinstance(e, Cast):
+        inner = _slope(e.operand, peak)
+        return inner if inner == 0 or e.dtype.is_float and e.dtype.size >= 4 else None
+    if isinstance(e, Unary):
+        inner = _slope(e.operand, peak)
+        return None if inner is None else -inner
+    if isinstance(e, Binary):
+        lhs, rhs = _slope(e.lhs, peak), _slope(e.rhs, peak)
+        if lhs is None or rhs is None:
+            return None
+        if e.op == "+":
+            return lhs + rhs
+        if e.op == "-":
+            return lhs - rhs
+        if e.op == "*":
+            if lhs and rhs:
+                return None
+            if lhs:
+                return lhs * c if (c := _constant(e.rhs)) is not None else None
+            if rhs:
+                return rhs * c if (c := _constant(e.lhs)) is not None else None
+            return 0.0
+        if e.op == "/":
+            if rhs:
+                return None
+            return lhs / c if lhs and (c := _constant(e.rhs)) else (0.0 if not lhs else None)
+        return None if lhs or rhs else 0.0
+    if isinstance(e, Call):
+        return 0.0 if all(_slope(a, peak) == 0 for a in e.args) else None
+    return 0.0
+
+
+def _constant(e: Expr) -> float | None:
+    while isinstance(e, Cast):
+        e = e.operand
+    if isinstance(e, Const) and not isinstance(e.value, bool):
+        return float(e.value)
+    if isinstance(e, Unary) and e.op == "-":
+        inner = _constant(e.operand)
+        return None if inner is None else -inner
+    return None
+
+
+__all__ = ["Online", "carried_dims", "derive"]

@@ -1,0 +1,259 @@
+"""The online softmax: a chain's row vectors kept across the tiles of its first C's columns
+(``schedc/lower/online.py``). The script writes the softmax of a whole row; the reference runs it
+so; the kernel takes S's columns a tile at a time, corrects the sums and E's accumulator as the
+row's maximum grows, and divides E by the sums after the last tile."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+import schedc as acc
+from schedc.errors import PlanError
+from schedc.ir.kernel import FragmentMap, Loop, PrivateArray, Store
+from schedc.ir.walk import walk_statements
+from schedc.lower import online
+from schedc.targets import MMAFragmentOp
+from schedc.verify import emulate_function, run_function
+
+from .conftest import require_gpu
+from .plans import T, build, compile_function_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+import attention  # noqa: E402
+import b2b_gemm  # noqa: E402
+
+TILED = dict(rows=64, stages=2, b_resident=False)
+CASES = {
+    "fp16_two_tiles": dict(M=128, N=128, scale=0.5, n1_tile=64, **TILED),
+    "bf16_three_tiles_d_ring": dict(M=192, N=192, scale=0.125, n1_tile=64, d_stages=2, dtype=T.bfloat16, **TILED),
+    "one_role": dict(M=128, N=128, n1_tile=64, producer=False, persistent=False, **TILED),
+    "two_warpgroups": dict(M=256, N=128, scale=0.25, n1_tile=64, rows=128, stages=3, b_resident=False),
+}
+
+
+def _passed(reports) -> None:
+    assert reports and all(r.passed for r in reports), "\n".join(map(str, reports))
+
+
+def _softmax(case: str):
+    options = dict(CASES[case])
+    return b2b_gemm.softmax_b2b(options.pop("M"), options.pop("N"), **options)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_softmax_over_tiles_of_s_matches_the_whole_row_softmax(case):
+    """Every block emulated against the float64 reference, which takes each step over the whole
+    row (the maximum of all of it before any exponential)."""
+    model, fn = compile_function_plan(*_softmax(case))
+    _passed(emulate_function(model, fn, None, seed=5))
+
+
+def _steps(M: int, *extra, start_total: float = 0.0, exponential=acc.exp, divide: bool = True):
+    """softmax_steps with the exponential, the sum's start and the division chosen, and more steps
+    (``extra``: each ``step(S, peak, total, i, j)``) after the sum."""
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(M,)) for _ in range(2))
+
+    def start(S, i, j):
+        peak[i] = -math.inf
+        total[i] = start_total
+
+    def maximum(S, i, j):
+        peak[i] = acc.max(peak[i], S[i, j])
+
+    def add(S, i, j):
+        total[i] += S[i, j]
+
+    steps = [start, maximum, lambda S, i, j: exponential((S[i, j] - peak[i]) * 0.5), add]
+    steps += [lambda S, i, j, step=step: step(S, peak, total, i, j) for step in extra]
+    if divide:
+        steps.append(lambda S, i, j: S[i, j] / total[i])
+    return steps
+
+
+def _plan(steps, M: int = 128, N: int = 128):
+    return b2b_gemm.b2b_gemm(M, N, N, N, between=steps, n1_tile=64, **TILED)
+
+
+@pytest.mark.parametrize("exponential", [acc.exp, acc.fast_exp], ids=["exp", "fast_exp"])
+@pytest.mark.parametrize("divide", [True, False], ids=["divided", "unnormalised"])
+def test_the_exponential_and_the_division_are_the_scripts(exponential, divide):
+    """``fast_exp`` is the same identity; without the division E is the sum of exponentials times
+    D, corrected to the row's final maximum."""
+    model, fn = compile_function_plan(*_plan(_steps(128, exponential=exponential, divide=divide)))
+    _passed(emulate_function(model, fn, None, seed=3))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # select computes both: exp(-inf - -inf)
+def test_rows_masked_in_their_first_tiles_start_from_zero():
+    """Row i keeps columns j >= i (the rest -inf before the maximum): rows past 64 see a first tile
+    of -inf alone, whose maximum stays -inf. Their exponentials there are 0 (the maximum used is 0,
+    not -inf: no NaN), and the correction from -inf is 0."""
+    M = 128
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(M,)) for _ in range(2))
+
+    def start(S, i, j):
+        peak[i] = -math.inf
+        total[i] = 0.0
+
+    def mask(S, i, j):
+        return acc.select(j >= i, S[i, j], -math.inf)
+
+    def maximum(S, i, j):
+        peak[i] = acc.max(peak[i], S[i, j])
+
+    def add(S, i, j):
+        total[i] += S[i, j]
+
+    steps = [start, mask, maximum, lambda S, i, j: acc.exp(S[i, j] - peak[i]), add,
+             lambda S, i, j: S[i, j] / total[i]]
+    model, fn = compile_function_plan(*_plan(steps, M))
+    _passed(emulate_function(model, fn, None, seed=11))
+
+
+def test_the_kernel_corrects_e_in_the_loop_and_divides_it_after():
+    """The row vectors are set before the loop over S's tiles; inside it E's accumulator is
+    multiplied by the correction before each second product; after it E is divided by the sum."""
+    model, fn = compile_function_plan(*_softmax("fp16_two_tiles"))
+    body = fn.kernels[0].body
+    loop = next(s for s in walk_statements(body) if isinstance(s, Loop) and s.var == "j" and any(
+        isinstance(x, FragmentMap) for x in walk_statements(s.body)))  # the consumers' (the producer's copies)
+    inside = list(walk_statements(loop.body))
+    corrected = [s for s in inside if isinstance(s, FragmentMap) and s.fragment == "_e"]
+    assert len(corrected) == 1 and "_corr" in str(corrected[0].body)
+    sets = [s for s in walk_statements(body) if isinstance(s, Store) and "_rows" in s.buffer and s not in inside
+            and not any(s is x for x in inside)]
+    assert {s.buffer.split("_rows")[0] for s in sets} >= {f"_{v}" for v in _vectors(model)}
+    divided = [s for s in walk_statements(body) if isinstance(s, FragmentMap) and s.fragment == "_e"
+               and "/" in str(s.body) and not any(s is x for x in inside)]
+    assert divided
+    assert not any(isinstance(s, PrivateArray) and "_rows" in s.name and "_part" not in s.name for s in inside)
+
+
+def _vectors(model) -> tuple[str, ...]:
+    return online.derive(model).carried
+
+
+def test_the_proof_names_what_it_keeps():
+    model, _ = compile_function_plan(*_softmax("fp16_two_tiles"))
+    kept = online.derive(model)
+    peak, total = kept.carried
+    assert kept.peak == peak and kept.rescaled == (total,) and kept.divisors == (total,)
+    assert kept.scaled and kept.slope == -0.5 and kept.function.value == "exp"
+
+
+def test_without_tiles_of_s_nothing_is_kept_across():
+    model, _ = compile_function_plan(*b2b_gemm.softmax_b2b(128, 64))
+    assert online.derive(model) is None
+
+
+REFUSED = {
+    "the maximum outside an exponential": (
+        lambda S, peak, total, i, j: S[i, j] - peak[i], r"reads \w+\[i\], the running maximum of the row, which is "
+                                                         r"whole only after the last tile"),
+    "the sum outside a division": (
+        lambda S, peak, total, i, j: S[i, j] - total[i], r"reads \w+\[i\], the sum of the row, which is whole only "
+                                                          r"after the last tile"),
+    "a product of exponentials": (
+        lambda S, peak, total, i, j: S[i, j] * S[i, j], r"computes a value that is not linear in the exponentials"),
+    "an exponential of an exponential": (
+        lambda S, peak, total, i, j: acc.exp(S[i, j] - peak[i]), r"not linear in the exponentials"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_step_that_reads_a_row_vector_before_it_is_whole_is_refused(case):
+    step, message = REFUSED[case]
+    with pytest.raises(PlanError, match=r"S's columns come in tiles .* \(the online softmax, lower/online.py\): "
+                                        r"the step \d+ between the products .*" + message):
+        compile_function_plan(*_plan(_steps(128, step)))
+
+
+def test_an_exponential_whose_argument_is_not_affine_in_the_maximum_is_refused():
+    with pytest.raises(PlanError, match=r"not linear in the exponentials of the running maximum"):
+        compile_function_plan(*_plan(_steps(128, exponential=lambda x: acc.exp(x * x))))
+
+
+def test_a_sum_of_exponentials_that_does_not_start_at_zero_is_refused():
+    with pytest.raises(PlanError, match=r"adds exponentials into \w+, which starts at a value other than 0"):
+        compile_function_plan(*_plan(_steps(128, start_total=1.0)))
+
+
+def test_a_row_vector_reduced_twice_is_refused():
+    def again(S, peak, total, i, j):
+        total[i] += S[i, j]
+
+    with pytest.raises(PlanError, match=r"writes \w+\[i\] again: a row vector kept across the tiles is set once"):
+        compile_function_plan(*_plan(_steps(128, again, divide=False)))
+
+
+def test_a_maximum_of_exponentials_is_refused():
+    other = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,))
+
+    def start(S, peak, total, i, j):
+        other[i] = -math.inf
+
+    def maximum(S, peak, total, i, j):
+        other[i] = acc.max(other[i], S[i, j])
+
+    with pytest.raises(PlanError, match=r"takes the maximum of values relative to the running maximum"):
+        compile_function_plan(*_plan(_steps(128, start, maximum)))
+
+
+def test_a_sum_of_divided_values_is_refused():
+    other = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,))
+
+    def start(S, peak, total, i, j):
+        other[i] = 0.0
+
+    def divide(S, peak, total, i, j):
+        return S[i, j] / total[i]
+
+    def add(S, peak, total, i, j):
+        other[i] += S[i, j]
+
+    with pytest.raises(PlanError, match=r"adds values divided by \w+, whole only after the last tile"):
+        compile_function_plan(*_plan(_steps(128, start, divide, add, divide=False)))
+
+
+def test_a_second_product_onto_e_as_it_is_is_refused():
+    """The kernel corrects and divides E's accumulator: E must start at zero."""
+    model, _ = compile_function_plan(*_softmax("fp16_two_tiles"))
+    kept = dataclasses.replace(model.chained, prologue_op=MMAFragmentOp.NONE)
+    with pytest.raises(PlanError, match=r"prologue_op=NONE\); the kernel corrects \w+'s accumulator .* starts at "
+                                        r"zero"):
+        online.derive(dataclasses.replace(model, chained=kept))
+
+
+ATTENTION = {"d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16)}
+
+
+@pytest.mark.parametrize("case", ATTENTION)
+def test_the_attention_sample_emulates_at_a_reduced_size(case):
+    """samples/attention.py's plan (Q, K and V row-major, the scores scaled by 1/sqrt(d)) with
+    queries and keys of a few tiles, every block emulated."""
+    options = dict(ATTENTION[case])
+    model, fn = compile_function_plan(*attention.attention(options.pop("M"), options.pop("N"), options.pop("d"),
+                                                           **options))
+    _passed(emulate_function(model, fn, None, seed=2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ATTENTION)
+def test_the_attention_sample_on_the_gpu(case, tmp_path):
+    options = dict(ATTENTION[case])
+    build(*attention.attention(options.pop("M"), options.pop("N"), options.pop("d"), **options), "att", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "att.hat").functions["att"], seed=7))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["bf16_three_tiles_d_ring", "two_warpgroups"])
+def test_a_softmax_over_tiles_of_s_on_the_gpu(case, tmp_path):
+    build(*_softmax(case), "online", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "online.hat").functions["online"], seed=7))
