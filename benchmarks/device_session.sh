@@ -67,7 +67,7 @@
 #   element for element, the emulator; every program the emulator refuses run on the GPU all the
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
 # attention: EXTRA_TESTS, SANITIZE (1), TOOLS, VARIANTS (1: --variants), ONLY (benchmarks/attention.py's
-#   --only), B2B (0 skips benchmarks/b2b_gemm.py's softmax functions). Writes attention.txt, b2b.txt,
+#   --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too). Writes attention.txt, b2b.txt,
 #   resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
 #   tools, "memcheck racecheck synccheck"), SANITIZE_K (fused: the pytest -k of the sanitized tests).
@@ -391,7 +391,7 @@ mode_attention() {
   [ "${VARIANTS:-1}" = 1 ] && args+=(--variants)
   [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
   timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
-  [ "${B2B:-1}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
+  [ "${B2B:-0}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
 }
 
 mode_reduce() {

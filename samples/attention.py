@@ -1,15 +1,18 @@
-"""Attention forward on Hopper, one head: O = softmax(scale * Q @ K^T) @ V in one kernel.
+"""Attention forward on Hopper: O = softmax(scale * Q @ K^T) @ V in one kernel, over batches and
+heads, grouped-query heads included.
 
-The script writes attention as a whole row's softmax between two products, each a nest, fused over
-the query rows i and the key columns j (``acc.fuse``), each product tensorized on wgmma:
+The script writes one head's attention as a whole row's softmax between two products, each a nest,
+fused over the heads, the query rows i and the key columns j (``acc.fuse``), each product
+tensorized on wgmma (``row`` is the query's row of Q: its batch and head's rows in turn):
 
-    S[i, j] += Q[i, k] * K[j, k]                           (M, N, d)   the scores, float32 TEMP
-    peak[i] = -inf; total[i] = 0                                        row vectors
-    peak[i] = max(peak[i], S[i, j])
-    S[i, j] = exp((S[i, j] - peak[i]) * scale)
-    total[i] += S[i, j]
-    S[i, j] = S[i, j] / total[i]
-    O[i, l] += cast(S[i, j], float16) * V[j, l]            (M, N, d)
+    S[row, j] += Q[row, k] * K[kv_row, k]                  the scores, a float32 TEMP
+    peak[row] = -inf; total[row] = 0                       row vectors
+    S[row, j] = select(j <= i, S[row, j], -inf)            causal only
+    peak[row] = max(peak[row], S[row, j])
+    S[row, j] = exp((S[row, j] - peak[row]) * scale)
+    total[row] += S[row, j]
+    S[row, j] = S[row, j] / total[row]
+    O[row, l] += cast(S[row, j], float16) * V[kv_row, l]
 
 The keys come in tiles of ``kv_tile`` columns (j split, the fusing index inside its loop): each tile
 of S goes on into the second product as it is made, O's accumulator kept across the tiles. The
@@ -19,10 +22,18 @@ sum and O's accumulator are multiplied by ``exp(scale * (old - new))`` as the ma
 divided by the sum after the last tile. S never leaves the registers: each tile's scores are
 converted to 16 bits in place and fed to the second wgmma as its A operand. Q's and K's tiles come
 through a TMA ring fed by a producer warpgroup, V's rows of each tile through a ring of their own;
-two consumer warpgroups take 64 query rows each.
+two consumer warpgroups take 64 query rows each; a persistent grid takes the (batch and K/V head,
+query head of its group, block of queries) work items.
 
-- ``attention_fp16_<M>x<d>``: float16, M queries and M keys of head dimension d;
-- ``attention_bf16_<M>x<d>``: bfloat16.
+The functions (``FUNCTIONS``; the arrays are the contiguous (batch, heads, seq, d) tensors' memory):
+
+- ``attention_fp16_b8h16_4096x128``: float16, batch 8, 16 heads, 4096 queries and keys, d = 128;
+- ``attention_bf16_b8h16_4096x128``: bfloat16;
+- ``attention_fp16_b8h32_4096x64``: d = 64, 32 heads;
+- ``attention_fp16_b2h16_16384x128``: 16384 queries and keys, batch 2;
+- ``attention_bf16_b4h64kv8_8192x128``: grouped-query attention, 64 query heads over 8 K/V heads;
+- ``..._causal``: each query sees the keys up to its own position (torch's ``is_causal``), the
+  tiles of keys past a block's last query skipped.
 
 ``attention`` builds the plan for any sizes the chain allows (``benchmarks/attention.py`` times it
 against torch's scaled_dot_product_attention on the same tensors).
@@ -37,61 +48,76 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int | None = None, rows: int = 128,
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
-              exponential=acc.exp, producer: bool = True, persistent: bool = True):
-    """The plan of one head's attention (Q: M x d, K and V: N x d, O: M x d, row-major, all
-    ``dtype``) and its arrays (Q, K, V, O). ``kv_tile``: the keys of one tile of S (128 up to d = 64,
-    else 64: a consumer thread holds S's tile, its 16-bit copy and O's tile at once); ``rows``: the
-    block's queries (64 per consumer warpgroup); ``k_tile``: the columns of Q and K in one stage of
-    their ring (``stages`` deep); ``v_stages``: the stages of V's ring; ``scale``: 1/sqrt(d) unless
-    given; ``exponential``: ``acc.exp`` or ``acc.fast_exp``."""
+              exponential=acc.exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
+              heads: int = 1, kv_heads: int | None = None, causal: bool = False):
+    """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
+    (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
+    row-major arrays: Q and O ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``;
+    ``kv_heads`` (``heads`` unless given) divides ``heads``: each K/V head serves
+    ``heads / kv_heads`` query heads in turn (grouped-query attention). The blocks take (batch and
+    K/V head, query head of the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
+    (128 up to d = 64, else 64: a consumer thread holds S's tile, its 16-bit copy and O's tile at
+    once); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of Q
+    and K in one stage of their ring (``stages`` deep); ``v_stages``: the stages of V's ring;
+    ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.exp`` or ``acc.fast_exp``; ``causal``:
+    query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
+    the blocks skip the tiles of keys past their last query (``schedc/lower/online.py``), which
+    takes one work item a block (``persistent``: off by default when causal, on otherwise)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     kv_tile = kv_tile or (128 if d <= 64 else 64)
-    Q = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(M, d))
-    K = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N, d))
-    V = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(N, d))
-    O = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(M, d))
-    S = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(M, N))
-    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(M,)) for _ in range(2))
+    kv_heads = kv_heads or heads
+    persistent = not causal if persistent is None else persistent
+    Z, G = batch * kv_heads, heads // kv_heads  # a K/V head of a batch, a query head of its group
+    Q = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(Z * G * M, d))
+    K = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(Z * N, d))
+    V = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(Z * N, d))
+    O = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(Z * G * M, d))
+    S = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(Z * G * M, N))
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(Z * G * M,))
+                   for _ in range(2))
 
-    scores = acc.Nest(shape=(M, N, d))
-    i, j, k = scores.get_indices()
+    scores = acc.Nest(shape=(Z, G, M, N, d))
+    z, g, i, j, k = scores.get_indices()
 
     @scores.iteration_logic
     def _():
-        S[i, j] += Q[i, k] * K[j, k]
+        S[(z * G + g) * M + i, j] += Q[(z * G + g) * M + i, k] * K[z * N + j, k]
 
     def step(logic):
-        nest = acc.Nest(shape=(M, N))
-        i1, j1 = nest.get_indices()
-        nest.iteration_logic(lambda: logic(i1, j1))
+        nest = acc.Nest(shape=(Z, G, M, N))
+        z1, g1, i1, j1 = nest.get_indices()
+        nest.iteration_logic(lambda: logic((z1 * G + g1) * M + i1, i1, j1))
         return nest.create_schedule()
 
-    def start(i1, j1):
-        peak[i1] = -math.inf
-        total[i1] = 0.0
+    def start(row, i1, j1):
+        peak[row] = -math.inf
+        total[row] = 0.0
 
-    def maximum(i1, j1):
-        peak[i1] = acc.max(peak[i1], S[i1, j1])
+    def mask(row, i1, j1):  # query i1 sees the keys up to itself
+        S[row, j1] = acc.select(j1 <= i1, S[row, j1], -math.inf)
 
-    def exponentials(i1, j1):
-        S[i1, j1] = exponential((S[i1, j1] - peak[i1]) * scale)
+    def maximum(row, i1, j1):
+        peak[row] = acc.max(peak[row], S[row, j1])
 
-    def add(i1, j1):
-        total[i1] += S[i1, j1]
+    def exponentials(row, i1, j1):
+        S[row, j1] = exponential((S[row, j1] - peak[row]) * scale)
 
-    def divide(i1, j1):
-        S[i1, j1] = S[i1, j1] / total[i1]
+    def add(row, i1, j1):
+        total[row] += S[row, j1]
 
-    output = acc.Nest(shape=(M, N, d))
-    i2, j2, l2 = output.get_indices()
+    def divide(row, i1, j1):
+        S[row, j1] = S[row, j1] / total[row]
+
+    output = acc.Nest(shape=(Z, G, M, N, d))
+    z2, g2, i2, j2, l2 = output.get_indices()
 
     @output.iteration_logic
     def _():
-        O[i2, l2] += acc.cast(S[i2, j2], dtype) * V[j2, l2]
+        O[(z2 * G + g2) * M + i2, l2] += acc.cast(S[(z2 * G + g2) * M + i2, j2], dtype) * V[z2 * N + j2, l2]
 
-    steps = [step(logic) for logic in (start, maximum, exponentials, add, divide)]
-    schedule = acc.fuse((scores.create_schedule(), *steps, output.create_schedule()), partial=2)
-    f, i, j, k, l = schedule.get_indices()
+    steps = [step(logic) for logic in (start, *((mask,) if causal else ()), maximum, exponentials, add, divide)]
+    schedule = acc.fuse((scores.create_schedule(), *steps, output.create_schedule()), partial=4)
+    f, z, g, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, rows)
     iii = schedule.split(ii, 64)  # one consumer warpgroup's queries
     kk = schedule.split(k, k_tile)
@@ -101,10 +127,11 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape1)
     iiii, jj, kkk = schedule.tile({iii: m, jt: n, kk: mk})
     ll = schedule.split(l, d)
-    schedule.reorder(i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
+    schedule.reorder(z, g, i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
 
     plan = schedule.create_plan(target)
-    plan.bind({i: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
+    plan.bind({z: target.GridUnit.BLOCK_Z, g: target.GridUnit.BLOCK_Y, i: target.GridUnit.BLOCK_X,
+               ii: target.GridUnit.WARPGROUP_Y})
     start_at_zero = dict(prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
     plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, **start_at_zero)
     plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=kv_tile // 16, **start_at_zero)
@@ -120,11 +147,20 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     return plan, (Q, K, V, O)
 
 
-SIZES = ((16384, 128), (16384, 64))
+F16, BF16 = acc.ScalarType.float16, acc.ScalarType.bfloat16
+FUNCTIONS = {  # name: attention's arguments
+    "attention_fp16_b8h16_4096x128": dict(M=4096, N=4096, d=128, batch=8, heads=16),
+    "attention_bf16_b8h16_4096x128": dict(M=4096, N=4096, d=128, batch=8, heads=16, dtype=BF16),
+    "attention_fp16_b8h32_4096x64": dict(M=4096, N=4096, d=64, batch=8, heads=32),
+    "attention_fp16_b2h16_16384x128": dict(M=16384, N=16384, d=128, batch=2, heads=16),
+    "attention_bf16_b4h64kv8_8192x128": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8, dtype=BF16),
+    "attention_fp16_b8h16_4096x128_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, causal=True),
+    "attention_bf16_b4h64kv8_8192x128_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,
+                                                    dtype=BF16, causal=True),
+}
 
 if __name__ == "__main__":
     package = acc.Package()
-    for M, d in SIZES:
-        package.add(*attention(M, M, d), base_name=f"attention_fp16_{M}x{d}")
-    package.add(*attention(16384, 16384, 128, dtype=acc.ScalarType.bfloat16), base_name="attention_bf16_16384x128")
+    for name, arguments in FUNCTIONS.items():
+        package.add(*attention(**arguments), base_name=name)
     package.build("attention", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/attention")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InternalError
-from .ir.affine import Affine
+from .ir.affine import Affine, mixed_radix
 from .ir.functions import evaluate
 from .ir.kernel import Binary, Call, Cast, Const, Expr, Load, Store, Unary, Var, to_plain
 from .ir.numeric import binary, rounded, saturate, to_float8
@@ -294,18 +294,19 @@ def _vector_dims(model, candidates: tuple[str, ...]) -> tuple[str, ...]:
     for size in range(len(candidates), 0, -1):
         for subset in itertools.combinations(reversed(candidates), size):  # inner dimensions first
             vector = tuple(d for d in candidates if d in subset)
-            if all(_separates(forms, vector) for forms in accesses.values()):
+            if all(_separates(forms, vector, dict(model.dims)) for forms in accesses.values()):
                 return vector
     return ()
 
 
-def _separates(forms: list[list[Affine]], vector: tuple[str, ...]) -> bool:
+def _separates(forms: list[list[Affine]], vector: tuple[str, ...], extents: dict) -> bool:
     """Whether equal elements imply equal values of ``vector``: the subscripts that involve
     those dimensions are the same in every access, involve nothing else, and determine them."""
     rows = [n for n in range(len(forms[0])) if any(f[n].variables() & set(vector) for f in forms)]
     if any(f[n] != forms[0][n] or not f[n].variables() <= set(vector) for f in forms for n in rows):
         return False
-    return _independent([forms[0][n] for n in rows], vector)
+    subscripts = [forms[0][n] for n in rows]
+    return _independent(subscripts, vector) or mixed_radix(subscripts, vector, extents)
 
 
 def _independent(affines: list[Affine], dims: tuple[str, ...]) -> bool:

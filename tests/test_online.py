@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 import schedc as acc
+from schedc.codegen.cuda import emit_kernel
 from schedc.errors import PlanError
-from schedc.ir.kernel import FragmentMap, Loop, PrivateArray, Store
-from schedc.ir.walk import walk_statements
+from schedc.ir.kernel import Binary, Const, FragmentMap, Loop, PrivateArray, Store, Var
+from schedc.ir.walk import subexpressions, walk_statements
 from schedc.lower import online
 from schedc.targets import MMAFragmentOp
 from schedc.verify import emulate_function, run_function
@@ -75,8 +77,8 @@ def _steps(M: int, *extra, start_total: float = 0.0, exponential=acc.exp, divide
     return steps
 
 
-def _plan(steps, M: int = 128, N: int = 128):
-    return b2b_gemm.b2b_gemm(M, N, N, N, between=steps, n1_tile=64, **TILED)
+def _plan(steps, M: int = 128, N: int = 128, **options):
+    return b2b_gemm.b2b_gemm(M, N, N, N, between=steps, n1_tile=64, **TILED, **options)
 
 
 @pytest.mark.parametrize("exponential", [acc.exp, acc.fast_exp], ids=["exp", "fast_exp"])
@@ -229,24 +231,22 @@ def test_a_second_product_onto_e_as_it_is_is_refused():
         online.derive(dataclasses.replace(model, chained=kept))
 
 
-ATTENTION = {"d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16)}
+ATTENTION = {"d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
+             "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64)}
 
 
 @pytest.mark.parametrize("case", ATTENTION)
 def test_the_attention_sample_emulates_at_a_reduced_size(case):
     """samples/attention.py's plan (Q, K and V row-major, the scores scaled by 1/sqrt(d)) with
     queries and keys of a few tiles, every block emulated."""
-    options = dict(ATTENTION[case])
-    model, fn = compile_function_plan(*attention.attention(options.pop("M"), options.pop("N"), options.pop("d"),
-                                                           **options))
+    model, fn = compile_function_plan(*attention.attention(**ATTENTION[case]))
     _passed(emulate_function(model, fn, None, seed=2))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ATTENTION)
 def test_the_attention_sample_on_the_gpu(case, tmp_path):
-    options = dict(ATTENTION[case])
-    build(*attention.attention(options.pop("M"), options.pop("N"), options.pop("d"), **options), "att", tmp_path)
+    build(*attention.attention(**ATTENTION[case]), "att", tmp_path)
     require_gpu()
     _passed(run_function(acc.load(tmp_path / "att.hat").functions["att"], seed=7))
 
@@ -257,3 +257,64 @@ def test_a_softmax_over_tiles_of_s_on_the_gpu(case, tmp_path):
     build(*_softmax(case), "online", tmp_path)
     require_gpu()
     _passed(run_function(acc.load(tmp_path / "online.hat").functions["online"], seed=7))
+
+
+def test_an_intermediate_held_in_registers_alone_leaves_the_offsets_32_bit():
+    """S of 128 heads x 4096 x 4096 float32 (2^31 elements) is never in memory: the kernel's
+    offsets stay 32-bit."""
+    model, fn = compile_function_plan(*attention.attention(4096, 4096, 128, batch=8, heads=16))
+    assert model.buffer("S").size >= 2 ** 31 and fn.kernels[0].index_type is T.int32
+
+
+def test_a_chain_over_arrays_past_two_to_the_31_prints_its_literals_as_64_bit_values():
+    """Q of 2^24 rows of 128: 64-bit offsets, where C++ computes literals alone in int (``0 / 64 *
+    4096``, ``schedc::min(x, 8)`` of a long long x): the text check parses every line back."""
+    _, fn = compile_function_plan(*attention.attention(1 << 24, 256, 128))
+    kernel = fn.kernels[0]
+    assert kernel.index_type is T.int64
+    text = emit_kernel(kernel)  # raises where a line does not mean its IR
+    assert "0 * 4096" not in text and not re.search(r"schedc::min\([^()]*, \d+\)", text)
+
+
+def _tile_loops(fn) -> list[Loop]:
+    return [s for s in walk_statements(fn.kernels[0].body) if isinstance(s, Loop) and s.var == "j"]
+
+
+def test_a_causal_attention_skips_the_tiles_past_its_last_query():
+    """Two heads of 256 queries in blocks of 128: the producer's and the consumers' loops over the
+    tiles of keys end at the block's last query (tiles past it are all -inf: nothing to add), and O
+    is still the whole rows' softmax of the kept keys."""
+    model, fn = compile_function_plan(*attention.attention(256, 256, 64, heads=2, causal=True))
+    loops = _tile_loops(fn)
+    assert len(loops) == 2 and all(isinstance(lp.stop, Binary) and lp.stop.op == "min" for lp in loops)
+    assert "i" in {v.name for lp in loops for v in subexpressions(lp.stop) if isinstance(v, Var)}
+    _passed(emulate_function(model, fn, None, seed=4))
+
+
+def test_a_persistent_causal_attention_runs_every_tile():
+    """A persistent block counts its ring's tiles over its work items: it runs them all (masked)."""
+    model, fn = compile_function_plan(*attention.attention(256, 256, 64, causal=True, persistent=True))
+    assert all(isinstance(lp.stop, Const) for lp in _tile_loops(fn))
+    _passed(emulate_function(model, fn, None, seed=4))
+
+
+def test_a_mask_whose_minus_infinity_is_summed_skips_nothing():
+    """A sum of the masked scores themselves (-inf where masked) would not be what it is without
+    the tile: the proof keeps no mask beside it, and the loop runs every tile."""
+    raw = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,))
+    start, *rest = _steps(128)
+    mask = lambda S, i, j: acc.select(j <= i, S[i, j], -math.inf)  # noqa: E731
+    model, _ = compile_function_plan(*_plan([start, mask, *rest], persistent=False))
+    assert online.derive(model).kept  # the plain causal mask is kept ...
+    summed = [start, lambda S, i, j: _set(raw, i, 0.0), mask, lambda S, i, j: _add(raw, i, S[i, j]), *rest]
+    model, fn = compile_function_plan(*_plan(summed, persistent=False))
+    assert online.derive(model).kept == ()  # ... not beside a sum of the -inf themselves
+    assert all(isinstance(lp.stop, Const) for lp in _tile_loops(fn))
+
+
+def _set(array, i, value):
+    array[i] = value
+
+
+def _add(array, i, value):
+    array[i] += value

@@ -7,6 +7,7 @@ parses its output back.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -59,6 +60,29 @@ _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">="
 
 
 EMITTERS = Registry("CUDA emitter")
+
+
+def _c_div(a: int, b: int) -> int:
+    """C's integer division: toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+# index operations on literals alone, folded where the index is 64-bit (C computes them in int)
+_FOLDED = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": _c_div,
+           "%": lambda a, b: a - _c_div(a, b) * b}
+
+
+def _literal(e: Expr) -> int | None:
+    """The value of an index expression of integer literals alone (C's operations), else None."""
+    if isinstance(e, Const) and e.dtype is None and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    if not (isinstance(e, Binary) and e.dtype is None and e.op in _FOLDED):
+        return None
+    lhs, rhs = _literal(e.lhs), _literal(e.rhs)
+    if lhs is None or rhs is None or (e.op in "/%" and rhs == 0):
+        return None
+    return _FOLDED[e.op](lhs, rhs)
 
 
 class Printer:
@@ -267,6 +291,8 @@ class Printer:
                 continue
             if stride == 1:
                 terms.append(self.expr(sub, _PRECEDENCE["+"]))
+            elif self.index_type != "int" and _literal(sub) is not None:  # literals alone compute in int: the value
+                terms.append(self.expr(Binary("*", sub, Const(stride)), _PRECEDENCE["+"]))
             else:
                 terms.append(f"{self.expr(sub, _PRECEDENCE['*'])} * {stride}")
         return " + ".join(terms) if terms else "0"
@@ -289,8 +315,10 @@ class Printer:
                 operand = f"({operand})"
             return _narrowed(f"-{operand}", e.dtype)
         if isinstance(e, Binary):
-            if e.op in ("max", "min"):
-                return f"schedc::{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
+            if e.op in ("max", "min"):  # a template of one type: an index literal takes the index type
+                lhs, rhs = (f"({self.index_type}){self.expr(x)}" if e.dtype is None and isinstance(x, Const)
+                            and self.index_type != "int" else self.expr(x) for x in (e.lhs, e.rhs))
+                return f"schedc::{e.op}({lhs}, {rhs})"
             return self.binary(e, parent)
         if isinstance(e, Call):
             return f"{cuda_name(e.function)}({', '.join(self.expr(a) for a in e.args)})"
@@ -304,6 +332,9 @@ class Printer:
         return name
 
     def binary(self, e: Binary, parent: int) -> str:
+        value = _literal(e) if self.index_type != "int" else None
+        if value is not None:  # literals alone compute in int, which a 64-bit index may pass: their value
+            return str(value) if value >= 0 else f"({value})"
         prec = _PRECEDENCE[e.op]
         # C++ groups `a + b + c` as (a + b) + c: a right operand of the same precedence keeps its
         # parentheses unless regrouping cannot change the value (exact index arithmetic)

@@ -108,8 +108,8 @@ from ..ir.numeric import constant, round_exact
 from ..ir.registry import Registry
 from ..ir.specialize import evaluate
 from ..ir.types import ScalarType
-from ..ir.walk import EXPRESSIONS, variables, walk_statements
-from .cuda_printer import Printer
+from ..ir.walk import EXPRESSIONS, map_expr, variables, walk_statements
+from .cuda_printer import Printer, _literal
 from .cuda_tensor import swizzle_base, swizzle_geometry
 
 # -- C++ types ---------------------------------------------------------------------------------
@@ -879,6 +879,9 @@ def _key(e: Expr, index: str) -> tuple:
     affine forms too (integer arithmetic, exact or modulo 2^bits, which regrouping cannot change)."""
     if isinstance(e, Var) or (_ctype(getattr(e, "dtype", None), index) == index and _affine_node(e)):
         return ("affine", _affine(e, index))
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool) and (
+            e.dtype is None or e.dtype.is_integer):  # a literal is its value (the operation around it has the type)
+        return ("affine", _affine(e, index))
     if isinstance(e, Const):
         return ("const", _ctype(e.dtype, index), _value_key(_ir_value(e.value, e.dtype)))
     if isinstance(e, Load):
@@ -896,6 +899,9 @@ def _key(e: Expr, index: str) -> tuple:
         return ("call", e.function.value, e.dtype.c_type, *(_key(a, index) for a in e.args))
     if isinstance(e, Binary):
         ctype = "bool" if e.op in _COMPARISONS | _LOGIC else _ctype(e.dtype, index)
+        if e.op == "-" and e.dtype in (ScalarType.int32, ScalarType.int64) and isinstance(e.lhs, Const) \
+                and e.lhs.value == 0:  # 0 - x prints as -x does (on the unsigned type, wrapping alike)
+            return _key(Unary("-", e.rhs, e.dtype), index)
         return ("bin", e.op, ctype, _key(e.lhs, index), _key(e.rhs, index))
     raise _TextError(f"unknown expression {e!r}")
 
@@ -928,6 +934,8 @@ def _affine(e: Expr, index: str) -> frozenset:
 def _terms(e: Expr, index: str) -> dict:
     if isinstance(e, Var):
         return {("var", e.name): 1}
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return {(): int(e.value)}  # an integer literal is its value in any index type (``0`` in a 64-bit offset)
     if _ctype(getattr(e, "dtype", None), index) != index or not _affine_node(e):
         return {_key(e, index): 1}
     if isinstance(e, Const):
@@ -959,6 +967,11 @@ def _canonical(x) -> str:
     if isinstance(x, tuple):
         return "(" + ", ".join(_canonical(e) for e in x) + ")"
     return repr(x)
+
+
+def _fold_literals(e: Expr) -> Expr:
+    value = _literal(e) if isinstance(e, Binary) else None
+    return Const(value) if value is not None else e
 
 
 def _linearised(e: Expr, strides: dict[str, tuple[int, ...]]) -> Expr:
@@ -1335,11 +1348,18 @@ class _Checker:
         index = self.kernel.index_type.c_type
         try:
             parsed = _to_ir(_normal(node, self.env))
-            same = _key(parsed, index) == _key(_linearised(ir, self.strides), index)
+            same = _key(parsed, index) == _key(self.folded(_linearised(ir, self.strides)), index)
         except _TextError as error:
             self.fail(str(error), ir, text)
         if not same:
             self.fail(f"the text denotes {show(parsed)}", ir, text)
+
+    def folded(self, ir: Expr) -> Expr:
+        """The IR as the printer writes it: with a 64-bit index, index operations on literals alone
+        as their value (``cuda_printer._FOLDED``)."""
+        if self.kernel.index_type.c_type == "int":
+            return ir
+        return map_expr(ir, _fold_literals)
 
     def offset(self, buffer: str, index: tuple[Expr, ...]) -> Expr:
         """The IR's offset of an element: sum(subscript * stride)."""
@@ -1351,7 +1371,8 @@ class _Checker:
         ir = self.offset(buffer, index)
         try:
             parsed = _to_ir(_normal(node, self.env))
-            same = _affine(parsed, self.kernel.index_type.c_type) == _affine(ir, self.kernel.index_type.c_type)
+            index = self.kernel.index_type.c_type
+            same = _affine(parsed, index) == _affine(self.folded(ir), index)
         except _TextError as error:
             self.fail(str(error), ir, text)
         if not same:

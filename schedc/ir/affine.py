@@ -86,6 +86,32 @@ class Affine:
         return {k for k, _ in self.terms}
 
 
+def mixed_radix(subscripts, names, extents: dict) -> bool:
+    """Whether the subscripts take distinct values at distinct points of ``names`` (each in
+    ``range(extents[name])``) as the digits of a mixed radix: each name in one subscript alone, and
+    in each subscript every coefficient larger than what the smaller ones add up to over their
+    extents (``(z * 2 + g) * 128 + i`` over g < 2, i < 128: a head's rows in turn), every name used.
+    A sufficient test, beside the rank of the coefficients, which ignores the extents.
+
+    >>> mixed_radix([Affine((("b", 128), ("i", 1)))], ["b", "i"], {"b": 4, "i": 128})
+    True
+    >>> mixed_radix([Affine((("b", 100), ("i", 1)))], ["b", "i"], {"b": 4, "i": 128})
+    False
+    """
+    seen: set[str] = set()
+    for sub in subscripts:
+        used = sorted((abs(c), v) for v, c in sub.terms if v in names)
+        if seen & {v for _, v in used} or any(not isinstance(extents.get(v), int) for _, v in used):
+            return False
+        seen |= {v for _, v in used}
+        reach = 0
+        for c, v in used:
+            if c <= reach:
+                return False
+            reach += c * (extents[v] - 1)
+    return seen >= set(names)
+
+
 def affine_expr(a: Affine, order: list[str]) -> Expr:
     """An Affine as a readable expression, terms in loop order."""
     rank = {name: n for n, name in enumerate(order)}

@@ -218,13 +218,17 @@ def plan_tile(chain: Chain, plan_one) -> Chain:
     cache = plan_one(model, spec, tiles, {tiles.b.buffer: "B"})
     single = chain.single_valued()
     origin = tuple(o.substitute(single) for o in cache.origin)
-    moving = sorted({v for o in origin for v, _ in o.terms} - set(chain.carried))
+    # copied for each tile of C (of the carried loops, where there are any), a tile may move with the
+    # block's work item too (its loops bound to blocks: a batch, a head)
+    blocks = {b_ for b in model.bindings if b.unit.level == "block" for b_ in b.loops}
+    moving = sorted({v for o in origin for v, _ in o.terms} - set(chain.carried) - blocks)
     if moving:
         raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED)",
                         f"{spec.array}'s tile moves with {', '.join(moving)}; a chained product's B is copied once "
                         "(or once for each value of the loops its C is kept across"
-                        + (f": {', '.join(chain.carried)}" if chain.carried else "") + "): cover those loops with "
-                        "the tile, or bind no loop it depends on", loops=(spec.index,))
+                        + (f": {', '.join(chain.carried)}" if chain.carried else "")
+                        + ", or of the loops bound to blocks): cover those loops with the tile, or bind no loop it "
+                        "depends on", loops=(spec.index,))
     fixed = not any(o.terms for o in origin)
     if fixed and cache.stages > 1:
         raise PlanError(f"cache({spec.array}, index={spec.index}, location=SHARED, stages={spec.stages})",

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 from .. import poly
 from ..errors import CacheError, PlanError, ScheduleError
-from ..ir.affine import Affine
+from ..ir.affine import Affine, mixed_radix
 from ..ir.patterns import reduction
 from ..ir.walk import loads
 from ..poly import PolyFacts
@@ -75,7 +75,7 @@ def _check_fusion(model) -> None:
         if not written or len({part for part, *_ in uses}) < 2:
             continue
         points = [name for name in fused if name not in across] if kept and array in kept.carried else fused
-        _shared_by_points(fusion.name, array, uses, unfused, points)
+        _shared_by_points(fusion.name, array, uses, unfused, points, dict(model.dims))
         moving = any({v for a in subscripts for v in a.variables()} & unfused for *_, subscripts in uses)
         cached = next((c for c in model.caches if c.array == array), None)
         if moving and cached is not None and not _around_parts(model, cached):
@@ -112,15 +112,18 @@ def _around_parts(model, cached) -> bool:
     return cached.location is MemorySpace.SHARED and scratch.around_parts(model, cached.index)
 
 
-def _shared_by_points(fusing: str, array: str, uses: list, unfused: set[str], fused: list[str]) -> None:
+def _shared_by_points(fusing: str, array: str, uses: list, unfused: set[str], fused: list[str],
+                      extents: dict | None = None) -> None:
     """An array several parts touch, one writing it, is shared legally where each of its elements
     belongs to one point of the fused dimensions: some of its dimensions are subscripted alike
     in every access, by the fused indices only, and tell the points apart (a row ``S[i, :]`` of
-    a schedule fused over ``i``; its other subscripts may move with each part's own loops)."""
+    a schedule fused over ``i``; ``S[128 * b + i, :]`` over ``b`` and ``i`` of 128 values: a
+    batch's rows in turn; its other subscripts may move with each part's own loops)."""
     _, n0, verb0, first = next(u for u in uses if u[2] == "writes")
     kept = [d for d in range(len(first))
             if all(sub[d] == first[d] and not (first[d].variables() & unfused) for *_, sub in uses)]
-    if _rank(tuple(first[d] for d in kept), fused) == len(fused):
+    if _rank(tuple(first[d] for d in kept), fused) == len(fused) or \
+            mixed_radix(tuple(first[d] for d in kept), fused, extents or {}):
         return
     rule = ("fused schedules run in turn only at each point of the fused dimensions, so an array one of "
             "them writes may be shared only where each element belongs to one point: some of its "

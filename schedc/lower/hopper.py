@@ -75,7 +75,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import batched, cache, chained, epilogue, operands, tensor
+from . import batched, cache, chained, epilogue, online, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -476,7 +476,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *_consumer_body(
         model, facts, shape, ring, products, streamed, as_expr, chain=parts,
-        carried=carried_loops(chain, shape, facts))), by_team=True),
+        carried=carried_loops(chain, shape, facts), stops=_masked_tiles(chain, model, facts, launch, roles))),
+        by_team=True),
         *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
     if launch.teams > 1:  # the teams run apart, meeting at mbarriers: a role of teams
         consumer = (Roles((Role("consumers", 0, consumers, 0, consumer, launch.teams),)),)
@@ -491,6 +492,20 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
               *((chain.cache.map,) if chain is not None else ()),
               *(chain.output.maps if chain is not None and chain.output is not None else ()))
     return assemble(model, launch, body, buffers, values, block=(consumers, 1, 1))
+
+
+def _masked_tiles(chain: chained.Chain | None, model, facts, launch: Launch, roles: WarpRoles) -> dict[str, Expr]:
+    """The carried loop over a chain's tiles of S ended at the block's last tile with a kept element
+    (``online.tile_stop``): with a producer warpgroup, which runs the same loop, and one work item a
+    block (the ring's tiles are then counted from the block's start, whatever the loop's end)."""
+    if chain is None or chain.online is None or not chain.online.kept or launch.persistent is not None \
+            or not roles.specialized:
+        return {}
+    several = [n for n in chain.carried if facts.loop(n).fixed and facts.loop(n).extent > 1]
+    if len(several) != 1:
+        return {}
+    stop = online.tile_stop(chain.online, model, facts, several[0])
+    return {several[0]: stop} if stop is not None else {}
 
 
 def make_ring(model, facts, launch: Launch, roles: WarpRoles, caches: tuple[TmaCache, ...]) -> Ring:
@@ -682,11 +697,18 @@ class Ring:
         return math.prod(self.facts.loop(n).extent for n in self.shape.pipelined)
 
 
-def _nest(model, facts, names: tuple[str, ...], body: tuple[Stmt, ...], unroll: bool = False) -> tuple[Stmt, ...]:
+def _nest(model, facts, names: tuple[str, ...], body: tuple[Stmt, ...], unroll: bool = False,
+          stops: dict[str, Expr] | None = None) -> tuple[Stmt, ...]:
+    """Loops ``names`` around ``body``; ``stops``: a loop that ends early in a block (where the
+    tiles past it add nothing: ``online.tile_stop``), at the smaller of its end and that."""
     for name in reversed(names):
         lf, spec = facts.loop(name), model.loop(name)
-        body = (Loop(name, Const(lf.first), Const(lf.stop(spec.end)), spec.step, body, unroll,
-                     f"schedule loop {name}: range({spec.begin}, {spec.end}, {spec.step})"),)
+        stop: Expr = Const(lf.stop(spec.end))
+        comment = f"schedule loop {name}: range({spec.begin}, {spec.end}, {spec.step})"
+        if stops and name in stops:
+            stop = Binary("min", stop, stops[name])
+            comment += ", to the block's last tile with a kept element"
+        body = (Loop(name, Const(lf.first), stop, spec.step, body, unroll, comment),)
     return body
 
 
@@ -772,7 +794,8 @@ def fill(caches: tuple[TmaCache, ...], as_expr, team: int = 0) -> Stmt:
 
 
 def _consumer_body(model, facts, shape: LoopShape, ring: Ring, products, caches, as_expr,
-                   chain: chained.Statements | None = None, carried: tuple[str, ...] = ()) -> tuple[Stmt, ...]:
+                   chain: chained.Statements | None = None, carried: tuple[str, ...] = (),
+                   stops: dict[str, Expr] | None = None) -> tuple[Stmt, ...]:
     """The loops around each tile of C: every tile of the operands filled, waited for, multiplied
     and released (one stage at a time: ``pipeline`` overlaps them), C's set-up and store around them;
     a chain's second product after each tile, its B's fill after the first's tiles."""
@@ -790,7 +813,8 @@ def _consumer_body(model, facts, shape: LoopShape, ring: Ring, products, caches,
             ) if chain.fill else ()
     per_tile = (*before, *wait, *pipelined, *give, *copy, *after, *chain.each)
     outside = shape.outer[:len(shape.outer) - len(carried)]
-    return _nest(model, facts, outside, (*chain.before, *_nest(model, facts, carried, per_tile), *chain.after))
+    return _nest(model, facts, outside, (*chain.before, *_nest(model, facts, carried, per_tile, stops=stops),
+                                         *chain.after))
 
 
 def _at(facts, names: tuple[str, ...], last: bool) -> Expr | None:

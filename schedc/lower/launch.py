@@ -340,13 +340,15 @@ def assemble(model, launch: Launch, body: tuple[Stmt, ...], shared=(), values=()
     """The kernel of ``model``: its name, arrays, grid, index type (64-bit past 2^31 elements) and
     resident blocks, with ``body``, the ``shared`` buffers (laid out in order), the by-value
     ``values``, and ``block`` where the block is not the launch's (a producer warpgroup added)."""
-    # a run-time size's array is checked at each call (the loader refuses one past 2^31 - 1 elements)
-    big = any(not b.sized and b.size > INT32_MAX for b in model.buffers)
+    # a run-time size's array is checked at each call (the loader refuses one past 2^31 - 1 elements);
+    # an array the kernel holds in registers alone (a chain's intermediate) has no offsets
+    buffers = _used_workspaces(model.buffers, body)
+    big = any(not b.sized and b.size > INT32_MAX for b in buffers)
     index = ScalarType.int64 if big else ScalarType.int32
     sizes = tuple(ScalarParam(name, index, size=True) for name in model.size_names)
     return Kernel(
         name=f"{model.function}__gpu__",
-        buffers=_used_workspaces(model.buffers, body),
+        buffers=buffers,
         grid=launch.grid,
         block=block or launch.block,
         body=body,

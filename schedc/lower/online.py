@@ -86,6 +86,9 @@ class Online:
     scaled: bool = False
     divisors: tuple[str, ...] = ()
     deferred: tuple[Store, ...] = ()
+    # where a step keeps S's element (sets it to -inf elsewhere, before the maximum): the conditions,
+    # over the nest's dimensions, that a tile of S wholly outside contributes nothing under
+    kept: tuple[Expr, ...] = ()
 
     def skipped(self, s: Store) -> bool:
         """Whether the per-tile epilogue leaves statement ``s`` out (a start: before the loop; a
@@ -217,6 +220,8 @@ class _Proof:
         self.deferred: list[Store] = []
         self.exponent: tuple[Function, float] | None = None
         self.peak: str | None = None
+        self.kept: list[Expr] = []  # the masks' conditions (module docstring of ``tile_stop``)
+        self.masks_hold = True  # every step after a mask takes -inf to nothing (the maximum's identity, exp's 0)
 
     def run(self) -> Online:
         for number, s in enumerate(self.between):
@@ -231,9 +236,10 @@ class _Proof:
                                      "of the row, only in exponentials of the running maximum")
         self._check_second()
         function, slope = self.exponent or (Function.EXP, 0.0)
+        kept = tuple(self.kept) if self.masks_hold and self.peak is not None and slope < 0 else ()
         return Online(self.source, tuple(self.vectors), tuple(self.starts), self.peak, function, slope,
                       tuple(self.rescaled), self.pending, tuple(self.divided),
-                      tuple(self.deferred))
+                      tuple(self.deferred), kept)
 
     # -- statements on row vectors
 
@@ -253,6 +259,8 @@ class _Proof:
             raise self._refuse(number, f"writes {v}[i] again: a row vector kept across the tiles is set once, then "
                                        "reduced over the row by one statement (+, max or min)")
         op, x = found
+        if self.kept and not self.pending and self._reads_source(x) and not (op == "max" and self._is_element(x)):
+            self.masks_hold = False  # only the maximum of the element itself takes -inf as nothing
         self._no_partial_reads(number, x)
         degree = self._degree(number, x)
         if op in ("max", "min") and degree:
@@ -273,6 +281,12 @@ class _Proof:
 
     def _element(self, number: int, s: Store) -> None:
         value = s.value
+        kept = self._mask(value)
+        if kept is not None and not (self.pending or self.divided) and self.peak is None and not any(
+                op in ("max", "min") for op in self.kinds.values()):
+            self.kept.append(kept)
+        elif self.kept and not self._passes_minus_infinity(value):
+            self.masks_hold = False
         divisor = self._division(value)
         if divisor is not None:
             total, value = divisor
@@ -283,6 +297,36 @@ class _Proof:
         self.pending = bool(degree) and (self.pending or exponentials and self.peak is not None)
         if divisor is not None:
             self.divided.append(total)
+
+    def _mask(self, value: Expr) -> Expr | None:
+        """``select(c, S, -inf)`` (or ``select(c, -inf, S)``): the condition S's element is kept under,
+        where it reads the nest's indices alone."""
+        if not (isinstance(value, Call) and value.function is Function.SELECT):
+            return None
+        condition, a, b = value.args
+        if any(isinstance(e, Load) for e in subexpressions(condition)):
+            return None
+        if self._is_element(a) and _is_minus_infinity(b):
+            return condition
+        if self._is_element(b) and _is_minus_infinity(a):
+            return Call(Function.LOGICAL_NOT, (condition,), ScalarType.bool)
+        return None
+
+    def _is_element(self, e: Expr) -> bool:
+        while isinstance(e, Cast) and e.dtype.is_float:
+            e = e.operand
+        return isinstance(e, Load) and e.buffer == self.source and e.index == self.product.index
+
+    def _passes_minus_infinity(self, value: Expr) -> bool:
+        """Whether a step after a mask leaves a masked element contributing nothing: it is the
+        exponential of an argument that S raises (-inf gives 0), or linear in exponentials
+        already taken (0 stays 0)."""
+        if self.pending:
+            return True
+        calls = [e for e in subexpressions(value) if isinstance(e, Call) and e.function in EXPONENTIALS
+                 and self._reads_source(e.args[0])]
+        return len(calls) == 1 and (_slope(calls[0].args[0], self.source) or 0) > 0 and not self._reads_source(
+            map_expr(value, lambda e: Const(1.0, e.dtype) if e == calls[0] else e))
 
     def _division(self, value: Expr) -> tuple[str, Expr] | None:
         """``X / T[i]`` with T a sum of the row, whole once reduced: (T, X)."""
@@ -400,6 +444,12 @@ class _Proof:
                                 f"(the online softmax, lower/online.py): {statement}{why}")
 
 
+def _is_minus_infinity(e: Expr) -> bool:
+    while isinstance(e, Cast) and e.dtype.is_float:
+        e = e.operand
+    return isinstance(e, Const) and isinstance(e.value, float) and e.value == -math.inf
+
+
 def _is_zero(e: Expr) -> bool:
     while isinstance(e, Cast):
         e = e.operand
@@ -456,4 +506,84 @@ def _constant(e: Expr) -> float | None:
     return None
 
 
-__all__ = ["Online", "carried_dims", "derive"]
+
+
+
+def tile_stop(kept: Online, model, facts, loop: str) -> Expr | None:
+    """Where the loop over S's column tiles may stop for this block: a tile all of whose elements a
+    mask sets to -inf (``Online.kept``) adds nothing (the maximum's identity, an exponential's 0),
+    so the loop ends after the last tile that holds a kept element of the block's rows. A kept
+    condition ``column <= g`` (or ``<``, or the same read the other way round), ``g`` affine in the
+    other dimensions: the block's largest ``g`` (its loops bound to blocks at their values, the
+    others at their extremes) bounds the tiles' first column. None where no condition takes that
+    form, where another loop of the column's dimension starts past 0, or where ``loop`` is not the
+    column's."""
+    product = model.statements[model.fusion.parts[0][0]] if model.fusion is not None else model.statements[0]
+    column = Affine.of(product.index[1])
+    if len(column.terms) != 1 or column.terms[0][1] != 1:
+        return None
+    dim = column.terms[0][0]
+    loops = [lp for lp in model.loops if model.dims[lp.dim][0] == dim]
+    if loop not in {lp.name for lp in loops} or any(facts.loop(lp.name).first < 0 for lp in loops):
+        return None
+    stops = [s for s in (_stop(c, dim, model, facts) for c in kept.kept) if s is not None]
+    if not stops:
+        return None
+    stop: Expr = stops[0]
+    for other in stops[1:]:
+        stop = Binary("min", stop, other)
+    return stop
+
+
+def _stop(condition: Expr, column: str, model, facts) -> Expr | None:
+    """One kept condition's exclusive bound on a tile's first column, for the block (``tile_stop``)."""
+    bound = _upper_bound(condition)
+    if bound is None:
+        return None
+    difference, strict = bound  # kept where difference (< or <=) 0
+    if difference.coeff(column) != 1:
+        return None
+    largest: Expr = Const(-difference.const + (0 if strict else 1))
+    for name, coeff in difference.terms:
+        if name == column:
+            continue
+        for lp in model.loops:
+            if model.dims[lp.dim][0] != name:
+                continue
+            lf = facts.loop(lp.name)
+            unit = model.binding_of(lp.name)
+            if unit is not None and unit.level == "block":
+                value: Expr = Var(lp.name)
+            elif lf.last is None:
+                return None
+            else:
+                value = Const(lf.last if coeff < 0 else lf.first)
+            if isinstance(value, Const) and value.value == 0:
+                continue
+            term = value if coeff == -1 else Binary("*", value, Const(-coeff))
+            largest = Binary("+", largest, term)
+    return largest
+
+
+def _upper_bound(condition: Expr) -> tuple[Affine, bool] | None:
+    """``condition`` as ``d < 0`` (True) or ``d <= 0`` (False), d affine in the indices."""
+    if isinstance(condition, Call) and condition.function is Function.LOGICAL_NOT:
+        inner = _upper_bound(condition.args[0])
+        return None if inner is None else (inner[0].scale(-1), not inner[1])
+    if not (isinstance(condition, Binary) and condition.op in ("<", "<=", ">", ">=")):
+        return None
+    try:
+        lhs, rhs = Affine.of(_index(condition.lhs)), Affine.of(_index(condition.rhs))
+    except TypeError:
+        return None
+    if condition.op in ("<", "<="):
+        return lhs.plus(rhs.scale(-1)), condition.op == "<"
+    return rhs.plus(lhs.scale(-1)), condition.op == ">"
+
+
+def _index(e: Expr) -> Expr:
+    """An index compared as a number (``acc.cast(i, float32)`` around it) as the index itself."""
+    while isinstance(e, Cast):
+        e = e.operand
+    return e
+__all__ = ["Online", "carried_dims", "derive", "tile_stop"]

@@ -7,7 +7,8 @@ A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only writte
 epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
 2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it),
 D's rows of each tile through a ring of 1 to 3 stages; a row softmax (or a min or sum of the row)
-between them, in row vectors held by the threads of each row, over S's tiles in the online form;
+between them, in row vectors held by the threads of each row, over S's tiles in the online form
+(a causal mask before it at times);
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -18,6 +19,7 @@ an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 from __future__ import annotations
 
+import math
 import random
 
 from .nest import choose
@@ -26,8 +28,10 @@ from .program import (
     Binding,
     CacheDirective,
     Cast,
+    Cmp,
     Const,
     Fn,
+    IndexValue,
     Program,
     Ref,
     Split,
@@ -130,6 +134,9 @@ def _row_steps(rng: random.Random, i: Subscript, j: Subscript, online: bool = Fa
              (Statement(S, Fn(rng.choice(("exp", "fast_exp")) if online else "exp", (shifted,)) if op == "max"
                         else shifted),),
              (Statement(total, Fn("abs", (S,)) if op != "max" else S, accumulate=True),)]
+    if online and rng.random() < 0.4:  # a causal mask before the maximum (tiles wholly past it skipped)
+        keep = Cmp("<=", IndexValue(j.index), Binary("+", IndexValue(i.index), Const(rng.choice((0, 5, 64)))))
+        steps.insert(1, (Statement(S, Fn("select", (keep, S, Const(-math.inf)))),))
     if op == "max" and (not online or rng.random() < 0.8):  # a sum of exponentials is positive: divide by it
         steps.append((Statement(S, Binary("/", S, total)),))
     return tuple(steps)

@@ -10,6 +10,8 @@ B[i] = -(-A[7 - i])
 
 from __future__ import annotations
 
+import math
+
 from .program import (
     RUNTIME_SIZE,
     Bin,
@@ -25,10 +27,12 @@ from .program import (
     Statement,
     Subscript,
     Tile,
+    expr_children,
     map_refs,
     runtime_dims,
     simulate_steps,
     with_array_names,
+    with_children,
 )
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
@@ -91,8 +95,7 @@ def _logic(program: Program) -> str:
                  f"\n@middle.iteration_logic\ndef _():\n{body}\n\n")
     for n, step in enumerate(program.row_steps):  # each a nest of its own over the first two dimensions
         names = {"i": f"i_s{n}", "j": f"j_s{n}"}
-        own = [Statement(_renamed(s.target, names), map_refs(s.value, lambda r, names=names: _renamed(r, names)),
-                         s.accumulate) for s in step]
+        own = [Statement(_renamed(s.target, names), _own_indices(s.value, names), s.accumulate) for s in step]
         body = "\n".join(f"    {render_statement(s)}" for s in own)
         text += (f"step{n} = acc.Nest(shape={_tuple(_dims(program)[:2])})\ni_s{n}, j_s{n} = step{n}.get_indices()\n\n"
                  f"\n@step{n}.iteration_logic\ndef _():\n{body}\n\n")
@@ -106,6 +109,15 @@ def _logic(program: Program) -> str:
         text += (f"after = acc.Nest(shape={_tuple(shape)})\n{indices} = after.get_indices()\n\n"
                  f"\n@after.iteration_logic\ndef _():\n{body}\n\n")
     return text
+
+
+def _own_indices(e, names: dict[str, str]):
+    """``e`` in a nest's own indices: its subscripts' and its index values' (a mask's ``j <= i``)."""
+    if isinstance(e, Ref):
+        return _renamed(e, names)
+    if isinstance(e, IndexValue):
+        return IndexValue(names.get(e.index, e.index))
+    return with_children(e, tuple(_own_indices(c, names) for c in expr_children(e)))
 
 
 def _renamed(r: Ref, names: dict[str, str]) -> Ref:
@@ -122,7 +134,7 @@ def render_expr(e: Expr, parent: int = 0, right: bool = False) -> str:
     if isinstance(e, Ref):
         return f"{e.array}[{', '.join(render_subscript(s) for s in e.subscripts)}]"
     if isinstance(e, Const):
-        text = repr(e.value)
+        text = repr(e.value) if not (isinstance(e.value, float) and math.isinf(e.value)) else f"float('{e.value}')"
         return f"({text})" if e.value < 0 and (parent or right) else text
     if isinstance(e, IndexValue):
         return e.index
