@@ -33,6 +33,20 @@ def _verify_ir():
         yield
 
 
+@pytest.fixture(autouse=True)
+def _kernels_alone_without_a_gpu(request, monkeypatch):
+    """A gpu-marked test on a machine without a GPU compiles its kernels (NVRTC, the text check)
+    and skips before running them: its packages leave out the host library (nvcc's lib<name>.so,
+    most of a build's time), which only a run would load (``links``: a test that links it all the
+    same)."""
+    node = request.node
+    if node.get_closest_marker("gpu") is not None and node.get_closest_marker("links") is None and not has_gpu():
+        from schedc.package import compile as compilers
+
+        monkeypatch.setattr(compilers, "find_nvcc", lambda: None)
+    yield
+
+
 @pytest.fixture
 def update_golden(request) -> bool:
     return request.config.getoption("--update-golden")

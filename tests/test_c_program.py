@@ -73,6 +73,7 @@ def _package(directory: Path) -> Path:
 
 
 @pytest.mark.gpu
+@pytest.mark.links
 @pytest.mark.skipif(find_nvcc() is None or shutil.which("cc") is None or _cudart() is None,
                     reason="lib<name>.so needs nvcc; the program needs cc and the toolkit's libcudart")
 def test_a_c_program_links_the_package_and_on_the_gpu_matches_numpy(tmp_path):
