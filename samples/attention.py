@@ -11,6 +11,7 @@ tensorized on wgmma (``row`` is the query's row of Q: its batch and head's rows 
     peak[row] = max(peak[row], S[row, j])
     S[row, j] = exp((S[row, j] - peak[row]) * scale)
     total[row] += S[row, j]
+    L[row] = peak[row] * scale + log(total[row])           with lse=True
     S[row, j] = S[row, j] / total[row]
     O[row, l] += cast(S[row, j], float16) * V[kv_row, l]
 
@@ -49,7 +50,7 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int | None = None, rows: int = 128,
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
               exponential=acc.exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
-              heads: int = 1, kv_heads: int | None = None, causal: bool = False):
+              heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
     row-major arrays: Q and O ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``;
@@ -62,7 +63,9 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.exp`` or ``acc.fast_exp``; ``causal``:
     query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
     the blocks skip the tiles of keys past their last query (``schedc/lower/online.py``), which
-    takes one work item a block (``persistent``: off by default when causal, on otherwise)."""
+    takes one work item a block (``persistent``: off by default when causal, on otherwise);
+    ``lse``: also each row's log-sum-exp of the scaled scores, ``L = scale * max + log(sum)``, a
+    float32 OUTPUT of ``batch * heads * M`` (after O in the arrays), which a backward pass reads."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     kv_tile = kv_tile or (128 if d <= 64 else 64)
     kv_heads = kv_heads or heads
@@ -75,6 +78,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     S = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(Z * G * M, N))
     peak, total = (acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(Z * G * M,))
                    for _ in range(2))
+    L = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(Z * G * M,))
 
     scores = acc.Nest(shape=(Z, G, M, N, d))
     z, g, i, j, k = scores.get_indices()
@@ -108,6 +112,9 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     def divide(row, i1, j1):
         S[row, j1] = S[row, j1] / total[row]
 
+    def log_sum_exp(row, i1, j1):  # the row's sum and maximum are whole: the kernel sets L after the last tile
+        L[row] = peak[row] * scale + acc.log(total[row])
+
     output = acc.Nest(shape=(Z, G, M, N, d))
     z2, g2, i2, j2, l2 = output.get_indices()
 
@@ -115,7 +122,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     def _():
         O[(z2 * G + g2) * M + i2, l2] += acc.cast(S[(z2 * G + g2) * M + i2, j2], dtype) * V[z2 * N + j2, l2]
 
-    steps = [step(logic) for logic in (start, *((mask,) if causal else ()), maximum, exponentials, add, divide)]
+    steps = [step(logic) for logic in (start, *((mask,) if causal else ()), maximum, exponentials, add,
+                                       *((log_sum_exp,) if lse else ()), divide)]
     schedule = acc.fuse((scores.create_schedule(), *steps, output.create_schedule()), partial=4)
     f, z, g, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, rows)
@@ -144,7 +152,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     plan.warp_specialize(producer)
     if persistent:
         plan.persistent()
-    return plan, (Q, K, V, O)
+    return plan, (Q, K, V, O, *((L,) if lse else ()))
 
 
 F16, BF16 = acc.ScalarType.float16, acc.ScalarType.bfloat16

@@ -318,3 +318,41 @@ def _set(array, i, value):
 
 def _add(array, i, value):
     array[i] += value
+
+
+@pytest.mark.parametrize("options", [dict(M=128, N=256, d=64), dict(M=192, N=192, d=128, heads=2, causal=True, rows=64)],
+                         ids=["tiles", "causal_heads"])
+def test_the_log_sum_exp_of_each_row_is_an_output(options):
+    """L = scale * max + log(sum), set from the row vectors once they are whole (after the last
+    tile) and stored by one lane of each row's four: against the reference's whole-row values."""
+    model, fn = compile_function_plan(*attention.attention(**options, lse=True))
+    reports = emulate_function(model, fn, None, seed=5)
+    _passed(reports)
+    assert {r.array for r in reports} == {"O", "L"}
+
+
+def test_a_row_output_beside_one_tile_of_s_is_stored_after_the_steps():
+    """Without tiles of S (no loop to keep the vectors across) the OUTPUT row vector is set and
+    stored in the epilogue of the one tile."""
+    lse = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(128,))
+    steps = _steps(128, lambda S, peak, total, i, j: _set(lse, i, peak[i] * 0.5 + acc.log(total[i])))
+    model, fn = compile_function_plan(*b2b_gemm.b2b_gemm(128, 64, 64, 64, between=steps, inputs=(lse,)))
+    assert online.derive(model) is None
+    _passed(emulate_function(model, fn, None, seed=6))
+
+
+def test_a_step_reading_a_row_output_is_refused():
+    lse = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(128,))
+    steps = _steps(128, lambda S, peak, total, i, j: _set(lse, i, acc.log(total[i])),
+                   lambda S, peak, total, i, j: S[i, j] * lse[i], divide=False)
+    with pytest.raises(PlanError, match=r"reads \w+\[i\], an OUTPUT row vector, which the kernel sets after the "
+                                        r"last tile"):
+        compile_function_plan(*_plan(steps, inputs=(lse,)))
+
+
+def test_a_row_output_reduced_over_the_row_is_refused():
+    lse = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(128,))
+    steps = _steps(128, lambda S, peak, total, i, j: _set(lse, i, 0.0), lambda S, peak, total, i, j: _add(lse, i, S[i, j]))
+    with pytest.raises(PlanError, match=r"writes \w+\[i\], an OUTPUT row vector: one statement sets it from the row "
+                                        r"vectors kept across the tiles"):
+        compile_function_plan(*_plan(steps, inputs=(lse,)))

@@ -300,7 +300,8 @@ def slot(chain: Chain, count: Expr) -> tuple[Expr, Expr]:
 
 
 def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...],
-               first_rows: rows.RowLayout | None = None, dtypes: dict | None = None) -> Statements:
+               first_rows: rows.RowLayout | None = None, dtypes: dict | None = None, row_of=None,
+               inside: Expr | None = None) -> Statements:
     """After each tile of the first product: its accumulator ``source`` as the register A tiles of
     the second, which multiplies them into its own accumulator (set up before the loops it is kept
     across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
@@ -308,8 +309,10 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     ``copy``: the TMA boxes of B's tile into its stage on its full barrier there, where it moves
     (hopper's ``tile_boxes``; the stage and parity: ``slot``). With row vectors kept across the
     loops (``chain.online``; ``first_rows``: where the first's rows lie, ``dtypes``: the vectors'
-    types), they are set up before the loops, the accumulator is corrected before each product
-    and divided by the row sums after the loops (``lower/online.py``)."""
+    types, ``row_of``: a row slot's subscript of the first's C, ``inside``: its tile's rows inside
+    it, where it has an edge), they are set up before the loops,
+    the accumulator is corrected before each product and divided by the row sums after the loops,
+    and OUTPUT row vectors are stored then (``lower/online.py``)."""
     model, tiles = chain.model, chain.tiles
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
@@ -325,7 +328,8 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
         loops = (t.loops[0], t.loops[1])
         before = [*before, *kept.setup(dtypes, first_rows, source)]
         rescale = kept.rescale("_e", tiles.accumulator_type, lanes, loops, source)
-        after = [*kept.finish("_e", tiles.accumulator_type, lanes, loops, source), *after]
+        after = [*kept.finish("_e", tiles.accumulator_type, lanes, loops, source),
+                 *kept.finish_rows(dtypes, first_rows, source, row_of, inside), *after]
     if chain.output is not None:
         after = list(epilogue.stored_by_tma(tuple(after), chain.output, n))
     out: list[Stmt] = []

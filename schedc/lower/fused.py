@@ -271,7 +271,24 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
             inside = all_of((Binary("<", Var(row), edge.rows), Binary("<", Var(col), edge.cols)))
             body = (If(inside, body, "the element lies inside C"),)
         maps.append(FragmentMap(fragment, accumulator, row, col, body, columns))
+    later = set(online.output_vectors) if online is not None else set()
+    for vector in sorted(v for v in vectors if model.buffer(v).role == "output" and v not in later):
+        maps += rows.stored(vector, model.buffer(vector).dtype, lanes, fragment, row_of(model, lanes, fixed),
+                            edge.rows if edge is not None else None)
     return tuple(maps)
+
+
+def row_of(model, lanes: rows.RowLayout, fixed: dict[str, Expr]):
+    """The subscript of C's row at a thread's row slot (``lower/rows.py``): the product's row over
+    the schedule's loops, the tile's row loop at the slot's row, the loops of one value at it."""
+    product = model.statements[0]
+    index = in_loops(model, product).index[0]
+    return lambda slot: substitute(index, {**single_valued(model), **fixed, model.tensorize.loops[0]: lanes.row(slot)})
+
+
+def single_valued(model) -> dict[str, Expr]:
+    """The schedule's loops of one value, at it."""
+    return {lp.name: Const(lp.begin) for lp in model.loops if isinstance(lp.end, int) and lp.end - lp.begin <= lp.step}
 
 
 def row_vectors(model) -> set[str]:

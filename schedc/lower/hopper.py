@@ -73,9 +73,9 @@ from ..ir.kernel import (
     shared_layout,
 )
 from ..ir.types import ScalarType
-from ..ir.walk import walk_statements
+from ..ir.walk import substitute, walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import batched, cache, chained, epilogue, online, operands, tensor
+from . import batched, cache, chained, epilogue, fused, online, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -575,8 +575,12 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_
     stage, _ = chained.slot(chain, ring.c_tiles())
     copy = tile_boxes(c, stage, [as_expr(o) for o in c.origin], chained.FULL, stage)
     dtypes = {b.name: b.dtype for b in model.buffers}
-    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy),
-                              tensor.accumulator_rows(model, tiles), dtypes)
+    lanes = tensor.accumulator_rows(model, tiles)
+    row_of = fused.row_of(model, lanes, {}) if lanes is not None else None
+    edge = tensor._edge(model, tiles, as_expr, {})  # its rows do not depend on the carried loops (S's columns)
+    inside = substitute(edge.rows, fused.single_valued(model)) if edge is not None else None
+    return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy), lanes, dtypes,
+                              row_of, inside)
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:

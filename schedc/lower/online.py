@@ -61,7 +61,7 @@ from ..ir.kernel import (
     Var,
 )
 from ..ir.types import ScalarType
-from ..ir.walk import map_expr, subexpressions
+from ..ir.walk import map_expr, operands, subexpressions
 from . import rows
 
 EXPONENTIALS = (Function.EXP, Function.FAST_EXP)  # e^x: exp(g + b m) = exp(g + b m') exp(b (m - m'))
@@ -89,11 +89,17 @@ class Online:
     # where a step keeps S's element (sets it to -inf elsewhere, before the maximum): the conditions,
     # over the nest's dimensions, that a tile of S wholly outside contributes nothing under
     kept: tuple[Expr, ...] = ()
+    # OUTPUT row vectors (a row's log-sum-exp) set from the whole row vectors: after the loop
+    outputs: tuple[Store, ...] = ()
 
     def skipped(self, s: Store) -> bool:
         """Whether the per-tile epilogue leaves statement ``s`` out (a start: before the loop; a
         division: after it)."""
-        return s in self.starts or s in self.deferred
+        return s in self.starts or s in self.deferred or s in self.outputs
+
+    @property
+    def output_vectors(self) -> tuple[str, ...]:
+        return tuple(s.buffer for s in self.outputs)
 
     # -- the kernel's statements ------------------------------------------------------------------
 
@@ -162,6 +168,21 @@ class Online:
             out.append(FragmentMap(accumulator, dtype, *loops, (Store(accumulator, (ELEMENT,), value),)))
         return tuple(out)
 
+    def finish_rows(self, dtypes: dict[str, ScalarType], lanes: rows.RowLayout, fragment: str,
+                    row_of, inside: Expr | None = None) -> tuple[Stmt, ...]:
+        """After the loop: each OUTPUT row vector computed from the whole ones and stored into its
+        array by one lane of each row's (``row_of(slot)``: the row's subscript; ``inside``: the
+        tile's rows inside C, where it has an edge)."""
+        out: list[Stmt] = []
+        for s in self.outputs:
+            dtype = dtypes[s.buffer]
+            value = rows.converted(s.value, dtype)
+            out.append(rows.declared(s.buffer, dtype, lanes, fragment))
+            out += [Store(rows.array_name(s.buffer, fragment), (Const(slot),),
+                          rows.reads(value, set(self.carried), Const(slot), fragment)) for slot in lanes.slots]
+            out += rows.stored(s.buffer, dtype, lanes, fragment, row_of, inside)
+        return tuple(out)
+
     def _name(self, what: str, fragment: str) -> str:
         return f"_{self.peak}_{what}{fragment.removeprefix('_c')}"
 
@@ -221,6 +242,7 @@ class _Proof:
         self.exponent: tuple[Function, float] | None = None
         self.peak: str | None = None
         self.kept: list[Expr] = []  # the masks' conditions (module docstring of ``tile_stop``)
+        self.outputs: list[Store] = []
         self.masks_hold = True  # every step after a mask takes -inf to nothing (the maximum's identity, exp's 0)
 
     def run(self) -> Online:
@@ -237,15 +259,19 @@ class _Proof:
         self._check_second()
         function, slope = self.exponent or (Function.EXP, 0.0)
         kept = tuple(self.kept) if self.masks_hold and self.peak is not None and slope < 0 else ()
-        return Online(self.source, tuple(self.vectors), tuple(self.starts), self.peak, function, slope,
-                      tuple(self.rescaled), self.pending, tuple(self.divided),
-                      tuple(self.deferred), kept)
+        outputs = {o.buffer for o in self.outputs}
+        return Online(self.source, tuple(v for v in self.vectors if v not in outputs), tuple(self.starts), self.peak,
+                      function, slope, tuple(self.rescaled), self.pending, tuple(self.divided),
+                      tuple(self.deferred), kept, tuple(self.outputs))
 
     # -- statements on row vectors
 
     def _vector(self, number: int, s: Store) -> None:
         v = s.buffer
         found = rows.reduction(s)
+        if self.model.buffer(v).role == "output":
+            self._output(number, s, found)
+            return
         if v not in self.kinds:
             if found is not None or any(isinstance(e, Load | Var) for e in subexpressions(s.value)):
                 first = "a reduction" if found else "a value that is not a constant"
@@ -276,6 +302,21 @@ class _Proof:
                                            "the kernel rescales the sum as the maximum grows, so it starts at 0")
             self.rescaled.append(v)
         self.kinds[v] = op
+
+    def _output(self, number: int, s: Store, found) -> None:
+        """An OUTPUT row vector: set once from whole row vectors and constants, after the loop."""
+        reads = {e.buffer for e in subexpressions(s.value) if isinstance(e, Load)}
+        if found is not None or any(o.buffer == s.buffer for o in self.outputs) or \
+                _reads_index(s.value) or not reads <= set(self.kinds):
+            raise self._refuse(number, f"writes {s.buffer}[i], an OUTPUT row vector: one statement sets it from "
+                                       "the row vectors kept across the tiles and constants, once they are whole "
+                                       "(after the last tile)")
+        unfinished = [v for v in reads if self.kinds[v] == "" and any(
+            t.buffer == v and rows.reduction(t) is not None for t in self.between[number:])]
+        if unfinished:
+            raise self._refuse(number, f"sets {s.buffer}[i] from {unfinished[0]}[i] before its reduction over "
+                                       "the row")
+        self.outputs.append(s)
 
     # -- statements on S's element
 
@@ -339,6 +380,9 @@ class _Proof:
     def _no_partial_reads(self, number: int, value: Expr) -> None:
         """Reads of row vectors before they are whole: only the running maximum, in exponentials."""
         for e in subexpressions(value):
+            if isinstance(e, Load) and any(o.buffer == e.buffer for o in self.outputs):
+                raise self._refuse(number, f"reads {e.buffer}[i], an OUTPUT row vector, which the kernel sets after "
+                                           "the last tile")
             if not (isinstance(e, Load) and e.buffer in self.kinds and self.kinds[e.buffer]):
                 continue
             if self.kinds[e.buffer] in ("max", "min") and self._in_exponent(value, e.buffer):
@@ -418,8 +462,9 @@ class _Proof:
         return any(isinstance(x, Load) and x.buffer == self.source for x in subexpressions(e))
 
     def _read_anywhere(self, vector: str) -> bool:
-        return any(isinstance(e, Load) and e.buffer == vector for s in self.between if s.buffer != vector
-                   for e in subexpressions(s.value))
+        """Whether a step reads ``vector`` before the loop ends (an OUTPUT row vector reads it after)."""
+        return any(isinstance(e, Load) and e.buffer == vector for s in self.between
+                   if s.buffer != vector and s not in self.outputs for e in subexpressions(s.value))
 
     def _check_second(self) -> None:
         """E starts at zero where the kernel rescales or divides it: the script's E is the sum of
@@ -442,6 +487,13 @@ class _Proof:
         return PlanError(where, f"{self.source}'s columns come in tiles (the fusing index inside their loop) and the "
                                 f"steps between the products keep row vectors ({', '.join(self.vectors)}) across them "
                                 f"(the online softmax, lower/online.py): {statement}{why}")
+
+
+def _reads_index(e: Expr) -> bool:
+    """Whether ``e`` reads an index as a value (outside its loads' subscripts)."""
+    if isinstance(e, Var):
+        return True
+    return not isinstance(e, Load) and any(_reads_index(x) for x in operands(e))
 
 
 def _is_minus_infinity(e: Expr) -> bool:

@@ -30,7 +30,22 @@ import numpy as np
 
 from ..errors import PlanError
 from ..instructions import LaneLayout, Sym
-from ..ir.kernel import ELEMENT, Binary, Cast, Const, Expr, LaneReduce, Load, PrivateArray, Stmt, Store, Var
+from ..ir.kernel import (
+    ELEMENT,
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    If,
+    LaneReduce,
+    Let,
+    Load,
+    PrivateArray,
+    Stmt,
+    Store,
+    Var,
+    all_of,
+)
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, subexpressions, substitute
 
@@ -61,9 +76,10 @@ class RowLayout:
         row = self.layout.row(0, Sym(ELEMENT))
         return row.expr if isinstance(row, Sym) else Const(int(row))
 
-    def row(self, slot: int) -> Expr:
-        """The thread's row in the tile at ``slot``."""
-        lane = Sym(Binary("%", Var("threadIdx.x"), Const(self.lanes)))
+    def row(self, slot: int, lane: Expr | None = None) -> Expr:
+        """The thread's row in the tile at ``slot`` (``lane``: the thread's lane, where a signed
+        value of it is at hand; else from threadIdx.x)."""
+        lane = Sym(lane if lane is not None else Binary("%", Var("threadIdx.x"), Const(self.lanes)))
         row = self.layout.row(lane, self.first[slot])
         return row.expr if isinstance(row, Sym) else Const(int(row))
 
@@ -86,9 +102,29 @@ def row_layout(layout: LaneLayout, lanes: int) -> RowLayout | None:
 
 
 def is_row_vector(model, s: Store, product: Store) -> bool:
-    """Whether ``s`` writes a row vector of the product's C: a TEMP array of rank 1 at C's row."""
+    """Whether ``s`` writes a row vector of the product's C: a TEMP or OUTPUT array of rank 1 at
+    C's row (an OUTPUT one, a row's log-sum-exp, is also stored into its array: ``stored``)."""
     return (s.buffer != product.buffer and len(s.index) == 1 and s.index[0] == product.index[0]
-            and model.buffer(s.buffer).role == "temp")
+            and model.buffer(s.buffer).role in ("temp", "output"))
+
+
+def stored(vector: str, dtype: ScalarType, rows: RowLayout, fragment: str, row_of, inside: Expr | None = None
+           ) -> list[Stmt]:
+    """An OUTPUT row vector written into its array: of the lanes that hold a row, the one whose
+    bits at the row's shuffle distances are 0 stores the thread's value of each row it holds
+    (``row_of(slot)``: the row's subscript in the array; ``inside``: how many of the tile's rows
+    lie inside C, where it has an edge)."""
+    lane = Var(f"_{vector}_lane{fragment.removeprefix('_c')}")  # a signed index: rows compare with edges
+    first = all_of(Binary("==", Binary("%", Binary("/", lane, Const(d)), Const(2)), Const(0)) for d in rows.distances)
+    stores: tuple[Stmt, ...] = ()
+    for slot in rows.slots:
+        store: Stmt = Store(vector, (row_of(slot),), Load(array_name(vector, fragment), (Const(slot),), dtype))
+        if inside is not None:
+            store = If(Binary("<", rows.row(slot, lane), inside), (store,), "the row lies inside C")
+        stores += (store,)
+    let = Let(lane.name, Binary("%", Var("threadIdx.x"), Const(rows.lanes)), "the thread's lane in the tile")
+    return [let, *([If(first, stores, f"one lane of each row's stores its {vector}")] if first is not None
+                   else stores)]
 
 
 def array_name(vector: str, fragment: str) -> str:

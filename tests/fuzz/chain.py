@@ -8,7 +8,7 @@ epilogue ops of both products, persistent grids, warp specialization on and off;
 2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it),
 D's rows of each tile through a ring of 1 to 3 stages; a row softmax (or a min or sum of the row)
 between them, in row vectors held by the threads of each row, over S's tiles in the online form
-(a causal mask before it at times);
+(a causal mask before it at times, the row's log-sum-exp an OUTPUT at times);
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -107,6 +107,13 @@ def chain_program(rng: random.Random, target: str) -> Program:
     if online or not tiles_of_s and rng.random() < 0.25:  # a row softmax (or its kin) in row vectors between
         row_steps = _row_steps(rng, i, j, online)
         arrays += (ArrayDecl("chain_peak", "TEMP", "float32", (M,)), ArrayDecl("chain_total", "TEMP", "float32", (M,)))
+        if online and rng.random() < 0.3:  # the row's log-sum-exp as an OUTPUT, set once the vectors are whole
+            peak, total = Ref("chain_peak", (i,)), Ref("chain_total", (i,))
+            lse = Statement(Ref("chain_lse", (i,)), Binary("+", peak, Fn("log", (total,))))
+            at = next(n for n, step in enumerate(row_steps) if any(s.accumulate and s.target.array == "chain_total"
+                                                                   for s in step)) + 1
+            row_steps = (*row_steps[:at], (lse,), *row_steps[at:])
+            arrays += (ArrayDecl("chain_lse", "OUTPUT", "float32", (M,)),)
     program = Program(target, arrays, (M, N1, K), (first,), steps, order, bindings, (), caches, tensorize,
                       epilogue=(second,), second=N2, chained=chained, between=between, row_steps=row_steps)
     if rng.random() < 0.5:
