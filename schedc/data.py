@@ -72,7 +72,7 @@ def _rounding_casts(store) -> list[Cast]:
     """The casts of a statement that round a computed value to a narrower float (the kernel's value
     and the reference's may round apart where their sums before differ in the last bits)."""
     return [e for e in subexpressions(store.value) if isinstance(e, Cast) and e.dtype.is_float
-            and e.operand.dtype is not None and e.operand.dtype.size > e.dtype.size]
+            and getattr(e.operand, "dtype", None) is not None and e.operand.dtype.size > e.dtype.size]
 
 
 def _function_errors(store) -> list[float]:

@@ -305,10 +305,10 @@ def test_a_mask_whose_minus_infinity_is_summed_skips_nothing():
     start, *rest = _steps(128)
     mask = lambda S, i, j: acc.select(j <= i, S[i, j], -math.inf)  # noqa: E731
     model, _ = compile_function_plan(*_plan([start, mask, *rest], persistent=False))
-    assert online.derive(model).kept  # the plain causal mask is kept ...
+    assert online.derive(model).masks  # the plain causal mask is kept ...
     summed = [start, lambda S, i, j: _set(raw, i, 0.0), mask, lambda S, i, j: _add(raw, i, S[i, j]), *rest]
     model, fn = compile_function_plan(*_plan(summed, persistent=False))
-    assert online.derive(model).kept == ()  # ... not beside a sum of the -inf themselves
+    assert online.derive(model).masks == ()  # ... not beside a sum of the -inf themselves
     assert all(isinstance(lp.stop, Const) for lp in _tile_loops(fn))
 
 
@@ -356,3 +356,92 @@ def test_a_row_output_reduced_over_the_row_is_refused():
     with pytest.raises(PlanError, match=r"writes \w+\[i\], an OUTPUT row vector: one statement sets it from the row "
                                         r"vectors kept across the tiles"):
         compile_function_plan(*_plan(steps, inputs=(lse,)))
+
+
+def _mask(S, i, j):
+    return acc.select(j <= i, S[i, j], -math.inf)
+
+
+def _softmax_steps(M: int = 128, exponential=None, start_peak: float = -math.inf, reduce=acc.max, before=(),
+                   between=(), dtype=T.float32):
+    """[start, *before, maximum, *between, exponential, add, divide] with the row vectors named."""
+    peak = acc.Array(role=acc.Role.TEMP, element_type=dtype, shape=(M,))
+    total = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(M,))
+
+    def start(S, i, j):
+        _set(peak, i, start_peak)
+        _set(total, i, 0.0)
+
+    def maximum(S, i, j):
+        _set(peak, i, reduce(peak[i], S[i, j] if dtype is T.float32 else acc.cast(S[i, j], dtype)))
+
+    exponential = exponential or (lambda S, peak, i, j: acc.exp((S[i, j] - peak[i]) * 0.5))
+    return [start, *before, maximum, *between, lambda S, i, j: exponential(S, peak, i, j),
+            lambda S, i, j: _add(total, i, S[i, j]), lambda S, i, j: S[i, j] / total[i]], peak, total
+
+
+def _refused_cases():
+    cases = {}
+    steps, peak, total = _softmax_steps()
+    steps[-1] = lambda S, i, j, total=total: S[i, j] * 0.5 / total[i]
+    cases["a division whose numerator is more than the element"] = (steps, r"reads \w+\[i\], the sum of the row")
+    cases["a positive slope of the maximum"] = (_softmax_steps(exponential=lambda S, p, i, j: acc.exp(
+        (p[i] - S[i, j]) * 0.5))[0], r"b < 0, and S's element, a > 0")
+    cases["a running minimum in the exponentials"] = (_softmax_steps(start_peak=math.inf, reduce=acc.min)[0],
+                                                      r"takes a running maximum, b < 0")
+    steps, peak, _ = _softmax_steps(start_peak=0.0)
+    steps.insert(1, lambda S, i, j, peak=peak: S[i, j] + peak[i])
+    cases["the maximum read before its reduction"] = (steps, r"reads \w+\[i\] between its start and its reduction")
+    bias = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(128,))
+    cases["an exponential of the maximum without the element"] = (_softmax_steps(
+        exponential=lambda S, p, i, j: acc.exp((S[i, j] - p[i]) * 0.5) + acc.exp((bias[j] - p[i]) * 0.5))[0],
+        r"not linear in the exponentials .* a > 0")
+    cases["a float16 maximum"] = (_softmax_steps(dtype=T.float16)[0], r"\w+ is float16: the row vectors the kernel "
+                                                                      r"corrects as the maximum grows .* are float32")
+    return cases, (bias,)
+
+
+REFUSED_FORMS, REFUSED_INPUTS = _refused_cases()
+
+
+@pytest.mark.parametrize("case", REFUSED_FORMS)
+def test_forms_the_online_proof_cannot_make_whole_are_refused(case):
+    steps, message = REFUSED_FORMS[case]
+    with pytest.raises(PlanError, match=r"the online softmax, lower/online.py\): .*" + message):
+        compile_function_plan(*_plan(steps, inputs=REFUSED_INPUTS))
+
+
+def _lost_masks():
+    count = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,))
+    steps, _, _ = _softmax_steps(before=[_mask])
+    counted = [steps[0], lambda S, i, j: _set(count, i, 0.0), *steps[1:-1], lambda S, i, j: _add(count, i, 1.0),
+               lambda S, i, j: S[i, j] / count[i]]
+    summed = acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,))
+    steps, _, _ = _softmax_steps()
+    before = [steps[0], lambda S, i, j: _set(summed, i, 0.0), lambda S, i, j: _add(summed, i, S[i, j]), _mask,
+              *steps[1:-1], lambda S, i, j: S[i, j] / summed[i]]
+    exponential_first = _softmax_steps(before=[_mask, lambda S, i, j: acc.exp(S[i, j])])[0]
+    return {"a count of the row's elements": counted, "a sum taken before the mask": before,
+            "an exponential before the maximum": exponential_first}
+
+
+LOST = _lost_masks()
+
+
+@pytest.mark.parametrize("case", LOST)
+def test_a_mask_whose_tiles_would_still_add_something_skips_nothing(case):
+    """Steps that make a masked element count (a count of the elements, a sum before the mask, an
+    exponential before the maximum: a masked element is then 0 before the maximum, not -inf):
+    the proof keeps no mask, every tile runs, and E is the reference's."""
+    model, fn = compile_function_plan(*_plan(LOST[case], persistent=False))
+    assert online.derive(model).masks == ()
+    assert all(isinstance(lp.stop, Const) for lp in _tile_loops(fn))
+    _passed(emulate_function(model, fn, None, seed=3))
+
+
+def test_an_element_replaced_after_the_division_is_not_divided():
+    bias = acc.Array(role=acc.Role.INPUT, element_type=T.float32, shape=(128,))
+    steps, _, _ = _softmax_steps()
+    model, fn = compile_function_plan(*_plan([*steps, lambda S, i, j: bias[j]], inputs=(bias,)))
+    assert online.derive(model).divisors == () and not online.derive(model).scaled
+    _passed(emulate_function(model, fn, None, seed=3))

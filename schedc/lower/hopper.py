@@ -498,7 +498,7 @@ def _masked_tiles(chain: chained.Chain | None, model, facts, launch: Launch, rol
     """The carried loop over a chain's tiles of S ended at the block's last tile with a kept element
     (``online.tile_stop``): with a producer warpgroup, which runs the same loop, and one work item a
     block (the ring's tiles are then counted from the block's start, whatever the loop's end)."""
-    if chain is None or chain.online is None or not chain.online.kept or launch.persistent is not None \
+    if chain is None or chain.online is None or not chain.online.masks or launch.persistent is not None \
             or not roles.specialized:
         return {}
     several = [n for n in chain.carried if facts.loop(n).fixed and facts.loop(n).extent > 1]

@@ -87,8 +87,8 @@ class Online:
     divisors: tuple[str, ...] = ()
     deferred: tuple[Store, ...] = ()
     # where a step keeps S's element (sets it to -inf elsewhere, before the maximum): the conditions,
-    # over the nest's dimensions, that a tile of S wholly outside contributes nothing under
-    kept: tuple[Expr, ...] = ()
+    # over the nest's dimensions, a tile of S wholly outside of adds nothing (``tile_stop``)
+    masks: tuple[Expr, ...] = ()
     # OUTPUT row vectors (a row's log-sum-exp) set from the whole row vectors: after the loop
     outputs: tuple[Store, ...] = ()
 
@@ -241,9 +241,14 @@ class _Proof:
         self.deferred: list[Store] = []
         self.exponent: tuple[Function, float] | None = None
         self.peak: str | None = None
-        self.kept: list[Expr] = []  # the masks' conditions (module docstring of ``tile_stop``)
+        self.masks: list[Expr] = []  # the masks' conditions (``tile_stop``)
         self.outputs: list[Store] = []
-        self.masks_hold = True  # every step after a mask takes -inf to nothing (the maximum's identity, exp's 0)
+        # what a masked element is after each step: "" before any mask; "-inf" after a mask (taken as
+        # nothing by the maximum of the element alone); "0" after the exponential (nothing to sums and
+        # products); "lost" where a step makes it anything else, or a reduction came before the mask
+        self.masked = ""
+        self.reduced = False  # a reduction over the row before any mask (it would miss skipped tiles)
+        self.why = ""  # what makes a value not linear in the exponentials (``_degree``)
 
     def run(self) -> Online:
         for number, s in enumerate(self.between):
@@ -254,15 +259,28 @@ class _Proof:
         unfinished = [v for v, op in self.kinds.items() if op in ("max", "min") and v != self.peak
                       and self._read_anywhere(v)]
         if unfinished:
-            raise self._refuse(None, f"reads {unfinished[0]}, a running {self.kinds[unfinished[0]]}imum "
-                                     "of the row, only in exponentials of the running maximum")
+            raise self._refuse(None, f"reads {unfinished[0]}, a running {self.kinds[unfinished[0]]}imum of the row "
+                                     "that no exponential reads, before the last tile: the steps read one running "
+                                     "maximum, in exponentials (an OUTPUT row vector may read any once they are "
+                                     "whole)")
         self._check_second()
+        self._check_types()
         function, slope = self.exponent or (Function.EXP, 0.0)
-        kept = tuple(self.kept) if self.masks_hold and self.peak is not None and slope < 0 else ()
+        masks = tuple(self.masks) if self.masked == "0" and self.peak is not None else ()
         outputs = {o.buffer for o in self.outputs}
-        return Online(self.source, tuple(v for v in self.vectors if v not in outputs), tuple(self.starts), self.peak,
-                      function, slope, tuple(self.rescaled), self.pending, tuple(self.divided),
-                      tuple(self.deferred), kept, tuple(self.outputs))
+        return Online(source=self.source, carried=tuple(v for v in self.vectors if v not in outputs),
+                      starts=tuple(self.starts), peak=self.peak, function=function, slope=slope,
+                      rescaled=tuple(self.rescaled), scaled=self.pending, divisors=tuple(self.divided),
+                      deferred=tuple(self.deferred), masks=masks, outputs=tuple(self.outputs))
+
+    def _check_types(self) -> None:
+        """The running maximum, the sums corrected with it and the divisors are float32 (the
+        accumulator's type: the corrections compute in it)."""
+        for v in {self.peak, *self.rescaled, *self.divided} - {None}:
+            dtype = self.model.buffer(v).dtype
+            if dtype is not ScalarType.float32:
+                raise self._refuse(None, f"{v} is {dtype.value}: the row vectors the kernel corrects as the maximum "
+                                         "grows (the maximum, its sums, the divisors) are float32")
 
     # -- statements on row vectors
 
@@ -285,8 +303,7 @@ class _Proof:
             raise self._refuse(number, f"writes {v}[i] again: a row vector kept across the tiles is set once, then "
                                        "reduced over the row by one statement (+, max or min)")
         op, x = found
-        if self.kept and not self.pending and self._reads_source(x) and not (op == "max" and self._is_element(x)):
-            self.masks_hold = False  # only the maximum of the element itself takes -inf as nothing
+        self._masked_reduction(op, x)
         self._no_partial_reads(number, x)
         degree = self._degree(number, x)
         if op in ("max", "min") and degree:
@@ -322,12 +339,7 @@ class _Proof:
 
     def _element(self, number: int, s: Store) -> None:
         value = s.value
-        kept = self._mask(value)
-        if kept is not None and not (self.pending or self.divided) and self.peak is None and not any(
-                op in ("max", "min") for op in self.kinds.values()):
-            self.kept.append(kept)
-        elif self.kept and not self._passes_minus_infinity(value):
-            self.masks_hold = False
+        self._masked_element(value)
         divisor = self._division(value)
         if divisor is not None:
             total, value = divisor
@@ -336,6 +348,8 @@ class _Proof:
         degree = self._degree(number, value)
         exponentials = any(isinstance(e, Call) and e.function in EXPONENTIALS for e in subexpressions(value))
         self.pending = bool(degree) and (self.pending or exponentials and self.peak is not None)
+        if not degree and divisor is None:
+            self.divided.clear()  # S's element replaced by a value of its own: nothing left to divide
         if divisor is not None:
             self.divided.append(total)
 
@@ -358,20 +372,35 @@ class _Proof:
             e = e.operand
         return isinstance(e, Load) and e.buffer == self.source and e.index == self.product.index
 
-    def _passes_minus_infinity(self, value: Expr) -> bool:
-        """Whether a step after a mask leaves a masked element contributing nothing: it is the
-        exponential of an argument that S raises (-inf gives 0), or linear in exponentials
-        already taken (0 stays 0)."""
-        if self.pending:
-            return True
-        calls = [e for e in subexpressions(value) if isinstance(e, Call) and e.function in EXPONENTIALS
-                 and self._reads_source(e.args[0])]
-        return len(calls) == 1 and (_slope(calls[0].args[0], self.source) or 0) > 0 and not self._reads_source(
-            map_expr(value, lambda e: Const(1.0, e.dtype) if e == calls[0] else e))
+    def _masked_element(self, value: Expr) -> None:
+        """What a masked element becomes through a step on S's element (``self.masked``)."""
+        condition = self._mask(value)
+        if condition is not None and self.masked in ("", "-inf"):
+            self.masked = "lost" if self.reduced or self.pending or self.divided else "-inf"
+            self.masks.append(condition)
+        elif self.masked == "-inf":
+            calls = [e for e in subexpressions(value) if isinstance(e, Call) and e.function in EXPONENTIALS
+                     and (_slope(e.args[0], self.source) or 0) > 0]
+            outside = map_expr(value, lambda e: Const(0.0, e.dtype) if e in calls else e)
+            self.masked = "0" if calls and _vanishes(value, lambda e: e in calls) and not self._reads_source(
+                outside) else "lost"
+        elif self.masked == "0" and not _vanishes(value, self._is_element):
+            self.masked = "lost"
+
+    def _masked_reduction(self, op: str, x: Expr) -> None:
+        """What a reduction over the row makes of the masks: before any, it would miss the skipped
+        tiles; while masked elements are -inf only the maximum of the element takes them as
+        nothing, once they are 0 only sums that vanish with them."""
+        nothing = {"-inf": op == "max" and self._is_element(x), "0": op == "+" and _vanishes(x, self._is_element)}
+        if self.masked == "":
+            self.reduced = True
+        elif self.masked in nothing and not nothing[self.masked]:
+            self.masked = "lost"
 
     def _division(self, value: Expr) -> tuple[str, Expr] | None:
         """``X / T[i]`` with T a sum of the row, whole once reduced: (T, X)."""
-        if isinstance(value, Binary) and value.op == "/" and isinstance(value.rhs, Load | Cast):
+        if isinstance(value, Binary) and value.op == "/" and isinstance(value.rhs, Load | Cast) and \
+                self._is_element(value.lhs):  # the whole statement moves after the loop: S / T alone
             load = value.rhs.operand if isinstance(value.rhs, Cast) else value.rhs
             if isinstance(load, Load) and self.kinds.get(load.buffer) == "+":
                 return load.buffer, value.lhs
@@ -383,6 +412,10 @@ class _Proof:
             if isinstance(e, Load) and any(o.buffer == e.buffer for o in self.outputs):
                 raise self._refuse(number, f"reads {e.buffer}[i], an OUTPUT row vector, which the kernel sets after "
                                            "the last tile")
+            if isinstance(e, Load) and self.kinds.get(e.buffer) == "" and any(
+                    t.buffer == e.buffer and rows.reduction(t) is not None for t in self.between[number + 1:]):
+                raise self._refuse(number, f"reads {e.buffer}[i] between its start and its reduction over the row: "
+                                           "the kernel would read the tiles before this one's part of it")
             if not (isinstance(e, Load) and e.buffer in self.kinds and self.kinds[e.buffer]):
                 continue
             if self.kinds[e.buffer] in ("max", "min") and self._in_exponent(value, e.buffer):
@@ -404,13 +437,14 @@ class _Proof:
     def _degree(self, number: int, e: Expr) -> int:
         """0 where ``e`` does not depend on the running maximum or a pending factor of S, 1 where it
         is linear in them; refused otherwise."""
+        self.why = ""
         found = self._degree_of(e)
         if found is None:
             raise self._refuse(number, "computes a value that is not linear in the exponentials of the running "
                                        f"maximum{' ' + self.peak if self.peak else ''} (or in S's element divided "
-                                       "by a sum not yet whole): the kernel corrects those terms as the maximum "
-                                       "grows, so what reads them only adds, subtracts, or scales them by values "
-                                       "that do not depend on them")
+                                       "by a sum not yet whole)" + (f" ({self.why})" if self.why else "")
+                                       + ": the kernel corrects those terms as the maximum grows, so what reads them "
+                                       "only adds, subtracts, or scales them by values that do not depend on them")
         return found
 
     def _degree_of(self, e: Expr) -> int | None:
@@ -448,12 +482,19 @@ class _Proof:
     def _exponential(self, e: Call, peaks: set[str]) -> int | None:
         """``exp(g + b * M)``: one running maximum, ``b`` a constant the same for every such read."""
         if len(peaks) > 1 or (self.peak is not None and peaks != {self.peak}):
+            self.why = "exponentials of two running maxima"
             return None
         peak = next(iter(peaks))
-        slope = _slope(e.args[0], peak)
-        if slope is None or slope == 0 or (self.pending or self.divided) and self._reads_source(e.args[0]):
+        slope, rise = _slope(e.args[0], peak), _slope(e.args[0], self.source)
+        if self.kinds[peak] != "max" or slope is None or slope >= 0 or not rise or rise <= 0:
+            self.why = (f"an exponential exp(a * {self.source} + b * {peak} + ...) takes a running maximum, b < 0, "
+                        f"and {self.source}'s element, a > 0")
+            return None
+        if (self.pending or self.divided) and self._reads_source(e.args[0]):
+            self.why = "an exponential of values already relative to the maximum"
             return None
         if self.exponent is not None and self.exponent[1] != slope:
+            self.why = "exponentials of two slopes of the maximum"
             return None
         self.peak, self.exponent = peak, self.exponent or (e.function, slope)
         return 1
@@ -487,6 +528,27 @@ class _Proof:
         return PlanError(where, f"{self.source}'s columns come in tiles (the fusing index inside their loop) and the "
                                 f"steps between the products keep row vectors ({', '.join(self.vectors)}) across them "
                                 f"(the online softmax, lower/online.py): {statement}{why}")
+
+
+def _vanishes(e: Expr, atom) -> bool:
+    """Whether ``e`` is 0 wherever every subexpression ``atom`` accepts is 0."""
+    if atom(e):
+        return True
+    if isinstance(e, Const):
+        return e.value == 0
+    if isinstance(e, Cast) and e.dtype.is_float or isinstance(e, Unary):
+        return _vanishes(e.operand, atom)
+    if isinstance(e, Binary):
+        if e.op == "*":
+            return _vanishes(e.lhs, atom) or _vanishes(e.rhs, atom)
+        if e.op == "/":
+            return _vanishes(e.lhs, atom)
+        if e.op in ("+", "-"):
+            return _vanishes(e.lhs, atom) and _vanishes(e.rhs, atom)
+        return False
+    if isinstance(e, Call) and e.function is Function.SELECT:
+        return _vanishes(e.args[1], atom) and _vanishes(e.args[2], atom)
+    return False
 
 
 def _reads_index(e: Expr) -> bool:
@@ -558,17 +620,14 @@ def _constant(e: Expr) -> float | None:
     return None
 
 
-
-
-
-def tile_stop(kept: Online, model, facts, loop: str) -> Expr | None:
+def tile_stop(form: Online, model, facts, loop: str) -> Expr | None:
     """Where the loop over S's column tiles may stop for this block: a tile all of whose elements a
-    mask sets to -inf (``Online.kept``) adds nothing (the maximum's identity, an exponential's 0),
+    mask sets to -inf (``Online.masks``) adds nothing (the maximum's identity, an exponential's 0),
     so the loop ends after the last tile that holds a kept element of the block's rows. A kept
     condition ``column <= g`` (or ``<``, or the same read the other way round), ``g`` affine in the
     other dimensions: the block's largest ``g`` (its loops bound to blocks at their values, the
     others at their extremes) bounds the tiles' first column. None where no condition takes that
-    form, where another loop of the column's dimension starts past 0, or where ``loop`` is not the
+    form, where a loop of the column's dimension starts below 0, or where ``loop`` is not the
     column's."""
     product = model.statements[model.fusion.parts[0][0]] if model.fusion is not None else model.statements[0]
     column = Affine.of(product.index[1])
@@ -578,7 +637,7 @@ def tile_stop(kept: Online, model, facts, loop: str) -> Expr | None:
     loops = [lp for lp in model.loops if model.dims[lp.dim][0] == dim]
     if loop not in {lp.name for lp in loops} or any(facts.loop(lp.name).first < 0 for lp in loops):
         return None
-    stops = [s for s in (_stop(c, dim, model, facts) for c in kept.kept) if s is not None]
+    stops = [s for s in (_stop(c, dim, model, facts) for c in form.masks) if s is not None]
     if not stops:
         return None
     stop: Expr = stops[0]
@@ -633,9 +692,15 @@ def _upper_bound(condition: Expr) -> tuple[Affine, bool] | None:
     return rhs.plus(lhs.scale(-1)), condition.op == ">"
 
 
+EXACT = (ScalarType.int32, ScalarType.int64, ScalarType.float64)  # hold every index exactly
+
+
 def _index(e: Expr) -> Expr:
-    """An index compared as a number (``acc.cast(i, float32)`` around it) as the index itself."""
-    while isinstance(e, Cast):
+    """An index compared as a number (``acc.cast(i, float64)`` around it) as the index itself,
+    where the cast keeps every index value; another cast stays (no bound is read from it)."""
+    while isinstance(e, Cast) and e.dtype in EXACT:
         e = e.operand
     return e
+
+
 __all__ = ["Online", "carried_dims", "derive", "tile_stop"]
