@@ -283,7 +283,8 @@ def row_of(model, lanes: rows.RowLayout, fixed: dict[str, Expr]):
     the schedule's loops, the tile's row loop at the slot's row, the loops of one value at it."""
     product = model.statements[0]
     index = in_loops(model, product).index[0]
-    return lambda slot: substitute(index, {**single_valued(model), **fixed, model.tensorize.loops[0]: lanes.row(slot)})
+    return lambda slot, lane=None: substitute(index, {**single_valued(model), **fixed,
+                                                      model.tensorize.loops[0]: lanes.row(slot, lane)})
 
 
 def single_valued(model) -> dict[str, Expr]:

@@ -112,13 +112,13 @@ def stored(vector: str, dtype: ScalarType, rows: RowLayout, fragment: str, row_o
            ) -> list[Stmt]:
     """An OUTPUT row vector written into its array: of the lanes that hold a row, the one whose
     bits at the row's shuffle distances are 0 stores the thread's value of each row it holds
-    (``row_of(slot)``: the row's subscript in the array; ``inside``: how many of the tile's rows
+    (``row_of(slot, lane)``: the row's subscript in the array; ``inside``: how many of the tile's rows
     lie inside C, where it has an edge)."""
     lane = Var(f"_{vector}_lane{fragment.removeprefix('_c')}")  # a signed index: rows compare with edges
     first = all_of(Binary("==", Binary("%", Binary("/", lane, Const(d)), Const(2)), Const(0)) for d in rows.distances)
     stores: tuple[Stmt, ...] = ()
     for slot in rows.slots:
-        store: Stmt = Store(vector, (row_of(slot),), Load(array_name(vector, fragment), (Const(slot),), dtype))
+        store: Stmt = Store(vector, (row_of(slot, lane),), Load(array_name(vector, fragment), (Const(slot),), dtype))
         if inside is not None:
             store = If(Binary("<", rows.row(slot, lane), inside), (store,), "the row lies inside C")
         stores += (store,)
