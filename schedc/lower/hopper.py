@@ -75,7 +75,7 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import substitute, walk_statements
 from ..targets import CopyEngine, MemorySpace
-from . import batched, cache, chained, epilogue, fused, online, operands, tensor
+from . import batched, cache, chained, epilogue, fused, masked, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
 from .registers import PRODUCER_THREADS, role_registers
 
@@ -496,7 +496,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
 
 def _masked_tiles(chain: chained.Chain | None, model, facts, launch: Launch, roles: WarpRoles) -> dict[str, Expr]:
     """The carried loop over a chain's tiles of S ended at the block's last tile with a kept element
-    (``online.tile_stop``): with a producer warpgroup, which runs the same loop, and one work item a
+    (``masked.tile_stop``): with a producer warpgroup, which runs the same loop, and one work item a
     block (the ring's tiles are then counted from the block's start, whatever the loop's end)."""
     if chain is None or chain.online is None or not chain.online.masks or launch.persistent is not None \
             or not roles.specialized:
@@ -504,7 +504,7 @@ def _masked_tiles(chain: chained.Chain | None, model, facts, launch: Launch, rol
     several = [n for n in chain.carried if facts.loop(n).fixed and facts.loop(n).extent > 1]
     if len(several) != 1:
         return {}
-    stop = online.tile_stop(chain.online, model, facts, several[0])
+    stop = masked.tile_stop(chain.online, model, facts, several[0])
     return {several[0]: stop} if stop is not None else {}
 
 
@@ -704,7 +704,7 @@ class Ring:
 def _nest(model, facts, names: tuple[str, ...], body: tuple[Stmt, ...], unroll: bool = False,
           stops: dict[str, Expr] | None = None) -> tuple[Stmt, ...]:
     """Loops ``names`` around ``body``; ``stops``: a loop that ends early in a block (where the
-    tiles past it add nothing: ``online.tile_stop``), at the smaller of its end and that."""
+    tiles past it add nothing: ``masked.tile_stop``), at the smaller of its end and that."""
     for name in reversed(names):
         lf, spec = facts.loop(name), model.loop(name)
         stop: Expr = Const(lf.stop(spec.end))
