@@ -4,9 +4,13 @@ node, and kinds that are enums checked when a node is made."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from schedc.ir.affine import Affine, mixed_radix
 from schedc.ir.kernel import (
     AccumulatorOp,
     Binary,
@@ -140,3 +144,31 @@ def test_every_accumulator_op_has_cuda_and_an_executor():
 def test_loop_bodies_are_walked_in_order():
     body = (Loop("i", Const(0), Const(2), 1, (Let("a", I), Let("b", I))),)
     assert [getattr(s, "name", None) for s in walk_statements(body)] == [None, "a", "b"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-40, 40), st.integers(1, 6)), min_size=1, max_size=3),
+       st.integers(0, 3))
+def test_mixed_radix_subscripts_take_distinct_values_at_distinct_points(terms, split):
+    """Where ``mixed_radix`` says the subscripts tell the points apart, every two points of the
+    box (each name below its extent) give different subscript values (brute force)."""
+    names = [f"d{n}" for n in range(len(terms))]
+    extents = {name: extent for name, (_, extent) in zip(names, terms)}
+    cut = min(split, len(names))
+    groups = [names[:cut], names[cut:]]
+    subscripts = [Affine(tuple(sorted((name, coeff) for name, (coeff, _) in zip(names, terms) if name in group
+                                      and coeff)), 3) for group in groups if group]
+    if not mixed_radix(subscripts, names, extents):
+        return
+    seen = set()
+    for point in itertools.product(*(range(extents[name]) for name in names)):
+        values = dict(zip(names, point))
+        key = tuple(a.const + sum(c * values[v] for v, c in a.terms) for a in subscripts)
+        assert key not in seen, (subscripts, point)
+        seen.add(key)
+
+
+def test_mixed_radix_needs_each_coefficient_past_what_the_smaller_ones_reach():
+    assert mixed_radix([Affine((("b", 128), ("i", 1)))], ["b", "i"], {"b": 4, "i": 128})
+    assert not mixed_radix([Affine((("b", 127), ("i", 1)))], ["b", "i"], {"b": 4, "i": 128})
+    assert not mixed_radix([Affine((("i", 1),))], ["b", "i"], {"b": 4, "i": 128})  # b not told apart
