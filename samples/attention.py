@@ -21,8 +21,9 @@ analysis proves the online form of the softmax over them (``schedc/lower/online.
 maximum and sum live in the registers of the threads that hold the row across the whole loop, the
 sum and O's accumulator are multiplied by ``exp(scale * (old - new))`` as the maximum grows, and O is
 divided by the sum after the last tile. S never leaves the registers: each tile's scores are
-converted to 16 bits in place and fed to the second wgmma as its A operand. Q's and K's tiles come
-through a TMA ring fed by a producer warpgroup, V's rows of each tile through a ring of their own;
+converted to 16 bits in place and fed to the second wgmma as its A operand. Q's rows of the block
+are copied once a work item (cached at j, outside the tiles of keys), K's tiles come through a TMA
+ring fed by a producer warpgroup, V's rows of each tile through a ring of their own;
 two consumer warpgroups take 64 query rows each; a persistent grid takes the (batch and K/V head,
 query head of its group, block of queries) work items.
 
@@ -58,8 +59,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``heads / kv_heads`` query heads in turn (grouped-query attention). The blocks take (batch and
     K/V head, query head of the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
     (128 up to d = 64, else 64: a consumer thread holds S's tile, its 16-bit copy and O's tile at
-    once); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of Q
-    and K in one stage of their ring (``stages`` deep); ``v_stages``: the stages of V's ring;
+    once); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
+    in one stage of its ring (``stages`` deep); ``v_stages``: the stages of V's ring;
     ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.exp`` or ``acc.fast_exp``; ``causal``:
     query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
     the blocks skip the tiles of keys past their last query (``schedc/lower/online.py``), which
@@ -143,7 +144,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     start_at_zero = dict(prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
     plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, **start_at_zero)
     plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=kv_tile // 16, **start_at_zero)
-    plan.cache(Q, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
+    # Q's rows of the block once a work item (cached at j, outside the tiles of keys), K through the ring
+    plan.cache(Q, index=j, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
     plan.cache(K, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(V, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA,
                **({"stages": v_stages} if v_stages > 1 else {}))

@@ -97,6 +97,9 @@ class TmaCache:
     multicast: int = 1  # blocks of the cluster that share the tile; each copies 1/multicast of it
     split: str = ""  # how the tile is shared out: "chunks" (whole boxes) or "rows" (of every box)
     resident: bool = False  # the same tile for every tile of the kernel: copied once, at its start
+    # the same tile for every tile of a work item (it moves with loops bound to blocks alone): copied
+    # at each work item's start (``item_copies``); resident too in the operands' descriptors
+    item: bool = False
 
     @property
     def chunks(self) -> int:
@@ -174,12 +177,18 @@ def _residents(model, facts, caches: list[TmaCache]) -> list[TmaCache]:
                   and facts.loop(n).extent == 1}
         origin = tuple(o.substitute(single) for o in c.origin)
         moving = sorted({v for o in origin for v, _ in o.terms})
+        blocks = {n for b in model.bindings if b.unit.level == "block" for n in b.loops}
+        if moving and set(moving) <= blocks and c.stages == 1 and model.clustering is None and model.teams == 1:
+            out.append(dataclasses.replace(c, origin=origin, resident=True, item=True))  # one tile a work item
+            continue
         if moving or c.stages > 1 or model.clustering is not None:
             why = (f"its tile moves with {', '.join(moving)}" if moving else
                    f"it has {c.stages} stages" if c.stages > 1 else "the plan shares tiles in a cluster")
             raise CacheError(_here(model, c.array, c.index), f"{inner.array} is cached at {index} and {c.array} at "
                                                       f"{c.index}: the operands of wgmma share one pipeline, or one "
-                                                      f"tile that never moves is copied once (resident), and {why}: "
+                                                      f"tile that never moves is copied once (resident), or one "
+                                                      f"that moves with loops bound to blocks alone once a work item "
+                                                      f"(one stage, one team, no cluster), and {why}: "
                                                       f"cache {c.array} at {index}", loops=(c.index,))
         out.append(dataclasses.replace(c, origin=origin, resident=True))
     return out
@@ -464,6 +473,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), min(255, compiled), tiles)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
+    item_shared, item_inits, item_start, item_end = item_copies(caches, ring, as_expr, team)
+    inits += item_inits
     setup = (If(Binary("==", Var("threadIdx.x"), Const(0)), (
         *(MbarrierInit(FULL, Const(s), 1) for s in range(stages)),
         *(MbarrierInit(EMPTY, Const(s), team if cluster == 1 else team // WARP * cluster)
@@ -474,17 +485,17 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Fence("mbarrier_init"), *copies), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
-    consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *_consumer_body(
+    consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *item_start, *_consumer_body(
         model, facts, shape, ring, products, streamed, as_expr, chain=parts,
-        carried=carried_loops(chain, shape, facts), stops=_masked_tiles(chain, model, facts, launch, roles))),
-        by_team=True),
+        carried=carried_loops(chain, shape, facts), stops=_masked_tiles(chain, model, facts, launch, roles)),
+        *item_end), by_team=True),
         *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
     if launch.teams > 1:  # the teams run apart, meeting at mbarriers: a role of teams
         consumer = (Roles((Role("consumers", 0, consumers, 0, consumer, launch.teams),)),)
     body = (*setup, *consumer)
     if cluster > 1:
         body = (*body, ClusterSync("no block leaves while its peers may still copy into it or arrive on its barriers"))
-    buffers = (*(c.buffer for c in caches), *_barriers(stages), *_turns(launch.teams),
+    buffers = (*(c.buffer for c in caches), *_barriers(stages), *_turns(launch.teams), *item_shared,
                *(output.shared if output is not None else ()), *_resident_barrier(caches, chain),
                *((chain.cache.buffer, *chained.barriers(chain)) if chain is not None else ()),
                *(chain.output.shared if chain is not None and chain.output is not None else ()))
@@ -518,7 +529,7 @@ RESIDENT = "resident"  # the resident tiles (copied once, at the kernel's start)
 
 
 def _resident_barrier(caches, chain: chained.Chain | None) -> tuple[SharedBuffer, ...]:
-    if not any(c.resident for c in (*caches, *((chain.cache,) if chain is not None else ()))):
+    if not any(c.resident and not c.item for c in (*caches, *((chain.cache,) if chain is not None else ()))):
         return ()
     return (SharedBuffer(RESIDENT, ScalarType.uint64, (1,), (1,)),)
 
@@ -528,7 +539,7 @@ def _resident_copies(caches, chain: chained.Chain | None) -> tuple[tuple[Stmt, .
     """The tiles copied once (resident operands, a chain's second B): their barrier's set-up, the
     copies (by the thread that sets up the barriers, once they are fenced) and the consumers'
     wait for them before their first tile (the phase stays complete: no later wait blocks)."""
-    tiles = [c for c in (*caches, *((chain.cache,) if chain is not None else ())) if c.resident]
+    tiles = [c for c in (*caches, *((chain.cache,) if chain is not None else ())) if c.resident and not c.item]
     if not tiles:
         return (), (), ()
     copies: list[Stmt] = [MbarrierArrive(RESIDENT, Const(0), sum(c.stage_bytes for c in tiles),
@@ -538,6 +549,36 @@ def _resident_copies(caches, chain: chained.Chain | None) -> tuple[tuple[Stmt, .
     names = ", ".join(c.array for c in tiles)
     return ((MbarrierInit(RESIDENT, Const(0), 1),), tuple(copies),
             (MbarrierWait(RESIDENT, Const(0), Const(0), f"the tiles copied once ({names}) have landed"),))
+
+
+ITEM_FULL, ITEM_EMPTY = "item_full", "item_empty"  # a work item's tiles have landed / were read to the end
+
+
+def item_copies(caches, ring: Ring, as_expr, team: int) -> tuple[tuple[SharedBuffer, ...], tuple[Stmt, ...],
+                                                                 tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """The tiles copied once a work item (``TmaCache.item``: Q's rows of an attention block): their
+    barriers and set-up, and, around the work item's tiles, their fill (thread 0 waits until the
+    item before was read to its end, expects the bytes and issues the boxes: ``specialize`` gives
+    it to the producer), the consumers' wait, and their release after the item's last product.
+    Item ``u`` of the block uses phase ``u % 2``."""
+    tiles = [c for c in caches if c.item]
+    if not tiles:
+        return (), (), (), ()
+    parity: Expr = Binary("%", ring.work_item(), Const(2)) if ring.persistent is not None else Const(0)
+    boxes: list[Stmt] = []
+    for c in tiles:
+        boxes += tile_boxes(c, Const(0), [as_expr(o) for o in c.origin], ITEM_FULL, Const(0), " (this work item's)")
+    names = ", ".join(c.array for c in tiles)
+    fill = If(Binary("==", Var("threadIdx.x"), Const(0)), (
+        MbarrierWait(ITEM_EMPTY, Const(0), Binary("-", Const(1), parity),
+                     f"the work item before has read its {names} to the end"),
+        MbarrierArrive(ITEM_FULL, Const(0), sum(c.stage_bytes for c in tiles),
+                       f"the bytes of this work item's {names}"),
+        *boxes), f"thread 0 copies this work item's {names}")
+    setup = (MbarrierInit(ITEM_FULL, Const(0), 1), MbarrierInit(ITEM_EMPTY, Const(0), team))
+    shared = tuple(SharedBuffer(name, ScalarType.uint64, (1,), (1,)) for name in (ITEM_FULL, ITEM_EMPTY))
+    return shared, setup, (fill, MbarrierWait(ITEM_FULL, Const(0), parity, f"this work item's {names} have landed")), \
+        (MbarrierArrive(ITEM_EMPTY, Const(0), 0, f"this work item's products have read its {names}"),)
 
 
 def carried_loops(chain: chained.Chain | None, shape: LoopShape, facts) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ from . import chained, hopper
 from .launch import WARPGROUP, Launch, persistent_loop
 from .registers import PRODUCER_THREADS
 
-FILLS = (hopper.FULL, chained.FULL)  # the barriers whose phases a fill's bytes complete
+FILLS = (hopper.FULL, chained.FULL, hopper.ITEM_FULL)  # the barriers whose phases a fill's bytes complete
 
 
 def is_fill(s: Stmt, barriers: tuple[str, ...] = FILLS) -> bool:

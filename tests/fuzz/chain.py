@@ -6,7 +6,8 @@ stages of 16 to 64 or ragged, 1 or 2 consumer warpgroups, block rows, 1 to 4 sta
 A, B and D, E of the operand type or float32, read (INPUT_OUTPUT) or only written, prologue and
 epilogue ops of both products, persistent grids, warp specialization on and off; S's columns in
 2 or 3 tiles (a serial loop in the block, the fusing index inside it, E's accumulator kept across it),
-D's rows of each tile through a ring of 1 to 3 stages; a row softmax (or a min or sum of the row)
+D's rows of each tile through a ring of 1 to 3 stages, A's rows of the block at times copied once a
+work item; a row softmax (or a min or sum of the row)
 between them, in row vectors held by the threads of each row, over S's tiles in the online form
 (a causal mask before it at times, the row's log-sum-exp an OUTPUT at times);
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
@@ -91,7 +92,10 @@ def chain_program(rng: random.Random, target: str) -> Program:
     fragments = "float32" if output != "float32" or rng.random() < 0.5 else ""
     d_stages = choose(rng, {1: 50, 2: 35, 3: 15}) if tiles_of_s else 1  # D moves with j: a ring of its own
     d_pipeline = ("stages", d_stages) if d_stages > 1 else ()
-    caches = (CacheDirective("A", "kk", "SHARED", *pipeline), CacheDirective("B", "kk", "SHARED", *pipeline),
+    # over tiles of S, A's rows of the block at times copied once a work item (a query block's Q)
+    a_once = tiles_of_s and rng.random() < 0.3
+    caches = (CacheDirective("A", "j", "SHARED") if a_once else CacheDirective("A", "kk", "SHARED", *pipeline),
+              CacheDirective("B", "kk", "SHARED", *pipeline),
               CacheDirective("D", "l", "SHARED", *d_pipeline), CacheDirective("S", "k", "MMA_FRAGMENT"),
               CacheDirective("E", "l", "MMA_FRAGMENT", element_type=fragments))
     between: tuple[Statement, ...] = ()

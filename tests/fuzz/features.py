@@ -105,6 +105,8 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"chained product, its B in a ring of stages"} if p.chained and any(
         c.array == "D" and c.stages > 1 for c in p.caches) else set()
     found |= {"fused over the rows alone"} if p.rows_only else set()
+    found |= {"an operand's tile once a work item"} if p.chained and any(
+        c.location == "SHARED" and c.array == "A" and c.index == "j" for c in p.caches) else set()
     if p.epilogue and any(s.target.array != p.statements[0].target.array for s in p.epilogue):
         found.add("fused epilogue writing another array" + (" (tensor cores)" if p.tensorize else ""))
     found |= {"split-K by TMA reductions" if split_k(p) else "C added into by TMA reductions, no split"} \
