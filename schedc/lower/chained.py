@@ -318,18 +318,18 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     m, n, k = t.mma_shape.mnk
     before, after = tensor._accumulator(model, tiles, as_expr, "_e", {}, None, None)
     rescale: tuple[Stmt, ...] = ()
-    kept = chain.online
-    if kept is not None:
+    form = chain.online
+    if form is not None:
         lanes = tensor.accumulator_rows(model, tiles)
         if lanes is None or first_rows is None or lanes.slots != first_rows.slots:
             raise PlanError(where_second(chain), "the second product's accumulator holds other rows a thread than "
                                                  "the first's: the row vectors kept across the tiles cannot "
                                                  "correct it")
         loops = (t.loops[0], t.loops[1])
-        before = [*before, *kept.setup(dtypes, first_rows, source)]
-        rescale = kept.rescale("_e", tiles.accumulator_type, lanes, loops, source)
-        after = [*kept.finish("_e", tiles.accumulator_type, lanes, loops, source),
-                 *kept.finish_rows(dtypes, first_rows, source, row_of, inside), *after]
+        before = [*before, *form.setup(dtypes, first_rows, source)]
+        rescale = form.rescale("_e", tiles.accumulator_type, lanes, loops, source)
+        after = [*form.finish("_e", tiles.accumulator_type, lanes, loops, source),
+                 *form.finish_rows(dtypes, first_rows, source, row_of, inside), *after]
     if chain.output is not None:
         after = list(epilogue.stored_by_tma(tuple(after), chain.output, n))
     out: list[Stmt] = []

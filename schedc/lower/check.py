@@ -68,13 +68,13 @@ def _check_fusion(model) -> None:
         for verb, array, index in accesses:
             touches.setdefault(array, []).append((part, n, verb, tuple(Affine.of(i) for i in index)))
     fused = [name for name, _ in model.dims if name not in unfused and _per_point(model, name)]
-    kept = online.derive(model)  # row vectors a chain keeps across the tiles of its first C's columns
-    across = online.carried_dims(model) if kept is not None else frozenset()
+    form = online.derive(model)  # row vectors a chain keeps across the tiles of its first C's columns
+    across = online.carried_dims(model) if form is not None else frozenset()
     for array, uses in touches.items():
         written = {part for part, _, verb, _ in uses if verb == "writes"}
         if not written or len({part for part, *_ in uses}) < 2:
             continue
-        points = [name for name in fused if name not in across] if kept and array in kept.carried else fused
+        points = [name for name in fused if name not in across] if form and array in form.carried else fused
         _shared_by_points(fusion.name, array, uses, unfused, points, dict(model.dims))
         moving = any({v for a in subscripts for v in a.variables()} & unfused for *_, subscripts in uses)
         cached = next((c for c in model.caches if c.array == array), None)
