@@ -60,6 +60,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
+from ..ir.patterns import strip_float_casts
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, operands, subexpressions
 from . import rows
@@ -368,8 +369,7 @@ class _Proof:
         return None
 
     def _is_element(self, e: Expr) -> bool:
-        while isinstance(e, Cast) and e.dtype.is_float:
-            e = e.operand
+        e = strip_float_casts(e)
         return isinstance(e, Load) and e.buffer == self.source and e.index == self.product.index
 
     def _masked_element(self, value: Expr) -> None:
@@ -559,14 +559,12 @@ def _reads_index(e: Expr) -> bool:
 
 
 def _is_minus_infinity(e: Expr) -> bool:
-    while isinstance(e, Cast) and e.dtype.is_float:
-        e = e.operand
+    e = strip_float_casts(e)
     return isinstance(e, Const) and isinstance(e.value, float) and e.value == -math.inf
 
 
 def _is_zero(e: Expr) -> bool:
-    while isinstance(e, Cast):
-        e = e.operand
+    e = strip_float_casts(e)
     return isinstance(e, Const) and e.value == 0
 
 
@@ -610,8 +608,7 @@ def _slope(e: Expr, peak: str) -> float | None:
 
 
 def _constant(e: Expr) -> float | None:
-    while isinstance(e, Cast):
-        e = e.operand
+    e = strip_float_casts(e)
     if isinstance(e, Const) and not isinstance(e.value, bool):
         return float(e.value)
     if isinstance(e, Unary) and e.op == "-":
