@@ -475,12 +475,13 @@ def _plan_n2_tiles():
     return plan, (A, B, D, E)
 
 
-def test_a_chain_past_the_registers_the_kernel_is_compiled_in_is_refused():
+def test_a_chain_past_the_registers_a_consumer_thread_may_hold_is_refused():
     """S's 256-column tile (128 registers) and E's 64 x 256 accumulator (128) kept across j beside
-    the 16-bit copy (64): past the 255 ptxas has, refused at add (it failed in ptxas at build)."""
+    the 16-bit copy (64): past the 232 a consumer takes with setmaxnreg, refused at add (it failed
+    in ptxas at build)."""
     with pytest.raises(PlanError, match=r"a consumer thread holds 128 registers of S's 64 x 256 tile, 64 of its 16-bit "
                                         r"copy and 128 of the second product's 64 x 256 tile \(kept across j, beside "
-                                        r"both\): 320 and about 26 more, past the 255"):
+                                        r"both\): 320 and about 26 more, past the 232 a consumer thread may hold"):
         compile_function_plan(*_plan(256, 512, 64, 256, n1_tile=256, rows=64, stages=1, b_resident=False))
 
 

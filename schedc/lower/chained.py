@@ -243,8 +243,8 @@ REGISTER_MARGIN = 26
 
 
 def check_registers(chain: Chain, first_model: Model, budget: int) -> None:
-    """The registers a consumer thread holds at once within ``budget`` (what ptxas compiles the
-    kernel in): the first product's 64 x n1 tile (n1 / 2 a thread), its 16-bit copy (n1 / 4), and
+    """The registers a consumer thread holds at once within ``budget`` (what it may hold after
+    setmaxnreg): the first product's 64 x n1 tile (n1 / 2 a thread), its 16-bit copy (n1 / 4), and
     the second's 64 x n2 (n2 / 2) beside the copy, or, kept across a loop, beside both."""
     n1 = first_model.tensorize.mma_shape.mnk[1]
     n2 = chain.model.tensorize.mma_shape.mnk[1]
@@ -255,8 +255,8 @@ def check_registers(chain: Chain, first_model: Model, budget: int) -> None:
                                              f"the second product's 64 x {n2} tile"
                                              + (" (kept across " + ", ".join(chain.carried) + ", beside both)"
                                                 if chain.carried else " (beside the copy)")
-                                             + f": {held} and about {REGISTER_MARGIN} more, past the {budget} the "
-                                             "kernel is compiled in; use narrower tiles of either product",
+                                             + f": {held} and about {REGISTER_MARGIN} more, past the {budget} a "
+                                             "consumer thread may hold; use narrower tiles of either product",
                         loops=chain.model.tensorize.loops)
 
 

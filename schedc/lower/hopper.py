@@ -464,13 +464,14 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     block_lets, group_lets = split_coordinates(model, launch)
     cluster = math.prod(launch.cluster)
     ring = make_ring(model, facts, launch, roles, caches)
+    # what a consumer thread may hold: ptxas allocates the code after setmaxnreg within its count
+    # (pipeline.specialize); the epilogue's hoisted column vectors stay within the launch's share
+    # (fused_gemm's 128 x 256 GELU plan spilled 52 bytes with 64 of them beside 128 accumulators)
     budget = consumer_regs if enabled else min(255, launch_registers(consumers, model.blocks_per_sm))
-    # ptxas compiles every role within the launch's share of registers (setmaxnreg moves them only
-    # at run time): what the consumers' code may hold beyond that share would spill
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled,
                          chain.online if chain is not None else None).bind(shape, ring)
-    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), min(255, compiled), tiles)
+    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), budget, tiles)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
     item_shared, item_inits, item_start, item_end = item_copies(caches, ring, as_expr, team)
@@ -884,7 +885,7 @@ class _Products:
         self.model, self.tiles, self.as_expr = model, tiles, as_expr
         self.online = online  # online.Online: row vectors of C kept across a chain's tiles
         self.registers = registers  # what each consumer thread may hold
-        self.compiled = compiled or registers  # what ptxas lets the consumers' code hold (the launch's share)
+        self.compiled = compiled or registers  # the launch's share: what hoisted column vectors fit beside
         self.output = output  # C stored by TMA (None: by the threads)
         self.caches = {c.array: c for c in caches}
         self.shape = None
@@ -1008,7 +1009,7 @@ class _Products:
     def _operands(self, before: tuple[Stmt, ...], after: tuple[Stmt, ...],
                   count: int) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
         """The epilogue's reads of column vectors (``bias[j]``) in registers from the tile's start
-        (``operands.hoisted``), within the registers ptxas compiles the consumers' code in that
+        (``operands.hoisted``), within the launch's share of the registers that
         the thread's ``count`` accumulators (and C's tiles where they are loaded into registers
         before the products) leave."""
         model, tm = self.model, self.tiles

@@ -80,7 +80,13 @@ def specialize(kernel: Kernel, launch: Launch, producer_registers: int, consumer
                    Role("consumers", 0, consumers, consumer_registers,
                         map_stmt(consumer, lambda s: () if is_fill(s) else s), launch.teams)))
     body = (*kernel.body[:setup], roles, *kernel.body[len(kernel.body) - tail:])
-    return dataclasses.replace(kernel, body=body, block=(consumers + PRODUCER_THREADS, 1, 1))
+    # ptxas allocates the code after setmaxnreg within its count only where __launch_bounds__ names
+    # the blocks a multiprocessor (measured with nvcc 13.0 for sm_90a: 200 values kept across a loop
+    # spill past 168 registers in a 384-thread kernel under __launch_bounds__(384), and fit the 232
+    # of setmaxnreg under __launch_bounds__(384, 1))
+    moved = producer_registers or consumer_registers
+    return dataclasses.replace(kernel, body=body, block=(consumers + PRODUCER_THREADS, 1, 1),
+                               min_blocks=kernel.min_blocks or (1 if moved else 0))
 
 
 def _setup_length(body: tuple[Stmt, ...]) -> int:

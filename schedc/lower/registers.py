@@ -3,8 +3,10 @@ specialization), what each role's threads hold after ``setmaxnreg``, and the ref
 changes that fit, where the launch or ptxas would refuse the block (``role_registers``).
 
 A block holds 65536 registers / threads at launch (``__launch_bounds__``, in units of 8);
-``setmaxnreg`` only moves them between the roles; each consumer thread must hold its accumulator
-tiles and about ``PTXAS_MARGIN`` more.
+``setmaxnreg`` only moves them between the roles. ptxas compiles each wgmma within the launch's
+share: a consumer thread's accumulator tiles and about ``PTXAS_MARGIN`` more must fit it (each
+role's code holds up to its ``setmaxnreg`` count only between instructions, where the kernel
+names its blocks a multiprocessor: ``pipeline.specialize``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ __device__ __forceinline__ void schedc_wgmma_m64n128k16_float32_fp16_01(float (&
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(384)
+extern "C" __global__ void __launch_bounds__(384, 1)
 mm__gpu__(const __half* __restrict__ A, const __half* __restrict__ B, __half* __restrict__ C, const __grid_constant__ CUtensorMap A_map, const __grid_constant__ CUtensorMap B_map, const __grid_constant__ CUtensorMap C_map)
 {
     extern __shared__ __align__(1024) unsigned char schedc_shared[];
