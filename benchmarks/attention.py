@@ -32,20 +32,17 @@ from schedc.errors import SchedcError  # noqa: E402
 
 ROUNDS = 3
 VARIANTS = {  # name: attention's arguments, float16
-    "v_b8h32_4096x64_kv128_s2": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=128, stages=2),
-    "v_b8h32_4096x64_kv128_s3": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=128, stages=3),
+    "v_b8h32_4096x64_kv192": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=192),
     "v_b8h32_4096x64_kv128_fast": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=128, exponential=acc.fast_exp),
-    "v_b8h32_4096x64_kv64_s2": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=64, stages=2),
-    "v_b8h16_4096x128_kv64_s3_v3": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=64, stages=3, v_stages=3),
-    "v_b8h16_4096x128_kv64_fast": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=64,
-                                       exponential=acc.fast_exp),
-    "v_b8h16_4096x128_kv64_k32_s4": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=64, k_tile=32,
-                                         stages=4),
-    "v_b8h16_4096x128_kv128_rows64": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, rows=64,
-                                          producer=False),
-    "v_b1h1_16384x128": dict(M=16384, N=16384, d=128),
-    "v_b8h16_4096x128_causal_persistent": dict(M=4096, N=4096, d=128, batch=8, heads=16, causal=True,
-                                               persistent=True),
+    "v_b8h16_4096x128_kv128": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128),
+    "v_b8h16_4096x128_kv176": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=176),
+    "v_b8h16_4096x128_kv128_fast": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128,
+                                        exponential=acc.fast_exp),
+    "v_b8h16_4096x128_kv128_s3": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, stages=3),
+    "v_b8h16_4096x128_kv128_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, causal=True),
+    "v_b8h16_4096x256_kv80": dict(M=4096, N=4096, d=256, batch=8, heads=16, kv_tile=80),
+    "v_b8h16_4096x256_kv64": dict(M=4096, N=4096, d=256, batch=8, heads=16, kv_tile=64),
+    "v_b2h16_16384x128_kv128": dict(M=16384, N=16384, d=128, batch=2, heads=16, kv_tile=128),
 }
 BACKENDS = ("cudnn", "flash", "efficient")
 

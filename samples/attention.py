@@ -9,7 +9,7 @@ tensorized on wgmma (``row`` is the query's row of Q: its batch and head's rows 
     peak[row] = -inf; total[row] = 0                       row vectors
     S[row, j] = select(j <= i, S[row, j], -inf)            causal only
     peak[row] = max(peak[row], S[row, j])
-    S[row, j] = exp((S[row, j] - peak[row]) * scale)
+    S[row, j] = fast_exp((S[row, j] - peak[row]) * scale)
     total[row] += S[row, j]
     L[row] = peak[row] * scale + log(total[row])           with lse=True
     S[row, j] = S[row, j] / total[row]
@@ -20,7 +20,8 @@ of S goes on into the second product as it is made, O's accumulator kept across 
 analysis proves the online form of the softmax over them (``schedc/lower/online.py``): the row's
 maximum and sum live in the registers of the threads that hold the row across the whole loop, the
 sum and O's accumulator are multiplied by ``exp(scale * (old - new))`` as the maximum grows, and O is
-divided by the sum after the last tile. S never leaves the registers: each tile's scores are
+divided by the sum after the last tile. ``fast_exp`` is computed base two, log2(e) folded into the
+scale: ``exp2(S * scale * log2(e) + peak * (-scale * log2(e)))``, the row's term once a tile. S never leaves the registers: each tile's scores are
 converted to 16 bits in place and fed to the second wgmma as its A operand. Q's rows of the block
 are copied once a work item (cached at j, outside the tiles of keys), K's tiles come through a TMA
 ring fed by a producer warpgroup, V's rows of each tile through a ring of their own;
@@ -50,7 +51,7 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int | None = None, rows: int = 128,
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
-              exponential=acc.exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
+              exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
@@ -61,7 +62,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     (128 up to d = 64, else 64: a consumer thread holds S's tile, its 16-bit copy and O's tile at
     once); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
     in one stage of its ring (``stages`` deep); ``v_stages``: the stages of V's ring;
-    ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.exp`` or ``acc.fast_exp``; ``causal``:
+    ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.fast_exp`` (computed as the ex2
+    instruction, log2(e) folded into the scale: one multiply-add an element) or ``acc.exp``; ``causal``:
     query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
     the blocks skip the tiles of keys past their last query (``schedc/lower/online.py``), which
     takes one work item a block (``persistent``: off by default when causal, on otherwise);

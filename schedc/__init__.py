@@ -25,6 +25,7 @@ from .frontend.elementwise import (  # noqa: A004 - Accera's acc.abs, acc.pow, a
     erf,
     exp,
     fast_exp,
+    fast_exp2,
     fast_tanh,
     floor,
     log,
@@ -77,7 +78,7 @@ __all__ = [
     "ScalarType", "Schedule", "ScheduleError", "SchedcError", "Target", "TargetError",
     "__version__", "cast", "max", "min", "Parameter", "create_parameter_grid", "create_parameters",
     "Dimension", "create_dimensions",
-    "abs", "sqrt", "exp", "fast_exp", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+    "abs", "sqrt", "exp", "fast_exp", "fast_exp2", "log", "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh",
     "fast_tanh", "sigmoid", "erf", "floor", "ceil", "round", "pow", "select", "logical_and", "logical_or",
     "logical_not", "equal", "not_equal", "fuse", "FusedSchedule",
 ]

@@ -284,6 +284,7 @@ def test_comparisons_on_the_gpu(dtype, tmp_path):
 # -- the numpy table against an independent oracle (the emulator and the reference share it) ------
 
 _ORACLE = {Function.ABS: abs, Function.SQRT: math.sqrt, Function.EXP: math.exp, Function.FAST_EXP: math.exp,
+           Function.FAST_EXP2: lambda x: 2.0 ** x,
            Function.LOG: math.log, Function.LOG2: math.log2, Function.LOG10: math.log10, Function.SIN: math.sin,
            Function.COS: math.cos, Function.TAN: math.tan, Function.SINH: math.sinh, Function.COSH: math.cosh,
            Function.TANH: math.tanh, Function.FAST_TANH: math.tanh, Function.SIGMOID: lambda x: 1 / (1 + math.exp(-x)), Function.ERF: math.erf,

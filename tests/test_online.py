@@ -16,7 +16,8 @@ import pytest
 import schedc as acc
 from schedc.codegen.cuda import emit_kernel
 from schedc.errors import PlanError
-from schedc.ir.kernel import Binary, Const, FragmentMap, Loop, PrivateArray, Store, Var
+from schedc.ir.functions import Function
+from schedc.ir.kernel import Binary, Call, Const, FragmentMap, Loop, PrivateArray, Store, Var
 from schedc.ir.walk import subexpressions, walk_statements
 from schedc.lower import online
 from schedc.targets import MMAFragmentOp
@@ -88,6 +89,62 @@ def test_the_exponential_and_the_division_are_the_scripts(exponential, divide):
     D, corrected to the row's final maximum."""
     model, fn = compile_function_plan(*_plan(_steps(128, exponential=exponential, divide=divide)))
     _passed(emulate_function(model, fn, None, seed=3))
+
+
+def _calls(fn, function) -> list:
+    return [e for s in walk_statements(fn.kernels[0].body) for e in _expressions(s)
+            if isinstance(e, Call) and e.function is function]
+
+
+def _expressions(s) -> list:
+    from schedc.ir.walk import exprs
+
+    return [x for e in exprs(s) for x in subexpressions(e)]
+
+
+def test_fast_exp_is_computed_base_two_with_log2_e_folded_into_its_constants():
+    """fast_exp((S - peak) * 0.5) in the kernel: fast_exp2(S * 0.5 log2(e) + used), the row's
+    used = peak * (-0.5 log2(e)) once a tile, the correction fast_exp2(-0.5 log2(e) * (new - old))."""
+    model, fn = compile_function_plan(*_plan(_steps(128, exponential=acc.fast_exp)))
+    assert not _calls(fn, Function.FAST_EXP)
+    source = emit_kernel(fn.kernels[0])
+    assert re.search(r"_c_0\[elem\] = schedc::fast_exp2\(_c_0\[elem\] \* 0\.72134\d*f \+ _peak_used_0\[", source)
+    assert re.search(r"_peak_used_0\[0\] = schedc::select\(.*, 0\.0f, _peak_rows_0\[0\] \* -0\.72134\d*f\);", source)
+    assert re.search(r"schedc::fast_exp2\(-0\.72134\d*f \* \(_peak_rows_0\[0\] - _peak_prev_0\[0\]\)\)", source)
+    _passed(emulate_function(model, fn, None, seed=4))
+
+
+@pytest.mark.parametrize("argument", [
+    lambda S, peak, i, j: (S[i, j] - peak[i]) * 0.5 + 0.25,
+    lambda S, peak, i, j: 0.25 * S[i, j] - 1.0 - peak[i] / 4.0,
+    lambda S, peak, i, j: -(peak[i] - S[i, j]) * 0.125 + acc.cast(j, T.float32) * 0.0625,
+], ids=["constant", "divided", "negated_with_an_index_term"])
+def test_a_folded_exponential_keeps_every_term_of_its_argument(argument):
+    """The fold scales each term of g and its constant: the kernel's E (the sum of exponentials
+    times D, undivided: a constant factor shows) matches the reference's."""
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,)) for _ in range(2))
+
+    def start(S, i, j):
+        peak[i] = -math.inf
+        total[i] = 0.0
+
+    def maximum(S, i, j):
+        peak[i] = acc.max(peak[i], S[i, j])
+
+    def add(S, i, j):
+        total[i] += S[i, j]
+
+    steps = [start, maximum, lambda S, i, j: acc.fast_exp(argument(S, peak, i, j)), add]
+    model, fn = compile_function_plan(*_plan(steps))
+    assert _calls(fn, Function.FAST_EXP2) and not _calls(fn, Function.FAST_EXP)
+    _passed(emulate_function(model, fn, None, seed=6))
+
+
+def test_a_script_may_write_its_exponentials_base_two():
+    """fast_exp2 is an exponential of the proof: exp2(a S + b M) with b < 0."""
+    model, fn = compile_function_plan(*_plan(_steps(128, exponential=lambda x: acc.fast_exp2(x * 1.4426950408889634))))
+    assert online.derive(model).function is Function.FAST_EXP2
+    _passed(emulate_function(model, fn, None, seed=8))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # select computes both: exp(-inf - -inf)
@@ -232,7 +289,8 @@ def test_a_second_product_onto_e_as_it_is_is_refused():
 
 
 ATTENTION = {"d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
-             "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64)}
+             "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64),
+             "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp)}
 
 
 @pytest.mark.parametrize("case", ATTENTION)

@@ -6,7 +6,8 @@ half functions do; integers must be cast first); ``abs`` takes any number. Compa
 operators ``<``, ``<=``, ``>``, ``>=`` and the functions ``equal``/``not_equal`` (Python's ``==``
 compares objects); conditions combine with ``logical_and``/``logical_or``/``logical_not`` (or
 ``&``, ``|``, ``~`` on conditions). ``select(cond, a, b)`` computes both values and keeps one per
-element. ``fast_exp`` is CUDA's ``__expf`` (faster, 2 + 1.17|x| ulps) and ``fast_tanh`` the
+element. ``fast_exp`` is CUDA's ``__expf`` (faster, 2 + 1.17|x| ulps), ``fast_exp2`` the ``ex2.approx``
+instruction (2^x) and ``fast_tanh`` the
 ``tanh.approx.f32`` instruction (one instruction, relative error below 2^-10.987: half a
 float16 step); every other function is CUDA's accurate one.
 
@@ -49,6 +50,13 @@ def exp(x: object) -> Expr:
 def fast_exp(x: object) -> Expr:
     """e^x by CUDA's fast intrinsic ``__expf`` (error 2 + floor(1.173 |x|) ulps)."""
     return call(Function.FAST_EXP, x)
+
+
+def fast_exp2(x: object) -> Expr:
+    """2^x by the GPU's ``ex2.approx.ftz.f32`` instruction (exp2f's 2 ulps; results below float32's
+    normal range are 0). An online softmax's ``fast_exp`` is computed with it, log2(e) folded into
+    the constants of its argument (``schedc/lower/online.py``)."""
+    return call(Function.FAST_EXP2, x)
 
 
 def fast_tanh(x: object) -> Expr:

@@ -36,6 +36,7 @@ class Function(enum.StrEnum):
     SQRT = "sqrt"
     EXP = "exp"
     FAST_EXP = "fast_exp"
+    FAST_EXP2 = "fast_exp2"
     LOG = "log"
     LOG2 = "log2"
     LOG10 = "log10"
@@ -86,6 +87,7 @@ SIGNATURES: dict[Function, Signature] = {
     Function.SQRT: Signature(1, _FLOAT),
     Function.EXP: Signature(1, _FLOAT, 2),
     Function.FAST_EXP: Signature(1, _FLOAT, 2 + 104),  # __expf: 2 + floor(|1.173 x|) ulps; |x| < 89 (else inf)
+    Function.FAST_EXP2: Signature(1, _FLOAT, 2),  # ex2.approx.ftz.f32: exp2f's 2 ulps (subnormal results flushed)
     Function.LOG: Signature(1, _FLOAT, 1),
     Function.LOG2: Signature(1, _FLOAT, 1),
     Function.LOG10: Signature(1, _FLOAT, 2),
@@ -138,6 +140,7 @@ def _sigmoid(x):
 
 _NUMPY = {
     Function.ABS: np.abs, Function.SQRT: np.sqrt, Function.EXP: np.exp, Function.FAST_EXP: np.exp,
+    Function.FAST_EXP2: np.exp2,
     Function.LOG: np.log, Function.LOG2: np.log2, Function.LOG10: np.log10, Function.SIN: np.sin,
     Function.COS: np.cos, Function.TAN: np.tan, Function.SINH: np.sinh, Function.COSH: np.cosh,
     Function.TANH: np.tanh, Function.FAST_TANH: np.tanh, Function.SIGMOID: _sigmoid, Function.FLOOR: np.floor,

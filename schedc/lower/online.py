@@ -65,7 +65,8 @@ from ..ir.types import ScalarType
 from ..ir.walk import map_expr, operands, subexpressions
 from . import rows
 
-EXPONENTIALS = (Function.EXP, Function.FAST_EXP)  # e^x: exp(g + b m) = exp(g + b m') exp(b (m - m'))
+EXPONENTIALS = (Function.EXP, Function.FAST_EXP, Function.FAST_EXP2)  # exp(g + b m) = exp(g + b m') exp(b (m - m'))
+LOG2_E = 1.0 / math.log(2.0)
 
 
 @dataclass(frozen=True)
@@ -125,27 +126,39 @@ class Online:
         of exponentials corrected."""
         prev, mine = self._name("prev", fragment), rows.array_name(self.peak, fragment)
         corr, used = self._name("corr", fragment), self._name("used", fragment)
+        function, slope = (Function.FAST_EXP2, self.slope * LOG2_E) if self.folded else (self.function, self.slope)
         out: list[Stmt] = [PrivateArray(corr, dtype, (lanes.size,)), PrivateArray(used, dtype, (lanes.size,))]
         for s in lanes.slots:
             here = (Const(s),)
             new, old = Load(mine, here, dtype), Load(prev, here, dtype)
-            grown = Call(self.function, (Binary("*", Const(self.slope, dtype), Binary("-", new, old, dtype), dtype),),
-                         dtype)
+            grown = Call(function, (Binary("*", Const(slope, dtype), Binary("-", new, old, dtype), dtype),), dtype)
+            term = Binary("*", new, Const(slope, dtype), dtype) if self.folded else new
             out += [Store(corr, here, _select(Binary("==", new, old, ScalarType.bool), Const(1.0, dtype), grown)),
                     Store(used, here, _select(Binary("==", new, Const(-math.inf, dtype), ScalarType.bool),
-                                              Const(0.0, dtype), new))]
+                                              Const(0.0, dtype), term))]
             for total in self.rescaled:
                 at = Load(rows.array_name(total, fragment), here, dtype)
                 out.append(Store(rows.array_name(total, fragment), here,
                                  Binary("*", at, rows.converted(Load(corr, here, dtype), at.dtype), at.dtype)))
         return out
 
+    @property
+    def folded(self) -> bool:
+        """Whether the exponentials are ``fast_exp``'s, computed as ``fast_exp2`` with log2(e)
+        folded into their constants: ``e^(g + b M) = 2^(g log2(e) + (b log2(e)) M)``, the row's
+        term ``(b log2(e)) M`` once a tile (``_used``), ``g``'s constants scaled, so that a linear
+        ``g = a S`` costs one fused multiply-add and the ex2 instruction an element."""
+        return self.peak is not None and self.function is Function.FAST_EXP
+
     def used(self, value: Expr, fragment: str) -> Expr:
         """``value`` (its row vectors already the thread's arrays) reading the maximum the
-        exponentials use."""
+        exponentials use (folded: their row term)."""
         if self.peak is None:
             return value
         mine, used = rows.array_name(self.peak, fragment), self._name("used", fragment)
+        if self.folded:
+            return map_expr(value, lambda e: _base_two(e, mine, used) if isinstance(e, Call)
+                            and e.function is Function.FAST_EXP and _reads(e, mine) else e)
         return map_expr(value, lambda e: Load(used, e.index, e.dtype) if isinstance(e, Load) and e.buffer == mine
                         else e)
 
@@ -186,6 +199,63 @@ class Online:
 
     def _name(self, what: str, fragment: str) -> str:
         return f"_{self.peak}_{what}{fragment.removeprefix('_c')}"
+
+
+def _base_two(e: Call, peak: str, used: str) -> Expr:
+    """``fast_exp(g + b * peak)`` as ``fast_exp2(g * log2(e) + used)``, ``used`` the row's
+    ``b * log2(e) * peak`` (``Online.folded``): g's terms each scaled by a constant, its constant
+    term folded."""
+    terms, constant, row = _terms(e.args[0], peak)
+    dtype = e.dtype
+    argument: Expr | None = None
+    for atom, coefficient in terms.items():
+        term = Binary("*", atom, Const(coefficient * LOG2_E, dtype), dtype)
+        argument = term if argument is None else Binary("+", argument, term, dtype)
+    if constant:
+        argument = Const(constant * LOG2_E, dtype) if argument is None else \
+            Binary("+", argument, Const(constant * LOG2_E, dtype), dtype)
+    tail = Load(used, row.index, dtype)
+    argument = tail if argument is None else Binary("+", argument, tail, dtype)
+    return Call(Function.FAST_EXP2, (argument,), dtype)
+
+
+def _reads(e: Expr, buffer: str) -> bool:
+    return any(isinstance(x, Load) and x.buffer == buffer for x in subexpressions(e))
+
+
+def _terms(e: Expr, peak: str) -> tuple[dict[Expr, float], float, Load]:
+    """``e`` (affine in ``peak``, ``_slope``) as its terms other than ``peak``'s, each an
+    expression and its constant coefficient, its constant term, and the read of ``peak``."""
+    terms: dict[Expr, float] = {}
+    found: list[Load] = []
+
+    def walk(x: Expr, scale: float) -> float:
+        if isinstance(x, Load) and x.buffer == peak:
+            found.append(x)
+            return 0.0
+        if (c := _constant(x)) is not None:
+            return scale * c
+        inner = x.operand.dtype if isinstance(x, Cast) else None  # a float widened (an index has no type)
+        if inner is not None and inner.is_float and x.dtype.is_float and inner.size <= x.dtype.size:
+            return walk(x.operand, scale)
+        if isinstance(x, Unary) and x.op == "-":
+            return walk(x.operand, -scale)
+        if isinstance(x, Binary) and x.op in ("+", "-"):
+            return walk(x.lhs, scale) + walk(x.rhs, scale if x.op == "+" else -scale)
+        if isinstance(x, Binary) and x.op == "*" and (c := _constant(x.rhs)) is not None:
+            return walk(x.lhs, scale * c)
+        if isinstance(x, Binary) and x.op == "*" and (c := _constant(x.lhs)) is not None:
+            return walk(x.rhs, scale * c)
+        if isinstance(x, Binary) and x.op == "/" and (c := _constant(x.rhs)):
+            return walk(x.lhs, scale / c)
+        return _atom(x, scale)
+
+    def _atom(x: Expr, scale: float) -> float:
+        terms[x] = terms.get(x, 0.0) + scale
+        return 0.0
+
+    constant = walk(e, 1.0)
+    return {x: c for x, c in terms.items() if c}, constant, found[0]
 
 
 def _select(condition: Expr, a: Expr, b: Expr) -> Expr:

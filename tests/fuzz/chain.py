@@ -141,8 +141,10 @@ def _row_steps(rng: random.Random, i: Subscript, j: Subscript, online: bool = Fa
     start = {"max": -1.0e30, "min": 1.0e30, "+": 0.0}[op]
     reduce = Statement(peak, S, accumulate=True) if op == "+" else Statement(peak, Binary(op, peak, S))
     shifted = Binary("*", Binary("-", S, peak), Const(rng.choice((1.0, 0.125, 0.5))))
+    if online and rng.random() < 0.3:  # a constant term: fast_exp's fold to base two scales it too
+        shifted = Binary("+", shifted, Const(rng.choice((0.25, -1.5))))
     steps = [(Statement(peak, Const(start)), Statement(total, Const(0.0))), (reduce,),
-             (Statement(S, Fn(rng.choice(("exp", "fast_exp")) if online else "exp", (shifted,)) if op == "max"
+             (Statement(S, Fn(rng.choice(("exp", "fast_exp", "fast_exp2")) if online else "exp", (shifted,)) if op == "max"
                         else shifted),),
              (Statement(total, Fn("abs", (S,)) if op != "max" else S, accumulate=True),)]
     if online and rng.random() < 0.4:  # a causal mask before the maximum (tiles wholly past it skipped)

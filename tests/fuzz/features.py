@@ -101,6 +101,9 @@ def coverage_features(p: Program) -> set[str]:
     found |= {"chained product, row vectors between"} if p.row_steps else set()
     found |= {"chained product over tiles of the intermediate"} if p.chained and "jjj" in (p.order or ()) else set()
     found |= {"online softmax over tiles of the intermediate"} if p.row_steps and "jjj" in (p.order or ()) else set()
+    found |= {"online softmax, fast_exp folded to base two"} if p.row_steps and "jjj" in (p.order or ()) and any(
+        isinstance(n, Fn) and n.name == "fast_exp" for step in p.row_steps for s in step for n in walk(s.value)) \
+        else set()
     found |= {"chained product, an OUTPUT row vector"} if any(a.name == "chain_lse" for a in p.arrays) else set()
     found |= {"chained product, its B in a ring of stages"} if p.chained and any(
         c.array == "D" and c.stages > 1 for c in p.caches) else set()

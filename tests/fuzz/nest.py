@@ -40,7 +40,7 @@ from .values import (
 )
 
 FUNCTIONS = {"exp": 3, "tanh": 3, "sigmoid": 2, "erf": 1, "sqrt": 2, "log": 2, "abs": 3, "sin": 1, "cos": 1,
-             "fast_exp": 1, "log2": 1, "log10": 1, "tan": 1, "sinh": 1, "cosh": 1, "floor": 1, "ceil": 1,
+             "fast_exp": 1, "fast_exp2": 1, "log2": 1, "log10": 1, "tan": 1, "sinh": 1, "cosh": 1, "floor": 1, "ceil": 1,
              "round": 1, "pow": 1, "select": 5, "fast_tanh": 1}
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 DTYPES = {"float32": 30, "float16": 10, "bfloat16": 7, "float64": 8, "int8": 6, "int16": 5, "int32": 9,

@@ -147,11 +147,11 @@ def _bounds(e: Expr, dtype: ScalarType, env, dtypes, extents) -> Interval:
 # Math functions: the values each takes on an interval (monotone ones by their ends), and the
 # arguments where the kernel and the float64 reference may disagree for reasons that are not
 # bugs: outside the function's domain, near overflow, or rounding a value that was rounded.
-_INCREASING = {"exp": math.exp, "fast_exp": math.exp, "sinh": math.sinh, "tanh": math.tanh, "fast_tanh": math.tanh,
+_INCREASING = {"exp": math.exp, "fast_exp": math.exp, "fast_exp2": lambda x: 2.0 ** x, "sinh": math.sinh, "tanh": math.tanh, "fast_tanh": math.tanh,
                "erf": math.erf,
                "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "log10": math.log10,
                "sigmoid": lambda x: 0.5 * (1 + math.tanh(x / 2)), "tan": math.tan}
-_POSITIVE = {"exp", "fast_exp", "sigmoid"}  # never zero: may divide
+_POSITIVE = {"exp", "fast_exp", "fast_exp2", "sigmoid"}  # never zero: may divide
 
 
 def _function_bounds(e: Fn, dtype: ScalarType, env, dtypes, extents) -> Interval:
@@ -165,7 +165,7 @@ def _function_bounds(e: Fn, dtype: ScalarType, env, dtypes, extents) -> Interval
     name = e.name
     if name in ("sqrt", "log", "log2", "log10") and x.lo < (0 if name == "sqrt" else 0.25):
         raise Unsafe(f"{name} of values down to {_show(x.lo)}")
-    if name in ("exp", "fast_exp", "sinh", "cosh") and max(-x.lo, x.hi) > 10:
+    if name in ("exp", "fast_exp", "fast_exp2", "sinh", "cosh") and max(-x.lo, x.hi) > 10:
         raise Unsafe(f"{name} of values up to {_show(max(-x.lo, x.hi))}")
     if name == "tan" and max(-x.lo, x.hi) > 1.5:
         raise Unsafe("tan near its poles")

@@ -126,8 +126,8 @@ __device__ __forceinline__ T allreduce_x(T v, T* scratch, Op op) {
 }
 
 // Element-wise functions of the iteration logic (schedc.ir.functions), overloaded per element
-// type: float and double call CUDA's accurate functions (fast_exp: __expf; fast_tanh: the
-// tanh.approx instruction, for float), 16-bit floats are
+// type: float and double call CUDA's accurate functions (fast_exp: __expf; fast_exp2 and fast_tanh:
+// the ex2.approx and tanh.approx instructions, for float), 16-bit floats are
 // computed in float and rounded to nearest once.
 #define SCHEDC_FLOAT_FUNCTION(NAME, F32, F64)                                                       \
     __device__ __forceinline__ float NAME(float x) { return F32(x); }                             \
@@ -145,11 +145,17 @@ __device__ __forceinline__ float fast_tanh_f(float x) {  // MUFU.TANH: relative 
     return ::tanhf(x);
 #endif
 }
+__device__ __forceinline__ float fast_exp2_f(float x) {  // MUFU.EX2: 2^x, subnormal results flushed to 0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + ::expf(-x)); }
 __device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + ::exp(-x)); }
 SCHEDC_FLOAT_FUNCTION(sqrt, ::sqrtf, ::sqrt)
 SCHEDC_FLOAT_FUNCTION(exp, ::expf, ::exp)
 SCHEDC_FLOAT_FUNCTION(fast_exp, ::__expf, ::exp)
+SCHEDC_FLOAT_FUNCTION(fast_exp2, fast_exp2_f, ::exp2)
 SCHEDC_FLOAT_FUNCTION(log, ::logf, ::log)
 SCHEDC_FLOAT_FUNCTION(log2, ::log2f, ::log2)
 SCHEDC_FLOAT_FUNCTION(log10, ::log10f, ::log10)
