@@ -3,7 +3,7 @@
 on the same tensors, on the GPU, in one run.
 
 For each function of the sample (and, with ``--variants``, the plan at other key tiles, stages and
-with ``acc.fast_exp``): on (batch, heads, seq, d) tensors, O is checked against torch's own SDPA
+with ``acc.exp`` and without ``plan.overlap``): on (batch, heads, seq, d) tensors, O is checked against torch's own SDPA
 first (relative to O's largest value), then schedc and each of torch's backends (cuDNN,
 FlashAttention-2, memory-efficient; those that take the tensors on the device) are timed with
 ``triton.testing.do_bench`` (medians in ms), the median of ``ROUNDS`` rounds that time each in
@@ -33,11 +33,12 @@ from schedc.errors import SchedcError  # noqa: E402
 ROUNDS = 3
 VARIANTS = {  # name: attention's arguments, float16
     "v_b8h32_4096x64_kv192": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=192),
-    "v_b8h32_4096x64_kv128_fast": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=128, exponential=acc.fast_exp),
+    "v_b8h32_4096x64_kv128_serial": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=128, overlap=False),
     "v_b8h16_4096x128_kv128": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128),
     "v_b8h16_4096x128_kv176": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=176),
-    "v_b8h16_4096x128_kv128_fast": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128,
-                                        exponential=acc.fast_exp),
+    "v_b8h16_4096x128_kv128_serial": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, overlap=False),
+    "v_b8h16_4096x128_kv64_serial": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=64, overlap=False),
+    "v_b8h16_4096x128_kv128_exp": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, exponential=acc.exp),
     "v_b8h16_4096x128_kv128_s3": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, stages=3),
     "v_b8h16_4096x128_kv128_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, causal=True),
     "v_b8h16_4096x256_kv80": dict(M=4096, N=4096, d=256, batch=8, heads=16, kv_tile=80),

@@ -22,7 +22,8 @@ maximum and sum live in the registers of the threads that hold the row across th
 sum and O's accumulator are multiplied by ``exp(scale * (old - new))`` as the maximum grows, and O is
 divided by the sum after the last tile. ``fast_exp`` is computed base two, log2(e) folded into the
 scale: ``exp2(S * scale * log2(e) + peak * (-scale * log2(e)))``, the row's term once a tile. S never leaves the registers: each tile's scores are
-converted to 16 bits in place and fed to the second wgmma as its A operand. Q's rows of the block
+converted to 16 bits in place and fed to the second wgmma as its A operand; each tile's
+``P @ V`` is issued after the next tile's ``Q @ K^T`` and runs under its softmax (``plan.overlap``). Q's rows of the block
 are copied once a work item (cached at j, outside the tiles of keys), K's tiles come through a TMA
 ring fed by a producer warpgroup, V's rows of each tile through a ring of their own;
 two consumer warpgroups take 64 query rows each; a persistent grid takes the (batch and K/V head,
@@ -52,15 +53,17 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int | None = None, rows: int = 128,
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
-              heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False):
+              heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
+              overlap: bool = True):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
     row-major arrays: Q and O ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``;
     ``kv_heads`` (``heads`` unless given) divides ``heads``: each K/V head serves
     ``heads / kv_heads`` query heads in turn (grouped-query attention). The blocks take (batch and
     K/V head, query head of the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
-    (128 up to d = 64, else 64: a consumer thread holds S's tile, its 16-bit copy and O's tile at
-    once); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
+    (128 up to d = 128 where it divides N, else 64: a consumer thread holds S's tile, its 16-bit
+    copy and O's tile at once, and the last tile is whole: past N its columns would meet the next
+    head's keys); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
     in one stage of its ring (``stages`` deep); ``v_stages``: the stages of V's ring;
     ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.fast_exp`` (computed as the ex2
     instruction, log2(e) folded into the scale: one multiply-add an element) or ``acc.exp``; ``causal``:
@@ -68,9 +71,11 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     the blocks skip the tiles of keys past their last query (``schedc/lower/online.py``), which
     takes one work item a block (``persistent``: off by default when causal, on otherwise);
     ``lse``: also each row's log-sum-exp of the scaled scores, ``L = scale * max + log(sum)``, a
-    float32 OUTPUT of ``batch * heads * M`` (after O in the arrays), which a backward pass reads."""
+    float32 OUTPUT of ``batch * heads * M`` (after O in the arrays), which a backward pass reads;
+    ``overlap``: each tile's ``P @ V`` issued under the next tile's ``Q @ K^T`` and softmax
+    (``plan.overlap``)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    kv_tile = kv_tile or (128 if d <= 64 else 64)
+    kv_tile = kv_tile or (128 if d <= 128 and N % 128 == 0 else 64)
     kv_heads = kv_heads or heads
     persistent = not causal if persistent is None else persistent
     Z, G = batch * kv_heads, heads // kv_heads  # a K/V head of a batch, a query head of its group
@@ -156,6 +161,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     plan.warp_specialize(producer)
     if persistent:
         plan.persistent()
+    if overlap:
+        plan.overlap()
     return plan, (Q, K, V, O, *((L,) if lse else ()))
 
 

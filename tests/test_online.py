@@ -17,7 +17,21 @@ import schedc as acc
 from schedc.codegen.cuda import emit_kernel
 from schedc.errors import PlanError
 from schedc.ir.functions import Function
-from schedc.ir.kernel import Binary, Call, Const, FragmentMap, Loop, PrivateArray, Store, Var
+from schedc.ir.kernel import (
+    Binary,
+    Call,
+    Const,
+    Fragment,
+    FragmentConvert,
+    FragmentMap,
+    FragmentMma,
+    If,
+    Loop,
+    PrivateArray,
+    Store,
+    Var,
+    WarpgroupWait,
+)
 from schedc.ir.walk import subexpressions, walk_statements
 from schedc.lower import online
 from schedc.targets import MMAFragmentOp
@@ -290,7 +304,8 @@ def test_a_second_product_onto_e_as_it_is_is_refused():
 
 ATTENTION = {"d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
              "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64),
-             "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp)}
+             "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp),
+             "d64_serial": dict(M=256, N=384, d=64, overlap=False)}
 
 
 @pytest.mark.parametrize("case", ATTENTION)
@@ -503,3 +518,121 @@ def test_an_element_replaced_after_the_division_is_not_divided():
     model, fn = compile_function_plan(*_plan([*steps, lambda S, i, j: bias[j]], inputs=(bias,)))
     assert online.derive(model).divisors == () and not online.derive(model).scaled
     _passed(emulate_function(model, fn, None, seed=3))
+
+
+# -- plan.overlap: each tile's second product under the next tile's first ---------------------------
+
+
+def _softmax_one_role(**changes):
+    options = {**CASES["one_role"], **changes}
+    return b2b_gemm.softmax_b2b(options.pop("M"), options.pop("N"), **options)
+
+
+def _overlapped(plan_and_args):
+    plan, args = plan_and_args
+    plan.overlap()
+    return plan, args
+
+
+OVERLAPPED = {**{f"softmax_{c}": (lambda c=c: _softmax(c)) for c in ("fp16_two_tiles", "bf16_three_tiles_d_ring",
+                                                                   "two_warpgroups")},
+              "softmax_one_role_d_ring": lambda: _softmax_one_role(d_stages=2),
+              **{f"attention_{c}": (lambda c=c: attention.attention(**ATTENTION[c])) for c in ATTENTION
+                 if "serial" not in c}}
+
+
+@pytest.mark.parametrize("case", OVERLAPPED)
+def test_an_overlapped_chain_matches_the_reference(case):
+    """The same products in the same order: every block emulated (the emulator reports a register
+    of a product in flight read or written, and B's stage refilled while a product reads it)."""
+    model, fn = compile_function_plan(*_overlapped(OVERLAPPED[case]()))
+    _passed(emulate_function(model, fn, None, seed=9))
+
+
+def _consumer_tile_loop(fn) -> Loop:
+    return next(s for s in walk_statements(fn.kernels[0].body) if isinstance(s, Loop) and s.var == "jt"
+                and any(isinstance(x, FragmentMma) and x.d == "_e" for x in walk_statements(s.body)))
+
+
+def test_overlap_issues_the_tile_befores_second_product_after_the_first_products():
+    """In the loop over S's tiles: the first product's pass, then (past the first tile) the tile
+    before's second product with the pass's wait leaving it in flight (wait 1; wait 0 at the first
+    tile), the steps between, its wait, then this tile's conversion; the last tile's second product
+    at the loop's end; the A registers declared outside the loop."""
+    model, fn = compile_function_plan(*_overlapped(attention.attention(**ATTENTION["d64"])))
+    body = _consumer_tile_loop(fn).body
+    pass_at = next(n for n, s in enumerate(body) if isinstance(s, Loop) and s.var == "k")
+    issued = body[pass_at + 1]
+    assert isinstance(issued, If) and Binary("!=", Var("j"), Const(0)) in list(subexpressions(issued.cond))
+    assert any(isinstance(s, FragmentMma) and s.d == "_e" for s in issued.body)
+    assert issued.body[-1] == WarpgroupWait(1) and issued.orelse == (WarpgroupWait(0),)
+    converts = [n for n, s in enumerate(body) if isinstance(s, FragmentConvert)]
+    waits = [n for n, s in enumerate(body) if s == WarpgroupWait(0)]
+    exps = [n for n, s in enumerate(body) if isinstance(s, FragmentMap) and _calls_in(s)]
+    assert exps and waits and max(exps) < min(waits) < min(converts)
+    last = body[-1]
+    assert isinstance(last, If) and any(isinstance(s, FragmentMma) and s.d == "_e" for s in last.body)
+    declared = {s.name for s in walk_statements(fn.kernels[0].body) if isinstance(s, Fragment)}
+    assert {f"_p{p}" for p in range(8)} <= declared
+    assert not any(isinstance(s, Fragment) and s.name.startswith("_p") for s in walk_statements(body))
+
+
+def _calls_in(s) -> bool:
+    return any(isinstance(e, Call) for x in walk_statements((s,)) for e in _expressions(x))
+
+
+def test_without_overlap_each_tile_waits_for_its_second_product():
+    """The mutation's witness: without plan.overlap no product is issued after the first's pass."""
+    model, fn = compile_function_plan(*attention.attention(**ATTENTION["d64"], overlap=False))
+    body = _consumer_tile_loop(fn).body
+    pass_at = next(n for n, s in enumerate(body) if isinstance(s, Loop) and s.var == "k")
+    assert body[pass_at + 1] == WarpgroupWait(0)
+
+
+def test_overlap_of_one_product_is_refused():
+    from hopper_matmul import matmul
+
+    plan, args = matmul(256, 256, 128)
+    plan.overlap()
+    with pytest.raises(PlanError, match=r"overlap\(\): overlap issues a chain's second product under the next "
+                                        r"tile's first: it takes a fused schedule of two tensorized products.*one "
+                                        r"product"):
+        compile_function_plan(plan, args)
+
+
+def test_overlap_without_a_producer_and_one_stage_of_b_is_refused():
+    """The consumers' thread 0 would wait, at the tile's start, for the tile before's second
+    product to free D's one stage: overlapped, that product is done only later in the tile."""
+    with pytest.raises(PlanError, match=r"overlap\(\): D's tile of one stage is copied by the consumers' thread 0 .*"
+                                        r"give D's cache stages=2, or keep the producer warpgroup"):
+        compile_function_plan(*_overlapped(_softmax_one_role()))
+
+
+def test_a_partial_tile_of_keys_that_would_meet_the_next_heads_is_refused():
+    """Two heads of 192 keys in tiles of 128: the last tile's keys past 192 are the next head's rows
+    of K and V (inside the arrays: their copies fill no zeros there)."""
+    with pytest.raises(PlanError, match=r"S's last tile of columns is partial: iteration \(.*j=128.*\) of the whole "
+                                        r"tile multiplies S's column past the nest by V\[192, 0\], inside "
+                                        r"V\[384, 128\]"):
+        compile_function_plan(*attention.attention(M=192, N=192, d=128, batch=2, heads=1, rows=64, kv_tile=128))
+
+
+def test_a_partial_tile_of_columns_past_the_arrays_emulates():
+    """One head's 96 keys in tiles of 64: past 96 the copies of K and V fill zeros, and the row's
+    maximum and sum skip the columns past the nest."""
+    model, fn = compile_function_plan(*_overlapped(attention.attention(M=128, N=96, d=64, kv_tile=64, rows=64)))
+    _passed(emulate_function(model, fn, None, seed=12))
+
+
+def test_overlap_takes_a_bool():
+    plan, _ = attention.attention(**ATTENTION["d64"])
+    with pytest.raises(PlanError, match=r"overlap\(enabled='yes'\): enabled must be True or False"):
+        plan.overlap("yes")
+
+
+def test_overlap_with_one_tile_of_s_is_the_plan_without_it():
+    """Nothing to overlap where S's columns are one tile: the same kernel."""
+    options = dict(M=128, N=64, d=64, kv_tile=64, v_stages=1)
+    plain = compile_function_plan(*attention.attention(**options, overlap=False))[1]
+    overlapped = compile_function_plan(*_overlapped(attention.attention(**options)))[1]
+    assert emit_kernel(plain.kernels[0]) == emit_kernel(overlapped.kernels[0])

@@ -80,6 +80,7 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         persistence=plan.persistence,
         clustering=plan.clustering,
         split_deterministic=plan.split_deterministic,
+        overlap=plan.overlapped,
         fusion=fusion,
         sizes=sizes,
     )

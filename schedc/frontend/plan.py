@@ -155,6 +155,7 @@ class Plan:
         self.teams = 1  # warp_specialize(teams=): consumer teams taking a persistent grid's tiles in turn
         self.persistence: tuple[int, int] | None = None  # persistent: (group, blocks; 0 = one per SM)
         self.split_deterministic = True  # split_k: a split reduction's sums added in a fixed order
+        self.overlapped = False  # overlap: a chain's second product under the next tile's first
         self.clustering: tuple[GridUnit, int] | None = None  # cluster: (block unit, blocks along it)
         schedule._plan_created = True
 
@@ -671,6 +672,36 @@ class Plan:
                                    f"sm_{self.target.spec.sm}")
         self.specialization = (enabled, int(producer_registers or 0), int(consumer_registers or 0))
         self.teams = int(teams)
+
+    # -- overlap of a chain's products -----------------------------------------------------------
+
+    @recorded(_later)
+    def overlap(self, enabled: bool = True) -> None:
+        """A chain of products whose second accumulator is kept across the tiles of the first's
+        columns (attention: ``O += P @ V`` over the tiles of ``S = Q @ K^T``): each tile's second
+        product is issued after the next tile's first product and left in flight under the steps
+        between them (the row maximum, the exponentials, their sums), so that the tensor cores
+        multiply while the warpgroup computes; its operand's registers (the 16-bit copy of the
+        first's tile) live across the loop. FlashAttention-3 calls it the intra-warpgroup overlap.
+        The result is the same (the same products in the same order).
+
+        **Requires:** a wgmma chain whose second accumulator is kept across the loop over the
+        first's tiles (the fusing index inside it), one team of consumers, and the registers of
+        the first's tile, its 16-bit copy and the second's accumulator at once. Where the first's
+        columns are one tile there is nothing to overlap: the kernel is the same as without it.
+
+        Before → after (tile j of S; P its 16-bit copy)::
+
+            for j:  S = Q @ K[j]; wait           for j:  S = Q @ K[j]
+                    softmax(S); P = S                    if j > 0: O += P @ V[j-1]   (in flight)
+                    O *= corr; O += P @ V[j]             wait for S; softmax(S)
+                    wait                                 if j > 0: wait for O
+                                                         P = S; O *= corr
+                                                         if j is last: O += P @ V[j]; wait
+        """
+        if not isinstance(enabled, bool):
+            raise PlanError(f"overlap(enabled={enabled!r})", "enabled must be True or False")
+        self.overlapped = enabled
 
     # -- persistent grid ----------------------------------------------------------------------
 

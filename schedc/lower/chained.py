@@ -42,6 +42,7 @@ from ..ir.kernel import (
     Fragment,
     FragmentConvert,
     FragmentMma,
+    If,
     Load,
     MbarrierArrive,
     MbarrierInit,
@@ -197,6 +198,30 @@ def match(chain: Chain, target, first_model: Model, first: tensor.TensorMatch) -
     return dataclasses.replace(chain, tiles=tensor._edges(here, model, facts, tiles), carried=carried)
 
 
+def check_whole_columns(chain: Chain) -> None:
+    """The second product sums over the first's columns in whole tiles: past the nest's last column
+    its B's copy must fill zeros (B's rows there lie past B's array), or the padded columns of the
+    first's last tile (finite values: its own operands' copies, or other rows of them) would add
+    their products with B's rows of the next head, batch or part of B into the second's C."""
+    t, tiles = chain.model.tensorize, chain.tiles
+    if tiles.guards is None:
+        return
+    product = (tiles.c.buffer, chain.source, tiles.b.buffer)
+    found = poly.padding_witness(chain.model, tiles.guards, product, {tiles.b.buffer})
+    if found is None:
+        return
+    point, elements = found
+    b = f"{tiles.b.buffer}[{', '.join(map(str, elements[tiles.b.buffer]))}]"
+    shape = list(chain.model.buffer(tiles.b.buffer).shape)
+    iteration = ", ".join(f"{n}={v}" for n, v in point.items())
+    raise PlanError(where_second(chain), f"{chain.source}'s last tile of columns is partial: iteration "
+                                         f"({iteration}) of the whole tile multiplies {chain.source}'s column past "
+                                         f"the nest by {b}, "
+                                         f"inside {tiles.b.buffer}{shape} (its copy fills zeros only past the "
+                                         f"array), and adds it to {tiles.c.buffer}; tile {chain.source}'s columns by a "
+                                         "size that divides them", loops=t.loops)
+
+
 def _converted_to(value: Expr, source: str) -> ScalarType | None:
     """The type a statement casts its reads of ``source`` to (None: read as they are)."""
     for e in subexpressions(value):
@@ -271,6 +296,67 @@ class Statements:
     each: tuple[Stmt, ...]
     after: tuple[Stmt, ...]
     fill: tuple[Stmt, ...]
+    # overlapped (plan.overlap): the second product of the tile before, issued right after the first
+    # product's tiles are issued (an If on "not the first tile"), left in flight
+    issued: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Where the tiles of the first product the second is kept across start and end: ``later``
+    holds past the first tile, ``last`` at the last one (a masked loop's own last, ``tile_stop``)."""
+
+    later: Expr
+    last: Expr
+
+
+def _overlapped(chain: Chain, count: Expr, descriptor, copy: tuple[Stmt, ...], before, after, rescale,
+                tiles_a: list[Stmt], converts: list[Stmt], overlap: Overlap) -> Statements:
+    """The overlapped form (``plan.overlap``): the tile before's product issued under this tile's
+    first (``issued``); after the steps between, its wait and B's stage freed, then this tile's A
+    converted and the accumulator corrected; the last tile's product at the loop's end."""
+    previous = Binary("-", count, Const(1))
+    # the waits are unconditional: ptxas serializes every wgmma where some path (feasible or not)
+    # reads registers a product may still write
+    each = [WarpgroupWait(0), If(overlap.later, tuple(_freed(chain, previous, "the tile before's"))),
+            *converts, *rescale,
+            If(overlap.last, (*_issue(chain, count, descriptor), WarpgroupWait(0),
+                              *_freed(chain, count, "this tile's")), "the last tile's second product")]
+    issued = (If(overlap.later, tuple(_issue(chain, previous, descriptor, whose="the tile before's")),
+                 "the tile before's second product, under this tile's first"),)
+    return Statements((*before, *tiles_a), tuple(each), tuple(after), _fill(chain, count, copy), issued)
+
+
+def _issue(chain: Chain, count: Expr, descriptor, landed: tuple[Stmt, ...] = (), whose: str = "this tile's"
+           ) -> list[Stmt]:
+    """The second product of the first's tile ``count``: B's tile waited for (then ``landed``), the
+    products, committed."""
+    t, tiles = chain.model.tensorize, chain.tiles
+    stage, parity = slot(chain, count)
+    out: list[Stmt] = []
+    if not chain.cache.resident:
+        out.append(MbarrierWait(FULL, stage, parity, f"{whose} {chain.cache.array} has landed"))
+    out += [*landed, WarpgroupFence()]
+    for p in range(t.passes):
+        out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, stage), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
+    return [*out, WarpgroupCommit()]
+
+
+def _freed(chain: Chain, count: Expr, whose: str) -> list[Stmt]:
+    """B's stage of the first's tile ``count`` freed (its products are done)."""
+    if chain.cache.resident:
+        return []
+    stage, _ = slot(chain, count)
+    return [MbarrierArrive(EMPTY, stage, 0, f"{whose} products have read {chain.cache.array}'s tile")]
+
+
+def _fill(chain: Chain, count: Expr, copy: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    if chain.cache.resident:
+        return ()
+    stage, parity = slot(chain, count)
+    return (MbarrierWait(EMPTY, stage, Binary("-", Const(1), parity),
+                         f"the tile before's products have read {chain.cache.array}'s tile"),
+            MbarrierArrive(FULL, stage, chain.cache.stage_bytes, f"the bytes of {chain.cache.array}'s tile"), *copy)
 
 
 def barriers(chain: Chain) -> tuple[SharedBuffer, ...]:
@@ -301,7 +387,7 @@ def slot(chain: Chain, count: Expr) -> tuple[Expr, Expr]:
 
 def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...],
                first_rows: rows.RowLayout | None = None, dtypes: dict | None = None, row_of=None,
-               inside: Expr | None = None) -> Statements:
+               inside: Expr | None = None, overlap: Overlap | None = None) -> Statements:
     """After each tile of the first product: its accumulator ``source`` as the register A tiles of
     the second, which multiplies them into its own accumulator (set up before the loops it is kept
     across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
@@ -312,7 +398,9 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     types, ``row_of``: a row slot's subscript of the first's C, ``inside``: its tile's rows inside
     it, where it has an edge), they are set up before the loops,
     the accumulator is corrected before each product and divided by the row sums after the loops,
-    and OUTPUT row vectors are stored then (``lower/online.py``)."""
+    and OUTPUT row vectors are stored then (``lower/online.py``). ``overlap`` (``plan.overlap``, a
+    kept accumulator): the tile's product is issued after the next tile's first product instead
+    (``Statements.issued``), its A registers declared before the loops, the last tile's at its end."""
     model, tiles = chain.model, chain.tiles
     t = model.tensorize
     m, n, k = t.mma_shape.mnk
@@ -333,27 +421,18 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     if chain.output is not None:
         after = list(epilogue.stored_by_tma(tuple(after), chain.output, n))
     out: list[Stmt] = []
+    tiles_a = [Fragment(f"_p{p}", "matrix_a", m, n, k, tiles.operand_type, tiles.precision, "row_major", "wgmma",
+                        in_registers=True) for p in range(t.passes)]
+    converts = [FragmentConvert(f"_p{p}", source, p * k) for p in range(t.passes)]
+    if overlap is not None and chain.carried:
+        return _overlapped(chain, count, descriptor, copy, before, after, rescale, tiles_a, converts, overlap)
     for p in range(t.passes):  # first: the source's registers are free before the second's accumulator is set up
-        out += [Fragment(f"_p{p}", "matrix_a", m, n, k, tiles.operand_type, tiles.precision, "row_major", "wgmma",
-                         in_registers=True),
-                FragmentConvert(f"_p{p}", source, p * k)]
+        out += [tiles_a[p], converts[p]]
     if not chain.carried:
         out += before
-    stage, parity = slot(chain, count)
-    if not chain.cache.resident:
-        out.append(MbarrierWait(FULL, stage, parity, f"this tile's {chain.cache.array} has landed"))
-    out += rescale
-    out.append(WarpgroupFence())  # (a resident B has landed before the first tile: hopper)
-    for p in range(t.passes):
-        out += [*descriptor(f"_d{p}", "B", tiles.b, p, {}, stage), FragmentMma("_e", f"_p{p}", f"_d{p}", "_e")]
-    out += [WarpgroupCommit(), WarpgroupWait(0)]
-    fill: tuple[Stmt, ...] = ()
-    if not chain.cache.resident:
-        out.append(MbarrierArrive(EMPTY, stage, 0, f"this tile's products have read {chain.cache.array}'s tile"))
-        fill = (MbarrierWait(EMPTY, stage, Binary("-", Const(1), parity),
-                             f"the tile before's products have read {chain.cache.array}'s tile"),
-                MbarrierArrive(FULL, stage, chain.cache.stage_bytes, f"the bytes of {chain.cache.array}'s tile"),
-                *copy)
+    # (a resident B has landed before the first tile: hopper)
+    out += [*_issue(chain, count, descriptor, landed=rescale), WarpgroupWait(0), *_freed(chain, count, "this tile's")]
+    fill = _fill(chain, count, copy)
     if chain.carried:
         return Statements(tuple(before), tuple(out), tuple(after), fill)
     return Statements((), (*out, *after), (), fill)

@@ -471,7 +471,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     compiled = launch_registers(consumers + (PRODUCER_THREADS if enabled else 0), model.blocks_per_sm)
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled,
                          chain.online if chain is not None else None).bind(shape, ring)
-    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), budget, tiles)
+    stops = _masked_tiles(chain, model, facts, launch, roles)
+    parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), budget, tiles, stops, roles.specialized)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
     item_shared, item_inits, item_start, item_end = item_copies(caches, ring, as_expr, team)
@@ -488,7 +489,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Barrier("the barriers are set up"))
     consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *item_start, *_consumer_body(
         model, facts, shape, ring, products, streamed, as_expr, chain=parts,
-        carried=carried_loops(chain, shape, facts), stops=_masked_tiles(chain, model, facts, launch, roles)),
+        carried=carried_loops(chain, shape, facts), stops=stops),
         *item_end), by_team=True),
         *((epilogue.stores_done(),) if output is not None or (chain and chain.output) is not None else ()))
     if launch.teams > 1:  # the teams run apart, meeting at mbarriers: a role of teams
@@ -593,9 +594,11 @@ def carried_loops(chain: chained.Chain | None, shape: LoopShape, facts) -> tuple
 
 
 def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_expr,
-           budget: int, tiles: tensor.TensorMatch) -> chained.Statements | None:
+           budget: int, tiles: tensor.TensorMatch, stops: dict[str, Expr],
+           specialized: bool = True) -> chained.Statements | None:
     """A chain's second product after each tile of the first (``chained``), its accumulator kept
-    across the carried loops: the innermost of the loops around the first's tile."""
+    across the carried loops: the innermost of the loops around the first's tile (``stops``: a
+    masked loop's end in the block, ``_masked_tiles``)."""
     if chain is None:
         return None
     here = chained.where_second(chain)
@@ -622,7 +625,32 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_
     edge = tensor._edge(model, tiles, as_expr, {})  # its rows do not depend on the carried loops (S's columns)
     inside = substitute(edge.rows, fused.single_valued(model)) if edge is not None else None
     return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy), lanes, dtypes,
-                              row_of, inside)
+                              row_of, inside, _overlap(chain, model, inner, ring.facts, stops, specialized))
+
+
+def _overlap(chain: chained.Chain, model, carried: tuple[str, ...], facts, stops: dict[str, Expr],
+             specialized: bool) -> chained.Overlap | None:
+    """plan.overlap's tiles: past the first of the loops the second accumulator is kept across, and
+    at their last (a masked loop's own end in the block). None where the first's columns are one
+    tile (no such loops: nothing to overlap, the kernel is the plan's without it)."""
+    if not model.overlap or not chain.carried:
+        return None
+    c = chain.cache
+    if not specialized and not c.resident and c.stages == 1:
+        raise PlanError("overlap()", f"{c.array}'s tile of one stage is copied by the consumers' thread 0 at the start "
+                                     f"of each tile of {chain.source}, once the tile before's second product is done "
+                                     "reading it; overlapped, that product is done only in the middle of this tile, "
+                                     f"after the copy would wait for it: give {c.array}'s cache stages=2, or keep the "
+                                     "producer warpgroup (warp_specialize)")
+
+    def last(name: str) -> Expr:
+        lf, spec = facts.loop(name), model.loop(name)
+        if name in stops:
+            end = Binary("min", Const(lf.stop(spec.end)), stops[name])
+            return Binary(">=", Binary("+", Var(name), Const(spec.step)), end)
+        return Binary("==", Var(name), Const(lf.last))
+
+    return chained.Overlap(_not(_at(facts, carried, last=False)), all_of(last(n) for n in carried))
 
 
 def _loops(model, tiles: tensor.TensorMatch, first: TmaCache) -> LoopShape:
@@ -857,7 +885,7 @@ def _consumer_body(model, facts, shape: LoopShape, ring: Ring, products, caches,
         return _nest(model, facts, shape.outer, (*before, *wait, *pipelined, *give, *after))
     copy = (If(Binary("==", Var("threadIdx.x"), Const(0)), chain.fill, "thread 0 copies the second product's B tile"),
             ) if chain.fill else ()
-    per_tile = (*before, *wait, *pipelined, *give, *copy, *after, *chain.each)
+    per_tile = (*before, *wait, *pipelined, *chain.issued, *give, *copy, *after, *chain.each)
     outside = shape.outer[:len(shape.outer) - len(carried)]
     return _nest(model, facts, outside, (*chain.before, *_nest(model, facts, carried, per_tile, stops=stops),
                                          *chain.after))

@@ -101,6 +101,11 @@ def chain(ir: Lowering) -> Lowering:
     """A chain of products (two tensorize calls): the first's Model (and facts) go on, the second is attached."""
     model, second = chained.split(ir.model)
     if second is None:
+        if ir.model.overlap:
+            raise PlanError("overlap()", "overlap issues a chain's second product under the next tile's first: it "
+                                         "takes a fused schedule of two tensorized products, the first's C the "
+                                         "second's A (lower/chained.py); this plan has "
+                                         + ("one product" if ir.model.tensorize is not None else "none"))
         return ir
     return dataclasses.replace(ir, model=model, facts=poly.analyze(model), chain=second)
 
@@ -112,6 +117,8 @@ def tensorize(ir: Lowering) -> Lowering:
     target = Target.known(ir.model.target)
     tiles = tensor.match(ir.model, ir.facts, target)
     second = ir.chain and chained.match(ir.chain, target, ir.model, tiles)
+    if second is not None:
+        chained.check_whole_columns(second)
     return dataclasses.replace(ir, tiles=tiles, scratch=tensor.edge_scratch(ir.model, tiles, ir.launch.threads),
                                chain=second)
 

@@ -22,6 +22,10 @@ fill barrier (``FILLS``). Two passes make that program fast:
 
       for k: lets; fill k; wait full; products; wait 0; free k
         →  fill 0 .. S-2;  for k: lets; wait full; products; wait 1; free k-1; fill k+S-1;  wait 0; free last
+
+  Products issued right after the pass under a condition (a chain's second product of the tile
+  before, ``plan.overlap``) stay in flight: the pass's last wait joins them, ``wait 1`` where they
+  were issued, ``wait 0`` where not.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from ..ir.kernel import (
     Stmt,
     TmaLoad,
     Var,
+    WarpgroupCommit,
     WarpgroupWait,
 )
 from ..ir.walk import exprs, map_all_exprs, map_bodies, map_stmt, substitute, variables, walk_statements
@@ -166,8 +171,20 @@ def _rewrite_pass(body: tuple[Stmt, ...], ring: hopper.Ring) -> tuple[Stmt, ...]
     start = first - 1 if first and _turn(body[first - 1], MbarrierWait) else first
     end = last + 1 if last < len(body) and _turn(body[last], MbarrierArrive) else last
     prologue = _prologue(found[0], ring) if found else ()
-    finish = (WarpgroupWait(0), _release_last(ring))
-    return (*body[:start], *prologue, *body[start:first], *region, *body[last:end], *finish, *body[end:])
+    finish: tuple[Stmt, ...] = (WarpgroupWait(0), _release_last(ring))
+    rest = end
+    if end < len(body) and _issued(body[end]):  # products issued after the pass stay in flight past its wait
+        issued = body[end]  # (one If for both: ptxas serializes wgmma where a path it cannot rule out races)
+        finish = (If(issued.cond, (*issued.body, WarpgroupWait(1)), issued.comment + "; the pass's products done",
+                     (WarpgroupWait(0),)), _release_last(ring))
+        rest = end + 1
+    return (*body[:start], *prologue, *body[start:first], *region, *body[last:end], *finish, *body[rest:])
+
+
+def _issued(s: Stmt) -> bool:
+    """Whether ``s`` issues products under a condition and leaves them in flight (a chain's second
+    product of the tile before, ``plan.overlap``): an If whose body ends with their commit."""
+    return isinstance(s, If) and bool(s.body) and isinstance(s.body[-1], WarpgroupCommit) and not s.orelse
 
 
 def _step_end(body: tuple[Stmt, ...], start: int) -> int:

@@ -216,6 +216,8 @@ def _plan(program: Program) -> str:
         lines.append(f"plan.warp_specialize({enabled}{registers}{teams})")
     if program.order_free:
         lines.append("plan.split_k(deterministic=False)")
+    if program.overlap:
+        lines.append("plan.overlap()")
     return "\n".join(lines) + "\n"
 
 

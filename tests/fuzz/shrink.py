@@ -145,6 +145,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, teams=1)
     if p.order_free:
         yield replace(p, order_free=False)
+    if p.overlap:
+        yield replace(p, overlap=False)
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])
