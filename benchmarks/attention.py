@@ -108,8 +108,10 @@ def measure(fn, arguments: dict) -> dict[str, float]:
     gqa |= {"is_causal": True} if arguments.get("causal") else {}
     arrays = (q.view(-1, d), k.view(-1, d), v.view(-1, d), o.view(-1, d))
     fn(*arrays)
-    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION if "enable_gqa" in gqa else SDPBackend.FLASH_ATTENTION):
-        want = sdpa(q, k, v, **gqa).float()
+    group = heads // kv_heads  # the reference on K and V repeated for each query head of a group
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        want = sdpa(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1),
+                    is_causal=bool(arguments.get("causal"))).float()
     error = ((o.float() - want).abs().max() / want.abs().max()).item()
     assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
     times = {"schedc": do_bench(lambda: fn(*arrays), return_mode="median"), "error": error}

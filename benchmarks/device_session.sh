@@ -66,9 +66,9 @@
 #   FUZZ_SEED (4600), FUZZ_JOBS (14): every accepted program checked against the reference and,
 #   element for element, the emulator; every program the emulator refuses run on the GPU all the
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
-# attention: EXTRA_TESTS, SANITIZE (1), TOOLS, VARIANTS (1: --variants), ONLY (benchmarks/attention.py's
-#   --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too). Writes attention.txt, b2b.txt,
-#   resources.txt.
+# attention: EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
+#   (benchmarks/attention.py's --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too). Writes
+#   attention.txt, b2b.txt, resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
 #   tools, "memcheck racecheck synccheck"), SANITIZE_K (fused: the pytest -k of the sanitized tests).
 # torch:    RUNS (2: call_overhead.py's runs), CALLS (its --calls). The operators' C++ kernel is built
@@ -384,7 +384,6 @@ mode_fused() {
 mode_attention() {
   local args=()
   gpu_tests 0 -n 8 tests/test_online.py tests/test_chained.py tests/test_rows.py ${EXTRA_TESTS:-}
-  [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_online.py gpu
   python3 -m schedc build samples/attention.py --output-dir hat_packages 2>&1 | tail -1
   cuobjdump --dump-resource-usage hat_packages/attention/attention.cubin 2>&1 | grep -E "Function|REG" \
     | tee "$OUT/resources.txt"
@@ -392,6 +391,7 @@ mode_attention() {
   [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
   timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
   [ "${B2B:-0}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
+  [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_online.py gpu  # last: a slow sanitizer cannot cost the timing
 }
 
 mode_reduce() {
