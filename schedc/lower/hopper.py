@@ -73,7 +73,7 @@ from ..ir.kernel import (
     shared_layout,
 )
 from ..ir.types import ScalarType
-from ..ir.walk import substitute, walk_statements
+from ..ir.walk import subexpressions, substitute, walk_statements
 from ..targets import CopyEngine, MemorySpace
 from . import batched, cache, chained, epilogue, fused, masked, operands, tensor
 from .launch import WARPGROUP, Launch, Persistent, assemble, persistent_loop, split_coordinates
@@ -472,6 +472,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     products = _Products(model, tiles, caches, as_expr, budget, output, compiled,
                          chain.online if chain is not None else None).bind(shape, ring)
     stops = _masked_tiles(chain, model, facts, launch, roles)
+    block_lets = _longest_first(block_lets, stops, launch)
     parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), budget, tiles, stops, roles.specialized)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
@@ -519,6 +520,25 @@ def _masked_tiles(chain: chained.Chain | None, model, facts, launch: Launch, rol
         return {}
     stop = masked.tile_stop(chain.online, model, facts, several[0])
     return {several[0]: stop} if stop is not None else {}
+
+
+def _longest_first(lets: tuple[Let, ...], stops: dict[str, Expr], launch: Launch) -> tuple[Let, ...]:
+    """The block-bound loops a masked loop's end grows with, walked backwards over their blocks:
+    the blocks with the most tiles start first and the last blocks to start are short (a causal
+    attention's query blocks: its diagonal's longest rows first, FlashAttention-3's order)."""
+    read = {v.name for stop in stops.values() for v in subexpressions(stop) if isinstance(v, Var)}
+    axes = {f"blockIdx.{axis}": (n, launch.grid[n]) for n, axis in enumerate("xyz")}
+    out = []
+    for let in lets:
+        units = {v.name for v in subexpressions(let.value) if isinstance(v, Var) and v.name in axes}
+        if let.name in read and len(units) == 1 and isinstance(axes[next(iter(units))][1], int):
+            unit = next(iter(units))
+            last = Const(axes[unit][1] - 1)
+            let = dataclasses.replace(let, value=substitute(let.value, {unit: Binary("-", last, Var(unit))}),
+                                      comment=(let.comment + "; " if let.comment else "") +
+                                      "the blocks with the most tiles first")
+        out.append(let)
+    return tuple(out)
 
 
 def make_ring(model, facts, launch: Launch, roles: WarpRoles, caches: tuple[TmaCache, ...]) -> Ring:
