@@ -70,7 +70,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
     the blocks skip the tiles of keys past their last query (``schedc/lower/online.py``), which
     takes one work item a block (``persistent``: off by default when causal, on otherwise), the
-    query blocks on BLOCK_Z, the longest first;
+    blocks of each head's queries in reverse (the longest first);
     ``lse``: also each row's log-sum-exp of the scaled scores, ``L = scale * max + log(sum)``, a
     float32 OUTPUT of ``batch * heads * M`` (after O in the arrays), which a backward pass reads;
     ``overlap``: each tile's ``P @ V`` issued under the next tile's ``Q @ K^T`` and softmax
@@ -147,10 +147,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     schedule.reorder(z, g, i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
 
     plan = schedule.create_plan(target)
-    # causal: the query blocks are the grid's slowest dimension, which the kernel walks backwards
-    # (the blocks with the most tiles of keys first, every head's alike)
-    outer, inner = (i, z) if causal else (z, i)
-    plan.bind({outer: target.GridUnit.BLOCK_Z, g: target.GridUnit.BLOCK_Y, inner: target.GridUnit.BLOCK_X,
+    plan.bind({z: target.GridUnit.BLOCK_Z, g: target.GridUnit.BLOCK_Y, i: target.GridUnit.BLOCK_X,
                ii: target.GridUnit.WARPGROUP_Y})
     start_at_zero = dict(prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
     plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, **start_at_zero)

@@ -673,7 +673,7 @@ def test_attention_plans_drawn_at_random_match_the_reference_or_are_refused(opti
 
 
 def test_a_causal_attention_runs_its_longest_query_blocks_first():
-    """The query blocks (BLOCK_Z in the sample) walked backwards: block 0 takes the last queries,
+    """The query blocks (BLOCK_X in the sample) walked backwards: block 0 takes the last queries,
     whose tiles of keys are the most; the non-causal plan keeps the grid's order."""
     from schedc.ir.kernel import Let
 
@@ -681,7 +681,7 @@ def test_a_causal_attention_runs_its_longest_query_blocks_first():
         return [s for s in walk_statements(fn.kernels[0].body) if isinstance(s, Let) and s.name == "i"]
 
     model, fn = compile_function_plan(*attention.attention(**ATTENTION["gqa_causal"]))
-    assert lets(fn) and all(Binary("-", Const(2), Var("blockIdx.z")) in list(subexpressions(s.value))
+    assert lets(fn) and all(Binary("-", Const(2), Var("blockIdx.x")) in list(subexpressions(s.value))
                             for s in lets(fn))
     options = {**ATTENTION["gqa_causal"], "causal": False, "persistent": False}
     model, fn = compile_function_plan(*attention.attention(**options))
