@@ -687,3 +687,24 @@ def test_a_causal_attention_runs_its_longest_query_blocks_first():
     model, fn = compile_function_plan(*attention.attention(**options))
     assert lets(fn) and not any(isinstance(e, Binary) and e.op == "-" for s in lets(fn)
                                 for e in subexpressions(s.value))
+
+
+def test_a_mask_runs_on_the_tiles_that_cross_its_edge_alone():
+    """select(j <= i, S, -inf) leaves a tile whose last column is at most its first row's as it
+    is: the mask's map runs under the condition that the tile's corner (its first row, last column)
+    is past the edge; the kernel still matches the reference (rows past the diagonal masked)."""
+    model, fn = compile_function_plan(*attention.attention(**ATTENTION["gqa_causal"]))
+    guarded = [s for s in walk_statements(fn.kernels[0].body) if isinstance(s, If)
+               and any(isinstance(x, FragmentMap) and _selects(x) for x in s.body)]
+    assert len(guarded) == 1
+    cond = guarded[0].cond
+    assert cond.op == ">" and cond.rhs == Const(0)
+    assert Const(63) in list(subexpressions(cond.lhs))  # the tile's last column: jj at 63 (64 keys a tile)
+    assert not any(isinstance(x, FragmentMap) and _selects(x) for x in walk_statements(fn.kernels[0].body)
+                   if not any(x is y for g in guarded for y in g.body))
+    _passed(emulate_function(model, fn, None, seed=13))
+
+
+def _selects(s) -> bool:
+    return any(isinstance(e, Call) and e.function is Function.SELECT and e.args[2] == Const(-math.inf, T.float32)
+               for x in walk_statements((s,)) for e in _expressions(x))

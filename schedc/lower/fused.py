@@ -29,9 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PlanError
+from ..ir.functions import Function
 from ..ir.kernel import (
     ELEMENT,
     Binary,
+    Call,
     Cast,
     Const,
     Expr,
@@ -47,7 +49,7 @@ from ..ir.kernel import (
 from ..ir.patterns import widened
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, subexpressions, substitute
-from . import rows
+from . import masked, rows
 
 
 def in_loops(model, store: Store) -> Store:
@@ -270,12 +272,29 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
         if edge is not None:
             inside = all_of((Binary("<", Var(row), edge.rows), Binary("<", Var(col), edge.cols)))
             body = (If(inside, body, "the element lies inside C"),)
-        maps.append(FragmentMap(fragment, accumulator, row, col, body, columns))
+        mapped: Stmt = FragmentMap(fragment, accumulator, row, col, body, columns)
+        whole = _kept_whole(model, value, fragment, accumulator)
+        maps.append(If(_negated(whole), (mapped,), "the tile crosses the mask's edge") if whole is not None else mapped)
     later = set(online.output_vectors) if online is not None else set()
     for vector in sorted(v for v in vectors if model.buffer(v).role == "output" and v not in later):
         maps += rows.stored(vector, model.buffer(vector).dtype, lanes, fragment, row_of(model, lanes, fixed),
                             edge.rows if edge is not None else None)
     return tuple(maps)
+
+
+def _kept_whole(model, value: Expr, fragment: str, accumulator: ScalarType) -> Expr | None:
+    """Where a mask ``select(condition, element, other)`` keeps every element of the tile as it is
+    (``masked.kept_whole`` at the tile's corner): it need not run there. None for other statements."""
+    if not (isinstance(value, Call) and value.function is Function.SELECT
+            and value.args[1] == Load(fragment, (ELEMENT,), accumulator)):
+        return None
+    t = model.tensorize
+    m, n, _ = t.mma_shape.mnk
+    return masked.kept_whole(value.args[0], {t.loops[0]: m - 1, t.loops[1]: n - 1}, [lp.name for lp in model.loops])
+
+
+def _negated(comparison: Binary) -> Expr:
+    return Binary({"<": ">=", "<=": ">"}[comparison.op], comparison.lhs, comparison.rhs)
 
 
 def row_of(model, lanes: rows.RowLayout, fixed: dict[str, Expr]):

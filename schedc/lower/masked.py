@@ -13,7 +13,7 @@ the tiles' first column. Before → after (rows of 128 a block, tiles of 64 keys
 
 from __future__ import annotations
 
-from ..ir.affine import Affine
+from ..ir.affine import Affine, affine_expr
 from ..ir.functions import Function
 from ..ir.kernel import Binary, Call, Cast, Const, Expr, Var
 from ..ir.types import ScalarType
@@ -92,6 +92,21 @@ def _upper_bound(condition: Expr) -> tuple[Affine, bool] | None:
     return rhs.plus(lhs.scale(-1)), condition.op == ">"
 
 
+def kept_whole(condition: Expr, lasts: dict[str, int], order: list[str]) -> Expr | None:
+    """Where ``condition`` (an affine comparison of the indices) holds at every value ``0 ..
+    lasts[v]`` of the loops ``v`` in ``lasts`` (a tile's rows and columns), the others as they are:
+    its difference at the tile's extreme corner; None where it is not such a comparison. A mask
+    step ``S = select(condition, S, -inf)`` leaves such a tile as it is (``fused.epilogue_maps``
+    runs it on the tiles that cross the condition's edge alone: a causal attention's diagonal);
+    ``order``: the loops, for the expression's terms."""
+    bound = _upper_bound(condition)
+    if bound is None:
+        return None
+    difference, strict = bound
+    corner = difference.substitute({v: Affine((), last if difference.coeff(v) > 0 else 0) for v, last in lasts.items()})
+    return Binary("<" if strict else "<=", affine_expr(corner, order), Const(0))
+
+
 EXACT = (ScalarType.int32, ScalarType.int64, ScalarType.float64)  # hold every index exactly
 
 
@@ -103,4 +118,4 @@ def _index(e: Expr) -> Expr:
     return e
 
 
-__all__ = ["tile_stop"]
+__all__ = ["kept_whole", "tile_stop"]
