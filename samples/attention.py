@@ -7,6 +7,7 @@ tensorized on wgmma (``row`` is the query's row of Q: its batch and head's rows 
 
     S[row, j] += Q[row, k] * K[kv_row, k]                  the scores, a float32 TEMP
     peak[row] = -inf; total[row] = 0                       row vectors
+    S[row, j] = cap * fast_tanh(S[row, j] * (scale / cap)) with softcap=cap (then scale is 1 below)
     S[row, j] = select(j <= i, S[row, j], -inf)            causal only
     peak[row] = max(peak[row], S[row, j])
     S[row, j] = fast_exp((S[row, j] - peak[row]) * scale)
@@ -21,11 +22,12 @@ analysis proves the online form of the softmax over them (``schedc/lower/online.
 maximum and sum live in the registers of the threads that hold the row across the whole loop, the
 sum and O's accumulator are multiplied by ``exp(scale * (old - new))`` as the maximum grows, and O is
 divided by the sum after the last tile. ``fast_exp`` is computed base two, log2(e) folded into the
-scale: ``exp2(S * scale * log2(e) + peak * (-scale * log2(e)))``, the row's term once a tile. S never leaves the registers: each tile's scores are
-converted to 16 bits in place and fed to the second wgmma as its A operand; each tile's
-``P @ V`` is issued after the next tile's ``Q @ K^T`` and runs under its softmax (``plan.overlap``). Q's rows of the block
-are copied once a work item (cached at j, outside the tiles of keys), K's tiles come through a TMA
-ring fed by a producer warpgroup, V's rows of each tile through a ring of their own;
+scale: ``exp2(S * scale * log2(e) + peak * (-scale * log2(e)))``, the row's term once a tile. S
+never leaves the registers: each tile's scores are converted to 16 bits in place and fed to the
+second wgmma as its A operand; each tile's ``P @ V`` is issued after the next tile's ``Q @ K^T``
+and runs under its softmax (``plan.overlap``). Q's rows of the block are copied once a work item
+(cached at j, outside the tiles of keys), K's tiles come through a TMA ring fed by a producer
+warpgroup, V's rows of each tile through a ring of their own;
 two consumer warpgroups take 64 query rows each; a persistent grid takes the (batch and K/V head,
 query head of its group, block of queries) work items.
 
@@ -54,7 +56,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
-              overlap: bool = True):
+              overlap: bool = True, softcap: float | None = None):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
     row-major arrays: Q and O ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``;
@@ -74,8 +76,12 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``lse``: also each row's log-sum-exp of the scaled scores, ``L = scale * max + log(sum)``, a
     float32 OUTPUT of ``batch * heads * M`` (after O in the arrays), which a backward pass reads;
     ``overlap``: each tile's ``P @ V`` issued under the next tile's ``Q @ K^T`` and softmax
-    (``plan.overlap``)."""
+    (``plan.overlap``); ``softcap``: the scaled scores capped, ``softcap * tanh(scale * S /
+    softcap)``, before the mask and the softmax (Gemma 2's attention logit soft-capping; the
+    ``tanh.approx`` instruction, ``acc.fast_tanh``, with ``acc.fast_exp``)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
+    factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
+    tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
     kv_tile = kv_tile or (128 if d <= 128 and N % 128 == 0 else 64)
     kv_heads = kv_heads or heads
     persistent = not causal if persistent is None else persistent
@@ -109,11 +115,14 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     def mask(row, i1, j1):  # query i1 sees the keys up to itself
         S[row, j1] = acc.select(j1 <= i1, S[row, j1], -math.inf)
 
+    def capped(row, i1, j1):  # the scaled scores held within (-softcap, softcap)
+        S[row, j1] = softcap * tanh(S[row, j1] * (scale / softcap))
+
     def maximum(row, i1, j1):
         peak[row] = acc.max(peak[row], S[row, j1])
 
     def exponentials(row, i1, j1):
-        S[row, j1] = exponential((S[row, j1] - peak[row]) * scale)
+        S[row, j1] = exponential((S[row, j1] - peak[row]) * factor)
 
     def add(row, i1, j1):
         total[row] += S[row, j1]
@@ -122,7 +131,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
         S[row, j1] = S[row, j1] / total[row]
 
     def log_sum_exp(row, i1, j1):  # the row's sum and maximum are whole: the kernel sets L after the last tile
-        L[row] = peak[row] * scale + acc.log(total[row])
+        L[row] = peak[row] * factor + acc.log(total[row])
 
     output = acc.Nest(shape=(Z, G, M, N, d))
     z2, g2, i2, j2, l2 = output.get_indices()
@@ -131,7 +140,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     def _():
         O[(z2 * G + g2) * M + i2, l2] += acc.cast(S[(z2 * G + g2) * M + i2, j2], dtype) * V[z2 * N + j2, l2]
 
-    steps = [step(logic) for logic in (start, *((mask,) if causal else ()), maximum, exponentials, add,
+    steps = [step(logic) for logic in (start, *((capped,) if softcap else ()), *((mask,) if causal else ()),
+                                       maximum, exponentials, add,
                                        *((log_sum_exp,) if lse else ()), divide)]
     schedule = acc.fuse((scores.create_schedule(), *steps, output.create_schedule()), partial=4)
     f, z, g, i, j, k, l = schedule.get_indices()

@@ -656,14 +656,15 @@ def _attention_options(draw) -> dict:
                 persistent=draw(st.sampled_from((None, True, False))),
                 exponential=draw(st.sampled_from((acc.exp, acc.fast_exp))),
                 dtype=draw(st.sampled_from((T.float16, T.bfloat16))), stages=draw(st.sampled_from((1, 2, 3))),
-                v_stages=draw(st.sampled_from((1, 2))), producer=draw(st.booleans()))
+                v_stages=draw(st.sampled_from((1, 2))), producer=draw(st.booleans()),
+                softcap=draw(st.sampled_from((None, None, 2.0))))
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(_attention_options())
 def test_attention_plans_drawn_at_random_match_the_reference_or_are_refused(options):
     """Heads, grouped heads, causal masks, ragged queries and keys, tiles, rings, overlap, the
-    exponential, persistence: each plan is refused with a PlanError, or every block of it emulates
+    exponential, soft-capping, persistence: each plan is refused with a PlanError, or every block of it emulates
     to the float64 reference (76 of 120 drawn locally ran, 44 refused, 0 wrong)."""
     try:
         model, fn = compile_function_plan(*attention.attention(**options))
@@ -708,3 +709,15 @@ def test_a_mask_runs_on_the_tiles_that_cross_its_edge_alone():
 def _selects(s) -> bool:
     return any(isinstance(e, Call) and e.function is Function.SELECT and e.args[2] == Const(-math.inf, T.float32)
                for x in walk_statements((s,)) for e in _expressions(x))
+
+
+@pytest.mark.parametrize("options", [dict(M=128, N=256, d=64, softcap=2.0, lse=True),
+                                     dict(M=128, N=128, d=128, softcap=1.5, causal=True, rows=64, kv_tile=64,
+                                          exponential=acc.exp)], ids=["fast", "causal_accurate"])
+def test_soft_capped_scores_match_the_reference(options):
+    """softcap * tanh(scale * S / softcap) before the mask and the softmax: an element-wise step on
+    S before the row's maximum, the exponentials then of the capped scores as they are."""
+    model, fn = compile_function_plan(*attention.attention(**options))
+    tanh = Function.FAST_TANH if options.get("exponential", acc.fast_exp) is acc.fast_exp else Function.TANH
+    assert _calls(fn, tanh)
+    _passed(emulate_function(model, fn, None, seed=14))
