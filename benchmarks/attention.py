@@ -53,12 +53,15 @@ def main() -> None:
 
     package = sample_package("attention", ROOT / "hat_packages")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
-    functions = [(name, fn, attention.FUNCTIONS[name]) for name, fn in package.functions.items()]
+    functions = [(name, fn, attention.FUNCTIONS[name]) for name, fn in package.functions.items()
+                 if name in attention.FUNCTIONS]
+    decode = [(name, fn, attention.DECODE[name]) for name, fn in package.functions.items() if name in attention.DECODE]
     if "--variants" in sys.argv:
         functions += variants()
     if "--only" in sys.argv:
         prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(","))
         functions = [f for f in functions if f[0].startswith(prefixes)]
+        decode = [f for f in decode if f[0].startswith(prefixes)]
     print(f"{'function':>34} {'schedc ms':>9} {'TFLOP/s':>8} "
           + " ".join(f"{b + ' ms (TFLOP/s)':>19}" for b in BACKENDS) + f" {'x best':>7} {'error':>9}")
     for name, fn, arguments in functions:
@@ -69,6 +72,17 @@ def main() -> None:
         best = min((t[b] for b in BACKENDS if b in t), default=float("nan"))
         cells = " ".join(f"{t[b]:10.3f} ({flops / t[b] / 1e9:5.0f})" if b in t else f"{'-':>19}" for b in BACKENDS)
         print(f"{name:>34} {t['schedc']:9.3f} {flops / t['schedc'] / 1e9:8.0f} {cells} {best / t['schedc']:7.3f} "
+              f"{t['error']:9.2e}")
+    if decode:
+        print(f"decode: {'function':>42} {'schedc ms':>9} {'TB/s':>5} "
+              + " ".join(f"{b + ' ms (TB/s)':>16}" for b in BACKENDS) + f" {'x best':>7} {'error':>9}")
+    for name, fn, arguments in decode:  # one query a head: K and V's bytes over the time
+        rounds = [measure(fn, arguments, decode=True) for _ in range(ROUNDS)]
+        t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        read = 2 * 2 * math.prod(arguments.get(key, 1) for key in ("batch", "heads", "N", "d"))
+        best = min((t[b] for b in BACKENDS if b in t), default=float("nan"))
+        cells = " ".join(f"{t[b]:8.3f} ({read / t[b] / 1e9:5.2f})" if b in t else f"{'-':>16}" for b in BACKENDS)
+        print(f"{name:>50} {t['schedc']:9.3f} {read / t['schedc'] / 1e9:5.2f} {cells} {best / t['schedc']:7.3f} "
               f"{t['error']:9.2e}")
 
 
@@ -90,8 +104,10 @@ def variants():
     return [(name, fn, chosen[name]) for name, fn in acc.load(out / "attention_variants.hat").functions.items()]
 
 
-def measure(fn, arguments: dict) -> dict[str, float]:
-    """schedc's O and each backend's on the same (batch, heads, seq, d) tensors, timed."""
+def measure(fn, arguments: dict, decode: bool = False) -> dict[str, float]:
+    """schedc's O and each backend's on the same (batch, heads, seq, d) tensors, timed. ``decode``:
+    Q is (batch, heads * M, 1, d), M query heads a K/V head, each with one query (the same memory
+    as the function's (batch, heads, M, d))."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -103,6 +119,8 @@ def measure(fn, arguments: dict) -> dict[str, float]:
     torch.manual_seed(0)
     q = torch.randn(batch, heads, M, d, device="cuda", dtype=dtype)
     k, v = (torch.randn(batch, kv_heads, N, d, device="cuda", dtype=dtype) for _ in range(2))
+    if decode:
+        q, heads = q.view(batch, heads * M, 1, d), heads * M
     o = torch.empty_like(q)
     gqa = {"enable_gqa": True} if kv_heads != heads else {}
     gqa |= {"is_causal": True} if arguments.get("causal") else {}

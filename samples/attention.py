@@ -39,7 +39,11 @@ The functions (``FUNCTIONS``; the arrays are the contiguous (batch, heads, seq, 
 - ``attention_fp16_b2h16_16384x128``: 16384 queries and keys, batch 2;
 - ``attention_bf16_b4h64kv8_8192x128``: grouped-query attention, 64 query heads over 8 K/V heads;
 - ``..._causal``: each query sees the keys up to its own position (torch's ``is_causal``), the
-  tiles of keys past a block's last query skipped.
+  tiles of keys past a block's last query skipped;
+- ``attention_bf16_decode_b16h32kv8_{8192,32768}x128`` (``DECODE``): one query for each of 32 heads
+  of 16 sequences against 8 K/V heads of 8192 or 32768 keys: a K/V head's 4 query heads are its
+  4 query rows (a 64-row tile; the rows past them, the next heads' queries, are computed and never
+  stored), one block a K/V head of a sequence, K and V read once.
 
 ``attention`` builds the plan for any sizes the chain allows (``benchmarks/attention.py`` times it
 against torch's scaled_dot_product_attention on the same tensors).
@@ -189,8 +193,17 @@ FUNCTIONS = {  # name: attention's arguments
                                                     dtype=BF16, causal=True),
 }
 
+# decode: one query a head against a long K/V cache; a K/V head's query heads (32 over 8: 4) are its
+# M query rows, which Q's (batch, heads, 1, d) memory holds in turn; one block a K/V head of a sequence
+DECODE = {  # name: attention's arguments
+    "attention_bf16_decode_b16h32kv8_8192x128": dict(M=4, N=8192, d=128, batch=16, heads=8, dtype=BF16, rows=64,
+                                                     stages=4),
+    "attention_bf16_decode_b16h32kv8_32768x128": dict(M=4, N=32768, d=128, batch=16, heads=8, dtype=BF16, rows=64,
+                                                      stages=4),
+}
+
 if __name__ == "__main__":
     package = acc.Package()
-    for name, arguments in FUNCTIONS.items():
+    for name, arguments in {**FUNCTIONS, **DECODE}.items():
         package.add(*attention(**arguments), base_name=name)
     package.build("attention", format=acc.Package.Format.HAT_SOURCE, output_dir="hat_packages/attention")

@@ -304,7 +304,9 @@ def test_a_second_product_onto_e_as_it_is_is_refused():
         online.derive(dataclasses.replace(model, chained=kept))
 
 
-ATTENTION = {"d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
+ATTENTION = {"decode": {**attention.DECODE["attention_bf16_decode_b16h32kv8_8192x128"], "N": 512, "batch": 2,
+                        "heads": 2},
+             "d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
              "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64),
              "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp),
              "d64_serial": dict(M=256, N=384, d=64, overlap=False)}
@@ -721,3 +723,15 @@ def test_soft_capped_scores_match_the_reference(options):
     tanh = Function.FAST_TANH if options.get("exponential", acc.fast_exp) is acc.fast_exp else Function.TANH
     assert _calls(fn, tanh)
     _passed(emulate_function(model, fn, None, seed=14))
+
+
+@pytest.mark.parametrize("options", [
+    dict(M=96, N=256, d=64, batch=2, heads=2, kv_heads=1, rows=64, lse=True),
+    dict(M=4, N=512, d=128, batch=2, heads=2, rows=64),  # decode: a K/V head's 4 query heads, one query each
+], ids=["ragged_queries", "decode_rows"])
+def test_queries_past_the_tiles_inside_the_arrays_are_computed_and_not_stored(options):
+    """A tile of 64 query rows past a head's last query reads the next head's rows of Q: S of
+    those rows lives in registers alone and their O and L are not stored (every block emulated,
+    every element of O and L compared)."""
+    model, fn = compile_function_plan(*attention.attention(**options))
+    _passed(emulate_function(model, fn, None, seed=15))

@@ -130,10 +130,12 @@ def ring_of(caches) -> tuple[TmaCache, ...]:
     return tuple(c for c in caches if not c.resident)
 
 
-def plan_tma(model, facts, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
+def plan_tma(model, facts, tiles: tensor.TensorMatch, held: bool = False) -> tuple[TmaCache, ...]:
     """Check the SHARED caches of a wgmma plan and describe their TMA tiles: those at the
     innermost cache index stream through the ring; one at a loop outside it whose tile never
-    moves is resident (copied once, at the kernel's start)."""
+    moves is resident (copied once, at the kernel's start). ``held``: C is a chain's first
+    product, in registers alone (its rows past the nest, another head's, are never stored; its
+    columns past the nest are ``chained.check_whole_columns``'s)."""
     for binding in model.bindings:
         if binding.unit.level in ("warp", "thread"):
             raise PlanError(tensor.where(model), f"{model.tensorize.mma_shape.name} is a warpgroup's tile: bind the "
@@ -148,7 +150,8 @@ def plan_tma(model, facts, tiles: tensor.TensorMatch) -> tuple[TmaCache, ...]:
                                                  f"plan.cache({operand.buffer}, index=<the loop inside k>, "
                                                  "location=SHARED)", loops=model.tensorize.loops)
     caches = _residents(model, facts, [plan_one(model, spec, tiles, operands) for spec in specs])
-    tensor.check_padding(model, tiles, set(operands))  # TMA fills zeros past each operand's reach
+    if not held:  # (a chain's first C lives in registers alone: its rows past the nest are never stored)
+        tensor.check_padding(model, tiles, set(operands))  # TMA fills zeros past each operand's reach
     ring = ring_of(caches)
     for c in ring[1:]:
         if (c.index, c.stages) != (ring[0].index, ring[0].stages):
@@ -1008,7 +1011,8 @@ class _Products:
         outer_rows = outer
         for var, coeff in outer_rows.terms:
             lp = model.loop(var)
-            if (coeff * lp.step) % 8 or (coeff * lp.begin) % 8:
+            moves = not isinstance(lp.end, int) or lp.end - lp.begin > lp.step  # takes more than one value
+            if (moves and (coeff * lp.step) % 8) or (coeff * lp.begin) % 8:
                 raise CacheError(here, f"{role}'s tiles start at row {str(outer_rows)} of the TMA tile, "
                                        f"which {var} moves by {coeff * lp.step}; wgmma reads rows in groups of 8",
                                  loops=(c.index,))

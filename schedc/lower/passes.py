@@ -127,7 +127,7 @@ def shared_caches(ir: Lowering) -> Lowering:
     """SHARED caches: footprints, buffers, copies, pipelines and the shared-memory budget."""
     if hopper.is_warpgroup_plan(ir.tiles):
         second = ir.chain and chained.plan_tile(ir.chain, hopper.plan_one)
-        tma = hopper.plan_tma(ir.model, ir.facts, ir.tiles)
+        tma = hopper.plan_tma(ir.model, ir.facts, ir.tiles, held=second is not None)
         if second is not None:
             hopper.check_chain_budget(ir.model, tma, second)
         return dataclasses.replace(ir, tma=tma, chain=second)
