@@ -667,7 +667,7 @@ def _attention_options(draw) -> dict:
 def test_attention_plans_drawn_at_random_match_the_reference_or_are_refused(options):
     """Heads, grouped heads, causal masks, ragged queries and keys, tiles, rings, overlap, the
     exponential, soft-capping, persistence: each plan is refused with a PlanError, or every block of it emulates
-    to the float64 reference (180 drawn locally with three seeds: 118 ran, 62 refused, 0 wrong)."""
+    to the float64 reference (six seeds of 60 drawn locally: 256 ran, 104 refused, 0 wrong)."""
     try:
         model, fn = compile_function_plan(*attention.attention(**options))
     except SchedcError:
