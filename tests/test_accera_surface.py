@@ -460,6 +460,29 @@ def test_print_shows_the_loop_nest(capsys):
     assert "] = " in bound and "for k in range(0, 32, 1):" in bound
 
 
+def _with_a_temp():
+    A = acc.Array(role=acc.Role.INPUT, element_type=acc.ScalarType.float32, shape=(64,))
+    T = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(64,))
+    B = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(64,))
+    first, second = acc.Nest(shape=(64,)), acc.Nest(shape=(64,))
+    i, = first.get_indices()
+    first.iteration_logic(lambda: T.__setitem__(i, A[i] * 2.0))
+    i2, = second.get_indices()
+    second.iteration_logic(lambda: B.__setitem__(i2, T[i2] + 1.0))
+    schedule = acc.fuse((first.create_schedule(), second.create_schedule()))
+    plan = schedule.create_plan(H100)
+    plan.bind({schedule.get_indices()[1]: H100.GridUnit.THREAD_X})
+    return plan, (A, T, B)
+
+
+def test_print_shows_a_plan_whose_nest_holds_a_temp_array(capsys):
+    """A TEMP array is the nest's own: print names it once (it was refused as a duplicate name)."""
+    plan, _ = _with_a_temp()
+    plan.print()
+    out = capsys.readouterr().out
+    assert "T[i] = A[i] * 2.0" in out and "B[i] = T[i] + 1.0" in out
+
+
 @pytest.mark.parametrize("owner, method, error, message", [
     ("plan", "vectorize", PlanError, "plan.vectorize\\(\\): a CPU schedule option"),
     ("plan", "parallelize", PlanError, "plan.parallelize\\(\\): a CPU schedule option"),

@@ -30,6 +30,7 @@ from ..targets import (
     MMAShape,
     Target,
 )
+from .array import Role
 from .dimension import Dimension
 from .expr import Index
 from .names import name_in_use
@@ -113,9 +114,10 @@ class Plan:
             raise PlanError("plan.print()", "the plan uses parameters: print a plan of values (Package.add with "
                                             "parameters= builds each point)")
         arrays = tuple(self.schedule.nest.arrays())  # named as Package.add would with them as args
+        arguments = tuple(a for a in arrays if a.role not in (Role.CONST, Role.TEMP))  # the others are the nest's
         names.name_function(list(arrays), arrays, self.schedule.order, self.schedule.nest.logic, "plan")
         sizes = {id(n): n for a in arrays for n in a.shape if isinstance(n, Dimension)}  # and the run-time sizes
-        print(loop_nest(freeze(self, "plan", (*arrays, *sizes.values()))))
+        print(loop_nest(freeze(self, "plan", (*arguments, *sizes.values()))))
 
     def __getattr__(self, name: str):  # Accera's methods schedc does not have: the reason
         from ..accera_names import refuse_method
