@@ -72,9 +72,10 @@ def test_a_softmax_over_tiles_of_s_matches_the_whole_row_softmax(case):
     _passed(emulate_function(model, fn, None, seed=5))
 
 
-def _steps(M: int, *extra, start_total: float = 0.0, exponential=acc.exp, divide: bool = True):
-    """softmax_steps with the exponential, the sum's start and the division chosen, and more steps
-    (``extra``: each ``step(S, peak, total, i, j)``) after the sum."""
+def _steps(M: int, *extra, start_total: float = 0.0, exponential=acc.exp, divide: bool = True, argument=None):
+    """softmax_steps with the exponential (of ``argument(S, peak, i, j)``, ``(S - peak) * 0.5``
+    unless given), the sum's start and the division chosen, and more steps (``extra``: each
+    ``step(S, peak, total, i, j)``) after the sum."""
     peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(M,)) for _ in range(2))
 
     def start(S, i, j):
@@ -87,7 +88,8 @@ def _steps(M: int, *extra, start_total: float = 0.0, exponential=acc.exp, divide
     def add(S, i, j):
         total[i] += S[i, j]
 
-    steps = [start, maximum, lambda S, i, j: exponential((S[i, j] - peak[i]) * 0.5), add]
+    argument = argument or (lambda S, peak, i, j: (S[i, j] - peak[i]) * 0.5)
+    steps = [start, maximum, lambda S, i, j: exponential(argument(S, peak, i, j)), add]
     steps += [lambda S, i, j, step=step: step(S, peak, total, i, j) for step in extra]
     if divide:
         steps.append(lambda S, i, j: S[i, j] / total[i])
@@ -138,19 +140,7 @@ def test_fast_exp_is_computed_base_two_with_log2_e_folded_into_its_constants():
 def test_a_folded_exponential_keeps_every_term_of_its_argument(argument):
     """The fold scales each term of g and its constant: the kernel's E (the sum of exponentials
     times D, undivided: a constant factor shows) matches the reference's."""
-    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,)) for _ in range(2))
-
-    def start(S, i, j):
-        peak[i] = -math.inf
-        total[i] = 0.0
-
-    def maximum(S, i, j):
-        peak[i] = acc.max(peak[i], S[i, j])
-
-    def add(S, i, j):
-        total[i] += S[i, j]
-
-    steps = [start, maximum, lambda S, i, j: acc.fast_exp(argument(S, peak, i, j)), add]
+    steps = _steps(128, exponential=acc.fast_exp, divide=False, argument=argument)
     model, fn = compile_function_plan(*_plan(steps))
     assert _calls(fn, Function.FAST_EXP2) and not _calls(fn, Function.FAST_EXP)
     _passed(emulate_function(model, fn, None, seed=6))
