@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,19 +30,28 @@ import schedc as acc  # noqa: E402
 from schedc.errors import SchedcError  # noqa: E402
 
 ROUNDS = 3
-VARIANTS = {  # name: attention's arguments, float16
-    "v_b8h32_4096x64_kv192": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=192),
+VARIANTS = {  # name: attention's arguments (float16 unless dtype)
     "v_b8h32_4096x64_kv128_serial": dict(M=4096, N=4096, d=64, batch=8, heads=32, kv_tile=128, overlap=False),
     "v_b8h16_4096x128_kv128": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128),
-    "v_b8h16_4096x128_kv176": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=176),
     "v_b8h16_4096x128_kv128_serial": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, overlap=False),
     "v_b8h16_4096x128_kv64_serial": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=64, overlap=False),
     "v_b8h16_4096x128_kv128_exp": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, exponential=acc.exp),
     "v_b8h16_4096x128_kv128_s3": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, stages=3),
     "v_b8h16_4096x128_kv128_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, kv_tile=128, causal=True),
-    "v_b8h16_4096x256_kv80": dict(M=4096, N=4096, d=256, batch=8, heads=16, kv_tile=80),
     "v_b8h16_4096x256_kv64": dict(M=4096, N=4096, d=256, batch=8, heads=16, kv_tile=64),
     "v_b2h16_16384x128_kv128": dict(M=16384, N=16384, d=128, batch=2, heads=16, kv_tile=128),
+    "v_b8h16_4096x128_alt": dict(M=4096, N=4096, d=128, batch=8, heads=16, alternate=True),
+    "v_b8h16_4096x128_alt_k128": dict(M=4096, N=4096, d=128, batch=8, heads=16, alternate=True, k_tile=128),
+    "v_b8h16_4096x128_k128": dict(M=4096, N=4096, d=128, batch=8, heads=16, k_tile=128),
+    "v_b8h16_4096x128_alt_bf16": dict(M=4096, N=4096, d=128, batch=8, heads=16, alternate=True,
+                                      dtype=acc.ScalarType.bfloat16),
+    "v_b8h16_4096x128_alt_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, alternate=True, causal=True),
+    "v_b8h32_4096x64_alt": dict(M=4096, N=4096, d=64, batch=8, heads=32, alternate=True),
+    "v_b2h16_16384x128_alt": dict(M=16384, N=16384, d=128, batch=2, heads=16, alternate=True),
+    "v_b4h64kv8_8192x128_alt_bf16": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8, alternate=True,
+                                         dtype=acc.ScalarType.bfloat16),
+    "v_b4h64kv8_8192x128_alt_bf16_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,
+                                                alternate=True, causal=True, dtype=acc.ScalarType.bfloat16),
 }
 BACKENDS = ("cudnn", "flash", "efficient")
 
@@ -87,21 +95,21 @@ def main() -> None:
 
 
 def variants():
-    """The float16 plan at other tiles, built into a temporary package (a plan the compiler
-    refuses is named with its reason and left out)."""
-    out = Path(tempfile.mkdtemp())
-    package = acc.Package()
-    prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else ("",)
-    chosen = {}
-    for name, arguments in VARIANTS.items():
-        if name.startswith(prefixes):
+    """The plan at other tiles and options, built into ``hat_packages/attention_variants`` where it
+    is not (delete it to rebuild; a plan the compiler refuses is named with its reason and left out)."""
+    out = ROOT / "hat_packages" / "attention_variants"
+    hat = out / "attention_variants.hat"
+    if not hat.exists():
+        package = acc.Package()
+        for name, arguments in VARIANTS.items():
             try:
                 package.add(*attention.attention(**arguments), base_name=name)
-                chosen[name] = arguments
             except SchedcError as error:
                 print(f"{name}: refused: {error}")
-    package.build("attention_variants", output_dir=out)
-    return [(name, fn, chosen[name]) for name, fn in acc.load(out / "attention_variants.hat").functions.items()]
+        package.build("attention_variants", output_dir=out)
+    prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else ("",)
+    return [(name, fn, VARIANTS[name]) for name, fn in acc.load(hat).functions.items()
+            if name in VARIANTS and name.startswith(prefixes)]
 
 
 def measure(fn, arguments: dict, decode: bool = False) -> dict[str, float]:

@@ -66,7 +66,8 @@
 #   FUZZ_SEED (4600), FUZZ_JOBS (14): every accepted program checked against the reference and,
 #   element for element, the emulator; every program the emulator refuses run on the GPU all the
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
-# attention: EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
+# attention: BUILD=0 (time the carried hat_packages/attention and attention_variants, built here; 1: rebuild
+#   both on the device), EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
 #   (benchmarks/attention.py's --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too). Writes
 #   attention.txt, b2b.txt, resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
@@ -384,7 +385,9 @@ mode_fused() {
 mode_attention() {
   local args=()
   gpu_tests 0 -n 8 tests/test_online.py tests/test_chained.py tests/test_rows.py ${EXTRA_TESTS:-}
-  python3 -m schedc build samples/attention.py --output-dir hat_packages 2>&1 | tail -1
+  [ "${BUILD:-1}" = 1 ] && rm -rf hat_packages/attention hat_packages/attention_variants
+  [ -f hat_packages/attention/attention.hat ] || python3 -m schedc build samples/attention.py --output-dir hat_packages \
+    2>&1 | tail -1
   cuobjdump --dump-resource-usage hat_packages/attention/attention.cubin 2>&1 | grep -E "Function|REG" \
     | tee "$OUT/resources.txt"
   [ "${VARIANTS:-1}" = 1 ] && args+=(--variants)

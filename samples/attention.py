@@ -60,7 +60,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
-              overlap: bool = True, softcap: float | None = None):
+              overlap: bool = True, softcap: float | None = None, alternate: bool = False):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
     row-major arrays: Q and O ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``;
@@ -82,7 +82,9 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``overlap``: each tile's ``P @ V`` issued under the next tile's ``Q @ K^T`` and softmax
     (``plan.overlap``); ``softcap``: the scaled scores capped, ``softcap * tanh(scale * S /
     softcap)``, before the mask and the softmax (Gemma 2's attention logit soft-capping; the
-    ``tanh.approx`` instruction, ``acc.fast_tanh``, with ``acc.fast_exp``)."""
+    ``tanh.approx`` instruction, ``acc.fast_tanh``, with ``acc.fast_exp``); ``alternate``: the two
+    consumer warpgroups take turns at issuing their products, one's softmax under the other's
+    (``plan.alternate``)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
     tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
@@ -178,6 +180,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
         plan.persistent()
     if overlap:
         plan.overlap()
+    if alternate:
+        plan.alternate()
     return plan, (Q, K, V, O, *((L,) if lse else ()))
 
 

@@ -632,6 +632,120 @@ def test_overlap_with_one_tile_of_s_is_the_plan_without_it():
     assert emit_kernel(plain.kernels[0]) == emit_kernel(overlapped.kernels[0])
 
 
+# -- plan.alternate: the consumer warpgroups issue their products in turn --------------------------
+
+
+def _alternated(plan_and_args):
+    plan, args = plan_and_args
+    plan.alternate()
+    return plan, args
+
+
+ALTERNATED = {"attention_d64": lambda: attention.attention(**ATTENTION["d64"]),
+              "attention_gqa_causal_128_rows": lambda: attention.attention(**{**ATTENTION["gqa_causal"], "rows": 128}),
+              "attention_serial": lambda: attention.attention(**ATTENTION["d64_serial"]),
+              "attention_causal_persistent": lambda: attention.attention(M=256, N=256, d=64, causal=True,
+                                                                         persistent=True),
+              "softmax_two_warpgroups": lambda: _softmax("two_warpgroups")}
+
+
+@pytest.mark.parametrize("case", ALTERNATED)
+def test_an_alternating_chain_matches_the_reference(case):
+    """The consumer warpgroups run apart in the emulator (each its own coroutine), meeting at their
+    turns' named barriers: every block matches the reference, and a turn handed wrong deadlocks."""
+    model, fn = compile_function_plan(*_alternated(ALTERNATED[case]()))
+    _passed(emulate_function(model, fn, None, seed=9))
+
+
+def _named(body) -> list:
+    from schedc.ir.kernel import NamedBarrier
+
+    return [s for s in walk_statements(body) if isinstance(s, NamedBarrier) and s.threads == 256]
+
+
+def test_alternate_hands_the_turn_on_after_each_tiles_first_issues():
+    """Warpgroup w syncs on barrier 8 + w before the tile's first product and arrives on the next
+    one's before it waits for its products (in both branches of the overlapped wait); the last
+    warpgroup gives the first its first turn once, before the persistent loop."""
+    model, fn = compile_function_plan(*_alternated(attention.attention(**ATTENTION["d64"])))
+    kernel = fn.kernels[0]
+    tile = _consumer_tile_loop(fn).body
+    pass_at = next(n for n, s in enumerate(tile) if isinstance(s, Loop) and s.var == "k")
+    turn = tile[pass_at - 1]
+    assert _named((turn,)) == [turn] and not turn.arrive and turn.id == Binary("+", Var("warpgroup"), Const(8))
+    finish = tile[pass_at + 1]
+    assert isinstance(finish, If)
+    nxt = Binary("+", Binary("%", Binary("+", Var("warpgroup"), Const(1)), Const(2)), Const(8))
+    for branch in (finish.body, finish.orelse):
+        at = next(n for n, s in enumerate(branch) if isinstance(s, WarpgroupWait))
+        assert branch[at - 1].arrive and branch[at - 1].id == nxt
+        assert not any(isinstance(s, FragmentMma) for s in branch[at:])
+    work = next(s for s in walk_statements(kernel.body) if isinstance(s, Loop) and s.var == "work"
+                and _named(s.body))
+    first = [s for s in _named(kernel.body) if s.arrive and s.id == Const(8)]
+    assert len(first) == 1 and not any(first[0] is s for s in walk_statements(work.body))
+    assert len(_named(kernel.body)) == 4
+
+
+def test_alternate_with_one_warpgroup_or_one_tile_is_the_plan_without_it():
+    """Nothing to alternate with one consumer warpgroup (64 rows a block) or one tile of S's columns."""
+    for options in (dict(M=128, N=256, d=64, rows=64), dict(M=256, N=64, d=64, kv_tile=64, v_stages=1)):
+        plain = compile_function_plan(*attention.attention(**options))[1]
+        alternated = compile_function_plan(*_alternated(attention.attention(**options)))[1]
+        assert emit_kernel(plain.kernels[0]) == emit_kernel(alternated.kernels[0])
+
+
+def test_alternate_of_one_product_is_refused():
+    from hopper_matmul import matmul
+
+    plan, args = matmul(256, 256, 128)
+    plan.alternate()
+    with pytest.raises(PlanError, match=r"alternate\(\): alternate hands the consumer warpgroups turns at issuing a "
+                                        r"chain's products.*this plan has one product"):
+        compile_function_plan(plan, args)
+
+
+def test_alternate_without_a_producer_is_refused():
+    with pytest.raises(PlanError, match=r"alternate\(\): the 2 consumer warpgroups take turns as the consumers' role "
+                                        r"of a warp-specialized block.*keep warp_specialize"):
+        compile_function_plan(*_alternated(attention.attention(M=256, N=384, d=64, producer=False,
+                                                               persistent=False)))
+
+
+def test_alternate_takes_a_bool():
+    plan, _ = attention.attention(**ATTENTION["d64"])
+    with pytest.raises(PlanError, match=r"alternate\(enabled=1\): enabled must be True or False"):
+        plan.alternate(1)
+
+
+def test_a_turn_never_given_is_a_deadlock():
+    """The emulator runs the warpgroups apart: without the first turn, each waits for the other."""
+    from schedc.codegen.emulate import EmulationError
+    from schedc.ir.kernel import NamedBarrier
+    from schedc.ir.walk import map_stmt
+
+    model, fn = compile_function_plan(*_alternated(attention.attention(M=256, N=256, d=64)))
+
+    def drop(s):
+        if isinstance(s, If) and any(isinstance(x, NamedBarrier) and x.arrive and x.id == Const(8) for x in s.body):
+            return ()
+        return s
+
+    broken = dataclasses.replace(fn, kernels=(dataclasses.replace(fn.kernels[0],
+                                                                  body=map_stmt(fn.kernels[0].body, drop)),))
+    with pytest.raises(EmulationError, match=r"deadlock: no role can go on: warpgroup 0 of the consumers role waits "
+                                             r"for named barrier 8 to count 256 threads \(128 counted\); warpgroup 1 "
+                                             r"of the consumers role waits for named barrier 9"):
+        emulate_function(model, broken, None, seed=1)
+
+
+@pytest.mark.gpu
+def test_an_alternating_attention_on_the_gpu(tmp_path):
+    build(*_alternated(attention.attention(M=512, N=512, d=128, batch=2, heads=2, causal=True)), "alt", tmp_path)
+    require_gpu()
+    _passed(run_function(acc.load(tmp_path / "alt.hat").functions["alt"], seed=7))
+
+
 # -- attention-shaped plans drawn at random ------------------------------------------------------
 
 
@@ -649,7 +763,7 @@ def _attention_options(draw) -> dict:
                 exponential=draw(st.sampled_from((acc.exp, acc.fast_exp))),
                 dtype=draw(st.sampled_from((T.float16, T.bfloat16))), stages=draw(st.sampled_from((1, 2, 3))),
                 v_stages=draw(st.sampled_from((1, 2))), producer=draw(st.booleans()),
-                softcap=draw(st.sampled_from((None, None, 2.0))))
+                softcap=draw(st.sampled_from((None, None, 2.0))), alternate=draw(st.booleans()))
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

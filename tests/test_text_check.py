@@ -711,6 +711,8 @@ MISPRINTS = {  # statement class: (kernel, the statement as misprinted, what the
                         "an argument is not the integer 128"),
     "barrier id": (NamedBarrier, "plain", lambda s: dataclasses.replace(s, id=Binary("+", s.id, Const(1))),
                    "the text denotes"),
+    "barrier arrives": (NamedBarrier, "plain", lambda s: dataclasses.replace(s, arrive=True),
+                        "calls schedc::named_barrier_arrive, the IR means schedc::named_barrier"),
     "wgmma wait pending": (WarpgroupWait, "plain", lambda s: dataclasses.replace(s, pending=s.pending + 1),
                            r"template arguments <\d>, the IR means <\d>"),
     "bulk wait read": (BulkWait, "plain", lambda s: dataclasses.replace(s, read=not s.read),

@@ -192,7 +192,7 @@ def test_block_ending_with_stores_unfinished():
 
 def test_named_barrier_with_too_few_threads_is_a_deadlock():
     k = _broken(lambda s: (dataclasses.replace(s, threads=256),) if isinstance(s, NamedBarrier) else (s,))
-    with pytest.raises(EmulationError, match=r"named barrier 1 waits for 256 threads and 128 arrive"):
+    with pytest.raises(EmulationError, match=r"named barrier 1 to count 256 threads \(128 counted\)"):
         emulate_broken(k)
 
 

@@ -101,7 +101,8 @@ def _bulk(p, s: BulkCommit | BulkWait, pad: str, depth: int) -> list[str]:
 @EMITTERS.handles(NamedBarrier)
 def _named_barrier(p, s: NamedBarrier, pad: str, depth: int) -> list[str]:
     comment = f"  // {s.comment}" if s.comment else ""
-    return [f"{pad}schedc::named_barrier({p.expr(s.id)}, {s.threads});{comment}"]
+    name = "named_barrier_arrive" if s.arrive else "named_barrier"
+    return [f"{pad}schedc::{name}({p.expr(s.id)}, {s.threads});{comment}"]
 
 
 # the instruction of each statement of programmatic dependent launch (sm_90; see lower/chain.py)

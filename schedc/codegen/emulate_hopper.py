@@ -59,6 +59,7 @@ from ..ir.kernel import (
     MbarrierInit,
     MbarrierWait,
     NamedBarrier,
+    Role,
     Roles,
     StructParam,
     TmaLoad,
@@ -69,6 +70,7 @@ from ..ir.kernel import (
 )
 from ..ir.numeric import converted
 from ..ir.types import is_float_dtype
+from ..ir.walk import walk_statements
 from .emulate_tensor import EXECUTORS as TENSOR_EXECUTORS
 from .emulate_tensor import TILE_STATEMENTS, Executor, multiply
 
@@ -154,6 +156,7 @@ class Hopper:
         self.bulk_next = 0
         self.base = dict(zip((s.name for s in kernel.shared), kernel.shared_offsets()))
         self.maps = {v.name: v.spec for v in kernel.values if isinstance(v, StructParam)}
+        self.named: dict[int, _Named] = {}  # named barriers by id: their phase in progress
 
     # -- what the cluster shares --
 
@@ -313,6 +316,9 @@ def _name(agent: str) -> str:
     if "/" in agent:  # a block of a cluster: rank/role
         rank, role = agent.split("/", 1)
         return f"the cluster's block {rank}" if role == "block" else f"{_name(role)} of the cluster's block {rank}"
+    if " warpgroup " in agent:  # a warpgroup of a role that runs its warpgroups apart (_parts)
+        role, group = agent.rsplit(" warpgroup ", 1)
+        return f"warpgroup {group} of {_name(role)}"
     if " team " in agent:  # a team of a role (Role.parts)
         role, team = agent.rsplit(" team ", 1)
         return f"team {team} of the {role} role"
@@ -517,18 +523,55 @@ def _bulk_wait(b, s: BulkWait, mask) -> None:
             b.shared.release([t for group in done for t in group], thread)
 
 
+@dataclass
+class _Named:
+    """A named barrier's phase: the threads counted so far (those that sync wait), its count."""
+
+    count: int
+    counted: int = 0
+    waiting: list[int] = field(default_factory=list)
+    arrived: bool = False  # a bar.arrive counted in this phase (it orders no memory)
+    phase: int = 0  # phases completed
+
+
 def _named_barrier(b, s: NamedBarrier, mask) -> None:
-    """bar.sync id, threads: the threads that run it meet by id; each id needs its count."""
+    """bar.sync / bar.arrive id, threads: the threads that run it count towards the id's phase of
+    ``threads``; a sync waits until the phase completes (threads of other roles or warpgroups
+    may complete it later). A phase of syncs alone orders its threads' shared-memory accesses."""
     ids = np.broadcast_to(b.expr(s.id), mask.shape)
+    h = _hopper(b)
+    named = h.named
     for value in np.unique(ids[mask]).tolist():
         threads = b.thread_ids[mask & (ids == value)]
         if not 1 <= value <= 15:
             raise b.error("barrier", f"named barrier {value}: ids are 1..15 (0 is __syncthreads)",
                           threads[:4].tolist(), "-", "-")
-        if len(threads) != s.threads:
-            raise b.error("deadlock", f"named barrier {value} waits for {s.threads} threads and {len(threads)} "
-                          "arrive", threads[:4].tolist(), "-", "-")
-        b.shared.barrier_among(threads)
+        bar = named.setdefault(value, _Named(s.threads))
+        if bar.counted and bar.count != s.threads:
+            raise b.error("barrier", f"named barrier {value} is counting to {bar.count} threads and a "
+                          f"{'bar.arrive' if s.arrive else 'bar.sync'} of {s.threads} joins it",
+                          threads[:4].tolist(), "-", "-")
+        bar.count = s.threads
+        bar.counted += len(threads)
+        if bar.counted > bar.count:
+            raise b.error("barrier", f"named barrier {value} counts {bar.counted} threads towards its {bar.count}",
+                          threads[:4].tolist(), "-", "-")
+        bar.arrived |= s.arrive
+        if not s.arrive:
+            bar.waiting += threads.tolist()
+        if bar.counted == bar.count:
+            if not bar.arrived:
+                b.shared.barrier_among(np.array(bar.waiting))
+            bar.counted, bar.waiting, bar.arrived, bar.phase = 0, [], False, bar.phase + 1
+            continue
+        if s.arrive:
+            continue
+        phase = bar.phase
+        what = f"named barrier {value} to count {bar.count} threads ({bar.counted} counted)"
+        if h.turns is None:
+            raise b.error("deadlock", f"the block waits for {what}, and nothing else runs to complete it",
+                          threads[:4].tolist(), "-", "-")
+        h.turns.block(_agent(b), lambda bar=bar, phase=phase: bar.phase > phase, what, b)
 
 
 def finish(b) -> None:
@@ -883,13 +926,22 @@ class _Turns:
         self.cond.notify_all()
 
 
+def _parts(role: Role) -> tuple[tuple[str, int, int], ...]:
+    """The coroutines of a role: its teams (``Role.parts``), each split into its warpgroups where
+    they hand each other turns (a ``bar.arrive``: one warpgroup syncs while another runs on)."""
+    if not any(isinstance(s, NamedBarrier) and s.arrive for s in walk_statements(role.body)):
+        return role.parts
+    return tuple((f"{name} warpgroup {w}" if threads > WARPGROUP else name, first + w * WARPGROUP, WARPGROUP)
+                 for name, first, threads in role.parts for w in range(threads // WARPGROUP))
+
+
 def _roles(b, s: Roles, mask) -> None:
     if not mask.all():
         raise b.error("divergence", "warp roles need every thread of the block", np.flatnonzero(~mask)[:4].tolist(),
                       "-", "-")
     h = _hopper(b)
     prefix = f"{h.rank}/" if h.cluster.size > 1 else ""
-    parts = [(role, prefix + name, first, threads) for role in s.roles for name, first, threads in role.parts]
+    parts = [(role, prefix + name, first, threads) for role in s.roles for name, first, threads in _parts(role)]
     names = [name for _, name, _, _ in parts]
     lone = h.turns is None  # a block on its own: its roles take turns among themselves
     turns = _Turns(names) if lone else h.turns

@@ -1242,7 +1242,7 @@ class _Checker:
 
     @CHECKS.handles(NamedBarrier)
     def named_barrier(self, s: NamedBarrier, lines: list[str]) -> None:
-        self.runtime_call(s, lines, "named_barrier", (s.id, s.threads))
+        self.runtime_call(s, lines, "named_barrier_arrive" if s.arrive else "named_barrier", (s.id, s.threads))
 
     # -- waits and register budgets: the integers of their template arguments --
 

@@ -81,6 +81,7 @@ def freeze(plan, function: str, args: tuple[Array, ...]) -> Model:
         clustering=plan.clustering,
         split_deterministic=plan.split_deterministic,
         overlap=plan.overlapped,
+        alternate=plan.alternated,
         fusion=fusion,
         sizes=sizes,
     )

@@ -158,6 +158,7 @@ class Plan:
         self.persistence: tuple[int, int] | None = None  # persistent: (group, blocks; 0 = one per SM)
         self.split_deterministic = True  # split_k: a split reduction's sums added in a fixed order
         self.overlapped = False  # overlap: a chain's second product under the next tile's first
+        self.alternated = False  # alternate: the consumer warpgroups issue a chain's products in turn
         self.clustering: tuple[GridUnit, int] | None = None  # cluster: (block unit, blocks along it)
         schedule._plan_created = True
 
@@ -704,6 +705,33 @@ class Plan:
         if not isinstance(enabled, bool):
             raise PlanError(f"overlap(enabled={enabled!r})", "enabled must be True or False")
         self.overlapped = enabled
+
+    @recorded(_later)
+    def alternate(self, enabled: bool = True) -> None:
+        """The consumer warpgroups of a chain take turns at issuing their products, one tile of
+        the first's columns at a time (FlashAttention-3's ping-pong scheduling): warpgroup ``w``
+        waits for its turn before the tile's first product, issues it (and, with
+        ``plan.overlap``, the tile before's second product) and hands the turn to warpgroup
+        ``w + 1`` (the last to the first) before it waits for them. While one warpgroup
+        computes its softmax, the next one's products run on the tensor cores. The turns are
+        named barriers (``bar.sync`` on the warpgroup's own, ``bar.arrive`` on the next one's,
+        ids 8 and up); they order the issues alone, so the result is the same.
+
+        **Requires:** a wgmma chain whose second accumulator is kept across the loop over the
+        first's tiles (the fusing index inside it) and one team of consumers. With one consumer
+        warpgroup, or where the first's columns are one tile, there is nothing to alternate: the
+        kernel is the same as without it.
+
+        Before → after (two consumer warpgroups, tile j of S)::
+
+            for j:  S = Q @ K[j]                     for j:  wait for my turn
+                    [O += P @ V[j-1]]                        S = Q @ K[j]; [O += P @ V[j-1]]
+                    wait; softmax(S) ...                     hand the turn to the other warpgroup
+                                                             wait; softmax(S) ...
+        """
+        if not isinstance(enabled, bool):
+            raise PlanError(f"alternate(enabled={enabled!r})", "enabled must be True or False")
+        self.alternated = enabled
 
     # -- persistent grid ----------------------------------------------------------------------
 

@@ -768,11 +768,15 @@ class BulkWait:
 class NamedBarrier:
     """``bar.sync id, threads``: the ``threads`` threads (whole warps) that run it with the same
     ``id`` (1..15; 0 is ``__syncthreads``) arrive before any of them continues; what each wrote
-    to shared memory before is visible to the others after."""
+    to shared memory before is visible to the others after. With ``arrive`` (``bar.arrive``) the
+    threads count towards the ``threads`` without waiting: warpgroups that hand each other a turn
+    (``plan.alternate``) arrive on the next one's barrier and sync on their own; no memory is
+    ordered by it."""
 
     id: Expr
     threads: int
     comment: str = ""
+    arrive: bool = False
 
 
 @declares(scope=SyncScope.CLUSTER)

@@ -141,6 +141,7 @@ class Model:
     clustering: tuple[GridUnit, int] | None = None  # plan.cluster: (the block unit, blocks along it)
     split_deterministic: bool = True  # plan.split_k: a split reduction's sums added in a fixed order
     overlap: bool = False  # plan.overlap: a chain's second product of a tile under the next tile's first
+    alternate: bool = False  # plan.alternate: the consumer warpgroups issue a chain's tiles' products in turn
     adds_into: str = ""  # split-K in any order: the array the statements' stores add into (TMA reductions)
     fusion: FusionSpec | None = None  # acc.fuse: the statements in parts, run in turn per fused point
     # a second tensorize of a fused schedule: fused part 1's product, its A the first product's C

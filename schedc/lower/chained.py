@@ -35,6 +35,8 @@ from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
 from ..ir.kernel import (
+    WARPGROUP_INDEX,
+    WARPGROUP_THREADS,
     Binary,
     Cast,
     Const,
@@ -47,6 +49,7 @@ from ..ir.kernel import (
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    NamedBarrier,
     SharedBuffer,
     Stmt,
     WarpgroupCommit,
@@ -306,6 +309,11 @@ class Statements:
     # overlapped (plan.overlap): the second product of the tile before, issued right after the first
     # product's tiles are issued (an If on "not the first tile"), left in flight
     issued: tuple[Stmt, ...] = ()
+    # plan.alternate: before the kernel's loops (the first warpgroup's first turn), before each tile's
+    # first product (a warpgroup's wait for its turn) and after the products issued at its start
+    start: tuple[Stmt, ...] = ()
+    turn: tuple[Stmt, ...] = ()
+    passed: tuple[Stmt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -315,6 +323,27 @@ class Overlap:
 
     later: Expr
     last: Expr
+
+
+TURNS = 8  # the named barrier of consumer warpgroup w's turn is TURNS + w (the epilogue's are 1 + w)
+
+
+def alternated(statements: Statements, warpgroups: int) -> Statements:
+    """``statements`` with the consumer warpgroups' turns (``plan.alternate``): warpgroup ``w``
+    syncs on barrier ``TURNS + w`` before a tile's first product and arrives on the next one's
+    once the products at the tile's start are issued; the last warpgroup's arrival before the
+    loops gives the first its first turn. Each barrier's phase is one warpgroup's sync and the
+    one before's arrival (2 x 128 threads); every warpgroup takes the same tiles, so the turn
+    goes round once a tile."""
+    threads = 2 * WARPGROUP_THREADS
+    group = WARPGROUP_INDEX
+    start = If(Binary("==", group, Const(warpgroups - 1)),
+               (NamedBarrier(Const(TURNS), threads, "the first warpgroup's first turn", arrive=True),),
+               "the last warpgroup hands the first its first turn")
+    turn = NamedBarrier(Binary("+", group, Const(TURNS)), threads, "this warpgroup's turn to issue its products")
+    passed = NamedBarrier(Binary("+", Binary("%", Binary("+", group, Const(1)), Const(warpgroups)), Const(TURNS)),
+                          threads, "its products are issued: the next warpgroup's turn", arrive=True)
+    return dataclasses.replace(statements, start=(start,), turn=(turn,), passed=(passed,))
 
 
 def _overlapped(chain: Chain, count: Expr, descriptor, copy: tuple[Stmt, ...], before, after, rescale,

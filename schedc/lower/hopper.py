@@ -479,6 +479,13 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
     stops = _masked_tiles(chain, model, facts, launch, roles)
     block_lets = _longest_first(block_lets, stops, launch)
     parts = _chain(chain, model, shape, ring, single_valued(as_expr, chain), budget, tiles, stops, roles.specialized)
+    if parts is not None and model.alternate and chain.carried and consumers // WARPGROUP > 1:
+        if not enabled:
+            raise PlanError("alternate()", f"the {consumers // WARPGROUP} consumer warpgroups take turns as the "
+                                           "consumers' role of a warp-specialized block, a producer warpgroup filling "
+                                           "the rings for all of them; this plan has no producer: keep "
+                                           "warp_specialize, or leave alternate out")
+        parts = chained.alternated(parts, consumers // WARPGROUP)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
     item_shared, item_inits, item_start, item_end = item_copies(caches, ring, as_expr, team)
@@ -493,7 +500,8 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
         Fence("mbarrier_init"), *copies), "one thread sets up the stages' barriers"),
         ClusterSync("the barriers of every block of the cluster are set up") if cluster > 1 else
         Barrier("the barriers are set up"))
-    consumer = (*group_lets, *landed, *persistent_loop(launch, (*block_lets, *item_start, *_consumer_body(
+    first_turn = parts.start if parts is not None else ()
+    consumer = (*group_lets, *landed, *first_turn, *persistent_loop(launch, (*block_lets, *item_start, *_consumer_body(
         model, facts, shape, ring, products, streamed, as_expr, chain=parts,
         carried=carried_loops(chain, shape, facts), stops=stops),
         *item_end), by_team=True),
@@ -920,7 +928,8 @@ def _consumer_body(model, facts, shape: LoopShape, ring: Ring, products, caches,
         return _nest(model, facts, shape.outer, (*before, *wait, *pipelined, *give, *after))
     copy = (If(Binary("==", Var("threadIdx.x"), Const(0)), chain.fill, "thread 0 copies the second product's B tile"),
             ) if chain.fill else ()
-    per_tile = (*before, *wait, *pipelined, *chain.issued, *give, *copy, *after, *chain.each)
+    per_tile = (*before, *wait, *chain.turn, *pipelined, *chain.issued, *chain.passed, *give, *copy, *after,
+                *chain.each)
     outside = shape.outer[:len(shape.outer) - len(carried)]
     return _nest(model, facts, outside, (*chain.before, *_nest(model, facts, carried, per_tile, stops=stops),
                                          *chain.after))

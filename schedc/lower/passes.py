@@ -101,11 +101,16 @@ def chain(ir: Lowering) -> Lowering:
     """A chain of products (two tensorize calls): the first's Model (and facts) go on, the second is attached."""
     model, second = chained.split(ir.model)
     if second is None:
+        has = "one product" if ir.model.tensorize is not None else "none"
         if ir.model.overlap:
             raise PlanError("overlap()", "overlap issues a chain's second product under the next tile's first: it "
                                          "takes a fused schedule of two tensorized products, the first's C the "
-                                         "second's A (lower/chained.py); this plan has "
-                                         + ("one product" if ir.model.tensorize is not None else "none"))
+                                         f"second's A (lower/chained.py); this plan has {has}")
+        if ir.model.alternate:
+            raise PlanError("alternate()", "alternate hands the consumer warpgroups turns at issuing a chain's "
+                                           "products, a tile of the first's columns at a time: it takes a fused "
+                                           "schedule of two tensorized products, the first's C the second's A "
+                                           f"(lower/chained.py); this plan has {has}")
         return ir
     return dataclasses.replace(ir, model=model, facts=poly.analyze(model), chain=second)
 

@@ -45,6 +45,7 @@ from ..ir.kernel import (
     Loop,
     MbarrierArrive,
     MbarrierWait,
+    NamedBarrier,
     Role,
     Roles,
     Stmt,
@@ -171,13 +172,15 @@ def _rewrite_pass(body: tuple[Stmt, ...], ring: hopper.Ring) -> tuple[Stmt, ...]
     start = first - 1 if first and _turn(body[first - 1], MbarrierWait) else first
     end = last + 1 if last < len(body) and _turn(body[last], MbarrierArrive) else last
     prologue = _prologue(found[0], ring) if found else ()
-    finish: tuple[Stmt, ...] = (WarpgroupWait(0), _release_last(ring))
-    rest = end
-    if end < len(body) and _issued(body[end]):  # products issued after the pass stay in flight past its wait
-        issued = body[end]  # (one If for both: ptxas serializes wgmma where a path it cannot rule out races)
-        finish = (If(issued.cond, (*issued.body, WarpgroupWait(1)), issued.comment + "; the pass's products done",
-                     (WarpgroupWait(0),)), _release_last(ring))
-        rest = end + 1
+    issued = body[end] if end < len(body) and _issued(body[end]) else None
+    rest = end + (issued is not None)
+    passed = body[rest:rest + 1] if rest < len(body) and _passes_turn(body[rest]) else ()
+    rest += len(passed)  # the turn handed on before the waits: the next warpgroup issues while this one waits
+    finish: tuple[Stmt, ...] = (*passed, WarpgroupWait(0), _release_last(ring))
+    if issued is not None:  # products issued after the pass stay in flight past its wait
+        # (one If for both: ptxas serializes wgmma where a path it cannot rule out races)
+        finish = (If(issued.cond, (*issued.body, *passed, WarpgroupWait(1)),
+                     issued.comment + "; the pass's products done", (*passed, WarpgroupWait(0))), _release_last(ring))
     return (*body[:start], *prologue, *body[start:first], *region, *body[last:end], *finish, *body[rest:])
 
 
@@ -185,6 +188,11 @@ def _issued(s: Stmt) -> bool:
     """Whether ``s`` issues products under a condition and leaves them in flight (a chain's second
     product of the tile before, ``plan.overlap``): an If whose body ends with their commit."""
     return isinstance(s, If) and bool(s.body) and isinstance(s.body[-1], WarpgroupCommit) and not s.orelse
+
+
+def _passes_turn(s: Stmt) -> bool:
+    """Whether ``s`` hands the turn to the next consumer warpgroup (``plan.alternate``)."""
+    return isinstance(s, NamedBarrier) and s.arrive
 
 
 def _step_end(body: tuple[Stmt, ...], start: int) -> int:

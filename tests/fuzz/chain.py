@@ -124,6 +124,8 @@ def chain_program(rng: random.Random, target: str) -> Program:
         program = _replace(program, persistent=(rng.choice((1, 2, 8)), rng.choice((0, 1, 2, 3))))
     if rng.random() < (0.5 if tiles_of_s else 0.1):  # the second product under the next tile's first
         program = _replace(program, overlap=True)
+    if rng.random() < (0.4 if tiles_of_s else 0.1):  # the consumer warpgroups issuing their products in turn
+        program = _replace(program, alternate=True)
     kind = choose(rng, {"auto": 50, "off": 30, "registers": 20})
     if kind == "off":
         program = _replace(program, specialize=(False, 0, 0))

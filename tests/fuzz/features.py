@@ -54,6 +54,7 @@ def features(p: Program) -> list[str]:
     found += ["split-K (a reduction's loop on blocks)"] if split_k(p) else []
     found += ["split_k(deterministic=False)"] if p.order_free else []
     found += ["overlap()"] if p.overlap else []
+    found += ["alternate()"] if p.alternate else []
     found += ["run-time size (acc.create_dimensions) of the first dimension"] if p.runtime else []
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
@@ -106,6 +107,7 @@ def coverage_features(p: Program) -> set[str]:
         isinstance(n, Fn) and n.name == "fast_exp" for step in p.row_steps for s in step for n in walk(s.value)) \
         else set()
     found |= {"overlapped chain (plan.overlap)"} if p.overlap else set()
+    found |= {"consumer warpgroups taking turns (plan.alternate)"} if p.alternate else set()
     found |= {"chained product, an OUTPUT row vector"} if any(a.name == "chain_lse" for a in p.arrays) else set()
     found |= {"chained product, its B in a ring of stages"} if p.chained and any(
         c.array == "D" and c.stages > 1 for c in p.caches) else set()

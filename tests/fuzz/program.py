@@ -193,6 +193,7 @@ class Program:
     teams: int = 1  # plan.warp_specialize(teams=): consumer teams taking a persistent grid's tiles in turn
     order_free: bool = False  # plan.split_k(deterministic=False): a split's sums added into C by TMA reductions
     overlap: bool = False  # plan.overlap(): a chain's second product under the next tile's first
+    alternate: bool = False  # plan.alternate(): the consumer warpgroups issue a chain's products in turn
     # a second nest over the first two indices fused after this one (acc.fuse(..., partial=2)): its
     # statements, subscripted by the first nest's index names; the fusing index "f" is in ``order``
     epilogue: tuple[Statement, ...] = ()

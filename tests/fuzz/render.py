@@ -218,6 +218,8 @@ def _plan(program: Program) -> str:
         lines.append("plan.split_k(deterministic=False)")
     if program.overlap:
         lines.append("plan.overlap()")
+    if program.alternate:
+        lines.append("plan.alternate()")
     return "\n".join(lines) + "\n"
 
 

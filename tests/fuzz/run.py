@@ -144,7 +144,8 @@ def build_into(text: str, directory: str) -> list:
 
 def _check_bare_nest(program: Program, refused: Outcome) -> Outcome:
     bare = replace(program, steps=(), order=None, bindings=(), unrolls=(), caches=(), tensorize=None, persistent=None,
-                   cluster=None, order_free=False, overlap=False)
+                   cluster=None, order_free=False, overlap=False,
+                   alternate=False)
     try:
         build(render(bare))
     except SchedcError as error:

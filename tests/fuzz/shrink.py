@@ -147,6 +147,8 @@ def _plan_variants(p: Program) -> Iterator[Program]:
         yield replace(p, order_free=False)
     if p.overlap:
         yield replace(p, overlap=False)
+    if p.alternate:
+        yield replace(p, alternate=False)
     for n, c in enumerate(p.caches):
         if c.pipeline != "sync":
             yield replace(p, caches=p.caches[:n] + (replace(c, pipeline="sync", stages=0),) + p.caches[n + 1:])

@@ -788,6 +788,11 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// bar.arrive ID, THREADS: this warp counts towards the THREADS of barrier ID and goes on
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
 // a wgmma matrix descriptor: the tile's start, leading and stride byte offsets, swizzle mode
 // (1: 128-byte, 2: 64-byte, 3: 32-byte rows)
 __device__ __forceinline__ unsigned long long wgmma_descriptor(const void* p, unsigned lbo, unsigned sbo, unsigned mode) {
