@@ -68,7 +68,8 @@
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
 # attention: BUILD=0 (time the carried hat_packages/attention and attention_variants, built here; 1: rebuild
 #   both on the device), EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
-#   (benchmarks/attention.py's --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too). Writes
+#   (benchmarks/attention.py's --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
+#   pytest -k of the sanitized tests of tests/test_online.py). Writes
 #   attention.txt, b2b.txt, resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
 #   tools, "memcheck racecheck synccheck"), SANITIZE_K (fused: the pytest -k of the sanitized tests).
@@ -394,7 +395,7 @@ mode_attention() {
   [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
   timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
   [ "${B2B:-0}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
-  [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_online.py gpu  # last: a slow sanitizer cannot cost the timing
+  [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_online.py "${SANITIZE_K:-gpu}"  # last: a slow one cannot cost the timing
 }
 
 mode_reduce() {

@@ -247,8 +247,9 @@ def test_the_verifier_checks_a_conversion():
 
 
 def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=None, fuse=True, teams=1,
-            e_type=T.float16, middle=None, extra=(), j_tile=None, first_op=acc.MMAFragmentOp.SET):
-    """The b2b plan of 128 x 64 x 64 x 64 with one thing changed."""
+            e_type=T.float16, middle=None, extra=(), j_tile=None, first_op=acc.MMAFragmentOp.SET, k_extent=64):
+    """The b2b plan of 128 x 64 x 64 x 64 with one thing changed (``k_extent``: the first nest's k
+    over the first ``k_extent`` columns of A and rows of B)."""
     F16 = T.float16
     N = 64
     A = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(128, N))
@@ -256,7 +257,7 @@ def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=N
     D = acc.Array(role=acc.Role.INPUT, element_type=F16, shape=(N, N), layout=acc.Array.Layout.FIRST_MAJOR)
     S = acc.Array(role=s_role, element_type=T.float32, shape=(128, N))
     E = acc.Array(role=acc.Role.OUTPUT, element_type=e_type, shape=(128, N))
-    first = acc.Nest(shape=(128, N, N))
+    first = acc.Nest(shape=(128, N, k_extent))
     i, j, k = first.get_indices()
 
     @first.iteration_logic
@@ -328,6 +329,13 @@ def _script(second_value=None, s_role=acc.Role.TEMP, second_loops=None, passes=N
 def test_the_refusal_script_builds_as_written():
     """The scripts the refusals below change are a plan that builds and emulates."""
     model, fn = compile_function_plan(*_script())
+    _passed(emulate_function(model, fn, None, seed=2))
+
+
+def test_a_first_product_over_fewer_columns_than_its_arrays_emulates():
+    """k over 40 of A's 64 columns, in steps of 16: the last step's columns past 40 lie inside A and
+    B but outside the nest's footprint, which the copies' tensor maps end at (zeros past it)."""
+    model, fn = compile_function_plan(*_script(k_extent=40))
     _passed(emulate_function(model, fn, None, seed=2))
 
 
