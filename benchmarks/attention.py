@@ -50,6 +50,9 @@ VARIANTS = {  # name: attention's arguments (float16 unless dtype)
     "v_b2h16_16384x128_alt": dict(M=16384, N=16384, d=128, batch=2, heads=16, alternate=True),
     "v_b4h64kv8_8192x128_alt_bf16": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8, alternate=True,
                                          dtype=acc.ScalarType.bfloat16),
+    "v_bshd_b4h64kv8_8192x128_alt_bf16_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,
+                                                     alternate=True, causal=True, dtype=acc.ScalarType.bfloat16,
+                                                     layout="BSHD"),
     "v_b4h64kv8_8192x128_alt_bf16_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,
                                                 alternate=True, causal=True, dtype=acc.ScalarType.bfloat16),
 }
@@ -113,7 +116,8 @@ def variants():
 
 
 def measure(fn, arguments: dict, decode: bool = False) -> dict[str, float]:
-    """schedc's O and each backend's on the same (batch, heads, seq, d) tensors, timed. ``decode``:
+    """schedc's O and each backend's on the same (batch, heads, seq, d) tensors, timed (BSHD functions
+on (batch, seq, heads, d) tensors, torch on their transposed views). ``decode``:
     Q is (batch, heads * M, 1, d), M query heads a K/V head, each with one query (the same memory
     as the function's (batch, heads, M, d))."""
     import torch
@@ -125,14 +129,21 @@ def measure(fn, arguments: dict, decode: bool = False) -> dict[str, float]:
     kv_heads = arguments.get("kv_heads") or heads
     dtype = torch.bfloat16 if arguments.get("dtype") is acc.ScalarType.bfloat16 else torch.float16
     torch.manual_seed(0)
-    q = torch.randn(batch, heads, M, d, device="cuda", dtype=dtype)
-    k, v = (torch.randn(batch, kv_heads, N, d, device="cuda", dtype=dtype) for _ in range(2))
-    if decode:
-        q, heads = q.view(batch, heads * M, 1, d), heads * M
-    o = torch.empty_like(q)
+    if arguments.get("layout") == "BSHD":  # (batch, seq, heads, d) memory; torch takes the BHSD views of it
+        q = torch.randn(batch, M, heads, d, device="cuda", dtype=dtype)
+        k, v = (torch.randn(batch, N, kv_heads, d, device="cuda", dtype=dtype) for _ in range(2))
+        o = torch.empty_like(q)
+        arrays = tuple(t.view(t.shape[0] * t.shape[1], -1) for t in (q, k, v, o))
+        q, k, v, o = (t.transpose(1, 2) for t in (q, k, v, o))
+    else:
+        q = torch.randn(batch, heads, M, d, device="cuda", dtype=dtype)
+        k, v = (torch.randn(batch, kv_heads, N, d, device="cuda", dtype=dtype) for _ in range(2))
+        if decode:
+            q, heads = q.view(batch, heads * M, 1, d), heads * M
+        o = torch.empty_like(q)
+        arrays = (q.view(-1, d), k.view(-1, d), v.view(-1, d), o.view(-1, d))
     gqa = {"enable_gqa": True} if kv_heads != heads else {}
     gqa |= {"is_causal": True} if arguments.get("causal") else {}
-    arrays = (q.view(-1, d), k.view(-1, d), v.view(-1, d), o.view(-1, d))
     fn(*arrays)
     group = heads // kv_heads  # the reference on K and V repeated for each query head of a group
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):

@@ -31,13 +31,16 @@ warpgroup, V's rows of each tile through a ring of their own;
 two consumer warpgroups take 64 query rows each; a persistent grid takes the (batch and K/V head,
 query head of its group, block of queries) work items.
 
-The functions (``FUNCTIONS``; the arrays are the contiguous (batch, heads, seq, d) tensors' memory):
+The functions (``FUNCTIONS``; the arrays are the contiguous (batch, heads, seq, d) tensors' memory unless
+BSHD):
 
 - ``attention_fp16_b8h16_4096x128``: float16, batch 8, 16 heads, 4096 queries and keys, d = 128;
 - ``attention_bf16_b8h16_4096x128``: bfloat16;
 - ``attention_fp16_b8h32_4096x64``: d = 64, 32 heads;
 - ``attention_fp16_b2h16_16384x128``: 16384 queries and keys, batch 2;
 - ``attention_bf16_b4h64kv8_8192x128``: grouped-query attention, 64 query heads over 8 K/V heads;
+- ``attention_bf16_bshd_b8h16_4096x128``: the bfloat16 function on (batch, seq, heads, d) tensors
+  (``layout="BSHD"``: a head's rows 16 x 128 elements apart);
 - ``..._causal``: each query sees the keys up to its own position (torch's ``is_causal``), the
   tiles of keys past a block's last query skipped;
 - ``attention_bf16_decode_b16h32kv8_{8192,32768}x128`` (``DECODE``): one query for each of 32 heads
@@ -60,13 +63,17 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
               k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
-              overlap: bool = True, softcap: float | None = None, alternate: bool = False):
+              overlap: bool = True, softcap: float | None = None, alternate: bool = False, layout: str = "BHSD"):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
-    (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the BHSD tensors' memory as 2-D
-    row-major arrays: Q and O ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``;
+    (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the 4-D tensors' memory as 2-D
+    row-major arrays: with ``layout="BHSD"`` (batch, heads, seq, d: torch's) Q and O
+    ``(batch * heads * M, d)``, K and V ``(batch * kv_heads * N, d)``; with ``"BSHD"`` (batch, seq,
+    heads, d: FlashAttention's, a projection's output as it is) Q and O ``(batch * M, heads * d)``,
+    K and V ``(batch * N, kv_heads * d)``, a head's rows ``heads * d`` elements apart;
     ``kv_heads`` (``heads`` unless given) divides ``heads``: each K/V head serves
     ``heads / kv_heads`` query heads in turn (grouped-query attention). The blocks take (batch and
-    K/V head, query head of the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
+    K/V head, query head of the group, ``rows`` queries), BSHD (batch, K/V head and query head of
+    the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
     (128 up to d = 128 where it divides N, else 64: a consumer thread holds S's tile, its 16-bit
     copy and O's tile at once, and the last tile is whole: past N its columns would meet the next
     head's keys); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
@@ -91,27 +98,39 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     kv_tile = kv_tile or (128 if d <= 128 and N % 128 == 0 else 64)
     kv_heads = kv_heads or heads
     persistent = not causal if persistent is None else persistent
-    Z, G = batch * kv_heads, heads // kv_heads  # a K/V head of a batch, a query head of its group
-    Q = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(Z * G * M, d))
-    K = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(Z * N, d))
-    V = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(Z * N, d))
-    O = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=(Z * G * M, d))
-    S = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(Z * G * M, N))
-    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(Z * G * M,))
-                   for _ in range(2))
-    L = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(Z * G * M,))
+    B, H, G = batch, kv_heads, heads // kv_heads  # batches, K/V heads, query heads of a K/V head's group
+    if layout not in ("BHSD", "BSHD"):
+        raise ValueError(f"layout is 'BHSD' or 'BSHD', not {layout!r}")
+    bhsd = layout == "BHSD"
 
-    scores = acc.Nest(shape=(Z, G, M, N, d))
-    z, g, i, j, k = scores.get_indices()
+    def q_at(b, h, g, i, k):  # query i of head h * G + g of batch b, its element k (of Q, of O)
+        return (((b * H + h) * G + g) * M + i, k) if bhsd else (b * M + i, (h * G + g) * d + k)
+
+    def kv_at(b, h, j, k):  # key j of K/V head h of batch b, its element k (of K, of V)
+        return ((b * H + h) * N + j, k) if bhsd else (b * N + j, h * d + k)
+
+    rows_of = (B * H * G * M, d) if bhsd else (B * M, H * G * d)
+    Q = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=rows_of)
+    K = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=(B * H * N, d) if bhsd else (B * N, H * d))
+    V = acc.Array(role=acc.Role.INPUT, element_type=dtype, shape=K.shape)
+    O = acc.Array(role=acc.Role.OUTPUT, element_type=dtype, shape=rows_of)
+    # S and the row vectors live in registers alone: their rows (a head's queries in turn) are ours to choose
+    S = acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(B * H * G * M, N))
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=acc.ScalarType.float32, shape=(B * H * G * M,))
+                   for _ in range(2))
+    L = acc.Array(role=acc.Role.OUTPUT, element_type=acc.ScalarType.float32, shape=(B * H * G * M,))
+
+    scores = acc.Nest(shape=(B, H, G, M, N, d))
+    b, h, g, i, j, k = scores.get_indices()
 
     @scores.iteration_logic
     def _():
-        S[(z * G + g) * M + i, j] += Q[(z * G + g) * M + i, k] * K[z * N + j, k]
+        S[((b * H + h) * G + g) * M + i, j] += Q[q_at(b, h, g, i, k)] * K[kv_at(b, h, j, k)]
 
     def step(logic):
-        nest = acc.Nest(shape=(Z, G, M, N))
-        z1, g1, i1, j1 = nest.get_indices()
-        nest.iteration_logic(lambda: logic((z1 * G + g1) * M + i1, i1, j1))
+        nest = acc.Nest(shape=(B, H, G, M, N))
+        b1, h1, g1, i1, j1 = nest.get_indices()
+        nest.iteration_logic(lambda: logic(((b1 * H + h1) * G + g1) * M + i1, i1, j1))
         return nest.create_schedule()
 
     def start(row, i1, j1):
@@ -139,18 +158,19 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     def log_sum_exp(row, i1, j1):  # the row's sum and maximum are whole: the kernel sets L after the last tile
         L[row] = peak[row] * factor + acc.log(total[row])
 
-    output = acc.Nest(shape=(Z, G, M, N, d))
-    z2, g2, i2, j2, l2 = output.get_indices()
+    output = acc.Nest(shape=(B, H, G, M, N, d))
+    b2, h2, g2, i2, j2, l2 = output.get_indices()
 
     @output.iteration_logic
     def _():
-        O[(z2 * G + g2) * M + i2, l2] += acc.cast(S[(z2 * G + g2) * M + i2, j2], dtype) * V[z2 * N + j2, l2]
+        row = ((b2 * H + h2) * G + g2) * M + i2
+        O[q_at(b2, h2, g2, i2, l2)] += acc.cast(S[row, j2], dtype) * V[kv_at(b2, h2, j2, l2)]
 
     steps = [step(logic) for logic in (start, *((capped,) if softcap else ()), *((mask,) if causal else ()),
                                        maximum, exponentials, add,
                                        *((log_sum_exp,) if lse else ()), divide)]
-    schedule = acc.fuse((scores.create_schedule(), *steps, output.create_schedule()), partial=4)
-    f, z, g, i, j, k, l = schedule.get_indices()
+    schedule = acc.fuse((scores.create_schedule(), *steps, output.create_schedule()), partial=5)
+    f, b, h, g, i, j, k, l = schedule.get_indices()
     ii = schedule.split(i, rows)
     iii = schedule.split(ii, 64)  # one consumer warpgroup's queries
     kk = schedule.split(k, k_tile)
@@ -160,11 +180,13 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape1)
     iiii, jj, kkk = schedule.tile({iii: m, jt: n, kk: mk})
     ll = schedule.split(l, d)
-    schedule.reorder(z, g, i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
+    schedule.reorder(b, h, g, i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
 
     plan = schedule.create_plan(target)
-    plan.bind({z: target.GridUnit.BLOCK_Z, g: target.GridUnit.BLOCK_Y, i: target.GridUnit.BLOCK_X,
-               ii: target.GridUnit.WARPGROUP_Y})
+    # BHSD: a batch's K/V heads in turn on BLOCK_Z, so that the query heads of one share K and V in L2
+    heads_bound = {(b, h): target.GridUnit.BLOCK_Z, g: target.GridUnit.BLOCK_Y} if bhsd else \
+        {b: target.GridUnit.BLOCK_Z, (h, g): target.GridUnit.BLOCK_Y}
+    plan.bind({**heads_bound, i: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
     start_at_zero = dict(prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
     plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, **start_at_zero)
     plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=kv_tile // 16, **start_at_zero)
@@ -195,6 +217,7 @@ FUNCTIONS = {  # name: attention's arguments
     "attention_fp16_b8h16_4096x128_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, causal=True),
     "attention_bf16_b4h64kv8_8192x128_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,
                                                     dtype=BF16, causal=True),
+    "attention_bf16_bshd_b8h16_4096x128": dict(M=4096, N=4096, d=128, batch=8, heads=16, dtype=BF16, layout="BSHD"),
 }
 
 # decode: one query a head against a long K/V cache; a K/V head's query heads (32 over 8: 4) are its

@@ -296,6 +296,9 @@ def test_a_second_product_onto_e_as_it_is_is_refused():
 
 ATTENTION = {"decode": {**attention.DECODE["attention_bf16_decode_b16h32kv8_8192x128"], "N": 512, "batch": 2,
                         "heads": 2},
+             "bshd": dict(M=128, N=256, d=64, batch=2, heads=2, layout="BSHD"),
+             "bshd_gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=4, kv_heads=2, causal=True, rows=64,
+                                     layout="BSHD", alternate=True),
              "d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
              "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64),
              "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp),
@@ -632,6 +635,37 @@ def test_overlap_with_one_tile_of_s_is_the_plan_without_it():
     assert emit_kernel(plain.kernels[0]) == emit_kernel(overlapped.kernels[0])
 
 
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+def test_the_attention_sample_is_attention_on_4d_tensors(layout, tmp_path):
+    """The sample's function, emulated on (batch, heads, seq, d) or (batch, seq, heads, d) tensors
+    of random values, against attention written with numpy alone: grouped heads (4 query heads over
+    2 K/V heads, query head q reading K/V head q // 2) and the causal mask."""
+    import numpy as np
+
+    B, H, Hk, M, N, d = 2, 4, 2, 64, 128, 64
+    build(*attention.attention(M=M, N=N, d=d, batch=B, heads=H, kv_heads=Hk, causal=True, rows=64,
+                               kv_tile=64, layout=layout, exponential=acc.exp), "att", tmp_path)
+    fn = acc.load(tmp_path / "att.hat").functions["att"]
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((B, n, h, d)).astype(np.float16) for n, h in ((M, H), (N, Hk), (N, Hk)))
+    if layout == "BHSD":  # the same values, each tensor's memory in BHSD order
+        q, k, v = (np.ascontiguousarray(t.transpose(0, 2, 1, 3)) for t in (q, k, v))
+        flat = lambda t: t.reshape(-1, d)  # noqa: E731
+        heads_of = lambda t: t.astype(np.float64)  # noqa: E731
+    else:
+        flat = lambda t: t.reshape(t.shape[0] * t.shape[1], -1)  # noqa: E731
+        heads_of = lambda t: t.astype(np.float64).transpose(0, 2, 1, 3)  # noqa: E731
+    o = np.zeros_like(q)
+    fn.emulate(flat(q), flat(k), flat(v), flat(o))
+    qh, kh, vh = heads_of(q), np.repeat(heads_of(k), H // Hk, axis=1), np.repeat(heads_of(v), H // Hk, axis=1)
+    scores = qh @ kh.transpose(0, 1, 3, 2) / math.sqrt(d)
+    scores[..., np.triu(np.ones((M, N), dtype=bool), 1)] = -np.inf
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ vh
+    got = heads_of(o)
+    assert np.abs(got - want).max() < 2e-3 * np.abs(want).max()
+
+
 # -- plan.alternate: the consumer warpgroups issue their products in turn --------------------------
 
 
@@ -712,6 +746,16 @@ def test_alternate_without_a_producer_is_refused():
                                                                persistent=False)))
 
 
+def test_alternate_with_more_tiles_of_k_a_turn_than_the_ring_holds_is_refused():
+    """d = 128 in tiles of 64 of k through a ring of one stage: a turn takes 2 tiles of K's ring
+    for each tile of S, and the next warpgroup frees them only in its own turn (the random tester
+    found the deadlock). Two stages hold them (ALTERNATED's d = 128 case emulates)."""
+    with pytest.raises(PlanError, match=r"alternate\(\): a consumer warpgroup's turn takes 2 tiles of the ring of K "
+                                        r"\(k\) for each tile of the first product, and the ring holds 1: .* give the "
+                                        r"caches of K stages=2 or more"):
+        compile_function_plan(*attention.attention(M=256, N=256, d=128, stages=1, alternate=True))
+
+
 def test_alternate_takes_a_bool():
     plan, _ = attention.attention(**ATTENTION["d64"])
     with pytest.raises(PlanError, match=r"alternate\(enabled=1\): enabled must be True or False"):
@@ -763,7 +807,8 @@ def _attention_options(draw) -> dict:
                 exponential=draw(st.sampled_from((acc.exp, acc.fast_exp))),
                 dtype=draw(st.sampled_from((T.float16, T.bfloat16))), stages=draw(st.sampled_from((1, 2, 3))),
                 v_stages=draw(st.sampled_from((1, 2))), producer=draw(st.booleans()),
-                softcap=draw(st.sampled_from((None, None, 2.0))), alternate=draw(st.booleans()))
+                softcap=draw(st.sampled_from((None, None, 2.0))), alternate=draw(st.booleans()),
+                layout=draw(st.sampled_from(("BHSD", "BSHD"))))
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

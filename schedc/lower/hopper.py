@@ -485,6 +485,7 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
                                            "consumers' role of a warp-specialized block, a producer warpgroup filling "
                                            "the rings for all of them; this plan has no producer: keep "
                                            "warp_specialize, or leave alternate out")
+        _check_turn_ring(facts, shape, streamed)
         parts = chained.alternated(parts, consumers // WARPGROUP)
     inits, copies, landed = _resident_copies(caches, chain)
     inits += chained.inits(chain, team) if chain is not None else ()
@@ -519,6 +520,28 @@ def lower_warpgroups(model, facts, launch: Launch, tiles: tensor.TensorMatch, ca
               *((chain.cache.map,) if chain is not None else ()),
               *(chain.output.maps if chain is not None and chain.output is not None else ()))
     return assemble(model, launch, body, buffers, values, block=(consumers, 1, 1))
+
+
+def _check_turn_ring(facts, shape: LoopShape, streamed: tuple[TmaCache, ...]) -> None:
+    """plan.alternate: a warpgroup's turn takes every tile of the ring that one tile of the first
+    product's C multiplies, and the next warpgroup frees those of its own turn before only after
+    it (each stage waits for both): the ring must hold them all, or the turns deadlock."""
+    if not streamed:
+        return
+    stages = streamed[0].stages
+    loops = [facts.loop(n) for n in shape.pipelined]
+    per_tile = math.prod(lp.extent for lp in loops) if all(lp.fixed for lp in loops) else None
+    if per_tile is not None and per_tile <= stages:
+        return
+    names = [c.array for c in streamed]
+    arrays = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    count = f"{per_tile} tiles" if per_tile is not None else "a run-time number of tiles"
+    raise PlanError("alternate()", f"a consumer warpgroup's turn takes {count} of the ring of {arrays} "
+                                   f"({', '.join(shape.pipelined)}) for each tile of the first product, and the "
+                                   f"ring holds {stages}: its stages are free again only once the next warpgroup "
+                                   f"has taken them in its own turn, so the turns would wait for each other; give "
+                                   f"the caches of {arrays} stages={per_tile or 'its tiles'} or more, or wider tiles "
+                                   "of k, or leave alternate out")
 
 
 def _masked_tiles(chain: chained.Chain | None, model, facts, launch: Launch, roles: WarpRoles) -> dict[str, Expr]:
