@@ -124,6 +124,24 @@ def test_out_of_bounds_is_reported():
         _run(_kernel(body))
 
 
+def test_two_blocks_storing_one_element_race():
+    """Blocks run one after another in the emulator, so the last block's value would stay; on the
+    GPU either may: a store of another block's element is reported (a whole tile stored past the
+    nest's edge onto another head's rows was such a store)."""
+    index = Binary("+", Binary("*", Var("blockIdx.x"), Const(16)), Var("threadIdx.x"))
+    kernel = dataclasses.replace(_kernel([Store("X", (index,), Const(1.0, ScalarType.float32))]), grid=(2, 1, 1))
+    # 32 threads a block, blocks 16 elements apart: blocks 0 and 1 both store X[16..31]
+    with pytest.raises(EmulationError, match=r"race: block \(0, 0, 0\) stored this element too: two blocks of the "
+                                             r"kernel store it.* at block \(1, 0, 0\), thread\(s\) \[0\], X\[16\]"):
+        _run(kernel)
+
+
+def test_blocks_storing_their_own_elements_do_not_race():
+    index = Binary("+", Binary("*", Var("blockIdx.x"), Const(32)), Var("threadIdx.x"))
+    kernel = dataclasses.replace(_kernel([Store("X", (index,), Const(1.0, ScalarType.float32))]), grid=(2, 1, 1))
+    assert _run(kernel).written["X"].all()
+
+
 def test_out_of_bounds_inside_a_guard_is_not_reported():
     index = Binary("+", Var("threadIdx.x"), Const(40))
     body = [If(Binary("<", index, Const(64)), (Store("X", (index,), Load("X", (Var("threadIdx.x"),), ScalarType.float32)),))]

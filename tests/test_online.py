@@ -555,8 +555,8 @@ def test_overlap_issues_the_tile_befores_second_product_after_the_first_products
     """In the loop over S's tiles: the first product's pass, then (past the first tile) the tile
     before's second product with the pass's wait leaving it in flight (wait 1; wait 0 at the first
     tile), the steps between, its wait, then this tile's conversion; the last tile's second product
-    at the loop's end; the A registers declared outside the loop."""
-    model, fn = compile_function_plan(*_overlapped(attention.attention(**ATTENTION["d64"])))
+    at the loop's end; the A registers declared outside the loop (the warpgroups without turns)."""
+    model, fn = compile_function_plan(*_overlapped(attention.attention(**ATTENTION["d64"], alternate=False)))
     body = _consumer_tile_loop(fn).body
     pass_at = next(n for n, s in enumerate(body) if isinstance(s, Loop) and s.var == "k")
     issued = body[pass_at + 1]
@@ -580,7 +580,7 @@ def _calls_in(s) -> bool:
 
 def test_without_overlap_each_tile_waits_for_its_second_product():
     """The mutation's witness: without plan.overlap no product is issued after the first's pass."""
-    model, fn = compile_function_plan(*attention.attention(**ATTENTION["d64"], overlap=False))
+    model, fn = compile_function_plan(*attention.attention(**ATTENTION["d64"], overlap=False, alternate=False))
     body = _consumer_tile_loop(fn).body
     pass_at = next(n for n, s in enumerate(body) if isinstance(s, Loop) and s.var == "k")
     assert body[pass_at + 1] == WarpgroupWait(0)
@@ -633,6 +633,22 @@ def test_overlap_with_one_tile_of_s_is_the_plan_without_it():
     plain = compile_function_plan(*attention.attention(**options, overlap=False))[1]
     overlapped = compile_function_plan(*_overlapped(attention.attention(**options)))[1]
     assert emit_kernel(plain.kernels[0]) == emit_kernel(overlapped.kernels[0])
+
+
+def test_a_tile_whose_rows_past_the_nest_are_another_heads_stores_its_own_rows_alone():
+    """Decode: 4 query rows a K/V head in a 64-row tile; the tile's other rows are the next heads'
+    queries, inside O. A TMA store of the whole tile wrote them over the other blocks' rows (wrong
+    on the GPU, where blocks run together): the threads store the tile's rows inside the nest
+    (at most 4 from its origin), and every block emulates to the reference (the emulator reports
+    two blocks storing one element)."""
+    from schedc.ir.kernel import FragmentStore, TmaStore
+
+    model, fn = compile_function_plan(*attention.attention(**ATTENTION["decode"]))
+    body = list(walk_statements(fn.kernels[0].body))
+    assert not any(isinstance(s, TmaStore) for s in body)
+    stores = [s for s in body if isinstance(s, FragmentStore) and s.buffer == "O"]
+    assert stores and all(Const(4) in list(subexpressions(s.edge.rows)) for s in stores)
+    _passed(emulate_function(model, fn, None, seed=5))
 
 
 @pytest.mark.parametrize("layout", ["BHSD", "BSHD"])

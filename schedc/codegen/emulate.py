@@ -171,9 +171,10 @@ def emulate_sequence(function: HostFunction, storage: dict[str, np.ndarray],
     total, done = sum(len(group) for _, chosen in plan for group in chosen), 0
     for kernel, chosen in plan:
         scalars_of_kernel = {v.name: values[v.name] for v in kernel.values if isinstance(v, ScalarParam)}
+        owners: dict[str, np.ndarray] = {}  # per array: the block of this kernel that stored each element
         for group in chosen:
             runs = [_Block(kernel, memory, written, block, env=dict(scalars_of_kernel),
-                           tiles=tiles if kernel is plan[-1][0] else None) for block in group]
+                           tiles=tiles if kernel is plan[-1][0] else None, owners=owners) for block in group]
             if len(runs) == 1:
                 runs[0].run()
             else:  # a cluster's blocks run together
@@ -270,6 +271,27 @@ class _Block:
     staged: dict[str, tuple[Staging, np.ndarray | None]] = field(default_factory=dict)
     private: dict[str, np.ndarray] = field(default_factory=dict)  # per thread: (threads, size)
     tiles: int | None = None  # persistent kernels: the tiles each block runs (None: all)
+    owners: dict[str, np.ndarray] = field(default_factory=dict)  # the kernel's blocks' stores, per element
+
+    def mark_written(self, buffer: str, offsets: np.ndarray, adds: bool = False) -> None:
+        """Global elements this block stored (``adds``: added into, as a reduction, in any order).
+        Two blocks of one kernel storing one element race: which value stays depends on their
+        order (a whole tile stored past the nest's edge onto another block's elements, say)."""
+        self.written[buffer][offsets] = True
+        if adds:
+            return
+        gx, gy, _ = self.kernel.grid
+        me = self.block[0] + gx * (self.block[1] + gy * self.block[2])
+        owner = self.owners.setdefault(buffer, np.full(len(self.written[buffer]), -1, dtype=np.int64))
+        prior = owner[offsets]
+        clash = (prior >= 0) & (prior != me)
+        if clash.any():
+            n = int(np.argmax(clash))
+            other = int(prior[n])
+            block = (other % gx, other // gx % gy, other // (gx * gy))
+            raise self.error("race", f"block {block} stored this element too: two blocks of the kernel store it, "
+                             "and which value stays depends on their order", [0], buffer, int(offsets[n]))
+        owner[offsets] = me
 
     def run(self) -> None:
         bx, by, bz = self.kernel.block
@@ -426,7 +448,7 @@ class _Block:
             threads = np.flatnonzero(mask & (offset == element)).tolist()
             raise self.error("race", "threads store the same element in one step", threads, s.buffer, element)
         self.memory[s.buffer][where] = value[mask]
-        self.written[s.buffer][where] = True
+        self.mark_written(s.buffer, where)
 
     # -- warp tiles ----------------------------------------------------------------------------
 
@@ -527,7 +549,7 @@ class _Block:
             return
         memory = self.memory[s.buffer]
         memory[flat] = converted(values, self.buffers[s.buffer].dtype)
-        self.written[s.buffer][flat] = True
+        self.mark_written(s.buffer, flat)
 
     def _tile_values(self, buffer: str, index: np.ndarray, active) -> np.ndarray:
         if buffer not in self.shared.buffers:
@@ -666,7 +688,7 @@ class _Block:
                 self.shared.write(s.target, target, values, threads)
         else:
             self.memory[s.target][target] = values
-            self.written[s.target][target] = True
+            self.mark_written(s.target, target)
 
     def _inside(self, valid: tuple[Expr, ...], box: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Which elements of a box lie inside the source: all, or those below ``valid``."""

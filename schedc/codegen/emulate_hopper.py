@@ -500,7 +500,7 @@ def _tma_store(b, s: TmaStore, mask) -> None:
             memory[offset[inside]] = total.astype(memory.dtype)
         else:
             memory[offset[inside]] = values[inside].astype(memory.dtype)
-        b.written[spec.array][offset[inside]] = True
+        b.mark_written(spec.array, offset[inside], adds=s.adds)
         h.bulk_open.setdefault(int(thread), []).append(token)
 
 
@@ -823,7 +823,7 @@ class Wgmma(Executor):
         else:
             memory = b.memory[s.buffer]
             memory[offsets[inside]] = frag[groups][inside].astype(memory.dtype)
-            b.written[s.buffer][offsets[inside]] = True
+            b.mark_written(s.buffer, offsets[inside])
 
 
     def to_shared(self, s: FragmentStore, offsets: np.ndarray, values: np.ndarray, groups) -> None:

@@ -190,7 +190,7 @@ class MmaSync(Executor):
             return
         memory = b.memory[s.buffer]
         memory[flat] = converted(values, b.buffers[s.buffer].dtype)
-        b.written[s.buffer][flat] = True
+        b.mark_written(s.buffer, flat)
 
     def inside(self, s, rows, cols, mask, active, shape) -> np.ndarray:
         """Which elements lie inside the array: all, or those within a C tile's edge."""

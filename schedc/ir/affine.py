@@ -97,10 +97,13 @@ def mixed_radix(subscripts, names, extents: dict) -> bool:
     True
     >>> mixed_radix([Affine((("b", 100), ("i", 1)))], ["b", "i"], {"b": 4, "i": 128})
     False
+    >>> mixed_radix([Affine((("g", 128), ("h", 128), ("i", 1)))], ["g", "h", "i"], {"g": 2, "h": 1, "i": 128})
+    True
     """
-    seen: set[str] = set()
+    single = {v for v in names if extents.get(v) == 1}  # a name of one value is a constant anywhere
+    seen: set[str] = set(single)
     for sub in subscripts:
-        used = sorted((abs(c), v) for v, c in sub.terms if v in names)
+        used = sorted((abs(c), v) for v, c in sub.terms if v in names and v not in single)
         if seen & {v for _, v in used} or any(not isinstance(extents.get(v), int) for _, v in used):
             return False
         seen |= {v for _, v in used}

@@ -8,6 +8,7 @@ linear-offset coefficients of the tensor loops.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -71,6 +72,10 @@ class TensorMatch:
     # obey, or None when every tile is whole. The other guards are dropped: whole tiles are
     # computed, operands padded with zeros in shared memory, C stored inside its bounds only.
     guards: tuple[Guard, ...] | None = None
+    whole: frozenset[str] = frozenset()  # the loops whose guards are dropped (they run whole tiles)
+    # where a tile's rows (columns) past the nest's edge lie inside C (another head's rows): the rows
+    # of the tile inside the nest, from its origin (an Affine of the loops outside the tile), else None
+    c_limits: tuple[tuple[Affine, ...], tuple[Affine, ...]] = ((), ())
     c_axes: tuple[int, int] | None = None  # C's dimensions of a tile's rows and columns, at edges
     # one past the last element of C the nest writes, per dimension (poly.reach; a run-time size's Affine)
     c_bounds: tuple[int | Affine, ...] = ()
@@ -160,9 +165,12 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
         padded |= set(unrolled_steps(model))
     kept = tuple(g for g in facts.guards if not g.affine.variables() & padded)
     if len(kept) != len(facts.guards):
-        tm = dataclasses.replace(tm, guards=kept)
+        tm = dataclasses.replace(tm, guards=kept, whole=frozenset(padded))
     tm = dataclasses.replace(tm, c_bounds=poly.reach(model, tm.c.buffer))
     partial = len(kept) != len(facts.guards) and poly.first_outside(model, tm.c.buffer, kept, tm.c_bounds) is not None
+    if len(kept) != len(facts.guards) and poly.stored_past_edge(model, tm.c.buffer, kept, tm.c_bounds, padded):
+        tm = dataclasses.replace(tm, c_limits=_nest_limits(here, model, facts, kept))
+        partial = True
     if not partial and tm.c_staged is None:
         return tm
     axes = []
@@ -174,6 +182,27 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
                                   f"through one dimension of {tm.c.buffer} by 1")
         axes.append(dims[0])
     return dataclasses.replace(tm, c_axes=tuple(axes))
+
+
+def _nest_limits(here: str, model, facts: PolyFacts, kept) -> tuple[tuple[Affine, ...], tuple[Affine, ...]]:
+    """The rows and columns of a tile inside the nest, counted from its origin, where its padding
+    lies inside C (its rows past the nest are another head's): from each dropped guard that bounds
+    the tile's row (column) loop from above, ``g >= 0`` with the loop's coefficient -1, the guard
+    at the loop's first value, plus one (the tile keeps the smallest)."""
+    limits = []
+    for loop in model.tensorize.loops[:2]:
+        found = []
+        for g in facts.guards:
+            if g in kept or not g.affine.coeff(loop):
+                continue
+            if g.equality or g.affine.coeff(loop) != -1 or model.loop(loop).step != 1:
+                raise PlanError(here, f"the tiles past the nest's edge hold elements of {model.tensorize.loops} "
+                                      f"that other tiles store, and the edge ({g.affine} >= 0) is not an upper "
+                                      f"bound of {loop} alone: split the loops by sizes that divide the nest",
+                                loops=model.tensorize.loops)
+            found.append(g.affine.substitute({loop: Affine((), 0)}).plus(Affine((), 1)))
+        limits.append(tuple(found))
+    return limits[0], limits[1]
 
 
 def unrolled_steps(model) -> tuple[str, ...]:
@@ -697,6 +726,9 @@ def _edge(model, tm: TensorMatch, as_expr, combo) -> TileEdge | None:
     if combo:
         subs = tuple(sub.substitute({k: Affine((), v) for k, v in combo.items()}) for sub in subs)
     rows, cols = (Binary("-", extent_expr(tm.c_bounds[d]), as_expr(subs[d])) for d in tm.c_axes)
+    fixed = {k: Affine((), v) for k, v in combo.items()} if combo else {}
+    rows, cols = (functools.reduce(lambda e, limit: Binary("min", e, as_expr(limit.substitute(fixed))), limits, edge)
+                  for edge, limits in zip((rows, cols), tm.c_limits))
     scratch = f"{tm.c.buffer}_edge" if tm.instructions.edge_scratch else ""
     return TileEdge(rows, cols, scratch, tm.c_staged is not None)
 

@@ -31,6 +31,7 @@ from .footprint import (
     footprint,
     padding_witness,
     reach,
+    stored_past_edge,
     writes_whole_box,
 )
 from .legality import (
@@ -186,5 +187,6 @@ def _read_subscripts(relation: isl.Map, names: Sequence[str]) -> tuple[Affine, .
 __all__ = [
     "Access", "Conflict", "DomainFacts", "EarlyRead", "Footprint", "FootprintError", "Guard", "LoopFacts",
     "PolyFacts", "analyze", "analyze_domain", "find_order_violation", "find_race", "first_outside", "footprint",
-    "padding_witness", "reach", "read_before_written", "unwritten_element", "when", "written_box", "writes_whole_box",
+    "padding_witness", "reach", "read_before_written", "stored_past_edge", "unwritten_element", "when", "written_box",
+    "writes_whole_box",
 ]

@@ -205,6 +205,32 @@ def first_outside(model, array: str, guards=None, bounds: tuple[int, ...] | None
     return None
 
 
+def stored_past_edge(model, array: str, guards, bounds: tuple, whole) -> tuple[int, ...] | None:
+    """An element of ``array`` inside ``bounds`` (one past the last element per dimension) that a
+    whole tile (the padded domain of ``guards``; ``whole``: the loops that run whole tiles) writes
+    and the nest's own iterations of that tile do not: a store of whole tiles would overwrite it
+    (another tile's, another head's rows inside the array); None where every such element lies
+    outside ``bounds``, where the store clips it."""
+    names = [lp.name for lp in model.loops]
+    inside = sets.array_box(array, bounds)
+    padded, own = sets.domain(model, guards), sets.domain(model)
+    xs = ", ".join(sets.PREFIX + n for n in names)
+    for access in sets.accesses(model):
+        if access.array != array:
+            continue
+        # a tile: the loops outside it that choose the array's elements (not a reduction's)
+        used = set().union(*(s.variables() for s in access.subscripts))
+        outer = [n for n in names if n not in whole and n in used]
+        tile = isl.Map(f"{{ [{xs}] -> [{', '.join(sets.PREFIX + n for n in outer)}] }}")
+        relation = access.relation(names)
+        pairs = tile.align_params(relation.get_space()).range_product(relation)  # x -> [tile -> element]
+        extra = padded.apply(pairs).subtract(own.apply(pairs)).unwrap().intersect_range(inside)
+        if not extra.is_empty():
+            point = sets.smallest(extra.range())
+            return tuple(sets.point_values(point, [f"e{d}" for d in range(len(bounds))]).values())
+    return None
+
+
 def _affine(pw: isl.PwAff, outer: list[str], array: str, dim: int, index: str, model, apart=None) -> Affine:
     """The footprint's first element along ``dim``: one affine expression of the outer loops.
     ``apart()`` names the accesses whose first elements differ, for the message where they do."""
