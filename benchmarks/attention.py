@@ -47,6 +47,8 @@ VARIANTS = {  # name: attention's arguments (float16 unless dtype)
                                       dtype=acc.ScalarType.bfloat16),
     "v_b8h16_4096x128_alt_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, alternate=True, causal=True),
     "v_b8h32_4096x64_alt": dict(M=4096, N=4096, d=64, batch=8, heads=32, alternate=True),
+    "v_b8h32_4096x64_r192": dict(M=4096, N=4096, d=64, batch=8, heads=32, rows=192, registers=(24, 160)),
+    "v_b8h32_4096x64_r192_kv64": dict(M=4096, N=4096, d=64, batch=8, heads=32, rows=192, kv_tile=64),
     "v_b2h16_16384x128_alt": dict(M=16384, N=16384, d=128, batch=2, heads=16, alternate=True),
     "v_b4h64kv8_8192x128_alt_bf16": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8, alternate=True,
                                          dtype=acc.ScalarType.bfloat16),

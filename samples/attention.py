@@ -65,7 +65,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
               overlap: bool = True, softcap: float | None = None, alternate: bool | None = None,
-              layout: str = "BHSD"):
+              layout: str = "BHSD", registers: tuple[int, int] | None = None):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the 4-D tensors' memory as 2-D
     row-major arrays: with ``layout="BHSD"`` (batch, heads, seq, d: torch's) Q and O
@@ -94,7 +94,10 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``tanh.approx`` instruction, ``acc.fast_tanh``, with ``acc.fast_exp``); ``alternate``: the two
     consumer warpgroups take turns at issuing their products, one's softmax under the other's
     (``plan.alternate``; by default where not causal, with a producer and a ring of K that holds a
-    tile's d: on an H100 it gained 1-5% without the mask and lost about 1% with it)."""
+    tile's d: on an H100 it gained 1-5% without the mask and lost about 1% with it); ``registers``:
+    the producer's and each consumer thread's registers after ``setmaxnreg`` (the default's 40 and
+    an equal share of the rest; three consumer warpgroups, ``rows=192``, hold a 128-key tile at d = 64
+    with (24, 160))."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
     tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
@@ -202,7 +205,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
                **({"stages": v_stages} if v_stages > 1 else {}))
     plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
     plan.cache(O, index=l, location=target.MemorySpace.MMA_FRAGMENT, element_type=acc.ScalarType.float32)
-    plan.warp_specialize(producer)
+    plan.warp_specialize(producer, *(registers or ()))
     if persistent:
         plan.persistent()
     if overlap:
