@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .. import poly, tma
+from .. import tma
 from ..errors import PlanError
 from ..ir.kernel import (
     WARPGROUP_INDEX,
@@ -179,12 +179,10 @@ def _planned(model, tiles: tensor.TensorMatch, c: tensor.Operand, launch: Launch
                        f"{array.strides[0] * size})")
     if any(r in outer for r in tiles.reductions):
         return None  # C's tile is stored more than once: a later load must not race the TMA store
-    if tiles.guards is not None:
-        past = poly.stored_past_edge(model, c.buffer, tiles.guards, tiles.c_bounds, tiles.whole)
-        if past is not None:
-            return refused(f"which store whole tiles, and a tile past the nest's edge holds {c.buffer}"
-                           f"[{', '.join(map(str, past))}], inside the elements the nest writes (another "
-                           "block's): the threads store the nest's elements alone")
+    if tiles.c_past is not None:
+        return refused(f"which store whole tiles, and a tile past the nest's edge holds {c.buffer}"
+                       f"[{', '.join(map(str, tiles.c_past))}], which another tile stores: the threads store "
+                       "the nest's elements alone")
     m, n, _ = model.tensorize.mma_shape.mnk
     row_bytes = n * size
     swizzle, tail_bytes = tma.swizzle_for(row_bytes), 0

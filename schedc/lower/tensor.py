@@ -72,9 +72,10 @@ class TensorMatch:
     # obey, or None when every tile is whole. The other guards are dropped: whole tiles are
     # computed, operands padded with zeros in shared memory, C stored inside its bounds only.
     guards: tuple[Guard, ...] | None = None
-    whole: frozenset[str] = frozenset()  # the loops whose guards are dropped (they run whole tiles)
-    # where a tile's rows (columns) past the nest's edge lie inside C (another head's rows): the rows
-    # of the tile inside the nest, from its origin (an Affine of the loops outside the tile), else None
+    # an element of C inside its bounds that a whole tile holds past the nest's edge and another tile
+    # stores (poly.stored_past_edge: another head's rows), or None; then the rows (columns) of a tile
+    # inside the nest, from its origin (Affines of the loops outside the tile), which C's stores keep to
+    c_past: tuple[int, ...] | None = None
     c_limits: tuple[tuple[Affine, ...], tuple[Affine, ...]] = ((), ())
     c_axes: tuple[int, int] | None = None  # C's dimensions of a tile's rows and columns, at edges
     # one past the last element of C the nest writes, per dimension (poly.reach; a run-time size's Affine)
@@ -165,11 +166,13 @@ def _edges(here: str, model, facts: PolyFacts, tm: TensorMatch) -> TensorMatch:
         padded |= set(unrolled_steps(model))
     kept = tuple(g for g in facts.guards if not g.affine.variables() & padded)
     if len(kept) != len(facts.guards):
-        tm = dataclasses.replace(tm, guards=kept, whole=frozenset(padded))
+        tm = dataclasses.replace(tm, guards=kept)
     tm = dataclasses.replace(tm, c_bounds=poly.reach(model, tm.c.buffer))
     partial = len(kept) != len(facts.guards) and poly.first_outside(model, tm.c.buffer, kept, tm.c_bounds) is not None
-    if len(kept) != len(facts.guards) and poly.stored_past_edge(model, tm.c.buffer, kept, tm.c_bounds, padded):
-        tm = dataclasses.replace(tm, c_limits=_nest_limits(here, model, facts, kept))
+    past = poly.stored_past_edge(model, tm.c.buffer, kept, tm.c_bounds, padded) if len(kept) != len(facts.guards) \
+        else None
+    if past is not None:
+        tm = dataclasses.replace(tm, c_past=past, c_limits=_nest_limits(here, model, facts, kept))
         partial = True
     if not partial and tm.c_staged is None:
         return tm
