@@ -65,7 +65,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
               overlap: bool = True, softcap: float | None = None, alternate: bool | None = None,
-              layout: str = "BHSD", registers: tuple[int, int] | None = None):
+              layout: str = "BHSD", registers: tuple[int, int] | None = None, splits: int = 1):
     """The plan of attention over ``batch`` x ``heads`` heads of M queries and N keys of dimension d
     (all ``dtype``) and its arrays (Q, K, V, O). The arrays are the 4-D tensors' memory as 2-D
     row-major arrays: with ``layout="BHSD"`` (batch, heads, seq, d: torch's) Q and O
@@ -182,24 +182,25 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ii = schedule.split(i, rows)
     iii = schedule.split(ii, 64)  # one consumer warpgroup's queries
     kk = schedule.split(k, k_tile)
-    jt = schedule.split(j, kv_tile)  # the keys of one tile of S: j is the loop over the tiles
+    js = schedule.split(j, N // splits) if splits > 1 else j  # the keys of a block: j is the loop over the parts
+    jt = schedule.split(js, kv_tile)  # the keys of one tile of S: js is the loop over the tiles
     shape1 = acc.MMAShape[f"M64xN{kv_tile}xK16_B1"]
     shape2 = acc.MMAShape[f"M64xN{d}xK16_B1"]
     m, n, mk = target.tensor_core_info.compute_tensor_splits(shape1)
     iiii, jj, kkk = schedule.tile({iii: m, jt: n, kk: mk})
     ll = schedule.split(l, d)
-    schedule.reorder(b, h, g, i, ii, j, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
+    schedule.reorder(b, h, g, i, ii, *((j,) if splits > 1 else ()), js, jt, f, k, kk, l, iii, iiii, jj, ll, kkk)
 
     plan = schedule.create_plan(target)
     # BHSD: a batch's K/V heads in turn on BLOCK_Z, so that the query heads of one share K and V in L2
     heads_bound = {(b, h): target.GridUnit.BLOCK_Z, g: target.GridUnit.BLOCK_Y} if bhsd else \
         {b: target.GridUnit.BLOCK_Z, (h, g): target.GridUnit.BLOCK_Y}
-    plan.bind({**heads_bound, i: target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
+    plan.bind({**heads_bound, ((i, j) if splits > 1 else i): target.GridUnit.BLOCK_X, ii: target.GridUnit.WARPGROUP_Y})
     start_at_zero = dict(prologue_op=acc.MMAFragmentOp.SET, prologue_arg=0.0)
     plan.tensorize(indices=(iiii, jj, kkk), mma_shape=shape1, **start_at_zero)
     plan.tensorize(indices=(iiii, ll, jj), mma_shape=shape2, num_total_passes=kv_tile // 16, **start_at_zero)
     # Q's rows of the block once a work item (cached at j, outside the tiles of keys), K through the ring
-    plan.cache(Q, index=j, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
+    plan.cache(Q, index=js, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
     plan.cache(K, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
     plan.cache(V, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA,
                **({"stages": v_stages} if v_stages > 1 else {}))

@@ -311,10 +311,11 @@ def _decompose(model, facts, binding, extents, coordinate) -> list[Let]:
 INT32_MAX = 2**31 - 1
 
 
-def _used_workspaces(buffers, body: tuple[Stmt, ...]) -> tuple:
-    """The arrays, without the workspaces ``body`` never names (a TEMP array whose every use went to
-    a scratch tile in shared memory: the loader allocates nothing for it)."""
-    named = {value for s in walk_statements(body) for value in _strings(s)}
+def _used_workspaces(buffers, body: tuple[Stmt, ...], values=()) -> tuple:
+    """The arrays, without the workspaces ``body`` and its by-value ``values`` (a tensor map's
+    array) never name (a TEMP array whose every use went to a scratch tile in shared memory: the
+    loader allocates nothing for it)."""
+    named = {value for s in (*walk_statements(body), *values) for value in _strings(s)}
     return tuple(b for b in buffers if b.kind != "workspace" or b.name in named)
 
 
@@ -342,7 +343,7 @@ def assemble(model, launch: Launch, body: tuple[Stmt, ...], shared=(), values=()
     ``values``, and ``block`` where the block is not the launch's (a producer warpgroup added)."""
     # a run-time size's array is checked at each call (the loader refuses one past 2^31 - 1 elements);
     # an array the kernel holds in registers alone (a chain's intermediate) has no offsets
-    buffers = _used_workspaces(model.buffers, body)
+    buffers = _used_workspaces(model.buffers, body, values)
     big = any(not b.sized and b.size > INT32_MAX for b in buffers)
     index = ScalarType.int64 if big else ScalarType.int32
     sizes = tuple(ScalarParam(name, index, size=True) for name in model.size_names)

@@ -280,6 +280,7 @@ def carried_dims(model) -> frozenset[str]:
     outside = model.outside_fusion
     return frozenset(model.dims[lp.dim][0] for lp in model.loops
                      if model.dims[lp.dim][0] in columns and lp.name in outside
+                     and model.binding_of(lp.name) is None  # a part of the keys each block takes whole
                      and (not isinstance(lp.end, int) or lp.end - lp.begin > lp.step))
 
 

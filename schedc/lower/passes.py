@@ -21,7 +21,21 @@ from ..errors import PlanError
 from ..ir.kernel import HostFunction, Kernel, SharedBuffer
 from ..ir.model import Model
 from ..targets import Target
-from . import cache, chained, check, epilogue, hopper, launch, loops, pipeline, private, simplify, split, tensor
+from . import (
+    cache,
+    chained,
+    check,
+    epilogue,
+    hopper,
+    launch,
+    loops,
+    pipeline,
+    private,
+    simplify,
+    split,
+    split_keys,
+    tensor,
+)
 from . import chain as linked
 
 
@@ -53,7 +67,8 @@ class FunctionLowering:
     kernels (``PASSES`` once each), the function that launches them (``link``)."""
 
     model: Model
-    split: split.Split | None = None  # split: the reduction split between blocks (None: one kernel)
+    # split: the reduction (or a chain's keys) split between blocks (None: one kernel)
+    split: split.Split | split_keys.KeySplit | None = None
     parts: tuple[Model, ...] = ()  # split: each kernel's Model, in launch order
     kernels: tuple[Kernel, ...] = ()  # PASSES, once per part
     function: HostFunction | None = None  # link
@@ -226,7 +241,11 @@ def fold(ir: Lowering) -> Lowering:
 
 
 def split_function(ir: FunctionLowering) -> FunctionLowering:
-    """The function's kernels as Models: the plan's own, or a split reduction's (clear,) partial sums and combine."""
+    """The function's kernels as Models: the plan's own, a split reduction's (clear,) partial sums and
+    combine, or a chain's keys split between blocks (partial outputs, their combine)."""
+    keys = split_keys.find(ir.model)
+    if keys is not None:
+        return dataclasses.replace(ir, split=keys, parts=split_keys.models(ir.model, keys))
     found = split.find(ir.model)
     parts = (ir.model,) if found is None else split.models(ir.model, found)
     return dataclasses.replace(ir, split=found, parts=parts)
