@@ -2,13 +2,15 @@
 """One head's attention forward (samples/attention.py) against torch's scaled_dot_product_attention
 on the same tensors, on the GPU, in one run.
 
-For each function of the sample (and, with ``--variants``, the plan at other key tiles, stages and
-with ``acc.exp`` and without ``plan.overlap``): on (batch, heads, seq, d) tensors, O is checked against torch's own SDPA
+For each function of the sample (and, with ``--variants``, the plan at other key tiles, stages,
+with ``acc.exp``, without ``plan.overlap``, and decode at other batches, lengths and splits of the
+keys between blocks): on (batch, heads, seq, d) tensors, O is checked against torch's own SDPA
 first (relative to O's largest value), then schedc and each of torch's backends (cuDNN,
 FlashAttention-2, memory-efficient; those that take the tensors on the device) are timed with
 ``triton.testing.do_bench`` (medians in ms), the median of ``ROUNDS`` rounds that time each in
-turn. TFLOP/s counts 4·batch·heads·M·N·d, halved when causal (FlashAttention's count); ``x best`` is the fastest
-backend's time over schedc's (> 1: schedc faster).
+turn. TFLOP/s counts 4·batch·heads·M·N·d, halved when causal (FlashAttention's count); decode
+counts K's and V's bytes over the time (TB/s); ``x best`` is the fastest backend's time over
+schedc's (> 1: schedc faster).
 
 Usage (on the GPU, repository root): python benchmarks/attention.py [--variants] [--only PREFIX[,PREFIX...]]
 """
@@ -58,6 +60,11 @@ VARIANTS = {  # name: attention's arguments (float16 unless dtype)
     "v_b4h64kv8_8192x128_alt_bf16_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,
                                                 alternate=True, causal=True, dtype=acc.ScalarType.bfloat16),
 }
+# decode (``vd_``): the sample's decode plan at other batches, key lengths and splits of the keys between blocks
+_DECODE = dict(M=4, d=128, heads=8, dtype=acc.ScalarType.bfloat16, rows=64, stages=4)
+VARIANTS |= {f"vd_b{batch}h32kv8_{n}x128_s{splits}": dict(_DECODE, N=n, batch=batch, splits=splits)
+             for batch, n, splits in ((16, 8192, 2), (16, 8192, 4), (16, 32768, 4), (16, 32768, 16), (1, 32768, 1),
+                                      (1, 32768, 16), (1, 32768, 64), (2, 131072, 32))}
 BACKENDS = ("cudnn", "flash", "efficient")
 
 
@@ -70,7 +77,8 @@ def main() -> None:
                  if name in attention.FUNCTIONS]
     decode = [(name, fn, attention.DECODE[name]) for name, fn in package.functions.items() if name in attention.DECODE]
     if "--variants" in sys.argv:
-        functions += variants()
+        for found in variants():  # the decode variants timed as decode
+            (decode if found[0].startswith("vd_") else functions).append(found)
     if "--only" in sys.argv:
         prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(","))
         functions = [f for f in functions if f[0].startswith(prefixes)]

@@ -12,8 +12,9 @@ lowers the plan as two kernels (three with OUTPUT row vectors, such as a log-sum
    and the row vectors) gets a slice per part too: the parts never share one.
 2. *combine*, one thread an element of O: the whole row's maximum ``m = max_p M_p``, each part's
    weight ``w_p = T_p exp(b (m - M_p))`` (``b`` the slope of the exponentials' argument in the
-   maximum: ``-scale`` for ``exp((S - M) * scale)``; 0 for a part whose keys were all masked),
-   and ``O = sum_p w_p O_p / sum_p w_p`` in O's type: the parts' outputs, each divided by its own
+   maximum: ``-scale`` for ``exp((S - M) * scale)``; 0 for a part whose sum is 0, its keys all masked),
+   and ``O = sum_p w_p O_p / sum_p w_p`` (the second product's epilogue op applied to it) in O's
+   type: the parts' outputs, each divided by its own
    sum, weighted by their sums made relative to the whole row's maximum, in a fixed order (the
    same bits every run).
 3. *rows* (with OUTPUT row vectors): one thread a row, ``m`` and the whole sum ``sum_p w_p``
@@ -33,7 +34,6 @@ The workspaces are parameters of every kernel that the loader allocates once per
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from functools import reduce
 
@@ -118,11 +118,9 @@ def _checked(model: Model, unit: GridUnit, name: str, where: str) -> KeySplit:
                                f"several tiles (at most {extent // (2 * loop.step) or 1} parts of {2 * loop.step} "
                                "keys), or bind no loop of the keys")
     second = model.chained
-    if (second.prologue_op, second.prologue_arg) != (MMAFragmentOp.SET, 0.0) or \
-            second.epilogue_op is not MMAFragmentOp.NONE:
+    if (second.prologue_op, second.prologue_arg) != (MMAFragmentOp.SET, 0.0):
         raise PlanError(where, f"{name} splits the keys between blocks, whose outputs the combine weighs and adds: "
-                               "the second product starts at zero (prologue_op=SET, prologue_arg=0) and has no "
-                               "epilogue op")
+                               "the second product starts at zero (prologue_op=SET, prologue_arg=0)")
     form = online.derive(model)
     if form is None or form.peak is None or not form.scaled or form.rescaled != form.divisors or \
             len(form.divisors) != 1 or set(form.carried) != {form.peak, form.divisors[0]}:
@@ -242,6 +240,7 @@ def partial_model(model: Model, keys: KeySplit, spaces: dict[str, Buffer]) -> Mo
     return dataclasses.replace(
         model, function=f"{model.function}__partial", buffers=tuple(buffers), dims=tuple(dims),
         statements=tuple(statements), loops=loops, groups=groups, caches=caches,
+        chained=dataclasses.replace(model.chained, epilogue_op=MMAFragmentOp.NONE, epilogue_arg=0.0),
         fusion=dataclasses.replace(fusion, parts=tuple(parts), unfused=tuple(unfused)))
 
 
@@ -258,7 +257,7 @@ def _weights(keys: KeySplit, spaces: dict[str, Buffer], rows: int, row: Expr, to
              outputs: list[Expr] | None = None) -> list[Expr]:
     """Each part's weight at row ``row`` relative to the row's maximum ``top``: its sum times
     ``exp(b (top - M_p))`` (times ``outputs[p]``, the part's output, where given), 0 where the part
-    saw no key (its maximum -inf: its sum 0, its output 0 / 0)."""
+    saw no key (its sum 0, its output 0 / 0, its maximum the start)."""
     out = []
     for p in range(keys.splits):
         at = (Binary("+", Const(p * rows), row),)
@@ -267,7 +266,7 @@ def _weights(keys: KeySplit, spaces: dict[str, Buffer], rows: int, row: Expr, to
         weight = Binary("*", total, grown, F32)
         if outputs is not None:
             weight = Binary("*", weight, outputs[p], F32)
-        empty = Binary("==", peak, Const(-math.inf, F32), ScalarType.bool)
+        empty = Binary("==", total, Const(0.0, F32), ScalarType.bool)
         out.append(Call(Function.SELECT, (empty, Const(0.0, F32), weight), F32))
     return out
 
@@ -305,12 +304,24 @@ def combine_model(model: Model, keys: KeySplit, spaces: dict[str, Buffer]) -> Mo
     at_top, at_whole = Load(top.name, here, F32), Load(whole.name, here, F32)
     outputs = [Load(spaces["outputs"].name, (Binary("+", Const(p * o.shape[0]), here[0]), here[1]), F32)
                for p in range(keys.splits)]
-    value = Binary("/", _sum(_weights(keys, spaces, rows, row, at_top, outputs)), at_whole, F32)
+    value = _epilogue(model, Binary("/", _sum(_weights(keys, spaces, rows, row, at_top, outputs)), at_whole, F32))
     statements = (Store(top.name, here, _maximum(keys, spaces, rows, row)),
                   Store(whole.name, here, _sum(_weights(keys, spaces, rows, row, at_top))),
                   Store(o.name, here, value if o.dtype is F32 else Cast(value, o.dtype)))
     return _elements(model, f"{model.function}__combine", dims,
                      (o, spaces["outputs"], spaces["peaks"], spaces["totals"], top, whole), statements)
+
+
+def _epilogue(model: Model, value: Expr) -> Expr:
+    """The second product's epilogue op on C's whole value (the partial kernel leaves it out)."""
+    op, arg = model.chained.epilogue_op, model.chained.epilogue_arg
+    if op is MMAFragmentOp.SCALE:
+        return Binary("*", value, Const(float(arg), F32), F32)
+    if op is MMAFragmentOp.ReLU:
+        return Binary("max", value, Const(0.0, F32), F32)
+    if op is MMAFragmentOp.SET:
+        return Const(float(arg), F32)
+    return value
 
 
 def rows_model(model: Model, keys: KeySplit, spaces: dict[str, Buffer]) -> Model:

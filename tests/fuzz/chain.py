@@ -9,7 +9,8 @@ epilogue ops of both products, persistent grids, warp specialization on and off;
 D's rows of each tile through a ring of 1 to 3 stages, A's rows of the block at times copied once a
 work item; a row softmax (or a min or sum of the row)
 between them, in row vectors held by the threads of each row, over S's tiles in the online form
-(a causal mask before it at times, the row's log-sum-exp an OUTPUT at times);
+(a causal mask before it at times, the row's log-sum-exp an OUTPUT at times, the keys split
+between blocks at times: two parts of two tiles each);
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -62,6 +63,10 @@ def chain_program(rng: random.Random, target: str) -> Program:
     output = operand if rng.random() < 0.7 else "float32"
     # a row softmax over S's tiles (the online form, lower/online.py): E starts at zero, corrected as it goes
     online = tiles_of_s and rng.random() < 0.35
+    # the keys split between blocks (flash-decoding, lower/split_keys.py): 2 parts of 2 tiles, j on the grid with i
+    parts = 2 if online and rng.random() < 0.4 else 1
+    if parts > 1:
+        N1 = n1 * 2 * parts
     read = not online and rng.random() < 0.3  # E += ... onto E's values: INPUT_OUTPUT, its fragments start from them
     arrays = (ArrayDecl("A", "INPUT", operand, (M, K), layouts[0]), ArrayDecl("B", "INPUT", operand, (K, N1), layouts[1]),
               ArrayDecl("D", "INPUT", operand, (N1, N2), layouts[2]), ArrayDecl("S", "TEMP", "float32", (M, N1)),
@@ -70,7 +75,13 @@ def chain_program(rng: random.Random, target: str) -> Program:
     first = Statement(Ref("S", (i, j)), Binary("*", Ref("A", (i, k)), Ref("B", (k, j))), accumulate=True)
     second = Statement(Ref("E", (i, l_)), Binary("*", Cast(Ref("S", (i, j)), operand), Ref("D", (j, l_))),
                        accumulate=True)
-    if tiles_of_s:
+    tiles = "j"  # the loop over the tiles of S's columns
+    if parts > 1:
+        steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Split("j", N1 // parts), Split("jj", n1),
+                 Tile((("iii", 64), ("jjj", n1), ("kk", 16))), Split("l", n2))
+        order = ("i", "ii", "j", "jj", "jjj", "f", "k", "kk", "l", "iii", "iiii", "jjjj", "ll", "kkk")
+        s_tile, tiles = "jjjj", "jj"
+    elif tiles_of_s:
         steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Split("j", n1),
                  Tile((("iii", 64), ("jj", n1), ("kk", 16))), Split("l", n2))
         order = ("i", "ii", "j", "jj", "f", "k", "kk", "l", "iii", "iiii", "jjj", "ll", "kkk")
@@ -81,7 +92,7 @@ def chain_program(rng: random.Random, target: str) -> Program:
         order = ("i", "f", "ii", "j", "k", "kk", "l", "iii", "iiii", "jj", "ll", "kkk")
         s_tile = "jj"
     block = rng.choice(("BLOCK_X", "BLOCK_Y"))
-    bindings = (Binding(("i",), block), Binding(("ii",), "WARPGROUP_Y"))
+    bindings = (Binding(("i", "j") if parts > 1 else ("i",), block), Binding(("ii",), "WARPGROUP_Y"))
     ops = {"NONE": 60, "SCALE": 25, "ReLU": 15}
     tensorize = Tensorize(("iiii", s_tile, "kkk"), f"M64xN{n1}xK16_B1", 1, None, "SET",
                           rng.choice((0.0, 0.0, 1.5, -1.0)), choose(rng, ops), rng.choice((0.5, 2.0, -1.0)))
@@ -94,7 +105,7 @@ def chain_program(rng: random.Random, target: str) -> Program:
     d_pipeline = ("stages", d_stages) if d_stages > 1 else ()
     # over tiles of S, A's rows of the block at times copied once a work item (a query block's Q)
     a_once = tiles_of_s and rng.random() < 0.3
-    caches = (CacheDirective("A", "j", "SHARED") if a_once else CacheDirective("A", "kk", "SHARED", *pipeline),
+    caches = (CacheDirective("A", tiles, "SHARED") if a_once else CacheDirective("A", "kk", "SHARED", *pipeline),
               CacheDirective("B", "kk", "SHARED", *pipeline),
               CacheDirective("D", "l", "SHARED", *d_pipeline), CacheDirective("S", "k", "MMA_FRAGMENT"),
               CacheDirective("E", "l", "MMA_FRAGMENT", element_type=fragments))

@@ -55,6 +55,7 @@ def features(p: Program) -> list[str]:
     found += ["split_k(deterministic=False)"] if p.order_free else []
     found += ["overlap()"] if p.overlap else []
     found += ["alternate()"] if p.alternate else []
+    found += ["the keys split between blocks"] if keys_split(p) else []
     found += ["run-time size (acc.create_dimensions) of the first dimension"] if p.runtime else []
     found += [f"unroll {u}" for u in p.unrolls]
     if loop_spans(p)[1]:
@@ -108,6 +109,7 @@ def coverage_features(p: Program) -> set[str]:
         else set()
     found |= {"overlapped chain (plan.overlap)"} if p.overlap else set()
     found |= {"consumer warpgroups taking turns (plan.alternate)"} if p.alternate else set()
+    found |= {"the keys split between blocks (flash-decoding)"} if keys_split(p) else set()
     found |= {"chained product, an OUTPUT row vector"} if any(a.name == "chain_lse" for a in p.arrays) else set()
     found |= {"chained product, its B in a ring of stages"} if p.chained and any(
         c.array == "D" and c.stages > 1 for c in p.caches) else set()
@@ -178,3 +180,8 @@ def coverage_text(generated: dict[str, int], accepted: dict[str, int]) -> str:
     for name in sorted(generated):
         lines.append(f"  {name:<36} {generated[name]:>6} / {accepted.get(name, 0)}")
     return "\n".join(lines)
+
+
+def keys_split(p: Program) -> bool:
+    """Whether a chain binds its loop over the parts of S's columns to blocks (with the rows')."""
+    return p.chained is not None and any("j" in b.indices and b.unit.startswith("BLOCK") for b in p.bindings)
