@@ -47,7 +47,10 @@ BSHD):
 - ``attention_bf16_decode_b16h32kv8_{8192,32768}x128`` (``DECODE``): one query for each of 32 heads
   of 16 sequences against 8 K/V heads of 8192 or 32768 keys: a K/V head's 4 query heads are its
   4 query rows (a 64-row tile; the rows past them, the next heads' queries, are computed and never
-  stored), one block a K/V head of a sequence, K and V read once.
+  stored), one block a K/V head of a sequence, K and V read once;
+- ``attention_bf16_decode_b1h32kv8_32768x128_split16``: one sequence of 32768 keys, the keys split
+  between blocks (flash-decoding, ``splits=16``): each of the 8 K/V heads' 16 blocks takes 2048
+  keys, and a combine kernel weighs the blocks' outputs by their rows' maxima and sums.
 
 ``attention`` builds the plan for any sizes the chain allows (``benchmarks/attention.py`` times it
 against torch's scaled_dot_product_attention on the same tensors).
@@ -97,7 +100,9 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     tile's d: on an H100 it gained 1-5% without the mask and lost about 1% with it); ``registers``:
     the producer's and each consumer thread's registers after ``setmaxnreg`` (the default's 40 and
     an equal share of the rest; three consumer warpgroups, ``rows=192``, hold a 128-key tile at d = 64
-    with (24, 160))."""
+    with (24, 160)); ``splits``: the keys split between blocks, each block taking ``N / splits`` of them
+    (flash-decoding, for few queries against many keys): ``js = split(j, N // splits)``, j bound to
+    blocks with the query blocks, compiled as a partial kernel and a combine (``schedc/lower/split_keys.py``)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
     tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
@@ -236,6 +241,9 @@ DECODE = {  # name: attention's arguments
                                                      stages=4),
     "attention_bf16_decode_b16h32kv8_32768x128": dict(M=4, N=32768, d=128, batch=16, heads=8, dtype=BF16, rows=64,
                                                       stages=4),
+    # one sequence: its 8 K/V heads' blocks alone would leave the GPU idle, so each takes 16 parts of the keys
+    "attention_bf16_decode_b1h32kv8_32768x128_split16": dict(M=4, N=32768, d=128, batch=1, heads=8, dtype=BF16,
+                                                             rows=64, stages=4, splits=16),
 }
 
 if __name__ == "__main__":
