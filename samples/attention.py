@@ -39,6 +39,8 @@ BSHD):
 - ``attention_bf16_b8h16_4096x128``: bfloat16;
 - ``attention_fp16_b8h32_4096x64``: d = 64, 32 heads;
 - ``attention_fp16_b2h16_16384x128``: 16384 queries and keys, batch 2;
+- ``attention_bf16_b8h16_4096x256``: d = 256, in tiles of 80 keys (the last one's 16 keys past
+  4096 set to 0), 240 registers a consumer thread;
 - ``attention_bf16_b4h64kv8_8192x128``: grouped-query attention, 64 query heads over 8 K/V heads;
 - ``attention_bf16_bshd_b8h16_4096x128``: the bfloat16 function on (batch, seq, heads, d) tensors
   (``layout="BSHD"``: a head's rows 16 x 128 elements apart);
@@ -79,9 +81,9 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``heads / kv_heads`` query heads in turn (grouped-query attention). The blocks take (batch and
     K/V head, query head of the group, ``rows`` queries), BSHD (batch, K/V head and query head of
     the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
-    (128 up to d = 128 where it divides N, else 64: a consumer thread holds S's tile, its 16-bit
-    copy and O's tile at once, and the last tile is whole: past N its columns would meet the next
-    head's keys); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
+    (128 up to d = 128, else 80: a consumer thread holds S's tile, its 16-bit copy and O's tile at
+    once; a last tile past N has its columns past N set to 0 before P @ V, where they would meet
+    the next head's keys); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
     in one stage of its ring (``stages`` deep); ``v_stages``: the stages of V's ring;
     ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.fast_exp`` (computed as the ex2
     instruction, log2(e) folded into the scale: one multiply-add an element) or ``acc.exp``; ``causal``:
@@ -99,14 +101,17 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     (``plan.alternate``; by default where not causal, with a producer and a ring of K that holds a
     tile's d: on an H100 it gained 1-5% without the mask and lost about 1% with it); ``registers``:
     the producer's and each consumer thread's registers after ``setmaxnreg`` (the default's 40 and
-    an equal share of the rest; three consumer warpgroups, ``rows=192``, hold a 128-key tile at d = 64
-    with (24, 160)); ``splits``: the keys split between blocks, each block taking ``N / splits`` of them
-    (flash-decoding, for few queries against many keys): ``js = split(j, N // splits)``, j bound to
-    blocks with the query blocks, compiled as a partial kernel and a combine (``schedc/lower/split_keys.py``)."""
+    an equal share of the rest, (24, 240) past d = 128; three consumer warpgroups, ``rows=192``,
+    hold a 128-key tile at d = 64 with (24, 160)); ``splits``: the keys split between blocks, each
+    block taking ``N / splits`` of them (flash-decoding, for few queries against many keys):
+    ``js = split(j, N // splits)``, j bound to blocks with the query blocks, compiled as a partial
+    kernel and a combine (``schedc/lower/split_keys.py``)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
     tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
-    kv_tile = kv_tile or (128 if d <= 128 and N % 128 == 0 else 64)
+    kv_tile = kv_tile or (128 if d <= 128 else 80)
+    # d = 256: O's tile alone is 128 registers a consumer thread
+    registers = registers or ((24, 240) if d > 128 and producer else None)
     kv_heads = kv_heads or heads
     persistent = not causal if persistent is None else persistent
     if alternate is None:  # where the turns are allowed: a producer, and K's ring holding a tile of S's k
@@ -227,6 +232,7 @@ FUNCTIONS = {  # name: attention's arguments
     "attention_bf16_b8h16_4096x128": dict(M=4096, N=4096, d=128, batch=8, heads=16, dtype=BF16),
     "attention_fp16_b8h32_4096x64": dict(M=4096, N=4096, d=64, batch=8, heads=32),
     "attention_fp16_b2h16_16384x128": dict(M=16384, N=16384, d=128, batch=2, heads=16),
+    "attention_bf16_b8h16_4096x256": dict(M=4096, N=4096, d=256, batch=8, heads=16, dtype=BF16),
     "attention_bf16_b4h64kv8_8192x128": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8, dtype=BF16),
     "attention_fp16_b8h16_4096x128_causal": dict(M=4096, N=4096, d=128, batch=8, heads=16, causal=True),
     "attention_bf16_b4h64kv8_8192x128_causal": dict(M=8192, N=8192, d=128, batch=4, heads=64, kv_heads=8,

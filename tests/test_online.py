@@ -300,7 +300,7 @@ ATTENTION = {"decode": {**attention.DECODE["attention_bf16_decode_b16h32kv8_8192
              "bshd_gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=4, kv_heads=2, causal=True, rows=64,
                                      layout="BSHD", alternate=True),
              "d64": dict(M=256, N=384, d=64), "d128_bf16": dict(M=128, N=192, d=128, dtype=T.bfloat16),
-             "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64),
+             "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64, kv_tile=64),
              "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp),
              "d64_serial": dict(M=256, N=384, d=64, overlap=False)}
 
@@ -605,19 +605,35 @@ def test_overlap_without_a_producer_and_one_stage_of_b_is_refused():
         compile_function_plan(*_overlapped(_softmax_one_role()))
 
 
-def test_a_partial_tile_of_keys_that_would_meet_the_next_heads_is_refused():
+def _zeroings(fn) -> list:
+    return [s for s in walk_statements(fn.kernels[0].body) if isinstance(s, If) and "past the nest add nothing"
+            in s.comment]
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_partial_tile_of_keys_that_would_meet_the_next_heads_is_set_to_zero(overlap):
     """Two heads of 192 keys in tiles of 128: the last tile's keys past 192 are the next head's rows
-    of K and V (inside the arrays: their copies fill no zeros there)."""
-    with pytest.raises(PlanError, match=r"S's last tile of columns is partial: iteration \(.*j=128.*\) of the whole "
-                                        r"tile multiplies S's column past the nest by V\[192, 0\], inside "
-                                        r"V\[384, 128\]"):
-        compile_function_plan(*attention.attention(M=192, N=192, d=128, batch=2, heads=1, rows=64, kv_tile=128))
+    of K and V (inside the arrays: their copies fill no zeros there), so the tile's columns past the
+    nest are set to 0 before P @ V, on the last tile alone (its columns inside the nest fewer than
+    128); every block emulates to the reference."""
+    model, fn = compile_function_plan(*attention.attention(M=192, N=192, d=128, batch=2, heads=1, rows=64,
+                                                           kv_tile=128, overlap=overlap))
+    zeroing = _zeroings(fn)
+    assert len(zeroing) == 1 and isinstance(zeroing[0].body[0], FragmentMap)
+    assert isinstance(zeroing[0].cond, Binary) and zeroing[0].cond.rhs == Const(128)
+    _passed(emulate_function(model, fn, None, seed=12))
+
+
+def test_whole_tiles_of_keys_are_not_set_to_zero():
+    _, fn = compile_function_plan(*attention.attention(M=192, N=256, d=128, batch=2, heads=1, rows=64, kv_tile=128))
+    assert not _zeroings(fn)
 
 
 def test_a_partial_tile_of_columns_past_the_arrays_emulates():
-    """One head's 96 keys in tiles of 64: past 96 the copies of K and V fill zeros, and the row's
-    maximum and sum skip the columns past the nest."""
+    """One head's 96 keys in tiles of 64: past 96 the copies of K and V fill zeros (nothing to set
+    to zero), and the row's maximum and sum skip the columns past the nest."""
     model, fn = compile_function_plan(*_overlapped(attention.attention(M=128, N=96, d=64, kv_tile=64, rows=64)))
+    assert not _zeroings(fn)
     _passed(emulate_function(model, fn, None, seed=12))
 
 

@@ -34,15 +34,19 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
+from ..ir.functions import Function
 from ..ir.kernel import (
+    ELEMENT,
     WARPGROUP_INDEX,
     WARPGROUP_THREADS,
     Binary,
+    Call,
     Cast,
     Const,
     Expr,
     Fragment,
     FragmentConvert,
+    FragmentMap,
     FragmentMma,
     If,
     Load,
@@ -52,6 +56,8 @@ from ..ir.kernel import (
     NamedBarrier,
     SharedBuffer,
     Stmt,
+    Store,
+    Var,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
@@ -82,6 +88,9 @@ class Chain:
     cache: object = None  # hopper.TmaCache of the second's B: the same tile for every tile of the kernel
     output: object = None  # epilogue.TmaOutput: its C's tiles stored by TMA through shared slots (None: by the threads)
     online: online.Online | None = None  # row vectors of the first's C kept across the carried loops
+    # the first's last tile of columns is partial and B's rows past the nest lie inside its array (the
+    # next head's keys): the tile's columns past the nest are set to 0 before the second product reads them
+    zero_past: bool = False
 
     def single_valued(self) -> dict[str, Affine]:
         """Its loops that take one value, at that value (its own loops have none in the kernel)."""
@@ -201,35 +210,40 @@ def match(chain: Chain, target, first_model: Model, first: tensor.TensorMatch) -
     return dataclasses.replace(chain, tiles=tensor._edges(here, model, facts, tiles), carried=carried)
 
 
-def check_whole_columns(chain: Chain) -> None:
-    """The second product sums over the first's columns in whole tiles: past the nest's last column
-    its B's copy must fill zeros (B's rows there lie past B's array), or the padded columns of the
-    first's last tile (finite values: its own operands' copies, or other rows of them) would add
-    their products with B's rows of the next head, batch or part of B into the second's C. (Rows
-    past the nest are C's rows the kernel does not store: only the columns' padding is read here.)"""
+def zero_past(chain: Chain) -> bool:
+    """Whether the first's columns past the nest must be set to 0 before the second product reads
+    them. It sums over the first's columns in whole tiles: past the nest's last column its B's copy
+    fills zeros where B's rows there lie past B's array, but where they lie inside it (the next
+    head's, batch's or part's rows of B) the padded columns of the first's last tile (finite values:
+    its own operands' copies, or other rows of them) would add their products with them into the
+    second's C. (Rows past the nest are C's rows the kernel does not store: only the columns'
+    padding is read here.)"""
     t, tiles, model = chain.model.tensorize, chain.tiles, chain.model
     if tiles.guards is None:
-        return
+        return False
     names = {lp.name for lp in model.loops}
     column = model.loop(t.loops[2]).dim  # the second product's k: the first's columns
     rest = tuple(g for g in chain.facts.guards
                  if not any(model.loop(v).dim == column for v in g.affine.variables() if v in names))
     if len(rest) == len(chain.facts.guards):
-        return
+        return False
     product = (tiles.c.buffer, chain.source, tiles.b.buffer)
-    found = poly.padding_witness(model, rest, product, {tiles.b.buffer})
-    if found is None:
-        return
-    point, elements = found
-    b = f"{tiles.b.buffer}[{', '.join(map(str, elements[tiles.b.buffer]))}]"
-    shape = list(chain.model.buffer(tiles.b.buffer).shape)
-    iteration = ", ".join(f"{n}={v}" for n, v in point.items())
-    raise PlanError(where_second(chain), f"{chain.source}'s last tile of columns is partial: iteration "
-                                         f"({iteration}) of the whole tile multiplies {chain.source}'s column past "
-                                         f"the nest by {b}, "
-                                         f"inside {tiles.b.buffer}{shape} (its copy fills zeros only past the "
-                                         f"array), and adds it to {tiles.c.buffer}; tile {chain.source}'s columns by a "
-                                         "size that divides them", loops=t.loops)
+    return poly.padding_witness(model, rest, product, {tiles.b.buffer}) is not None
+
+
+def zeroed(chain: Chain, source: str, dtype: ScalarType, columns: Expr | None) -> tuple[Stmt, ...]:
+    """The first's tile's columns past the nest (``columns``: how many of the tile's lie inside it)
+    set to 0 in its accumulator ``source``, on the last tile alone (``zero_past``)."""
+    if not chain.zero_past or columns is None:
+        return ()
+    n = chain.model.tensorize.passes * chain.model.tensorize.mma_shape.mnk[2]  # the first's tile's columns
+    row, col = f"{source}_row", f"{source}_col"
+    element = Load(source, (ELEMENT,), dtype)
+    kept = Call(Function.SELECT, (Binary("<", Var(col), columns, ScalarType.bool), element, Const(0.0, dtype)),
+                dtype)
+    return (If(Binary("<", columns, Const(n), ScalarType.bool),
+               (FragmentMap(source, dtype, row, col, (Store(source, (ELEMENT,), kept),)),),
+               "the tile's columns past the nest add nothing to the second product"),)
 
 
 def _converted_to(value: Expr, source: str) -> ScalarType | None:
@@ -423,7 +437,8 @@ def slot(chain: Chain, count: Expr) -> tuple[Expr, Expr]:
 
 def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy: tuple[Stmt, ...],
                first_rows: rows.RowLayout | None = None, dtypes: dict | None = None, row_of=None,
-               inside: Expr | None = None, overlap: Overlap | None = None) -> Statements:
+               inside: Expr | None = None, overlap: Overlap | None = None, columns: Expr | None = None,
+               source_type: ScalarType = ScalarType.float32) -> Statements:
     """After each tile of the first product: its accumulator ``source`` as the register A tiles of
     the second, which multiplies them into its own accumulator (set up before the loops it is kept
     across, stored after them); ``count``: the tiles of the first so far (B's barriers' phases);
@@ -460,8 +475,11 @@ def statements(chain: Chain, source: str, count: Expr, descriptor, as_expr, copy
     tiles_a = [Fragment(f"_p{p}", "matrix_a", m, n, k, tiles.operand_type, tiles.precision, "row_major", "wgmma",
                         in_registers=True) for p in range(t.passes)]
     converts = [FragmentConvert(f"_p{p}", source, p * k) for p in range(t.passes)]
+    zero = zeroed(chain, source, source_type, columns)
     if overlap is not None and chain.carried:
-        return _overlapped(chain, count, descriptor, copy, before, after, rescale, tiles_a, converts, overlap)
+        return _overlapped(chain, count, descriptor, copy, before, after, rescale, tiles_a, [*zero, *converts],
+                           overlap)
+    out += zero
     for p in range(t.passes):  # first: the source's registers are free before the second's accumulator is set up
         out += [tiles_a[p], converts[p]]
     if not chain.carried:

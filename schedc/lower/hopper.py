@@ -136,7 +136,7 @@ def plan_tma(model, facts, tiles: tensor.TensorMatch, held: bool = False) -> tup
     moves is resident (copied once, at the kernel's start). ``held``: C is a chain's first
     product, in registers alone (its rows past the nest, another head's, are never stored: only
     its columns' and k's padding is checked here; what its padded columns meet in the second
-    product is ``chained.check_whole_columns``'s)."""
+    product is ``chained.zero_past``'s)."""
     for binding in model.bindings:
         if binding.unit.level in ("warp", "thread"):
             raise PlanError(tensor.where(model), f"{model.tensorize.mma_shape.name} is a warpgroup's tile: bind the "
@@ -690,8 +690,10 @@ def _chain(chain: chained.Chain | None, model, shape: LoopShape, ring: Ring, as_
     row_of = fused.row_of(model, lanes, {}) if lanes is not None else None
     edge = tensor._edge(model, tiles, as_expr, {})  # its rows do not depend on the carried loops (S's columns)
     inside = substitute(edge.rows, fused.single_valued(model)) if edge is not None else None
+    columns = substitute(edge.cols, fused.single_valued(model)) if edge is not None else None
     return chained.statements(chain, source, ring.c_tiles(), second.descriptor, as_expr, tuple(copy), lanes, dtypes,
-                              row_of, inside, _overlap(chain, model, inner, ring.facts, stops, specialized))
+                              row_of, inside, _overlap(chain, model, inner, ring.facts, stops, specialized), columns,
+                              tiles.accumulator_type)
 
 
 def _overlap(chain: chained.Chain, model, carried: tuple[str, ...], facts, stops: dict[str, Expr],

@@ -138,7 +138,7 @@ def tensorize(ir: Lowering) -> Lowering:
     tiles = tensor.match(ir.model, ir.facts, target)
     second = ir.chain and chained.match(ir.chain, target, ir.model, tiles)
     if second is not None:
-        chained.check_whole_columns(second)
+        second = dataclasses.replace(second, zero_past=chained.zero_past(second))
     return dataclasses.replace(ir, tiles=tiles, scratch=tensor.edge_scratch(ir.model, tiles, ir.launch.threads),
                                chain=second)
 
