@@ -16,7 +16,7 @@
 #   ping_pong  benchmarks/ping_pong.py: tests of teams and fp8 mma.sync, random programs, timing, ncu sections
 #   edges      the gpu-marked Hopper tests, sanitizers on the edge plans, the random tester's Hopper draws on the GPU
 #   fused      tests/test_fuse.py on the GPU and under the sanitizers, samples/fused_gemm.py against torch
-#   attention  the chain's and the online softmax's tests on the GPU and under the sanitizers, the
+#   attention  the chain's, the online softmax's and the split keys' tests on the GPU and under the sanitizers, the
 #              attention sample's registers and spills, benchmarks/attention.py against torch's SDPA
 #   reduce     tests/test_reduce.py on the GPU and under the sanitizers, gemv, softmax, layernorm against torch
 #   runtime    tests/test_runtime_sizes.py on the GPU and under the sanitizers, samples/runtime_m.py timed
@@ -69,7 +69,7 @@
 # attention: BUILD=0 (time the carried hat_packages/attention and attention_variants, built here; 1: rebuild
 #   both on the device), EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
 #   (benchmarks/attention.py's --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
-#   pytest -k of the sanitized tests of tests/test_online.py). Writes
+#   pytest -k of the sanitized tests of tests/test_online.py and tests/test_split_keys.py). Writes
 #   attention.txt, b2b.txt, resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
 #   tools, "memcheck racecheck synccheck"), SANITIZE_K (fused: the pytest -k of the sanitized tests).
@@ -385,7 +385,7 @@ mode_fused() {
 
 mode_attention() {
   local args=()
-  gpu_tests 0 -n 8 tests/test_online.py tests/test_chained.py tests/test_rows.py ${EXTRA_TESTS:-}
+  gpu_tests 0 -n 8 tests/test_online.py tests/test_split_keys.py tests/test_chained.py tests/test_rows.py ${EXTRA_TESTS:-}
   [ "${BUILD:-1}" = 1 ] && rm -rf hat_packages/attention hat_packages/attention_variants
   [ -f hat_packages/attention/attention.hat ] || python3 -m schedc build samples/attention.py --output-dir hat_packages \
     2>&1 | tail -1
@@ -395,7 +395,8 @@ mode_attention() {
   [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
   timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
   [ "${B2B:-0}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
-  [ "${SANITIZE:-1}" = 1 ] && sanitize tests/test_online.py "${SANITIZE_K:-gpu}"  # last: a slow one cannot cost the timing
+  # last: a slow one cannot cost the timing
+  [ "${SANITIZE:-1}" = 1 ] && sanitize "tests/test_online.py tests/test_split_keys.py" "${SANITIZE_K:-gpu}"
 }
 
 mode_reduce() {
