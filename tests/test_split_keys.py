@@ -156,3 +156,16 @@ def test_the_random_tester_draws_keys_split_between_blocks():
                                        if hasattr(s.value, "name"))
     outcome = run_program(program)
     assert outcome.kind == "correct", outcome.message
+
+
+def test_split_keys_golden_source(update_golden):
+    """The decode plan in two parts of the keys: the partial kernel and the combine, as emitted."""
+    from schedc.codegen.cuda import emit_source, without_runtime
+
+    _, fn = compile_function_plan(*attention.attention(**CASES["decode_two_parts"]), name="decode_split")
+    source = without_runtime(emit_source([fn], "// decode, the keys in two parts between blocks (tests/test_split_keys.py)"))
+    path = Path(__file__).parent / "golden" / "attention_decode_split.cu"
+    if update_golden:
+        path.write_text(source)
+    assert path.exists(), f"no golden file {path}: run pytest --update-golden"
+    assert source == path.read_text(), f"the kernels differ from {path}; if intended, run pytest --update-golden"
