@@ -169,3 +169,30 @@ def test_split_keys_golden_source(update_golden):
         path.write_text(source)
     assert path.exists(), f"no golden file {path}: run pytest --update-golden"
     assert source == path.read_text(), f"the kernels differ from {path}; if intended, run pytest --update-golden"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["whole", "decode_two_parts"])
+def test_attention_as_a_torch_operator_matches_sdpa(case, tmp_path):
+    """The sample's attention (one kernel) and the decode with its keys in two parts (a partial
+    kernel, a combine and their workspaces) as PyTorch operators (``schedc.torch.custom_op``),
+    eagerly and inside ``torch.compile(fullgraph=True)``, against torch's SDPA on the same tensors."""
+    arguments = dict(M=128, N=384, d=64, heads=2) if case == "whole" else CASES[case]
+    fn = acc.load(build(*attention.attention(**arguments), "att", tmp_path)).att
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    from schedc import torch as schedc_torch
+
+    op = schedc_torch.custom_op(fn, f"schedc_test::attention_{case}")
+    batch, heads, M, N, d = (arguments.get(key, 1) for key in ("batch", "heads", "M", "N", "d"))
+    dtype = torch.bfloat16 if arguments.get("dtype") is T.bfloat16 else torch.float16
+    q = torch.randn(batch, heads, M, d, device="cuda", dtype=dtype)
+    k, v = (torch.randn(batch, heads, N, d, device="cuda", dtype=dtype) for _ in range(2))
+    # decode: a K/V head's M query rows are its query heads' queries (SDPA: heads * M heads of one query)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.reshape(batch, heads * M, 1, d) if M < 64 else q,
+        k.repeat_interleave(M, dim=1) if M < 64 else k, v.repeat_interleave(M, dim=1) if M < 64 else v).float()
+    flat = [t.reshape(-1, d) for t in (q, k, v)]
+    for run in (op, torch.compile(lambda *x: op(*x), fullgraph=True)):
+        got = run(*flat).float().reshape(want.shape)
+        assert ((got - want).abs().max() / want.abs().max()).item() < 2e-2
