@@ -158,6 +158,23 @@ def test_the_random_tester_draws_keys_split_between_blocks():
     assert outcome.kind == "correct", outcome.message
 
 
+def test_base_two_exponentials_weigh_their_parts_in_base_two():
+    """The draw of seed 1142: ``fast_exp2((S - M) * a + c)``, whose parts' weights are
+    ``2^(-a (m - M_p))`` (the combine computes them as e^(-a ln(2) (m - M_p)))."""
+    import random
+
+    from .fuzz.chain import chain_program
+    from .fuzz.features import keys_split
+    from .fuzz.program import Fn, walk
+    from .fuzz.run import run_program
+
+    program = chain_program(random.Random(1142), "NVIDIA_H100")
+    assert keys_split(program) and any(isinstance(n, Fn) and n.name == "fast_exp2" for step in program.row_steps
+                                       for s in step for n in walk(s.value))
+    outcome = run_program(program)
+    assert outcome.kind == "correct", outcome.message
+
+
 def test_split_keys_golden_source(update_golden):
     """The decode plan in two parts of the keys: the partial kernel and the combine, as emitted."""
     from schedc.codegen.cuda import emit_source, without_runtime

@@ -34,6 +34,7 @@ The workspaces are parameters of every kernel that the loader allocates once per
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import reduce
 
@@ -58,7 +59,8 @@ class KeySplit:
     """A chain's keys split between blocks: ``loop`` (bound to ``unit``) takes ``splits`` parts of
     ``step`` keys along nest dimension ``dim``; ``target`` is the second product's C, ``peak`` and
     ``total`` the row's running maximum and the sum of its exponentials (``slope``: b of their
-    argument ``g + b * peak``), ``outputs`` the OUTPUT row vectors the rows kernel sets."""
+    argument ``g + b * peak`` in base e, a base-two exponential's times ln 2), ``outputs`` the
+    OUTPUT row vectors the rows kernel sets."""
 
     loop: str
     unit: GridUnit
@@ -132,8 +134,10 @@ def _checked(model: Model, unit: GridUnit, name: str, where: str) -> KeySplit:
     if model.buffer(target).role != "output" or len(model.buffer(target).shape) != 2:
         raise PlanError(where, f"{target}, the second product's C, is not a 2-D OUTPUT array: the combine writes the "
                                "whole row softmax's product into it")
+    # the slope in base e: a base-two exponential's 2^(b M) is e^(b ln(2) M)
+    slope = form.slope * math.log(2.0) if form.function is Function.FAST_EXP2 else form.slope
     return KeySplit(name, unit, loop.dim, extent // loop.step, loop.step, target, form.peak, form.divisors[0],
-                    form.slope, form.outputs)
+                    slope, form.outputs)
 
 
 def _loops(names: tuple[str, ...]) -> str:
