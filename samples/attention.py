@@ -39,8 +39,8 @@ BSHD):
 - ``attention_bf16_b8h16_4096x128``: bfloat16;
 - ``attention_fp16_b8h32_4096x64``: d = 64, 32 heads;
 - ``attention_fp16_b2h16_16384x128``: 16384 queries and keys, batch 2;
-- ``attention_bf16_b8h16_4096x256``: d = 256, in tiles of 80 keys (the last one's 16 keys past
-  4096 set to 0), 240 registers a consumer thread;
+- ``attention_bf16_b8h16_4096x256``: d = 256, in tiles of 64 keys, K's ring 4 stages deep (a
+  tile's d: the warpgroups take turns), 240 registers a consumer thread;
 - ``attention_bf16_b4h64kv8_8192x128``: grouped-query attention, 64 query heads over 8 K/V heads;
 - ``attention_bf16_bshd_b8h16_4096x128``: the bfloat16 function on (batch, seq, heads, d) tensors
   (``layout="BSHD"``: a head's rows 16 x 128 elements apart);
@@ -66,7 +66,7 @@ target = acc.Target(acc.Target.Model.NVIDIA_H100)
 
 
 def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int | None = None, rows: int = 128,
-              k_tile: int = 64, stages: int = 2, v_stages: int = 2, scale: float | None = None,
+              k_tile: int = 64, stages: int | None = None, v_stages: int = 2, scale: float | None = None,
               exponential=acc.fast_exp, producer: bool = True, persistent: bool | None = None, batch: int = 1,
               heads: int = 1, kv_heads: int | None = None, causal: bool = False, lse: bool = False,
               overlap: bool = True, softcap: float | None = None, alternate: bool | None = None,
@@ -81,10 +81,10 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ``heads / kv_heads`` query heads in turn (grouped-query attention). The blocks take (batch and
     K/V head, query head of the group, ``rows`` queries), BSHD (batch, K/V head and query head of
     the group, ``rows`` queries). ``kv_tile``: the keys of one tile of S
-    (128 up to d = 128, else 80: a consumer thread holds S's tile, its 16-bit copy and O's tile at
+    (128 up to d = 128, else 64: a consumer thread holds S's tile, its 16-bit copy and O's tile at
     once; a last tile past N has its columns past N set to 0 before P @ V, where they would meet
     the next head's keys); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
-    in one stage of its ring (``stages`` deep); ``v_stages``: the stages of V's ring;
+    in one stage of its ring (``stages`` deep: 2, or 4 past d = 128); ``v_stages``: the stages of V's ring;
     ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.fast_exp`` (computed as the ex2
     instruction, log2(e) folded into the scale: one multiply-add an element) or ``acc.exp``; ``causal``:
     query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
@@ -109,7 +109,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
     tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
-    kv_tile = kv_tile or (128 if d <= 128 else 80)
+    kv_tile = kv_tile or (128 if d <= 128 else 64)
+    stages = stages or (2 if d <= 128 else 4)  # past d = 128 K's ring holds a tile's d: the turns are allowed
     # d = 256: O's tile alone is 128 registers a consumer thread
     registers = registers or ((24, 240) if d > 128 and producer else None)
     kv_heads = kv_heads or heads
