@@ -26,6 +26,8 @@ which then hold D's element, and D is stored from them. Before → after, for C 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import PlanError
@@ -236,6 +238,10 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
                                       "are known (wgmma, mma.sync)")
     maps: list[Stmt] = []
     seen: set[str] = set(online.carried) if online is not None else set()  # declared before the loop
+    guards = edge  # the edge each step's elements are guarded by (None: no guard)
+    if online is not None and online.edge_masked and edge is not None:
+        maps.append(_edge_mask(model, fragment, accumulator, edge, columns))
+        guards = None
     for number, s in enumerate(statements):
         if online is not None and online.skipped(s):
             continue
@@ -244,7 +250,7 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
             dtype = model.buffer(s.buffer).dtype
             maps += online.before_peak(dtype, lanes, fragment) if peak else []
             maps += _row_statement(model, in_loops(model, s), number, in_loops(model, product), fragment,
-                                   accumulator, fixed, edge, columns, lanes, vectors, seen, online)
+                                   accumulator, fixed, guards, columns, lanes, vectors, seen, online)
             maps += online.after_peak(dtype, lanes, fragment) if peak else []
             continue
         s = in_loops(model, s)
@@ -269,8 +275,8 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
             value = Cast(Cast(value, stored), accumulator)  # as the array holds it, for the statements after
         body: tuple[Stmt, ...] = (Store(fragment, (ELEMENT,), value if value.dtype is accumulator
                                         else Cast(value, accumulator)),)
-        if edge is not None:
-            inside = all_of((Binary("<", Var(row), edge.rows), Binary("<", Var(col), edge.cols)))
+        if guards is not None:
+            inside = all_of((Binary("<", Var(row), guards.rows), Binary("<", Var(col), guards.cols)))
             body = (If(inside, body, "the element lies inside C"),)
         mapped: Stmt = FragmentMap(fragment, accumulator, row, col, body, columns)
         whole = _kept_whole(model, value, fragment, accumulator)
@@ -280,6 +286,23 @@ def epilogue_maps(model, statements: tuple[Store, ...], fragment: str, accumulat
         maps += rows.stored(vector, model.buffer(vector).dtype, lanes, fragment, row_of(model, lanes, fixed),
                             edge.rows if edge is not None else None)
     return tuple(maps)
+
+
+def _edge_mask(model, fragment: str, accumulator: ScalarType, edge: TileEdge, columns) -> Stmt:
+    """A chain's softmax kept online (``online.Online.edge_masked``): on a tile that crosses S's
+    last column, its elements past the column set to -inf before the first step, as a causal mask
+    would (the maximum takes them as nothing, their exponentials are 0), so that no step guards its
+    elements (one branch an element a step, every tile). Rows past the nest need no guard: each
+    row's vectors and products are its own, and such rows are never stored."""
+    t = model.tensorize
+    row, col = t.loops[0], t.loops[1]
+    n = t.mma_shape.mnk[1]
+    element = Load(fragment, (ELEMENT,), accumulator)
+    kept = Call(Function.SELECT, (Binary("<", Var(col), edge.cols, ScalarType.bool), element,
+                                  Const(-math.inf, accumulator)), accumulator)
+    return If(Binary("<", edge.cols, Const(n), ScalarType.bool),
+              (FragmentMap(fragment, accumulator, row, col, (Store(fragment, (ELEMENT,), kept),), columns),),
+              "the tile crosses S's last column: its elements past it are -inf (nothing to the softmax)")
 
 
 def _kept_whole(model, value: Expr, fragment: str, accumulator: ScalarType) -> Expr | None:

@@ -93,6 +93,10 @@ class Online:
     masks: tuple[Expr, ...] = ()
     # OUTPUT row vectors (a row's log-sum-exp) set from the whole row vectors: after the loop
     outputs: tuple[Store, ...] = ()
+    # an element set to -inf before the first step adds nothing to the row vectors and the second
+    # product (as a causal mask's): a tile crossing S's edge masks its elements past it instead of
+    # guarding every step's element (``fused.epilogue_maps``)
+    edge_masked: bool = False
 
     def skipped(self, s: Store) -> bool:
         """Whether the per-tile epilogue leaves statement ``s`` out (a start: before the loop; a
@@ -302,7 +306,7 @@ def derive(model) -> Online | None:
 class _Proof:
     """The walk of the steps between the products, in order (``derive``)."""
 
-    def __init__(self, model, product: Store, between: list[Store], vectors: list[str]) -> None:
+    def __init__(self, model, product: Store, between: list[Store], vectors: list[str], masked: str = "") -> None:
         self.model, self.product, self.between, self.vectors = model, product, between, vectors
         self.source = product.buffer
         self.kinds: dict[str, str] = {}  # vector -> its reduction's op ("" while only set)
@@ -318,7 +322,7 @@ class _Proof:
         # what a masked element is after each step: "" before any mask; "-inf" after a mask (taken as
         # nothing by the maximum of the element alone); "0" after the exponential (nothing to sums and
         # products); "lost" where a step makes it anything else, or a reduction came before the mask
-        self.masked = ""
+        self.masked = masked
         self.reduced = False  # a reduction over the row before any mask (it would miss skipped tiles)
         self.why = ""  # what makes a value not linear in the exponentials (``_degree``)
 
@@ -343,7 +347,21 @@ class _Proof:
         return Online(source=self.source, carried=tuple(v for v in self.vectors if v not in outputs),
                       starts=tuple(self.starts), peak=self.peak, function=function, slope=slope,
                       rescaled=tuple(self.rescaled), scaled=self.pending, divisors=tuple(self.divided),
-                      deferred=tuple(self.deferred), masks=masks, outputs=tuple(self.outputs))
+                      deferred=tuple(self.deferred), masks=masks, outputs=tuple(self.outputs),
+                      edge_masked=self._masked_from_the_start())
+
+    def _masked_from_the_start(self) -> bool:
+        """Whether an element set to -inf before the first step ends as nothing (0) where the second
+        product reads it: the steps walked again from a masked element."""
+        if self.peak is None:
+            return False
+        again = _Proof(self.model, self.product, self.between, self.vectors, masked="-inf")
+        for number, s in enumerate(self.between):
+            if s.buffer in self.vectors:
+                again._vector(number, s)
+            else:
+                again._element(number, s)
+        return again.masked == "0"
 
     def _check_types(self) -> None:
         """The running maximum, the sums corrected with it and the divisors are float32 (the

@@ -242,6 +242,15 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                     float _peak_corr_0[9];  // this thread's tile float32[9], in registers
                     float _peak_used_0[9];  // this thread's tile float32[9], in registers
                     float _total_part4_0[9];  // this thread's tile float32[9], in registers
+                    // the tile crosses S's last column: its elements past it are -inf (nothing to the softmax)
+                    if (256 - (js + jt) < 128) {
+                        #pragma unroll
+                        for (int elem = 0; elem < 64; elem += 1) {
+                            const int iiii = 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2);  // the element's row in the tile
+                            const int jj = 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2;  // and its column
+                            _c_0[elem] = schedc::select(jj < 256 - (js + jt), _c_0[elem], (float)-__longlong_as_double(0x7ff0000000000000ll));
+                        }
+                    }
                     _peak_prev_0[0] = _peak_rows_0[0];
                     _peak_prev_0[8] = _peak_rows_0[8];
                     _peak_part2_0[0] = (float)-__longlong_as_double(0x7ff0000000000000ll);
@@ -250,10 +259,7 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                     for (int elem = 0; elem < 64; elem += 1) {
                         const int iiii = 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2);  // the element's row in the tile
                         const int jj = 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2;  // and its column
-                        // the element lies inside C
-                        if (iiii < schedc::min(16 - (b * 8 + h * 4 + g * 4 + i + ii + j * 8), 4) && jj < 256 - (js + jt)) {
-                            _peak_part2_0[8 * (elem / 2 % 2)] = schedc::max(_peak_part2_0[8 * (elem / 2 % 2)], _c_0[elem]);
-                        }
+                        _peak_part2_0[8 * (elem / 2 % 2)] = schedc::max(_peak_part2_0[8 * (elem / 2 % 2)], _c_0[elem]);
                     }
                     // the lanes of each row combine their partials (max, shfl.xor 1, 2); each gets the row's total
                     _peak_part2_0[0] = schedc::Max()(_peak_part2_0[0], __shfl_xor_sync(0xffffffffu, _peak_part2_0[0], 1));
@@ -272,10 +278,7 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                     for (int elem = 0; elem < 64; elem += 1) {
                         const int iiii = 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2);  // the element's row in the tile
                         const int jj = 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2;  // and its column
-                        // the element lies inside C
-                        if (iiii < schedc::min(16 - (b * 8 + h * 4 + g * 4 + i + ii + j * 8), 4) && jj < 256 - (js + jt)) {
-                            _c_0[elem] = schedc::fast_exp2(_c_0[elem] * 0.12751743f + _peak_used_0[8 * (elem / 2 % 2)]);
-                        }
+                        _c_0[elem] = schedc::fast_exp2(_c_0[elem] * 0.12751743f + _peak_used_0[8 * (elem / 2 % 2)]);
                     }
                     _total_part4_0[0] = 0.0f;
                     _total_part4_0[8] = 0.0f;
@@ -283,10 +286,7 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                     for (int elem = 0; elem < 64; elem += 1) {
                         const int iiii = 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2);  // the element's row in the tile
                         const int jj = 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2;  // and its column
-                        // the element lies inside C
-                        if (iiii < schedc::min(16 - (b * 8 + h * 4 + g * 4 + i + ii + j * 8), 4) && jj < 256 - (js + jt)) {
-                            _total_part4_0[8 * (elem / 2 % 2)] = _total_part4_0[8 * (elem / 2 % 2)] + _c_0[elem];
-                        }
+                        _total_part4_0[8 * (elem / 2 % 2)] = _total_part4_0[8 * (elem / 2 % 2)] + _c_0[elem];
                     }
                     // the lanes of each row combine their partials (+, shfl.xor 1, 2); each gets the row's total
                     _total_part4_0[0] = schedc::Plus()(_total_part4_0[0], __shfl_xor_sync(0xffffffffu, _total_part4_0[0], 1));
