@@ -241,8 +241,7 @@ def fold(ir: Lowering) -> Lowering:
 
 
 def split_function(ir: FunctionLowering) -> FunctionLowering:
-    """The function's kernels as Models: the plan's own, a split reduction's (clear,) partial sums and
-    combine, or a chain's keys split between blocks (partial outputs, their combine)."""
+    """The function's kernels as Models: the plan's own, or a split sum's or split keys' partials and combine."""
     keys = split_keys.find(ir.model)
     if keys is not None:
         return dataclasses.replace(ir, split=keys, parts=split_keys.models(ir.model, keys))
