@@ -9,7 +9,8 @@ first (relative to O's largest value), then schedc and each of torch's backends 
 FlashAttention-2, memory-efficient; those that take the tensors on the device) are timed with
 ``triton.testing.do_bench`` (medians in ms), the median of ``ROUNDS`` rounds that time each in
 turn. TFLOP/s counts 4·batch·heads·M·N·d, halved when causal (FlashAttention's count); decode
-counts K's and V's bytes over the time (TB/s); ``x best`` is the fastest backend's time over
+counts K's and V's bytes over the time (TB/s) and also times schedc's call replayed in a CUDA graph
+(``graph ms``: without the host's launches); ``x best`` is the fastest backend's time over
 schedc's (> 1: schedc faster).
 
 Usage (on the GPU, repository root): python benchmarks/attention.py [--variants] [--only PREFIX[,PREFIX...]]
@@ -104,7 +105,7 @@ def main() -> None:
         print(f"{name:>34} {t['schedc']:9.3f} {flops / t['schedc'] / 1e9:8.0f} {cells} {best / t['schedc']:7.3f} "
               f"{t['error']:9.2e}")
     if decode:
-        print(f"decode: {'function':>42} {'schedc ms':>9} {'TB/s':>5} "
+        print(f"decode: {'function':>42} {'schedc ms':>9} {'TB/s':>5} {'graph ms':>8} "
               + " ".join(f"{b + ' ms (TB/s)':>16}" for b in BACKENDS) + f" {'x best':>7} {'error':>9}")
     for name, fn, arguments in decode:  # one query a head: K and V's bytes over the time
         rounds = [measure(fn, arguments, decode=True) for _ in range(ROUNDS)]
@@ -112,8 +113,8 @@ def main() -> None:
         read = 2 * 2 * math.prod(arguments.get(key, 1) for key in ("batch", "heads", "N", "d"))
         best = min((t[b] for b in BACKENDS if b in t), default=float("nan"))
         cells = " ".join(f"{t[b]:8.3f} ({read / t[b] / 1e9:5.2f})" if b in t else f"{'-':>16}" for b in BACKENDS)
-        print(f"{name:>50} {t['schedc']:9.3f} {read / t['schedc'] / 1e9:5.2f} {cells} {best / t['schedc']:7.3f} "
-              f"{t['error']:9.2e}")
+        print(f"{name:>50} {t['schedc']:9.3f} {read / t['schedc'] / 1e9:5.2f} {t['graph']:8.3f} {cells} "
+              f"{best / t['schedc']:7.3f} {t['error']:9.2e}")
 
 
 def variants():
@@ -171,6 +172,8 @@ on (batch, seq, heads, d) tensors, torch on their transposed views). ``decode``:
     error = ((o.float() - want).abs().max() / want.abs().max()).item()
     assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
     times = {"schedc": do_bench(lambda: fn(*arrays), return_mode="median"), "error": error}
+    if decode:  # a call of tens of microseconds: its replay in a CUDA graph, without the host's launches
+        times["graph"] = _in_graph(lambda: fn(*arrays))
     for name, backend in zip(BACKENDS, (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
                                         SDPBackend.EFFICIENT_ATTENTION)):
         try:
@@ -180,6 +183,22 @@ on (batch, seq, heads, d) tensors, torch on their transposed views). ``decode``:
         except RuntimeError:  # the backend does not take these tensors on this device
             pass
     return times
+
+
+def _in_graph(call) -> float:
+    """``call`` captured in a CUDA graph (after a warm-up on a side stream), its replay timed."""
+    import torch
+    from triton.testing import do_bench
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return do_bench(graph.replay, return_mode="median")
 
 
 if __name__ == "__main__":
