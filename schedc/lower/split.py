@@ -232,7 +232,7 @@ def adding_models(model: Model, split: Split) -> tuple[Model, ...]:
     dims, _, index = _target_elements(split)
     acc = accumulator_type(target.dtype)
     value = _as(_op(model, "prologue", _as(Load(target.name, index, target.dtype), acc), acc), target.dtype)
-    prologue = _element_model(model, f"{model.function}__prologue", dims, (target,),
+    prologue = element_model(model, f"{model.function}__prologue", dims, (target,),
                               (Store(target.name, index, value),))
     return prologue, partial
 
@@ -294,7 +294,7 @@ def combine_model(model: Model, split: Split, space: Buffer) -> Model:
     for z in range(split.splits):
         total = Binary("+", total, Load(space.name, (Const(z), *here), acc), acc)
     value = _as(_op(model, "epilogue", total, acc), target.dtype)
-    return _element_model(model, f"{model.function}__combine", dims, (target, space),
+    return element_model(model, f"{model.function}__combine", dims, (target, space),
                           (Store(target.name, index, value),))
 
 
@@ -303,7 +303,7 @@ def clear_model(model: Model, split: Split, space: Buffer) -> Model:
     dims = (("z", split.splits), *_element_dims(split.extents))
     index = tuple(Var(name) for name, _ in dims)
     zero = Const(0.0 if space.dtype.is_float else 0, space.dtype)
-    return _element_model(model, f"{model.function}__clear", dims, (space,), (Store(space.name, index, zero),))
+    return element_model(model, f"{model.function}__clear", dims, (space,), (Store(space.name, index, zero),))
 
 
 def _moved(index: Expr, by: int) -> Expr:
@@ -345,17 +345,20 @@ def _element_dims(extents: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
     return tuple((f"e{d}", n) for d, n in enumerate(extents))
 
 
-def _element_model(model: Model, function: str, dims, buffers, statements) -> Model:
+def element_model(model: Model, function: str, dims, buffers, statements, together: bool = False) -> Model:
     """An element-wise nest over ``dims``: the last dimension over threads (up to
     COMBINE_THREADS a block, each thread ELEMENTS_PER_THREAD elements COMBINE_THREADS apart,
     unrolled, so that its loads are in flight together) and blocks along x, the others over
-    blocks along y and z."""
+    blocks along y and z; ``together``: the others all on blocks along x (any number of them, up
+    to 2^31 - 1 blocks), the last's blocks along y."""
     loops, groups, bindings = [], [], []
     units = (GridUnit.BLOCK_Y, GridUnit.BLOCK_Z)
     last = len(dims) - 1
+    lead = tuple(name for name, _ in dims[:-1])
     for d, (name, n) in enumerate(dims[:-1]):
         loops.append(LoopSpec(name, d, 0, n, 1))
-        bindings.append(BindingSpec(units[last - 1 - d], (name,)))
+        if not together:
+            bindings.append(BindingSpec(units[last - 1 - d], (name,)))
     name, n = dims[-1]
     threads = min(n, COMBINE_THREADS)
     each = max(1, min(ELEMENTS_PER_THREAD, n // threads))
@@ -363,7 +366,11 @@ def _element_model(model: Model, function: str, dims, buffers, statements) -> Mo
     loops += [LoopSpec(name, last, 0, n, span), LoopSpec(thread, last, 0, threads, 1)]
     if each > 1:
         loops.append(LoopSpec(serial, last, 0, span, threads))
-    bindings += [BindingSpec(GridUnit.BLOCK_X, (name,)), BindingSpec(GridUnit.THREAD_X, (thread,))]
+    if together and lead:
+        bindings += [BindingSpec(GridUnit.BLOCK_X, lead), BindingSpec(GridUnit.BLOCK_Y, (name,))]
+    else:
+        bindings.append(BindingSpec(GridUnit.BLOCK_X, (name,)))
+    bindings.append(BindingSpec(GridUnit.THREAD_X, (thread,)))
     if n % span:
         groups.append(GroupSpec(0, n, tuple(lp.name for lp in loops if lp.dim == last)))
     bindings.sort(key=lambda b: b.unit.value)

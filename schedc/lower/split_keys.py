@@ -43,13 +43,13 @@ from ..ir.affine import Affine
 from ..ir.functions import Function
 from ..ir.kernel import Binary, Buffer, Call, Cast, Const, Expr, Load, Store, Var
 from ..ir.layout import row_major_strides
-from ..ir.model import BindingSpec, GroupSpec, LoopSpec, Model
+from ..ir.model import LoopSpec, Model
 from ..ir.patterns import accumulated
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, substitute
 from ..targets import GridUnit, MMAFragmentOp
 from . import online
-from .split import COMBINE_THREADS, ELEMENTS_PER_THREAD, WORKSPACE
+from .split import WORKSPACE, element_model
 
 F32 = ScalarType.float32
 
@@ -312,8 +312,9 @@ def combine_model(model: Model, keys: KeySplit, spaces: dict[str, Buffer]) -> Mo
     statements = (Store(top.name, here, _maximum(keys, spaces, rows, row)),
                   Store(whole.name, here, _sum(_weights(keys, spaces, rows, row, at_top))),
                   Store(o.name, here, value if o.dtype is F32 else Cast(value, o.dtype)))
-    return _elements(model, f"{model.function}__combine", dims,
-                     (o, spaces["outputs"], spaces["peaks"], spaces["totals"], top, whole), statements)
+    return element_model(model, f"{model.function}__combine", dims,
+                         (o, spaces["outputs"], spaces["peaks"], spaces["totals"], top, whole), statements,
+                         together=True)
 
 
 def _epilogue(model: Model, value: Expr) -> Expr:
@@ -342,38 +343,7 @@ def rows_model(model: Model, keys: KeySplit, spaces: dict[str, Buffer]) -> Model
     statements = (Store(top.name, (row,), _maximum(keys, spaces, rows, row)),
                   Store(whole.name, (row,), _sum(_weights(keys, spaces, rows, row, at_top))), *outputs)
     buffers = (*(model.buffer(s.buffer) for s in keys.outputs), spaces["peaks"], spaces["totals"], top, whole)
-    return _elements(model, f"{model.function}__rows", dims, buffers, statements)
-
-
-def _elements(model: Model, function: str, dims, buffers, statements) -> Model:
-    """An element-wise nest over ``dims``: the last dimension over threads (up to COMBINE_THREADS
-    a block, each thread ELEMENTS_PER_THREAD elements COMBINE_THREADS apart, unrolled) and blocks
-    along y, the others together over blocks along x."""
-    loops, groups, bindings = [], [], []
-    last = len(dims) - 1
-    lead = tuple(name for name, _ in dims[:-1])
-    for d, (name, n) in enumerate(dims[:-1]):
-        loops.append(LoopSpec(name, d, 0, n, 1))
-    name, n = dims[-1]
-    threads = min(n, COMBINE_THREADS)
-    each = max(1, min(ELEMENTS_PER_THREAD, n // threads))
-    span, thread, serial = threads * each, f"{name}t", f"{name}s"
-    loops += [LoopSpec(name, last, 0, n, span), LoopSpec(thread, last, 0, threads, 1)]
-    if each > 1:
-        loops.append(LoopSpec(serial, last, 0, span, threads))
-    if lead:
-        bindings.append(BindingSpec(GridUnit.BLOCK_X, lead))
-    bindings += [BindingSpec(GridUnit.BLOCK_Y if lead else GridUnit.BLOCK_X, (name,)),
-                 BindingSpec(GridUnit.THREAD_X, (thread,))]
-    if n % span:
-        groups.append(GroupSpec(0, n, tuple(lp.name for lp in loops if lp.dim == last)))
-    bindings.sort(key=lambda b: b.unit.value)
-    return Model(function=function, target=model.target, buffers=tuple(buffers), dims=tuple(dims),
-                 statements=tuple(statements), loops=tuple(loops), groups=tuple(groups),
-                 bindings=tuple(bindings), tensorize=None, unrolled=(serial,) if each > 1 else ())
-
-
-__all__ = ["KeySplit", "find", "models"]
+    return element_model(model, f"{model.function}__rows", dims, buffers, statements, together=True)
 
 
 def _as(e: Expr, dtype: ScalarType) -> Expr:
