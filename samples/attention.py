@@ -103,9 +103,9 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     the producer's and each consumer thread's registers after ``setmaxnreg`` (the default's 40 and
     an equal share of the rest, (24, 240) past d = 128; three consumer warpgroups, ``rows=192``,
     hold a 128-key tile at d = 64 with (24, 160)); ``splits``: the keys split between blocks, each
-    block taking ``N / splits`` of them (flash-decoding, for few queries against many keys):
-    ``js = split(j, N // splits)``, j bound to blocks with the query blocks, compiled as a partial
-    kernel and a combine (``schedc/lower/split_keys.py``)."""
+    block taking ``N / splits`` of them rounded up to whole tiles, the last part fewer
+    (flash-decoding, for few queries against many keys): ``js = split(j, part)``, j bound to blocks
+    with the query blocks, compiled as a partial kernel and a combine (``schedc/lower/split_keys.py``)."""
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     factor = 1.0 if softcap else scale  # the scale of the exponentials' argument (the capped scores are scaled)
     tanh = acc.fast_tanh if exponential is acc.fast_exp else acc.tanh
@@ -193,7 +193,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     ii = schedule.split(i, rows)
     iii = schedule.split(ii, 64)  # one consumer warpgroup's queries
     kk = schedule.split(k, k_tile)
-    js = schedule.split(j, N // splits) if splits > 1 else j  # the keys of a block: j is the loop over the parts
+    part = kv_tile * -(-N // (splits * kv_tile))  # the keys of a block: whole tiles, the last part fewer
+    js = schedule.split(j, part) if splits > 1 else j  # j is the loop over the parts
     jt = schedule.split(js, kv_tile)  # the keys of one tile of S: js is the loop over the tiles
     shape1 = acc.MMAShape[f"M64xN{kv_tile}xK16_B1"]
     shape2 = acc.MMAShape[f"M64xN{d}xK16_B1"]

@@ -428,7 +428,7 @@ def block_dims(model, facts, block: tuple[int, int, int]) -> dict[str, np.ndarra
         names = [lp.name for lp in pieces]
         for g in model.groups:
             if set(g.members) <= set(names):
-                total = sum(grid[:, names.index(m)] for m in g.members)
+                total = sum(grid[:, names.index(m)] * w for m, w in g.weighted)
                 keep &= (total >= g.begin) & (total < g.end)
         values = np.unique(grid[keep].sum(axis=1))
         out[name] = values[(values >= 0) & (values < extent)]

@@ -94,10 +94,21 @@ def test_a_part_of_one_tile_of_keys_is_refused_with_the_parts_that_fit():
              r"parts of 256 keys", **dict(DECODE, splits=4))
 
 
-def test_parts_that_do_not_divide_the_keys_are_refused():
-    with pytest.raises(PlanError, match=r"takes j 0\.\.511 in steps of 192.*divisor of its 512 values"):
-        model = _bound_model(192)
-        split_keys.find(model)
+def test_parts_that_end_inside_a_tile_are_refused():
+    with pytest.raises(PlanError, match=r"each block's part of j is 192 keys, which js's steps of 128 do not divide"):
+        split_keys.find(_bound_model(192))
+
+
+def test_a_last_part_of_fewer_keys_emulates():
+    """1000 keys in parts of 512: the last part's 488 keys end inside its fourth tile (masked to
+    -inf past the last key), and the loop over the parts counts 512 keys a part in the nest's
+    bound on the keys."""
+    model, fn = compile_function_plan(*attention.attention(**dict(DECODE, N=1000, splits=2)))
+    assert [b.shape for b in fn.params if getattr(b, "kind", "") == "workspace"][0] == (2 * 8, 128)
+    partial = split_keys.partial_model(model, split_keys.find(model), split_keys.workspaces(
+        model, split_keys.find(model)))
+    assert any(("j", 512) in g.scaled for g in partial.groups)
+    _passed(emulate_function(model, fn, None, seed=6))
 
 
 def _bound_model(step: int):

@@ -46,11 +46,19 @@ class LoopSpec:
 @k.register
 @dataclass(frozen=True)
 class GroupSpec:
-    """A split constraint: begin <= sum of ``members`` < end."""
+    """A split constraint: begin <= sum of ``members`` < end, each member's value times its weight
+    in ``scaled`` (1 where it has none: a split keys' part loop counts parts of so many keys)."""
 
     begin: int
     end: int | Affine
     members: tuple[str, ...]
+    scaled: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def weighted(self) -> tuple[tuple[str, int], ...]:
+        """Each member with its weight."""
+        weights = dict(self.scaled)
+        return tuple((m, weights.get(m, 1)) for m in self.members)
 
 
 @k.register

@@ -134,9 +134,9 @@ def plan_tma(model, facts, tiles: tensor.TensorMatch, held: bool = False) -> tup
     """Check the SHARED caches of a wgmma plan and describe their TMA tiles: those at the
     innermost cache index stream through the ring; one at a loop outside it whose tile never
     moves is resident (copied once, at the kernel's start). ``held``: C is a chain's first
-    product, in registers alone (its rows past the nest, another head's, are never stored: only
-    its columns' and k's padding is checked here; what its padded columns meet in the second
-    product is ``chained.zero_past``'s)."""
+    product, in registers alone (its rows and columns past the nest, another head's, are never
+    stored: only k's padding is checked here; what its padded columns meet in the second product is
+    ``chained.zero_past``'s)."""
     for binding in model.bindings:
         if binding.unit.level in ("warp", "thread"):
             raise PlanError(tensor.where(model), f"{model.tensorize.mma_shape.name} is a warpgroup's tile: bind the "
@@ -152,8 +152,9 @@ def plan_tma(model, facts, tiles: tensor.TensorMatch, held: bool = False) -> tup
                                                  "location=SHARED)", loops=model.tensorize.loops)
     caches = _residents(model, facts, [plan_one(model, spec, tiles, operands) for spec in specs])
     # TMA fills zeros past each operand's reach; a chain's first C lives in registers alone, its rows
-    # past the nest never stored: only the padding of its columns and of k is checked
-    tensor.check_padding(model, _with_rows(model, facts, tiles) if held else tiles, set(operands))
+    # and columns past the nest never stored (the columns set to 0 or -inf before the second product
+    # reads them: chained.zero_past, fused._edge_mask): only the padding of k is checked
+    tensor.check_padding(model, _held(model, facts, tiles) if held else tiles, set(operands))
     ring = ring_of(caches)
     for c in ring[1:]:
         if (c.index, c.stages) != (ring[0].index, ring[0].stages):
@@ -577,14 +578,14 @@ def _longest_first(lets: tuple[Let, ...], stops: dict[str, Expr], launch: Launch
     return tuple(out)
 
 
-def _with_rows(model, facts, tiles: tensor.TensorMatch) -> tensor.TensorMatch:
-    """``tiles`` with the nest's guards on its rows kept: the padded iterations left are those past
-    the columns' or k's edge."""
+def _held(model, facts, tiles: tensor.TensorMatch) -> tensor.TensorMatch:
+    """``tiles`` with the nest's guards on its rows and columns kept: the padded iterations left
+    are those past k's edge."""
     names = {lp.name for lp in model.loops}
-    row = model.loop(model.tensorize.loops[0]).dim
-    rows = tuple(g for g in facts.guards if g not in (tiles.guards or ())
-                 and any(model.loop(v).dim == row for v in g.affine.variables() if v in names))
-    return dataclasses.replace(tiles, guards=(*(tiles.guards or ()), *rows)) if rows else tiles
+    kept = {model.loop(model.tensorize.loops[0]).dim, model.loop(model.tensorize.loops[1]).dim}
+    held = tuple(g for g in facts.guards if g not in (tiles.guards or ())
+                 and any(model.loop(v).dim in kept for v in g.affine.variables() if v in names))
+    return dataclasses.replace(tiles, guards=(*(tiles.guards or ()), *held)) if held else tiles
 
 
 def make_ring(model, facts, launch: Launch, roles: WarpRoles, caches: tuple[TmaCache, ...]) -> Ring:

@@ -57,7 +57,8 @@ F32 = ScalarType.float32
 @dataclass(frozen=True)
 class KeySplit:
     """A chain's keys split between blocks: ``loop`` (bound to ``unit``) takes ``splits`` parts of
-    ``step`` keys along nest dimension ``dim``; ``target`` is the second product's C, ``peak`` and
+    ``step`` keys (the last one fewer where they do not divide the keys) along nest dimension
+    ``dim``; ``target`` is the second product's C, ``peak`` and
     ``total`` the row's running maximum and the sum of its exponentials (``slope``: b of their
     argument ``g + b * peak`` in base e, a base-two exponential's times ln 2), ``outputs`` the
     OUTPUT row vectors the rows kernel sets."""
@@ -103,10 +104,10 @@ def _checked(model: Model, unit: GridUnit, name: str, where: str) -> KeySplit:
         raise PlanError(where, f"{name} splits the keys ({dim_name}) between blocks, and the function has run-time "
                                f"sizes ({', '.join(model.size_names)}): the split's workspaces and combine are built "
                                "for fixed sizes only")
-    if (loop.begin, loop.end) != (0, extent) or extent % loop.step:
+    if (loop.begin, loop.end) != (0, extent):
         raise PlanError(where, f"{name} takes {dim_name} {loop.begin}..{loop.end - 1} in steps of {loop.step}: bind "
-                               f"the outer loop of a split of {dim_name} by a divisor of its {extent} values, so that "
-                               "each block takes an equal part of the keys")
+                               f"the outer loop of a split of {dim_name}, so that the blocks take all its {extent} "
+                               "keys, a part each")
     for inner in model.loops:
         if inner.dim == loop.dim and inner.name != name and loop.step % inner.step:
             raise PlanError(where, f"each block's part of {dim_name} is {loop.step} keys, which {inner.name}'s steps "
@@ -136,7 +137,7 @@ def _checked(model: Model, unit: GridUnit, name: str, where: str) -> KeySplit:
                                "whole row softmax's product into it")
     # the slope in base e: a base-two exponential's 2^(b M) is e^(b ln(2) M)
     slope = form.slope * math.log(2.0) if form.function is Function.FAST_EXP2 else form.slope
-    return KeySplit(name, unit, loop.dim, extent // loop.step, loop.step, target, form.peak, form.divisors[0],
+    return KeySplit(name, unit, loop.dim, -(-extent // loop.step), loop.step, target, form.peak, form.divisors[0],
                     slope, form.outputs)
 
 
@@ -240,7 +241,9 @@ def partial_model(model: Model, keys: KeySplit, spaces: dict[str, Buffer]) -> Mo
     buffers += list(spaces.values())
     caches = tuple(dataclasses.replace(c, array=spaces["outputs"].name) if c.array == keys.target else c
                    for c in model.caches)
-    groups = tuple(g for g in model.groups if keys.loop not in g.members)
+    # a last part of fewer keys: the loop over the parts counts ``step`` keys a part in the split's sums
+    groups = tuple(dataclasses.replace(g, scaled=(*g.scaled, (keys.loop, keys.step))) if keys.loop in g.members
+                   else g for g in model.groups)
     return dataclasses.replace(
         model, function=f"{model.function}__partial", buffers=tuple(buffers), dims=tuple(dims),
         statements=tuple(statements), loops=loops, groups=groups, caches=caches,

@@ -118,7 +118,7 @@ class PolyFacts:
 def analyze(model) -> PolyFacts:
     """Domain facts and access relations of a frozen Model."""
     loops = tuple((lp.name, lp.begin, lp.end, lp.step) for lp in model.loops)
-    groups = tuple((g.begin, g.end, g.members) for g in model.groups)
+    groups = tuple((g.begin, g.end, g.weighted) for g in model.groups)
     domain = analyze_domain(loops, groups)
     names = [lp.name for lp in model.loops]
     accesses = tuple(

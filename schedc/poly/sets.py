@@ -53,12 +53,18 @@ def box(loops) -> isl.Set:
 
 
 def group_set(names: Sequence[str], groups) -> isl.Set:
+    """The split constraints ``(begin, end, members)``: a member a loop's name, or (name, weight)."""
     parts = [
-        f"{begin} <= {' + '.join(PREFIX + m for m in members)} < {extent(end)}"
+        f"{begin} <= {' + '.join(_weighted(m) for m in members)} < {extent(end)}"
         for begin, end, members in groups
     ]
     where = " : " + " and ".join(parts) if parts else ""
     return sized_set(sizes.names(end for _, end, _ in groups), space(names) + where)
+
+
+def _weighted(member) -> str:
+    name, weight = (member, 1) if isinstance(member, str) else member
+    return f"{weight}*{PREFIX}{name}" if weight != 1 else PREFIX + name
 
 
 def array_box(name: str, shape, every: Sequence[str] = ()) -> isl.Set:
@@ -79,7 +85,7 @@ def domain(model, guards=None) -> isl.Set:
         parts = [f"{isl_affine(g.affine)} {'=' if g.equality else '>='} 0" for g in guards]
         cut = sized_set(model.size_names, space(names) + (" : " + " and ".join(parts) if parts else ""))
         return box(loops).intersect(cut)
-    groups = [(g.begin, g.end, g.members) for g in model.groups]
+    groups = [(g.begin, g.end, g.weighted) for g in model.groups]
     return box(loops).intersect(group_set(names, groups))
 
 
@@ -103,8 +109,8 @@ def counter_domain(model, guards=None) -> isl.Set:
     else:
         for g in model.groups:
             total = Affine.make({})
-            for member in g.members:
-                total = total.plus(values[member])
+            for member, weight in g.weighted:
+                total = total.plus(values[member].scale(weight))
             parts.append(f"{g.begin} <= {isl_affine(total)} < {extent(g.end)}")
     return sized_set(model.size_names, space(names) + " : " + " and ".join(parts))
 
