@@ -151,7 +151,7 @@ def test_keys_split_between_blocks_on_the_gpu(case, tmp_path):
 
 def test_the_random_tester_draws_keys_split_between_blocks():
     """Chains over tiles of S with the online softmax bind the loop over two parts of the keys to
-    blocks at times; the draw of seed 1342 (a causal mask, the maximum starting at -1e30, not -inf:
+    blocks at times; the draw of seed 1037 (a causal mask, the maximum starting at -1e30, not -inf:
     a block whose keys are all masked ends with its sum 0 and its O 0 / 0) is correct, element for
     element with the reference (its combine once read the part's weight from its maximum being -inf)."""
     import random
@@ -162,7 +162,7 @@ def test_the_random_tester_draws_keys_split_between_blocks():
 
     drawn = [seed for seed in range(1000, 1400) if keys_split(chain_program(random.Random(seed), "NVIDIA_H100"))]
     assert len(drawn) >= 10
-    program = chain_program(random.Random(1342), "NVIDIA_H100")
+    program = chain_program(random.Random(1037), "NVIDIA_H100")
     assert keys_split(program) and any(s.value.name == "select" for step in program.row_steps for s in step
                                        if hasattr(s.value, "name"))
     outcome = run_program(program)
@@ -170,7 +170,7 @@ def test_the_random_tester_draws_keys_split_between_blocks():
 
 
 def test_base_two_exponentials_weigh_their_parts_in_base_two():
-    """The draw of seed 1142: ``fast_exp2((S - M) * a + c)``, whose parts' weights are
+    """The draw of seed 1374: ``fast_exp2((S - M) * a + c)``, whose parts' weights are
     ``2^(-a (m - M_p))`` (the combine computes them as e^(-a ln(2) (m - M_p)))."""
     import random
 
@@ -179,7 +179,7 @@ def test_base_two_exponentials_weigh_their_parts_in_base_two():
     from .fuzz.program import Fn, walk
     from .fuzz.run import run_program
 
-    program = chain_program(random.Random(1142), "NVIDIA_H100")
+    program = chain_program(random.Random(1374), "NVIDIA_H100")
     assert keys_split(program) and any(isinstance(n, Fn) and n.name == "fast_exp2" for step in program.row_steps
                                        for s in step for n in walk(s.value))
     outcome = run_program(program)

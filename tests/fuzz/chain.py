@@ -10,7 +10,7 @@ D's rows of each tile through a ring of 1 to 3 stages, A's rows of the block at 
 work item; a row softmax (or a min or sum of the row)
 between them, in row vectors held by the threads of each row, over S's tiles in the online form
 (a causal mask before it at times, the row's log-sum-exp an OUTPUT at times, the keys split
-between blocks at times: two parts of two tiles each);
+between blocks at times: two parts of two tiles each, the last at times a tile or 8 keys fewer);
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
 >>> import random
@@ -65,8 +65,8 @@ def chain_program(rng: random.Random, target: str) -> Program:
     online = tiles_of_s and rng.random() < 0.35
     # the keys split between blocks (flash-decoding, lower/split_keys.py): 2 parts of 2 tiles, j on the grid with i
     parts = 2 if online and rng.random() < 0.4 else 1
-    if parts > 1:
-        N1 = n1 * 2 * parts
+    if parts > 1:  # at times a last part of fewer keys: one tile fewer, or 8 keys fewer
+        N1 = n1 * 2 * parts - (rng.choice((8, n1)) if rng.random() < 0.4 else 0)
     read = not online and rng.random() < 0.3  # E += ... onto E's values: INPUT_OUTPUT, its fragments start from them
     arrays = (ArrayDecl("A", "INPUT", operand, (M, K), layouts[0]), ArrayDecl("B", "INPUT", operand, (K, N1), layouts[1]),
               ArrayDecl("D", "INPUT", operand, (N1, N2), layouts[2]), ArrayDecl("S", "TEMP", "float32", (M, N1)),
@@ -77,7 +77,7 @@ def chain_program(rng: random.Random, target: str) -> Program:
                        accumulate=True)
     tiles = "j"  # the loop over the tiles of S's columns
     if parts > 1:
-        steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Split("j", N1 // parts), Split("jj", n1),
+        steps = (Split("i", rows), Split("ii", 64), Split("k", k_stage), Split("j", 2 * n1), Split("jj", n1),
                  Tile((("iii", 64), ("jjj", n1), ("kk", 16))), Split("l", n2))
         order = ("i", "ii", "j", "jj", "jjj", "f", "k", "kk", "l", "iii", "iiii", "jjjj", "ll", "kkk")
         s_tile, tiles = "jjjj", "jj"
