@@ -34,19 +34,15 @@ from dataclasses import dataclass
 from .. import poly
 from ..errors import PlanError
 from ..ir.affine import Affine
-from ..ir.functions import Function
 from ..ir.kernel import (
-    ELEMENT,
     WARPGROUP_INDEX,
     WARPGROUP_THREADS,
     Binary,
-    Call,
     Cast,
     Const,
     Expr,
     Fragment,
     FragmentConvert,
-    FragmentMap,
     FragmentMma,
     If,
     Load,
@@ -56,8 +52,6 @@ from ..ir.kernel import (
     NamedBarrier,
     SharedBuffer,
     Stmt,
-    Store,
-    Var,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
@@ -237,13 +231,8 @@ def zeroed(chain: Chain, source: str, dtype: ScalarType, columns: Expr | None) -
     if not chain.zero_past or columns is None:
         return ()
     n = chain.model.tensorize.passes * chain.model.tensorize.mma_shape.mnk[2]  # the first's tile's columns
-    row, col = f"{source}_row", f"{source}_col"
-    element = Load(source, (ELEMENT,), dtype)
-    kept = Call(Function.SELECT, (Binary("<", Var(col), columns, ScalarType.bool), element, Const(0.0, dtype)),
-                dtype)
-    return (If(Binary("<", columns, Const(n), ScalarType.bool),
-               (FragmentMap(source, dtype, row, col, (Store(source, (ELEMENT,), kept),)),),
-               "the tile's columns past the nest add nothing to the second product"),)
+    return (rows.past_columns(source, dtype, f"{source}_row", f"{source}_col", columns, n, 0.0,
+                              "the tile's columns past the nest add nothing to the second product"),)
 
 
 def _converted_to(value: Expr, source: str) -> ScalarType | None:

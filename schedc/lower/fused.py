@@ -295,14 +295,9 @@ def _edge_mask(model, fragment: str, accumulator: ScalarType, edge: TileEdge, co
     elements (one branch an element a step, every tile). Rows past the nest need no guard: each
     row's vectors and products are its own, and such rows are never stored."""
     t = model.tensorize
-    row, col = t.loops[0], t.loops[1]
-    n = t.mma_shape.mnk[1]
-    element = Load(fragment, (ELEMENT,), accumulator)
-    kept = Call(Function.SELECT, (Binary("<", Var(col), edge.cols, ScalarType.bool), element,
-                                  Const(-math.inf, accumulator)), accumulator)
-    return If(Binary("<", edge.cols, Const(n), ScalarType.bool),
-              (FragmentMap(fragment, accumulator, row, col, (Store(fragment, (ELEMENT,), kept),), columns),),
-              "the tile crosses S's last column: its elements past it are -inf (nothing to the softmax)")
+    return rows.past_columns(fragment, accumulator, t.loops[0], t.loops[1], edge.cols, t.mma_shape.mnk[1], -math.inf,
+                             "the tile crosses S's last column: its elements past it are -inf (nothing to the "
+                             "softmax)", columns)
 
 
 def _kept_whole(model, value: Expr, fragment: str, accumulator: ScalarType) -> Expr | None:

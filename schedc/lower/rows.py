@@ -30,12 +30,15 @@ import numpy as np
 
 from ..errors import PlanError
 from ..instructions import LaneLayout, Sym
+from ..ir.functions import Function
 from ..ir.kernel import (
     ELEMENT,
     Binary,
+    Call,
     Cast,
     Const,
     Expr,
+    FragmentMap,
     If,
     LaneReduce,
     Let,
@@ -211,3 +214,14 @@ def converted(value: Expr, dtype: ScalarType) -> Expr:
 
 
 __all__ = ["RowLayout", "is_row_vector", "row_layout"]
+
+
+def past_columns(fragment: str, dtype: ScalarType, row: str, col: str, inside: Expr, n: int, fill: float,
+                 comment: str, columns: tuple[int, int] | None = None) -> Stmt:
+    """On a tile of ``n`` columns of which ``inside`` lie inside its array, the elements of the
+    accumulator ``fragment`` past them set to ``fill``; nothing on a tile they all lie inside."""
+    element = Load(fragment, (ELEMENT,), dtype)
+    kept = Call(Function.SELECT, (Binary("<", Var(col), inside, ScalarType.bool), element, Const(fill, dtype)),
+                dtype)
+    return If(Binary("<", inside, Const(n), ScalarType.bool),
+              (FragmentMap(fragment, dtype, row, col, (Store(fragment, (ELEMENT,), kept),), columns),), comment)
