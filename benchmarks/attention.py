@@ -13,7 +13,9 @@ counts K's and V's bytes over the time (TB/s) and also times schedc's call repla
 (``graph ms``: without the host's launches); ``x best`` is the fastest backend's time over
 schedc's (> 1: schedc faster).
 
-Usage (on the GPU, repository root): python benchmarks/attention.py [--variants] [--only PREFIX[,PREFIX...]]
+``--ncu``: no timing; one launch of each (and of cuDNN's) in an NVTX range, for Nsight Compute.
+
+Usage (on the GPU, repository root): python benchmarks/attention.py [--variants] [--only PREFIX[,PREFIX...]] [--ncu]
 """
 
 from __future__ import annotations
@@ -95,6 +97,10 @@ def main() -> None:
         decode = [f for f in decode if f[0].startswith(prefixes)]
     print(f"{'function':>34} {'schedc ms':>9} {'TFLOP/s':>8} "
           + " ".join(f"{b + ' ms (TFLOP/s)':>19}" for b in BACKENDS) + f" {'x best':>7} {'error':>9}")
+    if "--ncu" in sys.argv:  # one launch each, under Nsight Compute
+        for name, fn, arguments in functions + decode:
+            profile(fn, arguments, decode=(name, fn, arguments) in decode)
+        return
     for name, fn, arguments in functions:
         rounds = [measure(fn, arguments) for _ in range(ROUNDS)]
         t = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
@@ -136,14 +142,76 @@ def variants():
 
 
 def measure(fn, arguments: dict, decode: bool = False) -> dict[str, float]:
-    """schedc's O and each backend's on the same (batch, heads, seq, d) tensors, timed (BSHD functions
-on (batch, seq, heads, d) tensors, torch on their transposed views). ``decode``:
-    Q is (batch, heads * M, 1, d), M query heads a K/V head, each with one query (the same memory
-    as the function's (batch, heads, M, d))."""
-    import torch
+    """schedc's O and each backend's on the same (batch, heads, seq, d) tensors (``tensors``), timed."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
     from triton.testing import do_bench
+
+    arrays, (q, k, v, o), sdpa_arguments = tensors(fn, arguments, decode)
+    error = check(fn, arrays, (q, k, v, o), bool(arguments.get("causal")))
+    times = {"schedc": do_bench(lambda: fn(*arrays), return_mode="median"), "error": error}
+    if decode:  # a call of tens of microseconds: its replay in a CUDA graph, without the host's launches
+        times["graph"] = _in_graph(lambda: fn(*arrays))
+    for name, backend in zip(BACKENDS, (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                                        SDPBackend.EFFICIENT_ATTENTION)):
+        try:
+            with sdpa_kernel(backend):
+                sdpa(q, k, v, **sdpa_arguments)
+                times[name] = do_bench(lambda: sdpa(q, k, v, **sdpa_arguments), return_mode="median")
+        except RuntimeError:  # the backend does not take these tensors on this device
+            pass
+    return times
+
+
+def check(fn, arrays: tuple, views: tuple, causal: bool) -> float:
+    """schedc's O (in ``views``' o) against torch's FlashAttention on the same tensors: the largest
+    error relative to O's largest value (asserted below 2e-2)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    q, k, v, o = views
+    fn(*arrays)
+    group = q.shape[1] // k.shape[1]  # the reference on K and V repeated for each query head of a group
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        want = sdpa(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1),
+                    is_causal=causal).float()
+    error = ((o.float() - want).abs().max() / want.abs().max()).item()
+    assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
+    return error
+
+
+def profile(fn, arguments: dict, decode: bool = False) -> None:
+    """One launch of schedc's function in the NVTX range ``schedc:NAME`` and one of cuDNN's SDPA
+    in ``cudnn:NAME``, on the same tensors, for Nsight Compute (``--ncu``: benchmarks/device_session.sh
+    attention with NCU=...); each warmed up outside its range."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    arrays, (q, k, v, o), sdpa_arguments = tensors(fn, arguments, decode)
+    calls = [("schedc", lambda: fn(*arrays))]
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        try:
+            sdpa(q, k, v, **sdpa_arguments)
+            calls.append(("cudnn", lambda: sdpa(q, k, v, **sdpa_arguments)))
+        except RuntimeError:
+            pass
+        for label, call in calls:
+            call()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(f"{label}:{fn.name}")
+            call()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+
+
+def tensors(fn, arguments: dict, decode: bool = False) -> tuple:
+    """The function's arrays, torch's (q, k, v, o) views of the same memory and SDPA's keyword
+    arguments, on seeded random values: (batch, heads, seq, d) tensors (BSHD functions on (batch,
+    seq, heads, d) tensors, torch on their transposed views). ``decode``: Q is (batch, heads * M,
+    1, d), M query heads a K/V head, each with one query (the same memory as the function's
+    (batch, heads, M, d))."""
+    import torch
 
     batch, heads, M, N, d = (arguments.get(key, 1) for key in ("batch", "heads", "M", "N", "d"))
     kv_heads = arguments.get("kv_heads") or heads
@@ -164,25 +232,7 @@ on (batch, seq, heads, d) tensors, torch on their transposed views). ``decode``:
         arrays = (q.view(-1, d), k.view(-1, d), v.view(-1, d), o.view(-1, d))
     gqa = {"enable_gqa": True} if kv_heads != heads else {}
     gqa |= {"is_causal": True} if arguments.get("causal") else {}
-    fn(*arrays)
-    group = heads // kv_heads  # the reference on K and V repeated for each query head of a group
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        want = sdpa(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1),
-                    is_causal=bool(arguments.get("causal"))).float()
-    error = ((o.float() - want).abs().max() / want.abs().max()).item()
-    assert error < 2e-2, f"{fn.name}: relative error {error:.3e}"
-    times = {"schedc": do_bench(lambda: fn(*arrays), return_mode="median"), "error": error}
-    if decode:  # a call of tens of microseconds: its replay in a CUDA graph, without the host's launches
-        times["graph"] = _in_graph(lambda: fn(*arrays))
-    for name, backend in zip(BACKENDS, (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-                                        SDPBackend.EFFICIENT_ATTENTION)):
-        try:
-            with sdpa_kernel(backend):
-                sdpa(q, k, v, **gqa)
-                times[name] = do_bench(lambda: sdpa(q, k, v, **gqa), return_mode="median")
-        except RuntimeError:  # the backend does not take these tensors on this device
-            pass
-    return times
+    return arrays, (q, k, v, o), gqa
 
 
 def _in_graph(call) -> float:

@@ -68,7 +68,9 @@
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
 # attention: BUILD=0 (time the carried hat_packages/attention and attention_variants, built here; 1: rebuild
 #   both on the device), EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
-#   (benchmarks/attention.py's --only), B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
+#   (benchmarks/attention.py's --only), NCU (function names: ncu's headlines of each beside cuDNN's), NCU_SOURCE (function names: each's
+#   SASS and ncu's warp stalls a SASS instruction, source_FN.csv),
+#   B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
 #   pytest -k of the sanitized tests of tests/test_online.py and tests/test_split_keys.py). Writes
 #   attention.txt, b2b.txt, resources.txt.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
@@ -395,6 +397,23 @@ mode_attention() {
   [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
   timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
   [ "${B2B:-0}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
+  if [ -n "${NCU:-}" ]; then  # Nsight Compute's headlines of those functions and of cuDNN's on the same tensors
+    local ranges=() fn
+    for fn in ${NCU//,/ }; do ranges+=(--nvtx-include "schedc:$fn/" --nvtx-include "cudnn:$fn/"); done
+    timeout 300 ncu --nvtx "${ranges[@]}" --print-nvtx-rename kernel --csv \
+      --page raw --metrics "$(python3 benchmarks/ncu_headlines.py metrics)" \
+      python3 benchmarks/attention.py --variants --ncu --only "$NCU" > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+    echo "ncu exit $?"; tail -3 "$OUT/ncu.err"
+    python3 benchmarks/ncu_headlines.py report "$OUT/ncu.csv" | tee "$OUT/ncu.md"
+  fi
+  for fn in ${NCU_SOURCE//,/ }; do  # where each function's warps stall, a SASS instruction a row, and its SASS
+    cuobjdump -sass -fun "${fn}__gpu__" hat_packages/attention/attention.cubin > "$OUT/$fn.sass" 2>&1 \
+      || cuobjdump -sass -fun "${fn}__gpu__" hat_packages/attention_variants/attention_variants.cubin > "$OUT/$fn.sass" 2>&1
+    timeout 200 ncu --nvtx --nvtx-include "schedc:$fn/" --section SourceCounters --section WarpStateStats \
+      -o "$OUT/source_$fn" python3 benchmarks/attention.py --variants --ncu --only "$fn" > "$OUT/source_$fn.log" 2>&1
+    ncu -i "$OUT/source_$fn.ncu-rep" --page source --csv --print-source sass > "$OUT/source_$fn.csv" 2>&1
+    echo "$fn: $(wc -l < "$OUT/$fn.sass") SASS lines, $(wc -l < "$OUT/source_$fn.csv") source rows"
+  done
   # last: a slow one cannot cost the timing
   [ "${SANITIZE:-1}" = 1 ] && sanitize "tests/test_online.py tests/test_split_keys.py" "${SANITIZE_K:-gpu}"
 }

@@ -81,9 +81,11 @@ def report(path: str) -> None:
 
 
 def _label(name: str) -> str:
-    """``schedc:FN/FN__gpu__`` → ``FN``; ``cublas:FN/nvjet_...`` → ``cuBLAS nvjet_...``."""
+    """``schedc:FN/FN__gpu__`` → ``FN``; ``cublas:FN/nvjet_...`` → ``cublas nvjet_...`` (any other
+    range's label the same way: ``cudnn:FN/...`` → ``cudnn ...``)."""
     where, _, kernel = name.partition("/")
-    return where.removeprefix("schedc:") if where.startswith("schedc:") else f"cuBLAS {kernel or where}"
+    label, _, _ = where.partition(":")
+    return where.removeprefix("schedc:") if label == "schedc" else f"{label} {kernel or where}"
 
 
 def _rows(path: str) -> list[dict[str, str]]:

@@ -343,7 +343,8 @@ def test_the_c_checks_take_exactly_the_calls_the_python_checks_take(native_plan,
 
 @pytest.fixture
 def launches(monkeypatch):
-    """The grids of the kernels the fast path launched (cuLaunchKernel through ctypes)."""
+    """The grids of the kernels the fast path launched (cuLaunchKernel and, for a dependent
+    launch, cuLaunchKernelEx through ctypes)."""
     seen = []
     real = fastcall.libcuda
 
@@ -354,6 +355,7 @@ def launches(monkeypatch):
             self.library = real()
             self.cuCtxSetCurrent = self.library.cuCtxSetCurrent
             self.cuLaunchKernel = self.counted(self.library.cuLaunchKernel)
+            self.cuLaunchKernelEx = self.counted_ex(self.library.cuLaunchKernelEx)
 
         def __getitem__(self, name: str):
             return self.counted(self.library[name])
@@ -363,6 +365,13 @@ def launches(monkeypatch):
             def counting(function, gx, gy, gz, *rest):
                 seen.append(tuple(getattr(g, "value", g) for g in (gx, gy, gz)))
                 return launch(function, gx, gy, gz, *rest)
+            return counting
+
+        @staticmethod
+        def counted_ex(launch):
+            def counting(config, *rest):
+                seen.append(tuple(fastcall._LaunchConfig.from_address(config).grid))
+                return launch(config, *rest)
             return counting
 
     def proxy():
@@ -423,8 +432,9 @@ def test_split_k_functions_launch_every_kernel_with_their_workspace(tmp_path, la
         c2 = c.clone()
         fn(a, b, c2)
     torch.cuda.synchronize()
-    plain = [k.grid for k in fn.function.kernels if not k.dependent_launch]
-    assert len(fn.function.kernels) >= 2 and launches == plain * 3
+    grids = [k.grid for k in fn.function.kernels]
+    assert len(fn.function.kernels) >= 2 and any(k.dependent_launch for k in fn.function.kernels)
+    assert launches == grids * 3  # the dependent ones through cuLaunchKernelEx, its config made once
     assert torch.allclose(c2.double(), expected, rtol=1e-5)
 
 

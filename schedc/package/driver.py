@@ -215,6 +215,11 @@ def _launch_dependent(kernel, grid, block, shared: int, args: LaunchArgs, stream
     check(driver.cuLaunchKernelEx(config, kernel, args.address, 0), f"cuLaunchKernelEx on stream 0x{stream:x}")
 
 
+def programmatic_serialization_id() -> int:
+    """The launch attribute that lets a kernel start before the one before it on the stream ends."""
+    return int(_driver().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+
+
 def stream_handle(stream: object, where: str = "stream") -> int:
     """The ``CUstream`` handle of ``stream`` as an int: an int itself, an object with
     ``__cuda_stream__()`` (cuda.core), ``.cuda_stream`` (torch), ``.ptr`` (cupy), or a cuda-python

@@ -71,6 +71,38 @@ class _Slots:
             ctypes.memmove(address, data, len(data))
 
 
+class _LaunchAttribute(ctypes.Structure):
+    """The driver's ``CUlaunchAttribute``: an id, padding, a 64-byte union of values."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """The driver's ``CUlaunchConfig``: grid, block, dynamic shared bytes, stream, attributes."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("count", ctypes.c_uint)]
+
+
+class _Dependent:
+    """One kernel's ``cuLaunchKernelEx`` as a programmatic dependent of the kernel before it on the
+    stream, its config made once (a call sets the stream and, for run-time sizes, the grid)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.attribute = _LaunchAttribute(id=driver.programmatic_serialization_id())
+        self.attribute.value[0] = 1  # programmaticStreamSerializationAllowed
+        self.config = _LaunchConfig(grid=(ctypes.c_uint * 3)(*kernel.grid), block=(ctypes.c_uint * 3)(*kernel.block),
+                                    shared=kernel.dynamic_shared_bytes, attrs=ctypes.pointer(self.attribute), count=1)
+        self.address = ctypes.addressof(self.config)
+
+    def at(self, grid: tuple[int, int, int], stream: int) -> int:
+        """The config's address for a launch of ``grid`` on ``stream``."""
+        config = self.config
+        config.grid[0], config.grid[1], config.grid[2] = grid
+        config.stream = stream or None
+        return self.address
+
+
 def _value_size(value: ScalarParam | StructParam) -> int:
     return value.dtype.size if isinstance(value, ScalarParam) else 128  # a CUtensorMap: 128 bytes
 
@@ -108,6 +140,7 @@ class CallPlan:
         self.context: int | None = None
         self.driver_handles: list = []
         self.handles: list[int] = []
+        self.dependents: list[_Dependent | None] = []  # a dependent launch's config, made once
         self.lean: _Slots | None = None  # a function of one kernel whose parameters are the caller's arrays
         self.lean_launch: tuple = ()
         self.lean_params: tuple = ()
@@ -229,6 +262,9 @@ class CallPlan:
         self.handles = [int(h) for h in self.driver_handles]
         library = libcuda()
         self.cu_launch, self.set_current = library.cuLaunchKernel, library.cuCtxSetCurrent
+        self.dependents = [_Dependent(k) if k.dependent_launch else None for k in self.kernels]
+        if any(self.dependents):
+            self.cu_launch_ex = library.cuLaunchKernelEx
         kernel = self.kernels[0]
         if lean(self.function.function):
             # ctypes objects made once: a call converts none of its arguments (raw_launch has no argtypes)
@@ -268,17 +304,14 @@ class CallPlan:
             named.update(self._workspaces(handle, sizes))
         if self.structs:
             scalars.update(self._structs(named, sizes))
-        for kernel, slots, function, original in zip(self.kernels, self.slots, self.handles, self.driver_handles):
+        for kernel, slots, function, dependent in zip(self.kernels, self.slots, self.handles, self.dependents):
             grid = grid_at(kernel, sizes) if sizes else kernel.grid
-            if kernel.dependent_launch:  # cuLaunchKernelEx with its attribute: the driver module's
-                launch = driver.LaunchArgs([named[b.name] for b in kernel.params]
-                                           + [scalars[v.name] for v in kernel.values])
-                driver.launch(original, grid, kernel.block, kernel.dynamic_shared_bytes, launch, handle,
-                              dependent=True)
-                continue
             slots.fill(named, scalars)
-            result = self.cu_launch(function, *grid, *kernel.block, kernel.dynamic_shared_bytes,
-                                    handle or None, slots.address, None)
+            if dependent is not None:  # cuLaunchKernelEx with its attribute, the config made once
+                result = self.cu_launch_ex(dependent.at(grid, handle), function, slots.address, None)
+            else:
+                result = self.cu_launch(function, *grid, *kernel.block, kernel.dynamic_shared_bytes,
+                                        handle or None, slots.address, None)
             if result:
                 launch_failed(result, handle)
 
@@ -431,6 +464,8 @@ def libcuda():
         library.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 6, ctypes.c_uint, ctypes.c_void_p,
                                            ctypes.c_void_p, ctypes.c_void_p]
         library.cuLaunchKernel.restype = ctypes.c_int
+        library.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        library.cuLaunchKernelEx.restype = ctypes.c_int
         library.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
         library.cuCtxSetCurrent.restype = ctypes.c_int
         _LIBCUDA.append(library)
