@@ -371,7 +371,7 @@ def _row_statement(model, s: Store, number: int, product: Store, fragment: str, 
     x = rows.reads(x, vectors, lanes.index(), fragment)
     x = rows.converted(online.used(x, fragment) if online is not None else x, dtype)
     partial = f"_{vector}_part{number}{fragment.removeprefix('_c')}"
-    at = (lanes.index(),)
+    at = (lanes.partial_index(),)
     body: tuple[Stmt, ...] = (Store(partial, at, Binary(op, Load(partial, at, dtype), x, dtype)),)
     if edge is not None:
         inside = all_of((Binary("<", Var(row), edge.rows), Binary("<", Var(col), edge.cols)))

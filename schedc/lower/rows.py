@@ -14,8 +14,10 @@ thread's partial over its elements, combined over the lanes that hold the row by
 holds rows ``r`` and ``r + 8``)::
 
     R[i] = -inf                          _R_rows[0] = -inf; _R_rows[8] = -inf
-    R[i] = max(R[i], S[i, j])            _R_part[0] = -inf; _R_part[8] = -inf
-                                         for elem: _R_part[row0] = max(_R_part[row0], _c[elem])
+    R[i] = max(R[i], S[i, j])            _R_part[0 + 9 w] = -inf, w = 0, 1, 4, 5 (the ways of row 0:
+                                           element % 8); _R_part[8 + 9 w] = -inf, w = 2, 3, 6, 7
+                                         for elem: _R_part[row0 + 9 (elem % 8)] = max(that, _c[elem])
+                                         _R_part[s] = max of the row's ways, pairwise
                                          _R_part[s] = max(_R_part[s], shfl_xor(_R_part[s], 1)), then 2
                                          _R_rows[s] = max(_R_rows[s], _R_part[s])
     S[i, j] = exp(S[i, j] - R[i])        for elem: _c[elem] = exp(_c[elem] - _R_rows[row0])
@@ -53,6 +55,10 @@ from ..ir.types import ScalarType
 from ..ir.walk import map_expr, subexpressions, substitute
 
 REDUCTIONS = ("+", "max", "min")
+# a thread's partial of a row reduction: up to this many registers a row (its elements' subscripts
+# modulo WAYS), folded together before the lanes combine: chains of a few dependent operations
+# instead of one of every element (the softmax's maximum and sum of a 128-column tile: 64 in a row)
+WAYS = 8
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,18 @@ class RowLayout:
         """The slot of the element ``ELEMENT`` (a FragmentMap's), as an expression of it."""
         row = self.layout.row(0, Sym(ELEMENT))
         return row.expr if isinstance(row, Sym) else Const(int(row))
+
+    def ways(self, slot: int) -> tuple[int, ...]:
+        """The ways (``element % WAYS``) of the thread's elements in row ``slot``: a reduction's
+        partial keeps one register a way, independent chains that the SM issues back to back."""
+        elements = np.arange(self.layout.elements)
+        row = np.broadcast_to(self.layout.row(0, elements), elements.shape)
+        return tuple(sorted({int(e) % WAYS for e in elements[row == slot]}))
+
+    def partial_index(self) -> Expr:
+        """The partial's subscript of the element ``ELEMENT``: its slot and its way."""
+        way = Binary("%", ELEMENT, Const(WAYS))
+        return Binary("+", self.index(), Binary("*", Const(self.size), way))
 
     def row(self, slot: int, lane: Expr | None = None) -> Expr:
         """The thread's row in the tile at ``slot`` (``lane``: the thread's lane, where a signed
@@ -182,9 +200,17 @@ def per_slot(s: Store, value: Expr, rows: RowLayout, row_var: str, vectors: set[
 
 
 def reduced(s: Store, op: str, partial: str, dtype: ScalarType, rows: RowLayout, fragment: str) -> list[Stmt]:
-    """After the map that folded the thread's elements into ``partial``: the lanes of each row
-    combine their partials, and R takes the row's total."""
-    out: list[Stmt] = [LaneReduce(partial, op, dtype, rows.slots, rows.distances)]
+    """After the map that folded the thread's elements into ``partial`` (``partial_index``): each
+    row's ways folded into its slot, pairwise; the lanes of each row combine their partials, and R
+    takes the row's total."""
+    out: list[Stmt] = []
+    for slot in rows.slots:
+        ways = [Load(partial, (Const(slot + rows.size * w),), dtype) for w in rows.ways(slot)]
+        while len(ways) > 1:
+            ways = [Binary(op, a, b, dtype) for a, b in zip(ways[::2], ways[1::2])] + ways[len(ways) // 2 * 2:]
+        if ways[0] != Load(partial, (Const(slot),), dtype):  # a row of one way: already there
+            out.append(Store(partial, (Const(slot),), ways[0]))
+    out.append(LaneReduce(partial, op, dtype, rows.slots, rows.distances))
     mine = array_name(s.buffer, fragment)
     for slot in rows.slots:
         here = (Const(slot),)
@@ -193,8 +219,10 @@ def reduced(s: Store, op: str, partial: str, dtype: ScalarType, rows: RowLayout,
 
 
 def start_partial(partial: str, op: str, dtype: ScalarType, rows: RowLayout) -> list[Stmt]:
-    return [PrivateArray(partial, dtype, (rows.size,)),
-            *(Store(partial, (Const(slot),), identity(op, dtype)) for slot in rows.slots)]
+    """A reduction's partial (``partial_index``), each way of each row at the identity."""
+    return [PrivateArray(partial, dtype, (rows.size * WAYS,)),
+            *(Store(partial, (Const(slot + rows.size * w),), identity(op, dtype))
+              for slot in rows.slots for w in rows.ways(slot))]
 
 
 def column_free(value: Expr, col_var: str, held: str) -> bool:

@@ -238,10 +238,10 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                     }
                     schedc::mbarrier_arrive(&empty[((work / 4 * 2 + js / 128 + jt / 128) * 2 + 64 / 64) % 4]);  // the pass's last stage is free
                     float _peak_prev_0[9];  // this thread's tile float32[9], in registers
-                    float _peak_part2_0[9];  // this thread's tile float32[9], in registers
+                    float _peak_part2_0[72];  // this thread's tile float32[72], in registers
                     float _peak_corr_0[9];  // this thread's tile float32[9], in registers
                     float _peak_used_0[9];  // this thread's tile float32[9], in registers
-                    float _total_part4_0[9];  // this thread's tile float32[9], in registers
+                    float _total_part4_0[72];  // this thread's tile float32[72], in registers
                     // the tile crosses S's last column: its elements past it are -inf (nothing to the softmax)
                     if (256 - (js + jt) < 128) {
                         #pragma unroll
@@ -254,13 +254,21 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                     _peak_prev_0[0] = _peak_rows_0[0];
                     _peak_prev_0[8] = _peak_rows_0[8];
                     _peak_part2_0[0] = (float)-__longlong_as_double(0x7ff0000000000000ll);
-                    _peak_part2_0[8] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[9] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[36] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[45] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[26] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[35] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[62] = (float)-__longlong_as_double(0x7ff0000000000000ll);
+                    _peak_part2_0[71] = (float)-__longlong_as_double(0x7ff0000000000000ll);
                     #pragma unroll
                     for (int elem = 0; elem < 64; elem += 1) {
                         const int iiii = 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2);  // the element's row in the tile
                         const int jj = 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2;  // and its column
-                        _peak_part2_0[8 * (elem / 2 % 2)] = schedc::max(_peak_part2_0[8 * (elem / 2 % 2)], _c_0[elem]);
+                        _peak_part2_0[8 * (elem / 2 % 2) + 9 * (elem % 8)] = schedc::max(_peak_part2_0[8 * (elem / 2 % 2) + 9 * (elem % 8)], _c_0[elem]);
                     }
+                    _peak_part2_0[0] = schedc::max(schedc::max(_peak_part2_0[0], _peak_part2_0[9]), schedc::max(_peak_part2_0[36], _peak_part2_0[45]));
+                    _peak_part2_0[8] = schedc::max(schedc::max(_peak_part2_0[26], _peak_part2_0[35]), schedc::max(_peak_part2_0[62], _peak_part2_0[71]));
                     // the lanes of each row combine their partials (max, shfl.xor 1, 2); each gets the row's total
                     _peak_part2_0[0] = schedc::Max()(_peak_part2_0[0], __shfl_xor_sync(0xffffffffu, _peak_part2_0[0], 1));
                     _peak_part2_0[0] = schedc::Max()(_peak_part2_0[0], __shfl_xor_sync(0xffffffffu, _peak_part2_0[0], 2));
@@ -281,13 +289,21 @@ decode_split__partial__gpu__(const __nv_bfloat16* __restrict__ Q, const __nv_bfl
                         _c_0[elem] = schedc::fast_exp2(_c_0[elem] * 0.12751743f + _peak_used_0[8 * (elem / 2 % 2)]);
                     }
                     _total_part4_0[0] = 0.0f;
-                    _total_part4_0[8] = 0.0f;
+                    _total_part4_0[9] = 0.0f;
+                    _total_part4_0[36] = 0.0f;
+                    _total_part4_0[45] = 0.0f;
+                    _total_part4_0[26] = 0.0f;
+                    _total_part4_0[35] = 0.0f;
+                    _total_part4_0[62] = 0.0f;
+                    _total_part4_0[71] = 0.0f;
                     #pragma unroll
                     for (int elem = 0; elem < 64; elem += 1) {
                         const int iiii = 16 * (wg_lane / 32) + wg_lane % 32 / 4 + 8 * (elem / 2 % 2);  // the element's row in the tile
                         const int jj = 8 * (elem / 4) + 2 * (wg_lane % 4) + elem % 2;  // and its column
-                        _total_part4_0[8 * (elem / 2 % 2)] = _total_part4_0[8 * (elem / 2 % 2)] + _c_0[elem];
+                        _total_part4_0[8 * (elem / 2 % 2) + 9 * (elem % 8)] = _total_part4_0[8 * (elem / 2 % 2) + 9 * (elem % 8)] + _c_0[elem];
                     }
+                    _total_part4_0[0] = _total_part4_0[0] + _total_part4_0[9] + (_total_part4_0[36] + _total_part4_0[45]);
+                    _total_part4_0[8] = _total_part4_0[26] + _total_part4_0[35] + (_total_part4_0[62] + _total_part4_0[71]);
                     // the lanes of each row combine their partials (+, shfl.xor 1, 2); each gets the row's total
                     _total_part4_0[0] = schedc::Plus()(_total_part4_0[0], __shfl_xor_sync(0xffffffffu, _total_part4_0[0], 1));
                     _total_part4_0[0] = schedc::Plus()(_total_part4_0[0], __shfl_xor_sync(0xffffffffu, _total_part4_0[0], 2));
