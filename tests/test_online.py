@@ -958,3 +958,64 @@ def test_queries_past_the_tiles_inside_the_arrays_are_computed_and_not_stored(op
     every element of O and L compared)."""
     model, fn = compile_function_plan(*attention.attention(**options))
     _passed(emulate_function(model, fn, None, seed=15))
+
+
+# -- the maximum kept while it grows little (Online.lazy) -----------------------------------------
+
+
+def _growing(growth: float):
+    """The softmax of S[i, j] + growth * j: each tile's maximum above the tile before's by about
+    64 * growth (0.5 * 64 * growth in the exponentials' argument)."""
+    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,)) for _ in range(2))
+
+    def start(S, i, j):
+        peak[i] = -math.inf
+        total[i] = 0.0
+
+    def maximum(S, i, j):
+        peak[i] = acc.max(peak[i], S[i, j])
+
+    def add(S, i, j):
+        total[i] += S[i, j]
+
+    return [start, lambda S, i, j: S[i, j] + acc.cast(j, T.float32) * growth, maximum,
+            lambda S, i, j: acc.exp((S[i, j] - peak[i]) * 0.5), add, lambda S, i, j: S[i, j] / total[i]]
+
+
+def _moved(fn) -> list[If]:
+    return [s for s in walk_statements(fn.kernels[0].body) if isinstance(s, If) and "maximum moved" in s.comment]
+
+
+@pytest.mark.parametrize("growth", [0.0, 0.02, 2.0], ids=["flat", "kept", "taken"])
+def test_the_maximum_is_kept_until_its_exponentials_would_pass_the_bound(growth):
+    """Each tile's maximum 0, 0.64 (kept: its exponentials stay below 256) or 64 (taken: a kept
+    one's would pass float32's range within two tiles) above the tile before's in the exponentials'
+    argument: E matches the reference's whole-row softmax, and E's accumulator is corrected only
+    under the test of a moved maximum."""
+    model, fn = compile_function_plan(*_plan(_growing(growth)))
+    assert online.derive(model).lazy
+    [moved] = _moved(fn)
+    assert any(isinstance(s, FragmentMap) and s.fragment == "_e" for s in walk_statements(moved.body))
+    _passed(emulate_function(model, fn, None, seed=12))
+
+
+def test_a_kept_maximum_only_where_no_result_depends_on_it():
+    """E not divided by the sum (relative to the maximum), or an OUTPUT of the sum or of the
+    maximum: the maximum is the row's, corrected each tile; a log-sum-exp is the same for any."""
+    model, fn = compile_function_plan(*_plan(_steps(128, divide=False)))
+    assert not online.derive(model).lazy and not _moved(fn)
+    lse = attention.attention(M=128, N=256, d=64, lse=True)
+    assert online.derive(compile_function_plan(*lse)[0]).lazy
+    for name in ("peak", "total"):
+        out = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(128,))
+        steps, peak, total = _softmax_steps()
+        kept = {"peak": peak, "total": total}[name]
+        model, fn = compile_function_plan(*_plan([*steps[:-1], _store(out, kept), steps[-1]], inputs=(out,)))
+        assert not online.derive(model).lazy and not _moved(fn), name
+        _passed(emulate_function(model, fn, None, seed=13))
+
+
+def _store(out, vector):
+    def step(S, i, j):
+        out[i] = vector[i]
+    return step

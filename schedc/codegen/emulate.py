@@ -457,11 +457,11 @@ class _Block:
     def tile(self, s: Stmt, mask: np.ndarray) -> None:
         warps = mask.reshape(-1, WARP)
         partial = warps.any(axis=1) & ~warps.all(axis=1)
-        if partial.any():
+        if partial.any() and not isinstance(s, FragmentMap):  # a map is each thread's own elements: any lanes
             w = int(np.flatnonzero(partial)[0])
             raise self.error("divergent warp", "a tile operation runs on part of a warp",
                              np.flatnonzero(warps[w]).tolist(), getattr(s, "buffer", "-"), "-")
-        active = warps.all(axis=1)
+        active = warps.any(axis=1) if isinstance(s, FragmentMap) else warps.all(axis=1)
         name = s.name if isinstance(s, Fragment) else s.d if isinstance(s, FragmentMma) else s.fragment
         family = s.family if isinstance(s, Fragment) else self.specs[name].family
         TENSOR_EXECUTORS[family](self).run(s, mask, active)

@@ -641,7 +641,8 @@ class Wgmma(Executor):
             self.idle(h, s.fragment, type(s).__name__)
             if writes:
                 h.dirty.setdefault(_agent(b), set()).add(s.fragment)
-        TILE_STATEMENTS.handler(s)(self, s, mask, _groups(mask, b))
+        groups = mask.reshape(-1, WARPGROUP).any(axis=1) if isinstance(s, FragmentMap) else _groups(mask, b)
+        TILE_STATEMENTS.handler(s)(self, s, mask, groups)  # a map: each thread's own elements, on any lanes
 
     def declare(self, s: Fragment, groups) -> None:
         """Zeros in the declaring warpgroups' rows (other teams' warpgroups keep theirs)."""

@@ -26,6 +26,8 @@ E's accumulator in registers; ``b = -a``)::
 
     peak[i] = -inf; total[i] = 0          before the loop: _peak_rows = -inf; _total_rows = 0
     peak[i] = max(peak[i], S[i, j])       each tile: _peak_prev = _peak_rows; _peak_rows = max(.., rowmax)
+                                                     (lazy: _peak_prev kept unless the new maximum's
+                                                      exp(b * (new - prev)) < 1/256)
                                                      _peak_corr = exp(b * (_peak_rows - _peak_prev))
                                                        (1 where they are equal: a row of -inf so far)
                                                      _peak_used = _peak_rows (0 where it is -inf)
@@ -33,7 +35,8 @@ E's accumulator in registers; ``b = -a``)::
     S[i, j] = exp((S[i, j] - peak[i]) * a)           _c = exp((_c - _peak_used) * a)
     total[i] += S[i, j]                              _total_rows += rowsum(_c)
     S[i, j] = S[i, j] / total[i]                     (moved after the loop)
-    E[i, l] += S[i, j] * D[j, l]                     _e *= _peak_corr; _e += _p @ D's tile
+    E[i, l] += S[i, j] * D[j, l]                     _e *= _peak_corr (lazy: where a corr is not 1)
+                                                     _e += _p @ D's tile
                                           after the loop: _e /= _total_rows; store E
 """
 
@@ -53,6 +56,7 @@ from ..ir.kernel import (
     Const,
     Expr,
     FragmentMap,
+    If,
     Load,
     PrivateArray,
     Stmt,
@@ -65,6 +69,8 @@ from ..ir.types import ScalarType
 from ..ir.walk import map_expr, operands, subexpressions
 from . import rows
 
+# a kept maximum's exponentials stay at most this (2^8: a 16-bit P and float32 sums hold them exactly as well)
+LAZY_BOUND = 256.0
 EXPONENTIALS = (Function.EXP, Function.FAST_EXP, Function.FAST_EXP2)  # exp(g + b m) = exp(g + b m') exp(b (m - m'))
 LOG2_E = 1.0 / math.log(2.0)
 
@@ -125,9 +131,9 @@ class Online:
                 *(Store(prev, (Const(s),), Load(mine, (Const(s),), dtype)) for s in lanes.slots)]
 
     def after_peak(self, dtype: ScalarType, lanes: rows.RowLayout, fragment: str) -> list[Stmt]:
-        """After it: the correction of the terms made relative to the maximum before, the maximum
-        the exponentials use (0 for a row of -inf so far: their terms are 0, not NaN), and the sums
-        of exponentials corrected."""
+        """After it: the maximum kept where it grew too little to matter (``lazy``), the correction
+        of the terms made relative to the maximum before, the maximum the exponentials use (0 for a
+        row of -inf so far: their terms are 0, not NaN), and the sums of exponentials corrected."""
         prev, mine = self._name("prev", fragment), rows.array_name(self.peak, fragment)
         corr, used = self._name("corr", fragment), self._name("used", fragment)
         function, slope = (Function.FAST_EXP2, self.slope * LOG2_E) if self.folded else (self.function, self.slope)
@@ -135,7 +141,12 @@ class Online:
         for s in lanes.slots:
             here = (Const(s),)
             new, old = Load(mine, here, dtype), Load(prev, here, dtype)
-            grown = Call(function, (Binary("*", Const(slope, dtype), Binary("-", new, old, dtype), dtype),), dtype)
+            argument = Binary("*", Const(slope, dtype), Binary("-", new, old, dtype), dtype)
+            if self.lazy:  # the new maximum taken where its exponentials would pass LAZY_BOUND, else the old kept
+                bound = -math.log2(LAZY_BOUND) if self.folded else -math.log(LAZY_BOUND)
+                out.append(Store(mine, here, _select(Binary("<", argument, Const(bound, dtype), ScalarType.bool),
+                                                     new, old)))
+            grown = Call(function, (argument,), dtype)
             term = Binary("*", new, Const(slope, dtype), dtype) if self.folded else new
             out += [Store(corr, here, _select(Binary("==", new, old, ScalarType.bool), Const(1.0, dtype), grown)),
                     Store(used, here, _select(Binary("==", new, Const(-math.inf, dtype), ScalarType.bool),
@@ -145,6 +156,20 @@ class Online:
                 out.append(Store(rows.array_name(total, fragment), here,
                                  Binary("*", at, rows.converted(Load(corr, here, dtype), at.dtype), at.dtype)))
         return out
+
+    @property
+    def lazy(self) -> bool:
+        """Whether the maximum the exponentials use is kept until a tile's maximum passes it by
+        enough that its exponentials could pass ``LAZY_BOUND`` (``exp(b (m_new - m_old)) <
+        1 / LAZY_BOUND``): every term stays relative to the maximum kept (the sums, E's
+        accumulator: their ratios are the same), and a tile whose rows all keep theirs leaves E's
+        accumulator as it is (``rescale``). Where the exponentials fall as the maximum grows
+        (``b < 0``: a softmax's), E (where corrected) is divided by a corrected sum after the loop,
+        and no OUTPUT row vector reads the maximum or a sum but in a log-sum-exp ``-b M + log(T)``
+        (the same for any maximum T is relative to): a kept maximum is not the row's maximum."""
+        divided = not self.scaled or (bool(self.divisors) and set(self.divisors) <= set(self.rescaled))
+        return self.peak is not None and self.slope < 0 and divided and all(
+            _lse_only(s.value, self.peak, self.rescaled, self.slope) for s in self.outputs)
 
     @property
     def folded(self) -> bool:
@@ -174,7 +199,15 @@ class Online:
             return ()
         corr = Load(self._name("corr", source), (lanes.index(),), dtype)
         value = Binary("*", Load(accumulator, (ELEMENT,), dtype), corr, dtype)
-        return (FragmentMap(accumulator, dtype, *loops, (Store(accumulator, (ELEMENT,), value),)),)
+        scaled: Stmt = FragmentMap(accumulator, dtype, *loops, (Store(accumulator, (ELEMENT,), value),))
+        if not self.lazy:
+            return (scaled,)
+        moved = [Binary("!=", Load(self._name("corr", source), (Const(s),), dtype), Const(1.0, dtype), ScalarType.bool)
+                 for s in lanes.slots]
+        grown = moved[0]
+        for m in moved[1:]:
+            grown = Binary("||", grown, m, ScalarType.bool)
+        return (If(grown, (scaled,), "a row's maximum moved: its terms corrected"),)
 
     def finish(self, accumulator: str, dtype: ScalarType, lanes: rows.RowLayout, loops: tuple[str, str],
                source: str) -> tuple[Stmt, ...]:
@@ -260,6 +293,29 @@ def _terms(e: Expr, peak: str) -> tuple[dict[Expr, float], float, Load]:
 
     constant = walk(e, 1.0)
     return {x: c for x, c in terms.items() if c}, constant, found[0]
+
+
+def _lse_only(value: Expr, peak: str, sums: tuple[str, ...], slope: float) -> bool:
+    """Whether an OUTPUT row vector's value is the same for any maximum M the sums T are relative
+    to: it reads neither, or is ``-b M + log(T)``."""
+    if not any(isinstance(e, Load) and e.buffer in (peak, *sums) for e in subexpressions(value)):
+        return True
+    value = strip_float_casts(value)
+    if not (isinstance(value, Binary) and value.op == "+"):
+        return False
+    for term, logarithm in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+        term, logarithm = strip_float_casts(term), strip_float_casts(logarithm)
+        if not (isinstance(logarithm, Call) and logarithm.function is Function.LOG):
+            continue
+        total = strip_float_casts(logarithm.args[0])
+        if not (isinstance(total, Load) and total.buffer in sums and isinstance(term, Binary) and term.op == "*"):
+            continue
+        factors = [strip_float_casts(term.lhs), strip_float_casts(term.rhs)]
+        loads = [f for f in factors if isinstance(f, Load) and f.buffer == peak]
+        scales = [f for f in factors if isinstance(f, Const)]
+        if loads and scales and math.isclose(float(scales[0].value), -slope, rel_tol=1e-6):
+            return True
+    return False
 
 
 def _select(condition: Expr, a: Expr, b: Expr) -> Expr:
