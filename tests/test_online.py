@@ -1006,16 +1006,24 @@ def test_a_kept_maximum_only_where_no_result_depends_on_it():
     assert not online.derive(model).lazy and not _moved(fn)
     lse = attention.attention(M=128, N=256, d=64, lse=True)
     assert online.derive(compile_function_plan(*lse)[0]).lazy
-    for name in ("peak", "total"):
+    for name, (value, lazy) in KEPT_OUTPUTS.items():
         out = acc.Array(role=acc.Role.OUTPUT, element_type=T.float32, shape=(128,))
-        steps, peak, total = _softmax_steps()
-        kept = {"peak": peak, "total": total}[name]
-        model, fn = compile_function_plan(*_plan([*steps[:-1], _store(out, kept), steps[-1]], inputs=(out,)))
-        assert not online.derive(model).lazy and not _moved(fn), name
+        steps, peak, total = _softmax_steps()  # exp((S - peak) * 0.5): b = -0.5
+        model, fn = compile_function_plan(*_plan([*steps[:-1], _store(out, value, peak, total), steps[-1]],
+                                                 inputs=(out,)))
+        assert online.derive(model).lazy is lazy and bool(_moved(fn)) is lazy, name
         _passed(emulate_function(model, fn, None, seed=13))
 
 
-def _store(out, vector):
+KEPT_OUTPUTS = {  # an OUTPUT row vector (of peak, total, i) and whether the maximum may be kept beside it
+    "peak": (lambda peak, total, i: peak[i], False),
+    "total": (lambda peak, total, i: total[i], False),
+    "lse": (lambda peak, total, i: peak[i] * 0.5 + acc.log(total[i]), True),
+    "lse at another slope": (lambda peak, total, i: peak[i] * 0.25 + acc.log(total[i]), False),
+}
+
+
+def _store(out, value, peak, total):
     def step(S, i, j):
-        out[i] = vector[i]
+        out[i] = value(peak, total, i)
     return step

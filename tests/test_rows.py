@@ -31,7 +31,7 @@ from schedc.ir.kernel import (
 )
 from schedc.ir.types import ScalarType
 from schedc.lower import wellformed
-from schedc.lower.rows import row_layout
+from schedc.lower.rows import WAYS, row_layout
 from schedc.verify import emulate_function
 
 from .plans import build, compile_function_plan
@@ -47,6 +47,19 @@ def test_a_wgmma_thread_holds_rows_r_and_r_plus_8_shared_by_four_lanes(n):
     thread array, the other holders of a row lanes 1 and 2 apart (a quad)."""
     rows = row_layout(wgmma_accumulator(n), 128)
     assert rows.slots == (0, 8) and rows.distances == (1, 2) and rows.size == 9
+
+
+@given(st.sampled_from([16, 32, 64, 128, 256]))
+def test_a_rows_partial_is_kept_in_several_registers(n):
+    """A thread's elements of a row in up to ``WAYS`` partials (their subscripts modulo 8): each row
+    of a 64 x n tile in four, every element of the row in one of them, the reduction's dependent
+    chains n / 16 long (not n / 4, a thread's elements of the row)."""
+    layout = wgmma_accumulator(n)
+    rows = row_layout(layout, 128)
+    for slot, ways in ((0, (0, 1, 4, 5)), (8, (2, 3, 6, 7))):
+        assert rows.ways(slot) == ways
+        elements = [e for e in range(layout.elements) if int(layout.row(0, e)) == slot]
+        assert {e % WAYS for e in elements} == set(ways) and len(elements) // len(ways) == n // 16
 
 
 def test_mma_sync_accumulators_have_the_same_rows():

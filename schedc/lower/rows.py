@@ -57,7 +57,7 @@ from ..ir.walk import map_expr, subexpressions, substitute
 REDUCTIONS = ("+", "max", "min")
 # a thread's partial of a row reduction: up to this many registers a row (its elements' subscripts
 # modulo WAYS), folded together before the lanes combine: chains of a few dependent operations
-# instead of one of every element (the softmax's maximum and sum of a 128-column tile: 64 in a row)
+# instead of one of every element (the softmax's maximum and sum of a 128-column tile: 8 long, not 32)
 WAYS = 8
 
 

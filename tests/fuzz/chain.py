@@ -9,7 +9,8 @@ epilogue ops of both products, persistent grids, warp specialization on and off;
 D's rows of each tile through a ring of 1 to 3 stages, A's rows of the block at times copied once a
 work item; a row softmax (or a min or sum of the row)
 between them, in row vectors held by the threads of each row, over S's tiles in the online form
-(a causal mask before it at times, the row's log-sum-exp an OUTPUT at times, the keys split
+(a causal mask before it at times, scores growing along the row at times (so that a row's maximum
+is kept or taken anew: ``Online.lazy``), the row's log-sum-exp an OUTPUT at times, the keys split
 between blocks at times: two parts of two tiles each, the last at times a tile or 8 keys fewer);
 an element-wise nest on S between the two (a bias and ReLU, a scale, tanh).
 
@@ -162,6 +163,9 @@ def _row_steps(rng: random.Random, i: Subscript, j: Subscript, online: bool = Fa
              (Statement(S, Fn(rng.choice(("exp", "fast_exp", "fast_exp2")) if online else "exp", (shifted,)) if op == "max"
                         else shifted),),
              (Statement(total, Fn("abs", (S,)) if op != "max" else S, accumulate=True),)]
+    if online and rng.random() < 0.3:  # scores that grow along the row: a row's maximum kept, or taken anew
+        growth = Binary("*", IndexValue(j.index), Const(rng.choice((0.01, 0.2, 2.0))))
+        steps.insert(1, (Statement(S, Binary("+", S, growth)),))
     if online and rng.random() < 0.4:  # a causal mask before the maximum (tiles wholly past it skipped)
         keep = Cmp("<=", IndexValue(j.index), Binary("+", IndexValue(i.index), Const(rng.choice((0, 5, 64)))))
         steps.insert(1, (Statement(S, Fn("select", (keep, S, Const(-math.inf)))),))
