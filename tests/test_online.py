@@ -303,7 +303,7 @@ ATTENTION = {"decode": {**attention.DECODE["attention_bf16_decode_b16h32kv8_8192
              "gqa_causal": dict(M=192, N=192, d=128, batch=2, heads=2, kv_heads=1, causal=True, rows=64, kv_tile=64),
              "d128_kv128_exp": dict(M=128, N=384, d=128, kv_tile=128, exponential=acc.exp),
              "d64_serial": dict(M=256, N=384, d=64, overlap=False),
-             "keys_in_one_tile": dict(M=128, N=100, d=64, heads=2)}  # V's tile copied once a work item
+             "keys_in_one_tile": dict(M=256, N=100, d=64)}  # V's tile copied once, at the start
 
 
 @pytest.mark.parametrize("case", ATTENTION)
