@@ -85,7 +85,7 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     once; a last tile past N has its columns past N set to 0 before P @ V, where they would meet
     the next head's keys); ``rows``: the block's queries (64 per consumer warpgroup); ``k_tile``: the columns of K
     in one stage of its ring (``stages`` deep: 2, or 4 past d = 128); ``v_stages``: the stages of V's ring
-    (none where a block's keys are one tile: V's tile is copied once a work item);
+    (none where the keys are one tile of one K/V head: V's tile is copied once);
     ``scale``: 1/sqrt(d) unless given; ``exponential``: ``acc.fast_exp`` (computed as the ex2
     instruction, log2(e) folded into the scale: one multiply-add an element) or ``acc.exp``; ``causal``:
     query i sees keys j <= i alone (a step sets the others' scores to -inf, torch's ``is_causal``):
@@ -215,7 +215,8 @@ def attention(M: int, N: int, d: int, dtype=acc.ScalarType.float16, kv_tile: int
     # Q's rows of the block once a work item (cached at j, outside the tiles of keys), K through the ring
     plan.cache(Q, index=js, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA)
     plan.cache(K, index=kk, location=target.MemorySpace.SHARED, stages=stages, engine=acc.CopyEngine.TMA)
-    ring = v_stages > 1 and (part if splits > 1 else N) > kv_tile  # one tile of keys: V's is copied once
+    # one tile of keys of one K/V head: V's tile is the kernel's only one, copied once
+    ring = v_stages > 1 and ((part if splits > 1 else N) > kv_tile or B * H > 1)
     plan.cache(V, index=l, location=target.MemorySpace.SHARED, engine=acc.CopyEngine.TMA,
                **({"stages": v_stages} if ring else {}))
     plan.cache(S, index=k, location=target.MemorySpace.MMA_FRAGMENT)
