@@ -48,7 +48,7 @@ from ..ir.kernel import (
     Var,
     all_of,
 )
-from ..ir.patterns import widened
+from ..ir.patterns import reduction, widened
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, subexpressions, substitute
 from . import masked, rows
@@ -360,7 +360,7 @@ def _row_statement(model, s: Store, number: int, product: Store, fragment: str, 
             return value if e.dtype is accumulator else Cast(value, e.dtype)
         return e
 
-    found = rows.reduction(s)
+    found = reduction(s)
     if found is None:
         if not rows.column_free(s.value, col, product.buffer):
             raise rows.refuse(where(model), vector, "from values that change along the row")

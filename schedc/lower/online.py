@@ -64,7 +64,7 @@ from ..ir.kernel import (
     Unary,
     Var,
 )
-from ..ir.patterns import strip_float_casts
+from ..ir.patterns import reduction, strip_float_casts
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, operands, subexpressions
 from . import rows
@@ -432,7 +432,7 @@ class _Proof:
 
     def _vector(self, number: int, s: Store) -> None:
         v = s.buffer
-        found = rows.reduction(s)
+        found = reduction(s)
         if self.model.buffer(v).role == "output":
             self._output(number, s, found)
             return
@@ -475,7 +475,7 @@ class _Proof:
                                        "the row vectors kept across the tiles and constants, once they are whole "
                                        "(after the last tile)")
         unfinished = [v for v in reads if self.kinds[v] == "" and any(
-            t.buffer == v and rows.reduction(t) is not None for t in self.between[number:])]
+            t.buffer == v and reduction(t) is not None for t in self.between[number:])]
         if unfinished:
             raise self._refuse(number, f"sets {s.buffer}[i] from {unfinished[0]}[i] before its reduction over "
                                        "the row")
@@ -558,7 +558,7 @@ class _Proof:
                 raise self._refuse(number, f"reads {e.buffer}[i], an OUTPUT row vector, which the kernel sets after "
                                            "the last tile")
             if isinstance(e, Load) and self.kinds.get(e.buffer) == "" and any(
-                    t.buffer == e.buffer and rows.reduction(t) is not None for t in self.between[number + 1:]):
+                    t.buffer == e.buffer and reduction(t) is not None for t in self.between[number + 1:]):
                 raise self._refuse(number, f"reads {e.buffer}[i] between its start and its reduction over the row: "
                                            "the kernel would read the tiles before this one's part of it")
             if not (isinstance(e, Load) and e.buffer in self.kinds and self.kinds[e.buffer]):

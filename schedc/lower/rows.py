@@ -54,7 +54,6 @@ from ..ir.kernel import (
 from ..ir.types import ScalarType
 from ..ir.walk import map_expr, subexpressions, substitute
 
-REDUCTIONS = ("+", "max", "min")
 # a thread's partial of a row reduction: up to this many registers a row (its elements' subscripts
 # modulo WAYS), folded together before the lanes combine: chains of a few dependent operations
 # instead of one of every element (the softmax's maximum and sum of a 128-column tile: 8 long, not 32)
@@ -161,18 +160,6 @@ def reads(value: Expr, vectors: set[str], at: Expr, fragment: str) -> Expr:
             return Load(array_name(e.buffer, fragment), (at,), e.dtype)
         return e
     return map_expr(value, put)
-
-
-def reduction(s: Store) -> tuple[str, Expr] | None:
-    """``R[i] = op(R[i], x)`` (either order) as (op, x), where x does not read R; else None."""
-    v = s.value
-    if not (isinstance(v, Binary) and v.op in REDUCTIONS):
-        return None
-    for mine, x in ((v.lhs, v.rhs), (v.rhs, v.lhs)):
-        if isinstance(mine, Load) and mine.buffer == s.buffer and mine.index == s.index and not any(
-                isinstance(e, Load) and e.buffer == s.buffer for e in subexpressions(x)):
-            return v.op, x
-    return None
 
 
 def identity(op: str, dtype: ScalarType) -> Const:

@@ -143,6 +143,10 @@ def chain_program(rng: random.Random, target: str) -> Program:
         program = _replace(program, specialize=(False, 0, 0))
     elif kind == "registers":
         program = _replace(program, specialize=(True, rng.choice((24, 40)), rng.choice((200, 232, 240))))
+    if online and rng.random() < 0.3:  # scores that grow along the row: a row's maximum kept, or taken anew
+        S = Ref("S", (i, j))  # (drawn last: the other draws of a seed stay as they were)
+        grow = Statement(S, Binary("+", S, Binary("*", IndexValue("j"), Const(rng.choice((0.01, 0.2, 2.0))))))
+        program = _replace(program, row_steps=(program.row_steps[0], (grow,), *program.row_steps[1:]))
     return program
 
 
@@ -163,9 +167,6 @@ def _row_steps(rng: random.Random, i: Subscript, j: Subscript, online: bool = Fa
              (Statement(S, Fn(rng.choice(("exp", "fast_exp", "fast_exp2")) if online else "exp", (shifted,)) if op == "max"
                         else shifted),),
              (Statement(total, Fn("abs", (S,)) if op != "max" else S, accumulate=True),)]
-    if online and rng.random() < 0.3:  # scores that grow along the row: a row's maximum kept, or taken anew
-        growth = Binary("*", IndexValue(j.index), Const(rng.choice((0.01, 0.2, 2.0))))
-        steps.insert(1, (Statement(S, Binary("+", S, growth)),))
     if online and rng.random() < 0.4:  # a causal mask before the maximum (tiles wholly past it skipped)
         keep = Cmp("<=", IndexValue(j.index), Binary("+", IndexValue(i.index), Const(rng.choice((0, 5, 64)))))
         steps.insert(1, (Statement(S, Fn("select", (keep, S, Const(-math.inf)))),))
