@@ -14,8 +14,12 @@ counts K's and V's bytes over the time (TB/s) and also times schedc's call repla
 schedc's (> 1: schedc faster).
 
 ``--ncu``: no timing; one launch of each (and of cuDNN's) in an NVTX range, for Nsight Compute.
+``--before DIR``: each function also as built by another compiler (``DIR``: an output directory of
+``attention`` and/or ``attention_variants`` packages, or one .hat), timed right after it on the same
+tensors, named ``NAME:before``.
 
-Usage (on the GPU, repository root): python benchmarks/attention.py [--variants] [--only PREFIX[,PREFIX...]] [--ncu]
+Usage (on the GPU, repository root):
+    python benchmarks/attention.py [--variants] [--only PREFIX[,PREFIX...]] [--ncu] [--before DIR]
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ def main() -> None:
         prefixes = tuple(sys.argv[sys.argv.index("--only") + 1].split(","))
         functions = [f for f in functions if f[0].startswith(prefixes)]
         decode = [f for f in decode if f[0].startswith(prefixes)]
+    if "--before" in sys.argv:  # each function of another build beside this one's, named NAME:before
+        functions, decode = (beside(found, Path(sys.argv[sys.argv.index("--before") + 1])) for found in (functions,
+                                                                                                      decode))
     print(f"{'function':>34} {'schedc ms':>9} {'TFLOP/s':>8} "
           + " ".join(f"{b + ' ms (TFLOP/s)':>19}" for b in BACKENDS) + f" {'x best':>7} {'error':>9}")
     if "--ncu" in sys.argv:  # one launch each, under Nsight Compute
@@ -121,6 +128,24 @@ def main() -> None:
         cells = " ".join(f"{t[b]:8.3f} ({read / t[b] / 1e9:5.2f})" if b in t else f"{'-':>16}" for b in BACKENDS)
         print(f"{name:>50} {t['schedc']:9.3f} {read / t['schedc'] / 1e9:5.2f} {t['graph']:8.3f} {cells} "
               f"{best / t['schedc']:7.3f} {t['error']:9.2e}")
+
+
+def beside(found: list, before: Path) -> list:
+    """``found`` with each function that ``before`` (a .hat, or an output directory of the
+    attention and attention_variants packages) also holds right after it, as ``NAME:before``: a
+    change to the compiler timed against the build before it, on the same tensors, in the same call."""
+    def package(name: str):
+        hat = before if before.suffix == ".hat" else before / name / f"{name}.hat"
+        return acc.load(hat).functions if hat.exists() else {}
+
+    packages = {where: package(where) for where in ("attention", "attention_variants")}
+    out = []
+    for name, fn, arguments in found:
+        out.append((name, fn, arguments))
+        old = next((p[name] for p in packages.values() if name in p), None)
+        if old is not None:
+            out.append((f"{name}:before", old, arguments))
+    return out
 
 
 def variants():

@@ -67,12 +67,13 @@
 #   element for element, the emulator; every program the emulator refuses run on the GPU all the
 #   same. Writes pytest_gpu.log, sanitizer_<tool>.log, fuzz.log and the shrunk failures in fuzz/.
 # attention: BUILD=0 (time the carried hat_packages/attention and attention_variants, built here; 1: rebuild
-#   both on the device), EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants), ONLY
-#   (benchmarks/attention.py's --only), NCU (function names: ncu's headlines of each beside cuDNN's), NCU_SOURCE (function names: each's
-#   SASS and ncu's warp stalls a SASS instruction, source_FN.csv),
-#   B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
+#   both on the device), EXTRA_TESTS, SANITIZE (1: last, after the timing), TOOLS, VARIANTS (1: --variants),
+#   ONLY (benchmarks/attention.py's --only), BEFORE (an output directory of the same packages built by another
+#   compiler, carried: each function also timed as built there, NAME:before), NCU (function names: ncu's
+#   headlines of each beside cuDNN's), NCU_SOURCE (function names: each's SASS and ncu's warp stalls a SASS
+#   instruction, source_FN.csv), B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
 #   pytest -k of the sanitized tests of tests/test_online.py and tests/test_split_keys.py). Writes
-#   attention.txt, b2b.txt, resources.txt.
+#   attention.txt, b2b.txt, resources.txt, ncu.md.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
 #   tools, "memcheck racecheck synccheck"), SANITIZE_K (fused: the pytest -k of the sanitized tests).
 # torch:    RUNS (2: call_overhead.py's runs), CALLS (its --calls). The operators' C++ kernel is built
@@ -395,6 +396,7 @@ mode_attention() {
     | tee "$OUT/resources.txt"
   [ "${VARIANTS:-1}" = 1 ] && args+=(--variants)
   [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
+  [ -n "${BEFORE:-}" ] && args+=(--before "$BEFORE")
   timeout 400 python3 benchmarks/attention.py "${args[@]}" 2>&1 | tee "$OUT/attention.txt"
   [ "${B2B:-0}" = 1 ] && timeout 200 python3 benchmarks/b2b_gemm.py --only softmax 2>&1 | tee "$OUT/b2b.txt"
   if [ -n "${NCU:-}" ]; then  # Nsight Compute's headlines of those functions and of cuDNN's on the same tensors
