@@ -71,7 +71,7 @@
 #   ONLY (benchmarks/attention.py's --only), BEFORE (an output directory of the same packages built by another
 #   compiler, carried: each function also timed as built there, NAME:before), NCU (function names: ncu's
 #   headlines of each beside cuDNN's), NCU_SOURCE (function names: each's SASS and ncu's warp stalls a SASS
-#   instruction, source_FN.csv), B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
+#   instruction, source_FN.csv and its summary by benchmarks/ncu_source.py), B2B (1: benchmarks/b2b_gemm.py's softmax functions too), SANITIZE_K (the
 #   pytest -k of the sanitized tests of tests/test_online.py and tests/test_split_keys.py). Writes
 #   attention.txt, b2b.txt, resources.txt, ncu.md.
 # fused, reduce, runtime: EXTRA_TESTS (more pytest arguments), SANITIZE (1), TOOLS (the sanitizer
@@ -414,6 +414,7 @@ mode_attention() {
     timeout 200 ncu --nvtx --nvtx-include "schedc:$fn/" --section SourceCounters --section WarpStateStats \
       -o "$OUT/source_$fn" python3 benchmarks/attention.py --variants --ncu --only "$fn" > "$OUT/source_$fn.log" 2>&1
     ncu -i "$OUT/source_$fn.ncu-rep" --page source --csv --print-source sass > "$OUT/source_$fn.csv" 2>&1
+    python3 benchmarks/ncu_source.py "$OUT/source_$fn.csv" 25 | tee "$OUT/source_$fn.md"
     echo "$fn: $(wc -l < "$OUT/$fn.sass") SASS lines, $(wc -l < "$OUT/source_$fn.csv") source rows"
   done
   # last: a slow one cannot cost the timing
