@@ -967,20 +967,7 @@ def test_queries_past_the_tiles_inside_the_arrays_are_computed_and_not_stored(op
 def _growing(growth: float):
     """The softmax of S[i, j] + growth * j: each tile's maximum above the tile before's by about
     64 * growth (0.5 * 64 * growth in the exponentials' argument)."""
-    peak, total = (acc.Array(role=acc.Role.TEMP, element_type=T.float32, shape=(128,)) for _ in range(2))
-
-    def start(S, i, j):
-        peak[i] = -math.inf
-        total[i] = 0.0
-
-    def maximum(S, i, j):
-        peak[i] = acc.max(peak[i], S[i, j])
-
-    def add(S, i, j):
-        total[i] += S[i, j]
-
-    return [start, lambda S, i, j: S[i, j] + acc.cast(j, T.float32) * growth, maximum,
-            lambda S, i, j: acc.exp((S[i, j] - peak[i]) * 0.5), add, lambda S, i, j: S[i, j] / total[i]]
+    return _softmax_steps(before=(lambda S, i, j: S[i, j] + acc.cast(j, T.float32) * growth,))[0]
 
 
 def _moved(fn) -> list[If]:
