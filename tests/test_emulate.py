@@ -166,6 +166,18 @@ def test_divergent_warp_before_a_tile_operation():
         _run(_kernel(body, buffers=(_buffer("X", 256),)))
 
 
+def test_fragment_statements_take_whole_warps_but_the_map():
+    """The emulator reads which statements run on whole warps from their declared scope: every
+    fragment statement but the map (each thread's own elements, run under a branch that a row's
+    lanes take apart: the online softmax's correction where a row's maximum moved)."""
+    from schedc.ir import kernel as k
+
+    whole = (k.Fragment, k.FragmentFill, k.FragmentLoad, k.FragmentStore, k.FragmentMma, k.FragmentApply,
+             k.FragmentAdd, k.FragmentConvert)
+    assert all(c.facts.scope is k.SyncScope.WARP for c in whole)
+    assert k.FragmentMap.facts.scope is k.SyncScope.THREAD
+
+
 def test_lanes_disagreeing_on_a_tile_origin():
     body = [_tile(), FragmentLoad("c", "X", (Var("threadIdx.x"),), 16, 1)]
     with pytest.raises(EmulationError, match="non-uniform tile: lanes of a warp disagree"):

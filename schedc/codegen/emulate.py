@@ -59,9 +59,11 @@ from ..ir.kernel import (
     Staging,
     Stmt,
     Store,
+    SyncScope,
     ThreadReduce,
     Unary,
     Var,
+    facts_of,
 )
 from ..ir.numeric import binary, constant, converted, round_tf32
 from ..ir.registry import Registry
@@ -456,12 +458,13 @@ class _Block:
                       FragmentStore, FragmentMap)
     def tile(self, s: Stmt, mask: np.ndarray) -> None:
         warps = mask.reshape(-1, WARP)
+        whole = facts_of(s).scope is not SyncScope.THREAD  # a map: each thread's own elements, on any lanes
         partial = warps.any(axis=1) & ~warps.all(axis=1)
-        if partial.any() and not isinstance(s, FragmentMap):  # a map is each thread's own elements: any lanes
+        if partial.any() and whole:
             w = int(np.flatnonzero(partial)[0])
             raise self.error("divergent warp", "a tile operation runs on part of a warp",
                              np.flatnonzero(warps[w]).tolist(), getattr(s, "buffer", "-"), "-")
-        active = warps.any(axis=1) if isinstance(s, FragmentMap) else warps.all(axis=1)
+        active = warps.all(axis=1) if whole else warps.any(axis=1)
         name = s.name if isinstance(s, Fragment) else s.d if isinstance(s, FragmentMma) else s.fragment
         family = s.family if isinstance(s, Fragment) else self.specs[name].family
         TENSOR_EXECUTORS[family](self).run(s, mask, active)

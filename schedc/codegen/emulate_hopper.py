@@ -62,11 +62,13 @@ from ..ir.kernel import (
     Role,
     Roles,
     StructParam,
+    SyncScope,
     TmaLoad,
     TmaStore,
     WarpgroupCommit,
     WarpgroupFence,
     WarpgroupWait,
+    facts_of,
 )
 from ..ir.numeric import converted
 from ..ir.types import is_float_dtype
@@ -641,8 +643,9 @@ class Wgmma(Executor):
             self.idle(h, s.fragment, type(s).__name__)
             if writes:
                 h.dirty.setdefault(_agent(b), set()).add(s.fragment)
-        groups = mask.reshape(-1, WARPGROUP).any(axis=1) if isinstance(s, FragmentMap) else _groups(mask, b)
-        TILE_STATEMENTS.handler(s)(self, s, mask, groups)  # a map: each thread's own elements, on any lanes
+        thread = facts_of(s).scope is SyncScope.THREAD  # a map: each thread's own elements, on any lanes
+        groups = mask.reshape(-1, WARPGROUP).any(axis=1) if thread else _groups(mask, b)
+        TILE_STATEMENTS.handler(s)(self, s, mask, groups)
 
     def declare(self, s: Fragment, groups) -> None:
         """Zeros in the declaring warpgroups' rows (other teams' warpgroups keep theirs)."""

@@ -351,7 +351,7 @@ class If:
     orelse: tuple[Stmt, ...] = ()
 
 
-@declares(min_arch=_fragment_arch, registers=_fragment_registers)
+@declares(min_arch=_fragment_arch, registers=_fragment_registers, scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class Fragment:
     """A warp's tensor-core tile: ``use`` is matrix_a, matrix_b or accumulator.
@@ -377,7 +377,7 @@ class Fragment:
         _kinds(self, use=FragmentUse)
 
 
-@declares()
+@declares(scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentFill:
     fragment: str
@@ -396,7 +396,8 @@ class TileEdge:
     staged: bool = False  # every tile through the scratch (C's tiles are not aligned for wmma in place)
 
 
-@declares(reads=("buffer", "edge.scratch"), writes=("edge.scratch",), vectors=_unstaged_tile, tile="fragment")
+@declares(reads=("buffer", "edge.scratch"), writes=("edge.scratch",), vectors=_unstaged_tile, tile="fragment",
+          scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentLoad:
     """Load a tile whose element (r, c) lies at ``buffer[origin] + r*row_stride + c*col_stride``.
@@ -422,7 +423,8 @@ class FragmentLoad:
         _kinds(self, path=TilePath)
 
 
-@declares(reads=("edge.scratch",), writes=("buffer", "edge.scratch"), vectors=_unstaged_tile, tile="fragment")
+@declares(reads=("edge.scratch",), writes=("buffer", "edge.scratch"), vectors=_unstaged_tile, tile="fragment",
+          scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentStore:
     """Store a tile (laid out as in FragmentLoad); with an ``edge``, only its rows and columns
@@ -439,7 +441,7 @@ class FragmentStore:
     columns: tuple[int, int] | None = None
 
 
-@declares()
+@declares(scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentMma:
     """``d = a @ b + c`` on one warp's tiles."""
@@ -450,7 +452,7 @@ class FragmentMma:
     c: str
 
 
-@declares()
+@declares(scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentApply:
     """Element-wise op on an accumulator: ``scale`` (x * arg), ``relu`` (max(x, 0)), ``set``."""
@@ -464,7 +466,7 @@ class FragmentApply:
         _kinds(self, op=AccumulatorOp)
 
 
-@declares()
+@declares(scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentAdd:
     """``fragment += source`` element by element, the source converted to the fragment's type.
@@ -478,7 +480,7 @@ class FragmentAdd:
     columns: tuple[int, int] | None = None  # only the tile's columns first..last-1 (None: every column)
 
 
-@declares()
+@declares(scope=SyncScope.WARP)
 @dataclass(frozen=True)
 class FragmentConvert:
     """A wgmma A tile in registers (``fragment``: 64 x k, ``in_registers``) from the columns
@@ -495,11 +497,12 @@ class FragmentConvert:
 @declares()
 @dataclass(frozen=True)
 class FragmentMap:
-    """A fused epilogue on an accumulator: ``body`` runs once for each of the thread's elements
-    of ``fragment`` (the family's lane layout places them), with ``row`` and ``col`` bound to the
+    """A fused epilogue on an accumulator: ``body`` runs once for each of the thread's elements of
+    ``fragment`` (the family's lane layout places them), with ``row`` and ``col`` bound to the
     element's row and column in the tile and the element itself the thread's array ``fragment``
     at subscript ``ELEMENT`` (read and written with Load/Store, in ``dtype``, the fragment's
-    type); the body's other loads read arrays as any statement does.
+    type); the body's other loads read arrays as any statement does. Its scope is the thread's:
+    any of a warp's lanes may run it (the other fragment statements take whole warps).
 
     ``columns``: only the elements of the tile's columns first..last-1 (None: every element)."""
 
